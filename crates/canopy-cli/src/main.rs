@@ -1,0 +1,230 @@
+//! `canopy`: the command-line front end over [`canopy_core::Engine`].
+//!
+//! This crate only translates arguments into engine calls and results into
+//! text or JSON; every behaviour lives in `canopy-core`.
+
+mod output;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use canopy_core::query::{MatchMode, QueryKind, QueryParams};
+use canopy_core::{CanopyError, Engine, EngineOptions};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Token-efficient code search for LLM agents: index a repository, query it
+/// for small handles, expand only what you need.
+#[derive(Parser, Debug)]
+#[command(name = "canopy", version, about, long_about = None)]
+struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Debug)]
+struct GlobalArgs {
+    /// Repository root, or any directory inside it (default: the current directory).
+    #[arg(long, global = true, env = "CANOPY_ROOT")]
+    root: Option<PathBuf>,
+    /// Print machine-readable JSON on stdout (and nothing else).
+    #[arg(long, global = true)]
+    json: bool,
+    /// No progress bar and no summary on stderr.
+    #[arg(long, short, global = true)]
+    quiet: bool,
+    /// Skip files larger than this many bytes.
+    #[arg(long, global = true, default_value_t = canopy_core::discover::DEFAULT_MAX_FILE_SIZE)]
+    max_file_size: u64,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Index the repository (incremental: unchanged files are not re-parsed).
+    Index {
+        /// Repository root or a directory inside it (overrides --root).
+        path: Option<PathBuf>,
+        /// Only index files matching this glob (e.g. "src/**/*.rs").
+        #[arg(long)]
+        glob: Option<String>,
+    },
+    /// Show index statistics.
+    Status {
+        /// Repository root or a directory inside it (overrides --root).
+        path: Option<PathBuf>,
+    },
+    /// Force files to be re-parsed (all, or those matching --glob), then re-index them.
+    Invalidate {
+        /// Only files matching this glob.
+        #[arg(long)]
+        glob: Option<String>,
+    },
+    /// Print the exact text of handles.
+    Expand {
+        /// Handle ids (h + 24 hex), as returned by query.
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+    /// Search the index; returns handles (id, path, lines, tokens, preview).
+    Query(QueryArgs),
+}
+
+#[derive(Args, Debug)]
+struct QueryArgs {
+    /// Full-text search (words are ANDed; "quoted phrases"; word* for prefixes).
+    #[arg(long, short)]
+    pattern: Option<String>,
+    /// Several text patterns, combined by --match (repeatable).
+    #[arg(long = "patterns", num_args = 1..)]
+    patterns: Vec<String>,
+    /// Code symbol (function, class, struct, method; Type.method works).
+    #[arg(long, short)]
+    symbol: Option<String>,
+    /// Markdown section heading.
+    #[arg(long)]
+    section: Option<String>,
+    /// Parent symbol (class, struct, impl) whose members to search.
+    #[arg(long)]
+    parent: Option<String>,
+    /// definition, reference or any.
+    #[arg(long, value_enum)]
+    kind: Option<KindArg>,
+    /// Restrict to paths matching this glob.
+    #[arg(long)]
+    glob: Option<String>,
+    /// How --patterns combine: any (OR) or all (AND).
+    #[arg(long = "match", value_enum)]
+    match_mode: Option<MatchArg>,
+    /// Maximum handles (default 16, at most 200).
+    #[arg(long, short)]
+    limit: Option<usize>,
+    /// Auto-expand handles in rank order while their tokens fit this budget.
+    #[arg(long)]
+    expand_budget: Option<u64>,
+    /// S-expression query, e.g. '(in-file "src/**" (grep "auth"))'.
+    #[arg(long)]
+    query: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum KindArg {
+    Definition,
+    Reference,
+    Any,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum MatchArg {
+    Any,
+    All,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.global.quiet);
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            if let Some(core) = err.downcast_ref::<CanopyError>() {
+                eprintln!("error: {core}");
+                eprintln!("hint: {}", core.hint());
+            } else {
+                eprintln!("error: {err:#}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing(quiet: bool) {
+    let default = if quiet { "error" } else { "warn" };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CANOPY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .init();
+}
+
+fn open_engine(global: &GlobalArgs, path: Option<PathBuf>) -> anyhow::Result<Engine> {
+    let start = match path.or_else(|| global.root.clone()) {
+        Some(p) => p,
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let options = EngineOptions {
+        max_file_size: global.max_file_size,
+    };
+    Ok(Engine::open(&start, options)?)
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let global = &cli.global;
+    let show_progress = !global.quiet && !global.json && std::io::stderr().is_terminal();
+    match cli.command {
+        Command::Index { path, glob } => {
+            let engine = open_engine(global, path)?;
+            let progress = output::Progress::new(show_progress);
+            let report = engine.index(glob.as_deref(), &progress)?;
+            output::index_report(&engine, &report, global.json, global.quiet)
+        }
+        Command::Invalidate { glob } => {
+            let engine = open_engine(global, None)?;
+            let progress = output::Progress::new(show_progress);
+            let report = engine.invalidate(glob.as_deref(), &progress)?;
+            output::index_report(&engine, &report, global.json, global.quiet)
+        }
+        Command::Status { path } => {
+            let engine = open_engine(global, path)?;
+            output::status(&engine.status()?, global.json)
+        }
+        Command::Expand { ids } => {
+            let engine = open_engine(global, None)?;
+            output::expansions(&engine.expand(&ids)?, global.json)
+        }
+        Command::Query(args) => {
+            let engine = open_engine(global, None)?;
+            let params = QueryParams {
+                pattern: args.pattern,
+                patterns: (!args.patterns.is_empty()).then_some(args.patterns),
+                symbol: args.symbol,
+                section: args.section,
+                parent: args.parent,
+                kind: args.kind.map(|k| match k {
+                    KindArg::Definition => QueryKind::Definition,
+                    KindArg::Reference => QueryKind::Reference,
+                    KindArg::Any => QueryKind::Any,
+                }),
+                glob: args.glob,
+                match_mode: args.match_mode.map(|m| match m {
+                    MatchArg::Any => MatchMode::Any,
+                    MatchArg::All => MatchMode::All,
+                }),
+                limit: args.limit,
+                expand_budget: args.expand_budget,
+                query: args.query,
+            };
+            params.validate()?;
+            if !engine.is_indexed()? && show_progress {
+                // First query on an unindexed repository: index it visibly.
+                let progress = output::Progress::new(true);
+                engine.index(None, &progress)?;
+            }
+            output::query_result(&engine.query(&params)?, global.json)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,234 @@
+//! Human and JSON rendering of engine results, and the indexing progress bar.
+//!
+//! With `--json`, stdout carries exactly one JSON document; everything for
+//! people (progress, summaries, hints) goes to stderr.
+
+use std::io::Write;
+use std::time::Duration;
+
+use canopy_core::Engine;
+use canopy_core::index::IndexProgress;
+use canopy_core::model::{Expansion, IndexReport, QueryResult, Status};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Progress bar on stderr (hidden when not wanted).
+pub struct Progress {
+    bar: ProgressBar,
+}
+
+impl Progress {
+    pub fn new(visible: bool) -> Progress {
+        let bar = if visible {
+            let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{spinner} indexing [{elapsed_precise}] {wide_bar} {pos}/{len} files ({per_sec}) {msg}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar
+        } else {
+            ProgressBar::hidden()
+        };
+        Progress { bar }
+    }
+}
+
+impl IndexProgress for Progress {
+    fn start(&self, to_parse: u64) {
+        self.bar.set_length(to_parse);
+    }
+    fn advance(&self, path: &str, _bytes: u64) {
+        self.bar.inc(1);
+        if !path.is_empty() && self.bar.position().is_multiple_of(32) {
+            self.bar.set_message(path.to_string());
+        }
+    }
+    fn finish(&self, _report: &IndexReport) {
+        self.bar.finish_and_clear();
+    }
+}
+
+fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer(&mut out, value)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+pub fn index_report(
+    engine: &Engine,
+    report: &IndexReport,
+    json: bool,
+    quiet: bool,
+) -> anyhow::Result<()> {
+    if let Some(note) = &report.rebuilt {
+        eprintln!("note: {note}");
+    }
+    if json {
+        return print_json(report);
+    }
+    if quiet {
+        return Ok(());
+    }
+    let secs = report.duration_ms as f64 / 1000.0;
+    let rate = if secs > 0.0 {
+        report.files_indexed as f64 / secs
+    } else {
+        0.0
+    };
+    let skipped: u64 = report.skipped.values().sum();
+    println!(
+        "indexed {} files ({:.1} MB, {} units, {} refs) in {:.2}s ({:.0} files/s); {} unchanged, {} removed, {} skipped",
+        report.files_indexed,
+        report.bytes_parsed as f64 / 1e6,
+        report.units_written,
+        report.refs_written,
+        secs,
+        rate,
+        report.files_unchanged,
+        report.files_removed,
+        skipped
+    );
+    if skipped > 0 {
+        let reasons: Vec<String> = report
+            .skipped
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect();
+        println!("skipped: {}", reasons.join(", "));
+    }
+    println!("index: {}", engine.db_path().display());
+    Ok(())
+}
+
+pub fn status(status: &Status, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(status);
+    }
+    println!("repo_root:      {}", status.repo_root);
+    println!("files_indexed:  {}", status.files_indexed);
+    println!("units:          {}", status.units);
+    println!("references:     {}", status.references);
+    println!("total_tokens:   {}", status.total_tokens);
+    println!("source_bytes:   {}", status.source_bytes);
+    println!("index_size:     {} bytes", status.index_size_bytes);
+    println!(
+        "last_indexed:   {}",
+        status.last_indexed.as_deref().unwrap_or("never")
+    );
+    println!("schema_version: {}", status.schema_version);
+    println!(
+        "file_discovery: {}",
+        status.file_discovery.as_deref().unwrap_or("-")
+    );
+    println!("index_coverage: {:.0}%", status.index_coverage * 100.0);
+    let langs: Vec<String> = status
+        .languages
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    println!(
+        "languages:      {}",
+        if langs.is_empty() {
+            "-".into()
+        } else {
+            langs.join(", ")
+        }
+    );
+    let skipped: Vec<String> = status
+        .skipped
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    println!(
+        "skipped:        {}",
+        if skipped.is_empty() {
+            "-".into()
+        } else {
+            skipped.join(", ")
+        }
+    );
+    Ok(())
+}
+
+pub fn expansions(items: &[Expansion], json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(&items);
+    }
+    let mut out = std::io::stdout().lock();
+    for (i, e) in items.iter().enumerate() {
+        if items.len() > 1 {
+            if i > 0 {
+                writeln!(out)?;
+            }
+            writeln!(
+                out,
+                "// {} {}:{}-{}",
+                e.handle_id, e.file_path, e.line_range[0], e.line_range[1]
+            )?;
+        }
+        // The exact bytes of the span.
+        out.write_all(&e.bytes)?;
+        if items.len() > 1 && !e.bytes.ends_with(b"\n") {
+            writeln!(out)?;
+        }
+    }
+    Ok(())
+}
+
+pub fn query_result(result: &QueryResult, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(result);
+    }
+    let mut out = std::io::stdout().lock();
+    for h in &result.handles {
+        writeln!(
+            out,
+            "{} {}:{}-{} {} {}t  {}",
+            h.id,
+            h.file_path,
+            h.line_range[0],
+            h.line_range[1],
+            h.node_type,
+            h.token_count,
+            h.preview
+        )?;
+        if let Some(content) = &h.content {
+            writeln!(out, "{content}")?;
+        }
+    }
+    if let Some(refs) = &result.ref_handles {
+        for r in refs {
+            let name = match &r.qualifier {
+                Some(q) => format!("{q}.{}", r.name),
+                None => r.name.clone(),
+            };
+            writeln!(
+                out,
+                "{}:{} {} {} (in {})  {}",
+                r.file_path, r.line_range[0], r.ref_type, name, r.source_handle, r.preview
+            )?;
+        }
+    }
+    let shown = result
+        .ref_handles
+        .as_ref()
+        .map_or(result.handles.len(), Vec::len);
+    eprintln!(
+        "{} of {} matches, {} tokens{}",
+        shown,
+        result.total_matches,
+        result.total_tokens,
+        if result.truncated {
+            " (truncated: narrow the query or raise --limit)"
+        } else {
+            ""
+        }
+    );
+    if let Some(note) = &result.expand_note {
+        eprintln!("{note}");
+    }
+    Ok(())
+}

@@ -1,0 +1,63 @@
+; Canopy extraction rules for Rust (tags-query capture names; see lang/extract.rs).
+
+; ---- definitions ----------------------------------------------------------
+(struct_item name: (type_identifier) @name) @definition.struct
+(union_item name: (type_identifier) @name) @definition.struct
+(enum_item name: (type_identifier) @name) @definition.enum
+(trait_item name: (type_identifier) @name) @definition.trait
+(type_item name: (type_identifier) @name) @definition.type
+(function_item name: (identifier) @name) @definition.function
+(function_signature_item name: (identifier) @name) @definition.function
+(mod_item name: (identifier) @name) @definition.module
+(macro_definition name: (identifier) @name) @definition.macro
+(const_item name: (identifier) @name) @definition.constant
+(static_item name: (identifier) @name) @definition.constant
+
+; `impl Trait for Type`: named after the type, the trait kept apart.
+(impl_item
+  trait: (_) @trait
+  type: [
+    (type_identifier) @name
+    (generic_type type: (type_identifier) @name)
+    (scoped_type_identifier name: (type_identifier) @name)
+    (generic_type type: (scoped_type_identifier name: (type_identifier) @name))
+  ]) @definition.impl
+(impl_item
+  !trait
+  type: [
+    (type_identifier) @name
+    (generic_type type: (type_identifier) @name)
+    (scoped_type_identifier name: (type_identifier) @name)
+    (generic_type type: (scoped_type_identifier name: (type_identifier) @name))
+  ]) @definition.impl
+
+; ---- calls ----------------------------------------------------------------
+(call_expression function: (identifier) @name) @reference.call
+(call_expression
+  function: (field_expression value: (_) @qualifier field: (field_identifier) @name)) @reference.call
+(call_expression
+  function: (scoped_identifier path: (_) @qualifier name: (identifier) @name)) @reference.call
+(call_expression
+  function: (generic_function function: (identifier) @name)) @reference.call
+(call_expression
+  function: (generic_function
+    function: (field_expression value: (_) @qualifier field: (field_identifier) @name))) @reference.call
+(call_expression
+  function: (generic_function
+    function: (scoped_identifier path: (_) @qualifier name: (identifier) @name))) @reference.call
+(macro_invocation macro: (identifier) @name) @reference.call
+(macro_invocation macro: (scoped_identifier path: (_) @qualifier name: (identifier) @name)) @reference.call
+
+; ---- imports --------------------------------------------------------------
+(use_declaration argument: [(identifier) (scoped_identifier)] @name) @reference.import
+(use_declaration argument: (use_as_clause path: (_) @name)) @reference.import
+(scoped_use_list
+  path: (_) @qualifier
+  list: (use_list [(identifier) (scoped_identifier)] @name)) @reference.import
+(scoped_use_list
+  path: (_) @qualifier
+  list: (use_list (use_as_clause path: (_) @name))) @reference.import
+
+; ---- type references ------------------------------------------------------
+(scoped_type_identifier path: (_) @qualifier name: (type_identifier) @name) @reference.type
+(type_identifier) @name @reference.type

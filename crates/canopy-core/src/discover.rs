@@ -1,0 +1,347 @@
+//! Finding the repository root and the files to index.
+//!
+//! In a git repository the file list is `git ls-files --cached --others
+//! --exclude-standard` (tracked plus untracked-but-not-ignored); elsewhere a
+//! walk that honours `.gitignore`. `.canopy/` and `.git/` are never listed.
+//! Symlinks are followed only when they resolve inside the repository, and
+//! files over the size limit are skipped and counted. (Binary files are
+//! detected when read, by the indexer.)
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::UNIX_EPOCH;
+
+use globset::{GlobBuilder, GlobMatcher};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{CanopyError, Result};
+
+/// Name of the directory holding the index, at the repository root.
+pub const CANOPY_DIR: &str = ".canopy";
+
+/// Default size limit for indexed files: 1 MiB.
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 1024 * 1024;
+
+/// How the file list was obtained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiscoveryMethod {
+    /// `git ls-files --cached --others --exclude-standard`.
+    GitLsFiles,
+    /// Directory walk honouring `.gitignore`.
+    Walk,
+}
+
+impl DiscoveryMethod {
+    /// Stored and displayed name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiscoveryMethod::GitLsFiles => "git_ls_files",
+            DiscoveryMethod::Walk => "walk",
+        }
+    }
+}
+
+/// Why a file was not indexed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipReason {
+    /// Contains a NUL byte in its first 8 KiB.
+    Binary,
+    /// Larger than the size limit.
+    TooLarge,
+    /// A symlink that resolves outside the repository (or nowhere).
+    SymlinkOutsideRepo,
+    /// Could not be read.
+    Unreadable,
+}
+
+impl SkipReason {
+    /// Stored and displayed name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::Binary => "binary",
+            SkipReason::TooLarge => "too_large",
+            SkipReason::SymlinkOutsideRepo => "symlink_outside_repo",
+            SkipReason::Unreadable => "unreadable",
+        }
+    }
+}
+
+/// A file that may be indexed.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    /// Repo-relative path with `/` separators.
+    pub path: String,
+    /// Absolute path to read (the symlink's target for symlinks).
+    pub abs_path: PathBuf,
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time in nanoseconds since the epoch.
+    pub mtime_ns: i64,
+}
+
+/// The result of discovery.
+#[derive(Debug)]
+pub struct Discovery {
+    /// How the list was obtained.
+    pub method: DiscoveryMethod,
+    /// Files to consider, sorted by path.
+    pub files: Vec<Candidate>,
+    /// Files passed over, by reason.
+    pub skipped: BTreeMap<SkipReason, u64>,
+}
+
+/// Finds the repository root for `start`: the nearest ancestor (or itself)
+/// holding `.git` or `.canopy`; `start` itself when there is none.
+pub fn find_repo_root(start: &Path) -> Result<PathBuf> {
+    let start = start
+        .canonicalize()
+        .map_err(|_| CanopyError::NotADirectory(start.to_path_buf()))?;
+    let start = if start.is_file() {
+        start
+            .parent()
+            .map(Path::to_path_buf)
+            .ok_or_else(|| CanopyError::NotADirectory(start.clone()))?
+    } else {
+        start
+    };
+    if !start.is_dir() {
+        return Err(CanopyError::NotADirectory(start));
+    }
+    let found = start
+        .ancestors()
+        .find(|dir| dir.join(".git").exists() || dir.join(CANOPY_DIR).is_dir());
+    Ok(found.unwrap_or(&start).to_path_buf())
+}
+
+/// A compiled path filter. Patterns without `/` match the file name in any
+/// directory (`*.rs`); others match the whole repo-relative path, where `*`
+/// stays within one directory and `**` crosses directories.
+#[derive(Clone, Debug)]
+pub struct PathFilter {
+    matcher: GlobMatcher,
+    basename_only: bool,
+    pattern: String,
+}
+
+impl PathFilter {
+    /// Compiles a glob; rejects invalid syntax and patterns that leave the repository.
+    pub fn new(pattern: &str) -> Result<PathFilter> {
+        let trimmed = pattern.trim();
+        if trimmed.is_empty() {
+            return Err(CanopyError::GlobPattern {
+                pattern: pattern.to_string(),
+                message: "empty pattern".into(),
+            });
+        }
+        check_relative(trimmed)?;
+        let trimmed = trimmed.strip_prefix("./").unwrap_or(trimmed);
+        let glob = GlobBuilder::new(trimmed)
+            .literal_separator(true)
+            .backslash_escape(true)
+            .build()
+            .map_err(|e| CanopyError::GlobPattern {
+                pattern: pattern.to_string(),
+                message: e.kind().to_string(),
+            })?;
+        Ok(PathFilter {
+            matcher: glob.compile_matcher(),
+            basename_only: !trimmed.contains('/'),
+            pattern: trimmed.to_string(),
+        })
+    }
+
+    /// Whether a repo-relative path matches.
+    pub fn is_match(&self, path: &str) -> bool {
+        if self.basename_only {
+            let name = path.rsplit('/').next().unwrap_or(path);
+            self.matcher.is_match(name) || self.matcher.is_match(path)
+        } else {
+            self.matcher.is_match(path)
+        }
+    }
+
+    /// The pattern as compiled.
+    pub fn pattern(&self) -> &str {
+        &self.pattern
+    }
+}
+
+/// Rejects absolute paths and `..` components: nothing may leave the repository.
+pub fn check_relative(path: &str) -> Result<()> {
+    let outside = path.starts_with('/')
+        || path.starts_with('\\')
+        || path.get(1..3) == Some(":\\")
+        || path.get(1..3) == Some(":/")
+        || path.split(['/', '\\']).any(|c| c == "..");
+    if outside {
+        Err(CanopyError::PathOutsideRepo(path.to_string()))
+    } else {
+        Ok(())
+    }
+}
+
+fn is_internal(path: &str) -> bool {
+    path == CANOPY_DIR
+        || path.starts_with(".canopy/")
+        || path == ".git"
+        || path.starts_with(".git/")
+}
+
+/// Lists the files of the repository at `root`.
+pub fn discover(root: &Path, max_file_size: u64, filter: Option<&PathFilter>) -> Result<Discovery> {
+    let (method, paths) = match git_ls_files(root) {
+        Some(paths) => (DiscoveryMethod::GitLsFiles, paths),
+        None => (DiscoveryMethod::Walk, walk(root)),
+    };
+    let root_canonical = root.canonicalize().map_err(|e| CanopyError::io(root, e))?;
+    let mut files = Vec::with_capacity(paths.len());
+    let mut skipped = BTreeMap::new();
+    for path in paths {
+        if is_internal(&path) || filter.is_some_and(|f| !f.is_match(&path)) {
+            continue;
+        }
+        let abs = root.join(&path);
+        let Ok(link_meta) = std::fs::symlink_metadata(&abs) else {
+            continue; // deleted from the work tree but still in git's index
+        };
+        let (abs_path, meta) = if link_meta.file_type().is_symlink() {
+            match abs.canonicalize() {
+                Ok(target) if target.starts_with(&root_canonical) => match target.metadata() {
+                    Ok(meta) => (target, meta),
+                    Err(_) => {
+                        *skipped.entry(SkipReason::Unreadable).or_insert(0) += 1;
+                        continue;
+                    }
+                },
+                _ => {
+                    *skipped.entry(SkipReason::SymlinkOutsideRepo).or_insert(0) += 1;
+                    continue;
+                }
+            }
+        } else {
+            (abs, link_meta)
+        };
+        if !meta.is_file() {
+            continue; // submodules (gitlinks) and other non-files
+        }
+        if meta.len() > max_file_size {
+            *skipped.entry(SkipReason::TooLarge).or_insert(0) += 1;
+            continue;
+        }
+        let mtime_ns = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map(|d| d.as_nanos() as i64)
+            .unwrap_or(0);
+        files.push(Candidate {
+            path,
+            abs_path,
+            size: meta.len(),
+            mtime_ns,
+        });
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    files.dedup_by(|a, b| a.path == b.path);
+    Ok(Discovery {
+        method,
+        files,
+        skipped,
+    })
+}
+
+/// `None` when `root` is not the top of a git work tree or git is unavailable.
+fn git_ls_files(root: &Path) -> Option<Vec<String>> {
+    if !root.join(".git").exists() {
+        return None;
+    }
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args([
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ])
+        .output();
+    match output {
+        Ok(out) if out.status.success() => Some(
+            out.stdout
+                .split(|&b| b == 0)
+                .filter(|p| !p.is_empty())
+                .filter_map(|p| std::str::from_utf8(p).ok().map(str::to_string))
+                .collect(),
+        ),
+        Ok(out) => {
+            tracing::warn!(
+                "git ls-files failed ({}); walking the directory instead",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            None
+        }
+        Err(e) => {
+            tracing::warn!("could not run git ({e}); walking the directory instead");
+            None
+        }
+    }
+}
+
+fn walk(root: &Path) -> Vec<String> {
+    let walker = ignore::WalkBuilder::new(root)
+        .hidden(false)
+        .follow_links(false)
+        .require_git(false)
+        .filter_entry(|e| {
+            let name = e.file_name();
+            !(e.depth() == 1 && (name == ".git" || name == CANOPY_DIR))
+        })
+        .build();
+    walker
+        .filter_map(|entry| entry.ok())
+        .filter(|e| e.depth() > 0 && !e.file_type().is_some_and(|t| t.is_dir()))
+        .filter_map(|e| {
+            let rel = e.path().strip_prefix(root).ok()?;
+            let parts: Option<Vec<&str>> =
+                rel.components().map(|c| c.as_os_str().to_str()).collect();
+            Some(parts?.join("/"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_match_basenames_or_paths() {
+        let f = PathFilter::new("*.rs").unwrap();
+        assert!(f.is_match("src/main.rs"));
+        assert!(!f.is_match("src/main.py"));
+        let f = PathFilter::new("src/*.rs").unwrap();
+        assert!(f.is_match("src/main.rs"));
+        assert!(!f.is_match("src/a/main.rs"));
+        let f = PathFilter::new("src/**/*.rs").unwrap();
+        assert!(f.is_match("src/a/b/main.rs"));
+    }
+
+    #[test]
+    fn filters_reject_bad_and_escaping_patterns() {
+        assert!(matches!(
+            PathFilter::new("src/[").unwrap_err(),
+            CanopyError::GlobPattern { .. }
+        ));
+        assert!(matches!(
+            PathFilter::new("../**/*.rs").unwrap_err(),
+            CanopyError::PathOutsideRepo(_)
+        ));
+        assert!(matches!(
+            PathFilter::new("/etc/*").unwrap_err(),
+            CanopyError::PathOutsideRepo(_)
+        ));
+    }
+}

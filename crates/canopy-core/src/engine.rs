@@ -1,0 +1,281 @@
+//! [`Engine`]: the one API every front end uses.
+//!
+//! An engine is bound to one repository. It owns a read connection for
+//! queries and opens a writer connection for each index run; index runs are
+//! serialised per engine, and SQLite's WAL lets other processes read (and
+//! serialises their writes) meanwhile.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::discover::{
+    CANOPY_DIR, DEFAULT_MAX_FILE_SIZE, PathFilter, check_relative, find_repo_root,
+};
+use crate::error::{CanopyError, Result};
+use crate::handle::HandleId;
+use crate::index::{IndexOptions, IndexProgress, NoProgress, run_index};
+use crate::model::{Expansion, IndexReport, QueryResult, Status};
+use crate::query::{QueryParams, execute};
+use crate::store::{SCHEMA_VERSION, Store, meta_keys};
+
+/// Settings that apply to every operation of an engine.
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// Files larger than this are skipped (default 1 MiB).
+    pub max_file_size: u64,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            max_file_size: DEFAULT_MAX_FILE_SIZE,
+        }
+    }
+}
+
+/// A repository's Canopy index and the operations on it.
+pub struct Engine {
+    root: PathBuf,
+    db_path: PathBuf,
+    options: EngineOptions,
+    reader: Mutex<Store>,
+    index_lock: Mutex<()>,
+    pending_rebuild_note: Mutex<Option<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock cannot leave SQLite state half-written
+    // (transactions roll back), so a poisoned lock is safe to reuse.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Engine {
+    /// Opens the engine for the repository containing `path` (any directory
+    /// inside it), creating `.canopy/index.db` if needed. An index with another
+    /// schema version is rebuilt (the next [`IndexReport::rebuilt`] says so).
+    pub fn open(path: impl AsRef<Path>, options: EngineOptions) -> Result<Engine> {
+        let root = find_repo_root(path.as_ref())?;
+        let dir = root.join(CANOPY_DIR);
+        std::fs::create_dir_all(&dir).map_err(|e| CanopyError::io(&dir, e))?;
+        // Keep the index out of `git status` and out of our own discovery.
+        let ignore = dir.join(".gitignore");
+        if !ignore.exists() {
+            std::fs::write(&ignore, "*\n").map_err(|e| CanopyError::io(&ignore, e))?;
+        }
+        let db_path = dir.join("index.db");
+        let (store, rebuilt) = Store::open(&db_path)?;
+        Ok(Engine {
+            root,
+            db_path,
+            options,
+            reader: Mutex::new(store),
+            index_lock: Mutex::new(()),
+            pending_rebuild_note: Mutex::new(rebuilt),
+        })
+    }
+
+    /// The repository root (absolute).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Path of the index database.
+    pub fn db_path(&self) -> &Path {
+        &self.db_path
+    }
+
+    /// Indexes the repository (or the files matching `glob`), incrementally.
+    pub fn index(&self, glob: Option<&str>, progress: &dyn IndexProgress) -> Result<IndexReport> {
+        let _guard = lock(&self.index_lock);
+        let (mut store, rebuilt) = Store::open(&self.db_path)?;
+        let options = IndexOptions {
+            glob: glob.map(str::to_string),
+            max_file_size: self.options.max_file_size,
+        };
+        let mut report = run_index(&self.root, &mut store, &options, progress)?;
+        report.rebuilt = rebuilt.or_else(|| lock(&self.pending_rebuild_note).take());
+        Ok(report)
+    }
+
+    /// Forces the files matching `glob` (all when `None`) to be re-parsed, then re-indexes them.
+    pub fn invalidate(
+        &self,
+        glob: Option<&str>,
+        progress: &dyn IndexProgress,
+    ) -> Result<IndexReport> {
+        let filter = glob.map(PathFilter::new).transpose()?;
+        {
+            let _guard = lock(&self.index_lock);
+            let (mut store, _) = Store::open(&self.db_path)?;
+            store.invalidate(&|path| filter.as_ref().is_none_or(|f| f.is_match(path)))?;
+        }
+        self.index(glob, progress)
+    }
+
+    /// Index statistics.
+    pub fn status(&self) -> Result<Status> {
+        let store = lock(&self.reader);
+        let counts = store.counts()?;
+        let last_indexed = store
+            .meta(meta_keys::LAST_INDEXED)?
+            .and_then(|s| s.parse::<i64>().ok())
+            .map(rfc3339_utc);
+        let candidates = store
+            .meta(meta_keys::CANDIDATE_FILES)?
+            .and_then(|s| s.parse::<u64>().ok());
+        let complete = store.meta(meta_keys::INDEX_COMPLETE)?.as_deref() == Some("1");
+        let index_coverage = match candidates {
+            _ if complete => 1.0,
+            Some(n) if n > 0 => (counts.files as f64 / n as f64).min(1.0),
+            _ => 0.0,
+        };
+        Ok(Status {
+            files_indexed: counts.files,
+            total_tokens: counts.tokens,
+            index_size_bytes: store.size_on_disk(),
+            last_indexed,
+            schema_version: SCHEMA_VERSION,
+            repo_root: self.root.display().to_string(),
+            file_discovery: store.meta(meta_keys::FILE_DISCOVERY)?,
+            languages: counts.languages,
+            skipped: store.skipped_counts()?,
+            units: counts.units,
+            references: counts.refs,
+            source_bytes: counts.bytes,
+            index_coverage,
+        })
+    }
+
+    /// Whether an index run has ever completed for this repository.
+    pub fn is_indexed(&self) -> Result<bool> {
+        Ok(lock(&self.reader).meta(meta_keys::LAST_INDEXED)?.is_some())
+    }
+
+    /// Runs a query (see [`QueryParams`]). An unindexed repository is indexed first.
+    pub fn query(&self, params: &QueryParams) -> Result<QueryResult> {
+        params.validate()?;
+        if !self.is_indexed()? {
+            self.index(None, &NoProgress)?;
+        }
+        let store = lock(&self.reader);
+        execute(&store, self, params)
+    }
+
+    /// Expands handles to their exact text, in request order, without duplicates.
+    ///
+    /// Fails with [`CanopyError::HandleNotFound`] for an unknown id and
+    /// [`CanopyError::StaleIndex`] when the file changed since it was indexed.
+    pub fn expand<S: AsRef<str>>(&self, ids: &[S]) -> Result<Vec<Expansion>> {
+        let store = lock(&self.reader);
+        let mut seen = std::collections::HashSet::new();
+        let mut files: HashMap<String, std::sync::Arc<Vec<u8>>> = HashMap::new();
+        let mut out = Vec::new();
+        for raw in ids {
+            let raw = raw.as_ref();
+            let id = HandleId::parse(raw).ok_or_else(|| CanopyError::HandleNotFound {
+                id: raw.to_string(),
+            })?;
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            let node =
+                store
+                    .node_by_handle(id.as_str())?
+                    .ok_or_else(|| CanopyError::HandleNotFound {
+                        id: raw.to_string(),
+                    })?;
+            let bytes = match files.get(&node.file_path) {
+                Some(b) => b.clone(),
+                None => {
+                    let b = std::sync::Arc::new(
+                        self.read_verified(&node.file_path, &node.content_hash)?,
+                    );
+                    files.insert(node.file_path.clone(), b.clone());
+                    b
+                }
+            };
+            let slice = bytes.get(node.start_byte..node.end_byte).ok_or_else(|| {
+                CanopyError::StaleIndex {
+                    path: node.file_path.clone(),
+                }
+            })?;
+            out.push(Expansion {
+                handle_id: id,
+                file_path: node.file_path.clone(),
+                line_range: [node.start_line, node.end_line],
+                content: String::from_utf8_lossy(slice).into_owned(),
+                bytes: slice.to_vec(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Reads a repo-relative file and checks it still has the indexed content.
+    pub(crate) fn read_verified(&self, rel_path: &str, content_hash: &str) -> Result<Vec<u8>> {
+        let bytes = self.read_repo_file(rel_path)?;
+        if content_hash.is_empty() || format!("{:016x}", xxh3_64(&bytes)) != content_hash {
+            return Err(CanopyError::StaleIndex {
+                path: rel_path.to_string(),
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// Reads a file by repo-relative path, refusing anything outside the repository.
+    /// A missing file is reported as a stale index (the index still lists it).
+    pub(crate) fn read_repo_file(&self, rel_path: &str) -> Result<Vec<u8>> {
+        check_relative(rel_path)?;
+        let abs = self.root.join(rel_path);
+        let canonical = match abs.canonicalize() {
+            Ok(c) => c,
+            Err(_) => {
+                return Err(CanopyError::StaleIndex {
+                    path: rel_path.to_string(),
+                });
+            }
+        };
+        if !canonical.starts_with(&self.root) {
+            return Err(CanopyError::PathOutsideRepo(rel_path.to_string()));
+        }
+        std::fs::read(&canonical).map_err(|_| CanopyError::StaleIndex {
+            path: rel_path.to_string(),
+        })
+    }
+}
+
+/// Formats unix seconds as RFC 3339 UTC (`2026-11-21T10:00:00Z`).
+pub fn rfc3339_utc(secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_rfc3339() {
+        assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339_utc(1_795_261_445), "2026-11-21T11:44:05Z");
+        assert_eq!(rfc3339_utc(951_782_400), "2000-02-29T00:00:00Z");
+    }
+}

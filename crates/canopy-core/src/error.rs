@@ -1,0 +1,124 @@
+//! The one error type of the core library.
+//!
+//! Every variant carries what a user needs to recover; front ends map the
+//! variants onto their own surfaces (CLI exit codes, MCP `isError` results,
+//! HTTP status codes) through [`CanopyError::code`] and [`CanopyError::hint`].
+
+use std::path::PathBuf;
+
+/// Result alias used throughout `canopy-core`.
+pub type Result<T, E = CanopyError> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in the core.
+#[derive(Debug, thiserror::Error)]
+pub enum CanopyError {
+    /// A handle id that is not (or no longer) in the index.
+    #[error("handle not found: {id}")]
+    HandleNotFound {
+        /// The id that was asked for.
+        id: String,
+    },
+    /// The file behind a handle changed since it was indexed.
+    #[error("stale index: {path} changed since it was indexed")]
+    StaleIndex {
+        /// Repo-relative path of the changed (or deleted) file.
+        path: String,
+    },
+    /// The S-expression DSL (or another structured query) did not parse.
+    #[error("query parse error at byte {position}: {message}")]
+    QueryParse {
+        /// Byte offset in the query text where parsing failed.
+        position: usize,
+        /// What was expected there.
+        message: String,
+    },
+    /// An invalid glob pattern.
+    #[error("invalid glob pattern {pattern:?}: {message}")]
+    GlobPattern {
+        /// The glob as given.
+        pattern: String,
+        /// Why it is invalid.
+        message: String,
+    },
+    /// Parameters that are individually well formed but do not make a valid request.
+    #[error("invalid request: {0}")]
+    Validation(String),
+    /// A path that would leave the repository (`..`, absolute, or a symlink out).
+    #[error("path outside the repository: {0}")]
+    PathOutsideRepo(String),
+    /// The repository root does not exist or is not a directory.
+    #[error("not a directory: {}", .0.display())]
+    NotADirectory(PathBuf),
+    /// SQLite failed.
+    #[error("index database error: {0}")]
+    Database(#[from] rusqlite::Error),
+    /// A file system operation failed.
+    #[error("I/O error on {}: {source}", path.display())]
+    Io {
+        /// The path involved.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// `git` could not be run or failed.
+    #[error("git failed: {0}")]
+    Git(String),
+    /// A bug or an invariant violation; reported, never panicked on.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl CanopyError {
+    /// Stable machine-readable error code (the seed's error names where it has one).
+    pub fn code(&self) -> &'static str {
+        match self {
+            CanopyError::HandleNotFound { .. } => "HandleNotFound",
+            CanopyError::StaleIndex { .. } => "StaleIndex",
+            CanopyError::QueryParse { .. } => "QueryParse",
+            CanopyError::GlobPattern { .. } => "GlobPattern",
+            CanopyError::Validation(_) => "Validation",
+            CanopyError::PathOutsideRepo(_) => "PathOutsideRepo",
+            CanopyError::NotADirectory(_) => "NotADirectory",
+            CanopyError::Database(_) => "Database",
+            CanopyError::Io { .. } => "Io",
+            CanopyError::Git(_) => "Git",
+            CanopyError::Internal(_) => "Internal",
+        }
+    }
+
+    /// What the caller should do next.
+    pub fn hint(&self) -> &'static str {
+        match self {
+            CanopyError::HandleNotFound { .. } => {
+                "re-run the query to get fresh handles; ids change when the unit itself changes"
+            }
+            CanopyError::StaleIndex { .. } => {
+                "run `canopy invalidate` (or canopy_invalidate) and re-query to refresh the index"
+            }
+            CanopyError::QueryParse { .. } => {
+                "fix the expression, e.g. (in-file \"src/**/*.rs\" (grep \"auth\")), or use the plain parameters"
+            }
+            CanopyError::GlobPattern { .. } => {
+                "use **/*.ext style patterns relative to the repo root"
+            }
+            CanopyError::Validation(_) => {
+                "provide at least one of pattern, patterns, symbol, section, parent or query"
+            }
+            CanopyError::PathOutsideRepo(_) => "use a repo-relative path without `..`",
+            CanopyError::NotADirectory(_) => "pass an existing directory inside the repository",
+            CanopyError::Database(_) => {
+                "the index may be locked or damaged; retry, or delete .canopy/ to rebuild it"
+            }
+            CanopyError::Io { .. } => "check that the path exists and is readable",
+            CanopyError::Git(_) => "check that git is installed and the repository is valid",
+            CanopyError::Internal(_) => "this is a bug in canopy; please report it",
+        }
+    }
+
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        CanopyError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

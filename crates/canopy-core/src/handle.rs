@@ -1,0 +1,107 @@
+//! Handle ids: `h` followed by 24 lower-case hex digits.
+//!
+//! **Rule (an architecture invariant):** an id depends on the unit's
+//! identity, never on its position.
+//!
+//! * named units (functions, classes, sections, …):
+//!   `xxh3_128(path, node_type, qualified_name, ordinal)`;
+//! * anonymous units (paragraphs, code blocks, chunks):
+//!   `xxh3_128(path, node_type, parent's qualified name, hash of the
+//!   whitespace-collapsed text, ordinal)`;
+//!
+//! where `ordinal` counts earlier units of the same file with the same
+//! `(node_type, identity)` — it only matters for true duplicates such as two
+//! `impl Foo` blocks. So editing code above a function leaves its id alone;
+//! renaming it, moving it to another file, or (for anonymous units) editing
+//! its text gives a new id.
+
+use std::fmt;
+
+use xxhash_rust::xxh3::xxh3_128;
+
+/// A stable handle id (`h` + 24 hex chars).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct HandleId(String);
+
+impl HandleId {
+    /// Derives the id of a unit from its identity (see the module docs).
+    pub fn derive(path: &str, node_type: &str, identity: &str, ordinal: u32) -> HandleId {
+        let mut key = Vec::with_capacity(path.len() + node_type.len() + identity.len() + 8);
+        key.extend_from_slice(path.as_bytes());
+        key.push(0);
+        key.extend_from_slice(node_type.as_bytes());
+        key.push(0);
+        key.extend_from_slice(identity.as_bytes());
+        key.push(0);
+        key.extend_from_slice(&ordinal.to_le_bytes());
+        let hash = xxh3_128(&key);
+        // 96 bits: the top 24 hex digits of the 128-bit hash.
+        HandleId(format!("h{:024x}", hash >> 32))
+    }
+
+    /// Parses user input; `None` if it is not of the form `h` + 24 hex digits.
+    pub fn parse(text: &str) -> Option<HandleId> {
+        let text = text.trim();
+        let hex = text.strip_prefix('h')?;
+        if hex.len() == 24 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            Some(HandleId(format!("h{}", hex.to_ascii_lowercase())))
+        } else {
+            None
+        }
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for HandleId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for HandleId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Hash of a unit's whitespace-collapsed text, used as the identity of anonymous units.
+pub fn content_identity(text: &str) -> String {
+    let collapsed: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    format!("{:016x}", xxhash_rust::xxh3::xxh3_64(collapsed.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_have_the_documented_shape() {
+        let id = HandleId::derive("src/a.rs", "function", "parse", 0);
+        assert_eq!(id.as_str().len(), 25);
+        assert!(id.as_str().starts_with('h'));
+        assert_eq!(HandleId::parse(id.as_str()), Some(id.clone()));
+        assert_ne!(id, HandleId::derive("src/a.rs", "function", "parse", 1));
+        assert_ne!(id, HandleId::derive("src/b.rs", "function", "parse", 0));
+        assert_ne!(id, HandleId::derive("src/a.rs", "method", "parse", 0));
+    }
+
+    #[test]
+    fn parse_rejects_malformed_ids() {
+        assert!(HandleId::parse("h123").is_none());
+        assert!(HandleId::parse("x0123456789abcdef01234567").is_none());
+        assert!(HandleId::parse("h0123456789abcdef0123456g").is_none());
+        assert!(HandleId::parse("H0123456789ABCDEF01234567").is_none());
+        assert!(HandleId::parse("h0123456789ABCDEF01234567").is_some());
+    }
+
+    #[test]
+    fn content_identity_ignores_whitespace_layout() {
+        assert_eq!(content_identity("a  b\n c"), content_identity("a b c"));
+        assert_ne!(content_identity("a b"), content_identity("a c"));
+    }
+}

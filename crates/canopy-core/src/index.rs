@@ -1,0 +1,243 @@
+//! The indexing pipeline: discover → read and parse in parallel → one writer.
+//!
+//! Parsing runs on rayon's pool (all cores); parsed files flow through a
+//! bounded channel to the calling thread, the only writer, which commits
+//! them in batches of whole files. Unchanged files (same size and mtime, or
+//! same content hash) are not parsed again; files no longer listed are
+//! removed.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::Read;
+use std::path::Path;
+use std::sync::mpsc::sync_channel;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use rayon::prelude::*;
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::discover::{Candidate, PathFilter, SkipReason, discover};
+use crate::error::Result;
+use crate::lang::parse_file;
+use crate::model::IndexReport;
+use crate::store::write::{FileWrite, ParsedWrite};
+use crate::store::{Store, meta_keys};
+
+/// Bytes sniffed for NUL to detect binary files.
+const BINARY_SNIFF_BYTES: usize = 8192;
+/// A batch is committed when it holds this many files …
+const BATCH_FILES: usize = 256;
+/// … or this many bytes of source.
+const BATCH_BYTES: u64 = 4 * 1024 * 1024;
+
+/// What to index.
+#[derive(Clone, Debug)]
+pub struct IndexOptions {
+    /// Only files matching this glob (others are left as they are).
+    pub glob: Option<String>,
+    /// Files larger than this are skipped.
+    pub max_file_size: u64,
+}
+
+/// Receives progress from an index run (called on the writer thread).
+pub trait IndexProgress {
+    /// Discovery finished: `to_parse` files will be read and parsed.
+    fn start(&self, _to_parse: u64) {}
+    /// One file was processed.
+    fn advance(&self, _path: &str, _bytes: u64) {}
+    /// The run finished.
+    fn finish(&self, _report: &IndexReport) {}
+}
+
+/// Progress sink that ignores everything.
+pub struct NoProgress;
+impl IndexProgress for NoProgress {}
+
+enum Outcome {
+    Write(FileWrite, u64),
+    Skip(SkipReason, Option<String>),
+}
+
+fn now_unix() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// Reads, sniffs, hashes and (if changed) parses one file.
+fn process(candidate: &Candidate, old_hash: Option<&str>, max_file_size: u64) -> Outcome {
+    let remove_if_indexed = || old_hash.map(|_| candidate.path.clone());
+    let mut bytes = Vec::with_capacity(candidate.size as usize + 1);
+    let read = std::fs::File::open(&candidate.abs_path)
+        .and_then(|f| f.take(max_file_size + 1).read_to_end(&mut bytes));
+    if read.is_err() {
+        return Outcome::Skip(SkipReason::Unreadable, remove_if_indexed());
+    }
+    if bytes.len() as u64 > max_file_size {
+        return Outcome::Skip(SkipReason::TooLarge, remove_if_indexed());
+    }
+    if bytes[..bytes.len().min(BINARY_SNIFF_BYTES)].contains(&0) {
+        return Outcome::Skip(SkipReason::Binary, remove_if_indexed());
+    }
+    let content_hash = format!("{:016x}", xxh3_64(&bytes));
+    let size = bytes.len() as u64;
+    if old_hash == Some(content_hash.as_str()) {
+        return Outcome::Write(
+            FileWrite::Touch {
+                path: candidate.path.clone(),
+                size,
+                mtime_ns: candidate.mtime_ns,
+            },
+            0,
+        );
+    }
+    let parsed = parse_file(&candidate.path, &bytes);
+    let line_count = bytes.iter().filter(|&&b| b == b'\n').count() as u32
+        + u32::from(!bytes.is_empty() && !bytes.ends_with(b"\n"));
+    Outcome::Write(
+        FileWrite::Parsed(Box::new(ParsedWrite {
+            path: candidate.path.clone(),
+            size,
+            mtime_ns: candidate.mtime_ns,
+            content_hash,
+            line_count,
+            parsed,
+        })),
+        size,
+    )
+}
+
+/// Runs one index pass over the repository at `root` into `store`.
+pub(crate) fn run_index(
+    root: &Path,
+    store: &mut Store,
+    options: &IndexOptions,
+    progress: &dyn IndexProgress,
+) -> Result<IndexReport> {
+    let started = Instant::now();
+    let filter = options.glob.as_deref().map(PathFilter::new).transpose()?;
+    let discovery = discover(root, options.max_file_size, filter.as_ref())?;
+    let stored = store.file_states()?;
+    let mut skipped: BTreeMap<SkipReason, u64> = discovery.skipped.clone();
+
+    // Files gone from the listing (deleted, ignored, now too large, …) leave the index.
+    let listed: HashSet<&str> = discovery.files.iter().map(|c| c.path.as_str()).collect();
+    let removals: Vec<FileWrite> = stored
+        .keys()
+        .filter(|p| filter.as_ref().is_none_or(|f| f.is_match(p)) && !listed.contains(p.as_str()))
+        .map(|p| FileWrite::Remove { path: p.clone() })
+        .collect();
+    let mut report = IndexReport {
+        files_discovered: discovery.files.len() as u64,
+        file_discovery: discovery.method.as_str().to_string(),
+        ..IndexReport::default()
+    };
+    if !removals.is_empty() {
+        report.files_removed += store.write_batch(&removals, now_unix())?.removed;
+    }
+
+    let mut work: Vec<(&Candidate, Option<&str>)> = Vec::new();
+    for candidate in &discovery.files {
+        match stored.get(&candidate.path) {
+            Some(s)
+                if s.size == candidate.size
+                    && s.mtime_ns == candidate.mtime_ns
+                    && !s.content_hash.is_empty() =>
+            {
+                report.files_unchanged += 1;
+            }
+            Some(s) => work.push((candidate, Some(s.content_hash.as_str()))),
+            None => work.push((candidate, None)),
+        }
+    }
+    progress.start(work.len() as u64);
+    if !work.is_empty() {
+        store.set_meta(meta_keys::INDEX_COMPLETE, "0")?;
+        crate::tokens::warm_up();
+    }
+
+    let max_file_size = options.max_file_size;
+    let (sender, receiver) = sync_channel::<Outcome>(BATCH_FILES);
+    let write_result: Result<()> = std::thread::scope(|scope| {
+        let work = &work;
+        scope.spawn(move || {
+            work.par_iter()
+                .for_each_with(sender, |sender, (candidate, old)| {
+                    // A send error means the writer stopped (it failed): stop producing.
+                    let _ = sender.send(process(candidate, *old, max_file_size));
+                });
+        });
+        let mut batch: Vec<FileWrite> = Vec::new();
+        let mut batch_bytes = 0u64;
+        let mut flush = |batch: &mut Vec<FileWrite>, report: &mut IndexReport| -> Result<()> {
+            if batch.is_empty() {
+                return Ok(());
+            }
+            let stats = store.write_batch(batch, now_unix())?;
+            report.units_written += stats.units;
+            report.refs_written += stats.refs;
+            report.files_removed += stats.removed;
+            batch.clear();
+            Ok(())
+        };
+        for outcome in receiver {
+            match outcome {
+                Outcome::Write(write, bytes) => {
+                    let path = match &write {
+                        FileWrite::Parsed(w) => {
+                            report.files_indexed += 1;
+                            report.bytes_parsed += bytes;
+                            w.path.clone()
+                        }
+                        FileWrite::Touch { path, .. } => {
+                            report.files_unchanged += 1;
+                            path.clone()
+                        }
+                        FileWrite::Remove { path } => path.clone(),
+                    };
+                    progress.advance(&path, bytes);
+                    batch_bytes += bytes;
+                    batch.push(write);
+                }
+                Outcome::Skip(reason, remove) => {
+                    *skipped.entry(reason).or_insert(0) += 1;
+                    progress.advance("", 0);
+                    if let Some(path) = remove {
+                        batch.push(FileWrite::Remove { path });
+                    }
+                }
+            }
+            if batch.len() >= BATCH_FILES || batch_bytes >= BATCH_BYTES {
+                flush(&mut batch, &mut report)?;
+                batch_bytes = 0;
+            }
+        }
+        flush(&mut batch, &mut report)
+    });
+    write_result?;
+
+    let skipped: BTreeMap<String, u64> = skipped
+        .into_iter()
+        .map(|(k, v)| (k.as_str().to_string(), v))
+        .collect();
+    store.set_meta(meta_keys::LAST_INDEXED, &now_unix().to_string())?;
+    store.set_meta(meta_keys::FILE_DISCOVERY, discovery.method.as_str())?;
+    if filter.is_none() {
+        store.set_meta(
+            meta_keys::SKIPPED,
+            &serde_json::to_string(&skipped).unwrap_or_else(|_| "{}".into()),
+        )?;
+        store.set_meta(
+            meta_keys::CANDIDATE_FILES,
+            &discovery.files.len().to_string(),
+        )?;
+    }
+    store.set_meta(meta_keys::INDEX_COMPLETE, "1")?;
+    if report.files_indexed > 1000 {
+        store.checkpoint()?;
+    }
+    report.skipped = skipped;
+    report.duration_ms = started.elapsed().as_millis() as u64;
+    progress.finish(&report);
+    Ok(report)
+}

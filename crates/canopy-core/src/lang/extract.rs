@@ -1,0 +1,852 @@
+//! Turns one file's bytes into units (handles) and references.
+//!
+//! **Architecture invariant: parsing never fails.** A file that does not
+//! parse, a language without a grammar, or invalid UTF-8 still yields a file
+//! unit and chunks, so every byte of text lands in some unit and is
+//! reachable by text search.
+//!
+//! The per-language rules are tree-sitter queries (`queries/*.scm`) using
+//! tags-query capture names:
+//!
+//! | capture | meaning |
+//! |---|---|
+//! | `@definition.<node_type>` | a unit: `function`, `method`, `class`, `struct`, `enum`, `trait`, `interface`, `impl`, `type`, `constant`, `module`, `macro`, `section`, `paragraph`, `code_block` |
+//! | `@reference.call` / `@reference.import` / `@reference.type` | a reference (`ref_type` `call`, `import`, `type_ref`) |
+//! | `@name` | the unit's or reference's name |
+//! | `@qualifier` | a reference's receiver or module path (`authController` in `authController.authenticate()`) |
+//! | `@receiver` | the type a method belongs to when it is not nested in it (Go) |
+//! | `@trait` | the trait an `impl` block implements (Rust) |
+//!
+//! Rules applied in code, the same for every language:
+//! * a `function` whose parent unit is a class, struct, enum, trait,
+//!   interface or impl becomes a `method`;
+//! * a unit's span grows over wrapper nodes (`export_statement`,
+//!   `decorated_definition`, …) and directly preceding doc comments,
+//!   attributes and decorators; its preview starts at the line of its name;
+//! * text outside every top-level unit (module docs, imports, top-level
+//!   statements, comments) becomes `chunk` units of at most 50 lines;
+//! * a unit's *own text* is its span minus its child units; it is what the
+//!   full-text index stores for the unit, so nothing is indexed twice.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+use streaming_iterator::StreamingIterator;
+use tree_sitter::{Node, Parser, QueryCursor};
+
+use super::{Language, LanguageSpec};
+use crate::handle::{HandleId, content_identity};
+use crate::text::{collapse_preview, fts_document};
+use crate::tokens::count_tokens;
+
+/// Lines per chunk for text files and for code outside any unit.
+pub const CHUNK_LINES: usize = 50;
+/// Lines shared by consecutive chunks of a text file.
+pub const CHUNK_OVERLAP: usize = 10;
+/// Preview length in bytes (before the ellipsis).
+pub const PREVIEW_BYTES: usize = 100;
+
+/// The kind of a unit. Stored as its [`NodeType::as_str`] name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeType {
+    /// A whole file.
+    File,
+    /// A module or namespace (`mod foo { … }`, `namespace X`).
+    Module,
+    /// A free function, arrow function or function expression with a name.
+    Function,
+    /// A function inside a class, struct, impl, trait or interface (or with a Go receiver).
+    Method,
+    /// A class.
+    Class,
+    /// A struct.
+    Struct,
+    /// An enum.
+    Enum,
+    /// A Rust trait.
+    Trait,
+    /// An interface.
+    Interface,
+    /// A Rust `impl` block.
+    Impl,
+    /// A type alias or other type declaration.
+    #[serde(rename = "type")]
+    TypeAlias,
+    /// A constant or static.
+    Constant,
+    /// A macro definition.
+    Macro,
+    /// A Markdown section (heading and everything up to the next heading of the same or higher level).
+    Section,
+    /// A Markdown code block.
+    CodeBlock,
+    /// A Markdown paragraph.
+    Paragraph,
+    /// A run of lines: text files, and code outside every unit.
+    Chunk,
+}
+
+impl NodeType {
+    /// Every node type, in a stable order.
+    pub const ALL: [NodeType; 17] = [
+        NodeType::File,
+        NodeType::Module,
+        NodeType::Function,
+        NodeType::Method,
+        NodeType::Class,
+        NodeType::Struct,
+        NodeType::Enum,
+        NodeType::Trait,
+        NodeType::Interface,
+        NodeType::Impl,
+        NodeType::TypeAlias,
+        NodeType::Constant,
+        NodeType::Macro,
+        NodeType::Section,
+        NodeType::CodeBlock,
+        NodeType::Paragraph,
+        NodeType::Chunk,
+    ];
+
+    /// The stored and displayed name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeType::File => "file",
+            NodeType::Module => "module",
+            NodeType::Function => "function",
+            NodeType::Method => "method",
+            NodeType::Class => "class",
+            NodeType::Struct => "struct",
+            NodeType::Enum => "enum",
+            NodeType::Trait => "trait",
+            NodeType::Interface => "interface",
+            NodeType::Impl => "impl",
+            NodeType::TypeAlias => "type",
+            NodeType::Constant => "constant",
+            NodeType::Macro => "macro",
+            NodeType::Section => "section",
+            NodeType::CodeBlock => "code_block",
+            NodeType::Paragraph => "paragraph",
+            NodeType::Chunk => "chunk",
+        }
+    }
+
+    /// Parses a stored or captured name.
+    pub fn from_name(name: &str) -> Option<NodeType> {
+        NodeType::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+
+    /// Units without a name of their own; their identity is their text.
+    pub fn is_anonymous(self) -> bool {
+        matches!(
+            self,
+            NodeType::CodeBlock | NodeType::Paragraph | NodeType::Chunk
+        )
+    }
+
+    /// Code symbols (what `symbol` searches): everything named except files and sections.
+    pub fn is_symbol(self) -> bool {
+        !self.is_anonymous() && !matches!(self, NodeType::File | NodeType::Section)
+    }
+
+    /// Types whose nested functions are methods.
+    fn holds_methods(self) -> bool {
+        matches!(
+            self,
+            NodeType::Class
+                | NodeType::Struct
+                | NodeType::Enum
+                | NodeType::Trait
+                | NodeType::Interface
+                | NodeType::Impl
+        )
+    }
+}
+
+/// What a reference does with the name it mentions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefType {
+    /// A call (function, method, macro, constructor).
+    Call,
+    /// An import / use / require.
+    Import,
+    /// A mention of a type.
+    TypeRef,
+}
+
+impl RefType {
+    /// Stored and displayed name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefType::Call => "call",
+            RefType::Import => "import",
+            RefType::TypeRef => "type_ref",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn from_name(name: &str) -> Option<RefType> {
+        [RefType::Call, RefType::Import, RefType::TypeRef]
+            .into_iter()
+            .find(|t| t.as_str() == name)
+    }
+}
+
+/// One indexed unit of a file.
+#[derive(Clone, Debug)]
+pub struct Unit {
+    /// Stable id (see [`crate::handle`]).
+    pub id: HandleId,
+    /// Kind of unit.
+    pub node_type: NodeType,
+    /// Name as written (`authenticate`), for named units.
+    pub name: Option<String>,
+    /// Name with its parents (`AuthController.authenticate`; sections: `Guide > Install`).
+    pub qualified_name: Option<String>,
+    /// Index of the parent unit in [`ParsedFile::units`] (`None` only for the file unit).
+    pub parent: Option<usize>,
+    /// Byte offset of the first byte.
+    pub start_byte: usize,
+    /// Byte offset one past the last byte.
+    pub end_byte: usize,
+    /// First line, 1-based.
+    pub start_line: u32,
+    /// Last line, 1-based, inclusive.
+    pub end_line: u32,
+    /// ~100 bytes, one line, starting at the signature.
+    pub preview: String,
+    /// BPE tokens of the whole span.
+    pub token_count: u32,
+    /// Text for the FTS `name` column.
+    pub fts_name: String,
+    /// Text for the FTS `body` column (the unit's own text plus identifier parts).
+    pub fts_body: String,
+}
+
+/// One reference found in a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reference {
+    /// The name referred to (`authenticate`).
+    pub name: String,
+    /// Receiver or module path (`authController`), if any.
+    pub qualifier: Option<String>,
+    /// Call, import or type reference.
+    pub ref_type: RefType,
+    /// Byte offset of the reference (qualifier included).
+    pub start_byte: usize,
+    /// Byte offset one past its end.
+    pub end_byte: usize,
+    /// 1-based line of the name.
+    pub line: u32,
+    /// Index of the innermost enclosing unit in [`ParsedFile::units`].
+    pub enclosing: usize,
+}
+
+/// The result of parsing one file.
+#[derive(Clone, Debug)]
+pub struct ParsedFile {
+    /// Detected language.
+    pub language: Language,
+    /// Units sorted by start (parents before children); `units[0]` is the file.
+    pub units: Vec<Unit>,
+    /// References sorted by position.
+    pub refs: Vec<Reference>,
+    /// Whether tree-sitter reported syntax errors (extraction still ran).
+    pub had_syntax_errors: bool,
+}
+
+/// A definition found by the query, before units are assembled.
+struct RawDef {
+    node_type: NodeType,
+    name: Option<String>,
+    name_start: Option<usize>,
+    receiver: Option<String>,
+    trait_name: Option<String>,
+    start: usize,
+    end: usize,
+    pattern: usize,
+}
+
+/// Byte-length-preserving text view of a file: invalid UTF-8 bytes become `?`
+/// so that every byte offset refers to the same byte of the file on disk.
+fn text_view(source: &[u8]) -> String {
+    match std::str::from_utf8(source) {
+        Ok(s) => s.to_string(),
+        Err(_) => {
+            let mut out = String::with_capacity(source.len());
+            for chunk in source.utf8_chunks() {
+                out.push_str(chunk.valid());
+                out.extend(std::iter::repeat_n('?', chunk.invalid().len()));
+            }
+            out
+        }
+    }
+}
+
+struct Lines {
+    starts: Vec<usize>,
+}
+
+impl Lines {
+    fn new(text: &str) -> Lines {
+        let mut starts = vec![0];
+        starts.extend(
+            text.bytes()
+                .enumerate()
+                .filter(|&(_, b)| b == b'\n')
+                .map(|(i, _)| i + 1),
+        );
+        Lines { starts }
+    }
+    /// 1-based line of a byte offset.
+    fn line_of(&self, byte: usize) -> u32 {
+        (self.starts.partition_point(|&s| s <= byte)) as u32
+    }
+    fn line_start(&self, byte: usize) -> usize {
+        self.starts[self.line_of(byte) as usize - 1]
+    }
+    /// Byte offset of the start of 1-based `line` (clamped to the end).
+    fn start_of_line(&self, line: usize, len: usize) -> usize {
+        self.starts.get(line - 1).copied().unwrap_or(len)
+    }
+}
+
+thread_local! {
+    static PARSER: RefCell<Parser> = RefCell::new(Parser::new());
+}
+
+/// Parses one file. Never fails; see the module docs.
+pub fn parse_file(path: &str, source: &[u8]) -> ParsedFile {
+    let language = Language::from_path(path);
+    let text = text_view(source);
+    let lines = Lines::new(&text);
+    let mut had_syntax_errors = false;
+    let mut defs = Vec::new();
+    let mut refs = Vec::new();
+    if let Some(spec) = language.spec() {
+        let tree = PARSER.with(|parser| {
+            let mut parser = parser.borrow_mut();
+            parser.set_language(&spec.grammar).ok()?;
+            parser.parse(&text, None)
+        });
+        if let Some(tree) = tree {
+            had_syntax_errors = tree.root_node().has_error();
+            run_query(spec, tree.root_node(), &text, &lines, &mut defs, &mut refs);
+        }
+    }
+    assemble(path, language, &text, &lines, defs, refs, had_syntax_errors)
+}
+
+fn node_text(node: Node, text: &str) -> String {
+    text[node.byte_range()].trim().to_string()
+}
+
+fn run_query(
+    spec: &LanguageSpec,
+    root: Node,
+    text: &str,
+    lines: &Lines,
+    defs: &mut Vec<RawDef>,
+    refs: &mut Vec<Reference>,
+) {
+    let names = spec.query.capture_names();
+    let mut cursor = QueryCursor::new();
+    let mut matches = cursor.matches(&spec.query, root, text.as_bytes());
+    while let Some(m) = matches.next() {
+        let mut kind: Option<(&str, Node)> = None;
+        let (mut name, mut qualifier, mut receiver, mut trait_name) = (None, None, None, None);
+        for cap in m.captures {
+            match names[cap.index as usize] {
+                "name" => name = name.or(Some(cap.node)),
+                "qualifier" => qualifier = qualifier.or(Some(cap.node)),
+                "receiver" => receiver = receiver.or(Some(cap.node)),
+                "trait" => trait_name = trait_name.or(Some(cap.node)),
+                other if other.starts_with("definition.") || other.starts_with("reference.") => {
+                    kind = Some((other, cap.node))
+                }
+                _ => {}
+            }
+        }
+        let Some((kind, node)) = kind else { continue };
+        if let Some(def_kind) = kind.strip_prefix("definition.") {
+            let Some(node_type) = NodeType::from_name(def_kind) else {
+                continue;
+            };
+            let name_text = name.map(|n| node_text(n, text)).filter(|s| !s.is_empty());
+            if !node_type.is_anonymous() && name_text.is_none() {
+                continue; // a named kind without a name is junk (e.g. a bare keyword)
+            }
+            let (start, end) = extend_span(spec, node, text, lines);
+            defs.push(RawDef {
+                node_type,
+                name: name_text,
+                name_start: name.map(|n| n.start_byte()),
+                receiver: receiver.map(|n| type_name(&node_text(n, text))),
+                trait_name: trait_name.map(|n| node_text(n, text)),
+                start,
+                end,
+                pattern: m.pattern_index,
+            });
+        } else if let Some(ref_kind) = kind.strip_prefix("reference.") {
+            let ref_type = match ref_kind {
+                "call" => RefType::Call,
+                "import" => RefType::Import,
+                "type" => RefType::TypeRef,
+                _ => continue,
+            };
+            let Some(name_node) = name else { continue };
+            let mut name_text = node_text(name_node, text)
+                .trim_matches(|c| c == '"' || c == '\'' || c == '`')
+                .to_string();
+            let mut qualifier_text = qualifier.map(|q| {
+                collapse_preview(
+                    q.utf8_text(text.as_bytes()).unwrap_or_default(),
+                    PREVIEW_BYTES,
+                )
+            });
+            if ref_type == RefType::Import && qualifier_text.is_none() {
+                // `a::b::c`, `os.path`, `net/http`: the last segment is the name.
+                if let Some((q, n)) = split_last_segment(&name_text) {
+                    qualifier_text = Some(q.to_string());
+                    name_text = n.to_string();
+                }
+            }
+            if name_text.is_empty() {
+                continue;
+            }
+            let start = qualifier
+                .map(|q| q.start_byte().min(name_node.start_byte()))
+                .unwrap_or(name_node.start_byte());
+            refs.push(Reference {
+                name: name_text,
+                qualifier: qualifier_text.filter(|q| !q.is_empty()),
+                ref_type,
+                start_byte: start,
+                end_byte: name_node.end_byte().max(start),
+                line: lines.line_of(name_node.start_byte()),
+                enclosing: 0,
+            });
+        }
+    }
+}
+
+/// `*Server`, `Server[T]`, `&'a mut Foo<T>` → the bare type name.
+fn type_name(text: &str) -> String {
+    let trimmed = text.trim_start_matches(['*', '&', ' ']);
+    let end = trimmed
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(trimmed.len());
+    trimmed[..end].to_string()
+}
+
+fn split_last_segment(path: &str) -> Option<(&str, &str)> {
+    let idx = ["::", ".", "/"]
+        .iter()
+        .filter_map(|sep| path.rfind(sep).map(|i| (i, sep.len())))
+        .max_by_key(|&(i, _)| i)?;
+    let (q, n) = (&path[..idx.0], &path[idx.0 + idx.1..]);
+    (!q.is_empty() && !n.is_empty()).then_some((q, n))
+}
+
+/// Grows a definition's span over single-definition wrappers and adjacent
+/// leading doc comments / attributes / decorators.
+fn extend_span(spec: &LanguageSpec, node: Node, text: &str, lines: &Lines) -> (usize, usize) {
+    let mut outer = node;
+    while let Some(parent) = outer.parent() {
+        if !spec.wrappers.contains(&parent.kind()) {
+            break;
+        }
+        let mut cursor = parent.walk();
+        let only_leading_siblings = parent
+            .named_children(&mut cursor)
+            .all(|c| c.id() == outer.id() || spec.leading.contains(&c.kind()));
+        if !only_leading_siblings {
+            break;
+        }
+        outer = parent;
+    }
+    let mut first = outer;
+    while let Some(prev) = first.prev_named_sibling() {
+        if !spec.leading.contains(&prev.kind()) {
+            break;
+        }
+        let prev_end_line = lines.line_of(prev.end_byte().saturating_sub(1).max(prev.start_byte()));
+        let first_line = lines.line_of(first.start_byte());
+        let own_line = text[lines.line_start(prev.start_byte())..prev.start_byte()]
+            .trim()
+            .is_empty();
+        if prev_end_line + 1 < first_line || !own_line {
+            break;
+        }
+        first = prev;
+    }
+    (first.start_byte(), outer.end_byte())
+}
+
+/// For spans sorted by (start asc, end desc): the index of the innermost
+/// earlier span containing each span.
+fn containment_parents(spans: &[(usize, usize)]) -> Vec<Option<usize>> {
+    let mut parents = Vec::with_capacity(spans.len());
+    let mut stack: Vec<usize> = Vec::new();
+    for (i, &(start, end)) in spans.iter().enumerate() {
+        while let Some(&top) = stack.last() {
+            let (ts, te) = spans[top];
+            if ts <= start && end <= te {
+                break;
+            }
+            stack.pop();
+        }
+        parents.push(stack.last().copied());
+        stack.push(i);
+    }
+    parents
+}
+
+/// Line-aligned pieces of `[start, end)` of at most `CHUNK_LINES` lines,
+/// trimmed of surrounding whitespace; empty pieces are dropped.
+fn gap_chunks(text: &str, lines: &Lines, start: usize, end: usize, out: &mut Vec<(usize, usize)>) {
+    let mut piece_start = start;
+    while piece_start < end {
+        let first_line = lines.line_of(piece_start) as usize;
+        let piece_end = lines
+            .start_of_line(first_line + CHUNK_LINES, text.len())
+            .min(end)
+            .max(piece_start + 1);
+        let slice = &text[piece_start..piece_end];
+        let lead = slice.len() - slice.trim_start().len();
+        let trail = slice.len() - slice.trim_end().len();
+        if lead + trail < slice.len() {
+            out.push((piece_start + lead, piece_end - trail));
+        }
+        piece_start = piece_end;
+    }
+}
+
+/// Overlapping line windows for files without a grammar.
+fn text_chunks(text: &str, lines: &Lines, out: &mut Vec<(usize, usize)>) {
+    let line_count = lines.starts.len();
+    let mut first = 1;
+    loop {
+        let start = lines.start_of_line(first, text.len());
+        let end = lines.start_of_line(first + CHUNK_LINES, text.len());
+        let slice = &text[start..end];
+        if !slice.trim().is_empty() {
+            let trail = slice.len() - slice.trim_end().len();
+            out.push((start, end - trail));
+        }
+        if first + CHUNK_LINES > line_count {
+            break;
+        }
+        first += CHUNK_LINES - CHUNK_OVERLAP;
+    }
+}
+
+struct Draft {
+    node_type: NodeType,
+    name: Option<String>,
+    name_start: Option<usize>,
+    receiver: Option<String>,
+    trait_name: Option<String>,
+    start: usize,
+    end: usize,
+}
+
+fn assemble(
+    path: &str,
+    language: Language,
+    text: &str,
+    lines: &Lines,
+    mut defs: Vec<RawDef>,
+    mut refs: Vec<Reference>,
+    had_syntax_errors: bool,
+) -> ParsedFile {
+    // One unit per span: when two patterns capture the same span, the earlier pattern wins.
+    defs.sort_by_key(|d| (d.start, std::cmp::Reverse(d.end), d.pattern));
+    defs.dedup_by_key(|d| (d.start, d.end));
+
+    let mut drafts: Vec<Draft> = Vec::with_capacity(defs.len() + 8);
+    drafts.push(Draft {
+        node_type: NodeType::File,
+        name: Some(path.rsplit('/').next().unwrap_or(path).to_string()),
+        name_start: None,
+        receiver: None,
+        trait_name: None,
+        start: 0,
+        end: text.len(),
+    });
+    // Top-level definitions (not inside another) delimit the gaps that become chunks.
+    let def_spans: Vec<(usize, usize)> = defs.iter().map(|d| (d.start, d.end)).collect();
+    let def_parents = containment_parents(&def_spans);
+    let mut chunk_spans = Vec::new();
+    if language.spec().is_some() {
+        let mut cursor = 0;
+        for (d, parent) in defs.iter().zip(&def_parents) {
+            if parent.is_none() {
+                if d.start > cursor {
+                    gap_chunks(text, lines, cursor, d.start, &mut chunk_spans);
+                }
+                cursor = cursor.max(d.end);
+            }
+        }
+        if cursor < text.len() {
+            gap_chunks(text, lines, cursor, text.len(), &mut chunk_spans);
+        }
+    } else {
+        text_chunks(text, lines, &mut chunk_spans);
+    }
+    for d in defs {
+        drafts.push(Draft {
+            node_type: d.node_type,
+            name: if d.node_type.is_anonymous() {
+                None
+            } else {
+                d.name
+            },
+            name_start: d.name_start,
+            receiver: d.receiver,
+            trait_name: d.trait_name,
+            start: d.start,
+            end: d.end,
+        });
+    }
+    for (start, end) in chunk_spans {
+        drafts.push(Draft {
+            node_type: NodeType::Chunk,
+            name: None,
+            name_start: None,
+            receiver: None,
+            trait_name: None,
+            start,
+            end,
+        });
+    }
+    // The file unit sorts first: it starts at 0 and is the longest (ties broken by kind).
+    drafts.sort_by_key(|d| {
+        (
+            d.start,
+            std::cmp::Reverse(d.end),
+            d.node_type != NodeType::File,
+        )
+    });
+    let spans: Vec<(usize, usize)> = drafts.iter().map(|d| (d.start, d.end)).collect();
+    let mut parents = containment_parents(&spans);
+    for p in parents.iter_mut().skip(1) {
+        p.get_or_insert(0);
+    }
+
+    // Node types and qualified names, parents first.
+    let mut node_types: Vec<NodeType> = drafts.iter().map(|d| d.node_type).collect();
+    let mut qualified: Vec<Option<String>> = vec![None; drafts.len()];
+    for i in 1..drafts.len() {
+        let parent = parents[i].unwrap_or(0);
+        if node_types[i] == NodeType::Function && node_types[parent].holds_methods() {
+            node_types[i] = NodeType::Method;
+        }
+        let Some(name) = &drafts[i].name else {
+            continue;
+        };
+        qualified[i] = Some(match (&drafts[i].receiver, &qualified[parent]) {
+            (Some(receiver), _) if !receiver.is_empty() => format!("{receiver}.{name}"),
+            (_, Some(pq)) if parent != 0 => {
+                let sep = if node_types[i] == NodeType::Section {
+                    " > "
+                } else {
+                    "."
+                };
+                format!("{pq}{sep}{name}")
+            }
+            _ => name.clone(),
+        });
+    }
+    // Methods declared outside their type (Go receivers) hang under the type when it is in this file.
+    let type_index: HashMap<&str, usize> = drafts
+        .iter()
+        .enumerate()
+        .filter(|(i, d)| {
+            d.name.is_some() && node_types[*i].holds_methods()
+                || node_types[*i] == NodeType::TypeAlias
+        })
+        .filter_map(|(i, d)| Some((d.name.as_deref()?, i)))
+        .collect();
+    for i in 1..drafts.len() {
+        if let Some(receiver) = &drafts[i].receiver {
+            node_types[i] = NodeType::Method;
+            if let Some(&t) = type_index.get(receiver.as_str()) {
+                parents[i] = Some(t);
+            }
+        }
+    }
+
+    // Own text (span minus direct children) and token counts, children before parents.
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); drafts.len()];
+    for (i, p) in parents.iter().enumerate() {
+        if let Some(p) = p
+            && spans[*p].0 <= spans[i].0
+            && spans[i].1 <= spans[*p].1
+        {
+            children[*p].push(i);
+        }
+    }
+    let mut own_texts: Vec<String> = vec![String::new(); drafts.len()];
+    let mut tokens: Vec<u32> = vec![0; drafts.len()];
+    for i in (0..drafts.len()).rev() {
+        let (start, end) = spans[i];
+        let mut own = String::new();
+        let mut cursor = start;
+        let mut child_tokens = 0u32;
+        for &c in &children[i] {
+            let (cs, ce) = spans[c];
+            if cs > cursor {
+                own.push_str(&text[cursor..cs]);
+                own.push('\n');
+            }
+            cursor = cursor.max(ce);
+            child_tokens += tokens[c];
+        }
+        if end > cursor {
+            own.push_str(&text[cursor..end]);
+        }
+        tokens[i] = count_tokens(&own) as u32 + child_tokens;
+        own_texts[i] = own;
+    }
+
+    // Ids: identity, not position (see crate::handle).
+    let mut ordinals: HashMap<(NodeType, String), u32> = HashMap::new();
+    let mut units = Vec::with_capacity(drafts.len());
+    for (i, draft) in drafts.iter().enumerate() {
+        let node_type = node_types[i];
+        let identity = if node_type == NodeType::File {
+            String::new()
+        } else if node_type.is_anonymous() {
+            let parent_q = parents[i]
+                .and_then(|p| qualified[p].clone())
+                .unwrap_or_default();
+            format!("{parent_q}#{}", content_identity(&own_texts[i]))
+        } else {
+            let q = qualified[i].clone().unwrap_or_default();
+            match &draft.trait_name {
+                Some(t) => format!("{q}#{t}"),
+                None => q,
+            }
+        };
+        let ordinal = ordinals.entry((node_type, identity.clone())).or_insert(0);
+        let id = HandleId::derive(path, node_type.as_str(), &identity, *ordinal);
+        *ordinal += 1;
+
+        let (start, end) = spans[i];
+        let preview_start = draft
+            .name_start
+            .filter(|&n| n >= start && n < end)
+            .map(|n| lines.line_start(n).max(start))
+            .unwrap_or(start);
+        let preview_end = end.min(preview_start + PREVIEW_BYTES * 4);
+        let preview_end = (preview_end..=end)
+            .find(|&e| text.is_char_boundary(e))
+            .unwrap_or(end);
+        let preview = collapse_preview(&text[preview_start..preview_end], PREVIEW_BYTES);
+        let fts_name = match node_type {
+            NodeType::File => fts_document(path),
+            _ => fts_document(qualified[i].as_deref().unwrap_or_default()),
+        };
+        units.push(Unit {
+            id,
+            node_type,
+            name: draft.name.clone(),
+            qualified_name: qualified[i].clone(),
+            parent: if i == 0 { None } else { parents[i] },
+            start_byte: start,
+            end_byte: end,
+            start_line: lines.line_of(start),
+            end_line: lines.line_of(end.saturating_sub(1).max(start)),
+            preview,
+            token_count: tokens[i],
+            fts_name,
+            fts_body: fts_document(&own_texts[i]),
+        });
+    }
+
+    // References: drop type mentions that are definition names, dedupe, find enclosing units.
+    let def_names: HashSet<usize> = drafts.iter().filter_map(|d| d.name_start).collect();
+    refs.retain(|r| !(r.ref_type == RefType::TypeRef && def_names.contains(&r.start_byte)));
+    // Two patterns can see one reference (`pkg.Type` and `Type`): keep the longer one.
+    refs.sort_by_key(|r| (r.end_byte, r.ref_type, r.start_byte));
+    refs.dedup_by_key(|r| (r.end_byte, r.ref_type));
+    refs.sort_by_key(|r| (r.start_byte, r.end_byte));
+    assign_enclosing(&units, &mut refs);
+
+    ParsedFile {
+        language,
+        units,
+        refs,
+        had_syntax_errors,
+    }
+}
+
+/// Sets each reference's innermost enclosing unit with one sweep over both sorted lists.
+fn assign_enclosing(units: &[Unit], refs: &mut [Reference]) {
+    let mut stack: Vec<usize> = Vec::new();
+    let mut next = 0;
+    for r in refs.iter_mut() {
+        while next < units.len() && units[next].start_byte <= r.start_byte {
+            while let Some(&top) = stack.last() {
+                if units[top].end_byte > units[next].start_byte {
+                    break;
+                }
+                stack.pop();
+            }
+            stack.push(next);
+            next += 1;
+        }
+        while let Some(&top) = stack.last() {
+            if units[top].end_byte > r.start_byte || top == 0 {
+                break;
+            }
+            stack.pop();
+        }
+        r.enclosing = stack.last().copied().unwrap_or(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_files_chunk_with_overlap() {
+        let text: String = (1..=120).map(|i| format!("line {i}\n")).collect();
+        let parsed = parse_file("notes.txt", text.as_bytes());
+        let chunks: Vec<_> = parsed
+            .units
+            .iter()
+            .filter(|u| u.node_type == NodeType::Chunk)
+            .map(|u| (u.start_line, u.end_line))
+            .collect();
+        assert_eq!(chunks, [(1, 50), (41, 90), (81, 120)]);
+    }
+
+    #[test]
+    fn invalid_utf8_keeps_byte_offsets() {
+        let mut bytes = b"fn ok() {}\n".to_vec();
+        bytes.extend_from_slice(&[0xff, 0xfe, b'\n']);
+        bytes.extend_from_slice(b"fn after() {}\n");
+        let parsed = parse_file("bad.rs", &bytes);
+        let after = parsed
+            .units
+            .iter()
+            .find(|u| u.name.as_deref() == Some("after"))
+            .expect("function after the invalid bytes is extracted");
+        assert_eq!(&bytes[after.start_byte..after.end_byte], b"fn after() {}");
+    }
+
+    #[test]
+    fn containment_finds_innermost_parent() {
+        let spans = [(0, 100), (0, 50), (10, 20), (60, 70)];
+        assert_eq!(
+            containment_parents(&spans),
+            [None, Some(0), Some(1), Some(0)]
+        );
+    }
+}

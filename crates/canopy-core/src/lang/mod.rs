@@ -1,0 +1,221 @@
+//! Languages: detection by file name, and the tree-sitter grammar and
+//! extraction query of each.
+//!
+//! Extraction rules live in `queries/<language>.scm`, written in the
+//! vocabulary of tree-sitter tags queries (see [`extract`] for the capture
+//! names). Adding a language is a grammar dependency, a query file and one
+//! entry in [`Language::spec`].
+
+pub mod extract;
+
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+
+pub use extract::{NodeType, ParsedFile, RefType, Reference, Unit, parse_file};
+
+/// A language Canopy knows how to split into units.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Language {
+    /// Rust (`.rs`).
+    Rust,
+    /// Python (`.py`, `.pyi`).
+    Python,
+    /// JavaScript (`.js`, `.mjs`, `.cjs`, `.jsx`).
+    JavaScript,
+    /// TypeScript (`.ts`, `.mts`, `.cts`).
+    TypeScript,
+    /// TypeScript with JSX (`.tsx`).
+    Tsx,
+    /// Go (`.go`).
+    Go,
+    /// Markdown (`.md`, `.markdown`, `.mdx`).
+    Markdown,
+    /// Any other text file: line chunks.
+    Text,
+}
+
+/// Everything the extractor needs to know about a tree-sitter language.
+pub(crate) struct LanguageSpec {
+    pub grammar: tree_sitter::Language,
+    pub query: tree_sitter::Query,
+    /// Parent node kinds that wrap a single definition (`export_statement`,
+    /// `decorated_definition`, …): a definition's span grows to cover them.
+    pub wrappers: &'static [&'static str],
+    /// Sibling kinds that belong to the definition that follows them
+    /// (doc comments, attributes, decorators) when directly adjacent.
+    pub leading: &'static [&'static str],
+}
+
+impl Language {
+    /// All languages, in a stable order.
+    pub const ALL: [Language; 8] = [
+        Language::Rust,
+        Language::Python,
+        Language::JavaScript,
+        Language::TypeScript,
+        Language::Tsx,
+        Language::Go,
+        Language::Markdown,
+        Language::Text,
+    ];
+
+    /// Detects the language from a path's extension; `Text` when unknown.
+    pub fn from_path(path: &str) -> Language {
+        let ext = path
+            .rsplit('/')
+            .next()
+            .and_then(|name| name.rsplit_once('.'))
+            .map(|(_, ext)| ext.to_ascii_lowercase());
+        match ext.as_deref() {
+            Some("rs") => Language::Rust,
+            Some("py" | "pyi") => Language::Python,
+            Some("js" | "mjs" | "cjs" | "jsx") => Language::JavaScript,
+            Some("ts" | "mts" | "cts") => Language::TypeScript,
+            Some("tsx") => Language::Tsx,
+            Some("go") => Language::Go,
+            Some("md" | "markdown" | "mdx") => Language::Markdown,
+            _ => Language::Text,
+        }
+    }
+
+    /// Lower-case name used in the index and in output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Language::Rust => "rust",
+            Language::Python => "python",
+            Language::JavaScript => "javascript",
+            Language::TypeScript => "typescript",
+            Language::Tsx => "tsx",
+            Language::Go => "go",
+            Language::Markdown => "markdown",
+            Language::Text => "text",
+        }
+    }
+
+    /// Parses the name stored in the index.
+    pub fn from_name(name: &str) -> Option<Language> {
+        Language::ALL.into_iter().find(|l| l.as_str() == name)
+    }
+
+    /// The separator people write between a type and its member.
+    pub fn member_separator(self) -> &'static str {
+        match self {
+            Language::Rust => "::",
+            _ => ".",
+        }
+    }
+
+    /// The grammar and compiled extraction query; `None` for plain text.
+    pub(crate) fn spec(self) -> Option<&'static LanguageSpec> {
+        macro_rules! spec {
+            ($grammar:expr, $query:expr, $wrappers:expr, $leading:expr) => {{
+                static SPEC: OnceLock<LanguageSpec> = OnceLock::new();
+                Some(SPEC.get_or_init(|| {
+                    let grammar: tree_sitter::Language = $grammar.into();
+                    let query = tree_sitter::Query::new(&grammar, &$query)
+                        .unwrap_or_else(|e| panic!("bundled query for {self:?} is invalid: {e}"));
+                    LanguageSpec {
+                        grammar,
+                        query,
+                        wrappers: $wrappers,
+                        leading: $leading,
+                    }
+                }))
+            }};
+        }
+        const JS_WRAPPERS: &[&str] = &[
+            "export_statement",
+            "lexical_declaration",
+            "variable_declaration",
+        ];
+        const JS_LEADING: &[&str] = &["comment", "decorator"];
+        match self {
+            Language::Rust => spec!(
+                tree_sitter_rust::LANGUAGE,
+                include_str!("../../queries/rust.scm"),
+                &[],
+                &["line_comment", "block_comment", "attribute_item"]
+            ),
+            Language::Python => spec!(
+                tree_sitter_python::LANGUAGE,
+                include_str!("../../queries/python.scm"),
+                &["decorated_definition"],
+                &["comment", "decorator"]
+            ),
+            Language::JavaScript => spec!(
+                tree_sitter_javascript::LANGUAGE,
+                javascript_query(),
+                JS_WRAPPERS,
+                JS_LEADING
+            ),
+            Language::TypeScript => spec!(
+                tree_sitter_typescript::LANGUAGE_TYPESCRIPT,
+                typescript_query(),
+                JS_WRAPPERS,
+                JS_LEADING
+            ),
+            Language::Tsx => spec!(
+                tree_sitter_typescript::LANGUAGE_TSX,
+                typescript_query(),
+                JS_WRAPPERS,
+                JS_LEADING
+            ),
+            Language::Go => spec!(
+                tree_sitter_go::LANGUAGE,
+                include_str!("../../queries/go.scm"),
+                &["type_declaration", "const_declaration"],
+                &["comment"]
+            ),
+            Language::Markdown => spec!(
+                tree_sitter_md::LANGUAGE,
+                include_str!("../../queries/markdown.scm"),
+                &[],
+                &[]
+            ),
+            Language::Text => None,
+        }
+    }
+}
+
+/// JavaScript and TypeScript share most node types: each query is the
+/// shared `ecmascript.scm` followed by the language's own patterns.
+fn javascript_query() -> String {
+    format!(
+        "{}\n{}",
+        include_str!("../../queries/ecmascript.scm"),
+        include_str!("../../queries/javascript.scm")
+    )
+}
+
+/// See [`javascript_query`].
+fn typescript_query() -> String {
+    format!(
+        "{}\n{}",
+        include_str!("../../queries/ecmascript.scm"),
+        include_str!("../../queries/typescript.scm")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_languages_by_extension() {
+        assert_eq!(Language::from_path("src/main.rs"), Language::Rust);
+        assert_eq!(Language::from_path("a/b.PY"), Language::Python);
+        assert_eq!(Language::from_path("x.tsx"), Language::Tsx);
+        assert_eq!(Language::from_path("Makefile"), Language::Text);
+        assert_eq!(Language::from_path(".hidden/readme.md"), Language::Markdown);
+    }
+
+    #[test]
+    fn every_bundled_query_compiles() {
+        for lang in Language::ALL {
+            // Panics (failing the test) if a query does not compile.
+            let _ = lang.spec();
+        }
+    }
+}

@@ -1,0 +1,32 @@
+//! # canopy-core
+//!
+//! The engine behind Canopy: it discovers a repository's files, parses them
+//! with tree-sitter into *units* (functions, classes, sections, chunks, …)
+//! and *references*, stores them in one SQLite database with an FTS5 index
+//! (`<repo>/.canopy/index.db`), and answers queries with *handles*: small
+//! pointers (id, path, lines, token count, preview) that an agent expands
+//! only when it needs the text.
+//!
+//! How the parts fit: [`discover`] lists files → [`lang`] parses each into a
+//! [`lang::ParsedFile`] (in parallel) → [`index`] feeds them to the single
+//! writer in [`store`] → [`query`] reads through the store → [`Engine`] is the
+//! one API the front ends (CLI, MCP server, HTTP service) call. This crate
+//! knows nothing of JSON-RPC or HTTP.
+
+pub mod discover;
+pub mod dsl;
+pub mod engine;
+pub mod error;
+pub mod handle;
+pub mod index;
+pub mod lang;
+pub mod model;
+pub mod query;
+pub mod store;
+pub mod text;
+pub mod tokens;
+
+pub use engine::{Engine, EngineOptions};
+pub use error::{CanopyError, Result};
+pub use handle::HandleId;
+pub use lang::{Language, NodeType, RefType};

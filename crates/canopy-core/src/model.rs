@@ -1,0 +1,165 @@
+//! The public response types: what front ends serialize.
+//!
+//! Field names follow the agent contract (seed `004_…`) exactly.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::handle::HandleId;
+
+/// A byte range `[start, end)` in a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Span {
+    /// First byte.
+    pub start: usize,
+    /// One past the last byte.
+    pub end: usize,
+}
+
+/// A pointer to one indexed unit (~25 tokens when serialized without content).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Handle {
+    /// Stable id (`h` + 24 hex).
+    pub id: HandleId,
+    /// Repo-relative path with `/` separators.
+    pub file_path: String,
+    /// `function`, `class`, `section`, `chunk`, …
+    pub node_type: String,
+    /// Byte span in the file.
+    pub span: Span,
+    /// 1-based inclusive line range.
+    pub line_range: [u32; 2],
+    /// BPE tokens of the span.
+    pub token_count: u32,
+    /// ~100 bytes, one line, starting at the signature.
+    pub preview: String,
+    /// The span's text, when expanded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+}
+
+/// A reference at call-site granularity.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RefHandle {
+    /// Repo-relative path.
+    pub file_path: String,
+    /// Span of the reference itself (qualifier included).
+    pub span: Span,
+    /// Line of the reference, twice (`[line, line]`).
+    pub line_range: [u32; 2],
+    /// The referenced name.
+    pub name: String,
+    /// Receiver or module path, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qualifier: Option<String>,
+    /// `call`, `import` or `type_ref`.
+    pub ref_type: String,
+    /// Handle of the innermost unit containing the reference.
+    pub source_handle: HandleId,
+    /// The line of the reference, whitespace-collapsed.
+    pub preview: String,
+}
+
+/// The answer to a query.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueryResult {
+    /// Ranked handles.
+    pub handles: Vec<Handle>,
+    /// References, for `kind = "reference"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ref_handles: Option<Vec<RefHandle>>,
+    /// Sum of the returned handles' token counts.
+    pub total_tokens: u64,
+    /// Matches before the limit was applied.
+    pub total_matches: usize,
+    /// Whether the limit cut the results.
+    pub truncated: bool,
+    /// Whether every returned handle carries its content.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub auto_expanded: bool,
+    /// Set when the expand budget could not cover the results.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expand_note: Option<String>,
+    /// Ids of the handles that carry `content`.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub expanded_handle_ids: Vec<HandleId>,
+    /// Share of the repository's candidate files indexed when the query ran (1.0 when complete).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index_coverage: Option<f64>,
+}
+
+/// One expanded handle.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Expansion {
+    /// The handle's id.
+    pub handle_id: HandleId,
+    /// Repo-relative path.
+    pub file_path: String,
+    /// 1-based inclusive line range.
+    pub line_range: [u32; 2],
+    /// The span's text (lossy UTF-8 where the file is not valid UTF-8).
+    pub content: String,
+    /// The exact bytes of the span.
+    #[serde(skip)]
+    pub bytes: Vec<u8>,
+}
+
+/// Index statistics (`canopy status`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    /// Files in the index.
+    pub files_indexed: u64,
+    /// Sum of the indexed files' token counts.
+    pub total_tokens: u64,
+    /// Size of the database (with its WAL) in bytes.
+    pub index_size_bytes: u64,
+    /// When the last complete index run finished (RFC 3339, UTC), if ever.
+    pub last_indexed: Option<String>,
+    /// Schema version of the index.
+    pub schema_version: u32,
+    /// Absolute repository root.
+    pub repo_root: String,
+    /// How files were discovered on the last run (`git_ls_files` or `walk`).
+    pub file_discovery: Option<String>,
+    /// Indexed files per language.
+    pub languages: BTreeMap<String, u64>,
+    /// Files skipped on the last run, by reason.
+    pub skipped: BTreeMap<String, u64>,
+    /// Units (handles) in the index.
+    pub units: u64,
+    /// References in the index.
+    pub references: u64,
+    /// Bytes of source indexed.
+    pub source_bytes: u64,
+    /// Share of candidate files indexed (1.0 when the last run completed).
+    pub index_coverage: f64,
+}
+
+/// What an index run did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct IndexReport {
+    /// Files discovered (after the glob filter, before skips).
+    pub files_discovered: u64,
+    /// Files parsed and written.
+    pub files_indexed: u64,
+    /// Files whose content was unchanged.
+    pub files_unchanged: u64,
+    /// Files removed from the index (deleted, no longer listed, now skipped).
+    pub files_removed: u64,
+    /// Files skipped, by reason.
+    pub skipped: BTreeMap<String, u64>,
+    /// Bytes parsed.
+    pub bytes_parsed: u64,
+    /// Units written.
+    pub units_written: u64,
+    /// References written.
+    pub refs_written: u64,
+    /// `git_ls_files` or `walk`.
+    pub file_discovery: String,
+    /// Wall time in milliseconds.
+    pub duration_ms: u64,
+    /// Set when the index was rebuilt (schema change or damage), saying why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rebuilt: Option<String>,
+}

@@ -1,0 +1,751 @@
+//! Queries: the `canopy_query` parameters and the DSL, evaluated against the store.
+//!
+//! Every parameter form is translated into a [`dsl::Expr`] and evaluated by
+//! one evaluator, so `symbol="x"` and `(code "x")` cannot drift apart.
+//!
+//! Matching rules (documented for users in `docs/query.md`):
+//! * **text** (`pattern`, `patterns`, `grep`): the text is split into words
+//!   (letters, digits, `_`); every word must occur in the unit (its name, its
+//!   path or its own text). Words are matched whole and case-insensitively;
+//!   identifiers are also indexed by their parts, so `parse` finds
+//!   `parse_expr` and `ParseError`. A word ending in `*` in the user text is a
+//!   prefix. Text in double quotes is a phrase. When no unit has every word,
+//!   units with any word are returned, ranked. Anything else in the text
+//!   (operators, punctuation, emoji) is ignored, never an error. Ranking is
+//!   BM25 with weights name 10, path 4, body 1.
+//! * **symbols** (`symbol`, `code`): exact name first, then the same name in
+//!   another case, then names starting with the text, then names containing
+//!   it. `Type.method`, `Type::method` and `module.func` restrict the match to
+//!   that parent (qualified name) or module (file name).
+//! * **definition**: exact name (any case) only.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::discover::{PathFilter, check_relative};
+use crate::dsl::{self, Expr};
+use crate::engine::Engine;
+use crate::error::{CanopyError, Result};
+use crate::handle::HandleId;
+use crate::lang::NodeType;
+use crate::model::{Handle, QueryResult, RefHandle, Span};
+use crate::store::Store;
+use crate::store::read::{NameMatch, NodeRecord, RefRecord};
+use crate::text::{collapse_preview, fts_quote};
+
+/// Default `limit`.
+pub const DEFAULT_LIMIT: usize = 16;
+/// Largest `limit` honoured (larger values are clamped).
+pub const MAX_LIMIT: usize = 200;
+/// Most candidates any one search considers.
+pub const CANDIDATE_CAP: usize = 2_000;
+
+/// `kind` parameter.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueryKind {
+    /// Definitions only.
+    Definition,
+    /// References (`ref_handles`).
+    Reference,
+    /// Anything (default).
+    #[default]
+    Any,
+}
+
+/// `match` parameter for `patterns`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MatchMode {
+    /// Any pattern (OR, default).
+    #[default]
+    Any,
+    /// All patterns (AND).
+    All,
+}
+
+/// The `canopy_query` parameters (names and defaults as seed `004_…`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct QueryParams {
+    /// Full-text search.
+    pub pattern: Option<String>,
+    /// Several text patterns, combined by `match`.
+    pub patterns: Option<Vec<String>>,
+    /// Code symbol name.
+    pub symbol: Option<String>,
+    /// Markdown section heading.
+    pub section: Option<String>,
+    /// Parent symbol (class, struct, impl, …).
+    pub parent: Option<String>,
+    /// `definition`, `reference` or `any`.
+    pub kind: Option<QueryKind>,
+    /// Path glob filter.
+    pub glob: Option<String>,
+    /// `any` or `all` for `patterns`.
+    #[serde(rename = "match")]
+    pub match_mode: Option<MatchMode>,
+    /// Max results (default 16, clamped to 1..=200).
+    pub limit: Option<usize>,
+    /// Auto-expand handles while their tokens fit (default 0: off).
+    pub expand_budget: Option<u64>,
+    /// S-expression DSL.
+    pub query: Option<String>,
+}
+
+impl QueryParams {
+    /// Checks that at least one search parameter is present and well formed.
+    pub fn validate(&self) -> Result<()> {
+        let has = |s: &Option<String>| s.as_deref().is_some_and(|s| !s.trim().is_empty());
+        let has_patterns = self
+            .patterns
+            .as_ref()
+            .is_some_and(|p| p.iter().any(|s| !s.trim().is_empty()));
+        if !(has(&self.pattern)
+            || has_patterns
+            || has(&self.symbol)
+            || has(&self.section)
+            || has(&self.parent)
+            || has(&self.query))
+        {
+            return Err(CanopyError::Validation(
+                "no search parameter: provide at least one of pattern, patterns, symbol, section, parent or query".into(),
+            ));
+        }
+        if let Some(glob) = &self.glob {
+            PathFilter::new(glob)?;
+        }
+        Ok(())
+    }
+
+    /// The effective limit.
+    pub fn effective_limit(&self) -> usize {
+        self.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT)
+    }
+
+    /// Translates the parameters into one expression.
+    pub fn to_expr(&self) -> Result<Expr> {
+        let nonempty = |s: &Option<String>| s.clone().filter(|s| !s.trim().is_empty());
+        let kind = self.kind.unwrap_or_default();
+        let mut parts = Vec::new();
+        if let Some(q) = nonempty(&self.query) {
+            parts.push(dsl::parse(&q)?);
+        }
+        let symbol = nonempty(&self.symbol);
+        let parent = nonempty(&self.parent);
+        if kind == QueryKind::Reference {
+            if let Some(name) = symbol.clone().or_else(|| nonempty(&self.pattern)) {
+                parts.push(Expr::References(name));
+            }
+        } else {
+            if let Some(p) = nonempty(&self.pattern) {
+                parts.push(Expr::Grep(p));
+            }
+            if let Some(list) = &self.patterns {
+                let greps: Vec<Expr> = list
+                    .iter()
+                    .filter(|p| !p.trim().is_empty())
+                    .map(|p| Expr::Grep(p.clone()))
+                    .collect();
+                if !greps.is_empty() {
+                    parts.push(match self.match_mode.unwrap_or_default() {
+                        MatchMode::Any => Expr::Union(greps),
+                        MatchMode::All => Expr::Intersect(greps),
+                    });
+                }
+            }
+            match (&parent, &symbol) {
+                (Some(p), Some(s)) => parts.push(Expr::ChildrenNamed(p.clone(), s.clone())),
+                (Some(p), None) => parts.push(Expr::Children(p.clone())),
+                (None, Some(s)) => parts.push(Expr::Code(s.clone())),
+                (None, None) => {}
+            }
+        }
+        if let Some(s) = nonempty(&self.section) {
+            parts.push(Expr::Section(s));
+        }
+        let mut expr = match parts.len() {
+            0 => {
+                return Err(CanopyError::Validation(
+                    "no search parameter: provide at least one of pattern, patterns, symbol, section, parent or query".into(),
+                ));
+            }
+            1 => parts.remove(0),
+            _ => Expr::Intersect(parts),
+        };
+        if let Some(glob) = nonempty(&self.glob) {
+            expr = Expr::InFile(glob, Box::new(expr));
+        }
+        Ok(expr)
+    }
+}
+
+/// Ranked results of evaluating an expression.
+#[derive(Default, Debug)]
+pub(crate) struct Hits {
+    pub nodes: Vec<NodeRecord>,
+    pub refs: Vec<RefRecord>,
+}
+
+impl Hits {
+    fn dedup(mut self) -> Hits {
+        let mut seen = HashSet::new();
+        self.nodes.retain(|n| seen.insert(n.rowid));
+        let mut seen_refs = HashSet::new();
+        self.refs
+            .retain(|r| seen_refs.insert((r.file_path.clone(), r.start_byte, r.ref_type.clone())));
+        self
+    }
+}
+
+/// Evaluates expressions against one store.
+pub(crate) struct Evaluator<'a> {
+    pub store: &'a Store,
+}
+
+/// Builds an FTS5 expression from free text: quoted phrases, `word*`
+/// prefixes, every other word whole. `None` when the text has no words.
+pub fn fts_expression(text: &str, all: bool) -> Option<String> {
+    let mut clauses = Vec::new();
+    let mut rest = String::new();
+    // Quoted phrases first.
+    let mut in_quote = false;
+    let mut current = String::new();
+    for c in text.chars() {
+        if c == '"' {
+            if in_quote {
+                let words = crate::text::query_terms(&current);
+                if !words.is_empty() {
+                    let phrase: Vec<String> = words.iter().map(|w| fts_quote(w)).collect();
+                    clauses.push(phrase.join(" + "));
+                }
+                current.clear();
+            }
+            in_quote = !in_quote;
+        } else if in_quote {
+            current.push(c);
+        } else {
+            rest.push(c);
+        }
+    }
+    rest.push(' ');
+    rest.push_str(&current); // an unbalanced quote is plain text
+    for raw in rest.split_whitespace() {
+        let prefix = raw.ends_with('*');
+        let words = crate::text::query_terms(raw);
+        let n = words.len();
+        for (i, w) in words.into_iter().enumerate() {
+            if prefix && i + 1 == n {
+                clauses.push(format!("{}*", fts_quote(&w)));
+            } else {
+                clauses.push(fts_quote(&w));
+            }
+        }
+    }
+    clauses.sort();
+    clauses.dedup();
+    if clauses.is_empty() {
+        return None;
+    }
+    Some(clauses.join(if all { " AND " } else { " OR " }))
+}
+
+/// Splits `Type.method`, `Type::method`, `pkg/mod.func` into (qualifier, name).
+fn split_qualified(symbol: &str) -> (Option<String>, String) {
+    let normalized = symbol.trim().replace("::", ".");
+    match normalized.rsplit_once('.') {
+        Some((q, n)) if !q.is_empty() && !n.is_empty() => (Some(q.to_string()), n.to_string()),
+        _ => (None, normalized),
+    }
+}
+
+fn qualifier_matches(node: &NodeRecord, qualifier: &str) -> bool {
+    let q = qualifier.to_lowercase();
+    let parent_q = node
+        .qualified_name
+        .as_deref()
+        .and_then(|qn| qn.rsplit_once('.').map(|(p, _)| p.to_lowercase()));
+    if parent_q
+        .as_deref()
+        .is_some_and(|p| p == q || p.ends_with(&format!(".{q}")))
+    {
+        return true;
+    }
+    // `module.func`: the file stem (or its directory for index files) names the module.
+    let path = node.file_path.to_lowercase();
+    let module = q.replace('.', "/");
+    let stem = path.rsplit_once('.').map_or(path.as_str(), |(s, _)| s);
+    stem == module
+        || stem.ends_with(&format!("/{module}"))
+        || stem.ends_with(&format!("{module}/__init__"))
+        || stem.ends_with(&format!("{module}/mod"))
+        || stem.ends_with(&format!("{module}/index"))
+}
+
+fn is_symbol_type(node_type: &str) -> bool {
+    NodeType::from_name(node_type).is_some_and(NodeType::is_symbol)
+}
+
+impl Evaluator<'_> {
+    pub fn eval(&self, expr: &Expr) -> Result<Hits> {
+        Ok(match expr {
+            Expr::Grep(text) => self.grep(text)?,
+            Expr::Code(name) => Hits {
+                nodes: self.symbols(name, false)?,
+                refs: vec![],
+            },
+            Expr::Definition(name) => Hits {
+                nodes: self.symbols(name, true)?,
+                refs: vec![],
+            },
+            Expr::References(name) => {
+                let (qualifier, bare) = split_qualified(name);
+                let mut refs = self.store.refs_by_name(&bare, CANDIDATE_CAP)?;
+                if let Some(q) = qualifier {
+                    let q = q.to_lowercase();
+                    let last = q.rsplit('.').next().unwrap_or(&q).to_string();
+                    refs.retain(|r| {
+                        r.qualifier.as_deref().is_some_and(|rq| {
+                            let rq = rq.to_lowercase().replace("::", ".");
+                            rq == q || rq.ends_with(&format!(".{last}")) || rq == last
+                        })
+                    });
+                }
+                // Exact-case names first, then by path and position (already ordered).
+                refs.sort_by_key(|r| r.name != bare);
+                Hits {
+                    nodes: vec![],
+                    refs,
+                }
+            }
+            Expr::Section(heading) => Hits {
+                nodes: self.sections(heading)?,
+                refs: vec![],
+            },
+            Expr::File(path) => {
+                check_relative(path)?;
+                let path = path.trim_start_matches("./");
+                Hits {
+                    nodes: self.store.file_node(path)?.into_iter().collect(),
+                    refs: vec![],
+                }
+            }
+            Expr::Children(parent) => Hits {
+                nodes: self.children(parent)?,
+                refs: vec![],
+            },
+            Expr::ChildrenNamed(parent, child) => {
+                let children = self.children(parent)?;
+                Hits {
+                    nodes: rank_by_name(children, child),
+                    refs: vec![],
+                }
+            }
+            Expr::InFile(glob, inner) => {
+                let filter = PathFilter::new(glob)?;
+                let mut hits = self.eval(inner)?;
+                hits.nodes.retain(|n| filter.is_match(&n.file_path));
+                hits.refs.retain(|r| filter.is_match(&r.file_path));
+                hits
+            }
+            Expr::Union(items) => {
+                let parts: Vec<Hits> = items.iter().map(|e| self.eval(e)).collect::<Result<_>>()?;
+                let mut out = Hits::default();
+                // Interleave so every sub-query's best results come early.
+                let longest = parts
+                    .iter()
+                    .map(|h| h.nodes.len().max(h.refs.len()))
+                    .max()
+                    .unwrap_or(0);
+                for i in 0..longest {
+                    for part in &parts {
+                        if let Some(n) = part.nodes.get(i) {
+                            out.nodes.push(n.clone());
+                        }
+                        if let Some(r) = part.refs.get(i) {
+                            out.refs.push(r.clone());
+                        }
+                    }
+                }
+                out.dedup()
+            }
+            Expr::Intersect(items) => {
+                let mut parts = items
+                    .iter()
+                    .map(|e| self.eval(e))
+                    .collect::<Result<Vec<_>>>()?;
+                let first = parts.remove(0);
+                let node_sets: Vec<HashSet<i64>> = parts
+                    .iter()
+                    .filter(|p| !p.nodes.is_empty() || p.refs.is_empty())
+                    .map(|p| p.nodes.iter().map(|n| n.rowid).collect())
+                    .collect();
+                let handle_sets: Vec<HashSet<&str>> = parts
+                    .iter()
+                    .filter(|p| !p.nodes.is_empty() || p.refs.is_empty())
+                    .map(|p| p.nodes.iter().map(|n| n.handle.as_str()).collect())
+                    .collect();
+                let ref_sets: Vec<HashSet<(String, usize)>> = parts
+                    .iter()
+                    .filter(|p| !p.refs.is_empty())
+                    .map(|p| {
+                        p.refs
+                            .iter()
+                            .map(|r| (r.file_path.clone(), r.start_byte))
+                            .collect()
+                    })
+                    .collect();
+                let nodes = first
+                    .nodes
+                    .into_iter()
+                    .filter(|n| node_sets.iter().all(|s| s.contains(&n.rowid)))
+                    .collect();
+                let refs = first
+                    .refs
+                    .into_iter()
+                    .filter(|r| {
+                        handle_sets
+                            .iter()
+                            .all(|s| s.contains(r.source_handle.as_str()))
+                            && ref_sets
+                                .iter()
+                                .all(|s| s.contains(&(r.file_path.clone(), r.start_byte)))
+                    })
+                    .collect();
+                Hits { nodes, refs }
+            }
+            Expr::Limit(n, inner) => {
+                let mut hits = self.eval(inner)?;
+                hits.nodes.truncate(*n);
+                hits.refs.truncate(*n);
+                hits
+            }
+        })
+    }
+
+    fn grep(&self, text: &str) -> Result<Hits> {
+        let Some(all) = fts_expression(text, true) else {
+            return Ok(Hits::default());
+        };
+        let mut nodes = self.store.fts_search(&all, CANDIDATE_CAP)?;
+        if nodes.is_empty()
+            && let Some(any) = fts_expression(text, false)
+            && any != all
+        {
+            nodes = self.store.fts_search(&any, CANDIDATE_CAP)?;
+        }
+        Ok(Hits {
+            nodes,
+            refs: vec![],
+        })
+    }
+
+    fn symbols(&self, symbol: &str, exact_only: bool) -> Result<Vec<NodeRecord>> {
+        let (qualifier, name) = split_qualified(symbol);
+        if name.is_empty() {
+            return Ok(vec![]);
+        }
+        let keep = |n: &NodeRecord| {
+            is_symbol_type(&n.node_type)
+                && qualifier.as_deref().is_none_or(|q| qualifier_matches(n, q))
+        };
+        let mut equal: Vec<NodeRecord> = self
+            .store
+            .nodes_by_name(&name, NameMatch::Equal, CANDIDATE_CAP)?
+            .into_iter()
+            .filter(|n| keep(n))
+            .collect();
+        // Exact case before other cases; definitions of types before impl blocks.
+        equal.sort_by_key(|n| {
+            (
+                n.name.as_deref() != Some(name.as_str()),
+                n.node_type == "impl",
+            )
+        });
+        if exact_only {
+            return Ok(equal);
+        }
+        let mut out = equal;
+        for how in [NameMatch::Prefix, NameMatch::Substring] {
+            if out.len() >= CANDIDATE_CAP {
+                break;
+            }
+            let mut more: Vec<NodeRecord> = self
+                .store
+                .nodes_by_name(&name, how, CANDIDATE_CAP)?
+                .into_iter()
+                .filter(|n| keep(n))
+                .collect();
+            // Shorter names are closer matches.
+            more.sort_by_key(|n| n.name.as_ref().map_or(usize::MAX, |s| s.len()));
+            out.extend(more);
+        }
+        Ok(out)
+    }
+
+    fn sections(&self, heading: &str) -> Result<Vec<NodeRecord>> {
+        // "Guide > Install" matches by the last heading, then filters by the path.
+        let parts: Vec<&str> = heading
+            .split('>')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        let Some(last) = parts.last() else {
+            return Ok(vec![]);
+        };
+        let mut out = Vec::new();
+        for how in [NameMatch::Equal, NameMatch::Prefix, NameMatch::Substring] {
+            out.extend(
+                self.store
+                    .nodes_by_name(last, how, CANDIDATE_CAP)?
+                    .into_iter()
+                    .filter(|n| n.node_type == NodeType::Section.as_str())
+                    .filter(|n| {
+                        parts.len() < 2
+                            || n.qualified_name.as_deref().is_some_and(|q| {
+                                q.to_lowercase()
+                                    .contains(&parts[..parts.len() - 1].join(" > ").to_lowercase())
+                            })
+                    }),
+            );
+        }
+        Ok(out)
+    }
+
+    fn children(&self, parent: &str) -> Result<Vec<NodeRecord>> {
+        let (qualifier, name) = split_qualified(parent);
+        let parents: Vec<i64> = self
+            .store
+            .nodes_by_name(&name, NameMatch::Equal, CANDIDATE_CAP)?
+            .into_iter()
+            .filter(|n| n.node_type != NodeType::File.as_str())
+            .filter(|n| qualifier.as_deref().is_none_or(|q| qualifier_matches(n, q)))
+            .map(|n| n.rowid)
+            .collect();
+        if parents.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut children = self.store.children_of(&parents)?;
+        children.retain(|n| n.node_type != NodeType::Chunk.as_str());
+        Ok(children)
+    }
+}
+
+/// Children matching `child`: exact case, other case, prefix, substring.
+fn rank_by_name(nodes: Vec<NodeRecord>, child: &str) -> Vec<NodeRecord> {
+    let lower = child.to_lowercase();
+    let mut ranked: Vec<(u8, NodeRecord)> = nodes
+        .into_iter()
+        .filter_map(|n| {
+            let name = n.name.clone()?;
+            let l = name.to_lowercase();
+            let tier = if name == child {
+                0
+            } else if l == lower {
+                1
+            } else if l.starts_with(&lower) {
+                2
+            } else if l.contains(&lower) {
+                3
+            } else {
+                return None;
+            };
+            Some((tier, n))
+        })
+        .collect();
+    ranked.sort_by_key(|(t, _)| *t);
+    ranked.into_iter().map(|(_, n)| n).collect()
+}
+
+pub(crate) fn to_handle(n: &NodeRecord) -> Handle {
+    Handle {
+        id: HandleId::parse(&n.handle)
+            .unwrap_or_else(|| HandleId::derive(&n.file_path, &n.node_type, &n.handle, 0)),
+        file_path: n.file_path.clone(),
+        node_type: n.node_type.clone(),
+        span: Span {
+            start: n.start_byte,
+            end: n.end_byte,
+        },
+        line_range: [n.start_line, n.end_line],
+        token_count: n.token_count,
+        preview: n.preview.clone(),
+        content: None,
+    }
+}
+
+/// Runs a query and shapes the response.
+pub(crate) fn execute(store: &Store, engine: &Engine, params: &QueryParams) -> Result<QueryResult> {
+    let expr = params.to_expr()?;
+    let kind = params.kind.unwrap_or_default();
+    let limit = params.effective_limit();
+    let mut hits = Evaluator { store }.eval(&expr)?.dedup();
+    if kind == QueryKind::Definition {
+        hits.nodes
+            .retain(|n| is_symbol_type(&n.node_type) || n.node_type == NodeType::Section.as_str());
+    }
+    let mut result = QueryResult::default();
+    if kind == QueryKind::Reference {
+        if let Some(parent) = params.parent.as_deref().filter(|p| !p.trim().is_empty()) {
+            let (_, pname) = split_qualified(parent);
+            let pname = pname.to_lowercase();
+            hits.refs.retain(|r| {
+                r.source_qualified_name.as_deref().is_some_and(|q| {
+                    q.to_lowercase()
+                        .replace("::", ".")
+                        .split('.')
+                        .any(|seg| seg == pname)
+                })
+            });
+        }
+        result.total_matches = hits.refs.len();
+        result.truncated = hits.refs.len() > limit;
+        hits.refs.truncate(limit);
+        let mut lines: HashMap<String, Option<Vec<u8>>> = HashMap::new();
+        let mut ref_handles = Vec::with_capacity(hits.refs.len());
+        let mut sources: Vec<String> = Vec::new();
+        for r in &hits.refs {
+            let bytes = lines
+                .entry(r.file_path.clone())
+                .or_insert_with(|| engine.read_verified(&r.file_path, &r.content_hash).ok());
+            let preview = bytes
+                .as_deref()
+                .map(|b| line_at(b, r.start_byte))
+                .unwrap_or_default();
+            if !sources.contains(&r.source_handle) {
+                sources.push(r.source_handle.clone());
+            }
+            ref_handles.push(RefHandle {
+                file_path: r.file_path.clone(),
+                span: Span {
+                    start: r.start_byte,
+                    end: r.end_byte,
+                },
+                line_range: [r.line, r.line],
+                name: r.name.clone(),
+                qualifier: r.qualifier.clone(),
+                ref_type: r.ref_type.clone(),
+                source_handle: HandleId::parse(&r.source_handle).ok_or_else(|| {
+                    CanopyError::Internal(format!("bad stored handle {}", r.source_handle))
+                })?,
+                preview,
+            });
+        }
+        // The enclosing units, so callers can be expanded directly.
+        for s in &sources {
+            if let Some(n) = store.node_by_handle(s)? {
+                result.handles.push(to_handle(&n));
+            }
+        }
+        result.ref_handles = Some(ref_handles);
+    } else {
+        result.total_matches = hits.nodes.len();
+        result.truncated = hits.nodes.len() > limit;
+        hits.nodes.truncate(limit);
+        result.handles = hits.nodes.iter().map(to_handle).collect();
+    }
+    result.total_tokens = result
+        .handles
+        .iter()
+        .map(|h| u64::from(h.token_count))
+        .sum();
+    let budget = params.expand_budget.unwrap_or(0);
+    if budget > 0 {
+        auto_expand(engine, &mut result, budget)?;
+    }
+    Ok(result)
+}
+
+/// Expands handles in rank order while their tokens fit the budget.
+fn auto_expand(engine: &Engine, result: &mut QueryResult, budget: u64) -> Result<()> {
+    let mut used = 0u64;
+    let mut skipped = false;
+    for handle in result.handles.iter_mut() {
+        let cost = u64::from(handle.token_count);
+        if used + cost > budget {
+            skipped = true;
+            continue;
+        }
+        let expansion = engine.expand(&[handle.id.as_str()])?;
+        if let Some(e) = expansion.into_iter().next() {
+            handle.content = Some(e.content);
+            used += cost;
+            result.expanded_handle_ids.push(handle.id.clone());
+        }
+    }
+    result.auto_expanded = !result.handles.is_empty() && !skipped;
+    if skipped {
+        result.expand_note = Some(format!(
+            "Results exceed expand_budget ({budget} tokens; {used} used). Expand specific handles."
+        ));
+    }
+    Ok(())
+}
+
+/// The whitespace-collapsed line containing `byte`.
+fn line_at(bytes: &[u8], byte: usize) -> String {
+    let byte = byte.min(bytes.len());
+    let start = bytes[..byte]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let end = bytes[byte..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(bytes.len(), |i| byte + i);
+    collapse_preview(&String::from_utf8_lossy(&bytes[start..end]), 160)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fts_expressions_quote_everything() {
+        assert_eq!(
+            fts_expression("self.path", true).unwrap(),
+            "\"path\" AND \"self\""
+        );
+        assert_eq!(
+            fts_expression("NEAR ( AND *", true).unwrap(),
+            "\"and\" AND \"near\""
+        );
+        assert_eq!(fts_expression("pars*", true).unwrap(), "\"pars\"*");
+        assert_eq!(
+            fts_expression("\"hello world\" x", true).unwrap(),
+            "\"hello\" + \"world\" AND \"x\""
+        );
+        assert!(fts_expression("🎉 ( ) \"", true).is_none());
+    }
+
+    #[test]
+    fn qualified_symbols_split() {
+        assert_eq!(
+            split_qualified("Type::method"),
+            (Some("Type".into()), "method".into())
+        );
+        assert_eq!(split_qualified("a.b.c"), (Some("a.b".into()), "c".into()));
+        assert_eq!(split_qualified("plain"), (None, "plain".into()));
+    }
+
+    #[test]
+    fn params_need_a_search_parameter() {
+        let err = QueryParams::default().validate().unwrap_err();
+        assert!(matches!(err, CanopyError::Validation(_)));
+        let p = QueryParams {
+            pattern: Some("  ".into()),
+            ..Default::default()
+        };
+        assert!(p.validate().is_err());
+        let p = QueryParams {
+            symbol: Some("x".into()),
+            glob: Some("src/[".into()),
+            ..Default::default()
+        };
+        assert!(matches!(
+            p.validate().unwrap_err(),
+            CanopyError::GlobPattern { .. }
+        ));
+    }
+}

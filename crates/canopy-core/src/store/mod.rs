@@ -1,0 +1,221 @@
+//! The SQLite index: schema, versioning, and every SQL statement Canopy runs.
+//!
+//! **Architecture invariant: the store is the only module that writes SQL.**
+//! Other modules call typed methods here ([`write`] for the indexer, [`read`]
+//! for queries). Indexing and querying meet only at this boundary.
+//!
+//! The database runs in WAL mode, so readers in other processes see the last
+//! committed state while one writer indexes. The indexer writes in
+//! transactions of whole files: a file's old rows are deleted and its new
+//! rows inserted in the same transaction, so a killed indexer leaves every
+//! file either fully old or fully new.
+
+pub mod read;
+pub mod write;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+
+use crate::error::{CanopyError, Result};
+
+/// Version of the schema in `schema.sql`; stored in `PRAGMA user_version`.
+pub const SCHEMA_VERSION: u32 = 1;
+
+const SCHEMA: &str = include_str!("schema.sql");
+
+/// One connection to a repository's index.
+pub struct Store {
+    pub(crate) conn: Connection,
+    path: PathBuf,
+}
+
+/// Well-known keys of the `meta` table.
+pub(crate) mod meta_keys {
+    pub const LAST_INDEXED: &str = "last_indexed";
+    pub const FILE_DISCOVERY: &str = "file_discovery";
+    pub const SKIPPED: &str = "skipped";
+    pub const CANDIDATE_FILES: &str = "candidate_files";
+    pub const INDEX_COMPLETE: &str = "index_complete";
+}
+
+fn configure(conn: &Connection) -> Result<()> {
+    conn.busy_timeout(Duration::from_secs(30))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
+    conn.pragma_update(None, "cache_size", -16_000)?;
+    Ok(())
+}
+
+impl Store {
+    /// Opens (creating or rebuilding as needed) the index at `db_path`.
+    ///
+    /// Returns the store and, when the existing index was discarded, a
+    /// message saying why (schema version change or an unreadable file).
+    pub fn open(db_path: &Path) -> Result<(Store, Option<String>)> {
+        match Self::try_open(db_path) {
+            Ok(Some(store)) => Ok((store, None)),
+            Ok(None) => {
+                let reason = format!(
+                    "index at {} has another schema version; rebuilding it (schema v{SCHEMA_VERSION})",
+                    db_path.display()
+                );
+                Self::rebuild(db_path, reason)
+            }
+            Err(CanopyError::Database(e)) if is_damaged(&e) => {
+                let reason = format!(
+                    "index at {} is unreadable ({e}); rebuilding it",
+                    db_path.display()
+                );
+                Self::rebuild(db_path, reason)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Opens an existing index for reading only; `None` if there is none yet.
+    pub fn open_existing(db_path: &Path) -> Result<Option<Store>> {
+        if !db_path.exists() {
+            return Ok(None);
+        }
+        Self::try_open(db_path)
+    }
+
+    fn rebuild(db_path: &Path, reason: String) -> Result<(Store, Option<String>)> {
+        tracing::warn!("{reason}");
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = db_path.as_os_str().to_owned();
+            p.push(suffix);
+            match std::fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(CanopyError::io(PathBuf::from(p), e)),
+            }
+        }
+        let store = Self::try_open(db_path)?.ok_or_else(|| {
+            CanopyError::Internal("a freshly created index reports another schema version".into())
+        })?;
+        Ok((store, Some(reason)))
+    }
+
+    /// `Ok(None)` when the file holds an index of another schema version.
+    fn try_open(db_path: &Path) -> Result<Option<Store>> {
+        let conn = Connection::open_with_flags(
+            db_path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        configure(&conn)?;
+        let version: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        let has_tables: bool = conn
+            .query_row("SELECT 1 FROM sqlite_master LIMIT 1", [], |_| Ok(()))
+            .optional()?
+            .is_some();
+        if version == SCHEMA_VERSION {
+            return Ok(Some(Store {
+                conn,
+                path: db_path.to_path_buf(),
+            }));
+        }
+        if has_tables {
+            return Ok(None);
+        }
+        // Create under an immediate transaction so two processes creating at once do not collide.
+        let tx = conn.unchecked_transaction()?;
+        let version: u32 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if version == 0 {
+            tx.execute_batch(SCHEMA)?;
+            tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        }
+        tx.commit()?;
+        Ok(Some(Store {
+            conn,
+            path: db_path.to_path_buf(),
+        }))
+    }
+
+    /// Path of the database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes on disk: the database plus its write-ahead log.
+    pub fn size_on_disk(&self) -> u64 {
+        ["", "-wal"]
+            .iter()
+            .filter_map(|suffix| {
+                let mut p = self.path.as_os_str().to_owned();
+                p.push(suffix);
+                std::fs::metadata(PathBuf::from(p)).ok().map(|m| m.len())
+            })
+            .sum()
+    }
+
+    /// Reads a `meta` value.
+    pub fn meta(&self, key: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
+            .query_row([key], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// Writes a `meta` value.
+    pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
+        self.conn
+            .prepare_cached("INSERT INTO meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value")?
+            .execute([key, value])?;
+        Ok(())
+    }
+
+    /// Folds the write-ahead log back into the database file (after a large run).
+    pub fn checkpoint(&self) -> Result<()> {
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        Ok(())
+    }
+}
+
+fn is_damaged(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::NotADatabase) | Some(rusqlite::ErrorCode::DatabaseCorrupt)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn another_schema_version_is_rebuilt_with_a_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("index.db");
+        {
+            let conn = Connection::open(&db).unwrap();
+            conn.execute_batch("CREATE TABLE old_layout(x); PRAGMA user_version = 999;")
+                .unwrap();
+        }
+        let (store, rebuilt) = Store::open(&db).unwrap();
+        assert!(rebuilt.unwrap().contains("schema version"));
+        let version: u32 = store
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        let (_, rebuilt_again) = Store::open(&db).unwrap();
+        assert!(rebuilt_again.is_none());
+    }
+
+    #[test]
+    fn a_garbage_file_is_rebuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("index.db");
+        std::fs::write(&db, vec![0x42u8; 8192]).unwrap();
+        let (_, rebuilt) = Store::open(&db).unwrap();
+        assert!(rebuilt.unwrap().contains("unreadable"));
+    }
+}

@@ -1,0 +1,378 @@
+//! Reads: lookups and searches for queries, expansion and status.
+//!
+//! Searches return rows in a stable order (score, then path and position)
+//! so the same index always gives the same answer.
+
+use std::collections::{BTreeMap, HashMap};
+
+use rusqlite::{OptionalExtension, Row, params_from_iter};
+
+use super::{Store, meta_keys};
+use crate::error::Result;
+
+/// What the store remembers of an indexed file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredFile {
+    /// Row id.
+    pub id: i64,
+    /// Size when indexed.
+    pub size: u64,
+    /// Modification time when indexed (ns; -1 after invalidation).
+    pub mtime_ns: i64,
+    /// xxh3-64 of the content, hex ('' after invalidation).
+    pub content_hash: String,
+}
+
+/// A unit as stored, joined with its file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeRecord {
+    /// Row id (also the FTS rowid).
+    pub rowid: i64,
+    /// Handle id.
+    pub handle: String,
+    /// Repo-relative path of its file.
+    pub file_path: String,
+    /// Content hash of its file when indexed.
+    pub content_hash: String,
+    /// Node type name.
+    pub node_type: String,
+    /// Name, for named units.
+    pub name: Option<String>,
+    /// Qualified name, for named units.
+    pub qualified_name: Option<String>,
+    /// Parent row id.
+    pub parent_rowid: Option<i64>,
+    /// Byte span.
+    pub start_byte: usize,
+    /// Byte span end.
+    pub end_byte: usize,
+    /// First line (1-based).
+    pub start_line: u32,
+    /// Last line (inclusive).
+    pub end_line: u32,
+    /// BPE tokens.
+    pub token_count: u32,
+    /// Preview.
+    pub preview: String,
+    /// Search score (lower is better for BM25; 0 when not scored).
+    pub score: f64,
+}
+
+/// A reference as stored, joined with its file and enclosing unit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RefRecord {
+    /// Repo-relative path.
+    pub file_path: String,
+    /// Content hash of the file when indexed.
+    pub content_hash: String,
+    /// Referenced name.
+    pub name: String,
+    /// Receiver or module path.
+    pub qualifier: Option<String>,
+    /// `call`, `import`, `type_ref`.
+    pub ref_type: String,
+    /// Byte span.
+    pub start_byte: usize,
+    /// Byte span end.
+    pub end_byte: usize,
+    /// 1-based line.
+    pub line: u32,
+    /// Handle of the enclosing unit.
+    pub source_handle: String,
+    /// Name of the enclosing unit (for `parent` filtering).
+    pub source_qualified_name: Option<String>,
+}
+
+/// Aggregates for `status`.
+#[derive(Clone, Debug, Default)]
+pub struct IndexCounts {
+    /// Files.
+    pub files: u64,
+    /// Sum of file token counts.
+    pub tokens: u64,
+    /// Sum of file sizes.
+    pub bytes: u64,
+    /// Units.
+    pub units: u64,
+    /// References.
+    pub refs: u64,
+    /// Files per language.
+    pub languages: BTreeMap<String, u64>,
+}
+
+/// How a name is matched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameMatch {
+    /// Equal ignoring ASCII case (callers rank exact case first).
+    Equal,
+    /// Starts with the text, ignoring case.
+    Prefix,
+    /// Contains the text, ignoring case.
+    Substring,
+}
+
+const NODE_COLUMNS: &str =
+    "n.id, n.handle, f.path, f.content_hash, n.node_type, n.name, n.qualified_name,
+    n.parent_id, n.start_byte, n.end_byte, n.start_line, n.end_line, n.token_count, n.preview";
+
+fn node_from_row(row: &Row, score: f64) -> rusqlite::Result<NodeRecord> {
+    Ok(NodeRecord {
+        rowid: row.get(0)?,
+        handle: row.get(1)?,
+        file_path: row.get(2)?,
+        content_hash: row.get(3)?,
+        node_type: row.get(4)?,
+        name: row.get(5)?,
+        qualified_name: row.get(6)?,
+        parent_rowid: row.get(7)?,
+        start_byte: row.get::<_, i64>(8)? as usize,
+        end_byte: row.get::<_, i64>(9)? as usize,
+        start_line: row.get(10)?,
+        end_line: row.get(11)?,
+        token_count: row.get(12)?,
+        preview: row.get(13)?,
+        score,
+    })
+}
+
+/// Escapes `%`, `_` and `\` for a `LIKE … ESCAPE '\'` pattern.
+fn like_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+impl Store {
+    /// Every indexed file with its change-detection fields.
+    pub fn file_states(&self) -> Result<HashMap<String, StoredFile>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT path, id, size, mtime_ns, content_hash FROM files")?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                StoredFile {
+                    id: r.get(1)?,
+                    size: r.get::<_, i64>(2)? as u64,
+                    mtime_ns: r.get(3)?,
+                    content_hash: r.get(4)?,
+                },
+            ))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<HashMap<_, _>>>()?)
+    }
+
+    /// Looks a unit up by handle id.
+    pub fn node_by_handle(&self, handle: &str) -> Result<Option<NodeRecord>> {
+        let sql = format!(
+            "SELECT {NODE_COLUMNS} FROM nodes n JOIN files f ON f.id = n.file_id WHERE n.handle = ?1 LIMIT 1"
+        );
+        Ok(self
+            .conn
+            .prepare_cached(&sql)?
+            .query_row([handle], |r| node_from_row(r, 0.0))
+            .optional()?)
+    }
+
+    /// Looks units up by row id (order not preserved).
+    pub fn nodes_by_rowids(&self, rowids: &[i64]) -> Result<Vec<NodeRecord>> {
+        let mut out = Vec::with_capacity(rowids.len());
+        for chunk in rowids.chunks(500) {
+            let placeholders = vec!["?"; chunk.len()].join(",");
+            let sql = format!(
+                "SELECT {NODE_COLUMNS} FROM nodes n JOIN files f ON f.id = n.file_id WHERE n.id IN ({placeholders})"
+            );
+            let mut stmt = self.conn.prepare(&sql)?;
+            let rows = stmt.query_map(params_from_iter(chunk.iter()), |r| node_from_row(r, 0.0))?;
+            for row in rows {
+                out.push(row?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The file unit of a path.
+    pub fn file_node(&self, path: &str) -> Result<Option<NodeRecord>> {
+        let sql = format!(
+            "SELECT {NODE_COLUMNS} FROM nodes n JOIN files f ON f.id = n.file_id
+             WHERE f.path = ?1 AND n.parent_id IS NULL AND n.node_type = 'file' LIMIT 1"
+        );
+        Ok(self
+            .conn
+            .prepare_cached(&sql)?
+            .query_row([path], |r| node_from_row(r, 0.0))
+            .optional()?)
+    }
+
+    /// Units whose name matches `name`, up to `cap` rows, ordered by path and position.
+    pub fn nodes_by_name(&self, name: &str, how: NameMatch, cap: usize) -> Result<Vec<NodeRecord>> {
+        let (condition, arg) = match how {
+            NameMatch::Equal => ("n.name = ?1 COLLATE NOCASE", name.to_string()),
+            NameMatch::Prefix => (
+                "n.name LIKE ?1 ESCAPE '\\' AND n.name <> ?2 COLLATE NOCASE",
+                format!("{}%", like_escape(name)),
+            ),
+            NameMatch::Substring => (
+                "n.name LIKE ?1 ESCAPE '\\' AND n.name NOT LIKE ?3 ESCAPE '\\'",
+                format!("%{}%", like_escape(name)),
+            ),
+        };
+        let sql = format!(
+            "SELECT {NODE_COLUMNS} FROM nodes n JOIN files f ON f.id = n.file_id
+             WHERE n.name IS NOT NULL AND {condition}
+             ORDER BY f.path, n.start_byte LIMIT {cap}"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let prefix = format!("{}%", like_escape(name));
+        let args: Vec<&str> = match how {
+            NameMatch::Equal => vec![&arg],
+            NameMatch::Prefix => vec![&arg, name],
+            NameMatch::Substring => vec![&arg, name, &prefix],
+        };
+        let rows = stmt.query_map(params_from_iter(args), |r| node_from_row(r, 0.0))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Children of the given units, ordered by path and position.
+    pub fn children_of(&self, parent_rowids: &[i64]) -> Result<Vec<NodeRecord>> {
+        let mut out = Vec::new();
+        for chunk in parent_rowids.chunks(500) {
+            let placeholders = vec!["?"; chunk.len()].join(",");
+            let sql = format!(
+                "SELECT {NODE_COLUMNS} FROM nodes n JOIN files f ON f.id = n.file_id
+                 WHERE n.parent_id IN ({placeholders}) ORDER BY f.path, n.start_byte"
+            );
+            let mut stmt = self.conn.prepare(&sql)?;
+            let rows = stmt.query_map(params_from_iter(chunk.iter()), |r| node_from_row(r, 0.0))?;
+            for row in rows {
+                out.push(row?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Full-text search. `match_expr` must be a well-formed FTS5 expression
+    /// (built by the query module from quoted terms). Returns up to `cap`
+    /// units, best first, with their BM25 score (lower is better).
+    /// Column weights: name 10, path 4, body 1.
+    pub fn fts_search(&self, match_expr: &str, cap: usize) -> Result<Vec<NodeRecord>> {
+        let sql = format!(
+            "SELECT {NODE_COLUMNS}, s.score FROM
+               (SELECT rowid, bm25(fts, 10.0, 4.0, 1.0) AS score FROM fts WHERE fts MATCH ?1
+                ORDER BY score LIMIT ?2) AS s
+             JOIN nodes n ON n.id = s.rowid JOIN files f ON f.id = n.file_id
+             ORDER BY s.score, f.path, n.start_byte"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map(rusqlite::params![match_expr, cap as i64], |r| {
+            let score: f64 = r.get(14)?;
+            node_from_row(r, score)
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// References to `name` (case-insensitive), up to `cap`, ordered by path and position.
+    pub fn refs_by_name(&self, name: &str, cap: usize) -> Result<Vec<RefRecord>> {
+        let sql = format!(
+            "SELECT f.path, f.content_hash, r.name, r.qualifier, r.ref_type, r.start_byte, r.end_byte,
+                    r.line, sn.handle, sn.qualified_name
+             FROM refs r JOIN files f ON f.id = r.file_id JOIN nodes sn ON sn.id = r.source_node_id
+             WHERE r.name = ?1 COLLATE NOCASE
+             ORDER BY f.path, r.start_byte LIMIT {cap}"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map([name], |r| {
+            Ok(RefRecord {
+                file_path: r.get(0)?,
+                content_hash: r.get(1)?,
+                name: r.get(2)?,
+                qualifier: r.get(3)?,
+                ref_type: r.get(4)?,
+                start_byte: r.get::<_, i64>(5)? as usize,
+                end_byte: r.get::<_, i64>(6)? as usize,
+                line: r.get(7)?,
+                source_handle: r.get(8)?,
+                source_qualified_name: r.get(9)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Totals for `status`.
+    pub fn counts(&self) -> Result<IndexCounts> {
+        let (files, tokens, bytes) = self.conn.query_row(
+            "SELECT COUNT(*), COALESCE(SUM(token_count), 0), COALESCE(SUM(size), 0) FROM files",
+            [],
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            },
+        )?;
+        let units: i64 = self
+            .conn
+            .query_row("SELECT COUNT(*) FROM nodes", [], |r| r.get(0))?;
+        let refs: i64 = self
+            .conn
+            .query_row("SELECT COUNT(*) FROM refs", [], |r| r.get(0))?;
+        let mut languages = BTreeMap::new();
+        let mut stmt = self
+            .conn
+            .prepare("SELECT language, COUNT(*) FROM files GROUP BY language")?;
+        for row in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))? {
+            let (lang, n) = row?;
+            languages.insert(lang, n as u64);
+        }
+        Ok(IndexCounts {
+            files: files as u64,
+            tokens: tokens as u64,
+            bytes: bytes as u64,
+            units: units as u64,
+            refs: refs as u64,
+            languages,
+        })
+    }
+
+    /// Skip counts recorded by the last run.
+    pub fn skipped_counts(&self) -> Result<BTreeMap<String, u64>> {
+        Ok(self
+            .meta(meta_keys::SKIPPED)?
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or_default())
+    }
+
+    /// Rows left behind by a bug: nodes without a file, refs without a node,
+    /// FTS rows without a node. Always zero in a consistent index.
+    pub fn orphan_rows(&self) -> Result<u64> {
+        let nodes: i64 = self.conn.query_row(
+            "SELECT COUNT(*) FROM nodes WHERE file_id NOT IN (SELECT id FROM files)",
+            [],
+            |r| r.get(0),
+        )?;
+        let refs: i64 = self.conn.query_row(
+            "SELECT COUNT(*) FROM refs WHERE file_id NOT IN (SELECT id FROM files)
+               OR source_node_id NOT IN (SELECT id FROM nodes)",
+            [],
+            |r| r.get(0),
+        )?;
+        // A contentless table cannot list its rows, but its doc-size table can.
+        let fts: i64 = self.conn.query_row(
+            "SELECT COUNT(*) FROM fts_docsize WHERE id NOT IN (SELECT id FROM nodes)",
+            [],
+            |r| r.get(0),
+        )?;
+        let fts_missing: i64 = self.conn.query_row(
+            "SELECT COUNT(*) FROM nodes WHERE id NOT IN (SELECT id FROM fts_docsize)",
+            [],
+            |r| r.get(0),
+        )?;
+        Ok((nodes + refs + fts + fts_missing) as u64)
+    }
+}

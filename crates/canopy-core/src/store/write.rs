@@ -1,0 +1,237 @@
+//! Writes: the indexer's batches, removals and invalidation.
+
+use std::collections::HashMap;
+
+use rusqlite::{Transaction, params};
+
+use super::Store;
+use crate::error::Result;
+use crate::lang::ParsedFile;
+use crate::text::path_document;
+
+/// A file parsed and ready to write.
+pub struct ParsedWrite {
+    /// Repo-relative path.
+    pub path: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time (ns).
+    pub mtime_ns: i64,
+    /// xxh3-64 of the bytes, hex.
+    pub content_hash: String,
+    /// Number of lines.
+    pub line_count: u32,
+    /// The parse result.
+    pub parsed: ParsedFile,
+}
+
+/// One change to the index, applied inside a batch transaction.
+pub enum FileWrite {
+    /// Replace the file's rows with a new parse.
+    Parsed(Box<ParsedWrite>),
+    /// Content unchanged: only record the new size and mtime.
+    Touch {
+        /// Repo-relative path.
+        path: String,
+        /// Size in bytes.
+        size: u64,
+        /// Modification time (ns).
+        mtime_ns: i64,
+    },
+    /// Remove the file and everything derived from it.
+    Remove {
+        /// Repo-relative path.
+        path: String,
+    },
+}
+
+/// Counts of what a batch wrote.
+#[derive(Default, Debug, Clone, Copy)]
+pub struct BatchStats {
+    /// Units inserted.
+    pub units: u64,
+    /// References inserted.
+    pub refs: u64,
+    /// Files removed.
+    pub removed: u64,
+}
+
+fn delete_file_rows(tx: &Transaction, file_id: i64) -> Result<()> {
+    tx.prepare_cached("DELETE FROM fts WHERE rowid IN (SELECT id FROM nodes WHERE file_id = ?1)")?
+        .execute([file_id])?;
+    tx.prepare_cached("DELETE FROM refs WHERE file_id = ?1")?
+        .execute([file_id])?;
+    tx.prepare_cached("DELETE FROM nodes WHERE file_id = ?1")?
+        .execute([file_id])?;
+    Ok(())
+}
+
+fn file_id(tx: &Transaction, path: &str) -> Result<Option<i64>> {
+    use rusqlite::OptionalExtension;
+    Ok(tx
+        .prepare_cached("SELECT id FROM files WHERE path = ?1")?
+        .query_row([path], |r| r.get(0))
+        .optional()?)
+}
+
+impl Store {
+    /// Applies a batch of file writes in one transaction.
+    pub fn write_batch(&mut self, writes: &[FileWrite], now_unix: i64) -> Result<BatchStats> {
+        let tx = self.conn.transaction()?;
+        let mut stats = BatchStats::default();
+        for write in writes {
+            match write {
+                FileWrite::Parsed(w) => {
+                    let (units, refs) = write_parsed(&tx, w, now_unix)?;
+                    stats.units += units;
+                    stats.refs += refs;
+                }
+                FileWrite::Touch {
+                    path,
+                    size,
+                    mtime_ns,
+                } => {
+                    tx.prepare_cached("UPDATE files SET size = ?2, mtime_ns = ?3 WHERE path = ?1")?
+                        .execute(params![path, *size as i64, mtime_ns])?;
+                }
+                FileWrite::Remove { path } => {
+                    if let Some(id) = file_id(&tx, path)? {
+                        delete_file_rows(&tx, id)?;
+                        tx.prepare_cached("DELETE FROM files WHERE id = ?1")?
+                            .execute([id])?;
+                        stats.removed += 1;
+                    }
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(stats)
+    }
+
+    /// Marks files as changed so the next index run re-parses them.
+    /// `matches` selects paths; returns how many were marked.
+    pub fn invalidate(&mut self, matches: &dyn Fn(&str) -> bool) -> Result<u64> {
+        let tx = self.conn.transaction()?;
+        let paths: Vec<String> = {
+            let mut stmt = tx.prepare("SELECT path FROM files")?;
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()?
+        };
+        let mut marked = 0;
+        {
+            let mut stmt =
+                tx.prepare("UPDATE files SET mtime_ns = -1, content_hash = '' WHERE path = ?1")?;
+            for path in paths.iter().filter(|p| matches(p)) {
+                marked += stmt.execute([path])? as u64;
+            }
+        }
+        tx.commit()?;
+        Ok(marked)
+    }
+}
+
+fn write_parsed(tx: &Transaction, w: &ParsedWrite, now_unix: i64) -> Result<(u64, u64)> {
+    let file_token_count = w.parsed.units.first().map_or(0, |u| u.token_count);
+    let id = match file_id(tx, &w.path)? {
+        Some(id) => {
+            delete_file_rows(tx, id)?;
+            tx.prepare_cached(
+                "UPDATE files SET language = ?2, size = ?3, mtime_ns = ?4, content_hash = ?5,
+                 line_count = ?6, token_count = ?7, syntax_errors = ?8, indexed_at = ?9 WHERE id = ?1",
+            )?
+            .execute(params![
+                id,
+                w.parsed.language.as_str(),
+                w.size as i64,
+                w.mtime_ns,
+                w.content_hash,
+                w.line_count,
+                file_token_count,
+                w.parsed.had_syntax_errors,
+                now_unix
+            ])?;
+            id
+        }
+        None => {
+            tx.prepare_cached(
+                "INSERT INTO files(path, language, size, mtime_ns, content_hash, line_count,
+                 token_count, syntax_errors, indexed_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?
+            .execute(params![
+                w.path,
+                w.parsed.language.as_str(),
+                w.size as i64,
+                w.mtime_ns,
+                w.content_hash,
+                w.line_count,
+                file_token_count,
+                w.parsed.had_syntax_errors,
+                now_unix
+            ])?;
+            tx.last_insert_rowid()
+        }
+    };
+
+    let path_doc = path_document(&w.path);
+    let mut node_ids: Vec<i64> = Vec::with_capacity(w.parsed.units.len());
+    let mut insert_node = tx.prepare_cached(
+        "INSERT INTO nodes(handle, file_id, parent_id, node_type, name, qualified_name,
+         start_byte, end_byte, start_line, end_line, token_count, preview)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    )?;
+    let mut insert_fts =
+        tx.prepare_cached("INSERT INTO fts(rowid, name, path, body) VALUES (?1, ?2, ?3, ?4)")?;
+    // Units are sorted parents first, except Go-style receivers whose type may come later:
+    // those parents are patched after all ids are known.
+    let mut late_parents: HashMap<usize, usize> = HashMap::new();
+    for (i, unit) in w.parsed.units.iter().enumerate() {
+        let parent_id = match unit.parent {
+            Some(p) if p < i => Some(node_ids[p]),
+            Some(p) => {
+                late_parents.insert(i, p);
+                None
+            }
+            None => None,
+        };
+        insert_node.execute(params![
+            unit.id.as_str(),
+            id,
+            parent_id,
+            unit.node_type.as_str(),
+            unit.name,
+            unit.qualified_name,
+            unit.start_byte as i64,
+            unit.end_byte as i64,
+            unit.start_line,
+            unit.end_line,
+            unit.token_count,
+            unit.preview,
+        ])?;
+        let node_id = tx.last_insert_rowid();
+        node_ids.push(node_id);
+        insert_fts.execute(params![node_id, unit.fts_name, path_doc, unit.fts_body])?;
+    }
+    if !late_parents.is_empty() {
+        let mut patch = tx.prepare_cached("UPDATE nodes SET parent_id = ?2 WHERE id = ?1")?;
+        for (child, parent) in late_parents {
+            patch.execute(params![node_ids[child], node_ids[parent]])?;
+        }
+    }
+    let mut insert_ref = tx.prepare_cached(
+        "INSERT INTO refs(file_id, source_node_id, name, qualifier, ref_type, start_byte, end_byte, line)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?;
+    for r in &w.parsed.refs {
+        insert_ref.execute(params![
+            id,
+            node_ids[r.enclosing],
+            r.name,
+            r.qualifier,
+            r.ref_type.as_str(),
+            r.start_byte as i64,
+            r.end_byte as i64,
+            r.line,
+        ])?;
+    }
+    Ok((w.parsed.units.len() as u64, w.parsed.refs.len() as u64))
+}
