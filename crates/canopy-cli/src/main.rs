@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use canopy_core::pack::PackParams;
 use canopy_core::query::{MatchMode, QueryKind, QueryParams};
 use canopy_core::{CanopyError, Engine, EngineOptions};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -70,6 +71,27 @@ enum Command {
     },
     /// Search the index; returns handles (id, path, lines, tokens, preview).
     Query(QueryArgs),
+    /// Evidence pack: the few handles that answer a question, with guidance on when to stop.
+    Pack(PackArgs),
+    /// Serve the Model Context Protocol on stdio (for Claude Code and other MCP clients).
+    Mcp(canopy_mcp::McpArgs),
+    /// Run the multi-repo HTTP service.
+    Serve(canopy_service::ServeArgs),
+}
+
+#[derive(Args, Debug)]
+struct PackArgs {
+    #[command(flatten)]
+    query: QueryArgs,
+    /// Most handles in the pack (default 8).
+    #[arg(long)]
+    max_handles: Option<usize>,
+    /// Most handles per file (default 2).
+    #[arg(long)]
+    max_per_file: Option<usize>,
+    /// Run a bounded server-side plan (follow definitions of the top hits).
+    #[arg(long)]
+    plan: bool,
 }
 
 #[derive(Args, Debug)]
@@ -188,34 +210,59 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Query(args) => {
             let engine = open_engine(global, None)?;
-            let params = QueryParams {
-                pattern: args.pattern,
-                patterns: (!args.patterns.is_empty()).then_some(args.patterns),
-                symbol: args.symbol,
-                section: args.section,
-                parent: args.parent,
-                kind: args.kind.map(|k| match k {
-                    KindArg::Definition => QueryKind::Definition,
-                    KindArg::Reference => QueryKind::Reference,
-                    KindArg::Any => QueryKind::Any,
-                }),
-                glob: args.glob,
-                match_mode: args.match_mode.map(|m| match m {
-                    MatchArg::Any => MatchMode::Any,
-                    MatchArg::All => MatchMode::All,
-                }),
-                limit: args.limit,
-                expand_budget: args.expand_budget,
-                query: args.query,
-            };
+            let params = query_params(args);
             params.validate()?;
-            if !engine.is_indexed()? && show_progress {
-                // First query on an unindexed repository: index it visibly.
-                let progress = output::Progress::new(true);
-                engine.index(None, &progress)?;
-            }
+            index_visibly_if_needed(&engine, show_progress)?;
             output::query_result(&engine.query(&params)?, global.json)
         }
+        Command::Pack(args) => {
+            let engine = open_engine(global, None)?;
+            let params = PackParams {
+                query: query_params(args.query),
+                max_handles: args.max_handles,
+                max_per_file: args.max_per_file,
+                plan: args.plan.then_some(true),
+            };
+            params.query.validate()?;
+            index_visibly_if_needed(&engine, show_progress)?;
+            // One CLI process is one session.
+            let session = format!("cli-{}", std::process::id());
+            output::pack(&engine.evidence_pack(&params, Some(&session))?, global.json)
+        }
+        Command::Mcp(args) => canopy_mcp::run_stdio(args),
+        Command::Serve(args) => canopy_service::run(args),
+    }
+}
+
+/// First query on an unindexed repository: index it with a progress bar.
+fn index_visibly_if_needed(engine: &Engine, show_progress: bool) -> anyhow::Result<()> {
+    if show_progress && !engine.is_indexed()? {
+        let progress = output::Progress::new(true);
+        engine.index(None, &progress)?;
+    }
+    Ok(())
+}
+
+fn query_params(args: QueryArgs) -> QueryParams {
+    QueryParams {
+        pattern: args.pattern,
+        patterns: (!args.patterns.is_empty()).then_some(args.patterns),
+        symbol: args.symbol,
+        section: args.section,
+        parent: args.parent,
+        kind: args.kind.map(|k| match k {
+            KindArg::Definition => QueryKind::Definition,
+            KindArg::Reference => QueryKind::Reference,
+            KindArg::Any => QueryKind::Any,
+        }),
+        glob: args.glob,
+        match_mode: args.match_mode.map(|m| match m {
+            MatchArg::Any => MatchMode::Any,
+            MatchArg::All => MatchMode::All,
+        }),
+        limit: args.limit,
+        expand_budget: args.expand_budget,
+        query: args.query,
     }
 }
 

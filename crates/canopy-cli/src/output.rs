@@ -9,6 +9,7 @@ use std::time::Duration;
 use canopy_core::Engine;
 use canopy_core::index::IndexProgress;
 use canopy_core::model::{Expansion, IndexReport, QueryResult, Status};
+use canopy_core::pack::EvidencePack;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// Progress bar on stderr (hidden when not wanted).
@@ -230,5 +231,49 @@ pub fn query_result(result: &QueryResult, json: bool) -> anyhow::Result<()> {
     if let Some(note) = &result.expand_note {
         eprintln!("{note}");
     }
+    Ok(())
+}
+
+pub fn pack(pack: &EvidencePack, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(pack);
+    }
+    let mut out = std::io::stdout().lock();
+    for file in &pack.files {
+        writeln!(out, "{}", file.file_path)?;
+        for id in &file.handle_ids {
+            if let Some(h) = pack.handles.iter().find(|h| &h.id == id) {
+                writeln!(
+                    out,
+                    "  {} {}-{} {} {} {}t score {:.2}",
+                    h.id,
+                    h.line_range[0],
+                    h.line_range[1],
+                    h.node_type,
+                    h.name.as_deref().unwrap_or("-"),
+                    h.token_count,
+                    h.score
+                )?;
+            }
+        }
+    }
+    if let Some(steps) = &pack.plan_steps {
+        for step in steps {
+            writeln!(out, "plan: {step}")?;
+        }
+    }
+    let g = &pack.guidance;
+    writeln!(
+        out,
+        "guidance: {} (confidence {:.2} {}, stop_querying={}, expand {}): {}",
+        g.recommended_action,
+        g.confidence,
+        g.confidence_band,
+        g.stop_querying,
+        g.suggested_expand_count,
+        g.next_step
+    )?;
+    let ids: Vec<&str> = pack.expand_suggestion.iter().map(|h| h.as_str()).collect();
+    writeln!(out, "expand: canopy expand {}", ids.join(" "))?;
     Ok(())
 }

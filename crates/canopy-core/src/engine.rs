@@ -18,7 +18,9 @@ use crate::error::{CanopyError, Result};
 use crate::handle::HandleId;
 use crate::index::{IndexOptions, IndexProgress, NoProgress, run_index};
 use crate::model::{Expansion, IndexReport, QueryResult, Status};
+use crate::pack::{EvidencePack, PackParams};
 use crate::query::{QueryParams, execute};
+use crate::session::SessionStore;
 use crate::store::{SCHEMA_VERSION, Store, meta_keys};
 
 /// Settings that apply to every operation of an engine.
@@ -44,6 +46,7 @@ pub struct Engine {
     reader: Mutex<Store>,
     index_lock: Mutex<()>,
     pending_rebuild_note: Mutex<Option<String>>,
+    sessions: Mutex<SessionStore>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -74,6 +77,7 @@ impl Engine {
             reader: Mutex::new(store),
             index_lock: Mutex::new(()),
             pending_rebuild_note: Mutex::new(rebuilt),
+            sessions: Mutex::new(SessionStore::default()),
         })
     }
 
@@ -162,6 +166,45 @@ impl Engine {
         }
         let store = lock(&self.reader);
         execute(&store, self, params)
+    }
+
+    /// Builds an evidence pack. `session` names the caller's convergence
+    /// memory (handles returned and expanded earlier); `None` means no memory.
+    pub fn evidence_pack(
+        &self,
+        params: &PackParams,
+        session: Option<&str>,
+    ) -> Result<EvidencePack> {
+        params.query.validate()?;
+        if !self.is_indexed()? {
+            self.index(None, &NoProgress)?;
+        }
+        let memory = session
+            .map(|s| lock(&self.sessions).snapshot(s))
+            .unwrap_or_default();
+        let pack = {
+            let store = lock(&self.reader);
+            crate::pack::build(&store, params, &memory)?
+        };
+        if let Some(s) = session {
+            let mut sessions = lock(&self.sessions);
+            sessions.record_returned(s, pack.handles.iter().map(|h| h.id.clone()));
+            sessions.get_mut(s).packs += 1;
+        }
+        Ok(pack)
+    }
+
+    /// [`Engine::expand`], remembering the expansion in the session's convergence memory.
+    pub fn expand_in_session<S: AsRef<str>>(
+        &self,
+        ids: &[S],
+        session: Option<&str>,
+    ) -> Result<Vec<Expansion>> {
+        let out = self.expand(ids)?;
+        if let Some(s) = session {
+            lock(&self.sessions).record_expanded(s, out.iter().map(|e| e.handle_id.clone()));
+        }
+        Ok(out)
     }
 
     /// Expands handles to their exact text, in request order, without duplicates.

@@ -375,4 +375,46 @@ impl Store {
         )?;
         Ok((nodes + refs + fts + fts_missing) as u64)
     }
+
+    /// Number of units whose FTS row contains `term` (an exact, lower-case token).
+    pub fn term_doc_count(&self, term: &str) -> Result<u64> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT doc FROM fts_vocab WHERE term = ?1")?
+            .query_row([term], |r| r.get::<_, i64>(0))
+            .optional()?
+            .unwrap_or(0) as u64)
+    }
+
+    /// Number of units in the index.
+    pub fn unit_count(&self) -> Result<u64> {
+        Ok(self
+            .conn
+            .query_row("SELECT COUNT(*) FROM nodes", [], |r| r.get::<_, i64>(0))? as u64)
+    }
+
+    /// Which of `rowids` match the FTS expression.
+    pub fn fts_filter(&self, match_expr: &str, rowids: &[i64]) -> Result<Vec<i64>> {
+        if rowids.is_empty() {
+            return Ok(vec![]);
+        }
+        let placeholders = vec!["?"; rowids.len()].join(",");
+        let sql = format!("SELECT rowid FROM fts WHERE fts MATCH ? AND rowid IN ({placeholders})");
+        let mut stmt = self.conn.prepare(&sql)?;
+        let mut args: Vec<rusqlite::types::Value> = vec![match_expr.to_string().into()];
+        args.extend(rowids.iter().map(|r| rusqlite::types::Value::from(*r)));
+        let rows = stmt.query_map(params_from_iter(args), |r| r.get::<_, i64>(0))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Names called or typed inside a unit (its own references), in order.
+    pub fn refs_in_unit(&self, rowid: i64, cap: usize) -> Result<Vec<(String, String)>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT name, ref_type FROM refs WHERE source_node_id = ?1 ORDER BY start_byte LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(rusqlite::params![rowid, cap as i64], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
 }

@@ -72,3 +72,6 @@ CREATE VIRTUAL TABLE fts USING fts5(
     contentless_delete = 1,
     tokenize = "unicode61 remove_diacritics 2 tokenchars '_'"
 );
+
+-- Per-term document counts (for IDF-weighted term selection in evidence packs).
+CREATE VIRTUAL TABLE fts_vocab USING fts5vocab(fts, 'row');

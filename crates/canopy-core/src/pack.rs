@@ -1,0 +1,706 @@
+//! Evidence packs: a few ranked handles that answer a question, grouped by
+//! file, with guidance on whether to stop searching (seed `004_…`,
+//! "canopy_evidence_pack" and "Stop Rule"; design rules in seed `000_…`).
+//!
+//! Pipeline: question → key terms (stop words dropped, rare terms and
+//! identifiers quoted in the question weighted up) → candidates (BM25 over
+//! names, paths and text; exact symbol hits for identifiers) → scores
+//! (definitions over mentions, structural units over raw chunks) →
+//! selection (no nested duplicates, at most `max_per_file` per file) →
+//! guidance from measured signals (term coverage, score margin, definition
+//! hits, file agreement, novelty in the session).
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::discover::PathFilter;
+use crate::error::Result;
+use crate::handle::HandleId;
+use crate::lang::NodeType;
+use crate::query::{Evaluator, QueryKind, QueryParams};
+use crate::session::Session;
+use crate::store::Store;
+use crate::store::read::{NameMatch, NodeRecord};
+use crate::text::{fts_quote, query_terms, split_identifier};
+
+/// Default `max_handles`.
+pub const DEFAULT_MAX_HANDLES: usize = 8;
+/// Default `max_per_file`.
+pub const DEFAULT_MAX_PER_FILE: usize = 2;
+/// Most key terms used from a question.
+const MAX_TERMS: usize = 24;
+/// Candidates scored per pack.
+const CANDIDATES: usize = 400;
+/// Time budget of a `plan=true` pack.
+pub const PLAN_BUDGET: Duration = Duration::from_millis(150);
+
+/// `canopy_evidence_pack` parameters: the query parameters plus pack options.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PackParams {
+    /// Search parameters, as `canopy_query`.
+    #[serde(flatten)]
+    pub query: QueryParams,
+    /// Most handles in the pack (default 8, clamped to 1..=32).
+    pub max_handles: Option<usize>,
+    /// Most handles per file (default 2, clamped to 1..=8).
+    pub max_per_file: Option<usize>,
+    /// Run a bounded server-side plan (default: only when confidence is low).
+    pub plan: Option<bool>,
+}
+
+/// One handle in a pack: a pointer, no snippet.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PackHandle {
+    /// Handle id.
+    pub id: HandleId,
+    /// Repo-relative path.
+    pub file_path: String,
+    /// Node type.
+    pub node_type: String,
+    /// Qualified name, for named units.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// 1-based inclusive lines.
+    pub line_range: [u32; 2],
+    /// Tokens to expand it.
+    pub token_count: u32,
+    /// Relevance, 0..1 relative to the best candidate.
+    pub score: f64,
+}
+
+/// Handles grouped by file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PackFile {
+    /// Repo-relative path.
+    pub file_path: String,
+    /// Its handles in the pack, best first.
+    pub handle_ids: Vec<HandleId>,
+}
+
+/// What the agent should do next.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Guidance {
+    /// Stop retrieval loops.
+    pub stop_querying: bool,
+    /// `expand_then_answer` or `refine_query`.
+    pub recommended_action: String,
+    /// How many handles to expand before answering.
+    pub suggested_expand_count: usize,
+    /// Retrieval budget left before writing.
+    pub max_additional_queries: usize,
+    /// 0..1, from the signals below.
+    pub confidence: f64,
+    /// `high`, `medium` or `low`.
+    pub confidence_band: String,
+    /// One-line instruction.
+    pub next_step: String,
+}
+
+/// The measured signals behind the guidance (reported for transparency and calibration).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PackSignals {
+    /// Share of the question's key terms found in the selected handles.
+    pub coverage: f64,
+    /// How far the best candidates stand above the rest (0..1).
+    pub margin: f64,
+    /// Share of selected handles that are definitions.
+    pub definition_hits: f64,
+    /// Share of the selection's score in its best file.
+    pub agreement: f64,
+    /// Whether an identifier named in the question was found as a symbol.
+    pub identifier_hit: bool,
+}
+
+/// An evidence pack.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvidencePack {
+    /// Ranked handles (no snippets).
+    pub handles: Vec<PackHandle>,
+    /// Handles grouped by file, in rank order of each file's best handle.
+    pub files: Vec<PackFile>,
+    /// Handles to expand first (already-expanded ones last).
+    pub expand_suggestion: Vec<HandleId>,
+    /// What to do next.
+    pub guidance: Guidance,
+    /// Share of handles not returned before in this session (1.0 without a session).
+    pub novelty: f64,
+    /// Tokens to expand every handle in the pack.
+    pub total_tokens: u64,
+    /// Candidates considered.
+    pub total_candidates: usize,
+    /// Measured signals.
+    pub signals: PackSignals,
+    /// Steps of a server-side plan, when one ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan_steps: Option<Vec<String>>,
+}
+
+/// Words that carry no retrieval signal in questions about code.
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as",
+    "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by",
+    "can", "could", "did", "do", "does", "doing", "done", "down", "during", "each", "few", "for",
+    "from", "further", "get", "gets", "got", "had", "has", "have", "having", "he", "her", "here",
+    "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just",
+    "let", "like", "may", "me", "might", "more", "most", "must", "my", "no", "nor", "not", "now",
+    "of", "off", "on", "once", "only", "or", "other", "our", "ours", "out", "over", "own", "same",
+    "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them",
+    "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until",
+    "up", "us", "use", "used", "using", "very", "was", "we", "were", "what", "when", "where",
+    "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
+    "yourself", "want", "need", "please", "thanks", "thank", "hi", "hello", "seems", "seem",
+    "think", "know", "way", "make", "makes", "made", "one", "two", "thing", "things", "e", "g",
+    "eg", "ie", "etc", "s", "t", "d", "ll", "re", "ve", "m", "don", "doesn", "isn", "didn", "wasn",
+    "aren", "won", "shouldn", "wouldn", "couldn", "haven", "hasn", "www", "http", "https", "com",
+    "github", "org", "html", "x", "y",
+];
+
+/// A key term of the question.
+#[derive(Clone, Debug)]
+struct Term {
+    text: String,
+    weight: f64,
+}
+
+/// Identifier-like words of a question: written in code style (`snake_case`,
+/// `CamelCase`, `a.b`, `call()`, or inside backticks).
+fn code_identifiers(question: &str) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for (i, part) in question.split('`').enumerate() {
+        let in_tick = i % 2 == 1;
+        for raw in part.split(|c: char| c.is_whitespace() || ",;:'\"[]{}<>=!?".contains(c)) {
+            let word = raw.trim_matches(|c: char| !(c.is_alphanumeric() || c == '_'));
+            if word.len() < 3 {
+                continue;
+            }
+            let has_upper_inside = word.chars().skip(1).any(|c| c.is_uppercase())
+                && word.chars().any(|c| c.is_lowercase());
+            let code_style =
+                word.contains('_') || has_upper_inside || raw.contains("()") || raw.contains('.');
+            if in_tick || code_style {
+                for ident in crate::text::identifiers(word) {
+                    if ident.len() >= 3 {
+                        out.insert(ident.to_string());
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn key_terms(store: &Store, question: &str) -> Result<(Vec<Term>, HashSet<String>)> {
+    let identifiers = code_identifiers(question);
+    let ident_lower: HashSet<String> = identifiers.iter().map(|s| s.to_lowercase()).collect();
+    let total = store.unit_count()?.max(1) as f64;
+    let mut counts: HashMap<String, u32> = HashMap::new();
+    let mut order = Vec::new();
+    for t in query_terms(question) {
+        let mut words = vec![t.clone()];
+        // Split compound identifiers too, so their parts can match prose.
+        let parts = split_identifier(&t);
+        if parts.len() > 1 {
+            words.extend(parts);
+        }
+        for w in words {
+            if w.len() < 2
+                || STOP_WORDS.contains(&w.as_str())
+                || w.chars().all(|c| c.is_ascii_digit())
+            {
+                continue;
+            }
+            if !counts.contains_key(&w) {
+                order.push(w.clone());
+            }
+            *counts.entry(w).or_insert(0) += 1;
+        }
+        if order.len() > MAX_TERMS * 8 {
+            break;
+        }
+    }
+    let mut terms = Vec::new();
+    for w in order {
+        let df = store.term_doc_count(&w)?;
+        if df == 0 {
+            continue;
+        }
+        let idf = ((total - df as f64 + 0.5) / (df as f64 + 0.5) + 1.0).ln();
+        let tf = f64::from(counts[&w]);
+        let identifier = ident_lower.contains(&w);
+        let weight = idf * (1.0 + tf.ln()) * if identifier { 2.0 } else { 1.0 };
+        terms.push(Term { text: w, weight });
+    }
+    terms.sort_by(|a, b| {
+        b.weight
+            .total_cmp(&a.weight)
+            .then_with(|| a.text.cmp(&b.text))
+    });
+    terms.truncate(MAX_TERMS);
+    Ok((terms, identifiers))
+}
+
+fn type_factor(node_type: &str) -> f64 {
+    match NodeType::from_name(node_type) {
+        Some(NodeType::File) => 0.55,
+        Some(NodeType::Chunk) => 0.75,
+        Some(NodeType::Paragraph | NodeType::CodeBlock) => 0.85,
+        Some(NodeType::Section) => 0.95,
+        Some(NodeType::Impl | NodeType::Module) => 0.9,
+        Some(t) if t.is_symbol() => 1.2,
+        _ => 1.0,
+    }
+}
+
+struct Scored {
+    node: NodeRecord,
+    score: f64,
+}
+
+/// Builds an evidence pack. `session` is the caller's convergence memory.
+pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Result<EvidencePack> {
+    let started = Instant::now();
+    let max_handles = params
+        .max_handles
+        .unwrap_or(DEFAULT_MAX_HANDLES)
+        .clamp(1, 32);
+    let max_per_file = params
+        .max_per_file
+        .unwrap_or(DEFAULT_MAX_PER_FILE)
+        .clamp(1, 8);
+    let q = &params.query;
+    let filter = q.glob.as_deref().map(PathFilter::new).transpose()?;
+    let evaluator = Evaluator { store };
+
+    let mut question = String::new();
+    if let Some(p) = &q.pattern {
+        question.push_str(p);
+    }
+    for p in q.patterns.iter().flatten() {
+        question.push(' ');
+        question.push_str(p);
+    }
+    let (terms, identifiers) = key_terms(store, &question)?;
+
+    let mut scored: HashMap<i64, Scored> = HashMap::new();
+    let add = |node: NodeRecord, score: f64, scored: &mut HashMap<i64, Scored>| {
+        let entry = scored
+            .entry(node.rowid)
+            .or_insert(Scored { node, score: 0.0 });
+        entry.score = entry.score.max(score);
+    };
+    if !terms.is_empty() {
+        // One OR query weighted by BM25; the key terms are already the informative ones.
+        let expr = terms
+            .iter()
+            .map(|t| fts_quote(&t.text))
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        let hits = store.fts_search(&expr, CANDIDATES)?;
+        let best = hits.first().map_or(1.0, |n| -n.score).max(1e-9);
+        for node in hits {
+            let s = (-node.score / best).max(0.0);
+            add(node, s, &mut scored);
+        }
+    }
+    // Identifiers named in the question: their definitions are strong evidence.
+    let mut identifier_hit = false;
+    for ident in identifiers.iter().take(12) {
+        for node in store.nodes_by_name(ident, NameMatch::Equal, 50)? {
+            if NodeType::from_name(&node.node_type).is_some_and(NodeType::is_symbol) {
+                identifier_hit = true;
+                let exact = node.name.as_deref() == Some(ident.as_str());
+                add(node, if exact { 1.6 } else { 1.2 }, &mut scored);
+            }
+        }
+    }
+    // Non-text parameters (symbol, section, parent, query) contribute their own results.
+    let structural = QueryParams {
+        pattern: None,
+        patterns: None,
+        glob: None,
+        ..q.clone()
+    };
+    if structural.validate().is_ok() && structural.kind != Some(QueryKind::Reference) {
+        let hits = evaluator.eval(&structural.to_expr()?)?;
+        let n = hits.nodes.len().max(1) as f64;
+        for (i, node) in hits.nodes.into_iter().take(CANDIDATES).enumerate() {
+            add(node, 1.5 - i as f64 / n, &mut scored);
+        }
+    }
+
+    let mut ranked: Vec<Scored> = scored
+        .into_values()
+        .filter(|s| {
+            filter
+                .as_ref()
+                .is_none_or(|f| f.is_match(&s.node.file_path))
+        })
+        .filter(|s| {
+            q.kind != Some(QueryKind::Definition)
+                || NodeType::from_name(&s.node.node_type).is_some_and(NodeType::is_symbol)
+        })
+        .map(|mut s| {
+            s.score *= type_factor(&s.node.node_type);
+            if s.node
+                .name
+                .as_deref()
+                .is_some_and(|n| identifiers.contains(n))
+            {
+                s.score *= 1.5;
+            }
+            s
+        })
+        .collect();
+    ranked.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.node.file_path.cmp(&b.node.file_path))
+            .then_with(|| a.node.start_byte.cmp(&b.node.start_byte))
+    });
+    let total_candidates = ranked.len();
+
+    let mut plan_steps = None;
+    let selected = select(&ranked, max_handles, max_per_file);
+    let mut selected: Vec<&Scored> = selected;
+    let want_plan = params.plan == Some(true);
+    if want_plan {
+        let (extra, steps) = plan(store, &selected, &terms, started)?;
+        plan_steps = Some(steps);
+        if !extra.is_empty() {
+            // Followed definitions join the ranking just below the best current handle.
+            let top = selected.first().map_or(1.0, |s| s.score);
+            let mut merged: Vec<Scored> = ranked
+                .iter()
+                .map(|s| Scored {
+                    node: s.node.clone(),
+                    score: s.score,
+                })
+                .collect();
+            for node in extra {
+                merged.push(Scored {
+                    node,
+                    score: top * 0.9,
+                });
+            }
+            merged.sort_by(|a, b| b.score.total_cmp(&a.score));
+            ranked = merged;
+            selected = select(&ranked, max_handles, max_per_file);
+        }
+    }
+
+    let top_score = ranked.first().map_or(1.0, |s| s.score).max(1e-9);
+    let handles: Vec<PackHandle> = selected
+        .iter()
+        .map(|s| PackHandle {
+            id: HandleId::parse(&s.node.handle)
+                .unwrap_or_else(|| HandleId::derive("", "", &s.node.handle, 0)),
+            file_path: s.node.file_path.clone(),
+            node_type: s.node.node_type.clone(),
+            name: s.node.qualified_name.clone(),
+            line_range: [s.node.start_line, s.node.end_line],
+            token_count: s.node.token_count,
+            score: (s.score / top_score * 1000.0).round() / 1000.0,
+        })
+        .collect();
+
+    let signals = measure(store, &selected, &ranked, &terms, identifier_hit)?;
+    let novelty = if handles.is_empty() {
+        0.0
+    } else {
+        handles
+            .iter()
+            .filter(|h| !session.returned.contains(&h.id))
+            .count() as f64
+            / handles.len() as f64
+    };
+    let guidance = guide(&signals, novelty, handles.len(), session.packs);
+
+    let mut files: Vec<PackFile> = Vec::new();
+    for h in &handles {
+        match files.iter_mut().find(|f| f.file_path == h.file_path) {
+            Some(f) => f.handle_ids.push(h.id.clone()),
+            None => files.push(PackFile {
+                file_path: h.file_path.clone(),
+                handle_ids: vec![h.id.clone()],
+            }),
+        }
+    }
+    let mut expand_suggestion: Vec<HandleId> = handles
+        .iter()
+        .filter(|h| !session.expanded.contains(&h.id))
+        .map(|h| h.id.clone())
+        .collect();
+    expand_suggestion.extend(
+        handles
+            .iter()
+            .filter(|h| session.expanded.contains(&h.id))
+            .map(|h| h.id.clone()),
+    );
+    expand_suggestion.truncate(guidance.suggested_expand_count.max(1).min(handles.len()));
+
+    Ok(EvidencePack {
+        total_tokens: handles.iter().map(|h| u64::from(h.token_count)).sum(),
+        handles,
+        files,
+        expand_suggestion,
+        guidance,
+        novelty: (novelty * 1000.0).round() / 1000.0,
+        total_candidates,
+        signals,
+        plan_steps,
+    })
+}
+
+/// Rank-order selection without nested duplicates and with a per-file cap.
+fn select(ranked: &[Scored], max_handles: usize, max_per_file: usize) -> Vec<&Scored> {
+    let mut out: Vec<&Scored> = Vec::new();
+    let mut per_file: HashMap<&str, usize> = HashMap::new();
+    for s in ranked {
+        if out.len() >= max_handles {
+            break;
+        }
+        let n = &s.node;
+        let nested = out.iter().any(|o| {
+            o.node.file_path == n.file_path
+                && ((o.node.start_byte <= n.start_byte && n.end_byte <= o.node.end_byte)
+                    || (n.start_byte <= o.node.start_byte && o.node.end_byte <= n.end_byte))
+        });
+        if nested {
+            continue;
+        }
+        let count = per_file.entry(n.file_path.as_str()).or_insert(0);
+        if *count >= max_per_file {
+            continue;
+        }
+        *count += 1;
+        out.push(s);
+    }
+    out
+}
+
+/// Bounded plan: look up definitions of names the best handles call.
+fn plan(
+    store: &Store,
+    selected: &[&Scored],
+    terms: &[Term],
+    started: Instant,
+) -> Result<(Vec<NodeRecord>, Vec<String>)> {
+    let mut steps = vec![format!(
+        "search: {} key terms → {} handles",
+        terms.len(),
+        selected.len()
+    )];
+    let wanted: HashSet<&str> = terms.iter().map(|t| t.text.as_str()).collect();
+    let mut extra = Vec::new();
+    for s in selected.iter().take(3) {
+        if started.elapsed() > PLAN_BUDGET {
+            steps.push("stopped: time budget".into());
+            break;
+        }
+        let refs = store.refs_in_unit(s.node.rowid, 200)?;
+        let mut followed = 0;
+        for (name, ref_type) in refs {
+            if ref_type != "call" || followed >= 2 {
+                continue;
+            }
+            let lower = name.to_lowercase();
+            let relevant = wanted.contains(lower.as_str())
+                || split_identifier(&name)
+                    .iter()
+                    .any(|p| wanted.contains(p.as_str()));
+            if !relevant {
+                continue;
+            }
+            let defs: Vec<NodeRecord> = store
+                .nodes_by_name(&name, NameMatch::Equal, 5)?
+                .into_iter()
+                .filter(|n| NodeType::from_name(&n.node_type).is_some_and(NodeType::is_symbol))
+                .collect();
+            if !defs.is_empty() {
+                steps.push(format!("follow: {} → {} definition(s)", name, defs.len()));
+                followed += 1;
+                extra.extend(defs);
+            }
+        }
+    }
+    Ok((extra, steps))
+}
+
+fn measure(
+    store: &Store,
+    selected: &[&Scored],
+    ranked: &[Scored],
+    terms: &[Term],
+    identifier_hit: bool,
+) -> Result<PackSignals> {
+    if selected.is_empty() {
+        return Ok(PackSignals::default());
+    }
+    // Coverage of the most informative terms, weighted by their weight.
+    let rowids: Vec<i64> = selected.iter().map(|s| s.node.rowid).collect();
+    let key: Vec<&Term> = terms.iter().take(8).collect();
+    let mut covered = 0.0;
+    let mut total = 0.0;
+    for t in &key {
+        total += t.weight;
+        if !store.fts_filter(&fts_quote(&t.text), &rowids)?.is_empty() {
+            covered += t.weight;
+        }
+    }
+    let coverage = if total > 0.0 { covered / total } else { 0.0 };
+    let top = selected[0].score.max(1e-9);
+    let tail: Vec<f64> = ranked
+        .iter()
+        .skip(selected.len())
+        .take(10)
+        .map(|s| s.score)
+        .collect();
+    let tail_mean = if tail.is_empty() {
+        0.0
+    } else {
+        tail.iter().sum::<f64>() / tail.len() as f64
+    };
+    let margin = ((top - tail_mean) / top).clamp(0.0, 1.0);
+    let definition_hits = selected
+        .iter()
+        .filter(|s| NodeType::from_name(&s.node.node_type).is_some_and(NodeType::is_symbol))
+        .count() as f64
+        / selected.len() as f64;
+    let mut by_file: HashMap<&str, f64> = HashMap::new();
+    for s in selected {
+        *by_file.entry(s.node.file_path.as_str()).or_insert(0.0) += s.score;
+    }
+    let sum: f64 = by_file.values().sum();
+    let agreement = by_file.values().cloned().fold(0.0, f64::max) / sum.max(1e-9);
+    let round = |x: f64| (x * 1000.0).round() / 1000.0;
+    Ok(PackSignals {
+        coverage: round(coverage),
+        margin: round(margin),
+        definition_hits: round(definition_hits),
+        agreement: round(agreement),
+        identifier_hit,
+    })
+}
+
+/// Turns signals into guidance. Thresholds are calibrated on the dev eval (bench/README.md).
+fn guide(signals: &PackSignals, novelty: f64, handles: usize, previous_packs: u32) -> Guidance {
+    if handles == 0 {
+        return Guidance {
+            stop_querying: false,
+            recommended_action: "refine_query".into(),
+            suggested_expand_count: 0,
+            max_additional_queries: 2,
+            confidence: 0.0,
+            confidence_band: "low".into(),
+            next_step: "No evidence found: rephrase with identifiers or file names from the codebase, or widen the glob.".into(),
+        };
+    }
+    let mut confidence = 0.5 * signals.coverage
+        + 0.2 * signals.margin
+        + 0.15 * signals.definition_hits
+        + 0.15 * signals.agreement;
+    if signals.identifier_hit {
+        confidence += 0.1;
+    }
+    let confidence = (confidence.clamp(0.0, 1.0) * 1000.0).round() / 1000.0;
+    let band = if confidence >= 0.7 {
+        "high"
+    } else if confidence >= 0.45 {
+        "medium"
+    } else {
+        "low"
+    };
+    let converged = previous_packs > 0 && novelty <= 0.25;
+    let stop = band == "high" || (converged && band != "low");
+    let (action, expand, more) = match band {
+        "high" => ("expand_then_answer", 2, 0),
+        "medium" => ("expand_then_answer", 3, 1),
+        _ if converged => ("expand_then_answer", 3, 0),
+        _ => ("refine_query", 2, 2),
+    };
+    let expand = expand.min(handles);
+    let next_step = if stop {
+        format!("Stop searching: expand the top {expand} suggested handle(s) and answer.")
+    } else if action == "expand_then_answer" {
+        format!(
+            "Expand the top {expand} suggested handle(s); run at most {more} narrower query if they do not answer it."
+        )
+    } else if converged {
+        "Results repeat earlier packs: stop querying and work with what you have.".to_string()
+    } else {
+        "Low confidence: refine once with a specific identifier, file name or glob, then expand."
+            .to_string()
+    };
+    Guidance {
+        stop_querying: stop,
+        recommended_action: action.into(),
+        suggested_expand_count: expand,
+        max_additional_queries: more,
+        confidence,
+        confidence_band: band.into(),
+        next_step,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_identifiers_are_recognised() {
+        let ids =
+            code_identifiers("Calling `foo` breaks parse_expr and HttpClient.send() in utils");
+        assert!(ids.contains("foo"));
+        assert!(ids.contains("parse_expr"));
+        assert!(ids.contains("HttpClient"));
+        assert!(ids.contains("send"));
+        assert!(!ids.contains("utils"));
+        assert!(!ids.contains("Calling"));
+    }
+
+    #[test]
+    fn low_signals_never_say_stop() {
+        let weak = PackSignals {
+            coverage: 0.1,
+            margin: 0.1,
+            definition_hits: 0.0,
+            agreement: 0.3,
+            identifier_hit: false,
+        };
+        let g = guide(&weak, 1.0, 5, 0);
+        assert!(!g.stop_querying);
+        assert_eq!(g.recommended_action, "refine_query");
+        assert_eq!(g.confidence_band, "low");
+    }
+
+    #[test]
+    fn strong_signals_say_stop_and_expand() {
+        let strong = PackSignals {
+            coverage: 1.0,
+            margin: 0.8,
+            definition_hits: 1.0,
+            agreement: 0.8,
+            identifier_hit: true,
+        };
+        let g = guide(&strong, 1.0, 5, 0);
+        assert!(g.stop_querying);
+        assert_eq!(g.recommended_action, "expand_then_answer");
+        assert_eq!(g.confidence_band, "high");
+    }
+
+    #[test]
+    fn repeated_medium_packs_converge() {
+        let medium = PackSignals {
+            coverage: 0.7,
+            margin: 0.3,
+            definition_hits: 0.5,
+            agreement: 0.5,
+            identifier_hit: false,
+        };
+        assert!(!guide(&medium, 1.0, 5, 0).stop_querying);
+        assert!(guide(&medium, 0.0, 5, 1).stop_querying);
+    }
+}
