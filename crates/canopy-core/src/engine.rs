@@ -153,6 +153,13 @@ impl Engine {
         })
     }
 
+    /// Rows that point at nothing (nodes without a file, references without a
+    /// unit, full-text rows without a unit). Zero in a consistent index; used
+    /// by tests and `canopy status --check`.
+    pub fn orphan_rows(&self) -> Result<u64> {
+        lock(&self.reader).orphan_rows()
+    }
+
     /// Whether an index run has ever completed for this repository.
     pub fn is_indexed(&self) -> Result<bool> {
         Ok(lock(&self.reader).meta(meta_keys::LAST_INDEXED)?.is_some())

@@ -1,0 +1,249 @@
+//! End-to-end tests of the `canopy` binary: JSON output contracts, repo-root
+//! discovery from subdirectories, error messages, and crash safety under SIGKILL.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn canopy(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_canopy"))
+        .current_dir(dir)
+        .args(args)
+        .env("CANOPY_LOG", "warn")
+        .output()
+        .expect("canopy runs")
+}
+
+fn json(dir: &Path, args: &[&str]) -> Value {
+    let out = canopy(dir, args);
+    assert!(
+        out.status.success(),
+        "canopy {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout of {args:?} is not one JSON document ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let path = root.join(rel);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+}
+
+fn git_repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = Command::new("git")
+        .arg("-C")
+        .arg(dir.path())
+        .args(["init", "-q"])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    write(
+        dir.path(),
+        "src/auth/controller.ts",
+        "export class AuthController {\n  authenticate(req: Request) {\n    return validateToken(req.headers.token);\n  }\n}\n\nexport function validateToken(token: string): boolean {\n  return token.length > 0;\n}\n",
+    );
+    write(
+        dir.path(),
+        "src/routes/login.ts",
+        "import { AuthController } from '../auth/controller';\nconst authController = new AuthController();\nexport const login = (req: Request) => {\n  const result = authController.authenticate(req);\n  return result;\n};\n",
+    );
+    write(
+        dir.path(),
+        "docs/guide.md",
+        "# Guide\n\nIntro.\n\n## Install\n\nRun the installer.\n",
+    );
+    dir
+}
+
+#[test]
+fn index_status_query_expand_speak_json() {
+    let repo = git_repo();
+    let root = repo.path();
+    let report = json(root, &["index", "--json"]);
+    assert_eq!(report["files_indexed"], 3);
+    assert_eq!(report["file_discovery"], "git_ls_files");
+
+    let status = json(root, &["status", "--json"]);
+    for key in [
+        "files_indexed",
+        "total_tokens",
+        "index_size_bytes",
+        "last_indexed",
+        "schema_version",
+        "repo_root",
+        "file_discovery",
+        "languages",
+        "skipped",
+    ] {
+        assert!(status.get(key).is_some(), "status lacks {key}: {status}");
+    }
+    assert_eq!(status["files_indexed"], 3);
+    assert_eq!(status["languages"]["typescript"], 2);
+    assert_eq!(status["languages"]["markdown"], 1);
+
+    // From a subdirectory, with the seed's field names.
+    let sub = root.join("src/routes");
+    let result = json(&sub, &["query", "--symbol", "authenticate", "--json"]);
+    let handles = result["handles"].as_array().unwrap();
+    assert_eq!(handles.len(), 1);
+    let h = &handles[0];
+    assert_eq!(h["file_path"], "src/auth/controller.ts");
+    assert_eq!(h["node_type"], "method");
+    assert_eq!(h["line_range"], serde_json::json!([2, 4]));
+    assert!(h["id"].as_str().unwrap().len() == 25);
+    for key in ["span", "token_count", "preview"] {
+        assert!(h.get(key).is_some());
+    }
+    assert_eq!(result["total_matches"], 1);
+    assert_eq!(result["truncated"], false);
+
+    let id = h["id"].as_str().unwrap();
+    let out = canopy(root, &["expand", id]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "authenticate(req: Request) {\n    return validateToken(req.headers.token);\n  }"
+    );
+
+    let refs = json(
+        root,
+        &[
+            "query",
+            "--symbol",
+            "authenticate",
+            "--kind",
+            "reference",
+            "--json",
+        ],
+    );
+    let r = &refs["ref_handles"][0];
+    assert_eq!(r["file_path"], "src/routes/login.ts");
+    assert_eq!(r["qualifier"], "authController");
+    assert_eq!(r["ref_type"], "call");
+    assert_eq!(r["line_range"], serde_json::json!([4, 4]));
+    assert_eq!(
+        r["preview"],
+        "const result = authController.authenticate(req);"
+    );
+
+    let text = json(root, &["query", "--pattern", "installer", "--json"]);
+    assert_eq!(text["handles"][0]["file_path"], "docs/guide.md");
+}
+
+#[test]
+fn errors_are_clear_and_not_on_stdout() {
+    let repo = git_repo();
+    let root = repo.path();
+    canopy(root, &["index", "-q"]);
+    let out = canopy(root, &["expand", "h0123456789abcdef01234567"]);
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("handle not found"), "{err}");
+    assert!(err.contains("hint:"), "{err}");
+
+    let id = json(root, &["query", "--symbol", "validateToken", "--json"])["handles"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    write(root, "src/auth/controller.ts", "// rewritten\n");
+    let out = canopy(root, &["expand", &id]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("stale index"), "{err}");
+    assert!(err.contains("canopy invalidate"), "{err}");
+
+    let out = canopy(root, &["query", "--json"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least one of"));
+    let out = canopy(
+        root,
+        &["query", "--pattern", "x", "--glob", "src/[", "--json"],
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid glob"));
+    let out = canopy(root, &["query", "--query", "(grep \"x\"", "--json"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected ')'"));
+}
+
+#[test]
+fn a_killed_indexer_leaves_a_consistent_queryable_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let files = 3000;
+    for i in 0..files {
+        let body: String = (0..30)
+            .map(|j| format!("    total += helper_{i}_{j}(value, {j}) * {j};\n"))
+            .collect();
+        write(
+            root,
+            &format!("pkg{}/module_{i}.py", i % 40),
+            &format!(
+                "\"\"\"Module {i}.\"\"\"\n\nclass Widget{i}:\n    def compute_{i}(self, value):\n        total = 0\n{body}        return total\n\n\ndef unique_symbol_{i}():\n    return Widget{i}()\n"
+            ),
+        );
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_canopy"))
+        .current_dir(root)
+        .args(["index", "--quiet"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until some batches are committed (or the run ends), then SIGKILL.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        let out = canopy(root, &["status", "--json"]);
+        if out.status.success() {
+            let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+            if status["files_indexed"].as_u64().unwrap_or(0) > 0 {
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "indexer made no progress");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill(); // SIGKILL on Unix
+    let _ = child.wait();
+
+    // The index opens, answers status and queries consistently.
+    let status = json(root, &["status", "--json"]);
+    let indexed = status["files_indexed"].as_u64().unwrap();
+    assert!(indexed > 0 && indexed <= files);
+    let q = json(
+        root,
+        &["query", "--pattern", "total", "--limit", "5", "--json"],
+    );
+    assert!(q["total_matches"].as_u64().unwrap() > 0);
+    // Every handle returned expands to exactly what it points at.
+    for h in q["handles"].as_array().unwrap() {
+        let out = canopy(root, &["expand", h["id"].as_str().unwrap()]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // A second run completes the index.
+    let report = json(root, &["index", "--json"]);
+    assert_eq!(
+        report["files_indexed"].as_u64().unwrap() + report["files_unchanged"].as_u64().unwrap(),
+        files
+    );
+    let status = json(root, &["status", "--json"]);
+    assert_eq!(status["files_indexed"], files);
+    assert_eq!(status["index_coverage"], 1.0);
+    let found = json(root, &["query", "--symbol", "unique_symbol_2999", "--json"]);
+    assert_eq!(found["handles"][0]["file_path"], "pkg39/module_2999.py");
+}

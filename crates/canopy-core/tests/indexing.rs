@@ -1,0 +1,343 @@
+//! Integration tests of indexing: stability of handles, incremental updates,
+//! deletion without orphans, hostile files, discovery rules and expansion.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use canopy_core::index::NoProgress;
+use canopy_core::query::{QueryKind, QueryParams};
+use canopy_core::{CanopyError, Engine, EngineOptions};
+
+fn write(root: &Path, rel: &str, text: impl AsRef<[u8]>) {
+    let path = root.join(rel);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+}
+
+fn git(root: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .output()
+        .expect("git runs")
+        .status
+        .success();
+    assert!(ok, "git {args:?} failed");
+}
+
+fn engine(root: &Path) -> Engine {
+    Engine::open(root, EngineOptions::default()).unwrap()
+}
+
+fn symbol(engine: &Engine, name: &str) -> Vec<canopy_core::model::Handle> {
+    engine
+        .query(&QueryParams {
+            symbol: Some(name.into()),
+            ..Default::default()
+        })
+        .unwrap()
+        .handles
+}
+
+fn grep(engine: &Engine, text: &str) -> Vec<canopy_core::model::Handle> {
+    engine
+        .query(&QueryParams {
+            pattern: Some(text.into()),
+            ..Default::default()
+        })
+        .unwrap()
+        .handles
+}
+
+const LIB: &str = "use std::fmt;\n\n/// Adds numbers.\npub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\npub fn target_fn(x: i32) -> i32 {\n    add(x, 1)\n}\n";
+
+#[test]
+fn handle_ids_survive_edits_above_and_track_edits_inside() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "src/lib.rs", LIB);
+    let e = engine(dir.path());
+    e.index(None, &NoProgress).unwrap();
+    let before = symbol(&e, "target_fn").remove(0);
+    assert_eq!(before.line_range, [8, 10]);
+
+    // Code moves down: same id, new lines.
+    write(
+        dir.path(),
+        "src/lib.rs",
+        format!("// a new comment\n// and another\n{LIB}"),
+    );
+    let report = e.index(None, &NoProgress).unwrap();
+    assert_eq!(report.files_indexed, 1);
+    let moved = symbol(&e, "target_fn").remove(0);
+    assert_eq!(moved.id, before.id);
+    assert_eq!(moved.line_range, [10, 12]);
+    assert_eq!(moved.token_count, before.token_count);
+
+    // The function itself changes: same identity (name), new tokens and preview.
+    write(
+        dir.path(),
+        "src/lib.rs",
+        LIB.replace(
+            "pub fn target_fn(x: i32) -> i32 {\n    add(x, 1)\n}",
+            "pub fn target_fn(x: i64, scale: i64) -> i64 {\n    (x * scale) + scale * scale - 42\n}",
+        ),
+    );
+    e.index(None, &NoProgress).unwrap();
+    let edited = symbol(&e, "target_fn").remove(0);
+    assert_eq!(edited.id, before.id);
+    assert_ne!(edited.token_count, before.token_count);
+    assert_ne!(edited.preview, before.preview);
+    assert!(
+        edited
+            .preview
+            .starts_with("pub fn target_fn(x: i64, scale: i64)")
+    );
+}
+
+#[test]
+fn unchanged_files_are_not_reparsed() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.py", "def alpha():\n    return 1\n");
+    write(dir.path(), "b.py", "def beta():\n    return 2\n");
+    let e = engine(dir.path());
+    let first = e.index(None, &NoProgress).unwrap();
+    assert_eq!(first.files_indexed, 2);
+    let second = e.index(None, &NoProgress).unwrap();
+    assert_eq!(second.files_indexed, 0);
+    assert_eq!(second.files_unchanged, 2);
+    // Same bytes, new mtime: hashed, not parsed.
+    write(dir.path(), "a.py", "def alpha():\n    return 1\n");
+    let third = e.index(None, &NoProgress).unwrap();
+    assert_eq!(third.files_indexed, 0);
+}
+
+#[test]
+fn deleted_and_renamed_files_leave_no_orphans() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "keep.py", "def kept():\n    helper()\n");
+    write(
+        dir.path(),
+        "gone.py",
+        "def vanished_function():\n    kept()\n",
+    );
+    write(
+        dir.path(),
+        "old_name.py",
+        "class Renamed:\n    def method(self):\n        return zebra_marker\n",
+    );
+    let e = engine(dir.path());
+    e.index(None, &NoProgress).unwrap();
+    assert_eq!(symbol(&e, "vanished_function").len(), 1);
+
+    fs::remove_file(dir.path().join("gone.py")).unwrap();
+    fs::rename(
+        dir.path().join("old_name.py"),
+        dir.path().join("new_name.py"),
+    )
+    .unwrap();
+    let report = e.index(None, &NoProgress).unwrap();
+    assert_eq!(report.files_removed, 2);
+    assert_eq!(e.orphan_rows().unwrap(), 0);
+    assert!(symbol(&e, "vanished_function").is_empty());
+    // The full-text index forgot the old file too.
+    let zebra = grep(&e, "zebra_marker");
+    assert!(!zebra.is_empty());
+    assert!(
+        zebra.iter().all(|h| h.file_path == "new_name.py"),
+        "{zebra:?}"
+    );
+    let refs = e
+        .query(&QueryParams {
+            symbol: Some("kept".into()),
+            kind: Some(QueryKind::Reference),
+            ..Default::default()
+        })
+        .unwrap();
+    assert!(
+        refs.ref_handles.unwrap().is_empty(),
+        "reference from the deleted file remains"
+    );
+    let status = e.status().unwrap();
+    assert_eq!(status.files_indexed, 2);
+}
+
+#[test]
+fn hostile_files_are_skipped_or_indexed_without_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "image.bin",
+        b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",
+    );
+    let mut invalid = b"def readable_function():\n    return 'caf".to_vec();
+    invalid.extend_from_slice(&[0xe9, 0xff, b'\'', b'\n']);
+    invalid.extend_from_slice(b"\ndef after_invalid():\n    pass\n");
+    write(dir.path(), "latin1.py", &invalid);
+    write(dir.path(), "huge.txt", "x".repeat(1024 * 1024 + 1));
+    // 10,000 lines of minified-looking JavaScript.
+    let minified: String = (0..10_000)
+        .map(|i| format!("var a{i}=function(b,c){{return b+c*{i}}};a{i}(1,2);\n"))
+        .collect();
+    write(dir.path(), "dist/app.min.js", &minified);
+    let e = engine(dir.path());
+    let report = e.index(None, &NoProgress).unwrap();
+    assert_eq!(report.skipped.get("binary"), Some(&1));
+    assert_eq!(report.skipped.get("too_large"), Some(&1));
+    let status = e.status().unwrap();
+    assert_eq!(status.files_indexed, 2);
+    assert_eq!(status.skipped.get("binary"), Some(&1));
+
+    let after = symbol(&e, "after_invalid").remove(0);
+    let text = e.expand(&[after.id.as_str()]).unwrap().remove(0);
+    assert_eq!(text.bytes, b"def after_invalid():\n    pass");
+    assert_eq!(symbol(&e, "a9999").len(), 1);
+}
+
+#[test]
+fn git_discovery_honours_ignores_and_never_indexes_canopy() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    git(root, &["init", "-q"]);
+    write(root, ".gitignore", "ignored/\n*.log\n");
+    write(root, "tracked.py", "def tracked():\n    pass\n");
+    write(root, "untracked.py", "def untracked():\n    pass\n");
+    write(root, "ignored/secret.py", "def ignored_fn():\n    pass\n");
+    write(root, "debug.log", "noise\n");
+    git(root, &["add", "tracked.py", ".gitignore"]);
+    #[cfg(unix)]
+    {
+        let outside = tempfile::tempdir().unwrap();
+        write(
+            outside.path(),
+            "outside.py",
+            "def outside_fn():\n    pass\n",
+        );
+        std::os::unix::fs::symlink(outside.path().join("outside.py"), root.join("link_out.py"))
+            .unwrap();
+        std::os::unix::fs::symlink(root.join("tracked.py"), root.join("link_in.py")).unwrap();
+        let e = engine(root);
+        let report = e.index(None, &NoProgress).unwrap();
+        assert_eq!(report.file_discovery, "git_ls_files");
+        assert_eq!(report.skipped.get("symlink_outside_repo"), Some(&1));
+        assert!(symbol(&e, "outside_fn").is_empty());
+        assert!(!symbol(&e, "untracked").is_empty());
+        assert!(symbol(&e, "ignored_fn").is_empty());
+        assert!(grep(&e, "noise").is_empty());
+        let status = e.status().unwrap();
+        // tracked.py, untracked.py, .gitignore, link_in.py
+        assert_eq!(status.files_indexed, 4, "{status:?}");
+        assert!(
+            grep(&e, "schema")
+                .iter()
+                .all(|h| !h.file_path.starts_with(".canopy"))
+        );
+    }
+}
+
+#[test]
+fn walk_discovery_honours_gitignore_without_git() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    // A directory that is not a repository: the engine uses it as the root.
+    write(root, ".gitignore", "build/\n");
+    write(root, "main.go", "package main\n\nfunc main() {}\n");
+    write(
+        root,
+        "build/gen.go",
+        "package build\n\nfunc Generated() {}\n",
+    );
+    let e = engine(root);
+    let report = e.index(None, &NoProgress).unwrap();
+    assert_eq!(report.file_discovery, "walk");
+    assert_eq!(symbol(&e, "main").len(), 1);
+    assert!(symbol(&e, "Generated").is_empty());
+}
+
+#[test]
+fn expansion_is_exact_and_detects_stale_files() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "src/lib.rs", LIB);
+    let e = engine(dir.path());
+    e.index(None, &NoProgress).unwrap();
+    let h = symbol(&e, "add").remove(0);
+    let out = e.expand(&[h.id.as_str(), h.id.as_str()]).unwrap();
+    assert_eq!(out.len(), 1, "duplicate ids are expanded once");
+    assert_eq!(
+        out[0].content,
+        "/// Adds numbers.\npub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}"
+    );
+    assert_eq!(out[0].bytes, LIB.as_bytes()[h.span.start..h.span.end]);
+
+    let missing = e.expand(&["h000000000000000000000000"]).unwrap_err();
+    assert!(matches!(missing, CanopyError::HandleNotFound { .. }));
+    let malformed = e.expand(&["not-a-handle"]).unwrap_err();
+    assert!(matches!(malformed, CanopyError::HandleNotFound { .. }));
+
+    write(dir.path(), "src/lib.rs", format!("{LIB}\n// edited\n"));
+    let stale = e.expand(&[h.id.as_str()]).unwrap_err();
+    assert!(
+        matches!(stale, CanopyError::StaleIndex { ref path } if path == "src/lib.rs"),
+        "{stale:?}"
+    );
+    assert!(stale.hint().contains("invalidate"));
+    fs::remove_file(dir.path().join("src/lib.rs")).unwrap();
+    let deleted = e.expand(&[h.id.as_str()]).unwrap_err();
+    assert!(
+        matches!(deleted, CanopyError::StaleIndex { .. }),
+        "a deleted file is stale, not missing: {deleted:?}"
+    );
+}
+
+#[test]
+fn invalidate_reparses_only_matching_files() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a/one.py", "def one():\n    pass\n");
+    write(dir.path(), "b/two.py", "def two():\n    pass\n");
+    let e = engine(dir.path());
+    e.index(None, &NoProgress).unwrap();
+    let report = e.invalidate(Some("a/**"), &NoProgress).unwrap();
+    assert_eq!(report.files_indexed, 1);
+    let report = e.invalidate(None, &NoProgress).unwrap();
+    assert_eq!(report.files_indexed, 2);
+    assert!(matches!(
+        e.invalidate(Some("a/["), &NoProgress).unwrap_err(),
+        CanopyError::GlobPattern { .. }
+    ));
+}
+
+#[test]
+fn index_from_another_schema_version_is_rebuilt_with_a_message() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "x.py", "def x():\n    pass\n");
+    {
+        let e = engine(dir.path());
+        e.index(None, &NoProgress).unwrap();
+    }
+    let db = dir.path().join(".canopy/index.db");
+    set_schema_version_in_header(&db);
+    let e = engine(dir.path());
+    let report = e.index(None, &NoProgress).unwrap();
+    assert!(
+        report
+            .rebuilt
+            .as_deref()
+            .unwrap_or("")
+            .contains("schema version"),
+        "{report:?}"
+    );
+    assert_eq!(report.files_indexed, 1);
+    assert_eq!(symbol(&e, "x").len(), 1);
+}
+
+/// Sets PRAGMA user_version through the sqlite3 file header (bytes 60..64),
+/// as an older or newer Canopy would have written it.
+fn set_schema_version_in_header(db: &Path) {
+    // Fold the WAL into the main file first so the header is authoritative.
+    let _ = fs::remove_file(db.with_extension("db-wal"));
+    let _ = fs::remove_file(db.with_extension("db-shm"));
+    let mut bytes = fs::read(db).unwrap();
+    bytes[60..64].copy_from_slice(&999u32.to_be_bytes());
+    fs::write(db, bytes).unwrap();
+}
