@@ -212,8 +212,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let engine = open_engine(global, None)?;
             let params = query_params(args);
             params.validate()?;
-            index_visibly_if_needed(&engine, show_progress)?;
-            output::query_result(&engine.query(&params)?, global.json)
+            output::query_result(&engine.query(&params)?, global.json)?;
+            finish_background_index(&engine, global.quiet)
         }
         Command::Pack(args) => {
             let engine = open_engine(global, None)?;
@@ -224,22 +224,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 plan: args.plan.then_some(true),
             };
             params.query.validate()?;
-            index_visibly_if_needed(&engine, show_progress)?;
             // One CLI process is one session.
             let session = format!("cli-{}", std::process::id());
-            output::pack(&engine.evidence_pack(&params, Some(&session))?, global.json)
+            output::pack(&engine.evidence_pack(&params, Some(&session))?, global.json)?;
+            finish_background_index(&engine, global.quiet)
         }
         Command::Mcp(args) => canopy_mcp::run_stdio(args),
         Command::Serve(args) => canopy_service::run(args),
     }
 }
 
-/// First query on an unindexed repository: index it with a progress bar.
-fn index_visibly_if_needed(engine: &Engine, show_progress: bool) -> anyhow::Result<()> {
-    if show_progress && !engine.is_indexed()? {
-        let progress = output::Progress::new(true);
-        engine.index(None, &progress)?;
+/// A first query on a large repository answers from a partial index; the
+/// rest is indexed in the background. Finish it before the process exits so
+/// the next command sees everything.
+fn finish_background_index(engine: &Engine, quiet: bool) -> anyhow::Result<()> {
+    if engine.is_complete()? {
+        return Ok(());
     }
+    if !quiet {
+        eprintln!("completing the index in the background before exiting…");
+    }
+    engine.wait_for_background_index()?;
     Ok(())
 }
 

@@ -7,16 +7,18 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
 
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::discover::{
-    CANOPY_DIR, DEFAULT_MAX_FILE_SIZE, PathFilter, check_relative, find_repo_root,
+    CANOPY_DIR, DEFAULT_MAX_FILE_SIZE, PathFilter, check_relative, discover, find_repo_root,
 };
 use crate::error::{CanopyError, Result};
 use crate::handle::HandleId;
 use crate::index::{IndexOptions, IndexProgress, NoProgress, run_index};
+use crate::lazy;
 use crate::model::{Expansion, IndexReport, QueryResult, Status};
 use crate::pack::{EvidencePack, PackParams};
 use crate::query::{QueryParams, execute};
@@ -39,7 +41,16 @@ impl Default for EngineOptions {
 }
 
 /// A repository's Canopy index and the operations on it.
+///
+/// Cheap to share: clone it (it is an `Arc` inside) or put it behind a
+/// reference; every method takes `&self` and is safe to call from many
+/// threads.
+#[derive(Clone)]
 pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     root: PathBuf,
     db_path: PathBuf,
     options: EngineOptions,
@@ -47,6 +58,8 @@ pub struct Engine {
     index_lock: Mutex<()>,
     pending_rebuild_note: Mutex<Option<String>>,
     sessions: Mutex<SessionStore>,
+    /// The thread completing a partial (lazily started) index, if any.
+    background: Mutex<Option<JoinHandle<Result<IndexReport>>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -71,37 +84,39 @@ impl Engine {
         let db_path = dir.join("index.db");
         let (store, rebuilt) = Store::open(&db_path)?;
         Ok(Engine {
-            root,
-            db_path,
-            options,
-            reader: Mutex::new(store),
-            index_lock: Mutex::new(()),
-            pending_rebuild_note: Mutex::new(rebuilt),
-            sessions: Mutex::new(SessionStore::default()),
+            inner: Arc::new(Inner {
+                root,
+                db_path,
+                options,
+                reader: Mutex::new(store),
+                index_lock: Mutex::new(()),
+                pending_rebuild_note: Mutex::new(rebuilt),
+                sessions: Mutex::new(SessionStore::default()),
+                background: Mutex::new(None),
+            }),
         })
     }
 
     /// The repository root (absolute).
     pub fn root(&self) -> &Path {
-        &self.root
+        &self.inner.root
     }
 
     /// Path of the index database.
     pub fn db_path(&self) -> &Path {
-        &self.db_path
+        &self.inner.db_path
     }
 
     /// Indexes the repository (or the files matching `glob`), incrementally.
     pub fn index(&self, glob: Option<&str>, progress: &dyn IndexProgress) -> Result<IndexReport> {
-        let _guard = lock(&self.index_lock);
-        let (mut store, rebuilt) = Store::open(&self.db_path)?;
-        let options = IndexOptions {
-            glob: glob.map(str::to_string),
-            max_file_size: self.options.max_file_size,
-        };
-        let mut report = run_index(&self.root, &mut store, &options, progress)?;
-        report.rebuilt = rebuilt.or_else(|| lock(&self.pending_rebuild_note).take());
-        Ok(report)
+        self.inner.run(
+            IndexOptions {
+                glob: glob.map(str::to_string),
+                max_file_size: self.inner.options.max_file_size,
+                only_paths: None,
+            },
+            progress,
+        )
     }
 
     /// Forces the files matching `glob` (all when `None`) to be re-parsed, then re-indexes them.
@@ -112,8 +127,8 @@ impl Engine {
     ) -> Result<IndexReport> {
         let filter = glob.map(PathFilter::new).transpose()?;
         {
-            let _guard = lock(&self.index_lock);
-            let (mut store, _) = Store::open(&self.db_path)?;
+            let _guard = lock(&self.inner.index_lock);
+            let (mut store, _) = Store::open(&self.inner.db_path)?;
             store.invalidate(&|path| filter.as_ref().is_none_or(|f| f.is_match(path)))?;
         }
         self.index(glob, progress)
@@ -121,7 +136,7 @@ impl Engine {
 
     /// Index statistics.
     pub fn status(&self) -> Result<Status> {
-        let store = lock(&self.reader);
+        let store = lock(&self.inner.reader);
         let counts = store.counts()?;
         let last_indexed = store
             .meta(meta_keys::LAST_INDEXED)?
@@ -142,7 +157,7 @@ impl Engine {
             index_size_bytes: store.size_on_disk(),
             last_indexed,
             schema_version: SCHEMA_VERSION,
-            repo_root: self.root.display().to_string(),
+            repo_root: self.inner.root.display().to_string(),
             file_discovery: store.meta(meta_keys::FILE_DISCOVERY)?,
             languages: counts.languages,
             skipped: store.skipped_counts()?,
@@ -157,22 +172,108 @@ impl Engine {
     /// unit, full-text rows without a unit). Zero in a consistent index; used
     /// by tests and `canopy status --check`.
     pub fn orphan_rows(&self) -> Result<u64> {
-        lock(&self.reader).orphan_rows()
+        lock(&self.inner.reader).orphan_rows()
     }
 
-    /// Whether an index run has ever completed for this repository.
+    /// Whether any index run has finished for this repository (perhaps a partial one).
     pub fn is_indexed(&self) -> Result<bool> {
-        Ok(lock(&self.reader).meta(meta_keys::LAST_INDEXED)?.is_some())
+        Ok(lock(&self.inner.reader)
+            .meta(meta_keys::LAST_INDEXED)?
+            .is_some())
     }
 
-    /// Runs a query (see [`QueryParams`]). An unindexed repository is indexed first.
+    /// Whether the index covers every candidate file of the repository.
+    pub fn is_complete(&self) -> Result<bool> {
+        Ok(lock(&self.inner.reader)
+            .meta(meta_keys::INDEX_COMPLETE)?
+            .as_deref()
+            == Some("1"))
+    }
+
+    /// Makes sure a query can be answered: an unindexed repository is indexed
+    /// (predictively, when it has more than [`lazy::LAZY_THRESHOLD`] files:
+    /// first the files the query points at); a partial index is completed
+    /// on a background thread. Returns the coverage when the index is partial.
+    pub fn prepare_for(&self, params: &QueryParams) -> Result<Option<f64>> {
+        self.prepare_for_with_progress(params, &NoProgress)
+    }
+
+    /// [`Engine::prepare_for`], reporting the synchronous part of indexing to `progress`.
+    pub fn prepare_for_with_progress(
+        &self,
+        params: &QueryParams,
+        progress: &dyn IndexProgress,
+    ) -> Result<Option<f64>> {
+        if !self.is_indexed()? {
+            let discovery = discover(&self.inner.root, self.inner.options.max_file_size, None)?;
+            if discovery.files.len() <= lazy::LAZY_THRESHOLD {
+                self.index(None, progress)?;
+            } else {
+                let targets = lazy::targets(&discovery.files, params);
+                tracing::info!(
+                    "large repository ({} files): indexing {} files the query points at first",
+                    discovery.files.len(),
+                    targets.len()
+                );
+                self.inner.run(
+                    IndexOptions {
+                        glob: None,
+                        max_file_size: self.inner.options.max_file_size,
+                        only_paths: Some(targets),
+                    },
+                    progress,
+                )?;
+            }
+        }
+        if self.is_complete()? {
+            return Ok(None);
+        }
+        self.complete_in_background();
+        Ok(Some(self.status()?.index_coverage))
+    }
+
+    /// Starts completing a partial index on a background thread (once at a time).
+    pub fn complete_in_background(&self) {
+        let mut background = lock(&self.inner.background);
+        if background.as_ref().is_some_and(|h| !h.is_finished()) {
+            return;
+        }
+        let inner = Arc::clone(&self.inner);
+        *background = Some(std::thread::spawn(move || {
+            let options = IndexOptions {
+                glob: None,
+                max_file_size: inner.options.max_file_size,
+                only_paths: None,
+            };
+            let result = inner.run(options, &NoProgress);
+            if let Err(e) = &result {
+                tracing::warn!("completing the index in the background failed: {e}");
+            }
+            result
+        }));
+    }
+
+    /// Waits for background index completion, if any is running.
+    pub fn wait_for_background_index(&self) -> Result<Option<IndexReport>> {
+        let handle = lock(&self.inner.background).take();
+        match handle {
+            Some(h) => h
+                .join()
+                .map_err(|_| CanopyError::Internal("background indexing panicked".into()))?
+                .map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Runs a query (see [`QueryParams`]). An unindexed repository is indexed first
+    /// (see [`Engine::prepare_for`]); `index_coverage` is set while the index is partial.
     pub fn query(&self, params: &QueryParams) -> Result<QueryResult> {
         params.validate()?;
-        if !self.is_indexed()? {
-            self.index(None, &NoProgress)?;
-        }
-        let store = lock(&self.reader);
-        execute(&store, self, params)
+        let coverage = self.prepare_for(params)?;
+        let store = lock(&self.inner.reader);
+        let mut result = execute(&store, self, params)?;
+        result.index_coverage = coverage;
+        Ok(result)
     }
 
     /// Builds an evidence pack. `session` names the caller's convergence
@@ -183,18 +284,16 @@ impl Engine {
         session: Option<&str>,
     ) -> Result<EvidencePack> {
         params.query.validate()?;
-        if !self.is_indexed()? {
-            self.index(None, &NoProgress)?;
-        }
+        self.prepare_for(&params.query)?;
         let memory = session
-            .map(|s| lock(&self.sessions).snapshot(s))
+            .map(|s| lock(&self.inner.sessions).snapshot(s))
             .unwrap_or_default();
         let pack = {
-            let store = lock(&self.reader);
+            let store = lock(&self.inner.reader);
             crate::pack::build(&store, params, &memory)?
         };
         if let Some(s) = session {
-            let mut sessions = lock(&self.sessions);
+            let mut sessions = lock(&self.inner.sessions);
             sessions.record_returned(s, pack.handles.iter().map(|h| h.id.clone()));
             sessions.get_mut(s).packs += 1;
         }
@@ -209,7 +308,7 @@ impl Engine {
     ) -> Result<Vec<Expansion>> {
         let out = self.expand(ids)?;
         if let Some(s) = session {
-            lock(&self.sessions).record_expanded(s, out.iter().map(|e| e.handle_id.clone()));
+            lock(&self.inner.sessions).record_expanded(s, out.iter().map(|e| e.handle_id.clone()));
         }
         Ok(out)
     }
@@ -219,7 +318,17 @@ impl Engine {
     /// Fails with [`CanopyError::HandleNotFound`] for an unknown id and
     /// [`CanopyError::StaleIndex`] when the file changed since it was indexed.
     pub fn expand<S: AsRef<str>>(&self, ids: &[S]) -> Result<Vec<Expansion>> {
-        let store = lock(&self.reader);
+        let store = lock(&self.inner.reader);
+        self.expand_with(&store, ids)
+    }
+
+    /// [`Engine::expand`] with the read connection already held (queries
+    /// expand while holding it; the lock is not re-entrant).
+    pub(crate) fn expand_with<S: AsRef<str>>(
+        &self,
+        store: &Store,
+        ids: &[S],
+    ) -> Result<Vec<Expansion>> {
         let mut seen = std::collections::HashSet::new();
         let mut files: HashMap<String, std::sync::Arc<Vec<u8>>> = HashMap::new();
         let mut out = Vec::new();
@@ -278,7 +387,7 @@ impl Engine {
     /// A missing file is reported as a stale index (the index still lists it).
     pub(crate) fn read_repo_file(&self, rel_path: &str) -> Result<Vec<u8>> {
         check_relative(rel_path)?;
-        let abs = self.root.join(rel_path);
+        let abs = self.inner.root.join(rel_path);
         let canonical = match abs.canonicalize() {
             Ok(c) => c,
             Err(_) => {
@@ -287,12 +396,23 @@ impl Engine {
                 });
             }
         };
-        if !canonical.starts_with(&self.root) {
+        if !canonical.starts_with(&self.inner.root) {
             return Err(CanopyError::PathOutsideRepo(rel_path.to_string()));
         }
         std::fs::read(&canonical).map_err(|_| CanopyError::StaleIndex {
             path: rel_path.to_string(),
         })
+    }
+}
+
+impl Inner {
+    /// One index run with a fresh writer connection; runs are serialised.
+    fn run(&self, options: IndexOptions, progress: &dyn IndexProgress) -> Result<IndexReport> {
+        let _guard = lock(&self.index_lock);
+        let (mut store, rebuilt) = Store::open(&self.db_path)?;
+        let mut report = run_index(&self.root, &mut store, &options, progress)?;
+        report.rebuilt = rebuilt.or_else(|| lock(&self.pending_rebuild_note).take());
+        Ok(report)
     }
 }
 

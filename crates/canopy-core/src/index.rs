@@ -36,6 +36,15 @@ pub struct IndexOptions {
     pub glob: Option<String>,
     /// Files larger than this are skipped.
     pub max_file_size: u64,
+    /// Only these repo-relative paths (predictive lazy indexing); others are left as they are.
+    pub only_paths: Option<HashSet<String>>,
+}
+
+impl IndexOptions {
+    /// Whether this run covers the whole repository.
+    pub fn is_full(&self) -> bool {
+        self.glob.is_none() && self.only_paths.is_none()
+    }
 }
 
 /// Receives progress from an index run (called on the writer thread).
@@ -116,15 +125,27 @@ pub(crate) fn run_index(
 ) -> Result<IndexReport> {
     let started = Instant::now();
     let filter = options.glob.as_deref().map(PathFilter::new).transpose()?;
-    let discovery = discover(root, options.max_file_size, filter.as_ref())?;
+    let mut discovery = discover(root, options.max_file_size, filter.as_ref())?;
+    let candidates_in_repo = discovery.files.len();
+    if let Some(only) = &options.only_paths {
+        discovery.files.retain(|c| only.contains(&c.path));
+    }
     let stored = store.file_states()?;
+    let was_complete = store.meta(meta_keys::INDEX_COMPLETE)?.as_deref() == Some("1");
     let mut skipped: BTreeMap<SkipReason, u64> = discovery.skipped.clone();
 
     // Files gone from the listing (deleted, ignored, now too large, …) leave the index.
     let listed: HashSet<&str> = discovery.files.iter().map(|c| c.path.as_str()).collect();
     let removals: Vec<FileWrite> = stored
         .keys()
-        .filter(|p| filter.as_ref().is_none_or(|f| f.is_match(p)) && !listed.contains(p.as_str()))
+        .filter(|p| filter.as_ref().is_none_or(|f| f.is_match(p)))
+        .filter(|p| {
+            options
+                .only_paths
+                .as_ref()
+                .is_none_or(|only| only.contains(p.as_str()))
+        })
+        .filter(|p| !listed.contains(p.as_str()))
         .map(|p| FileWrite::Remove { path: p.clone() })
         .collect();
     let mut report = IndexReport {
@@ -152,7 +173,10 @@ pub(crate) fn run_index(
     }
     progress.start(work.len() as u64);
     if !work.is_empty() {
-        store.set_meta(meta_keys::INDEX_COMPLETE, "0")?;
+        if options.is_full() {
+            // Until this run finishes, the index is known to be partial.
+            store.set_meta(meta_keys::INDEX_COMPLETE, "0")?;
+        }
         crate::tokens::warm_up();
     }
 
@@ -223,16 +247,21 @@ pub(crate) fn run_index(
     store.set_meta(meta_keys::LAST_INDEXED, &now_unix().to_string())?;
     store.set_meta(meta_keys::FILE_DISCOVERY, discovery.method.as_str())?;
     if filter.is_none() {
+        store.set_meta(meta_keys::CANDIDATE_FILES, &candidates_in_repo.to_string())?;
+    }
+    if options.is_full() {
         store.set_meta(
             meta_keys::SKIPPED,
             &serde_json::to_string(&skipped).unwrap_or_else(|_| "{}".into()),
         )?;
+        store.set_meta(meta_keys::INDEX_COMPLETE, "1")?;
+    } else {
+        // A partial run keeps a complete index complete and a partial one partial.
         store.set_meta(
-            meta_keys::CANDIDATE_FILES,
-            &discovery.files.len().to_string(),
+            meta_keys::INDEX_COMPLETE,
+            if was_complete { "1" } else { "0" },
         )?;
     }
-    store.set_meta(meta_keys::INDEX_COMPLETE, "1")?;
     if report.files_indexed > 1000 {
         store.checkpoint()?;
     }

@@ -20,6 +20,7 @@ pub mod error;
 pub mod handle;
 pub mod index;
 pub mod lang;
+pub mod lazy;
 pub mod model;
 pub mod pack;
 pub mod query;

@@ -586,7 +586,8 @@ pub(crate) fn execute(store: &Store, engine: &Engine, params: &QueryParams) -> R
             .retain(|n| is_symbol_type(&n.node_type) || n.node_type == NodeType::Section.as_str());
     }
     let mut result = QueryResult::default();
-    if kind == QueryKind::Reference {
+    // `(references …)` in the DSL yields references whatever `kind` says.
+    if kind == QueryKind::Reference || !hits.refs.is_empty() {
         if let Some(parent) = params.parent.as_deref().filter(|p| !p.trim().is_empty()) {
             let (_, pname) = split_qualified(parent);
             let pname = pname.to_lowercase();
@@ -632,8 +633,15 @@ pub(crate) fn execute(store: &Store, engine: &Engine, params: &QueryParams) -> R
                 preview,
             });
         }
-        // The enclosing units, so callers can be expanded directly.
+        // Any unit hits (from a DSL union), then the enclosing units of the
+        // references, so callers can be expanded directly.
+        hits.nodes.truncate(limit);
+        result.total_matches += hits.nodes.len();
+        result.handles = hits.nodes.iter().map(to_handle).collect();
         for s in &sources {
+            if result.handles.iter().any(|h| h.id.as_str() == s.as_str()) {
+                continue;
+            }
             if let Some(n) = store.node_by_handle(s)? {
                 result.handles.push(to_handle(&n));
             }
@@ -652,13 +660,18 @@ pub(crate) fn execute(store: &Store, engine: &Engine, params: &QueryParams) -> R
         .sum();
     let budget = params.expand_budget.unwrap_or(0);
     if budget > 0 {
-        auto_expand(engine, &mut result, budget)?;
+        auto_expand(store, engine, &mut result, budget)?;
     }
     Ok(result)
 }
 
 /// Expands handles in rank order while their tokens fit the budget.
-fn auto_expand(engine: &Engine, result: &mut QueryResult, budget: u64) -> Result<()> {
+fn auto_expand(
+    store: &Store,
+    engine: &Engine,
+    result: &mut QueryResult,
+    budget: u64,
+) -> Result<()> {
     let mut used = 0u64;
     let mut skipped = false;
     for handle in result.handles.iter_mut() {
@@ -667,7 +680,7 @@ fn auto_expand(engine: &Engine, result: &mut QueryResult, budget: u64) -> Result
             skipped = true;
             continue;
         }
-        let expansion = engine.expand(&[handle.id.as_str()])?;
+        let expansion = engine.expand_with(store, &[handle.id.as_str()])?;
         if let Some(e) = expansion.into_iter().next() {
             handle.content = Some(e.content);
             used += cost;

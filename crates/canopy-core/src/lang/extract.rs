@@ -13,16 +13,24 @@
 //! | `@definition.<node_type>` | a unit: `function`, `method`, `class`, `struct`, `enum`, `trait`, `interface`, `impl`, `type`, `constant`, `module`, `macro`, `section`, `paragraph`, `code_block` |
 //! | `@reference.call` / `@reference.import` / `@reference.type` | a reference (`ref_type` `call`, `import`, `type_ref`) |
 //! | `@name` | the unit's or reference's name |
-//! | `@qualifier` | a reference's receiver or module path (`authController` in `authController.authenticate()`) |
+//! | `@qualifier` | a reference's receiver or module path (`authController` in `authController.authenticate()`); several are joined (see below) |
 //! | `@receiver` | the type a method belongs to when it is not nested in it (Go) |
 //! | `@trait` | the trait an `impl` block implements (Rust) |
+//! | `@local.definition` + `@local.scope` | a name that only means something inside the scope node (a generic type parameter): type references to it there are dropped |
 //!
 //! Rules applied in code, the same for every language:
 //! * a `function` whose parent unit is a class, struct, enum, trait,
 //!   interface or impl becomes a `method`;
 //! * a unit's span grows over wrapper nodes (`export_statement`,
-//!   `decorated_definition`, …) and directly preceding doc comments,
-//!   attributes and decorators; its preview starts at the line of its name;
+//!   `decorated_definition`, …), directly preceding doc comments,
+//!   attributes and decorators, and a comment that follows it on its last
+//!   line; its preview starts at the line of its name;
+//! * several `@qualifier` captures of one match (nested `use` lists, call
+//!   chains inside macro arguments) form one qualifier: neighbours keep the
+//!   `.` or `::` between them, others are joined with the language's member
+//!   separator;
+//! * an import's name is the last segment of its path (`std::fmt::Display`,
+//!   `os.path`, `net/http`): the rest joins the qualifier;
 //! * text outside every top-level unit (module docs, imports, top-level
 //!   statements, comments) becomes `chunk` units of at most 50 lines;
 //! * a unit's *own text* is its span minus its child units; it is what the
@@ -334,7 +342,9 @@ pub fn parse_file(path: &str, source: &[u8]) -> ParsedFile {
         });
         if let Some(tree) = tree {
             had_syntax_errors = tree.root_node().has_error();
-            run_query(spec, tree.root_node(), &text, &lines, &mut defs, &mut refs);
+            let separator = language.member_separator();
+            let root = tree.root_node();
+            run_query(spec, separator, root, &text, &lines, &mut defs, &mut refs);
         }
     }
     assemble(path, language, &text, &lines, defs, refs, had_syntax_errors)
@@ -344,8 +354,34 @@ fn node_text(node: Node, text: &str) -> String {
     text[node.byte_range()].trim().to_string()
 }
 
+/// The text of a reference's `@qualifier` captures (see the module docs).
+fn qualifier_text(qualifiers: &mut [Node], text: &str, separator: &str) -> Option<String> {
+    qualifiers.sort_by_key(|q| q.start_byte());
+    let mut out = String::new();
+    let mut prev_end: Option<usize> = None;
+    for q in qualifiers.iter() {
+        let part = node_text(*q, text);
+        if part.is_empty() {
+            continue;
+        }
+        if let Some(prev_end) = prev_end {
+            let between = text.get(prev_end..q.start_byte()).unwrap_or_default();
+            out.push_str(if matches!(between, "." | "::") {
+                between
+            } else {
+                separator
+            });
+        }
+        out.push_str(&part);
+        prev_end = Some(q.end_byte());
+    }
+    let out = collapse_preview(&out, PREVIEW_BYTES);
+    (!out.is_empty()).then_some(out)
+}
+
 fn run_query(
     spec: &LanguageSpec,
+    separator: &str,
     root: Node,
     text: &str,
     lines: &Lines,
@@ -355,13 +391,19 @@ fn run_query(
     let names = spec.query.capture_names();
     let mut cursor = QueryCursor::new();
     let mut matches = cursor.matches(&spec.query, root, text.as_bytes());
+    // Generic parameters: (name, scope start, scope end).
+    let mut locals: Vec<(String, usize, usize)> = Vec::new();
     while let Some(m) = matches.next() {
         let mut kind: Option<(&str, Node)> = None;
-        let (mut name, mut qualifier, mut receiver, mut trait_name) = (None, None, None, None);
+        let (mut name, mut receiver, mut trait_name) = (None, None, None);
+        let mut qualifiers: Vec<Node> = Vec::new();
+        let (mut local, mut scope) = (None, None);
         for cap in m.captures {
             match names[cap.index as usize] {
                 "name" => name = name.or(Some(cap.node)),
-                "qualifier" => qualifier = qualifier.or(Some(cap.node)),
+                "qualifier" => qualifiers.push(cap.node),
+                "local.definition" => local = local.or(Some(cap.node)),
+                "local.scope" => scope = scope.or(Some(cap.node)),
                 "receiver" => receiver = receiver.or(Some(cap.node)),
                 "trait" => trait_name = trait_name.or(Some(cap.node)),
                 other if other.starts_with("definition.") || other.starts_with("reference.") => {
@@ -369,6 +411,9 @@ fn run_query(
                 }
                 _ => {}
             }
+        }
+        if let (Some(local), Some(scope)) = (local, scope) {
+            locals.push((node_text(local, text), scope.start_byte(), scope.end_byte()));
         }
         let Some((kind, node)) = kind else { continue };
         if let Some(def_kind) = kind.strip_prefix("definition.") {
@@ -379,7 +424,10 @@ fn run_query(
             if !node_type.is_anonymous() && name_text.is_none() {
                 continue; // a named kind without a name is junk (e.g. a bare keyword)
             }
-            let (start, end) = extend_span(spec, node, text, lines);
+            let (start, mut end) = extend_span(spec, node, text, lines);
+            if node.kind() == "setext_heading" {
+                end = setext_section_end(node, text).max(end);
+            }
             defs.push(RawDef {
                 node_type,
                 name: name_text,
@@ -401,25 +449,24 @@ fn run_query(
             let mut name_text = node_text(name_node, text)
                 .trim_matches(|c| c == '"' || c == '\'' || c == '`')
                 .to_string();
-            let mut qualifier_text = qualifier.map(|q| {
-                collapse_preview(
-                    q.utf8_text(text.as_bytes()).unwrap_or_default(),
-                    PREVIEW_BYTES,
-                )
-            });
-            if ref_type == RefType::Import && qualifier_text.is_none() {
+            let mut qualifier_text = qualifier_text(&mut qualifiers, text, separator);
+            if ref_type == RefType::Import {
                 // `a::b::c`, `os.path`, `net/http`: the last segment is the name.
                 if let Some((q, n)) = split_last_segment(&name_text) {
-                    qualifier_text = Some(q.to_string());
+                    qualifier_text = Some(match qualifier_text {
+                        Some(outer) => format!("{outer}{separator}{q}"),
+                        None => q.to_string(),
+                    });
                     name_text = n.to_string();
                 }
             }
             if name_text.is_empty() {
                 continue;
             }
-            let start = qualifier
-                .map(|q| q.start_byte().min(name_node.start_byte()))
-                .unwrap_or(name_node.start_byte());
+            let start = qualifiers
+                .iter()
+                .map(|q| q.start_byte())
+                .fold(name_node.start_byte(), usize::min);
             refs.push(Reference {
                 name: name_text,
                 qualifier: qualifier_text.filter(|q| !q.is_empty()),
@@ -431,6 +478,13 @@ fn run_query(
             });
         }
     }
+    refs.retain(|r| {
+        r.ref_type != RefType::TypeRef
+            || r.qualifier.is_some()
+            || !locals
+                .iter()
+                .any(|(n, s, e)| *n == r.name && *s <= r.start_byte && r.end_byte <= *e)
+    });
 }
 
 /// `*Server`, `Server[T]`, `&'a mut Foo<T>` → the bare type name.
@@ -442,8 +496,15 @@ fn type_name(text: &str) -> String {
     trimmed[..end].to_string()
 }
 
+/// Splits a path at its last separator: `/` when it has one (module
+/// paths such as `./lib/util.js` or `net/http`), else `::` or `.`.
 fn split_last_segment(path: &str) -> Option<(&str, &str)> {
-    let idx = ["::", ".", "/"]
+    let separators: &[&str] = if path.contains('/') {
+        &["/"]
+    } else {
+        &["::", "."]
+    };
+    let idx = separators
         .iter()
         .filter_map(|sep| path.rfind(sep).map(|i| (i, sep.len())))
         .max_by_key(|&(i, _)| i)?;
@@ -451,8 +512,35 @@ fn split_last_segment(path: &str) -> Option<(&str, &str)> {
     (!q.is_empty() && !n.is_empty()).then_some((q, n))
 }
 
-/// Grows a definition's span over single-definition wrappers and adjacent
-/// leading doc comments / attributes / decorators.
+/// tree-sitter-md nests only ATX (`#`) headings into `section` nodes: a
+/// setext heading (`Title` over `=====`) is a sibling of its content. Its
+/// section runs to the next setext heading of the same or a higher level,
+/// or to the next ATX section, whichever comes first.
+fn setext_section_end(heading: Node, text: &str) -> usize {
+    let level = |n: Node| {
+        let mut cursor = n.walk();
+        let h1 = n
+            .children(&mut cursor)
+            .any(|c| c.kind() == "setext_h1_underline");
+        if h1 { 1 } else { 2 }
+    };
+    let own_level = level(heading);
+    let mut end = heading.end_byte();
+    let mut next = heading.next_sibling();
+    while let Some(n) = next {
+        if n.kind() == "section" || (n.kind() == "setext_heading" && level(n) <= own_level) {
+            break;
+        }
+        end = n.end_byte();
+        next = n.next_sibling();
+    }
+    let start = heading.start_byte();
+    start + text[start..end].trim_end().len()
+}
+
+/// Grows a definition's span over single-definition wrappers, adjacent
+/// leading doc comments / attributes / decorators, and a trailing comment
+/// on its last line.
 fn extend_span(spec: &LanguageSpec, node: Node, text: &str, lines: &Lines) -> (usize, usize) {
     let mut outer = node;
     while let Some(parent) = outer.parent() {
@@ -478,12 +566,52 @@ fn extend_span(spec: &LanguageSpec, node: Node, text: &str, lines: &Lines) -> (u
         let own_line = text[lines.line_start(prev.start_byte())..prev.start_byte()]
             .trim()
             .is_empty();
-        if prev_end_line + 1 < first_line || !own_line {
+        if prev_end_line + 1 < first_line {
             break;
+        }
+        if !own_line {
+            // `@logged // note`: a comment trailing a decorator or attribute goes with it.
+            match prev.prev_named_sibling() {
+                Some(before)
+                    if prev.kind().contains("comment")
+                        && !before.kind().contains("comment")
+                        && spec.leading.contains(&before.kind())
+                        && lines.line_of(before.end_byte().saturating_sub(1))
+                            == lines.line_of(prev.start_byte()) =>
+                {
+                    first = before;
+                    continue;
+                }
+                _ => break,
+            }
         }
         first = prev;
     }
-    (first.start_byte(), outer.end_byte())
+    let mut end = outer.end_byte();
+    let mut next = outer.next_sibling();
+    if let Some(n) = next
+        && !n.is_named()
+        && matches!(n.kind(), ";" | ",")
+    {
+        next = n.next_sibling();
+    }
+    if let Some(next) = next
+        && next.kind().contains("comment")
+        && spec.leading.contains(&next.kind())
+        && lines.line_of(next.start_byte()) == lines.line_of(end.saturating_sub(1))
+    {
+        let comment = text[next.byte_range()].trim_end();
+        if !comment.contains('\n') {
+            end = next.start_byte() + comment.len();
+        }
+    }
+    // Some grammars (Markdown) end blocks after the blank lines that follow them.
+    let start = first.start_byte();
+    let trimmed = text[start..end].trim_end().len();
+    if trimmed > 0 {
+        end = start + trimmed;
+    }
+    (start, end)
 }
 
 /// For spans sorted by (start asc, end desc): the index of the innermost
@@ -506,7 +634,8 @@ fn containment_parents(spans: &[(usize, usize)]) -> Vec<Option<usize>> {
 }
 
 /// Line-aligned pieces of `[start, end)` of at most `CHUNK_LINES` lines,
-/// trimmed of surrounding whitespace; empty pieces are dropped.
+/// trimmed of surrounding whitespace; pieces without a letter or digit
+/// (`);` left over around a unit nested in a statement) are dropped.
 fn gap_chunks(text: &str, lines: &Lines, start: usize, end: usize, out: &mut Vec<(usize, usize)>) {
     let mut piece_start = start;
     while piece_start < end {
@@ -518,7 +647,7 @@ fn gap_chunks(text: &str, lines: &Lines, start: usize, end: usize, out: &mut Vec
         let slice = &text[piece_start..piece_end];
         let lead = slice.len() - slice.trim_start().len();
         let trail = slice.len() - slice.trim_end().len();
-        if lead + trail < slice.len() {
+        if slice.chars().any(char::is_alphanumeric) {
             out.push((piece_start + lead, piece_end - trail));
         }
         piece_start = piece_end;

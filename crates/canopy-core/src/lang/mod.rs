@@ -129,6 +129,8 @@ impl Language {
             "export_statement",
             "lexical_declaration",
             "variable_declaration",
+            "expression_statement",
+            "ambient_declaration",
         ];
         const JS_LEADING: &[&str] = &["comment", "decorator"];
         match self {
@@ -158,7 +160,7 @@ impl Language {
             ),
             Language::Tsx => spec!(
                 tree_sitter_typescript::LANGUAGE_TSX,
-                typescript_query(),
+                tsx_query(),
                 JS_WRAPPERS,
                 JS_LEADING
             ),
@@ -180,12 +182,14 @@ impl Language {
 }
 
 /// JavaScript and TypeScript share most node types: each query is the
-/// shared `ecmascript.scm` followed by the language's own patterns.
+/// shared `ecmascript.scm` followed by the language's own patterns, and
+/// `jsx.scm` for the grammars that parse JSX (JavaScript's and TSX's).
 fn javascript_query() -> String {
     format!(
-        "{}\n{}",
+        "{}\n{}\n{}",
         include_str!("../../queries/ecmascript.scm"),
-        include_str!("../../queries/javascript.scm")
+        include_str!("../../queries/javascript.scm"),
+        include_str!("../../queries/jsx.scm")
     )
 }
 
@@ -195,6 +199,15 @@ fn typescript_query() -> String {
         "{}\n{}",
         include_str!("../../queries/ecmascript.scm"),
         include_str!("../../queries/typescript.scm")
+    )
+}
+
+/// See [`javascript_query`].
+fn tsx_query() -> String {
+    format!(
+        "{}\n{}",
+        typescript_query(),
+        include_str!("../../queries/jsx.scm")
     )
 }
 

@@ -123,8 +123,10 @@ impl Store {
         if has_tables {
             return Ok(None);
         }
-        // Create under an immediate transaction so two processes creating at once do not collide.
-        let tx = conn.unchecked_transaction()?;
+        // Create under an immediate transaction so two processes creating at once
+        // wait for each other instead of failing on a lock upgrade.
+        let tx =
+            rusqlite::Transaction::new_unchecked(&conn, rusqlite::TransactionBehavior::Immediate)?;
         let version: u32 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
         if version == 0 {
             tx.execute_batch(SCHEMA)?;
@@ -165,6 +167,7 @@ impl Store {
 
     /// Writes a `meta` value.
     pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
+        // A single autocommit statement: SQLite takes the write lock up front.
         self.conn
             .prepare_cached("INSERT INTO meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value")?
             .execute([key, value])?;

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{Transaction, params};
+use rusqlite::{Transaction, TransactionBehavior, params};
 
 use super::Store;
 use crate::error::Result;
@@ -77,7 +77,9 @@ fn file_id(tx: &Transaction, path: &str) -> Result<Option<i64>> {
 impl Store {
     /// Applies a batch of file writes in one transaction.
     pub fn write_batch(&mut self, writes: &[FileWrite], now_unix: i64) -> Result<BatchStats> {
-        let tx = self.conn.transaction()?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut stats = BatchStats::default();
         for write in writes {
             match write {
@@ -111,7 +113,9 @@ impl Store {
     /// Marks files as changed so the next index run re-parses them.
     /// `matches` selects paths; returns how many were marked.
     pub fn invalidate(&mut self, matches: &dyn Fn(&str) -> bool) -> Result<u64> {
-        let tx = self.conn.transaction()?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
         let paths: Vec<String> = {
             let mut stmt = tx.prepare("SELECT path FROM files")?;
             let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;

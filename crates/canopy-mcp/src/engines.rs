@@ -1,0 +1,197 @@
+//! A bounded cache of open engines, one per canonical repository root, so
+//! one server can serve any number of repositories.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use canopy_core::discover::find_repo_root;
+use canopy_core::{Engine, EngineOptions};
+
+use crate::error::ToolError;
+
+/// An open repository.
+pub(crate) struct Repo {
+    /// The repository's engine (blocking; call it on the blocking pool).
+    pub engine: Engine,
+    /// Held while the repository's first index run is under way, so that
+    /// concurrent first queries wait for one run instead of starting several.
+    pub first_index: tokio::sync::Mutex<()>,
+}
+
+struct Entry {
+    repo: Arc<Repo>,
+    last_used: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    clock: u64,
+    entries: HashMap<PathBuf, Entry>,
+}
+
+/// Engines by canonical repository root, least recently used evicted first.
+///
+/// Eviction only drops the cache's reference: calls still using an evicted
+/// engine finish normally, and the next call for that repository opens it
+/// again.
+pub(crate) struct EngineCache {
+    capacity: usize,
+    inner: Mutex<Inner>,
+    /// Serialises opening engines: two engines on one fresh index would race
+    /// to create it (SQLite answers "database is locked"), and one engine per
+    /// repository keeps its first index run single.
+    opening: tokio::sync::Mutex<()>,
+}
+
+impl EngineCache {
+    /// A cache holding at most `capacity` engines (at least one).
+    pub(crate) fn new(capacity: usize) -> EngineCache {
+        EngineCache {
+            capacity: capacity.max(1),
+            inner: Mutex::new(Inner::default()),
+            opening: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // The map stays consistent across a panic (no multi-step updates).
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The engine for the repository containing `path` (absolute, existing),
+    /// opened on the blocking pool if it is not cached.
+    pub(crate) async fn get(&self, path: &str) -> Result<Arc<Repo>, ToolError> {
+        let requested = PathBuf::from(path);
+        if path.is_empty() || !requested.is_absolute() {
+            return Err(ToolError::InvalidPath(format!(
+                "path must be an absolute repository root, got {path:?}"
+            )));
+        }
+        let root = blocking(move || resolve_root(&requested)).await??;
+        if let Some(repo) = self.lookup(&root) {
+            return Ok(repo);
+        }
+        let _opening = self.opening.lock().await;
+        if let Some(repo) = self.lookup(&root) {
+            return Ok(repo);
+        }
+        let open_root = root.clone();
+        let engine = blocking(move || Engine::open(&open_root, EngineOptions::default())).await??;
+        Ok(self.insert(root, engine))
+    }
+
+    fn lookup(&self, root: &Path) -> Option<Arc<Repo>> {
+        let mut inner = self.lock();
+        inner.clock += 1;
+        let now = inner.clock;
+        inner.entries.get_mut(root).map(|entry| {
+            entry.last_used = now;
+            entry.repo.clone()
+        })
+    }
+
+    fn insert(&self, root: PathBuf, engine: Engine) -> Arc<Repo> {
+        let mut inner = self.lock();
+        inner.clock += 1;
+        let now = inner.clock;
+        while inner.entries.len() >= self.capacity {
+            let Some(oldest) = inner
+                .entries
+                .iter()
+                .min_by_key(|(_, e)| e.last_used)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            tracing::debug!(root = %oldest.display(), "closing least recently used engine");
+            inner.entries.remove(&oldest);
+        }
+        let repo = Arc::new(Repo {
+            engine,
+            first_index: tokio::sync::Mutex::new(()),
+        });
+        inner.entries.insert(
+            root,
+            Entry {
+                repo: repo.clone(),
+                last_used: now,
+            },
+        );
+        repo
+    }
+}
+
+/// Checks that `path` exists and finds its repository root (canonical).
+fn resolve_root(path: &Path) -> Result<PathBuf, ToolError> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Ok(find_repo_root(path)?),
+        Ok(_) => Err(ToolError::InvalidPath(format!(
+            "path is not a directory: {}",
+            path.display()
+        ))),
+        Err(e) => Err(ToolError::InvalidPath(format!(
+            "path does not exist or is unreadable: {} ({e})",
+            path.display()
+        ))),
+    }
+}
+
+/// Runs blocking work on tokio's blocking pool; a panic becomes an internal error.
+pub(crate) async fn blocking<T, F>(f: F) -> Result<T, ToolError>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ToolError::Internal(format!("worker task failed: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo_dir() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(dir.path().join(".git")).expect("mark the root");
+        dir
+    }
+
+    #[tokio::test]
+    async fn caches_by_root_and_evicts_the_least_recently_used() {
+        let cache = EngineCache::new(2);
+        let (a, b, c) = (repo_dir(), repo_dir(), repo_dir());
+        let path = |d: &tempfile::TempDir| d.path().display().to_string();
+        let first = cache.get(&path(&a)).await.expect("open a");
+        let inside = a.path().join("sub");
+        std::fs::create_dir(&inside).expect("mkdir");
+        let again = cache
+            .get(&inside.display().to_string())
+            .await
+            .expect("a again");
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "a directory inside resolves to the root"
+        );
+        cache.get(&path(&b)).await.expect("open b");
+        cache.get(&path(&a)).await.expect("touch a");
+        cache.get(&path(&c)).await.expect("open c");
+        let root = |d: &tempfile::TempDir| d.path().canonicalize().expect("canonical");
+        assert!(cache.lookup(&root(&a)).is_some());
+        assert!(
+            cache.lookup(&root(&b)).is_none(),
+            "b was least recently used"
+        );
+        assert!(cache.lookup(&root(&c)).is_some());
+    }
+
+    #[tokio::test]
+    async fn rejects_relative_and_missing_paths() {
+        let cache = EngineCache::new(1);
+        for bad in ["", "relative/dir", "/definitely/not/here"] {
+            let err = cache.get(bad).await.err().expect("an error");
+            assert_eq!(err.code(), "InvalidPath", "{bad}: {err}");
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! The MCP server: tool dispatch onto [`canopy_core::Engine`], one session
+//! per connection, progress notifications while indexing.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use canopy_core::Engine;
+use canopy_core::discover::{DEFAULT_MAX_FILE_SIZE, discover};
+use canopy_core::index::IndexProgress;
+use canopy_core::lazy::LAZY_THRESHOLD;
+use canopy_core::model::{Expansion, IndexReport};
+use canopy_core::query::QueryParams;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use crate::engines::{EngineCache, Repo, blocking};
+use crate::error::ToolError;
+use crate::tools::{Args, ToolName, parse_args};
+
+/// Shown to the client at initialization (many clients give it to the model).
+const INSTRUCTIONS: &str = "Canopy indexes code for token-efficient retrieval. Workflow: \
+canopy_evidence_pack (or canopy_query) -> read handles -> canopy_expand only the ones you need. \
+Pass the absolute repo root as path. Errors carry a code and a hint saying what to do next.";
+
+/// Distinguishes the sessions of connections served by one process.
+static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
+
+/// One connection's server: shares the engine cache, owns a session id.
+#[derive(Clone)]
+pub(crate) struct CanopyServer {
+    engines: Arc<EngineCache>,
+    tools: Arc<Vec<Tool>>,
+    session: Arc<str>,
+}
+
+impl CanopyServer {
+    /// A server for one connection, keeping at most `max_engines` repositories open.
+    pub(crate) fn new(max_engines: usize) -> CanopyServer {
+        let session = format!(
+            "mcp-{}-{}",
+            std::process::id(),
+            NEXT_SESSION.fetch_add(1, Ordering::Relaxed)
+        );
+        CanopyServer {
+            engines: Arc::new(EngineCache::new(max_engines)),
+            tools: Arc::new(ToolName::ALL.iter().map(|t| t.definition()).collect()),
+            session: session.into(),
+        }
+    }
+
+    async fn dispatch(
+        &self,
+        tool: ToolName,
+        args: Args,
+        progress: Progress,
+    ) -> Result<CallToolResult, ToolError> {
+        let path = args.path.clone().unwrap_or_default();
+        let repo = self.engines.get(&path).await?;
+        match tool {
+            ToolName::Query => {
+                let params = args.query_params();
+                params.validate()?;
+                params.to_expr()?;
+                ensure_indexed(&repo, &params, &progress).await?;
+                run(&repo, move |e| e.query(&params)).await.and_then(json)
+            }
+            ToolName::EvidencePack => {
+                let params = args.pack_params();
+                params.query.validate()?;
+                params.query.to_expr()?;
+                ensure_indexed(&repo, &params.query, &progress).await?;
+                let session = self.session.clone();
+                run(&repo, move |e| e.evidence_pack(&params, Some(&session)))
+                    .await
+                    .and_then(json)
+            }
+            ToolName::Expand => {
+                let ids = args.handle_ids.unwrap_or_default();
+                if ids.is_empty() {
+                    return Err(ToolError::InvalidArguments(
+                        "handle_ids is empty: pass the ids of handles returned by a query".into(),
+                    ));
+                }
+                let session = self.session.clone();
+                let out = run(&repo, move |e| e.expand_in_session(&ids, Some(&session))).await?;
+                Ok(CallToolResult::success(vec![ContentBlock::text(
+                    expansion_text(&out),
+                )]))
+            }
+            ToolName::Status => run(&repo, Engine::status).await.and_then(json),
+            ToolName::Index => {
+                let glob = args.glob;
+                index_with_progress(&repo, progress, move |e, p| e.index(glob.as_deref(), p))
+                    .await
+                    .and_then(json)
+            }
+            ToolName::Invalidate => {
+                let glob = args.glob;
+                index_with_progress(&repo, progress, move |e, p| {
+                    e.invalidate(glob.as_deref(), p)
+                })
+                .await
+                .and_then(json)
+            }
+        }
+    }
+}
+
+impl ServerHandler for CanopyServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("canopy", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(tool) = ToolName::from_name(&request.name) else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool {:?}", request.name),
+                None,
+            ));
+        };
+        let progress = Progress {
+            peer: context.peer.clone(),
+            token: context.meta.get_progress_token(),
+        };
+        let result = match parse_args(tool, request.arguments) {
+            Ok(args) => self.dispatch(tool, args, progress).await,
+            Err(e) => Err(e),
+        };
+        Ok(result
+            .unwrap_or_else(|e| {
+                tracing::debug!(tool = tool.as_str(), code = e.code(), "tool error: {e}");
+                e.into_result()
+            })
+            .into())
+    }
+}
+
+/// A successful result: compact JSON in `content[0].text` and as `structuredContent`.
+fn json<T: Serialize>(value: T) -> Result<CallToolResult, ToolError> {
+    serde_json::to_value(value)
+        .map(CallToolResult::structured)
+        .map_err(|e| ToolError::Internal(format!("cannot serialize the result: {e}")))
+}
+
+/// `canopy_expand`'s text: one `// <id>` block per handle.
+fn expansion_text(expansions: &[Expansion]) -> String {
+    let mut out = String::new();
+    for (i, e) in expansions.iter().enumerate() {
+        if i > 0 {
+            out.push_str(if out.ends_with('\n') { "\n" } else { "\n\n" });
+        }
+        out.push_str("// ");
+        out.push_str(e.handle_id.as_str());
+        out.push('\n');
+        out.push_str(&e.content);
+    }
+    out
+}
+
+/// Runs an engine operation on the blocking pool.
+async fn run<T, F>(repo: &Arc<Repo>, op: F) -> Result<T, ToolError>
+where
+    F: FnOnce(&Engine) -> canopy_core::Result<T> + Send + 'static,
+    T: Send + 'static,
+{
+    let repo = repo.clone();
+    Ok(blocking(move || op(&repo.engine)).await??)
+}
+
+/// Indexes the repository if it never was, once even under concurrent calls.
+///
+/// A repository up to [`LAZY_THRESHOLD`] files gets a full index run that
+/// reports progress. A larger one is left to the engine's predictive lazy
+/// indexing ([`Engine::prepare_for`]: the files the query points at first,
+/// the rest in the background), which takes no progress sink yet, so it
+/// reports none.
+async fn ensure_indexed(
+    repo: &Arc<Repo>,
+    params: &QueryParams,
+    progress: &Progress,
+) -> Result<(), ToolError> {
+    if run(repo, Engine::is_indexed).await? {
+        return Ok(());
+    }
+    let _first = repo.first_index.lock().await;
+    if run(repo, Engine::is_indexed).await? {
+        return Ok(());
+    }
+    let params = params.clone();
+    index_with_progress(repo, progress.clone(), move |e, p| {
+        let candidates = discover(e.root(), DEFAULT_MAX_FILE_SIZE, None)?.files.len();
+        if candidates <= LAZY_THRESHOLD {
+            e.index(None, p)
+        } else {
+            e.prepare_for(&params).map(|_| IndexReport::default())
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+/// Where progress notifications go: the caller's progress token, if it sent one.
+#[derive(Clone)]
+struct Progress {
+    peer: Peer<RoleServer>,
+    token: Option<ProgressToken>,
+}
+
+/// Runs an index operation on the blocking pool, forwarding its progress as
+/// `notifications/progress` (strictly increasing, at most about one per percent).
+async fn index_with_progress<F>(
+    repo: &Arc<Repo>,
+    progress: Progress,
+    op: F,
+) -> Result<IndexReport, ToolError>
+where
+    F: FnOnce(&Engine, &dyn IndexProgress) -> canopy_core::Result<IndexReport> + Send + 'static,
+{
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let sink = ChannelProgress::new(tx);
+    let repo = repo.clone();
+    let job = tokio::task::spawn_blocking(move || op(&repo.engine, &sink));
+    let mut last: Option<u64> = None;
+    // The channel closes when the job drops its sink, i.e. when it is done.
+    while let Some((done, total)) = rx.recv().await {
+        let Some(token) = &progress.token else {
+            continue;
+        };
+        if last.is_some_and(|l| done <= l) {
+            continue;
+        }
+        last = Some(done);
+        let note = ProgressNotificationParam::new(token.clone(), done as f64)
+            .with_total(total as f64)
+            .with_message(format!("indexing: {done}/{total} files"));
+        if let Err(e) = progress.peer.notify_progress(note).await {
+            tracing::debug!("cannot send a progress notification: {e}");
+        }
+    }
+    Ok(job
+        .await
+        .map_err(|e| ToolError::Internal(format!("index task failed: {e}")))??)
+}
+
+/// [`IndexProgress`] that sends `(done, total)` at start, on each new
+/// percent, and at the end. Called on the indexing thread.
+struct ChannelProgress {
+    tx: mpsc::UnboundedSender<(u64, u64)>,
+    total: AtomicU64,
+    done: AtomicU64,
+    percent: AtomicU64,
+}
+
+impl ChannelProgress {
+    fn new(tx: mpsc::UnboundedSender<(u64, u64)>) -> ChannelProgress {
+        ChannelProgress {
+            tx,
+            total: AtomicU64::new(0),
+            done: AtomicU64::new(0),
+            percent: AtomicU64::new(0),
+        }
+    }
+}
+
+impl IndexProgress for ChannelProgress {
+    fn start(&self, to_parse: u64) {
+        self.total.store(to_parse, Ordering::Relaxed);
+        let _ = self.tx.send((0, to_parse));
+    }
+
+    fn advance(&self, _path: &str, _bytes: u64) {
+        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        let total = self.total.load(Ordering::Relaxed).max(done);
+        let percent = done * 100 / total.max(1);
+        if percent > self.percent.swap(percent, Ordering::Relaxed) {
+            let _ = self.tx.send((done, total));
+        }
+    }
+
+    fn finish(&self, _report: &IndexReport) {
+        let done = self.done.load(Ordering::Relaxed);
+        let total = self.total.load(Ordering::Relaxed).max(done);
+        let _ = self.tx.send((total, total));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_is_throttled_to_percents() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let p = ChannelProgress::new(tx);
+        p.start(1000);
+        for _ in 0..1000 {
+            p.advance("a.rs", 10);
+        }
+        p.finish(&IndexReport::default());
+        drop(p);
+        let mut seen = Vec::new();
+        while let Ok(x) = rx.try_recv() {
+            seen.push(x);
+        }
+        assert_eq!(seen.first(), Some(&(0, 1000)));
+        assert_eq!(seen.last(), Some(&(1000, 1000)));
+        assert!(seen.len() <= 102, "{}", seen.len());
+    }
+}

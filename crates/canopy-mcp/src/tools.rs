@@ -1,0 +1,311 @@
+//! The tool catalogue: names, model-facing descriptions, input schemas, and
+//! the parsing of call arguments.
+//!
+//! The input schemas are written by hand so that `tools/list` stays small
+//! (every token here is paid by every agent on every session). The schema is
+//! also the single source of truth for which arguments a tool accepts:
+//! [`parse_args`] rejects keys the tool's schema does not list and requires
+//! the keys it marks `required`, then deserializes into [`Args`].
+//!
+//! Budget: the whole `tools/list` response must stay under 3,000 tokens
+//! (`o200k_base`), leaving room for the graph, analysis and context tools to
+//! come; it is ~1,200 today (`tests/e2e.rs` measures it). Output schemas are
+//! deliberately not declared: even type-only top-level schemas for the five
+//! JSON tools cost ~490 tokens.
+
+use std::sync::Arc;
+
+use canopy_core::pack::PackParams;
+use canopy_core::query::{MatchMode, QueryKind, QueryParams};
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::error::ToolError;
+
+/// The six tools of the agent contract (seed `004_…`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ToolName {
+    /// `canopy_query`: handles with previews.
+    Query,
+    /// `canopy_evidence_pack`: ranked handles plus guidance.
+    EvidencePack,
+    /// `canopy_expand`: the exact text of handles.
+    Expand,
+    /// `canopy_index`: index files matching a glob.
+    Index,
+    /// `canopy_status`: index statistics.
+    Status,
+    /// `canopy_invalidate`: force files to be re-indexed.
+    Invalidate,
+}
+
+impl ToolName {
+    /// Every tool, in the order `tools/list` shows them.
+    pub(crate) const ALL: [ToolName; 6] = [
+        ToolName::EvidencePack,
+        ToolName::Query,
+        ToolName::Expand,
+        ToolName::Status,
+        ToolName::Index,
+        ToolName::Invalidate,
+    ];
+
+    /// The wire name.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ToolName::Query => "canopy_query",
+            ToolName::EvidencePack => "canopy_evidence_pack",
+            ToolName::Expand => "canopy_expand",
+            ToolName::Index => "canopy_index",
+            ToolName::Status => "canopy_status",
+            ToolName::Invalidate => "canopy_invalidate",
+        }
+    }
+
+    /// The tool with this wire name.
+    pub(crate) fn from_name(name: &str) -> Option<ToolName> {
+        ToolName::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            ToolName::EvidencePack => {
+                "Start here to find code for a question or task: ranked handles (id, file, lines, \
+                 tokens, score; no text) grouped by file, expand_suggestion and guidance. Follow \
+                 guidance: expand_then_answer -> canopy_expand the suggested handles, then answer; \
+                 refine_query -> one narrower query (symbol, glob, terms). Stop querying when \
+                 stop_querying=true or novelty is low. Use instead of grep/find."
+            }
+            ToolName::Query => {
+                "Search the index: handles (id, file_path, line_range, token_count, preview), no \
+                 full text. Give at least one of pattern, patterns, symbol, section, parent, query. \
+                 Definition: symbol+kind=definition. Callers/usages: kind=reference (ref_handles). \
+                 Methods of a class: parent. truncated=true: narrow with glob or lower limit. Then \
+                 canopy_expand only the handles you need. Indexes automatically on first use. \
+                 Errors: QueryParse -> fix the DSL or use plain params; GlobPattern -> use **/*.ext \
+                 style; Validation -> add a search param."
+            }
+            ToolName::Expand => {
+                "Full text of handles, as `// <id>` blocks. Expand selectively; skip ids already in \
+                 expanded_handle_ids. HandleNotFound -> re-query for fresh ids. StaleIndex (file \
+                 changed) -> canopy_invalidate, then re-query."
+            }
+            ToolName::Status => {
+                "Index statistics: files_indexed, total_tokens, last_indexed, languages, units, \
+                 index_coverage. Cheap; use to orient in a new repo."
+            }
+            ToolName::Index => {
+                "Index files matching glob (incremental). Rarely needed: queries index \
+                 automatically."
+            }
+            ToolName::Invalidate => {
+                "Re-index changed files (all, or those matching glob), e.g. after StaleIndex; then \
+                 re-query."
+            }
+        }
+    }
+
+    fn input_schema(self) -> Value {
+        let path = json!({"type": "string", "description": "Absolute repo root"});
+        let text = json!({"type": "string"});
+        let int = |default: u64| json!({"type": "integer", "minimum": 1, "default": default});
+        let search = |dsl: &str| {
+            json!({
+                "path": path,
+                "pattern": {"type": "string", "description": "Full-text search"},
+                "patterns": {"type": "array", "items": text, "description": "Text patterns, combined by match"},
+                "symbol": {"type": "string", "description": "Code symbol (function, class, struct, method; Type.method works)"},
+                "section": {"type": "string", "description": "Markdown section heading"},
+                "parent": {"type": "string", "description": "Parent symbol, e.g. a class (its members)"},
+                "kind": {"type": "string", "enum": ["definition", "reference", "any"], "default": "any"},
+                "glob": {"type": "string", "description": "Path filter, e.g. src/**/*.ts"},
+                "match": {"type": "string", "enum": ["any", "all"], "default": "any", "description": "patterns: OR / AND"},
+                "query": {"type": "string", "description": dsl},
+            })
+        };
+        let (properties, required) = match self {
+            ToolName::Query => {
+                let mut p = search(
+                    "S-expression DSL for compositions: (grep \"t\") (code \"sym\") (definition \"sym\") \
+                     (references \"sym\") (section \"h\") (file \"path\") (children \"parent\") \
+                     (children-named \"parent\" \"child\") (in-file \"glob\" Q) (union Q..) \
+                     (intersect Q..) (limit N Q)",
+                );
+                p["limit"] =
+                    json!({"type": "integer", "minimum": 1, "maximum": 200, "default": 16});
+                p["expand_budget"] = json!({"type": "integer", "minimum": 0, "default": 0, "description": "Deprecated: auto-expand while tokens fit"});
+                (p, vec!["path"])
+            }
+            ToolName::EvidencePack => {
+                let mut p = search("S-expression DSL, as canopy_query");
+                p["max_handles"] = int(8);
+                p["max_per_file"] = int(2);
+                p["plan"] = json!({"type": "boolean", "description": "Force or skip server-side planning (default: when confidence is low)"});
+                (p, vec!["path"])
+            }
+            ToolName::Expand => (
+                json!({
+                    "path": path,
+                    "handle_ids": {"type": "array", "items": text, "description": "Handle ids (h + 24 hex)"},
+                }),
+                vec!["path", "handle_ids"],
+            ),
+            ToolName::Status => (json!({"path": path}), vec!["path"]),
+            ToolName::Index => (
+                json!({"path": path, "glob": {"type": "string", "description": "e.g. **/*.rs"}}),
+                vec!["path", "glob"],
+            ),
+            ToolName::Invalidate => (
+                json!({"path": path, "glob": {"type": "string", "description": "Default: all files"}}),
+                vec!["path"],
+            ),
+        };
+        json!({"type": "object", "properties": properties, "required": required})
+    }
+
+    /// The tool's `tools/list` entry.
+    pub(crate) fn definition(self) -> Tool {
+        let schema = match self.input_schema() {
+            Value::Object(map) => map,
+            _ => JsonObject::new(),
+        };
+        let annotations = match self {
+            ToolName::Index | ToolName::Invalidate => {
+                ToolAnnotations::new().read_only(false).destructive(false)
+            }
+            _ => ToolAnnotations::new().read_only(true),
+        };
+        Tool::new(self.as_str(), self.description(), Arc::new(schema)).with_annotations(annotations)
+    }
+}
+
+/// Every argument any tool accepts. Which ones a given tool accepts is
+/// decided by its input schema (see [`parse_args`]).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Args {
+    pub path: Option<String>,
+    pub pattern: Option<String>,
+    pub patterns: Option<Vec<String>>,
+    pub symbol: Option<String>,
+    pub section: Option<String>,
+    pub parent: Option<String>,
+    pub kind: Option<QueryKind>,
+    pub glob: Option<String>,
+    #[serde(rename = "match")]
+    pub match_mode: Option<MatchMode>,
+    pub limit: Option<usize>,
+    pub expand_budget: Option<u64>,
+    pub query: Option<String>,
+    pub max_handles: Option<usize>,
+    pub max_per_file: Option<usize>,
+    pub plan: Option<bool>,
+    pub handle_ids: Option<Vec<String>>,
+}
+
+impl Args {
+    /// The `canopy_query` parameters.
+    pub(crate) fn query_params(&self) -> QueryParams {
+        QueryParams {
+            pattern: self.pattern.clone(),
+            patterns: self.patterns.clone(),
+            symbol: self.symbol.clone(),
+            section: self.section.clone(),
+            parent: self.parent.clone(),
+            kind: self.kind,
+            glob: self.glob.clone(),
+            match_mode: self.match_mode,
+            limit: self.limit,
+            expand_budget: self.expand_budget,
+            query: self.query.clone(),
+        }
+    }
+
+    /// The `canopy_evidence_pack` parameters.
+    pub(crate) fn pack_params(&self) -> PackParams {
+        PackParams {
+            query: self.query_params(),
+            max_handles: self.max_handles,
+            max_per_file: self.max_per_file,
+            plan: self.plan,
+        }
+    }
+}
+
+/// Checks `arguments` against `tool`'s schema (known keys, required keys)
+/// and deserializes them. Every failure is a `Validation` error that says
+/// what to change.
+pub(crate) fn parse_args(tool: ToolName, arguments: Option<JsonObject>) -> Result<Args, ToolError> {
+    let arguments = arguments.unwrap_or_default();
+    let schema = tool.input_schema();
+    let known: Vec<&str> = schema["properties"]
+        .as_object()
+        .map(|p| p.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    if let Some(unknown) = arguments.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(ToolError::InvalidArguments(format!(
+            "unknown parameter {unknown:?} for {}; accepted: {}",
+            tool.as_str(),
+            known.join(", ")
+        )));
+    }
+    let required = schema["required"].as_array().cloned().unwrap_or_default();
+    for key in required.iter().filter_map(Value::as_str) {
+        if arguments.get(key).is_none_or(Value::is_null) {
+            return Err(ToolError::InvalidArguments(format!(
+                "missing required parameter {key:?} for {}",
+                tool.as_str()
+            )));
+        }
+    }
+    serde_json::from_value(Value::Object(arguments))
+        .map_err(|e| ToolError::InvalidArguments(format!("invalid arguments: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(schema: &Value) -> Value {
+        if let Some(first) = schema["enum"].get(0) {
+            return first.clone();
+        }
+        match schema.get("type").and_then(Value::as_str) {
+            Some("string") => json!("x"),
+            Some("integer") => json!(3),
+            Some("boolean") => json!(true),
+            Some("array") => json!(["x"]),
+            other => panic!("no sample for type {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_schema_property_parses() {
+        for tool in ToolName::ALL {
+            let schema = tool.input_schema();
+            let props = schema["properties"].as_object().expect("properties");
+            let args: JsonObject = props.iter().map(|(k, v)| (k.clone(), sample(v))).collect();
+            parse_args(tool, Some(args)).unwrap_or_else(|e| panic!("{}: {e}", tool.as_str()));
+        }
+    }
+
+    #[test]
+    fn unknown_and_missing_keys_are_validation_errors() {
+        let mut args = JsonObject::new();
+        args.insert("path".into(), json!("/tmp"));
+        args.insert("limit".into(), json!(3));
+        let err = parse_args(ToolName::Status, Some(args)).expect_err("limit is not a status arg");
+        assert!(err.to_string().contains("\"limit\""), "{err}");
+        let err = parse_args(ToolName::Expand, None).expect_err("path is required");
+        assert!(err.to_string().contains("\"path\""), "{err}");
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for tool in ToolName::ALL {
+            assert_eq!(ToolName::from_name(tool.as_str()), Some(tool));
+        }
+        assert_eq!(ToolName::from_name("canopy_nope"), None);
+    }
+}

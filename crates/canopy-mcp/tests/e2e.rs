@@ -1,0 +1,877 @@
+//! End-to-end tests: the real `canopy mcp` binary as a child process, driven
+//! by the real rmcp client over stdio, on fixture repositories.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::*;
+use rmcp::model::ProtocolVersion;
+use serde_json::{Value, json};
+
+const TOOLS: [&str; 6] = [
+    "canopy_evidence_pack",
+    "canopy_expand",
+    "canopy_index",
+    "canopy_invalidate",
+    "canopy_query",
+    "canopy_status",
+];
+
+/// The token budget of the whole `tools/list` response (issue 5: ≤ 3,000;
+/// we aim at ≤ 2,000 to leave room for the graph/analysis/context tools).
+const TOOLS_LIST_TOKEN_LIMIT: usize = 3_000;
+
+fn first_handle<'a>(result: &'a Value, file: &str) -> &'a Value {
+    result["handles"]
+        .as_array()
+        .and_then(|hs| hs.iter().find(|h| h["file_path"] == file))
+        .unwrap_or_else(|| panic!("no handle in {file}: {result}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn initializes_and_lists_the_six_tools() {
+    let client = connect().await;
+    let info = client.peer_info().expect("server info");
+    assert_eq!(
+        info.server_info.as_ref().map(|s| s.name.as_str()),
+        Some("canopy")
+    );
+    assert!(info.capabilities.tools.is_some());
+    assert!(ProtocolVersion::KNOWN_VERSIONS.contains(&info.protocol_version));
+    assert!(
+        info.instructions
+            .as_deref()
+            .is_some_and(|i| i.contains("canopy_expand"))
+    );
+
+    let tools = client.peer().list_all_tools().await.expect("tools/list");
+    let names: BTreeSet<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, BTreeSet::from(TOOLS));
+    for tool in &tools {
+        let schema = Value::Object(tool.input_schema.as_ref().clone());
+        assert_eq!(schema["type"], "object");
+        assert!(schema["properties"]["path"].is_object(), "{}", tool.name);
+        assert!(
+            schema["required"]
+                .as_array()
+                .is_some_and(|r| r.contains(&json!("path"))),
+            "{}",
+            tool.name
+        );
+        assert!(tool.description.as_ref().is_some_and(|d| d.len() > 40));
+    }
+    let by_name = |n: &str| {
+        let tool = tools.iter().find(|t| t.name == n).expect("tool");
+        Value::Object(tool.input_schema.as_ref().clone())
+    };
+    let query = by_name("canopy_query");
+    assert_eq!(query["properties"]["limit"]["default"], 16);
+    assert_eq!(query["properties"]["expand_budget"]["default"], 0);
+    assert_eq!(query["properties"]["kind"]["default"], "any");
+    assert_eq!(query["properties"]["match"]["default"], "any");
+    for key in [
+        "pattern", "patterns", "symbol", "section", "parent", "kind", "glob", "match", "query",
+    ] {
+        assert!(query["properties"][key].is_object(), "canopy_query.{key}");
+    }
+    let pack = by_name("canopy_evidence_pack");
+    assert_eq!(pack["properties"]["max_handles"]["default"], 8);
+    assert_eq!(pack["properties"]["max_per_file"]["default"], 2);
+    assert_eq!(pack["properties"]["plan"]["type"], "boolean");
+    assert_eq!(
+        by_name("canopy_expand")["required"],
+        json!(["path", "handle_ids"])
+    );
+    assert_eq!(by_name("canopy_index")["required"], json!(["path", "glob"]));
+    assert_eq!(by_name("canopy_invalidate")["required"], json!(["path"]));
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tools_list_fits_the_token_budget() {
+    let client = connect().await;
+    let listed = client.peer().list_tools(None).await.expect("tools/list");
+    let serialized = serde_json::to_string(&listed).expect("serialize");
+    let tokens = canopy_core::tokens::count_tokens(&serialized);
+    println!("tools/list: {tokens} tokens, {} bytes", serialized.len());
+    assert!(
+        tokens <= TOOLS_LIST_TOKEN_LIMIT,
+        "tools/list costs {tokens} tokens (limit {TOOLS_LIST_TOKEN_LIMIT})"
+    );
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn negotiates_an_older_protocol_version() {
+    let client = connect_with(TestClient {
+        version: Some(ProtocolVersion::V_2025_06_18),
+        ..TestClient::default()
+    })
+    .await;
+    let info = client.peer_info().expect("server info");
+    assert_eq!(info.protocol_version, ProtocolVersion::V_2025_06_18);
+    let repo = Repo::fixture();
+    let status = ok_json(&call(&client, "canopy_status", json!({"path": repo.path()})).await);
+    assert_eq!(status["files_indexed"], 0);
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn query_finds_symbols_with_exact_locations() {
+    let repo = Repo::fixture();
+    let client = connect().await;
+    let path = repo.path();
+
+    let rust = ok_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": path, "symbol": "authenticate", "kind": "definition"}),
+        )
+        .await,
+    );
+    let h = first_handle(&rust, "src/lib.rs");
+    assert_eq!(h["line_range"], json!([8, 10]), "{h}");
+    assert_eq!(h["node_type"], "method");
+    assert!(
+        h["id"]
+            .as_str()
+            .is_some_and(|id| id.len() == 25 && id.starts_with('h'))
+    );
+    assert!(
+        h["preview"]
+            .as_str()
+            .is_some_and(|p| p.contains("fn authenticate"))
+    );
+    assert!(h["content"].is_null(), "no content without expand_budget");
+    assert_eq!(rust["truncated"], false);
+
+    let py = ok_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": path, "symbol": "find_user"}),
+        )
+        .await,
+    );
+    let h = first_handle(&py, "app/service.py");
+    assert_eq!(h["line_range"], json!([2, 3]), "{h}");
+
+    let refs = ok_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": path, "symbol": "authenticate", "kind": "reference"}),
+        )
+        .await,
+    );
+    let r = refs["ref_handles"]
+        .as_array()
+        .and_then(|rs| rs.iter().find(|r| r["file_path"] == "src/routes.rs"))
+        .unwrap_or_else(|| panic!("no reference in src/routes.rs: {refs}"));
+    assert_eq!(r["line_range"], json!([4, 4]));
+    assert_eq!(r["ref_type"], "call");
+
+    let members = ok_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": path, "parent": "UserService"}),
+        )
+        .await,
+    );
+    let lines: BTreeSet<String> = members["handles"]
+        .as_array()
+        .expect("handles")
+        .iter()
+        .map(|h| h["preview"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(lines.iter().any(|p| p.contains("find_user")), "{members}");
+    assert!(lines.iter().any(|p| p.contains("delete_user")), "{members}");
+
+    let section = ok_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": path, "section": "Installation"}),
+        )
+        .await,
+    );
+    first_handle(&section, "README.md");
+
+    let dsl = ok_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": path, "query": "(in-file \"**/*.py\" (code \"load_settings\"))"}),
+        )
+        .await,
+    );
+    assert_eq!(
+        first_handle(&dsl, "app/service.py")["line_range"],
+        json!([9, 10])
+    );
+
+    let globbed = ok_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": path, "pattern": "token", "glob": "src/routes.rs"}),
+        )
+        .await,
+    );
+    assert!(
+        globbed["handles"].as_array().is_some_and(
+            |hs| !hs.is_empty() && hs.iter().all(|h| h["file_path"] == "src/routes.rs")
+        ),
+        "{globbed}"
+    );
+
+    let limited = ok_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": path, "patterns": ["token", "user_id"], "match": "any", "limit": 1}),
+        )
+        .await,
+    );
+    assert_eq!(limited["handles"].as_array().map(Vec::len), Some(1));
+    assert_eq!(limited["truncated"], true);
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn expand_returns_exact_text_blocks() {
+    let repo = Repo::fixture();
+    let client = connect().await;
+    let path = repo.path();
+    let found = ok_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": path, "symbol": "validate_token", "kind": "definition"}),
+        )
+        .await,
+    );
+    let a = first_handle(&found, "src/lib.rs").clone();
+    let found = ok_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": path, "symbol": "login"}),
+        )
+        .await,
+    );
+    let b = first_handle(&found, "src/routes.rs").clone();
+
+    let slice = |h: &Value, file: &str| {
+        let bytes = repo.read(file);
+        let (s, e) = (
+            h["span"]["start"].as_u64().expect("start") as usize,
+            h["span"]["end"].as_u64().expect("end") as usize,
+        );
+        String::from_utf8(bytes[s..e].to_vec()).expect("utf-8")
+    };
+    let (a_text, b_text) = (slice(&a, "src/lib.rs"), slice(&b, "src/routes.rs"));
+    assert!(a_text.starts_with("pub fn validate_token"), "{a_text}");
+
+    let one = call(
+        &client,
+        "canopy_expand",
+        json!({"path": path, "handle_ids": [a["id"]]}),
+    )
+    .await;
+    assert_ne!(one.is_error, Some(true));
+    assert_eq!(
+        text(&one),
+        format!("// {}\n{}", a["id"].as_str().unwrap_or_default(), a_text)
+    );
+
+    let two = call(
+        &client,
+        "canopy_expand",
+        json!({"path": path, "handle_ids": [a["id"], b["id"], a["id"]]}),
+    )
+    .await;
+    let expected = format!(
+        "// {}\n{}\n\n// {}\n{}",
+        a["id"].as_str().unwrap_or_default(),
+        a_text,
+        b["id"].as_str().unwrap_or_default(),
+        b_text
+    );
+    assert_eq!(text(&two), expected);
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn status_index_and_invalidate() {
+    let repo = Repo::fixture();
+    let client = connect().await;
+    let path = repo.path();
+
+    let fresh = ok_json(&call(&client, "canopy_status", json!({"path": path})).await);
+    assert_eq!(fresh["files_indexed"], 0);
+    assert!(fresh["last_indexed"].is_null());
+
+    let report = ok_json(
+        &call(
+            &client,
+            "canopy_index",
+            json!({"path": path, "glob": "**/*.py"}),
+        )
+        .await,
+    );
+    assert_eq!(report["files_discovered"], 1, "{report}");
+    assert_eq!(report["files_indexed"], 1, "{report}");
+
+    let status = ok_json(&call(&client, "canopy_status", json!({"path": path})).await);
+    assert_eq!(status["files_indexed"], 1, "{status}");
+    assert_eq!(status["repo_root"], repo.root().display().to_string());
+    assert!(status["schema_version"].as_u64().is_some_and(|v| v > 0));
+    for key in [
+        "total_tokens",
+        "index_size_bytes",
+        "units",
+        "languages",
+        "index_coverage",
+    ] {
+        assert!(!status[key].is_null(), "status.{key}: {status}");
+    }
+
+    let all = ok_json(
+        &call(
+            &client,
+            "canopy_index",
+            json!({"path": path, "glob": "**/*"}),
+        )
+        .await,
+    );
+    assert_eq!(all["files_discovered"], FIXTURE.len(), "{all}");
+    assert_eq!(all["files_unchanged"], 1, "{all}");
+    let status = ok_json(&call(&client, "canopy_status", json!({"path": path})).await);
+    assert_eq!(status["files_indexed"], FIXTURE.len());
+    assert!(status["last_indexed"].is_string());
+    assert_eq!(status["file_discovery"], "git_ls_files");
+
+    let redone = ok_json(&call(&client, "canopy_invalidate", json!({"path": path})).await);
+    assert_eq!(redone["files_indexed"], FIXTURE.len(), "{redone}");
+    let one = ok_json(
+        &call(
+            &client,
+            "canopy_invalidate",
+            json!({"path": path, "glob": "src/lib.rs"}),
+        )
+        .await,
+    );
+    assert_eq!(one["files_indexed"], 1, "{one}");
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn evidence_pack_has_guidance_and_per_connection_sessions() {
+    let repo = Repo::fixture();
+    let args = json!({"path": repo.path(), "pattern": "authenticate token", "max_handles": 4});
+    let client = connect().await;
+
+    let first = ok_json(&call(&client, "canopy_evidence_pack", args.clone()).await);
+    let handles = first["handles"].as_array().expect("handles");
+    assert!(!handles.is_empty() && handles.len() <= 4, "{first}");
+    for h in handles {
+        for key in ["id", "file_path", "line_range", "token_count", "score"] {
+            assert!(!h[key].is_null(), "handle.{key}: {h}");
+        }
+        assert!(
+            h["preview"].is_null() && h["content"].is_null(),
+            "no snippets: {h}"
+        );
+    }
+    assert!(first["files"].as_array().is_some_and(|f| !f.is_empty()));
+    assert!(
+        first["expand_suggestion"]
+            .as_array()
+            .is_some_and(|s| !s.is_empty())
+    );
+    let g = &first["guidance"];
+    assert!(g["stop_querying"].is_boolean(), "{g}");
+    assert!(
+        ["refine_query", "expand_then_answer"]
+            .contains(&g["recommended_action"].as_str().unwrap_or("")),
+        "{g}"
+    );
+    for key in [
+        "suggested_expand_count",
+        "max_additional_queries",
+        "confidence",
+    ] {
+        assert!(g[key].is_number(), "guidance.{key}: {g}");
+    }
+    assert!(["high", "medium", "low"].contains(&g["confidence_band"].as_str().unwrap_or("")));
+    assert!(g["next_step"].as_str().is_some_and(|s| !s.is_empty()));
+    assert_eq!(first["novelty"], 1.0);
+
+    // Same connection: the session remembers what it was shown.
+    let again = ok_json(&call(&client, "canopy_evidence_pack", args.clone()).await);
+    assert!(
+        again["novelty"].as_f64().is_some_and(|n| n < 1.0),
+        "{again}"
+    );
+    client.cancel().await.expect("close");
+
+    // A new connection is a new session.
+    let other = connect().await;
+    let fresh = ok_json(&call(&other, "canopy_evidence_pack", args).await);
+    assert_eq!(fresh["novelty"], 1.0, "{fresh}");
+    other.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn errors_are_tool_results_with_recovery_hints() {
+    let repo = Repo::fixture();
+    let client = connect().await;
+    let path = repo.path();
+
+    let e = err_json(
+        &call(
+            &client,
+            "canopy_expand",
+            json!({"path": path, "handle_ids": ["h0123456789abcdef01234567"]}),
+        )
+        .await,
+        "HandleNotFound",
+    );
+    assert!(
+        e["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("canopy_query")),
+        "{e}"
+    );
+    err_json(
+        &call(
+            &client,
+            "canopy_expand",
+            json!({"path": path, "handle_ids": ["not-a-handle"]}),
+        )
+        .await,
+        "HandleNotFound",
+    );
+    err_json(
+        &call(
+            &client,
+            "canopy_expand",
+            json!({"path": path, "handle_ids": []}),
+        )
+        .await,
+        "Validation",
+    );
+    let e = err_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": path, "query": "(grep \"auth\""}),
+        )
+        .await,
+        "QueryParse",
+    );
+    assert!(
+        e["message"].as_str().is_some_and(|m| m.contains("byte")),
+        "{e}"
+    );
+    let e = err_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": path, "pattern": "x", "glob": "src/[a"}),
+        )
+        .await,
+        "GlobPattern",
+    );
+    assert!(
+        e["hint"].as_str().is_some_and(|h| h.contains("**/*")),
+        "{e}"
+    );
+    err_json(
+        &call(
+            &client,
+            "canopy_index",
+            json!({"path": path, "glob": "src/[a"}),
+        )
+        .await,
+        "GlobPattern",
+    );
+    let e = err_json(
+        &call(&client, "canopy_query", json!({"path": path, "limit": 3})).await,
+        "Validation",
+    );
+    assert!(
+        e["hint"].as_str().is_some_and(|h| h.contains("pattern")),
+        "{e}"
+    );
+    err_json(
+        &call(&client, "canopy_evidence_pack", json!({"path": path})).await,
+        "Validation",
+    );
+    let e = err_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": "relative/repo", "pattern": "x"}),
+        )
+        .await,
+        "InvalidPath",
+    );
+    assert!(
+        e["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("absolute")),
+        "{e}"
+    );
+    let missing = repo.root().join("does/not/exist").display().to_string();
+    let e = err_json(
+        &call(&client, "canopy_status", json!({"path": missing})).await,
+        "InvalidPath",
+    );
+    assert!(
+        e["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("does not exist")),
+        "{e}"
+    );
+    err_json(
+        &call(&client, "canopy_status", json!({})).await,
+        "Validation",
+    );
+    let e = err_json(
+        &call(
+            &client,
+            "canopy_status",
+            json!({"path": path, "verbose": true}),
+        )
+        .await,
+        "Validation",
+    );
+    assert!(
+        e["message"].as_str().is_some_and(|m| m.contains("verbose")),
+        "{e}"
+    );
+    err_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": path, "pattern": "x", "limit": "many"}),
+        )
+        .await,
+        "Validation",
+    );
+    err_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": path, "pattern": "x", "kind": "callers"}),
+        )
+        .await,
+        "Validation",
+    );
+    err_json(
+        &call(&client, "canopy_index", json!({"path": path})).await,
+        "Validation",
+    );
+    assert!(
+        try_call(&client, "canopy_nonexistent", json!({"path": path}))
+            .await
+            .is_err(),
+        "an unknown tool is a protocol error"
+    );
+
+    // The server is still serving.
+    ok_json(&call(&client, "canopy_status", json!({"path": path})).await);
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stale_file_then_invalidate_then_requery() {
+    let repo = Repo::fixture();
+    let client = connect().await;
+    let path = repo.path();
+    let found = ok_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": path, "symbol": "authenticate", "kind": "definition"}),
+        )
+        .await,
+    );
+    let id = first_handle(&found, "src/lib.rs")["id"].clone();
+
+    let edited = FIXTURE[0]
+        .1
+        .replace("token == secret", "token.trim() == secret.trim()");
+    repo.write("src/lib.rs", &edited);
+    let e = err_json(
+        &call(
+            &client,
+            "canopy_expand",
+            json!({"path": path, "handle_ids": [id]}),
+        )
+        .await,
+        "StaleIndex",
+    );
+    assert!(
+        e["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("src/lib.rs")),
+        "{e}"
+    );
+    assert!(
+        e["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("canopy_invalidate")),
+        "{e}"
+    );
+
+    ok_json(&call(&client, "canopy_invalidate", json!({"path": path})).await);
+    let found = ok_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": path, "symbol": "validate_token", "kind": "definition"}),
+        )
+        .await,
+    );
+    let id = first_handle(&found, "src/lib.rs")["id"].clone();
+    let expanded = call(
+        &client,
+        "canopy_expand",
+        json!({"path": path, "handle_ids": [id]}),
+    )
+    .await;
+    assert!(
+        text(&expanded).contains("token.trim() == secret.trim()"),
+        "{}",
+        text(&expanded)
+    );
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_session_serves_two_repositories() {
+    let rust = Repo::fixture();
+    let go = Repo::with_files(&[(
+        "cmd/main.go",
+        "package main\n\nfunc ServeHTTP() int {\n\treturn 1\n}\n",
+    )]);
+    let client = connect().await;
+
+    let a = ok_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": rust.path(), "symbol": "AuthController"}),
+        )
+        .await,
+    );
+    first_handle(&a, "src/lib.rs");
+    let b = ok_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": go.path(), "symbol": "ServeHTTP"}),
+        )
+        .await,
+    );
+    assert_eq!(first_handle(&b, "cmd/main.go")["line_range"], json!([3, 5]));
+    let none = ok_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": go.path(), "symbol": "AuthController"}),
+        )
+        .await,
+    );
+    assert!(
+        none["handles"]
+            .as_array()
+            .is_some_and(|hs| hs.iter().all(|h| h["file_path"] != "src/lib.rs")),
+        "{none}"
+    );
+
+    // A directory inside a repository resolves to that repository.
+    let inside = rust.root().join("src").display().to_string();
+    let s1 = ok_json(&call(&client, "canopy_status", json!({"path": inside})).await);
+    let s2 = ok_json(&call(&client, "canopy_status", json!({"path": go.path()})).await);
+    assert_eq!(s1["repo_root"], rust.root().display().to_string());
+    assert_eq!(s2["repo_root"], go.root().display().to_string());
+    assert_eq!(s2["files_indexed"], 1);
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn first_query_reports_indexing_progress() {
+    let files: Vec<(String, String)> = (0..40)
+        .map(|i| {
+            (
+                format!("src/m{i}.rs"),
+                format!("pub fn f{i}() -> u32 {{ {i} }}\n"),
+            )
+        })
+        .collect();
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    let repo = Repo::with_files(&files);
+    let client = TestClient::default();
+    let progress = client.progress.clone();
+    let client = connect_with(client).await;
+
+    let found = ok_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": repo.path(), "symbol": "f7"}),
+        )
+        .await,
+    );
+    first_handle(&found, "src/m7.rs");
+    // Notifications are handled on their own tasks, perhaps out of order:
+    // wait (bounded) for the first and the last.
+    let has = |done: f64| {
+        progress
+            .lock()
+            .expect("lock")
+            .iter()
+            .any(|p| p.total == Some(40.0) && p.progress == done)
+    };
+    wait_until(|| has(0.0) && has(40.0)).await;
+    let seen = progress.lock().expect("lock").clone();
+    let token = seen[0].progress_token.clone();
+    assert!(seen.iter().all(|p| p.progress_token == token), "{seen:?}");
+    assert!(seen.iter().all(|p| p.progress <= 40.0), "{seen:?}");
+    let mut values: Vec<f64> = seen.iter().map(|p| p.progress).collect();
+    values.sort_by(f64::total_cmp);
+    values.dedup();
+    assert_eq!(
+        values.len(),
+        seen.len(),
+        "progress values are distinct: {seen:?}"
+    );
+
+    // Already indexed: later calls (each with its own progress token) report none.
+    ok_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": repo.path(), "symbol": "f8"}),
+        )
+        .await,
+    );
+    ok_json(&call(&client, "canopy_status", json!({"path": repo.path()})).await);
+    let seen = progress.lock().expect("lock").clone();
+    assert!(seen.iter().all(|p| p.progress_token == token), "{seen:?}");
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_burst_of_fifty_concurrent_calls_all_succeed() {
+    let a = Repo::fixture();
+    let b = Repo::with_files(&[("lib/util.py", "def helper():\n    return 1\n")]);
+    let client = connect().await;
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..50 {
+        let peer = client.peer().clone();
+        let (path, other) = if i % 2 == 0 {
+            (a.path(), b.path())
+        } else {
+            (b.path(), a.path())
+        };
+        let (tool, args) = match i % 5 {
+            0 => (
+                "canopy_query",
+                json!({"path": path, "pattern": "token user helper"}),
+            ),
+            1 => ("canopy_status", json!({"path": other})),
+            2 => (
+                "canopy_evidence_pack",
+                json!({"path": path, "pattern": "helper authenticate"}),
+            ),
+            3 => ("canopy_query", json!({"path": other, "symbol": "helper"})),
+            _ => (
+                "canopy_query",
+                json!({"path": path, "query": "(grep \"return\")"}),
+            ),
+        };
+        calls.spawn(async move {
+            let Value::Object(args) = args else {
+                unreachable!()
+            };
+            let result = peer
+                .call_tool(rmcp::model::CallToolRequestParams::new(tool).with_arguments(args))
+                .await
+                .unwrap_or_else(|e| panic!("call {i} ({tool}): {e}"));
+            (i, tool, result)
+        });
+    }
+    let mut done = 0;
+    while let Some(joined) = calls.join_next().await {
+        let (i, tool, result) = joined.expect("task");
+        assert_ne!(
+            result.is_error,
+            Some(true),
+            "call {i} ({tool}): {}",
+            text(&result)
+        );
+        ok_json(&result);
+        done += 1;
+    }
+    assert_eq!(done, 50);
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn large_repository_first_query_uses_lazy_indexing() {
+    let mut files: Vec<(String, String)> = (0..1_100)
+        .map(|i| {
+            (
+                format!("pkg{}/mod{i}.py", i % 50),
+                format!("def func_{i}():\n    return {i}\n"),
+            )
+        })
+        .collect();
+    files.push((
+        "payments/processor.py".into(),
+        "class PaymentProcessor:\n    def charge(self, amount):\n        return amount\n".into(),
+    ));
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    let repo = Repo::with_files(&files);
+    let client = connect().await;
+    let args = json!({"path": repo.path(), "symbol": "PaymentProcessor"});
+    // The first answer may come from a partial index (the files the query
+    // points at); the rest is indexed in the background.
+    let first = ok_json(&call(&client, "canopy_query", args.clone()).await);
+    if first["index_coverage"].is_null() {
+        first_handle(&first, "payments/processor.py");
+    }
+    let mut complete = false;
+    for _ in 0..600 {
+        let status = ok_json(&call(&client, "canopy_status", json!({"path": repo.path()})).await);
+        if status["index_coverage"] == 1.0 {
+            complete = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        complete,
+        "the background index run did not complete within 30 s"
+    );
+    let found = ok_json(&call(&client, "canopy_query", args).await);
+    assert_eq!(
+        first_handle(&found, "payments/processor.py")["line_range"],
+        json!([1, 3])
+    );
+    client.cancel().await.expect("close");
+}
