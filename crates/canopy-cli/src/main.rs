@@ -268,6 +268,7 @@ fn query_params(args: QueryArgs) -> QueryParams {
         limit: args.limit,
         expand_budget: args.expand_budget,
         query: args.query,
+        result_set: None,
     }
 }
 

@@ -48,16 +48,72 @@
 (macro_invocation macro: (identifier) @name) @reference.call
 (macro_invocation macro: (scoped_identifier path: (_) @qualifier name: (identifier) @name)) @reference.call
 
+; Calls inside macro arguments (`format!("{}", self.greet())`), which
+; tree-sitter keeps as unparsed token trees: `f(…)`, `a.f(…)`, `a::f(…)` and
+; `a.b.f(…)`. The longest qualifier wins.
+(token_tree
+  (identifier) @name .
+  (token_tree "(")) @reference.call
+(token_tree
+  [(identifier) (self) (crate) (super) (metavariable)] @qualifier .
+  ["." "::"] .
+  (identifier) @name .
+  (token_tree "(")) @reference.call
+(token_tree
+  [(identifier) (self) (crate) (super) (metavariable)] @qualifier .
+  ["." "::"] .
+  (identifier) @qualifier .
+  ["." "::"] .
+  (identifier) @name .
+  (token_tree "(")) @reference.call
+
 ; ---- imports --------------------------------------------------------------
+; An import's name is its last path segment; `@qualifier`s of nested `use`
+; lists join into the full path (`use std::{io::{Read}}` → `std::io::Read`).
 (use_declaration argument: [(identifier) (scoped_identifier)] @name) @reference.import
 (use_declaration argument: (use_as_clause path: (_) @name)) @reference.import
+(use_declaration argument: (use_wildcard (_) @qualifier "*" @name)) @reference.import
 (scoped_use_list
   path: (_) @qualifier
   list: (use_list [(identifier) (scoped_identifier)] @name)) @reference.import
 (scoped_use_list
   path: (_) @qualifier
   list: (use_list (use_as_clause path: (_) @name))) @reference.import
+(scoped_use_list
+  path: (_) @qualifier
+  list: (use_list (use_wildcard (_)? @qualifier "*" @name))) @reference.import
+; `use std::io::{self, Read}` imports `std::io` itself.
+(scoped_use_list path: (_) @name list: (use_list (self))) @reference.import
+; One level of nesting: `use std::{fmt, io::{self, Read}}`.
+(scoped_use_list
+  path: (_) @qualifier
+  list: (use_list
+    (scoped_use_list
+      path: (_) @qualifier
+      list: (use_list [(identifier) (scoped_identifier)] @name)))) @reference.import
+(scoped_use_list
+  path: (_) @qualifier
+  list: (use_list
+    (scoped_use_list
+      path: (_) @qualifier
+      list: (use_list (use_as_clause path: (_) @name))))) @reference.import
+(scoped_use_list
+  path: (_) @qualifier
+  list: (use_list
+    (scoped_use_list
+      path: (_) @qualifier
+      list: (use_list (use_wildcard (_)? @qualifier "*" @name))))) @reference.import
+(scoped_use_list
+  path: (_) @qualifier
+  list: (use_list
+    (scoped_use_list path: (_) @name list: (use_list (self))))) @reference.import
 
 ; ---- type references ------------------------------------------------------
 (scoped_type_identifier path: (_) @qualifier name: (type_identifier) @name) @reference.type
-(type_identifier) @name @reference.type
+((type_identifier) @name @reference.type
+  (#not-eq? @name "Self"))
+
+; Generic parameters are local to their item: `T` is no type reference.
+(_
+  type_parameters: (type_parameters
+    (type_parameter name: (type_identifier) @local.definition))) @local.scope

@@ -22,6 +22,7 @@ use crate::lazy;
 use crate::model::{Expansion, IndexReport, QueryResult, Status};
 use crate::pack::{EvidencePack, PackParams};
 use crate::query::{QueryParams, execute};
+use crate::resultset::{RefineParams, RefineResult, ResultSets};
 use crate::session::SessionStore;
 use crate::store::{SCHEMA_VERSION, Store, meta_keys};
 
@@ -58,6 +59,7 @@ struct Inner {
     index_lock: Mutex<()>,
     pending_rebuild_note: Mutex<Option<String>>,
     sessions: Mutex<SessionStore>,
+    result_sets: Mutex<ResultSets>,
     /// The thread completing a partial (lazily started) index, if any.
     background: Mutex<Option<JoinHandle<Result<IndexReport>>>>,
 }
@@ -92,6 +94,7 @@ impl Engine {
                 index_lock: Mutex::new(()),
                 pending_rebuild_note: Mutex::new(rebuilt),
                 sessions: Mutex::new(SessionStore::default()),
+                result_sets: Mutex::new(ResultSets::default()),
                 background: Mutex::new(None),
             }),
         })
@@ -288,16 +291,33 @@ impl Engine {
         let memory = session
             .map(|s| lock(&self.inner.sessions).snapshot(s))
             .unwrap_or_default();
-        let pack = {
+        let mut pack = {
             let store = lock(&self.inner.reader);
             crate::pack::build(&store, params, &memory)?
         };
+        let ranked = std::mem::take(&mut pack.ranked);
+        if params.query.result_set == Some(true) {
+            pack.result_set = Some(self.keep_result_set(ranked));
+        }
         if let Some(s) = session {
             let mut sessions = lock(&self.inner.sessions);
             sessions.record_returned(s, pack.handles.iter().map(|h| h.id.clone()));
             sessions.get_mut(s).packs += 1;
         }
         Ok(pack)
+    }
+
+    /// Keeps ranked candidates as a result set; returns its id.
+    pub(crate) fn keep_result_set(&self, items: Vec<crate::store::read::NodeRecord>) -> String {
+        lock(&self.inner.result_sets).insert(items)
+    }
+
+    /// Refines a result set server-side: filter by glob, kind or term,
+    /// intersect with another query, page. Returns a new result set id.
+    pub fn refine(&self, params: &RefineParams) -> Result<RefineResult> {
+        let store = lock(&self.inner.reader);
+        let mut sets = lock(&self.inner.result_sets);
+        crate::resultset::refine(&mut sets, &store, params)
     }
 
     /// [`Engine::expand`], remembering the expansion in the session's convergence memory.

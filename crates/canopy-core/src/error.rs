@@ -18,6 +18,12 @@ pub enum CanopyError {
         /// The id that was asked for.
         id: String,
     },
+    /// A result set id that expired or never existed.
+    #[error("result set not found (expired or unknown): {id}")]
+    ResultSetNotFound {
+        /// The id that was asked for.
+        id: String,
+    },
     /// The file behind a handle changed since it was indexed.
     #[error("stale index: {path} changed since it was indexed")]
     StaleIndex {
@@ -73,6 +79,7 @@ impl CanopyError {
     pub fn code(&self) -> &'static str {
         match self {
             CanopyError::HandleNotFound { .. } => "HandleNotFound",
+            CanopyError::ResultSetNotFound { .. } => "ResultSetNotFound",
             CanopyError::StaleIndex { .. } => "StaleIndex",
             CanopyError::QueryParse { .. } => "QueryParse",
             CanopyError::GlobPattern { .. } => "GlobPattern",
@@ -91,6 +98,9 @@ impl CanopyError {
         match self {
             CanopyError::HandleNotFound { .. } => {
                 "re-run the query to get fresh handles; ids change when the unit itself changes"
+            }
+            CanopyError::ResultSetNotFound { .. } => {
+                "result sets expire after 30 minutes unused: re-run the query with result_set=true"
             }
             CanopyError::StaleIndex { .. } => {
                 "run `canopy invalidate` (or canopy_invalidate) and re-query to refresh the index"

@@ -24,6 +24,7 @@ pub mod lazy;
 pub mod model;
 pub mod pack;
 pub mod query;
+pub mod resultset;
 pub mod session;
 pub mod store;
 pub mod text;

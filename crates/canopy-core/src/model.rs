@@ -84,9 +84,12 @@ pub struct QueryResult {
     /// Ids of the handles that carry `content`.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub expanded_handle_ids: Vec<HandleId>,
-    /// Share of the repository's candidate files indexed when the query ran (1.0 when complete).
+    /// Share of the repository's candidate files indexed when the query ran (absent when complete).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub index_coverage: Option<f64>,
+    /// Id of the server-side result set, when asked for (`result_set: true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result_set: Option<String>,
 }
 
 /// One expanded handle.

@@ -136,6 +136,12 @@ pub struct EvidencePack {
     /// Steps of a server-side plan, when one ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan_steps: Option<Vec<String>>,
+    /// Id of the server-side result set of all ranked candidates, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result_set: Option<String>,
+    /// All ranked candidates (kept for result sets; never serialized).
+    #[serde(skip)]
+    pub(crate) ranked: Vec<NodeRecord>,
 }
 
 /// Words that carry no retrieval signal in questions about code.
@@ -451,6 +457,8 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
         total_candidates,
         signals,
         plan_steps,
+        result_set: None,
+        ranked: ranked.into_iter().map(|s| s.node).collect(),
     })
 }
 

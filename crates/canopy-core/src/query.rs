@@ -92,6 +92,8 @@ pub struct QueryParams {
     pub expand_budget: Option<u64>,
     /// S-expression DSL.
     pub query: Option<String>,
+    /// Keep the ranked results on the server and return a `result_set` id for `refine`.
+    pub result_set: Option<bool>,
 }
 
 impl QueryParams {
@@ -650,6 +652,9 @@ pub(crate) fn execute(store: &Store, engine: &Engine, params: &QueryParams) -> R
     } else {
         result.total_matches = hits.nodes.len();
         result.truncated = hits.nodes.len() > limit;
+        if params.result_set == Some(true) {
+            result.result_set = Some(engine.keep_result_set(hits.nodes.clone()));
+        }
         hits.nodes.truncate(limit);
         result.handles = hits.nodes.iter().map(to_handle).collect();
     }

@@ -219,6 +219,7 @@ impl Args {
             limit: self.limit,
             expand_budget: self.expand_budget,
             query: self.query.clone(),
+            result_set: None,
         }
     }
 
