@@ -1,0 +1,306 @@
+//! Integration tests of evidence packs: selection rules, session memory and
+//! novelty, plans, result sets, and the calibration rule that irrelevant
+//! results never say "stop".
+
+use std::fs;
+use std::path::Path;
+
+use canopy_core::index::NoProgress;
+use canopy_core::pack::{EvidencePack, PackParams};
+use canopy_core::query::{QueryKind, QueryParams};
+use canopy_core::resultset::RefineParams;
+use canopy_core::{CanopyError, Engine, EngineOptions};
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let path = root.join(rel);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+}
+
+fn repo() -> (tempfile::TempDir, Engine) {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    write(
+        r,
+        "billing/invoice.py",
+        "class InvoiceRenderer:\n    \"\"\"Renders invoices to PDF.\"\"\"\n\n    def render_invoice(self, invoice):\n        total = compute_invoice_total(invoice)\n        return self.pdf.draw(total)\n\n    def render_header(self, invoice):\n        return invoice.customer\n\n    def render_footer(self, invoice):\n        return 'invoice footer'\n\n\ndef compute_invoice_total(invoice):\n    return sum(line.amount * line.quantity for line in invoice.lines)\n",
+    );
+    write(
+        r,
+        "billing/tax.py",
+        "def apply_vat(amount, rate):\n    \"\"\"Adds value added tax to an invoice amount.\"\"\"\n    return amount * (1 + rate)\n",
+    );
+    write(
+        r,
+        "shipping/tracker.py",
+        "class ParcelTracker:\n    def track_parcel(self, code):\n        return self.carrier.lookup(code)\n",
+    );
+    write(
+        r,
+        "accounts/session.py",
+        "def refresh_session_token(user):\n    \"\"\"Issue a new session token when the old one expired.\"\"\"\n    return user.issue_token()\n",
+    );
+    for i in 0..6 {
+        write(
+            r,
+            &format!("billing/reports/report_{i}.py"),
+            &format!(
+                "def invoice_report_{i}(invoices):\n    return [invoice.total for invoice in invoices]\n"
+            ),
+        );
+    }
+    let e = Engine::open(r, EngineOptions::default()).unwrap();
+    e.index(None, &NoProgress).unwrap();
+    (dir, e)
+}
+
+fn pack(e: &Engine, question: &str, session: Option<&str>) -> EvidencePack {
+    e.evidence_pack(
+        &PackParams {
+            query: QueryParams {
+                pattern: Some(question.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        session,
+    )
+    .unwrap()
+}
+
+#[test]
+fn packs_have_the_seed_shape_and_caps() {
+    let (_d, e) = repo();
+    let p = pack(
+        &e,
+        "how is the invoice total computed when rendering an invoice?",
+        None,
+    );
+    assert!(!p.handles.is_empty() && p.handles.len() <= 8);
+    let mut per_file = std::collections::HashMap::new();
+    for h in &p.handles {
+        *per_file.entry(h.file_path.clone()).or_insert(0) += 1;
+        assert!(h.score > 0.0 && h.score <= 1.0);
+    }
+    assert!(
+        per_file.values().all(|&n| n <= 2),
+        "max_per_file: {per_file:?}"
+    );
+    // Files group the handles, in rank order of their best handle.
+    assert_eq!(p.files[0].file_path, p.handles[0].file_path);
+    let grouped: usize = p.files.iter().map(|f| f.handle_ids.len()).sum();
+    assert_eq!(grouped, p.handles.len());
+    assert!(!p.expand_suggestion.is_empty());
+    let g = &p.guidance;
+    assert!(["refine_query", "expand_then_answer"].contains(&g.recommended_action.as_str()));
+    assert!(["high", "medium", "low"].contains(&g.confidence_band.as_str()));
+    assert!(!g.next_step.is_empty());
+    let json = serde_json::to_value(&p).unwrap();
+    for key in [
+        "handles",
+        "files",
+        "expand_suggestion",
+        "guidance",
+        "novelty",
+    ] {
+        assert!(json.get(key).is_some(), "{key}");
+    }
+    assert!(
+        json["handles"][0].get("preview").is_none(),
+        "packs carry no snippets"
+    );
+
+    let tight = e
+        .evidence_pack(
+            &PackParams {
+                query: QueryParams {
+                    pattern: Some("invoice".into()),
+                    ..Default::default()
+                },
+                max_handles: Some(3),
+                max_per_file: Some(1),
+                plan: None,
+            },
+            None,
+        )
+        .unwrap();
+    assert!(tight.handles.len() <= 3);
+    let files: std::collections::HashSet<_> = tight.handles.iter().map(|h| &h.file_path).collect();
+    assert_eq!(files.len(), tight.handles.len());
+}
+
+#[test]
+fn nested_duplicates_are_removed() {
+    let (_d, e) = repo();
+    let p = pack(
+        &e,
+        "InvoiceRenderer render_invoice render_header render_footer invoice",
+        None,
+    );
+    let invoice: Vec<_> = p
+        .handles
+        .iter()
+        .filter(|h| h.file_path == "billing/invoice.py")
+        .collect();
+    for a in &invoice {
+        for b in &invoice {
+            if a.id != b.id {
+                let contains =
+                    a.line_range[0] <= b.line_range[0] && b.line_range[1] <= a.line_range[1];
+                assert!(!contains, "{a:?} contains {b:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn definitions_named_in_the_question_come_first() {
+    let (_d, e) = repo();
+    let p = pack(
+        &e,
+        "Why does `compute_invoice_total` ignore discounts?",
+        None,
+    );
+    assert_eq!(p.handles[0].name.as_deref(), Some("compute_invoice_total"));
+    assert!(p.signals.identifier_hit);
+}
+
+#[test]
+fn session_memory_lowers_novelty_and_converges() {
+    let (_d, e) = repo();
+    let q = "how is the invoice total computed when rendering an invoice?";
+    let first = pack(&e, q, Some("s1"));
+    assert_eq!(first.novelty, 1.0);
+    let again = pack(&e, q, Some("s1"));
+    assert_eq!(again.novelty, 0.0);
+    if again.guidance.confidence_band != "low" {
+        assert!(
+            again.guidance.stop_querying,
+            "repeating a query converges: {:?}",
+            again.guidance
+        );
+    }
+    // Another session has its own memory.
+    assert_eq!(pack(&e, q, Some("s2")).novelty, 1.0);
+    // Expanded handles go to the back of the suggestion list.
+    let top = first.expand_suggestion[0].clone();
+    e.expand_in_session(&[top.as_str()], Some("s3")).unwrap();
+    let after = pack(&e, q, Some("s3"));
+    if after.expand_suggestion.len() > 1 {
+        assert_ne!(after.expand_suggestion[0], top);
+    }
+}
+
+#[test]
+fn irrelevant_questions_never_say_stop() {
+    let (_d, e) = repo();
+    for q in [
+        "quantum chromodynamics lattice gauge simulation",
+        "kubernetes helm chart ingress",
+        "the of and a to in",
+        "🎉",
+    ] {
+        let p = e.evidence_pack(
+            &PackParams {
+                query: QueryParams {
+                    pattern: Some(q.into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            None,
+        );
+        let p = p.unwrap();
+        assert!(!p.guidance.stop_querying, "{q}: {:?}", p.guidance);
+        assert_ne!(p.guidance.confidence_band, "high", "{q}");
+    }
+}
+
+#[test]
+fn plans_are_bounded_and_listed() {
+    let (_d, e) = repo();
+    let p = e
+        .evidence_pack(
+            &PackParams {
+                query: QueryParams {
+                    pattern: Some("render invoice total".into()),
+                    ..Default::default()
+                },
+                plan: Some(true),
+                ..Default::default()
+            },
+            None,
+        )
+        .unwrap();
+    let steps = p.plan_steps.expect("plan steps are listed");
+    assert!(!steps.is_empty() && steps.len() <= 12, "{steps:?}");
+    assert!(p.handles.len() <= 8);
+}
+
+#[test]
+fn result_sets_refine_page_and_expire() {
+    let (_d, e) = repo();
+    let r = e
+        .query(&QueryParams {
+            pattern: Some("invoice".into()),
+            limit: Some(2),
+            result_set: Some(true),
+            ..Default::default()
+        })
+        .unwrap();
+    let id = r.result_set.clone().expect("result set id");
+    assert!(r.total_matches > 4);
+
+    let reports = e
+        .refine(&RefineParams {
+            result_set: id.clone(),
+            glob: Some("billing/reports/**".into()),
+            limit: Some(4),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(reports.total_matches, 6);
+    assert_eq!(reports.handles.len(), 4);
+    assert!(reports.truncated);
+    assert_eq!(reports.next_offset, Some(4));
+    let page2 = e
+        .refine(&RefineParams {
+            result_set: reports.result_set.clone(),
+            offset: Some(4),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(page2.handles.len(), 2);
+    assert!(!page2.truncated);
+
+    let defs = e
+        .refine(&RefineParams {
+            result_set: id.clone(),
+            kind: Some(QueryKind::Definition),
+            term: Some("quantity".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(defs.handles.len(), 1);
+    assert_eq!(defs.handles[0].file_path, "billing/invoice.py");
+
+    let both = e
+        .refine(&RefineParams {
+            result_set: id,
+            intersect: Some(QueryParams {
+                symbol: Some("render_footer".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(both.total_matches, 1);
+
+    let gone = e
+        .refine(&RefineParams {
+            result_set: "rs0000".into(),
+            ..Default::default()
+        })
+        .unwrap_err();
+    assert!(matches!(gone, CanopyError::ResultSetNotFound { .. }));
+}
