@@ -1,10 +1,130 @@
-//! `canopy serve`: the multi-repo HTTP service. (Being implemented.)
+//! # canopy-service
+//!
+//! `canopy serve`: the multi-repository HTTP service over
+//! [`canopy_core::Engine`]. Agents register git repositories, trigger
+//! background reindexing, and query, pack and expand over JSON; every handle
+//! the service returns carries the *generation* it was issued at, so a client
+//! learns (409 `stale_generation`) when the index changed under it.
+//!
+//! ## Endpoints
+//!
+//! | endpoint | what it does |
+//! |---|---|
+//! | `POST /repos/add` `{path, name?}` | register a git repository root → `repo_id` |
+//! | `GET /repos` | registered repositories and their state |
+//! | `POST /reindex` `{repo, glob?}` | start a background run (or coalesce: `already_indexing`) |
+//! | `POST /query` `{repo, …query params}` | handles, each with `source`, `commit_sha`, `generation` |
+//! | `POST /evidence_pack` `{repo, session?, …}` | ranked evidence pack (session also via `X-Canopy-Session`) |
+//! | `POST /expand` `{repo, handles: [{id, generation?}]}` | exact text; 409 on a stale generation |
+//! | `GET /status[?repo=]` | service and repository state with index statistics |
+//! | `GET /events?after_seq=&limit=&wait=&repo=` | durable event feed with long-poll |
+//! | `GET /health` | `healthy` / `degraded` / `recovering` / `unhealthy` |
+//! | `GET /metrics` | Prometheus text |
+//! | `GET /openapi.json` | OpenAPI 3 description of all of the above |
+//!
+//! Errors are always `{"code", "message", "hint"}` ([`error::ApiError`]).
+//!
+//! ## Modules
+//!
+//! * [`config`]: `canopy serve` arguments ([`ServeArgs`]) and the start-up security rules;
+//! * [`service`]: repositories, the reindex runner, generations and health
+//!   (the consistency design is documented there);
+//! * [`registry`]: the SQLite registry in `--data-dir` (repositories and events);
+//! * [`http`]: the axum router, handlers, authentication and metrics middleware;
+//! * [`metrics`]: counters, histograms and the Prometheus rendering;
+//! * [`api`]: request and response types shared with the client;
+//! * [`error`]: the error type and its HTTP mapping;
+//! * [`client`]: [`client::ServiceClient`], a blocking client for the CLI's
+//!   service mode and for tests.
+//!
+//! ## Security
+//!
+//! Loopback bind by default. `--token` (or `CANOPY_TOKEN`) requires
+//! `Authorization: Bearer` on every endpoint except `/health`; a non-loopback
+//! `--bind` without a token refuses to start. Without a token, requests whose
+//! `Host` or `Origin` is not local are refused (DNS-rebinding and cross-site
+//! protection). `--allow-root` restricts which paths may be registered;
+//! bodies are bounded by `--max-body-bytes`; limits are clamped; handles and
+//! globs cannot leave a registered repository (the core refuses `..`,
+//! absolute paths and symlinks out).
+//!
+//! ## Using the client
+//!
+//! ```no_run
+//! let client = canopy_service::client::ServiceClient::new("http://127.0.0.1:3000")?;
+//! for repo in client.repos()? {
+//!     println!("{} {} generation {}", repo.repo_id, repo.name, repo.generation);
+//! }
+//! # Ok::<(), canopy_service::client::ClientError>(())
+//! ```
 
-/// Arguments of `canopy serve`.
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct ServeArgs {}
+pub mod api;
+pub mod client;
+pub mod config;
+pub mod error;
+pub mod http;
+pub mod metrics;
+pub mod registry;
+pub mod service;
 
-/// Runs the service until interrupted.
-pub fn run(_args: ServeArgs) -> anyhow::Result<()> {
-    anyhow::bail!("the HTTP service is not implemented yet")
+use std::sync::Arc;
+
+use anyhow::Context;
+
+pub use config::{Config, ServeArgs};
+pub use http::routes;
+pub use service::Service;
+
+/// Runs the service until interrupted (Ctrl-C or SIGTERM).
+///
+/// Prints `listening on http://ADDR` to stderr once the socket is bound
+/// (with `--bind 127.0.0.1:0`, ADDR has the port the system chose).
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let config = Config::from_args(args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("canopy-serve")
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve(config))
+}
+
+/// Binds, starts the [`Service`] and serves until a shutdown signal.
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(config.bind)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.bind))?;
+    let addr = listener.local_addr()?;
+    let service = Service::start(config)?;
+    eprintln!("listening on http://{addr}");
+    tracing::info!(%addr, "canopy service started");
+    let app = http::router(service.clone());
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal(service))
+        .await
+        .context("the HTTP server failed")?;
+    Ok(())
+}
+
+async fn shutdown_signal(service: Arc<Service>) {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
+    eprintln!("shutting down");
+    service.begin_shutdown();
 }

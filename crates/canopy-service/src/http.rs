@@ -1,0 +1,404 @@
+//! The axum router: routes, handlers, and the middleware for metrics,
+//! authentication and cross-site protection.
+//!
+//! Handlers are thin: they parse the request (JSON bodies are parsed here,
+//! whatever the content type, so every rejection becomes an [`ApiError`]),
+//! run the [`Service`] method on the blocking pool under the request time
+//! limit, and serialize the answer. [`routes`] is the single route table the
+//! router is built from; the OpenAPI test checks it against `openapi.json`.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get, post};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use crate::api::{
+    AddRepoRequest, EventsResponse, ExpandRequest, PackRequest, QueryRequest, ReindexRequest,
+    SESSION_HEADER,
+};
+use crate::error::ApiError;
+use crate::service::Service;
+
+/// The OpenAPI 3 document served at `GET /openapi.json`.
+pub const OPENAPI_JSON: &str = include_str!("openapi.json");
+
+/// Longest `wait` honoured by `GET /events` (seconds).
+pub const MAX_EVENTS_WAIT_SECS: u64 = 60;
+/// Default and largest `limit` of `GET /events`.
+pub const DEFAULT_EVENTS_LIMIT: usize = 100;
+/// Largest `limit` of `GET /events`.
+pub const MAX_EVENTS_LIMIT: usize = 1000;
+
+type AppState = Arc<Service>;
+type Body = Result<Bytes, BytesRejection>;
+
+fn table() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
+    vec![
+        ("POST", "/repos/add", post(add_repo)),
+        ("GET", "/repos", get(list_repos)),
+        ("POST", "/reindex", post(reindex)),
+        ("POST", "/query", post(query)),
+        ("POST", "/evidence_pack", post(evidence_pack)),
+        ("POST", "/expand", post(expand)),
+        ("GET", "/status", get(status)),
+        ("GET", "/events", get(events)),
+        ("GET", "/health", get(health)),
+        ("GET", "/metrics", get(metrics)),
+        ("GET", "/openapi.json", get(openapi)),
+    ]
+}
+
+/// Every `(method, path)` the router serves.
+pub fn routes() -> Vec<(&'static str, &'static str)> {
+    table().into_iter().map(|(m, p, _)| (m, p)).collect()
+}
+
+/// Builds the router over `service`.
+pub fn router(service: Arc<Service>) -> Router {
+    let mut router = Router::new();
+    for (_, path, handler) in table() {
+        router = router.route(path, handler);
+    }
+    router
+        .fallback(fallback)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(service.config().max_body_bytes))
+        .layer(middleware::from_fn_with_state(service.clone(), guard))
+        .layer(middleware::from_fn_with_state(service.clone(), track))
+        .with_state(service)
+}
+
+/// Records request counts and latency per route template.
+async fn track(State(svc): State<AppState>, req: Request, next: Next) -> Response {
+    let endpoint = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let method = req.method().as_str().to_string();
+    let started = Instant::now();
+    let response = next.run(req).await;
+    svc.metrics().request(
+        &endpoint,
+        &method,
+        response.status().as_u16(),
+        started.elapsed(),
+    );
+    response
+}
+
+/// Authentication (with `--token`) or cross-site protection (without), on
+/// every route but `/health`.
+async fn guard(State(svc): State<AppState>, req: Request, next: Next) -> Response {
+    if req.uri().path() == "/health" {
+        return next.run(req).await;
+    }
+    match authorize(&svc, req.headers()) {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn is_loopback_host(host: &str) -> bool {
+    let host = host.trim();
+    // Strip the port: `[::1]:3000`, `127.0.0.1:3000`, `localhost:3000`.
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, _)| h)
+    };
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name == "localhost"
+        || name.ends_with(".localhost")
+        || name
+            .parse::<IpAddr>()
+            .is_ok_and(|ip| ip.to_canonical().is_loopback())
+}
+
+/// Checks a request's credentials. With a token: `Authorization: Bearer`.
+/// Without one (loopback only): the `Host` must be a loopback name and a
+/// browser `Origin`, if any, must be local too — so web pages can neither
+/// rebind DNS onto the service nor post to it cross-site.
+pub fn authorize(svc: &Service, headers: &HeaderMap) -> Result<(), ApiError> {
+    if let Some(token) = &svc.config().token {
+        let value = headers
+            .get(header::AUTHORIZATION)
+            .ok_or(ApiError::Unauthorized)?
+            .to_str()
+            .map_err(|_| ApiError::Unauthorized)?;
+        let (scheme, given) = value.trim().split_once(' ').ok_or(ApiError::Unauthorized)?;
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return Err(ApiError::Unauthorized);
+        }
+        return if constant_time_eq(given.trim().as_bytes(), token.as_bytes()) {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden)
+        };
+    }
+    if let Some(host) = headers.get(header::HOST) {
+        let host = host.to_str().unwrap_or("");
+        if !is_loopback_host(host) {
+            return Err(ApiError::ForbiddenOrigin(format!(
+                "Host {host:?} is not a loopback name"
+            )));
+        }
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("");
+        let host = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"))
+            .unwrap_or("");
+        if !is_loopback_host(host) {
+            return Err(ApiError::ForbiddenOrigin(format!(
+                "cross-site request from Origin {origin:?}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Parses a JSON body whatever its content type; maps every failure to an [`ApiError`].
+fn parse_json<T: DeserializeOwned>(svc: &Service, body: Body) -> Result<T, ApiError> {
+    let bytes = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge(svc.config().max_body_bytes)
+        } else {
+            ApiError::InvalidJson(rejection.body_text())
+        }
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => ApiError::Validation(format!("invalid request: {e}")),
+        _ => ApiError::InvalidJson(e.to_string()),
+    })
+}
+
+/// Runs `f` on the blocking pool within the request time limit.
+async fn blocking<T, F>(svc: &AppState, f: F) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce(AppState) -> Result<T, ApiError> + Send + 'static,
+{
+    let limit = svc.config().request_timeout;
+    let task = tokio::task::spawn_blocking({
+        let svc = svc.clone();
+        move || f(svc)
+    });
+    match tokio::time::timeout(limit, task).await {
+        Err(_) => Err(ApiError::Timeout(limit.as_secs())),
+        Ok(Err(join)) => Err(ApiError::internal(format!("request task failed: {join}"))),
+        Ok(Ok(result)) => result,
+    }
+}
+
+fn session_header(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+async fn add_repo(State(svc): State<AppState>, body: Body) -> Result<Response, ApiError> {
+    let req: AddRepoRequest = parse_json(&svc, body)?;
+    let out = blocking(&svc, move |s| s.add_repo(req)).await?;
+    Ok(Json(out).into_response())
+}
+
+async fn list_repos(State(svc): State<AppState>) -> Result<Response, ApiError> {
+    let out = blocking(&svc, |s| Ok(s.repos())).await?;
+    Ok(Json(out).into_response())
+}
+
+async fn reindex(State(svc): State<AppState>, body: Body) -> Result<Response, ApiError> {
+    let req: ReindexRequest = parse_json(&svc, body)?;
+    let out = blocking(&svc, move |s| s.reindex(req)).await?;
+    Ok(Json(out).into_response())
+}
+
+async fn query(State(svc): State<AppState>, body: Body) -> Result<Response, ApiError> {
+    let req: QueryRequest = parse_json(&svc, body)?;
+    let out = blocking(&svc, move |s| s.query(req)).await?;
+    Ok(Json(out).into_response())
+}
+
+async fn evidence_pack(
+    State(svc): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let req: PackRequest = parse_json(&svc, body)?;
+    let session = session_header(&headers);
+    let out = blocking(&svc, move |s| s.evidence_pack(req, session)).await?;
+    Ok(Json(out).into_response())
+}
+
+async fn expand(
+    State(svc): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let req: ExpandRequest = parse_json(&svc, body)?;
+    let session = session_header(&headers);
+    let out = blocking(&svc, move |s| s.expand(req, session)).await?;
+    Ok(Json(out).into_response())
+}
+
+/// `GET /status` query string.
+#[derive(Debug, Deserialize)]
+struct StatusQuery {
+    repo: Option<String>,
+}
+
+async fn status(
+    State(svc): State<AppState>,
+    q: Result<Query<StatusQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let q = q.map_err(|e| ApiError::Validation(e.body_text()))?.0;
+    let out = blocking(&svc, move |s| s.status(q.repo.as_deref())).await?;
+    Ok(Json(out).into_response())
+}
+
+/// `GET /events` query string.
+#[derive(Debug, Deserialize)]
+struct EventsQuery {
+    after_seq: Option<u64>,
+    limit: Option<usize>,
+    wait: Option<u64>,
+    repo: Option<String>,
+}
+
+async fn events(
+    State(svc): State<AppState>,
+    q: Result<Query<EventsQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let q = q.map_err(|e| ApiError::Validation(e.body_text()))?.0;
+    let after = q.after_seq.unwrap_or(0);
+    let limit = q
+        .limit
+        .unwrap_or(DEFAULT_EVENTS_LIMIT)
+        .clamp(1, MAX_EVENTS_LIMIT);
+    let wait = Duration::from_secs(q.wait.unwrap_or(0).min(MAX_EVENTS_WAIT_SECS));
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut changes = svc.subscribe_events();
+    let mut shutdown = svc.subscribe_shutdown();
+    loop {
+        changes.borrow_and_update();
+        let repo = q.repo.clone();
+        let page: EventsResponse =
+            blocking(&svc, move |s| s.events(after, limit, repo.as_deref())).await?;
+        if !page.items.is_empty() || wait.is_zero() || *shutdown.borrow() {
+            return Ok(Json(page).into_response());
+        }
+        tokio::select! {
+            changed = tokio::time::timeout_at(deadline, changes.changed()) => {
+                if !matches!(changed, Ok(Ok(()))) {
+                    return Ok(Json(page).into_response());
+                }
+            }
+            _ = shutdown.changed() => return Ok(Json(page).into_response()),
+        }
+    }
+}
+
+async fn health(State(svc): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
+    let detailed = authorize(&svc, &headers).is_ok();
+    let out = blocking(&svc, move |s| Ok(s.health(detailed))).await?;
+    let code = if out.status == "unhealthy" {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    Ok((code, Json(out)).into_response())
+}
+
+async fn metrics(State(svc): State<AppState>) -> Result<Response, ApiError> {
+    let text = blocking(&svc, |s| Ok(s.render_metrics())).await?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        text,
+    )
+        .into_response())
+}
+
+async fn openapi() -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        OPENAPI_JSON,
+    )
+        .into_response()
+}
+
+async fn fallback(req: Request) -> ApiError {
+    ApiError::NotFound {
+        what: "route",
+        id: format!("{} {}", req.method(), req.uri().path()),
+    }
+}
+
+async fn method_not_allowed(req: Request) -> ApiError {
+    ApiError::MethodNotAllowed(req.method().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts() {
+        for h in [
+            "localhost",
+            "localhost:3000",
+            "127.0.0.1:80",
+            "[::1]:3000",
+            "app.localhost",
+        ] {
+            assert!(is_loopback_host(h), "{h}");
+        }
+        for h in [
+            "evil.com",
+            "evil.com:3000",
+            "10.0.0.1:3000",
+            "localhost.evil.com",
+            "",
+        ] {
+            assert!(!is_loopback_host(h), "{h}");
+        }
+    }
+
+    #[test]
+    fn openapi_is_valid_json_with_every_route() {
+        let doc: serde_json::Value = serde_json::from_str(OPENAPI_JSON).unwrap();
+        for (method, path) in routes() {
+            assert!(
+                doc["paths"][path][method.to_ascii_lowercase()].is_object(),
+                "{method} {path} is missing from openapi.json"
+            );
+        }
+    }
+}

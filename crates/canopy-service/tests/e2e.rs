@@ -1,0 +1,1002 @@
+//! End-to-end tests: the real `canopy serve` binary over loopback.
+
+mod common;
+
+use std::collections::HashSet;
+
+use canopy_core::pack::PackParams;
+use canopy_core::query::QueryParams;
+use canopy_service::client::ClientError;
+use common::{Opts, Repo, Server, WAIT, add_and_index, assert_error, get, post};
+use serde_json::{Value, json};
+
+fn symbol(name: &str) -> QueryParams {
+    QueryParams {
+        symbol: Some(name.into()),
+        ..QueryParams::default()
+    }
+}
+
+fn api_code(err: ClientError) -> String {
+    err.code().unwrap_or("none").to_string()
+}
+
+#[test]
+fn full_workflow_add_reindex_query_expand() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &Opts::default());
+    let client = server.client();
+    let repo = Repo::small();
+
+    let added = client.add_repo(&repo.path(), Some("demo")).unwrap();
+    assert!(added.created);
+    assert_eq!(added.name, "demo");
+    // Registering the same path again returns the same id.
+    let again = client.add_repo(&repo.path(), None).unwrap();
+    assert_eq!(
+        (again.repo_id.as_str(), again.created),
+        (added.repo_id.as_str(), false)
+    );
+    let id = added.repo_id;
+
+    let started = client.reindex(&id, None).unwrap();
+    assert_eq!(started.status, "indexing");
+    assert_eq!(started.generation, 0);
+    assert_eq!(started.commit_sha.as_deref().map(str::len), Some(40));
+    let view = client.wait_until_idle(&id, WAIT).unwrap();
+    assert!(view.ready);
+    assert_eq!(view.status, "ready");
+    assert_eq!(view.generation, 1);
+    assert_eq!(view.commit_sha, started.commit_sha);
+    assert!(view.last_index.as_ref().unwrap().files_indexed >= 3);
+
+    // The name works wherever an id does.
+    let result = client.query("demo", &symbol("authenticate")).unwrap();
+    let handles = result["handles"].as_array().unwrap();
+    assert!(!handles.is_empty(), "{result}");
+    for h in handles {
+        assert_eq!(h["source"], "service");
+        assert_eq!(h["generation"], 1);
+        assert_eq!(h["commit_sha"].as_str(), started.commit_sha.as_deref());
+    }
+    assert_eq!(result["generation"], 1);
+    let handle = &handles[0];
+    assert_eq!(handle["file_path"], "src/auth.rs");
+
+    let expanded = client
+        .expand(&id, &[(handle["id"].as_str().unwrap(), Some(1))])
+        .unwrap();
+    assert_eq!(expanded.generation, 1);
+    assert_eq!(expanded.contents.len(), 1);
+    assert!(expanded.contents[0].content.contains("fn authenticate"));
+    assert!(expanded.total_tokens > 0);
+
+    // References carry the service fields too.
+    let refs = client
+        .query(
+            &id,
+            &QueryParams {
+                symbol: Some("authenticate".into()),
+                kind: Some(canopy_core::query::QueryKind::Reference),
+                ..QueryParams::default()
+            },
+        )
+        .unwrap();
+    let ref_handles = refs["ref_handles"].as_array().unwrap();
+    assert!(!ref_handles.is_empty(), "{refs}");
+    assert_eq!(ref_handles[0]["generation"], 1);
+
+    // Evidence pack with a session header; the session's memory lowers novelty.
+    let session_client = server.client().with_session(Some("agent-1".into()));
+    let params = PackParams {
+        query: QueryParams {
+            pattern: Some("authenticate token".into()),
+            ..QueryParams::default()
+        },
+        ..PackParams::default()
+    };
+    let pack = session_client.evidence_pack(&id, &params).unwrap();
+    assert_eq!(pack["session"], "agent-1");
+    assert!(pack["guidance"]["recommended_action"].is_string());
+    let pack_handles = pack["handles"].as_array().unwrap();
+    assert!(!pack_handles.is_empty());
+    assert_eq!(pack_handles[0]["source"], "service");
+    assert_eq!(pack_handles[0]["generation"], 1);
+    assert_eq!(pack["novelty"], 1.0);
+    let again = session_client.evidence_pack(&id, &params).unwrap();
+    assert!(again["novelty"].as_f64().unwrap() < 1.0, "{again}");
+    // The session may also be given in the body.
+    let body = json!({"repo": id, "session": "agent-2", "pattern": "authenticate"});
+    let resp = post(&client, "/evidence_pack", &body);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(resp.json().unwrap()["session"], "agent-2");
+
+    // Bare ids are accepted by /expand (no staleness check).
+    let resp = post(
+        &client,
+        "/expand",
+        &json!({"repo": id, "handles": [handle["id"]]}),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+
+    let repos = client.repos().unwrap();
+    assert_eq!(repos.len(), 1);
+    assert_eq!(repos[0].repo_id, id);
+    let status = client.status(None).unwrap();
+    assert_eq!(status.service, "canopy-service");
+    let index = status.repos[0].index.as_ref().unwrap();
+    assert!(index.files_indexed >= 3);
+}
+
+#[test]
+fn generation_bumps_only_when_the_index_changes() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &Opts::default());
+    let client = server.client();
+    let repo = Repo::small();
+    let id = add_and_index(&client, &repo);
+
+    let result = client.query(&id, &symbol("validate")).unwrap();
+    let old_id = result["handles"][0]["id"].as_str().unwrap().to_string();
+    assert_eq!(result["handles"][0]["generation"], 1);
+
+    // A no-op reindex keeps the generation: handles stay valid.
+    let r = client.reindex(&id, None).unwrap();
+    assert_eq!(r.status, "indexing");
+    let view = client.wait_until_idle(&id, WAIT).unwrap();
+    assert_eq!(view.generation, 1);
+    assert_eq!(view.last_index.as_ref().unwrap().files_indexed, 0);
+    client.expand(&id, &[(&old_id, Some(1))]).unwrap();
+
+    // A content change bumps it: the old generation is refused with 409.
+    repo.write(
+        "src/extra.rs",
+        "pub fn brand_new_function() -> u32 {\n    42\n}\n",
+    );
+    repo.commit("extra");
+    client.reindex(&id, None).unwrap();
+    let view = client.wait_until_idle(&id, WAIT).unwrap();
+    assert_eq!(view.generation, 2);
+    let err = client.expand(&id, &[(&old_id, Some(1))]).unwrap_err();
+    assert_eq!(api_code(err), "stale_generation");
+    let resp = post(
+        &client,
+        "/expand",
+        &json!({"repo": id, "handles": [{"id": old_id, "generation": 1}]}),
+    );
+    assert_error(&resp, 409, "stale_generation");
+    // Re-querying gives generation-2 handles that expand fine.
+    let result = client.query(&id, &symbol("brand_new_function")).unwrap();
+    let h = &result["handles"][0];
+    assert_eq!(h["generation"], 2);
+    assert_ne!(h["commit_sha"], Value::Null);
+    assert_eq!(h["commit_sha"].as_str(), view.commit_sha.as_deref());
+    client
+        .expand(&id, &[(h["id"].as_str().unwrap(), Some(2))])
+        .unwrap();
+
+    // Removing a file also changes the index.
+    std::fs::remove_file(repo.dir.path().join("src/extra.rs")).unwrap();
+    repo.commit("remove");
+    client.reindex(&id, None).unwrap();
+    let view = client.wait_until_idle(&id, WAIT).unwrap();
+    assert_eq!(view.generation, 3);
+    assert_eq!(view.last_index.as_ref().unwrap().files_removed, 1);
+
+    // A glob reindex only looks at matching files.
+    repo.write("README.md", "# Demo\n\n## Usage\n\nNew text.\n");
+    repo.write("src/main.rs", "fn main() {}\n");
+    client.reindex(&id, Some("*.md")).unwrap();
+    let view = client.wait_until_idle(&id, WAIT).unwrap();
+    assert_eq!(view.generation, 4);
+    assert_eq!(view.last_index.as_ref().unwrap().files_indexed, 1);
+}
+
+#[test]
+fn not_ready_and_coalesced_reindex() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &Opts::default());
+    let client = server.client();
+    let repo = Repo::large(1500);
+    let id = client.add_repo(&repo.path(), None).unwrap().repo_id;
+
+    // No generation yet: 503 not_ready at once, with a retry hint.
+    let resp = post(
+        &client,
+        "/query",
+        &json!({"repo": id, "pattern": "handler"}),
+    );
+    assert_error(&resp, 503, "not_ready");
+    assert_eq!(resp.header("retry-after"), Some("2"));
+    let resp = post(
+        &client,
+        "/expand",
+        &json!({"repo": id, "handles": ["h000000000000000000000000"]}),
+    );
+    assert_error(&resp, 503, "not_ready");
+
+    let first = client.reindex(&id, None).unwrap();
+    assert_eq!(first.status, "indexing");
+    // A request during the run is coalesced (the run takes far longer than a
+    // round trip; should it already be over, the next run is the one to join).
+    let mut coalesced = None;
+    for _ in 0..20 {
+        let r = client.reindex(&id, None).unwrap();
+        if r.status == "already_indexing" {
+            coalesced = Some(r);
+            break;
+        }
+    }
+    let coalesced = coalesced.expect("a reindex request was coalesced");
+    assert!(coalesced.rerun_queued);
+    // While the first run is going, queries still answer at once.
+    let resp = post(
+        &client,
+        "/query",
+        &json!({"repo": id, "pattern": "handler"}),
+    );
+    assert!(resp.status == 503 || resp.status == 200, "{}", resp.text());
+
+    let view = client.wait_until_idle(&id, WAIT).unwrap();
+    assert!(view.ready);
+    // First completed run → 1; the queued follow-up found nothing new → still 1.
+    assert_eq!(view.generation, 1, "{view:?}");
+    assert!(!view.rerun_queued);
+
+    let events = client.events(0, Some(1000), None).unwrap();
+    let kinds: Vec<&str> = events
+        .items
+        .iter()
+        .filter(|e| e.repo_id.as_deref() == Some(id.as_str()))
+        .map(|e| e.kind.as_str())
+        .collect();
+    let count = |k: &str| kinds.iter().filter(|x| **x == k).count();
+    assert!(count("reindex_started") >= 2, "{kinds:?}");
+    assert_eq!(
+        count("reindex_started"),
+        count("reindex_finished"),
+        "{kinds:?}"
+    );
+    assert_eq!(count("generation_bumped"), 1, "{kinds:?}");
+    let metrics = client.metrics().unwrap();
+    assert!(
+        !metrics.contains("canopy_reindex_coalesced_total 0\n"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn one_hundred_concurrent_queries_during_a_reindex() {
+    const FILES: usize = 1500;
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &Opts::default());
+    let client = server.client();
+    let repo = Repo::large(FILES);
+    let id = add_and_index(&client, &repo);
+
+    repo.rewrite_large(FILES, 1);
+    let r = client.reindex(&id, None).unwrap();
+    assert_eq!(r.status, "indexing");
+    let threads: Vec<_> = (0..100)
+        .map(|i| {
+            let client = server.client();
+            let id = id.clone();
+            std::thread::spawn(move || -> Result<(u64, bool), String> {
+                let params = QueryParams {
+                    pattern: Some("shared_marker".into()),
+                    glob: (i % 2 == 0).then(|| format!("src/m{}/**", i % 20)),
+                    limit: Some(10),
+                    ..QueryParams::default()
+                };
+                let result = client.query(&id, &params).map_err(|e| e.to_string())?;
+                let handles = result["handles"].as_array().ok_or("no handles array")?;
+                if handles.is_empty() || result["total_matches"].as_u64().unwrap_or(0) == 0 {
+                    return Err(format!("empty result: {result}"));
+                }
+                let generation = result["generation"].as_u64().ok_or("no generation")?;
+                for h in handles {
+                    let complete = h["source"] == "service"
+                        && h["generation"].as_u64() == Some(generation)
+                        && h["commit_sha"].is_string()
+                        && h["id"].as_str().is_some_and(|s| s.len() == 25)
+                        && h["file_path"].is_string()
+                        && h["token_count"].is_u64();
+                    if !complete {
+                        return Err(format!("partial handle: {h}"));
+                    }
+                }
+                let indexing = client
+                    .status(Some(&id))
+                    .map(|s| s.repos[0].repo.indexing)
+                    .unwrap_or(false);
+                Ok((generation, indexing))
+            })
+        })
+        .collect();
+    let mut failures = Vec::new();
+    let mut generations = HashSet::new();
+    let mut overlapped = 0;
+    for t in threads {
+        match t.join().expect("thread") {
+            Ok((generation, indexing)) => {
+                generations.insert(generation);
+                overlapped += usize::from(indexing);
+            }
+            Err(e) => failures.push(e),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failed: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(3)]
+    );
+    assert!(
+        generations.iter().all(|g| *g == 1 || *g == 2),
+        "{generations:?}"
+    );
+    // Informational (no timing assertion): how many answers overlapped the run.
+    eprintln!("{overlapped} of 100 queries finished while the reindex was running");
+    let view = client.wait_until_idle(&id, WAIT).unwrap();
+    assert_eq!(view.generation, 2);
+    assert_eq!(
+        view.last_index.as_ref().unwrap().files_indexed,
+        FILES as u64
+    );
+}
+
+#[test]
+fn state_survives_a_restart() {
+    let data = tempfile::tempdir().unwrap();
+    let repo = Repo::small();
+    let server = Server::start(data.path(), &Opts::default());
+    let client = server.client();
+    let id = add_and_index(&client, &repo);
+    let before = client.repos().unwrap().remove(0);
+    let handle = client.query(&id, &symbol("authenticate")).unwrap()["handles"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let events_before = client.events(0, Some(1000), None).unwrap();
+    // The data directory belongs to one service at a time.
+    let (ok, stderr) = common::serve_exits(data.path(), &["--bind", "127.0.0.1:0"]);
+    assert!(!ok);
+    assert!(stderr.contains("another canopy serve"), "{stderr}");
+    server.kill();
+
+    let server = Server::start(data.path(), &Opts::default());
+    let client = server.client();
+    let after = client.repos().unwrap().remove(0);
+    assert_eq!(after.repo_id, before.repo_id);
+    assert_eq!(after.name, before.name);
+    assert_eq!(after.repo_root, before.repo_root);
+    assert_eq!(after.generation, 1);
+    assert_eq!(after.commit_sha, before.commit_sha);
+    assert_eq!(after.status, "ready");
+    assert_eq!(
+        after.last_index.as_ref().map(|r| r.files_indexed),
+        before.last_index.as_ref().map(|r| r.files_indexed)
+    );
+    // Served at once, and handles from before the restart are still current.
+    let expanded = client.expand(&id, &[(&handle, Some(1))]).unwrap();
+    assert!(expanded.contents[0].content.contains("authenticate"));
+    // The event feed is durable: same items, same sequence numbers, then new ones.
+    let events_after = client.events(0, Some(1000), None).unwrap();
+    assert_eq!(
+        &events_after.items[..events_before.items.len()],
+        &events_before.items[..]
+    );
+    let tail = client
+        .events(events_before.next_after_seq, None, None)
+        .unwrap();
+    assert_eq!(tail.items[0].kind, "service_started");
+    assert!(tail.items[0].seq > events_before.next_after_seq);
+    drop(server);
+
+    // A run killed half-way is resumed on restart and bumps the generation.
+    let big = Repo::large(1500);
+    let server = Server::start(data.path(), &Opts::default());
+    let client = server.client();
+    let big_id = add_and_index(&client, &big);
+    big.rewrite_large(1500, 1);
+    client.reindex(&big_id, None).unwrap();
+    let was_indexing = client.status(Some(&big_id)).unwrap().repos[0].repo.indexing;
+    server.kill();
+    let server = Server::start(data.path(), &Opts::default());
+    let client = server.client();
+    let view = client.wait_until_idle(&big_id, WAIT).unwrap();
+    let events = client.events(0, Some(1000), Some(0)).unwrap();
+    let interrupted = events
+        .items
+        .iter()
+        .any(|e| e.kind == "reindex_interrupted" && e.repo_id.as_deref() == Some(big_id.as_str()));
+    if was_indexing && interrupted {
+        assert_eq!(view.generation, 2, "{view:?}");
+        assert_eq!(view.status, "ready");
+    }
+    // The small repo is untouched by all this.
+    let small = client.status(Some(&id)).unwrap().repos.remove(0).repo;
+    assert_eq!(small.generation, 1);
+}
+
+#[test]
+fn every_error_has_code_message_and_hint() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &Opts::default());
+    let client = server.client();
+    let repo = Repo::small();
+    let id = add_and_index(&client, &repo);
+
+    // 400
+    let resp = client
+        .send_raw("POST", "/query", Some(b"{not json"), &[])
+        .unwrap();
+    assert_error(&resp, 400, "invalid_json");
+    assert_error(
+        &post(&client, "/query", &json!({"pattern": "x"})),
+        400,
+        "validation_error",
+    );
+    assert_error(
+        &post(&client, "/query", &json!({"repo": id})),
+        400,
+        "validation_error",
+    );
+    assert_error(
+        &post(
+            &client,
+            "/query",
+            &json!({"repo": id, "pattern": "x", "limit": "many"}),
+        ),
+        400,
+        "validation_error",
+    );
+    assert_error(
+        &post(
+            &client,
+            "/query",
+            &json!({"repo": id, "query": "(grep \"x\""}),
+        ),
+        400,
+        "query_parse_error",
+    );
+    assert_error(
+        &post(
+            &client,
+            "/query",
+            &json!({"repo": id, "pattern": "x", "glob": "../**"}),
+        ),
+        400,
+        "path_outside_repo",
+    );
+    assert_error(
+        &post(
+            &client,
+            "/query",
+            &json!({"repo": id, "pattern": "x", "glob": "src/[.rs"}),
+        ),
+        400,
+        "invalid_glob",
+    );
+    assert_error(
+        &post(&client, "/expand", &json!({"repo": id, "handles": []})),
+        400,
+        "validation_error",
+    );
+    let many: Vec<String> = (0..101).map(|i| format!("h{i:024x}")).collect();
+    assert_error(
+        &post(&client, "/expand", &json!({"repo": id, "handles": many})),
+        400,
+        "validation_error",
+    );
+    assert_error(
+        &post(
+            &client,
+            "/evidence_pack",
+            &json!({"repo": id, "pattern": "x", "session": "bad session"}),
+        ),
+        400,
+        "validation_error",
+    );
+    assert_error(
+        &get(&client, "/events?after_seq=abc"),
+        400,
+        "validation_error",
+    );
+    let plain = tempfile::tempdir().unwrap();
+    assert_error(
+        &post(&client, "/repos/add", &json!({"path": plain.path()})),
+        400,
+        "not_a_git_repository",
+    );
+    assert_error(
+        &post(&client, "/repos/add", &json!({"path": "relative/path"})),
+        400,
+        "validation_error",
+    );
+    assert_error(
+        &post(
+            &client,
+            "/repos/add",
+            &json!({"path": "/definitely/not/here"}),
+        ),
+        400,
+        "validation_error",
+    );
+    let other = Repo::small();
+    assert_error(
+        &post(
+            &client,
+            "/repos/add",
+            &json!({"path": other.path(), "name": "../x"}),
+        ),
+        400,
+        "validation_error",
+    );
+    assert_error(
+        &post(&client, "/reindex", &json!({"repo": id, "glob": "/etc/**"})),
+        400,
+        "path_outside_repo",
+    );
+
+    // 403 without a token: browser-style cross-site requests.
+    let resp = client
+        .send_raw("GET", "/repos", None, &[("Origin", "http://evil.example")])
+        .unwrap();
+    assert_error(&resp, 403, "forbidden_origin");
+    let resp = client
+        .send_raw("GET", "/repos", None, &[("Host", "evil.example:3000")])
+        .unwrap();
+    assert_error(&resp, 403, "forbidden_origin");
+    let resp = client
+        .send_raw(
+            "GET",
+            "/repos",
+            None,
+            &[("Origin", "http://localhost:5173")],
+        )
+        .unwrap();
+    assert_eq!(resp.status, 200);
+
+    // 404
+    assert_error(
+        &post(&client, "/query", &json!({"repo": "nope", "pattern": "x"})),
+        404,
+        "not_found",
+    );
+    assert_error(&get(&client, "/no/such/route"), 404, "not_found");
+    assert_error(&get(&client, "/status?repo=nope"), 404, "not_found");
+    assert_error(
+        &post(
+            &client,
+            "/expand",
+            &json!({"repo": id, "handles": [{"id": "h000000000000000000000000", "generation": 1}]}),
+        ),
+        404,
+        "not_found",
+    );
+    // 405
+    assert_error(&get(&client, "/query"), 405, "method_not_allowed");
+    // 409
+    let added = post(
+        &client,
+        "/repos/add",
+        &json!({"path": other.path(), "name": "taken"}),
+    );
+    assert_eq!(added.status, 200);
+    let third = Repo::small();
+    assert_error(
+        &post(
+            &client,
+            "/repos/add",
+            &json!({"path": third.path(), "name": "taken"}),
+        ),
+        409,
+        "name_taken",
+    );
+    let h = client.query(&id, &symbol("authenticate")).unwrap()["handles"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_error(
+        &post(
+            &client,
+            "/expand",
+            &json!({"repo": id, "handles": [{"id": h, "generation": 7}]}),
+        ),
+        409,
+        "stale_generation",
+    );
+    // The file changed on disk but was not reindexed: the core refuses to serve mismatching text.
+    repo.write("src/auth.rs", "pub fn authenticate() {}\n");
+    assert_error(
+        &post(
+            &client,
+            "/expand",
+            &json!({"repo": id, "handles": [{"id": h, "generation": 1}]}),
+        ),
+        409,
+        "stale_index",
+    );
+    // 503
+    let fresh = Repo::small();
+    let fresh_id = client.add_repo(&fresh.path(), None).unwrap().repo_id;
+    assert_error(
+        &post(
+            &client,
+            "/evidence_pack",
+            &json!({"repo": fresh_id, "pattern": "x"}),
+        ),
+        503,
+        "not_ready",
+    );
+}
+
+#[test]
+fn oversized_bodies_get_413() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        data.path(),
+        &Opts {
+            max_body_bytes: Some(1024),
+            ..Opts::default()
+        },
+    );
+    let client = server.client();
+    let big = json!({"repo": "x", "pattern": "a".repeat(4096)});
+    assert_error(&post(&client, "/query", &big), 413, "payload_too_large");
+    // Under the limit the same endpoint answers normally.
+    assert_error(
+        &post(&client, "/query", &json!({"repo": "x", "pattern": "a"})),
+        404,
+        "not_found",
+    );
+}
+
+#[test]
+fn authentication_with_and_without_a_token() {
+    let data = tempfile::tempdir().unwrap();
+    let token = "s3cret-token-for-tests";
+    let server = Server::start(
+        data.path(),
+        &Opts {
+            token: Some(token.into()),
+            ..Opts::default()
+        },
+    );
+    let anon = server.anonymous();
+    let client = server.client();
+
+    // /health is open, but without credentials it gives no details.
+    let health = anon.health().unwrap();
+    assert_eq!(health.status, "healthy");
+    assert!(health.repos.is_none());
+    assert!(client.health().unwrap().repos.is_some());
+
+    for (method, path) in canopy_service::routes() {
+        if path == "/health" {
+            continue;
+        }
+        let body = (method == "POST").then_some(&b"{}"[..]);
+        let resp = anon.send_raw(method, path, body, &[]).unwrap();
+        assert_error(&resp, 401, "unauthorized");
+        assert!(resp.header("www-authenticate").is_some());
+        let resp = anon
+            .send_raw(
+                method,
+                path,
+                body,
+                &[("Authorization", "Bearer wrong-token-value")],
+            )
+            .unwrap();
+        assert_error(&resp, 403, "forbidden");
+    }
+    let resp = anon
+        .send_raw("GET", "/repos", None, &[("Authorization", "Basic abc")])
+        .unwrap();
+    assert_error(&resp, 401, "unauthorized");
+    assert!(client.repos().unwrap().is_empty());
+    let repo = Repo::small();
+    let id = add_and_index(&client, &repo);
+    assert!(client.query(&id, &symbol("authenticate")).is_ok());
+    // With a token, the Host/Origin checks are not needed.
+    let resp = client
+        .send_raw(
+            "GET",
+            "/repos",
+            None,
+            &[("Origin", "http://elsewhere.example")],
+        )
+        .unwrap();
+    assert_eq!(resp.status, 200);
+    drop(server);
+
+    // Without a token every endpoint is open to local clients.
+    let server = Server::start(data.path(), &Opts::default());
+    let anon = server.anonymous();
+    assert_eq!(anon.repos().unwrap().len(), 1);
+    drop(server);
+
+    // A non-loopback bind without a token refuses to start.
+    let (ok, stderr) = common::serve_exits(data.path(), &["--bind", "0.0.0.0:0"]);
+    assert!(!ok);
+    assert!(stderr.contains("refusing to listen"), "{stderr}");
+    assert!(stderr.contains("--token"), "{stderr}");
+}
+
+#[test]
+fn allow_root_restricts_registration() {
+    let allowed = tempfile::tempdir().unwrap();
+    let outside = Repo::small();
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        data.path(),
+        &Opts {
+            allow_roots: vec![allowed.path().to_path_buf()],
+            ..Opts::default()
+        },
+    );
+    let client = server.client();
+
+    // A repository inside the allowed root.
+    let inside = allowed.path().join("inside");
+    std::fs::create_dir_all(&inside).unwrap();
+    let status = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .arg(&inside)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::write(inside.join("lib.py"), "def hello():\n    return 1\n").unwrap();
+    let added = client.add_repo(&inside, None).unwrap();
+    client.reindex(&added.repo_id, None).unwrap();
+    let view = client.wait_until_idle(&added.repo_id, WAIT).unwrap();
+    assert!(view.ready);
+    assert_eq!(view.commit_sha, None, "no commits yet");
+
+    // Outside: refused, also through a symlink inside the allowed root and through `..`.
+    assert_error(
+        &post(&client, "/repos/add", &json!({"path": outside.path()})),
+        403,
+        "path_not_allowed",
+    );
+    #[cfg(unix)]
+    {
+        let link = allowed.path().join("link");
+        std::os::unix::fs::symlink(outside.path(), &link).unwrap();
+        assert_error(
+            &post(&client, "/repos/add", &json!({"path": link})),
+            403,
+            "path_not_allowed",
+        );
+    }
+    let dotdot = format!("{}/../{}", allowed.path().display(), "x");
+    assert_error(
+        &post(&client, "/repos/add", &json!({"path": dotdot})),
+        403,
+        "path_not_allowed",
+    );
+    // Non-existent paths outside do not reveal whether they exist.
+    assert_error(
+        &post(
+            &client,
+            "/repos/add",
+            &json!({"path": "/nonexistent/secret"}),
+        ),
+        403,
+        "path_not_allowed",
+    );
+    assert_eq!(client.repos().unwrap().len(), 1);
+}
+
+#[test]
+fn events_cursor_and_long_poll() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &Opts::default());
+    let client = server.client();
+    let repo = Repo::small();
+
+    let first = client.events(0, None, None).unwrap();
+    assert_eq!(first.items[0].kind, "service_started");
+    let cursor = first.next_after_seq;
+    assert_eq!(cursor, first.items.last().unwrap().seq);
+
+    // Nothing new: empty page, the cursor stays; a short wait returns empty too.
+    let page = client.events(cursor, None, None).unwrap();
+    assert!(page.items.is_empty());
+    assert_eq!(page.next_after_seq, cursor);
+    let page = client.events(cursor, None, Some(1)).unwrap();
+    assert!(page.items.is_empty());
+
+    // A long-poll wakes when something happens.
+    let waiter = {
+        let client = server.client();
+        std::thread::spawn(move || client.events(cursor, None, Some(30)).unwrap())
+    };
+    let id = client.add_repo(&repo.path(), None).unwrap().repo_id;
+    let woke = waiter.join().unwrap();
+    assert!(!woke.items.is_empty());
+    assert_eq!(woke.items[0].kind, "repo_added");
+    assert_eq!(woke.items[0].repo_id.as_deref(), Some(id.as_str()));
+    assert_eq!(
+        woke.items[0].data["repo_root"],
+        repo.path().to_str().unwrap()
+    );
+
+    // Follow the feed with the cursor through a reindex.
+    client.reindex(&id, None).unwrap();
+    let mut cursor = woke.next_after_seq;
+    let mut kinds = Vec::new();
+    let deadline = std::time::Instant::now() + WAIT;
+    while !kinds.contains(&"reindex_finished".to_string()) && std::time::Instant::now() < deadline {
+        let page = client.events(cursor, None, Some(10)).unwrap();
+        for e in &page.items {
+            assert!(e.seq > cursor);
+            kinds.push(e.kind.clone());
+        }
+        cursor = page.next_after_seq;
+    }
+    assert_eq!(
+        kinds,
+        ["reindex_started", "reindex_finished", "generation_bumped"]
+    );
+
+    // limit is clamped (0 → 1) and the repo filter applies.
+    let page = get(&client, "/events?after_seq=0&limit=0").json().unwrap();
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+    let only = get(&client, &format!("/events?after_seq=0&repo={id}"))
+        .json()
+        .unwrap();
+    let items = only["items"].as_array().unwrap();
+    assert_eq!(items.len(), 4);
+    assert!(items.iter().all(|e| e["repo_id"] == id.as_str()));
+    let finished = items
+        .iter()
+        .find(|e| e["kind"] == "reindex_finished")
+        .unwrap();
+    assert_eq!(finished["data"]["generation"], 1);
+    assert_eq!(finished["data"]["changed"], true);
+}
+
+#[test]
+fn metrics_and_health_reflect_the_service() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &Opts::default());
+    let client = server.client();
+    assert_eq!(client.health().unwrap().status, "healthy");
+
+    let repo = Repo::small();
+    let id = client.add_repo(&repo.path(), None).unwrap().repo_id;
+    let health = client.health().unwrap();
+    assert_eq!(health.status, "degraded");
+    assert!(health.reasons[0].contains("never indexed"), "{health:?}");
+    client.reindex(&id, None).unwrap();
+    client.wait_until_idle(&id, WAIT).unwrap();
+    let health = client.health().unwrap();
+    assert_eq!(health.status, "healthy", "{health:?}");
+    assert_eq!(health.repos.as_ref().unwrap()[0].status, "healthy");
+
+    // Pack, then expand its first suggestion: the acceptance ratio moves.
+    let pack = client
+        .evidence_pack(
+            &id,
+            &PackParams {
+                query: QueryParams {
+                    pattern: Some("authenticate".into()),
+                    ..QueryParams::default()
+                },
+                ..PackParams::default()
+            },
+        )
+        .unwrap();
+    let suggested = pack["expand_suggestion"][0].as_str().unwrap().to_string();
+    client.expand(&id, &[(&suggested, Some(1))]).unwrap();
+    client.query(&id, &symbol("authenticate")).unwrap();
+
+    let text = client.metrics().unwrap();
+    for needle in [
+        "canopy_http_requests_total{endpoint=\"/query\",method=\"POST\",status=\"200\"} 1",
+        "canopy_http_request_duration_seconds_bucket{endpoint=\"/query\",le=\"+Inf\"} 1",
+        "canopy_http_request_duration_seconds_count{endpoint=\"/expand\"} 1",
+        "# TYPE canopy_http_request_duration_seconds histogram",
+        "canopy_index_duration_seconds_count 1",
+        "canopy_expand_requests_total 1",
+        "canopy_expand_handles_total 1",
+        "canopy_expand_tokens_count 1",
+        "canopy_pack_suggestions_expanded_total 1",
+        "canopy_repos 1",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+    let gen_line = format!("canopy_repo_generation{{repo_id=\"{id}\",");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(&gen_line) && l.ends_with(" 1")),
+        "{text}"
+    );
+    assert!(text.contains(&format!(
+        "canopy_index_runs_total{{repo_id=\"{id}\",outcome=\"success\"}} 1"
+    )));
+    assert!(text.contains("kind=\"indexed\"} 3"), "{text}");
+    let ratio: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("canopy_expand_acceptance_ratio "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(ratio > 0.0 && ratio <= 1.0);
+
+    // HEAD moved past the served commit: stale → degraded.
+    repo.commit("empty");
+    let health = client.health().unwrap();
+    assert_eq!(health.status, "degraded");
+    assert!(health.reasons[0].contains("stale"), "{health:?}");
+    // A reindex catches up (no content change: same generation, new commit).
+    client.reindex(&id, None).unwrap();
+    let view = client.wait_until_idle(&id, WAIT).unwrap();
+    assert_eq!(view.generation, 1);
+    assert_eq!(client.health().unwrap().status, "healthy");
+
+    // The repository disappears: the reindex fails and the repo is unhealthy (503).
+    let path = repo.path();
+    drop(repo);
+    assert!(!path.exists());
+    client.reindex(&id, None).unwrap();
+    let view = client.wait_until_idle(&id, WAIT).unwrap();
+    assert_eq!(view.status, "failed");
+    assert_eq!(
+        view.generation, 1,
+        "the last good generation is still served"
+    );
+    assert!(view.last_error.is_some());
+    let raw = get(&client, "/health");
+    assert_eq!(raw.status, 503);
+    let health = raw.json().unwrap();
+    assert_eq!(health["status"], "unhealthy");
+    let events = client.events(0, Some(1000), None).unwrap();
+    assert!(events.items.iter().any(|e| e.kind == "reindex_failed"));
+    let text = client.metrics().unwrap();
+    assert!(text.contains(&format!(
+        "canopy_index_runs_total{{repo_id=\"{id}\",outcome=\"failure\"}} 1"
+    )));
+    assert!(text.contains(&format!(
+        "canopy_repo_consecutive_failures{{repo_id=\"{id}\","
+    )));
+}
+
+#[test]
+fn openapi_documents_every_route() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &Opts::default());
+    let client = server.client();
+    let doc: Value = get(&client, "/openapi.json").json().unwrap();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    let routes = canopy_service::routes();
+    for (method, path) in &routes {
+        let op = &doc["paths"][path][method.to_ascii_lowercase()];
+        assert!(op.is_object(), "{method} {path} is not in openapi.json");
+        assert!(
+            op["responses"].is_object(),
+            "{method} {path} has no responses"
+        );
+        // The route really answers that method (an empty body gives a 400, not 404/405).
+        let body = (*method == "POST").then_some(&b"{}"[..]);
+        let resp = client.send_raw(method, path, body, &[]).unwrap();
+        assert!(
+            resp.status != 404 && resp.status != 405,
+            "{method} {path} → {}",
+            resp.status
+        );
+    }
+    // Nothing documented that the router does not serve.
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            assert!(
+                routes
+                    .iter()
+                    .any(|(m, p)| p == path && m.eq_ignore_ascii_case(method)),
+                "{method} {path} is documented but not routed"
+            );
+        }
+    }
+}
