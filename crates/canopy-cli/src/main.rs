@@ -4,6 +4,7 @@
 //! text or JSON; every behaviour lives in `canopy-core`.
 
 mod output;
+mod remote;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -37,6 +38,17 @@ struct GlobalArgs {
     /// No progress bar and no summary on stderr.
     #[arg(long, short, global = true)]
     quiet: bool,
+    /// Send index, query, pack, expand and status to a running `canopy serve` at this URL.
+    #[arg(long, global = true, env = "CANOPY_SERVICE_URL")]
+    service_url: Option<String>,
+    /// Bearer token for --service-url.
+    #[arg(
+        long,
+        global = true,
+        env = "CANOPY_SERVICE_TOKEN",
+        hide_env_values = true
+    )]
+    service_token: Option<String>,
     /// Skip files larger than this many bytes.
     #[arg(long, global = true, default_value_t = canopy_core::discover::DEFAULT_MAX_FILE_SIZE)]
     max_file_size: u64,
@@ -174,17 +186,69 @@ fn init_tracing(quiet: bool) {
 }
 
 fn open_engine(global: &GlobalArgs, path: Option<PathBuf>) -> anyhow::Result<Engine> {
-    let start = match path.or_else(|| global.root.clone()) {
-        Some(p) => p,
-        None => std::env::current_dir().context("cannot read the current directory")?,
-    };
+    let start = start_dir(global, path)?;
     let options = EngineOptions {
         max_file_size: global.max_file_size,
     };
     Ok(Engine::open(&start, options)?)
 }
 
+/// The directory a command applies to: its PATH argument, --root, or the working directory.
+fn start_dir(global: &GlobalArgs, path: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    match path.or_else(|| global.root.clone()) {
+        Some(p) => Ok(p),
+        None => std::env::current_dir().context("cannot read the current directory"),
+    }
+}
+
+/// Service mode (`--service-url`): the commands that have a service counterpart.
+fn run_remote(cli: Cli, url: &str) -> anyhow::Result<()> {
+    let global = &cli.global;
+    let token = global.service_token.clone();
+    match cli.command {
+        Command::Index { path, glob } => {
+            if glob.is_some() {
+                anyhow::bail!(
+                    "--glob is not supported with --service-url: the service reindexes whole repositories"
+                );
+            }
+            let root = canopy_core::discover::find_repo_root(&start_dir(global, path)?)?;
+            remote::Remote::index(url, token, &root, global.json)
+        }
+        Command::Query(args) => {
+            let params = query_params(args);
+            params.validate()?;
+            remote::Remote::connect(url, token, &start_dir(global, None)?)?
+                .query(&params, global.json)
+        }
+        Command::Pack(args) => {
+            let params = PackParams {
+                query: query_params(args.query),
+                max_handles: args.max_handles,
+                max_per_file: args.max_per_file,
+                plan: args.plan.then_some(true),
+            };
+            params.query.validate()?;
+            remote::Remote::connect(url, token, &start_dir(global, None)?)?
+                .pack(&params, global.json)
+        }
+        Command::Expand { ids } => remote::Remote::connect(url, token, &start_dir(global, None)?)?
+            .expand(&ids, global.json),
+        Command::Status { path } => {
+            remote::Remote::connect(url, token, &start_dir(global, path)?)?.status()
+        }
+        Command::Invalidate { .. } | Command::Mcp(_) | Command::Serve(_) => {
+            anyhow::bail!("this command does not work with --service-url; run it without the flag")
+        }
+    }
+}
+
 fn run(cli: Cli) -> anyhow::Result<()> {
+    if let Some(url) = cli.global.service_url.clone() {
+        if !matches!(cli.command, Command::Serve(_) | Command::Mcp(_)) {
+            return run_remote(cli, &url);
+        }
+    }
     let global = &cli.global;
     let show_progress = !global.quiet && !global.json && std::io::stderr().is_terminal();
     match cli.command {

@@ -247,3 +247,75 @@ fn a_killed_indexer_leaves_a_consistent_queryable_index() {
     let found = json(root, &["query", "--symbol", "unique_symbol_2999", "--json"]);
     assert_eq!(found["handles"][0]["file_path"], "pkg39/module_2999.py");
 }
+
+#[test]
+fn service_url_sends_commands_to_a_running_service() {
+    use std::io::{BufRead, BufReader};
+    let repo = git_repo();
+    let root = repo.path();
+    let data = tempfile::tempdir().unwrap();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_canopy"))
+        .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
+        .arg(data.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = server.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                let _ = tx.send(rest.trim().to_string());
+            }
+        }
+    });
+    let url = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("service prints its address");
+    let remote = |args: &[&str]| {
+        let mut all = vec!["--service-url", url.as_str()];
+        all.extend_from_slice(args);
+        canopy(root, &all)
+    };
+    let out = remote(&["index", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = remote(&["query", "--symbol", "validateToken", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let h = &result["handles"][0];
+    assert_eq!(h["file_path"], "src/auth/controller.ts");
+    assert_eq!(h["source"], "service");
+    assert!(h["generation"].as_u64().unwrap() >= 1);
+    let out = remote(&["expand", h["id"].as_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("export function validateToken"));
+    let out = remote(&["pack", "--pattern", "validate token length", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    let unregistered = tempfile::tempdir().unwrap();
+    let out = canopy(
+        unregistered.path(),
+        &[
+            "--service-url",
+            "http://127.0.0.1:9",
+            "query",
+            "--symbol",
+            "x",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the Canopy service"));
+}
