@@ -244,10 +244,10 @@ fn run_remote(cli: Cli, url: &str) -> anyhow::Result<()> {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    if let Some(url) = cli.global.service_url.clone() {
-        if !matches!(cli.command, Command::Serve(_) | Command::Mcp(_)) {
-            return run_remote(cli, &url);
-        }
+    if let Some(url) = cli.global.service_url.clone()
+        && !matches!(cli.command, Command::Serve(_) | Command::Mcp(_))
+    {
+        return run_remote(cli, &url);
     }
     let global = &cli.global;
     let show_progress = !global.quiet && !global.json && std::io::stderr().is_terminal();

@@ -31,7 +31,9 @@ fn time<F: FnMut(usize)>(iterations: usize, mut f: F) -> Vec<Duration> {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let repo = args.next().ok_or("usage: query_bench <repo> [iterations]")?;
+    let repo = args
+        .next()
+        .ok_or("usage: query_bench <repo> [iterations]")?;
     let iterations: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(200);
     let engine = Engine::open(&repo, EngineOptions::default())?;
     let t = Instant::now();
@@ -54,7 +56,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .iter()
         .filter_map(|h| {
             let first = h.preview.split(['(', ' ', ':', '<', '{']).find(|w| {
-                w.len() > 3 && !["def", "class", "func", "function", "pub", "async", "export", "const", "static", "impl", "struct", "type"].contains(w)
+                w.len() > 3
+                    && ![
+                        "def", "class", "func", "function", "pub", "async", "export", "const",
+                        "static", "impl", "struct", "type",
+                    ]
+                    .contains(w)
             })?;
             Some(first.to_string())
         })
@@ -64,7 +71,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if names.is_empty() {
         names.push("main".into());
     }
-    let words = ["error", "config", "parse request", "handler", "test", "read file", "user", "cache"];
+    let words = [
+        "error",
+        "config",
+        "parse request",
+        "handler",
+        "test",
+        "read file",
+        "user",
+        "cache",
+    ];
     let questions = [
         "how does the server parse an incoming request and report errors",
         "where is the configuration file read and validated",
