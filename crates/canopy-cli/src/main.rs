@@ -189,6 +189,7 @@ fn open_engine(global: &GlobalArgs, path: Option<PathBuf>) -> anyhow::Result<Eng
     let start = start_dir(global, path)?;
     let options = EngineOptions {
         max_file_size: global.max_file_size,
+        ..EngineOptions::default()
     };
     Ok(Engine::open(&start, options)?)
 }

@@ -31,12 +31,17 @@ use crate::store::{SCHEMA_VERSION, Store, meta_keys};
 pub struct EngineOptions {
     /// Files larger than this are skipped (default 1 MiB).
     pub max_file_size: u64,
+    /// Queries index an unindexed repository and complete a partial index
+    /// (default `true`). Front ends that own indexing themselves (the HTTP
+    /// service) turn this off.
+    pub auto_index: bool,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
         EngineOptions {
             max_file_size: DEFAULT_MAX_FILE_SIZE,
+            auto_index: true,
         }
     }
 }
@@ -207,6 +212,13 @@ impl Engine {
         params: &QueryParams,
         progress: &dyn IndexProgress,
     ) -> Result<Option<f64>> {
+        if !self.inner.options.auto_index {
+            return Ok(if self.is_complete()? {
+                None
+            } else {
+                Some(self.status()?.index_coverage)
+            });
+        }
         if !self.is_indexed()? {
             let discovery = discover(&self.inner.root, self.inner.options.max_file_size, None)?;
             if discovery.files.len() <= lazy::LAZY_THRESHOLD {
@@ -274,7 +286,8 @@ impl Engine {
         params.validate()?;
         let coverage = self.prepare_for(params)?;
         let store = lock(&self.inner.reader);
-        let mut result = execute(&store, self, params)?;
+        let snapshot = store.read_snapshot()?;
+        let mut result = execute(&snapshot, self, params)?;
         result.index_coverage = coverage;
         Ok(result)
     }
@@ -293,7 +306,8 @@ impl Engine {
             .unwrap_or_default();
         let mut pack = {
             let store = lock(&self.inner.reader);
-            crate::pack::build(&store, params, &memory)?
+            let snapshot = store.read_snapshot()?;
+            crate::pack::build(&snapshot, params, &memory)?
         };
         let ranked = std::mem::take(&mut pack.ranked);
         if params.query.result_set == Some(true) {
@@ -339,7 +353,8 @@ impl Engine {
     /// [`CanopyError::StaleIndex`] when the file changed since it was indexed.
     pub fn expand<S: AsRef<str>>(&self, ids: &[S]) -> Result<Vec<Expansion>> {
         let store = lock(&self.inner.reader);
-        self.expand_with(&store, ids)
+        let snapshot = store.read_snapshot()?;
+        self.expand_with(&snapshot, ids)
     }
 
     /// [`Engine::expand`] with the read connection already held (queries
@@ -382,6 +397,7 @@ impl Engine {
                 }
             })?;
             out.push(Expansion {
+                token_count: node.token_count,
                 handle_id: id,
                 file_path: node.file_path.clone(),
                 line_range: [node.start_line, node.end_line],

@@ -101,6 +101,8 @@ pub struct Expansion {
     pub file_path: String,
     /// 1-based inclusive line range.
     pub line_range: [u32; 2],
+    /// BPE tokens of the span.
+    pub token_count: u32,
     /// The span's text (lossy UTF-8 where the file is not valid UTF-8).
     pub content: String,
     /// The exact bytes of the span.

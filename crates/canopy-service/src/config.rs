@@ -169,7 +169,11 @@ impl Config {
             max_body_bytes: args.max_body_bytes,
             request_timeout: Duration::from_secs(args.request_timeout_secs),
             max_expand_handles: args.max_expand_handles,
-            engine_options: EngineOptions::default(),
+            // The service's runner owns indexing: queries never index on their own.
+            engine_options: EngineOptions {
+                auto_index: false,
+                ..EngineOptions::default()
+            },
         })
     }
 }

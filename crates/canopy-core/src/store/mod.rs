@@ -174,11 +174,37 @@ impl Store {
         Ok(())
     }
 
+    /// Starts a read transaction: every read until the returned guard drops
+    /// sees the same committed state, even while another connection writes.
+    pub fn read_snapshot(&self) -> Result<ReadSnapshot<'_>> {
+        self.conn.execute_batch("BEGIN DEFERRED")?;
+        Ok(ReadSnapshot { store: self })
+    }
+
     /// Folds the write-ahead log back into the database file (after a large run).
     pub fn checkpoint(&self) -> Result<()> {
         self.conn
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         Ok(())
+    }
+}
+
+/// An open read transaction (see [`Store::read_snapshot`]); ends when dropped.
+pub struct ReadSnapshot<'a> {
+    store: &'a Store,
+}
+
+impl std::ops::Deref for ReadSnapshot<'_> {
+    type Target = Store;
+    fn deref(&self) -> &Store {
+        self.store
+    }
+}
+
+impl Drop for ReadSnapshot<'_> {
+    fn drop(&mut self) {
+        // A read transaction has nothing to roll back; ending it cannot lose data.
+        let _ = self.store.conn.execute_batch("COMMIT");
     }
 }
 
