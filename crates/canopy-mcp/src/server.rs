@@ -95,6 +95,15 @@ impl CanopyServer {
                 )]))
             }
             ToolName::Status => run(&repo, Engine::status).await.and_then(json),
+            ToolName::Refine => {
+                let params = args.refine_params();
+                if params.result_set.is_empty() {
+                    return Err(ToolError::InvalidArguments(
+                        "result_set must be the id string returned by canopy_query or canopy_evidence_pack".into(),
+                    ));
+                }
+                run(&repo, move |e| e.refine(&params)).await.and_then(json)
+            }
             ToolName::Index => {
                 let glob = args.glob;
                 index_with_progress(&repo, progress, move |e, p| e.index(glob.as_deref(), p))

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use canopy_core::pack::PackParams;
 use canopy_core::query::{MatchMode, QueryKind, QueryParams};
+use canopy_core::resultset::RefineParams;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -38,14 +39,17 @@ pub(crate) enum ToolName {
     Status,
     /// `canopy_invalidate`: force files to be re-indexed.
     Invalidate,
+    /// `canopy_refine`: filter, intersect and page a server-side result set.
+    Refine,
 }
 
 impl ToolName {
     /// Every tool, in the order `tools/list` shows them.
-    pub(crate) const ALL: [ToolName; 6] = [
+    pub(crate) const ALL: [ToolName; 7] = [
         ToolName::EvidencePack,
         ToolName::Query,
         ToolName::Expand,
+        ToolName::Refine,
         ToolName::Status,
         ToolName::Index,
         ToolName::Invalidate,
@@ -60,6 +64,7 @@ impl ToolName {
             ToolName::Index => "canopy_index",
             ToolName::Status => "canopy_status",
             ToolName::Invalidate => "canopy_invalidate",
+            ToolName::Refine => "canopy_refine",
         }
     }
 
@@ -103,6 +108,12 @@ impl ToolName {
                 "Re-index changed files (all, or those matching glob), e.g. after StaleIndex; then \
                  re-query."
             }
+            ToolName::Refine => {
+                "Narrow a result set server-side instead of re-querying: pass result_set (from \
+                 canopy_query or canopy_evidence_pack with result_set=true) plus glob, kind, term \
+                 (all words must match), query (intersect with a DSL query), offset/limit to page. \
+                 Returns handles and a new result_set. ResultSetNotFound -> re-run the query."
+            }
         }
     }
 
@@ -110,6 +121,7 @@ impl ToolName {
         let path = json!({"type": "string", "description": "Absolute repo root"});
         let text = json!({"type": "string"});
         let int = |default: u64| json!({"type": "integer", "minimum": 1, "default": default});
+        let keep = json!({"type": "boolean", "description": "Keep all results server-side; returns result_set for canopy_refine"});
         let search = |dsl: &str| {
             json!({
                 "path": path,
@@ -135,6 +147,7 @@ impl ToolName {
                 p["limit"] =
                     json!({"type": "integer", "minimum": 1, "maximum": 200, "default": 16});
                 p["expand_budget"] = json!({"type": "integer", "minimum": 0, "default": 0, "description": "Deprecated: auto-expand while tokens fit"});
+                p["result_set"] = keep.clone();
                 (p, vec!["path"])
             }
             ToolName::EvidencePack => {
@@ -142,6 +155,7 @@ impl ToolName {
                 p["max_handles"] = int(8);
                 p["max_per_file"] = int(2);
                 p["plan"] = json!({"type": "boolean", "description": "Force or skip server-side planning (default: when confidence is low)"});
+                p["result_set"] = keep.clone();
                 (p, vec!["path"])
             }
             ToolName::Expand => (
@@ -159,6 +173,19 @@ impl ToolName {
             ToolName::Invalidate => (
                 json!({"path": path, "glob": {"type": "string", "description": "Default: all files"}}),
                 vec!["path"],
+            ),
+            ToolName::Refine => (
+                json!({
+                    "path": path,
+                    "result_set": {"type": "string", "description": "Id from a previous call"},
+                    "glob": {"type": "string"},
+                    "kind": {"type": "string", "enum": ["definition", "any"], "default": "any"},
+                    "term": {"type": "string", "description": "Keep units containing all these words"},
+                    "query": {"type": "string", "description": "Keep units this DSL query also returns"},
+                    "offset": {"type": "integer", "minimum": 0, "default": 0},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 200, "default": 16},
+                }),
+                vec!["path", "result_set"],
             ),
         };
         json!({"type": "object", "properties": properties, "required": required})
@@ -202,6 +229,10 @@ pub(crate) struct Args {
     pub max_per_file: Option<usize>,
     pub plan: Option<bool>,
     pub handle_ids: Option<Vec<String>>,
+    /// `true` on query/pack (keep a result set); the set's id on refine.
+    pub result_set: Option<Value>,
+    pub term: Option<String>,
+    pub offset: Option<usize>,
 }
 
 impl Args {
@@ -219,7 +250,28 @@ impl Args {
             limit: self.limit,
             expand_budget: self.expand_budget,
             query: self.query.clone(),
-            result_set: None,
+            result_set: self.result_set.as_ref().and_then(Value::as_bool),
+        }
+    }
+
+    /// The `canopy_refine` parameters.
+    pub(crate) fn refine_params(&self) -> RefineParams {
+        RefineParams {
+            result_set: self
+                .result_set
+                .as_ref()
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            glob: self.glob.clone(),
+            kind: self.kind,
+            term: self.term.clone(),
+            intersect: self.query.clone().map(|q| QueryParams {
+                query: Some(q),
+                ..QueryParams::default()
+            }),
+            offset: self.offset,
+            limit: self.limit,
         }
     }
 

@@ -9,12 +9,13 @@ use common::*;
 use rmcp::model::ProtocolVersion;
 use serde_json::{Value, json};
 
-const TOOLS: [&str; 6] = [
+const TOOLS: [&str; 7] = [
     "canopy_evidence_pack",
     "canopy_expand",
     "canopy_index",
     "canopy_invalidate",
     "canopy_query",
+    "canopy_refine",
     "canopy_status",
 ];
 
@@ -874,4 +875,50 @@ async fn large_repository_first_query_uses_lazy_indexing() {
         json!([1, 3])
     );
     client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn result_sets_are_refined_server_side() {
+    let repo = Repo::fixture();
+    let client = connect().await;
+    let path = repo.path();
+    let first = ok_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": path, "pattern": "token", "limit": 1, "result_set": true}),
+        )
+        .await,
+    );
+    let id = first["result_set"]
+        .as_str()
+        .expect("result_set id")
+        .to_string();
+    assert!(first["total_matches"].as_u64().unwrap_or(0) > 1, "{first}");
+    let refined = ok_json(
+        &call(
+            &client,
+            "canopy_refine",
+            json!({"path": path, "result_set": id, "glob": "src/routes.rs", "kind": "definition"}),
+        )
+        .await,
+    );
+    let handles = refined["handles"].as_array().expect("handles");
+    assert!(!handles.is_empty(), "{refined}");
+    assert!(
+        handles.iter().all(|h| h["file_path"] == "src/routes.rs"),
+        "{refined}"
+    );
+    assert!(refined["result_set"].as_str().is_some());
+    let gone = call(
+        &client,
+        "canopy_refine",
+        json!({"path": path, "result_set": "rs-expired"}),
+    )
+    .await;
+    let err = err_json(&gone, "ResultSetNotFound");
+    assert!(
+        err["hint"].as_str().unwrap_or_default().contains("re-run"),
+        "{err}"
+    );
 }
