@@ -63,7 +63,7 @@ impl IndexProgress for NoProgress {}
 
 enum Outcome {
     Write(FileWrite, u64),
-    Skip(SkipReason, Option<String>),
+    Skip(SkipReason, FileWrite),
 }
 
 fn now_unix() -> i64 {
@@ -75,18 +75,28 @@ fn now_unix() -> i64 {
 
 /// Reads, sniffs, hashes and (if changed) parses one file.
 fn process(candidate: &Candidate, old_hash: Option<&str>, max_file_size: u64) -> Outcome {
-    let remove_if_indexed = || old_hash.map(|_| candidate.path.clone());
+    let skip = |reason: SkipReason| {
+        Outcome::Skip(
+            reason,
+            FileWrite::Skipped {
+                path: candidate.path.clone(),
+                size: candidate.size,
+                mtime_ns: candidate.mtime_ns,
+                reason: reason.as_str(),
+            },
+        )
+    };
     let mut bytes = Vec::with_capacity(candidate.size as usize + 1);
     let read = std::fs::File::open(&candidate.abs_path)
         .and_then(|f| f.take(max_file_size + 1).read_to_end(&mut bytes));
     if read.is_err() {
-        return Outcome::Skip(SkipReason::Unreadable, remove_if_indexed());
+        return skip(SkipReason::Unreadable);
     }
     if bytes.len() as u64 > max_file_size {
-        return Outcome::Skip(SkipReason::TooLarge, remove_if_indexed());
+        return skip(SkipReason::TooLarge);
     }
     if bytes[..bytes.len().min(BINARY_SNIFF_BYTES)].contains(&0) {
-        return Outcome::Skip(SkipReason::Binary, remove_if_indexed());
+        return skip(SkipReason::Binary);
     }
     let content_hash = format!("{:016x}", xxh3_64(&bytes));
     let size = bytes.len() as u64;
@@ -131,6 +141,7 @@ pub(crate) fn run_index(
         discovery.files.retain(|c| only.contains(&c.path));
     }
     let stored = store.file_states()?;
+    let known_skips = store.skipped_files()?;
     let was_complete = store.meta(meta_keys::INDEX_COMPLETE)?.as_deref() == Some("1");
     let mut skipped: BTreeMap<SkipReason, u64> = discovery.skipped.clone();
 
@@ -138,6 +149,7 @@ pub(crate) fn run_index(
     let listed: HashSet<&str> = discovery.files.iter().map(|c| c.path.as_str()).collect();
     let removals: Vec<FileWrite> = stored
         .keys()
+        .chain(known_skips.keys())
         .filter(|p| filter.as_ref().is_none_or(|f| f.is_match(p)))
         .filter(|p| {
             options
@@ -159,6 +171,22 @@ pub(crate) fn run_index(
 
     let mut work: Vec<(&Candidate, Option<&str>)> = Vec::new();
     for candidate in &discovery.files {
+        if let Some((size, mtime, reason)) = known_skips.get(&candidate.path)
+            && *size == candidate.size
+            && *mtime == candidate.mtime_ns
+        {
+            // Skipped before and unchanged since: not read again.
+            let reason = [
+                SkipReason::Binary,
+                SkipReason::TooLarge,
+                SkipReason::Unreadable,
+            ]
+            .into_iter()
+            .find(|r| r.as_str() == reason)
+            .unwrap_or(SkipReason::Unreadable);
+            *skipped.entry(reason).or_insert(0) += 1;
+            continue;
+        }
         match stored.get(&candidate.path) {
             Some(s)
                 if s.size == candidate.size
@@ -177,7 +205,6 @@ pub(crate) fn run_index(
             // Until this run finishes, the index is known to be partial.
             store.set_meta(meta_keys::INDEX_COMPLETE, "0")?;
         }
-        crate::tokens::warm_up();
     }
 
     let max_file_size = options.max_file_size;
@@ -217,18 +244,18 @@ pub(crate) fn run_index(
                             report.files_unchanged += 1;
                             path.clone()
                         }
-                        FileWrite::Remove { path } => path.clone(),
+                        FileWrite::Remove { path } | FileWrite::Skipped { path, .. } => {
+                            path.clone()
+                        }
                     };
                     progress.advance(&path, bytes);
                     batch_bytes += bytes;
                     batch.push(write);
                 }
-                Outcome::Skip(reason, remove) => {
+                Outcome::Skip(reason, write) => {
                     *skipped.entry(reason).or_insert(0) += 1;
                     progress.advance("", 0);
-                    if let Some(path) = remove {
-                        batch.push(FileWrite::Remove { path });
-                    }
+                    batch.push(write);
                 }
             }
             if batch.len() >= BATCH_FILES || batch_bytes >= BATCH_BYTES {
@@ -261,6 +288,9 @@ pub(crate) fn run_index(
             meta_keys::INDEX_COMPLETE,
             if was_complete { "1" } else { "0" },
         )?;
+    }
+    if report.files_indexed + report.files_removed > 0 {
+        store.release_free_pages()?;
     }
     if report.files_indexed > 1000 {
         store.checkpoint()?;

@@ -341,3 +341,30 @@ fn set_schema_version_in_header(db: &Path) {
     bytes[60..64].copy_from_slice(&999u32.to_be_bytes());
     fs::write(db, bytes).unwrap();
 }
+
+#[test]
+fn skipped_files_are_remembered_until_they_change() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "blob.dat", b"\x00\x01\x02binary");
+    write(dir.path(), "ok.py", "def ok():\n    pass\n");
+    let e = engine(dir.path());
+    let first = e.index(None, &NoProgress).unwrap();
+    assert_eq!(first.skipped.get("binary"), Some(&1));
+    let second = e.index(None, &NoProgress).unwrap();
+    assert_eq!(second.skipped.get("binary"), Some(&1), "still counted");
+    assert_eq!(second.files_indexed, 0);
+    // The file becomes text: it is read again and indexed.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    write(dir.path(), "blob.dat", "now_text_marker\n");
+    let third = e.index(None, &NoProgress).unwrap();
+    assert_eq!(third.files_indexed, 1);
+    assert_eq!(third.skipped.get("binary"), None);
+    assert_eq!(grep(&e, "now_text_marker").len(), 1);
+    // And back to binary: it leaves the index.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    write(dir.path(), "blob.dat", b"\x00again");
+    let fourth = e.index(None, &NoProgress).unwrap();
+    assert_eq!(fourth.files_removed, 1);
+    assert!(grep(&e, "now_text_marker").is_empty());
+    assert_eq!(e.orphan_rows().unwrap(), 0);
+}

@@ -21,7 +21,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use crate::error::{CanopyError, Result};
 
 /// Version of the schema in `schema.sql`; stored in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 const SCHEMA: &str = include_str!("schema.sql");
 
@@ -129,6 +129,8 @@ impl Store {
             rusqlite::Transaction::new_unchecked(&conn, rusqlite::TransactionBehavior::Immediate)?;
         let version: u32 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
         if version == 0 {
+            // auto_vacuum only takes effect on an empty database, outside a transaction's
+            // first write; setting it here, before the tables, is enough.
             tx.execute_batch(SCHEMA)?;
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
         }
@@ -179,6 +181,12 @@ impl Store {
     pub fn read_snapshot(&self) -> Result<ReadSnapshot<'_>> {
         self.conn.execute_batch("BEGIN DEFERRED")?;
         Ok(ReadSnapshot { store: self })
+    }
+
+    /// Returns free pages to the file system (cheap; the schema uses incremental auto-vacuum).
+    pub fn release_free_pages(&self) -> Result<()> {
+        self.conn.execute_batch("PRAGMA incremental_vacuum")?;
+        Ok(())
     }
 
     /// Folds the write-ahead log back into the database file (after a large run).

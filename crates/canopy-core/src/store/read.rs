@@ -417,4 +417,22 @@ impl Store {
         })?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
+
+    /// Files skipped on earlier runs: path → (size, mtime, reason).
+    pub fn skipped_files(&self) -> Result<HashMap<String, (u64, i64, String)>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT path, size, mtime_ns, reason FROM skipped_files")?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                (
+                    r.get::<_, i64>(1)? as u64,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                ),
+            ))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<HashMap<_, _>>>()?)
+    }
 }

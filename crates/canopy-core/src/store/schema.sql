@@ -8,6 +8,10 @@
 --   refs.target_node_id -> nodes.id (resolved definition; filled by resolution, may be NULL)
 --   fts.rowid = nodes.id
 
+-- Set before any table exists: free pages (from FTS segment merges and
+-- re-indexed files) are handed back to the file system after each run.
+PRAGMA auto_vacuum = INCREMENTAL;
+
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -60,8 +64,16 @@ CREATE TABLE refs (
     confidence     REAL
 );
 CREATE INDEX refs_name ON refs(name COLLATE NOCASE);
-CREATE INDEX refs_file ON refs(file_id);
 CREATE INDEX refs_source ON refs(source_node_id);
+
+-- Files skipped on the last run (binary, too large, unreadable), so a run
+-- with nothing changed does not read them again.
+CREATE TABLE skipped_files (
+    path     TEXT PRIMARY KEY,
+    size     INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    reason   TEXT NOT NULL
+) WITHOUT ROWID;
 
 -- Contentless: the text lives in the files on disk; expansion re-reads and
 -- verifies it. Columns: name (qualified name + identifier parts), path, body

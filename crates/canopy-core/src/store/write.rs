@@ -43,6 +43,17 @@ pub enum FileWrite {
         /// Repo-relative path.
         path: String,
     },
+    /// Remember that a file was skipped (and drop it from the index if it was there).
+    Skipped {
+        /// Repo-relative path.
+        path: String,
+        /// Size in bytes.
+        size: u64,
+        /// Modification time (ns).
+        mtime_ns: i64,
+        /// Why (`binary`, `too_large`, `unreadable`).
+        reason: &'static str,
+    },
 }
 
 /// Counts of what a batch wrote.
@@ -59,8 +70,10 @@ pub struct BatchStats {
 fn delete_file_rows(tx: &Transaction, file_id: i64) -> Result<()> {
     tx.prepare_cached("DELETE FROM fts WHERE rowid IN (SELECT id FROM nodes WHERE file_id = ?1)")?
         .execute([file_id])?;
-    tx.prepare_cached("DELETE FROM refs WHERE file_id = ?1")?
-        .execute([file_id])?;
+    tx.prepare_cached(
+        "DELETE FROM refs WHERE source_node_id IN (SELECT id FROM nodes WHERE file_id = ?1)",
+    )?
+    .execute([file_id])?;
     tx.prepare_cached("DELETE FROM nodes WHERE file_id = ?1")?
         .execute([file_id])?;
     Ok(())
@@ -97,12 +110,21 @@ impl Store {
                         .execute(params![path, *size as i64, mtime_ns])?;
                 }
                 FileWrite::Remove { path } => {
-                    if let Some(id) = file_id(&tx, path)? {
-                        delete_file_rows(&tx, id)?;
-                        tx.prepare_cached("DELETE FROM files WHERE id = ?1")?
-                            .execute([id])?;
-                        stats.removed += 1;
-                    }
+                    stats.removed += remove_file(&tx, path)?;
+                    tx.prepare_cached("DELETE FROM skipped_files WHERE path = ?1")?
+                        .execute([path])?;
+                }
+                FileWrite::Skipped {
+                    path,
+                    size,
+                    mtime_ns,
+                    reason,
+                } => {
+                    stats.removed += remove_file(&tx, path)?;
+                    tx.prepare_cached(
+                        "INSERT OR REPLACE INTO skipped_files(path, size, mtime_ns, reason) VALUES (?1, ?2, ?3, ?4)",
+                    )?
+                    .execute(params![path, *size as i64, mtime_ns, reason])?;
                 }
             }
         }
@@ -134,7 +156,22 @@ impl Store {
     }
 }
 
+/// Removes an indexed file and its rows; 1 if it was indexed.
+fn remove_file(tx: &Transaction, path: &str) -> Result<u64> {
+    match file_id(tx, path)? {
+        Some(id) => {
+            delete_file_rows(tx, id)?;
+            tx.prepare_cached("DELETE FROM files WHERE id = ?1")?
+                .execute([id])?;
+            Ok(1)
+        }
+        None => Ok(0),
+    }
+}
+
 fn write_parsed(tx: &Transaction, w: &ParsedWrite, now_unix: i64) -> Result<(u64, u64)> {
+    tx.prepare_cached("DELETE FROM skipped_files WHERE path = ?1")?
+        .execute([&w.path])?;
     let file_token_count = w.parsed.units.first().map_or(0, |u| u.token_count);
     let id = match file_id(tx, &w.path)? {
         Some(id) => {
