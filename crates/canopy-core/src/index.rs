@@ -200,11 +200,9 @@ pub(crate) fn run_index(
         }
     }
     progress.start(work.len() as u64);
-    if !work.is_empty() {
-        if options.is_full() {
-            // Until this run finishes, the index is known to be partial.
-            store.set_meta(meta_keys::INDEX_COMPLETE, "0")?;
-        }
+    if !work.is_empty() && options.is_full() {
+        // Until this run finishes, the index is known to be partial.
+        store.set_meta(meta_keys::INDEX_COMPLETE, "0")?;
     }
 
     let max_file_size = options.max_file_size;
