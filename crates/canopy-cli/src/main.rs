@@ -104,6 +104,9 @@ struct PackArgs {
     /// Run a bounded server-side plan (follow definitions of the top hits).
     #[arg(long)]
     plan: bool,
+    /// Most tokens the pack's handles may add up to (default 1500).
+    #[arg(long)]
+    max_tokens: Option<u64>,
 }
 
 #[derive(Args, Debug)]
@@ -228,6 +231,7 @@ fn run_remote(cli: Cli, url: &str) -> anyhow::Result<()> {
                 max_handles: args.max_handles,
                 max_per_file: args.max_per_file,
                 plan: args.plan.then_some(true),
+                max_tokens: args.max_tokens,
             };
             params.query.validate()?;
             remote::Remote::connect(url, token, &start_dir(global, None)?)?
@@ -287,6 +291,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 max_handles: args.max_handles,
                 max_per_file: args.max_per_file,
                 plan: args.plan.then_some(true),
+                max_tokens: args.max_tokens,
             };
             params.query.validate()?;
             // One CLI process is one session.

@@ -29,6 +29,8 @@ use crate::text::{fts_quote, query_terms, split_identifier};
 pub const DEFAULT_MAX_HANDLES: usize = 8;
 /// Default `max_per_file`.
 pub const DEFAULT_MAX_PER_FILE: usize = 2;
+/// Default `max_tokens`: the sum of the pack's handles' token counts.
+pub const DEFAULT_MAX_TOKENS: u64 = 1_500;
 /// Most key terms used from a question.
 const MAX_TERMS: usize = 24;
 /// Candidates scored per pack.
@@ -49,6 +51,9 @@ pub struct PackParams {
     pub max_per_file: Option<usize>,
     /// Run a bounded server-side plan (default: only when confidence is low).
     pub plan: Option<bool>,
+    /// Most tokens the pack's handles may add up to (default 1,500; the
+    /// first handle is kept even when it alone is larger).
+    pub max_tokens: Option<u64>,
 }
 
 /// One handle in a pack: a pointer, no snippet.
@@ -142,6 +147,114 @@ pub struct EvidencePack {
     /// All ranked candidates (kept for result sets; never serialized).
     #[serde(skip)]
     pub(crate) ranked: Vec<NodeRecord>,
+}
+
+/// Tests usually show a problem; the fix lives in the code they test.
+const TEST_FACTOR: f64 = 0.45;
+
+/// Drops what issue templates add and people do not write: HTML comments,
+/// carriage returns.
+fn clean_question(question: &str) -> String {
+    let mut out = String::with_capacity(question.len());
+    let mut rest = question;
+    while let Some(start) = rest.find("<!--") {
+        out.push_str(&rest[..start]);
+        match rest[start..].find("-->") {
+            Some(end) => rest = &rest[start + end + 3..],
+            None => {
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out.replace('\r', "")
+}
+
+/// A short question that asks about tests wants tests; a long report that
+/// mentions a failing test still wants the code under test.
+fn question_mentions_tests(question: &str) -> bool {
+    let words: Vec<&str> = question.split_whitespace().collect();
+    words.len() <= 30
+        && words.iter().any(|w| {
+            matches!(
+                w.trim_matches(|c: char| !c.is_alphanumeric())
+                    .to_lowercase()
+                    .as_str(),
+                "test" | "tests" | "testing" | "pytest" | "unittest" | "spec"
+            )
+        })
+}
+
+/// Whether a path is test code (a path word is test/tests/testing, or the
+/// file is `test_*`, `*_test.*`, `*.spec.*`, `*.test.*`).
+pub fn is_test_path(path: &str) -> bool {
+    path.to_lowercase()
+        .split(['/', '.', '_', '-'])
+        .any(|w| matches!(w, "test" | "tests" | "testing" | "spec" | "__tests__"))
+}
+
+/// Paths written in the question (`django/db/models/query.py`, `query.py`).
+fn mentioned_paths(question: &str) -> Vec<String> {
+    const EXTENSIONS: [&str; 8] = ["py", "rs", "go", "js", "ts", "tsx", "jsx", "md"];
+    question
+        .split(|c: char| c.is_whitespace() || "\"'`()[]{}<>,;:".contains(c))
+        .map(|w| {
+            w.trim_matches(|c: char| c == '.' || c == '/')
+                .replace('\\', "/")
+        })
+        .filter(|w| {
+            w.len() >= 4
+                && w.rsplit_once('.')
+                    .is_some_and(|(stem, ext)| !stem.is_empty() && EXTENSIONS.contains(&ext))
+        })
+        .take(20)
+        .collect()
+}
+
+fn path_matches(file_path: &str, mentioned: &str) -> bool {
+    file_path == mentioned
+        || file_path.ends_with(&format!("/{mentioned}"))
+        || mentioned.ends_with(&format!("/{file_path}"))
+}
+
+/// Big units are poor evidence: they cost many tokens to expand and their
+/// match may be anywhere inside.
+fn size_factor(tokens: u32) -> f64 {
+    match tokens {
+        0..=600 => 1.0,
+        601..=1500 => 0.85,
+        1501..=4000 => 0.65,
+        _ => 0.45,
+    }
+}
+
+/// Files where several units match are more likely the place: each unit
+/// gains a share of its file's aggregate (best + ½ second + ¼ third).
+fn aggregate_by_file(ranked: &mut [Scored]) {
+    let mut per_file: HashMap<String, Vec<f64>> = HashMap::new();
+    for s in ranked.iter() {
+        per_file
+            .entry(s.node.file_path.clone())
+            .or_default()
+            .push(s.score);
+    }
+    let aggregate: HashMap<String, f64> = per_file
+        .into_iter()
+        .map(|(path, mut scores)| {
+            scores.sort_by(|a, b| b.total_cmp(a));
+            let agg = scores
+                .iter()
+                .take(3)
+                .zip([1.0, 0.5, 0.25])
+                .map(|(s, w)| s * w)
+                .sum::<f64>();
+            (path, agg)
+        })
+        .collect();
+    for s in ranked.iter_mut() {
+        let agg = aggregate.get(&s.node.file_path).copied().unwrap_or(s.score);
+        s.score += 0.3 * (agg - s.score).max(0.0);
+    }
 }
 
 /// Words that carry no retrieval signal in questions about code.
@@ -288,7 +401,10 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
         question.push(' ');
         question.push_str(p);
     }
+    let question = clean_question(&question);
     let (terms, identifiers) = key_terms(store, &question)?;
+    let wants_tests = question_mentions_tests(&question);
+    let mentioned_paths = mentioned_paths(&question);
 
     let mut scored: HashMap<i64, Scored> = HashMap::new();
     let add = |node: NodeRecord, score: f64, scored: &mut HashMap<i64, Scored>| {
@@ -311,15 +427,26 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
             add(node, s, &mut scored);
         }
     }
-    // Identifiers named in the question: their definitions are strong evidence.
+    // Identifiers named in the question: their definitions are evidence, the
+    // stronger the rarer the name (`filter` is defined everywhere, `_resolve_lookup` is not).
     let mut identifier_hit = false;
-    for ident in identifiers.iter().take(12) {
-        for node in store.nodes_by_name(ident, NameMatch::Equal, 50)? {
-            if NodeType::from_name(&node.node_type).is_some_and(NodeType::is_symbol) {
-                identifier_hit = true;
-                let exact = node.name.as_deref() == Some(ident.as_str());
-                add(node, if exact { 1.6 } else { 1.2 }, &mut scored);
-            }
+    let mut ident_bonus: HashMap<i64, f64> = HashMap::new();
+    for ident in identifiers.iter().take(16) {
+        let defs: Vec<NodeRecord> = store
+            .nodes_by_name(ident, NameMatch::Equal, 50)?
+            .into_iter()
+            .filter(|n| NodeType::from_name(&n.node_type).is_some_and(NodeType::is_symbol))
+            .collect();
+        if defs.is_empty() {
+            continue;
+        }
+        identifier_hit = true;
+        let rarity = 1.0 / (defs.len() as f64).sqrt();
+        for node in defs {
+            let exact = node.name.as_deref() == Some(ident.as_str());
+            let bonus = if exact { 0.8 } else { 0.5 } * rarity;
+            *ident_bonus.entry(node.rowid).or_insert(0.0) += bonus;
+            add(node, 0.0, &mut scored);
         }
     }
     // Non-text parameters (symbol, section, parent, query) contribute their own results.
@@ -349,17 +476,21 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
                 || NodeType::from_name(&s.node.node_type).is_some_and(NodeType::is_symbol)
         })
         .map(|mut s| {
-            s.score *= type_factor(&s.node.node_type);
-            if s.node
-                .name
-                .as_deref()
-                .is_some_and(|n| identifiers.contains(n))
+            s.score += ident_bonus.get(&s.node.rowid).copied().unwrap_or(0.0);
+            s.score *= type_factor(&s.node.node_type) * size_factor(s.node.token_count);
+            if !wants_tests && is_test_path(&s.node.file_path) {
+                s.score *= TEST_FACTOR;
+            }
+            if mentioned_paths
+                .iter()
+                .any(|p| path_matches(&s.node.file_path, p))
             {
                 s.score *= 1.5;
             }
             s
         })
         .collect();
+    aggregate_by_file(&mut ranked);
     ranked.sort_by(|a, b| {
         b.score
             .total_cmp(&a.score)
@@ -369,7 +500,8 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
     let total_candidates = ranked.len();
 
     let mut plan_steps = None;
-    let selected = select(&ranked, max_handles, max_per_file);
+    let max_tokens = params.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS).max(1);
+    let selected = select(&ranked, max_handles, max_per_file, max_tokens);
     let mut selected: Vec<&Scored> = selected;
     let want_plan = params.plan == Some(true);
     if want_plan {
@@ -393,7 +525,7 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
             }
             merged.sort_by(|a, b| b.score.total_cmp(&a.score));
             ranked = merged;
-            selected = select(&ranked, max_handles, max_per_file);
+            selected = select(&ranked, max_handles, max_per_file, max_tokens);
         }
     }
 
@@ -463,8 +595,14 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
 }
 
 /// Rank-order selection without nested duplicates and with a per-file cap.
-fn select(ranked: &[Scored], max_handles: usize, max_per_file: usize) -> Vec<&Scored> {
+fn select(
+    ranked: &[Scored],
+    max_handles: usize,
+    max_per_file: usize,
+    max_tokens: u64,
+) -> Vec<&Scored> {
     let mut out: Vec<&Scored> = Vec::new();
+    let mut tokens = 0u64;
     let mut per_file: HashMap<&str, usize> = HashMap::new();
     for s in ranked {
         if out.len() >= max_handles {
@@ -483,7 +621,12 @@ fn select(ranked: &[Scored], max_handles: usize, max_per_file: usize) -> Vec<&Sc
         if *count >= max_per_file {
             continue;
         }
+        let cost = u64::from(n.token_count);
+        if !out.is_empty() && tokens + cost > max_tokens {
+            continue;
+        }
         *count += 1;
+        tokens += cost;
         out.push(s);
     }
     out
@@ -667,6 +810,63 @@ mod tests {
         assert!(ids.contains("send"));
         assert!(!ids.contains("utils"));
         assert!(!ids.contains("Calling"));
+    }
+
+    #[test]
+    fn questions_are_cleaned_of_template_comments() {
+        let q = clean_question("Bug <!-- please describe -->in `parse`\r\n<!-- unterminated");
+        assert_eq!(q, "Bug in `parse`\n");
+    }
+
+    #[test]
+    fn test_paths_are_recognised() {
+        for p in [
+            "tests/test_query.py",
+            "pkg/query_test.go",
+            "src/a.spec.ts",
+            "x/__tests__/a.js",
+            "testing/utils.py",
+        ] {
+            assert!(is_test_path(p), "{p}");
+        }
+        for p in [
+            "src/query.py",
+            "django/db/models/sql/compiler.py",
+            "latest/attest.rs",
+        ] {
+            assert!(!is_test_path(p), "{p}");
+        }
+        assert!(question_mentions_tests(
+            "where are the tests for the parser?"
+        ));
+        let long_report =
+            "The parser crashes when given an empty string. ".repeat(5) + "A test fails.";
+        assert!(!question_mentions_tests(&long_report));
+    }
+
+    #[test]
+    fn mentioned_paths_are_extracted_and_matched() {
+        let paths = mentioned_paths(
+            "Traceback: File \"django/db/models/query.py\", line 3, in filter; see utils.py.",
+        );
+        assert!(
+            paths.contains(&"django/db/models/query.py".to_string()),
+            "{paths:?}"
+        );
+        assert!(paths.contains(&"utils.py".to_string()), "{paths:?}");
+        assert!(path_matches(
+            "src/django/db/models/query.py",
+            "django/db/models/query.py"
+        ));
+        assert!(path_matches("pkg/utils.py", "utils.py"));
+        assert!(!path_matches("pkg/myutils.py", "utils.py"));
+    }
+
+    #[test]
+    fn focused_units_beat_huge_ones() {
+        assert!(size_factor(200) > size_factor(1000));
+        assert!(size_factor(1000) > size_factor(3000));
+        assert!(size_factor(3000) > size_factor(50_000));
     }
 
     #[test]

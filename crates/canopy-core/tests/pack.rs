@@ -120,6 +120,7 @@ fn packs_have_the_seed_shape_and_caps() {
                 max_handles: Some(3),
                 max_per_file: Some(1),
                 plan: None,
+                max_tokens: None,
             },
             None,
         )

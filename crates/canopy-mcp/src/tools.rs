@@ -154,6 +154,7 @@ impl ToolName {
                 let mut p = search("S-expression DSL, as canopy_query");
                 p["max_handles"] = int(8);
                 p["max_per_file"] = int(2);
+                p["max_tokens"] = int(1500);
                 p["plan"] = json!({"type": "boolean", "description": "Force or skip server-side planning (default: when confidence is low)"});
                 p["result_set"] = keep.clone();
                 (p, vec!["path"])
@@ -228,6 +229,7 @@ pub(crate) struct Args {
     pub max_handles: Option<usize>,
     pub max_per_file: Option<usize>,
     pub plan: Option<bool>,
+    pub max_tokens: Option<u64>,
     pub handle_ids: Option<Vec<String>>,
     /// `true` on query/pack (keep a result set); the set's id on refine.
     pub result_set: Option<Value>,
@@ -282,6 +284,7 @@ impl Args {
             max_handles: self.max_handles,
             max_per_file: self.max_per_file,
             plan: self.plan,
+            max_tokens: self.max_tokens,
         }
     }
 }
