@@ -1,9 +1,11 @@
-//! In-process query latency: `cargo run --release -p canopy-core --example query_bench -- <repo> [iterations]`.
+//! In-process query latency:
+//! `cargo run --release -p canopy-core --example query_bench -- <repo> [iterations] [name,name,…]`.
 //!
 //! Indexes the repository if needed, then times symbol, pattern, reference,
 //! DSL, evidence-pack and planned-pack calls against the warm engine and
-//! prints p50/p95/max per kind as a Markdown table. Query names are taken
-//! from the index itself (the most common names), so it runs on any repo.
+//! prints p50/p95/max per kind as a Markdown table. Symbol and reference
+//! queries use the given names (`bench/query.sh` passes the repository's
+//! most-called names); without them, names are taken from definitions.
 
 use std::time::{Duration, Instant};
 
@@ -35,6 +37,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .next()
         .ok_or("usage: query_bench <repo> [iterations]")?;
     let iterations: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(200);
+    let given: Vec<String> = args
+        .next()
+        .map(|s| {
+            s.split(',')
+                .filter(|n| !n.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
     let engine = Engine::open(&repo, EngineOptions::default())?;
     let t = Instant::now();
     let report = engine.index(None, &NoProgress)?;
@@ -68,6 +79,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     names.sort();
     names.dedup();
+    if !given.is_empty() {
+        names = given;
+    }
     if names.is_empty() {
         names.push("main".into());
     }

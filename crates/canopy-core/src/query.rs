@@ -15,7 +15,8 @@
 //!   BM25 with weights name 10, path 4, body 1.
 //! * **symbols** (`symbol`, `code`): exact name first, then the same name in
 //!   another case, then names starting with the text, then names containing
-//!   it. `Type.method`, `Type::method` and `module.func` restrict the match to
+//!   it (substring matches only when the closer tiers found fewer than 200).
+//!   `Type.method`, `Type::method` and `module.func` restrict the match to
 //!   that parent (qualified name) or module (file name).
 //! * **definition**: exact name (any case) only.
 
@@ -470,7 +471,14 @@ impl Evaluator<'_> {
         }
         let mut out = equal;
         for how in [NameMatch::Prefix, NameMatch::Substring] {
-            if out.len() >= CANDIDATE_CAP {
+            // A substring match scans every name; it is only worth it when the
+            // closer tiers leave room in the largest page a caller can ask for.
+            let enough = if how == NameMatch::Substring {
+                MAX_LIMIT
+            } else {
+                CANDIDATE_CAP
+            };
+            if out.len() >= enough {
                 break;
             }
             let mut more: Vec<NodeRecord> = self
