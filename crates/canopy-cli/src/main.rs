@@ -226,13 +226,7 @@ fn run_remote(cli: Cli, url: &str) -> anyhow::Result<()> {
                 .query(&params, global.json)
         }
         Command::Pack(args) => {
-            let params = PackParams {
-                query: query_params(args.query),
-                max_handles: args.max_handles,
-                max_per_file: args.max_per_file,
-                plan: args.plan.then_some(true),
-                max_tokens: args.max_tokens,
-            };
+            let params = pack_params(args);
             params.query.validate()?;
             remote::Remote::connect(url, token, &start_dir(global, None)?)?
                 .pack(&params, global.json)
@@ -286,13 +280,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Pack(args) => {
             let engine = open_engine(global, None)?;
-            let params = PackParams {
-                query: query_params(args.query),
-                max_handles: args.max_handles,
-                max_per_file: args.max_per_file,
-                plan: args.plan.then_some(true),
-                max_tokens: args.max_tokens,
-            };
+            let params = pack_params(args);
             params.query.validate()?;
             // One CLI process is one session.
             let session = format!("cli-{}", std::process::id());
@@ -316,6 +304,16 @@ fn finish_background_index(engine: &Engine, quiet: bool) -> anyhow::Result<()> {
     }
     engine.wait_for_background_index()?;
     Ok(())
+}
+
+fn pack_params(args: PackArgs) -> PackParams {
+    PackParams {
+        query: query_params(args.query),
+        max_handles: args.max_handles,
+        max_per_file: args.max_per_file,
+        plan: args.plan.then_some(true),
+        max_tokens: args.max_tokens,
+    }
 }
 
 fn query_params(args: QueryArgs) -> QueryParams {

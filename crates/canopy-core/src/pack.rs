@@ -434,7 +434,11 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
     // stronger the rarer the name (`filter` is defined everywhere, `_resolve_lookup` is not).
     let mut identifier_hit = false;
     let mut ident_bonus: HashMap<i64, f64> = HashMap::new();
-    for ident in identifiers.iter().take(16) {
+    // A stable order (longest, most specific names first): the same question
+    // on the same index always gives the same pack.
+    let mut ordered: Vec<&String> = identifiers.iter().collect();
+    ordered.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    for ident in ordered.into_iter().take(16) {
         let defs: Vec<NodeRecord> = store
             .nodes_by_name(ident, NameMatch::Equal, 50)?
             .into_iter()

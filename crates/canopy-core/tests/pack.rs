@@ -305,3 +305,28 @@ fn result_sets_refine_page_and_expire() {
         .unwrap_err();
     assert!(matches!(gone, CanopyError::ResultSetNotFound { .. }));
 }
+
+#[test]
+fn packs_are_deterministic_even_with_many_identifiers() {
+    let dir = tempfile::tempdir().unwrap();
+    // More defined names than a pack looks up, each in its own file, so the
+    // order in which identifiers are looked up decides what is found.
+    let mut names = Vec::new();
+    for i in 0..30 {
+        let name = format!("ledger_entry_{i:02}_posting");
+        write(
+            dir.path(),
+            &format!("ledger/m{i:02}.py"),
+            &format!("def {name}(book):\n    return book\n"),
+        );
+        names.push(format!("`{name}`"));
+    }
+    let e = Engine::open(dir.path(), EngineOptions::default()).unwrap();
+    e.index(None, &NoProgress).unwrap();
+    let question = format!("Postings go missing in {}", names.join(", "));
+    let first = pack(&e, &question, None);
+    assert!(!first.handles.is_empty());
+    for _ in 0..8 {
+        assert_eq!(pack(&e, &question, None).handles, first.handles);
+    }
+}
