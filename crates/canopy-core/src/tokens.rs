@@ -11,11 +11,6 @@ pub fn count_tokens(text: &str) -> usize {
     bpe_openai::o200k_base().count(text)
 }
 
-/// Forces the tokenizer tables to load (so the first file parsed is not slow).
-pub fn warm_up() {
-    let _ = count_tokens("fn warm_up() {}");
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

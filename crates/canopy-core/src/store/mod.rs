@@ -75,14 +75,6 @@ impl Store {
         }
     }
 
-    /// Opens an existing index for reading only; `None` if there is none yet.
-    pub fn open_existing(db_path: &Path) -> Result<Option<Store>> {
-        if !db_path.exists() {
-            return Ok(None);
-        }
-        Self::try_open(db_path)
-    }
-
     fn rebuild(db_path: &Path, reason: String) -> Result<(Store, Option<String>)> {
         tracing::warn!("{reason}");
         for suffix in ["", "-wal", "-shm"] {
