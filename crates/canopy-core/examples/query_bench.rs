@@ -101,8 +101,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "why does the cache return stale values after an update",
     ];
 
+    // `QUERY_BENCH_ONLY=symbol,pattern` times only those kinds (for profiling).
+    let only: Option<Vec<String>> = std::env::var("QUERY_BENCH_ONLY")
+        .ok()
+        .map(|s| s.split(',').map(str::to_string).collect());
+    let wanted = |label: &str| {
+        only.as_ref()
+            .is_none_or(|o| o.iter().any(|w| label.starts_with(w.as_str())))
+    };
     let mut rows = Vec::new();
     let mut run = |label: &str, samples: Vec<Duration>| {
+        if samples.is_empty() {
+            return;
+        }
         rows.push(format!(
             "| {label} | {} | {:.2} | {:.2} | {:.2} |",
             samples.len(),
@@ -113,7 +124,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     run(
         "symbol",
-        time(iterations, |i| {
+        time(if wanted("symbol") { iterations } else { 0 }, |i| {
             let _ = engine.query(&QueryParams {
                 symbol: Some(names[i % names.len()].clone()),
                 ..Default::default()
@@ -122,7 +133,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     run(
         "pattern",
-        time(iterations, |i| {
+        time(if wanted("pattern") { iterations } else { 0 }, |i| {
             let _ = engine.query(&QueryParams {
                 pattern: Some(words[i % words.len()].into()),
                 ..Default::default()
@@ -131,7 +142,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     run(
         "reference",
-        time(iterations, |i| {
+        time(if wanted("reference") { iterations } else { 0 }, |i| {
             let _ = engine.query(&QueryParams {
                 symbol: Some(names[i % names.len()].clone()),
                 kind: Some(QueryKind::Reference),
@@ -141,47 +152,68 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     run(
         "dsl (in-file + intersect)",
-        time(iterations, |i| {
-            let _ = engine.query(&QueryParams {
-                query: Some(format!(
-                    "(in-file \"**/*\" (intersect (grep \"{}\") (code \"{}\")))",
-                    words[i % words.len()],
-                    names[i % names.len()]
-                )),
-                ..Default::default()
-            });
-        }),
+        time(
+            if wanted("dsl (in-file + intersect)") {
+                iterations
+            } else {
+                0
+            },
+            |i| {
+                let _ = engine.query(&QueryParams {
+                    query: Some(format!(
+                        "(in-file \"**/*\" (intersect (grep \"{}\") (code \"{}\")))",
+                        words[i % words.len()],
+                        names[i % names.len()]
+                    )),
+                    ..Default::default()
+                });
+            },
+        ),
     );
     run(
         "evidence pack",
-        time(iterations / 2, |i| {
-            let _ = engine.evidence_pack(
-                &PackParams {
-                    query: QueryParams {
-                        pattern: Some(questions[i % questions.len()].into()),
+        time(
+            if wanted("evidence pack") {
+                iterations / 2
+            } else {
+                0
+            },
+            |i| {
+                let _ = engine.evidence_pack(
+                    &PackParams {
+                        query: QueryParams {
+                            pattern: Some(questions[i % questions.len()].into()),
+                            ..Default::default()
+                        },
                         ..Default::default()
                     },
-                    ..Default::default()
-                },
-                None,
-            );
-        }),
+                    None,
+                );
+            },
+        ),
     );
     run(
         "evidence pack, plan=true",
-        time(iterations / 4, |i| {
-            let _ = engine.evidence_pack(
-                &PackParams {
-                    query: QueryParams {
-                        pattern: Some(questions[i % questions.len()].into()),
+        time(
+            if wanted("evidence pack, plan=true") {
+                iterations / 4
+            } else {
+                0
+            },
+            |i| {
+                let _ = engine.evidence_pack(
+                    &PackParams {
+                        query: QueryParams {
+                            pattern: Some(questions[i % questions.len()].into()),
+                            ..Default::default()
+                        },
+                        plan: Some(true),
                         ..Default::default()
                     },
-                    plan: Some(true),
-                    ..Default::default()
-                },
-                None,
-            );
-        }),
+                    None,
+                );
+            },
+        ),
     );
     println!(
         "repo: {repo} ({} files, {} units, {} refs)\n",

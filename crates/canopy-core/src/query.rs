@@ -444,6 +444,29 @@ impl Evaluator<'_> {
         })
     }
 
+    /// The best `top` units for a text search and the true number of
+    /// matches, for a search that nothing filters afterwards. Ranking all
+    /// matches is unavoidable, but only `top` of them are loaded; the count
+    /// does not rank. Same order as [`Evaluator::grep`].
+    fn grep_top(&self, text: &str, top: usize) -> Result<(Vec<NodeRecord>, usize)> {
+        let Some(all) = fts_expression(text, true) else {
+            return Ok((vec![], 0));
+        };
+        let mut expr = all;
+        let mut total = self.store.fts_count(&expr)?;
+        if total == 0
+            && let Some(any) = fts_expression(text, false)
+            && any != expr
+        {
+            expr = any;
+            total = self.store.fts_count(&expr)?;
+        }
+        if total == 0 {
+            return Ok((vec![], 0));
+        }
+        Ok((self.store.fts_search(&expr, top)?, total as usize))
+    }
+
     fn symbols(&self, symbol: &str, exact_only: bool) -> Result<Vec<NodeRecord>> {
         let (qualifier, name) = split_qualified(symbol);
         if name.is_empty() {
@@ -590,7 +613,23 @@ pub(crate) fn execute(store: &Store, engine: &Engine, params: &QueryParams) -> R
     let expr = params.to_expr()?;
     let kind = params.kind.unwrap_or_default();
     let limit = params.effective_limit();
-    let mut hits = Evaluator { store }.eval(&expr)?.dedup();
+    let evaluator = Evaluator { store };
+    // A bare text search that nothing filters afterwards loads only the page
+    // it returns and counts the rest; everything else goes through `eval`.
+    if let Expr::Grep(text) = &expr
+        && kind != QueryKind::Definition
+        && params.result_set != Some(true)
+    {
+        let (nodes, total) = evaluator.grep_top(text, limit)?;
+        let result = QueryResult {
+            total_matches: total,
+            truncated: total > nodes.len(),
+            handles: nodes.iter().map(to_handle).collect(),
+            ..Default::default()
+        };
+        return finish(store, engine, params, result);
+    }
+    let mut hits = evaluator.eval(&expr)?.dedup();
     if kind == QueryKind::Definition {
         hits.nodes
             .retain(|n| is_symbol_type(&n.node_type) || n.node_type == NodeType::Section.as_str());
@@ -666,6 +705,16 @@ pub(crate) fn execute(store: &Store, engine: &Engine, params: &QueryParams) -> R
         hits.nodes.truncate(limit);
         result.handles = hits.nodes.iter().map(to_handle).collect();
     }
+    finish(store, engine, params, result)
+}
+
+/// Totals the handles' tokens and applies `expand_budget`.
+fn finish(
+    store: &Store,
+    engine: &Engine,
+    params: &QueryParams,
+    mut result: QueryResult,
+) -> Result<QueryResult> {
     result.total_tokens = result
         .handles
         .iter()

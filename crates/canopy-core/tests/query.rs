@@ -658,3 +658,81 @@ fn lazy_indexing_answers_targeted_queries_first_then_completes() {
     assert_eq!(status.files_indexed, 3001);
     assert_eq!(status.index_coverage, 1.0);
 }
+
+#[test]
+fn substring_symbols_agree_between_sqlite_and_the_name_catalog() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        root,
+        "src/fetch.py",
+        "def fetch(): pass\n\ndef prefetch(): pass\n\ndef refetch_all(): pass\n\nclass AutoFetcher:\n    def run(self): pass\n\ndef unrelated(): pass\n",
+    );
+    let engine = Engine::open(root, EngineOptions::default()).unwrap();
+    engine.index(None, &NoProgress).unwrap();
+    let names = |r: &QueryResult| -> Vec<String> {
+        r.handles
+            .iter()
+            .map(|h| h.preview.split(['(', ':']).next().unwrap().to_string())
+            .collect()
+    };
+    // The first substring search of a connection scans in SQLite; later ones
+    // use the in-memory name catalog. Both must give the same answer, shortest
+    // (closest) names first after the exact match.
+    let first = q(&engine, sym("fetch"));
+    let second = q(&engine, sym("fetch"));
+    assert_eq!(first, second);
+    assert_eq!(
+        names(&first),
+        [
+            "def fetch",
+            "def prefetch",
+            "class AutoFetcher",
+            "def refetch_all"
+        ]
+    );
+    // A re-index by another connection is seen: the catalog is rebuilt.
+    write(root, "src/more.py", "def do_fetch_now(): pass\n");
+    engine.index(None, &NoProgress).unwrap();
+    let third = q(&engine, sym("fetch"));
+    assert!(
+        names(&third).contains(&"def do_fetch_now".to_string()),
+        "{:?}",
+        names(&third)
+    );
+    assert_eq!(q(&engine, sym("fetch")), third);
+}
+
+#[test]
+fn plain_text_search_counts_every_match_and_pages_like_the_general_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let mut text = String::new();
+    for i in 0..2_100 {
+        text.push_str(&format!("def widget_{i}():\n    return {i}\n\n"));
+    }
+    write(root, "src/widgets.py", &text);
+    let engine = Engine::open(root, EngineOptions::default()).unwrap();
+    engine.index(None, &NoProgress).unwrap();
+    let r = q(&engine, pat("widget"));
+    // True count, beyond the 2,000 candidates a filtered search considers.
+    assert_eq!(r.total_matches, 2_100);
+    assert!(r.truncated);
+    assert_eq!(r.handles.len(), 16);
+    // The same page as the general evaluator (taken when a result set is kept).
+    let general = q(
+        &engine,
+        QueryParams {
+            pattern: Some("widget".into()),
+            result_set: Some(true),
+            ..Default::default()
+        },
+    );
+    assert!(general.result_set.is_some());
+    assert_eq!(general.handles, r.handles);
+    assert_eq!(general.total_matches, 2_000);
+    // No match at all.
+    let none = q(&engine, pat("zzzqqq"));
+    assert_eq!((none.total_matches, none.truncated), (0, false));
+    assert!(none.handles.is_empty());
+}

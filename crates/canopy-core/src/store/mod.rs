@@ -29,6 +29,8 @@ const SCHEMA: &str = include_str!("schema.sql");
 pub struct Store {
     pub(crate) conn: Connection,
     path: PathBuf,
+    /// Distinct unit names, for substring symbol search (see [`read::NameCatalog`]).
+    names: read::NameCatalogCache,
 }
 
 /// Well-known keys of the `meta` table.
@@ -46,6 +48,11 @@ fn configure(conn: &Connection) -> Result<()> {
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     conn.pragma_update(None, "cache_size", -16_000)?;
+    // Reads straight from the OS page cache instead of a `pread` and a copy
+    // per page (30% of a reference lookup's samples in `perf` before this:
+    // such lookups touch pages all over the refs table). Address space only;
+    // the pages are the kernel's, shared with every other reader of the file.
+    conn.pragma_update(None, "mmap_size", 1i64 << 30)?;
     Ok(())
 }
 
@@ -110,6 +117,7 @@ impl Store {
             return Ok(Some(Store {
                 conn,
                 path: db_path.to_path_buf(),
+                names: Default::default(),
             }));
         }
         if has_tables {
@@ -130,6 +138,7 @@ impl Store {
         Ok(Some(Store {
             conn,
             path: db_path.to_path_buf(),
+            names: Default::default(),
         }))
     }
 
