@@ -16,8 +16,8 @@ BIN="${CANOPY_BIN:-$MAIN/target/release/canopy}"
 NAMES=$(python3 - "$REPO/.canopy/index.db" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
-rows = db.execute("SELECT name FROM refs WHERE ref_type='call' AND length(name) > 3 "
-                  "GROUP BY name ORDER BY COUNT(*) DESC LIMIT 20").fetchall()
+rows = db.execute("SELECT n.text FROM refs r JOIN ref_names n ON n.id = r.name_id WHERE r.ref_type = 0 AND length(n.text) > 3 "
+                  "GROUP BY n.text ORDER BY COUNT(*) DESC LIMIT 20").fetchall()
 print(",".join(r[0] for r in rows))
 PY
 )

@@ -177,7 +177,8 @@ impl Engine {
     }
 
     /// Rows that point at nothing (nodes without a file, references without a
-    /// unit, full-text rows without a unit). Zero in a consistent index; used
+    /// unit, full-text rows without a unit, reference names without a
+    /// reference). Zero in a consistent index after a finished run; used
     /// by tests and `canopy status --check`.
     pub fn orphan_rows(&self) -> Result<u64> {
         lock(&self.inner.reader).orphan_rows()
@@ -331,7 +332,7 @@ impl Engine {
     pub fn refine(&self, params: &RefineParams) -> Result<RefineResult> {
         let store = lock(&self.inner.reader);
         let mut sets = lock(&self.inner.result_sets);
-        crate::resultset::refine(&mut sets, &store, params)
+        crate::resultset::refine(&mut sets, &store, self, params)
     }
 
     /// [`Engine::expand`], remembering the expansion in the session's convergence memory.

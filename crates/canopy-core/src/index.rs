@@ -21,6 +21,7 @@ use crate::lang::parse_file;
 use crate::model::IndexReport;
 use crate::store::write::{FileWrite, ParsedWrite};
 use crate::store::{Store, meta_keys};
+use crate::tokens;
 
 /// Bytes sniffed for NUL to detect binary files.
 const BINARY_SNIFF_BYTES: usize = 8192;
@@ -110,6 +111,9 @@ fn process(candidate: &Candidate, old_hash: Option<&str>, max_file_size: u64) ->
             0,
         );
     }
+    // The first file that needs parsing starts loading the tokenizer tables
+    // (unless a fresh index already did), while tree-sitter parses it.
+    tokens::warm_up_in_background();
     let parsed = parse_file(&candidate.path, &bytes);
     let line_count = bytes.iter().filter(|&&b| b == b'\n').count() as u32
         + u32::from(!bytes.is_empty() && !bytes.ends_with(b"\n"));
@@ -135,13 +139,18 @@ pub(crate) fn run_index(
 ) -> Result<IndexReport> {
     let started = Instant::now();
     let filter = options.glob.as_deref().map(PathFilter::new).transpose()?;
+    let stored = store.file_states()?;
+    let known_skips = store.skipped_files()?;
+    if stored.is_empty() && known_skips.is_empty() {
+        // A fresh index parses every file it lists: the tokenizer tables
+        // load while discovery runs (see also `process`).
+        tokens::warm_up_in_background();
+    }
     let mut discovery = discover(root, options.max_file_size, filter.as_ref())?;
     let candidates_in_repo = discovery.files.len();
     if let Some(only) = &options.only_paths {
         discovery.files.retain(|c| only.contains(&c.path));
     }
-    let stored = store.file_states()?;
-    let known_skips = store.skipped_files()?;
     let was_complete = store.meta(meta_keys::INDEX_COMPLETE)?.as_deref() == Some("1");
     let mut skipped: BTreeMap<SkipReason, u64> = discovery.skipped.clone();
 

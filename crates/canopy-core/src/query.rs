@@ -591,7 +591,41 @@ fn rank_by_name(nodes: Vec<NodeRecord>, child: &str) -> Vec<NodeRecord> {
     ranked.into_iter().map(|(_, n)| n).collect()
 }
 
-pub(crate) fn to_handle(n: &NodeRecord) -> Handle {
+/// Builds handle previews from the files on disk (the index stores only
+/// where a preview starts). Each file is read and hash-checked once per
+/// response; a file that changed since indexing gets a preview from the
+/// index alone (the unit's qualified name), never text from the wrong place.
+pub(crate) struct Previews<'a> {
+    engine: &'a Engine,
+    texts: HashMap<String, Option<String>>,
+}
+
+impl<'a> Previews<'a> {
+    pub(crate) fn new(engine: &'a Engine) -> Previews<'a> {
+        Previews {
+            engine,
+            texts: HashMap::new(),
+        }
+    }
+
+    fn preview(&mut self, n: &NodeRecord) -> String {
+        let text = self.texts.entry(n.file_path.clone()).or_insert_with(|| {
+            self.engine
+                .read_verified(&n.file_path, &n.content_hash)
+                .ok()
+                .map(|bytes| crate::lang::extract::text_view(&bytes))
+        });
+        match text {
+            Some(text) => crate::lang::extract::preview_text(text, n.preview_start, n.end_byte),
+            None => n
+                .qualified_name
+                .clone()
+                .unwrap_or_else(|| n.node_type.clone()),
+        }
+    }
+}
+
+pub(crate) fn to_handle(n: &NodeRecord, previews: &mut Previews) -> Handle {
     Handle {
         id: HandleId::parse(&n.handle)
             .unwrap_or_else(|| HandleId::derive(&n.file_path, &n.node_type, &n.handle, 0)),
@@ -603,7 +637,7 @@ pub(crate) fn to_handle(n: &NodeRecord) -> Handle {
         },
         line_range: [n.start_line, n.end_line],
         token_count: n.token_count,
-        preview: n.preview.clone(),
+        preview: previews.preview(n),
         content: None,
     }
 }
@@ -614,6 +648,7 @@ pub(crate) fn execute(store: &Store, engine: &Engine, params: &QueryParams) -> R
     let kind = params.kind.unwrap_or_default();
     let limit = params.effective_limit();
     let evaluator = Evaluator { store };
+    let mut previews = Previews::new(engine);
     // A bare text search that nothing filters afterwards loads only the page
     // it returns and counts the rest; everything else goes through `eval`.
     if let Expr::Grep(text) = &expr
@@ -624,12 +659,35 @@ pub(crate) fn execute(store: &Store, engine: &Engine, params: &QueryParams) -> R
         let result = QueryResult {
             total_matches: total,
             truncated: total > nodes.len(),
-            handles: nodes.iter().map(to_handle).collect(),
+            handles: nodes.iter().map(|n| to_handle(n, &mut previews)).collect(),
             ..Default::default()
         };
         return finish(store, engine, params, result);
     }
-    let mut hits = evaluator.eval(&expr)?.dedup();
+    // Likewise a bare reference lookup (no qualifier, no parent): the page
+    // comes from the name index, the total from a count.
+    let plain_refs = match &expr {
+        Expr::References(name) if params.parent.as_deref().is_none_or(|p| p.trim().is_empty()) => {
+            match split_qualified(name) {
+                (None, bare) => Some(bare),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    let (mut hits, refs_total) = match plain_refs {
+        Some(name) => {
+            let (refs, total) = store.refs_top(&name, limit)?;
+            (
+                Hits {
+                    nodes: vec![],
+                    refs,
+                },
+                Some(total as usize),
+            )
+        }
+        None => (evaluator.eval(&expr)?.dedup(), None),
+    };
     if kind == QueryKind::Definition {
         hits.nodes
             .retain(|n| is_symbol_type(&n.node_type) || n.node_type == NodeType::Section.as_str());
@@ -649,8 +707,8 @@ pub(crate) fn execute(store: &Store, engine: &Engine, params: &QueryParams) -> R
                 })
             });
         }
-        result.total_matches = hits.refs.len();
-        result.truncated = hits.refs.len() > limit;
+        result.total_matches = refs_total.unwrap_or(hits.refs.len());
+        result.truncated = result.total_matches > limit;
         hits.refs.truncate(limit);
         let mut lines: HashMap<String, Option<Vec<u8>>> = HashMap::new();
         let mut ref_handles = Vec::with_capacity(hits.refs.len());
@@ -686,13 +744,17 @@ pub(crate) fn execute(store: &Store, engine: &Engine, params: &QueryParams) -> R
         // references, so callers can be expanded directly.
         hits.nodes.truncate(limit);
         result.total_matches += hits.nodes.len();
-        result.handles = hits.nodes.iter().map(to_handle).collect();
+        result.handles = hits
+            .nodes
+            .iter()
+            .map(|n| to_handle(n, &mut previews))
+            .collect();
         for s in &sources {
             if result.handles.iter().any(|h| h.id.as_str() == s.as_str()) {
                 continue;
             }
             if let Some(n) = store.node_by_handle(s)? {
-                result.handles.push(to_handle(&n));
+                result.handles.push(to_handle(&n, &mut previews));
             }
         }
         result.ref_handles = Some(ref_handles);
@@ -703,7 +765,11 @@ pub(crate) fn execute(store: &Store, engine: &Engine, params: &QueryParams) -> R
             result.result_set = Some(engine.keep_result_set(hits.nodes.clone()));
         }
         hits.nodes.truncate(limit);
-        result.handles = hits.nodes.iter().map(to_handle).collect();
+        result.handles = hits
+            .nodes
+            .iter()
+            .map(|n| to_handle(n, &mut previews))
+            .collect();
     }
     finish(store, engine, params, result)
 }

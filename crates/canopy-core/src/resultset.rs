@@ -14,10 +14,11 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::discover::PathFilter;
+use crate::engine::Engine;
 use crate::error::{CanopyError, Result};
 use crate::lang::NodeType;
 use crate::model::Handle;
-use crate::query::{Evaluator, QueryKind, QueryParams, fts_expression, to_handle};
+use crate::query::{Evaluator, Previews, QueryKind, QueryParams, fts_expression, to_handle};
 use crate::store::Store;
 use crate::store::read::NodeRecord;
 
@@ -143,6 +144,7 @@ impl ResultSets {
 pub(crate) fn refine(
     sets: &mut ResultSets,
     store: &Store,
+    engine: &Engine,
     params: &RefineParams,
 ) -> Result<RefineResult> {
     let mut items = sets.get(&params.result_set)?;
@@ -176,11 +178,12 @@ pub(crate) fn refine(
         .limit
         .unwrap_or(crate::query::DEFAULT_LIMIT)
         .clamp(1, crate::query::MAX_LIMIT);
+    let mut previews = Previews::new(engine);
     let page: Vec<Handle> = items
         .iter()
         .skip(offset)
         .take(limit)
-        .map(to_handle)
+        .map(|n| to_handle(n, &mut previews))
         .collect();
     let end = offset + page.len();
     let result_set = sets.insert(items);
@@ -213,7 +216,7 @@ mod tests {
             start_line: 1,
             end_line: 1,
             token_count: 1,
-            preview: String::new(),
+            preview_start: 0,
             score: 0.0,
         }
     }

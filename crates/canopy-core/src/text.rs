@@ -8,40 +8,54 @@
 //! `::` and `.` are separators for `unicode61`, so `foo::bar` and `self.path`
 //! are indexed as their parts already.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 /// Splits an identifier into lower-cased words at `_`, case changes and
 /// letter/digit boundaries: `parseHTTPRequest2` → `parse http request 2`.
 pub fn split_identifier(ident: &str) -> Vec<String> {
     let mut words = Vec::new();
-    let mut current = String::new();
-    let chars: Vec<char> = ident.chars().collect();
-    for (i, &c) in chars.iter().enumerate() {
+    for_each_word(ident, |word| words.push(word.to_lowercase()));
+    words
+}
+
+/// Calls `f` with each word of `ident` as written (not lower-cased), in
+/// order; the words of [`split_identifier`].
+fn for_each_word<'a>(ident: &'a str, mut f: impl FnMut(&'a str)) {
+    // The current word starts at `start`; `prev` is its last character.
+    let mut start = 0;
+    let mut prev: Option<char> = None;
+    let mut chars = ident.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
         if !c.is_alphanumeric() {
-            if !current.is_empty() {
-                words.push(std::mem::take(&mut current));
+            if prev.is_some() {
+                f(&ident[start..i]);
             }
+            prev = None;
             continue;
         }
-        if let Some(&prev) = current.chars().last().as_ref() {
-            let next = chars.get(i + 1).copied();
-            let boundary = (prev.is_lowercase() && c.is_uppercase())
-                || (prev.is_alphabetic() && c.is_ascii_digit())
-                || (prev.is_ascii_digit() && c.is_alphabetic())
-                // "HTTPRequest": the 'R' starts a new word because 'e' follows.
-                || (prev.is_uppercase()
-                    && c.is_uppercase()
-                    && next.is_some_and(|n| n.is_lowercase()));
-            if boundary {
-                words.push(std::mem::take(&mut current));
+        match prev {
+            None => start = i,
+            Some(prev) => {
+                let next = chars.peek().map(|&(_, n)| n);
+                let boundary = (prev.is_lowercase() && c.is_uppercase())
+                    || (prev.is_alphabetic() && c.is_ascii_digit())
+                    || (prev.is_ascii_digit() && c.is_alphabetic())
+                    // "HTTPRequest": the 'R' starts a new word because 'e' follows.
+                    || (prev.is_uppercase()
+                        && c.is_uppercase()
+                        && next.is_some_and(|n| n.is_lowercase()));
+                if boundary {
+                    f(&ident[start..i]);
+                    start = i;
+                }
             }
         }
-        current.push(c);
+        prev = Some(c);
     }
-    if !current.is_empty() {
-        words.push(current);
+    if prev.is_some() {
+        f(&ident[start..]);
     }
-    words.into_iter().map(|w| w.to_lowercase()).collect()
 }
 
 /// Iterates over identifier-like runs (`[A-Za-z0-9_]+` plus other alphanumerics).
@@ -68,28 +82,93 @@ fn is_compound(ident: &str) -> bool {
 }
 
 /// Builds the text stored in an FTS column: the original text followed by
-/// the distinct split parts of its compound identifiers.
+/// the distinct split parts of its compound identifiers (sorted, each
+/// followed by a space).
 pub fn fts_document(text: &str) -> String {
-    let mut extra: BTreeSet<String> = BTreeSet::new();
-    for ident in identifiers(text) {
-        if ident.len() > 64 || !is_compound(ident) {
-            continue;
-        }
-        for part in split_identifier(ident) {
-            extra.insert(part);
-        }
-    }
-    if extra.is_empty() {
+    let mut out = String::new();
+    append_identifier_parts(text, &mut out);
+    if out.is_empty() {
         return text.to_string();
     }
-    let mut out = String::with_capacity(text.len() + extra.len() * 8);
-    out.push_str(text);
+    let mut doc = String::with_capacity(text.len() + out.len());
+    doc.push_str(text);
+    doc.push_str(&out);
+    doc
+}
+
+/// [`fts_document`] of an owned text, reusing its buffer.
+pub fn fts_document_owned(mut text: String) -> String {
+    let mut out = String::new();
+    append_identifier_parts(&text, &mut out);
+    text.push_str(&out);
+    text
+}
+
+/// Appends what [`fts_document`] adds to `text` (nothing, or `\n` and the
+/// sorted distinct parts, each followed by a space) to `out`.
+fn append_identifier_parts(text: &str, out: &mut String) {
+    let mut parts: Vec<Cow<'_, str>> = Vec::new();
+    if text.is_ascii() {
+        // The same identifiers and tests as below, on bytes: for ASCII,
+        // `char::is_alphanumeric` is `u8::is_ascii_alphanumeric` and so on.
+        let bytes = text.as_bytes();
+        let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+        let is_compound = |ident: &[u8]| {
+            ident.contains(&b'_')
+                || ident.windows(2).any(|w| {
+                    (w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase())
+                        || (w[0].is_ascii_alphabetic() && w[1].is_ascii_digit())
+                })
+        };
+        let mut i = 0;
+        while i < bytes.len() {
+            if !is_ident(bytes[i]) {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < bytes.len() && is_ident(bytes[i]) {
+                i += 1;
+            }
+            let ident = &bytes[start..i];
+            if ident.len() <= 64 && is_compound(ident) {
+                push_words(&text[start..i], &mut parts);
+            }
+        }
+    } else {
+        for ident in identifiers(text) {
+            if ident.len() <= 64 && is_compound(ident) {
+                push_words(ident, &mut parts);
+            }
+        }
+    }
+    if parts.is_empty() {
+        return;
+    }
+    parts.sort_unstable();
+    parts.dedup();
+    out.reserve(1 + parts.iter().map(|p| p.len() + 1).sum::<usize>());
     out.push('\n');
-    for part in extra {
+    for part in parts {
         out.push_str(&part);
         out.push(' ');
     }
-    out
+}
+
+/// Pushes the lower-cased words of `ident` (borrowed when already lower case).
+fn push_words<'a>(ident: &'a str, parts: &mut Vec<Cow<'a, str>>) {
+    for_each_word(ident, |word| {
+        parts.push(
+            if word
+                .bytes()
+                .all(|b| b.is_ascii() && !b.is_ascii_uppercase())
+            {
+                Cow::Borrowed(word)
+            } else {
+                Cow::Owned(word.to_lowercase())
+            },
+        )
+    });
 }
 
 /// Words of a path used for matching: directory names and the file stem,
@@ -158,6 +237,137 @@ pub fn collapse_preview(text: &str, max_bytes: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first implementation of [`split_identifier`], kept to check the current one.
+    fn split_identifier_reference(ident: &str) -> Vec<String> {
+        let mut words = Vec::new();
+        let mut current = String::new();
+        let chars: Vec<char> = ident.chars().collect();
+        for (i, &c) in chars.iter().enumerate() {
+            if !c.is_alphanumeric() {
+                if !current.is_empty() {
+                    words.push(std::mem::take(&mut current));
+                }
+                continue;
+            }
+            if let Some(&prev) = current.chars().last().as_ref() {
+                let next = chars.get(i + 1).copied();
+                let boundary = (prev.is_lowercase() && c.is_uppercase())
+                    || (prev.is_alphabetic() && c.is_ascii_digit())
+                    || (prev.is_ascii_digit() && c.is_alphabetic())
+                    || (prev.is_uppercase()
+                        && c.is_uppercase()
+                        && next.is_some_and(|n| n.is_lowercase()));
+                if boundary {
+                    words.push(std::mem::take(&mut current));
+                }
+            }
+            current.push(c);
+        }
+        if !current.is_empty() {
+            words.push(current);
+        }
+        words.into_iter().map(|w| w.to_lowercase()).collect()
+    }
+
+    /// The first implementation of [`fts_document`], kept to check the current one.
+    fn fts_document_reference(text: &str) -> String {
+        let mut extra: BTreeSet<String> = BTreeSet::new();
+        for ident in identifiers(text) {
+            if ident.len() > 64 || !is_compound(ident) {
+                continue;
+            }
+            for part in split_identifier_reference(ident) {
+                extra.insert(part);
+            }
+        }
+        if extra.is_empty() {
+            return text.to_string();
+        }
+        let mut out = String::with_capacity(text.len() + extra.len() * 8);
+        out.push_str(text);
+        out.push('\n');
+        for part in extra {
+            out.push_str(&part);
+            out.push(' ');
+        }
+        out
+    }
+
+    fn check_same_as_reference(text: &str) {
+        assert_eq!(fts_document(text), fts_document_reference(text), "{text:?}");
+        assert_eq!(
+            fts_document_owned(text.to_string()),
+            fts_document_reference(text),
+            "{text:?}"
+        );
+        for ident in identifiers(text) {
+            assert_eq!(
+                split_identifier(ident),
+                split_identifier_reference(ident),
+                "{ident:?}"
+            );
+        }
+        assert_eq!(
+            split_identifier(text),
+            split_identifier_reference(text),
+            "{text:?}"
+        );
+    }
+
+    #[test]
+    fn documents_and_words_match_the_reference() {
+        for text in [
+            "",
+            "_",
+            "__",
+            "__init__",
+            "a_",
+            "_a",
+            "x",
+            "parse_expr ParseError parseHTTPRequest2 HTTPServer IOError getX ABc aB1c2D",
+            "fn parse_expr(input: &str) -> Result<Expr, ParseError> { todo!() }",
+            "self.inner_state.lock_owner = other.inner_state.lock_owner; x2y3 X2Y3 a1_b2",
+            "ÉcoleNormale straßeName ǅungla ǄUNGLA İstanbulCity ΣίσυφοςΣ ÀÉÎõü_ÇÑ camelÅngström",
+            "日本語_テキスト 変数名X 中文Name число_Два 三_四 ⅫRoman ½half x²y",
+            "emoji🎉_name a\u{0301}_b e\u{0300}Cc \u{1e9e}ẞ_x KELVIN\u{212a}_SIGN",
+            "UPPER_CASE_NAME MixedCase_and_snake mixedCASEWord ABCDef ABC123def 123abc",
+            "aVeryLongIdentifierThatIsLongerThanSixtyFourBytesInTotalLengthSoItIsSkippedEntirely_x",
+            "a__b___c d_1_e2F3",
+        ] {
+            check_same_as_reference(text);
+        }
+        // Identifiers of 63, 64 and 65 bytes (longer ones are not split).
+        for len in 63..=65 {
+            check_same_as_reference(&format!("x {}_b y", "a".repeat(len - 2)));
+            check_same_as_reference(&format!("x {}_é y", "a".repeat(len - 3)));
+        }
+        check_same_as_reference(include_str!("lang/extract.rs"));
+        check_same_as_reference(include_str!("lazy.rs"));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 3000, ..Default::default() })]
+
+        #[test]
+        fn documents_match_the_reference_on_any_text(text in "\\PC*") {
+            check_same_as_reference(&text);
+        }
+
+        #[test]
+        fn documents_match_the_reference_on_ascii_soup(
+            text in "[a-zA-Z0-9_ .:\n(){}\u{7f}\u{1}-]{0,80}"
+        ) {
+            check_same_as_reference(&text);
+        }
+
+        #[test]
+        fn documents_match_the_reference_on_identifier_soup(
+            text in "[a-zA-Z0-9_ .:éÉßİǅΣ日½²\u{0301}]{0,60}"
+        ) {
+            check_same_as_reference(&text);
+        }
+    }
 
     #[test]
     fn splits_identifiers() {

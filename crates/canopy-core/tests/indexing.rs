@@ -368,3 +368,59 @@ fn skipped_files_are_remembered_until_they_change() {
     assert!(grep(&e, "now_text_marker").is_empty());
     assert_eq!(e.orphan_rows().unwrap(), 0);
 }
+
+#[test]
+fn previews_rebuilt_from_disk_match_the_parser_and_never_show_stale_text() {
+    let dir = tempfile::tempdir().unwrap();
+    // Decorators, doc comments, multi-byte text and invalid UTF-8: the preview
+    // starts at the name's line and cuts on character boundaries.
+    let py = "import os\n\n@decorator(\"x\")\ndef décoré(a,\n           b):\n    \"\"\"Ünïcödé docs\"\"\"\n    return a\n\nclass Box:\n    def put(self, item): return item\n";
+    let mut bad = b"def broken():\n    return '\xff\xfe'\n\n".to_vec();
+    bad.extend_from_slice("def after(): pass\n".as_bytes());
+    write(dir.path(), "src/mod.py", py);
+    write(dir.path(), "src/bad.py", &bad);
+    write(dir.path(), "src/lib.rs", LIB);
+    let e = engine(dir.path());
+    e.index(None, &NoProgress).unwrap();
+    let mut checked = 0;
+    for (path, bytes) in [
+        ("src/mod.py", py.as_bytes()),
+        ("src/bad.py", &bad[..]),
+        ("src/lib.rs", LIB.as_bytes()),
+    ] {
+        let parsed = canopy_core::lang::extract::parse_file(path, bytes);
+        let handles = e
+            .query(&QueryParams {
+                query: Some(format!("(limit 200 (in-file \"{path}\" (grep \"def fn class return pub use import a\")))")),
+                ..Default::default()
+            })
+            .unwrap()
+            .handles;
+        for h in &handles {
+            let unit = parsed
+                .units
+                .iter()
+                .find(|u| u.id == h.id)
+                .unwrap_or_else(|| panic!("{} not parsed", h.id));
+            assert_eq!(h.preview, unit.preview, "{path} {}", h.id);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 8, "only {checked} handles checked");
+
+    // The file changes and is not re-indexed yet: no text from the wrong
+    // place, the unit's name instead; after re-indexing, the new text.
+    write(
+        dir.path(),
+        "src/lib.rs",
+        LIB.replace("pub fn target_fn", "\n\n\npub fn target_fn"),
+    );
+    let stale = symbol(&e, "target_fn");
+    assert_eq!(stale[0].preview, "target_fn");
+    e.index(None, &NoProgress).unwrap();
+    assert!(
+        symbol(&e, "target_fn")[0]
+            .preview
+            .starts_with("pub fn target_fn(x: i32)")
+    );
+}

@@ -463,6 +463,27 @@ fn references_are_call_sites_with_limit_glob_and_parent() {
             && kinds.contains(&"type_ref".to_string()),
         "{kinds:?}"
     );
+
+    // A bare lookup takes the indexed page-and-count path; a glob that keeps
+    // everything takes the general one. Same page, same order, same count
+    // (exact-case spellings first: `authController` the variable is not
+    // `AuthController` the class).
+    for (name, limit) in [
+        ("AuthController", 16),
+        ("authcontroller", 2),
+        ("authenticate", 2),
+    ] {
+        let plain = refs(QueryParams {
+            limit: Some(limit),
+            ..sym(name)
+        });
+        let general = refs(QueryParams {
+            limit: Some(limit),
+            glob: Some("**".into()),
+            ..sym(name)
+        });
+        assert_eq!(plain, general, "{name}");
+    }
 }
 
 #[test]

@@ -45,7 +45,7 @@ use tree_sitter::{Node, Parser, QueryCursor};
 
 use super::{Language, LanguageSpec};
 use crate::handle::{HandleId, content_identity};
-use crate::text::{collapse_preview, fts_document};
+use crate::text::{collapse_preview, fts_document, fts_document_owned};
 use crate::tokens::count_tokens;
 
 /// Lines per chunk for text files and for code outside any unit.
@@ -226,6 +226,9 @@ pub struct Unit {
     pub end_line: u32,
     /// ~100 bytes, one line, starting at the signature.
     pub preview: String,
+    /// Byte where the preview starts (the line of the name; the store keeps
+    /// this offset, not the text, and [`preview_text`] rebuilds the preview).
+    pub preview_start: usize,
     /// BPE tokens of the whole span.
     pub token_count: u32,
     /// Text for the FTS `name` column.
@@ -278,9 +281,23 @@ struct RawDef {
     pattern: usize,
 }
 
+/// A unit's preview: up to [`PREVIEW_BYTES`], whitespace-collapsed, from
+/// `preview_start` (inside the unit, before `end`) of the file's text view.
+pub(crate) fn preview_text(text: &str, preview_start: usize, end: usize) -> String {
+    let end = end.min(text.len());
+    let Some(start) = (preview_start.min(end)..=end).find(|&s| text.is_char_boundary(s)) else {
+        return String::new();
+    };
+    let preview_end = end.min(start + PREVIEW_BYTES * 4);
+    let preview_end = (preview_end..=end)
+        .find(|&e| text.is_char_boundary(e))
+        .unwrap_or(end);
+    collapse_preview(&text[start..preview_end], PREVIEW_BYTES)
+}
+
 /// Byte-length-preserving text view of a file: invalid UTF-8 bytes become `?`
 /// so that every byte offset refers to the same byte of the file on disk.
-fn text_view(source: &[u8]) -> String {
+pub(crate) fn text_view(source: &[u8]) -> String {
     match std::str::from_utf8(source) {
         Ok(s) => s.to_string(),
         Err(_) => {
@@ -543,7 +560,10 @@ fn setext_section_end(heading: Node, text: &str) -> usize {
 /// on its last line.
 fn extend_span(spec: &LanguageSpec, node: Node, text: &str, lines: &Lines) -> (usize, usize) {
     let mut outer = node;
-    while let Some(parent) = outer.parent() {
+    // (`parent()` walks down from the root: not called when no kind could match.)
+    while !spec.wrappers.is_empty()
+        && let Some(parent) = outer.parent()
+    {
         if !spec.wrappers.contains(&parent.kind()) {
             break;
         }
@@ -871,11 +891,7 @@ fn assemble(
             .filter(|&n| n >= start && n < end)
             .map(|n| lines.line_start(n).max(start))
             .unwrap_or(start);
-        let preview_end = end.min(preview_start + PREVIEW_BYTES * 4);
-        let preview_end = (preview_end..=end)
-            .find(|&e| text.is_char_boundary(e))
-            .unwrap_or(end);
-        let preview = collapse_preview(&text[preview_start..preview_end], PREVIEW_BYTES);
+        let preview = preview_text(text, preview_start, end);
         let fts_name = match node_type {
             NodeType::File => fts_document(path),
             _ => fts_document(qualified[i].as_deref().unwrap_or_default()),
@@ -891,9 +907,10 @@ fn assemble(
             start_line: lines.line_of(start),
             end_line: lines.line_of(end.saturating_sub(1).max(start)),
             preview,
+            preview_start,
             token_count: tokens[i],
             fts_name,
-            fts_body: fts_document(&own_texts[i]),
+            fts_body: fts_document_owned(std::mem::take(&mut own_texts[i])),
         });
     }
 

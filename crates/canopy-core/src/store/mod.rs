@@ -21,9 +21,23 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use crate::error::{CanopyError, Result};
 
 /// Version of the schema in `schema.sql`; stored in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 const SCHEMA: &str = include_str!("schema.sql");
+
+/// Stored `refs.ref_type` codes: the index is the code, the text is the name
+/// shown in responses (`crate::lang::RefType::as_str`).
+pub const REF_TYPES: [&str; 3] = ["call", "import", "type_ref"];
+
+/// The `refs.ref_type` code of a reference type name.
+pub(crate) fn ref_type_code(name: &str) -> i64 {
+    REF_TYPES.iter().position(|t| *t == name).unwrap_or(0) as i64
+}
+
+/// A stored `ref_type` code as its name.
+pub(crate) fn ref_type_name(code: i64) -> &'static str {
+    REF_TYPES.get(code as usize).copied().unwrap_or("call")
+}
 
 /// One connection to a repository's index.
 pub struct Store {
@@ -31,6 +45,8 @@ pub struct Store {
     path: PathBuf,
     /// Distinct unit names, for substring symbol search (see [`read::NameCatalog`]).
     names: read::NameCatalogCache,
+    /// Reference-name ids known to this (writer) connection (see [`write::NameIds`]).
+    ref_name_ids: write::NameIds,
 }
 
 /// Well-known keys of the `meta` table.
@@ -118,6 +134,7 @@ impl Store {
                 conn,
                 path: db_path.to_path_buf(),
                 names: Default::default(),
+                ref_name_ids: Default::default(),
             }));
         }
         if has_tables {
@@ -139,6 +156,7 @@ impl Store {
             conn,
             path: db_path.to_path_buf(),
             names: Default::default(),
+            ref_name_ids: Default::default(),
         }))
     }
 
@@ -184,9 +202,16 @@ impl Store {
         Ok(ReadSnapshot { store: self })
     }
 
-    /// Returns free pages to the file system (cheap; the schema uses incremental auto-vacuum).
-    pub fn release_free_pages(&self) -> Result<()> {
-        self.conn.execute_batch("PRAGMA incremental_vacuum")?;
+    /// After a run that changed something: drops reference names no
+    /// reference uses any more (one index probe per name), then returns free
+    /// pages to the file system (cheap; the schema uses incremental auto-vacuum).
+    pub fn release_free_pages(&mut self) -> Result<()> {
+        // This connection's name ids may name rows about to go.
+        self.ref_name_ids = Default::default();
+        self.conn.execute_batch(
+            "DELETE FROM ref_names WHERE NOT EXISTS (SELECT 1 FROM refs WHERE refs.name_id = ref_names.id);
+             PRAGMA incremental_vacuum",
+        )?;
         Ok(())
     }
 

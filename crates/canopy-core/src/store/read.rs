@@ -53,8 +53,8 @@ pub struct NodeRecord {
     pub end_line: u32,
     /// BPE tokens.
     pub token_count: u32,
-    /// Preview.
-    pub preview: String,
+    /// Byte where the preview starts (`query::Previews` rebuilds the text from the file).
+    pub preview_start: usize,
     /// Search score (lower is better for BM25; 0 when not scored).
     pub score: f64,
 }
@@ -113,8 +113,9 @@ pub enum NameMatch {
 }
 
 const NODE_COLUMNS: &str =
-    "n.id, n.handle, f.path, f.content_hash, n.node_type, n.name, n.qualified_name,
-    n.parent_id, n.start_byte, n.end_byte, n.start_line, n.end_line, n.token_count, n.preview";
+    "n.id, 'h' || lower(hex(n.handle)), f.path, f.content_hash, n.node_type, n.name, n.qualified_name,
+    n.parent_id, n.start_byte, n.end_byte, n.start_line, n.end_line, n.token_count,
+    n.start_byte + n.preview_offset";
 
 fn node_from_row(row: &Row, score: f64) -> rusqlite::Result<NodeRecord> {
     Ok(NodeRecord {
@@ -131,8 +132,26 @@ fn node_from_row(row: &Row, score: f64) -> rusqlite::Result<NodeRecord> {
         start_line: row.get(10)?,
         end_line: row.get(11)?,
         token_count: row.get(12)?,
-        preview: row.get(13)?,
+        preview_start: row.get::<_, i64>(13)? as usize,
         score,
+    })
+}
+
+const REF_COLUMNS: &str = "f.path, f.content_hash, rn.text, r.qualifier, r.ref_type,
+    r.end_byte - r.length, r.end_byte, r.line, 'h' || lower(hex(sn.handle)), sn.qualified_name";
+
+fn ref_from_row(r: &Row) -> rusqlite::Result<RefRecord> {
+    Ok(RefRecord {
+        file_path: r.get(0)?,
+        content_hash: r.get(1)?,
+        name: r.get(2)?,
+        qualifier: r.get(3)?,
+        ref_type: super::ref_type_name(r.get(4)?).to_string(),
+        start_byte: r.get::<_, i64>(5)? as usize,
+        end_byte: r.get::<_, i64>(6)? as usize,
+        line: r.get(7)?,
+        source_handle: r.get(8)?,
+        source_qualified_name: r.get(9)?,
     })
 }
 
@@ -195,7 +214,7 @@ impl Store {
     /// Looks a unit up by handle id.
     pub fn node_by_handle(&self, handle: &str) -> Result<Option<NodeRecord>> {
         let sql = format!(
-            "SELECT {NODE_COLUMNS} FROM nodes n JOIN files f ON f.id = n.file_id WHERE n.handle = ?1 LIMIT 1"
+            "SELECT {NODE_COLUMNS} FROM nodes n JOIN files f ON f.id = n.file_id WHERE n.handle = unhex(substr(?1, 2)) LIMIT 1"
         );
         Ok(self
             .conn
@@ -432,28 +451,47 @@ impl Store {
     /// References to `name` (case-insensitive), up to `cap`, ordered by path and position.
     pub fn refs_by_name(&self, name: &str, cap: usize) -> Result<Vec<RefRecord>> {
         let sql = format!(
-            "SELECT f.path, f.content_hash, r.name, r.qualifier, r.ref_type, r.start_byte, r.end_byte,
-                    r.line, sn.handle, sn.qualified_name
-             FROM refs r JOIN files f ON f.id = r.file_id JOIN nodes sn ON sn.id = r.source_node_id
-             WHERE r.name = ?1 COLLATE NOCASE
-             ORDER BY f.path, r.start_byte LIMIT {cap}"
+            "SELECT {REF_COLUMNS}
+             FROM refs r JOIN ref_names rn ON rn.id = r.name_id
+               JOIN files f ON f.id = r.file_id JOIN nodes sn ON sn.id = r.source_node_id
+             WHERE r.name_id IN (SELECT id FROM ref_names WHERE text = ?1 COLLATE NOCASE)
+             ORDER BY f.path, r.end_byte LIMIT {cap}"
         );
         let mut stmt = self.conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map([name], |r| {
-            Ok(RefRecord {
-                file_path: r.get(0)?,
-                content_hash: r.get(1)?,
-                name: r.get(2)?,
-                qualifier: r.get(3)?,
-                ref_type: r.get(4)?,
-                start_byte: r.get::<_, i64>(5)? as usize,
-                end_byte: r.get::<_, i64>(6)? as usize,
-                line: r.get(7)?,
-                source_handle: r.get(8)?,
-                source_qualified_name: r.get(9)?,
-            })
-        })?;
+        let rows = stmt.query_map([name], ref_from_row)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// The first `top` references to `name` (case-insensitive) — those
+    /// spelled exactly `name` first, then by path and position — and how
+    /// many there are in all. Only the returned page is joined with its
+    /// units: ordering needs nothing beyond the `refs_name` index and `files`.
+    pub fn refs_top(&self, name: &str, top: usize) -> Result<(Vec<RefRecord>, u64)> {
+        let total = self
+            .conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM refs
+                 WHERE name_id IN (SELECT id FROM ref_names WHERE text = ?1 COLLATE NOCASE)",
+            )?
+            .query_row([name], |r| r.get::<_, i64>(0))? as u64;
+        if total == 0 {
+            return Ok((vec![], 0));
+        }
+        let sql = format!(
+            "SELECT {REF_COLUMNS}
+             FROM (SELECT r.file_id AS fid, r.end_byte AS eb, r.ref_type AS rt,
+                          n.text <> ?2 AS other_case, f.path AS path
+                   FROM ref_names n JOIN refs r ON r.name_id = n.id JOIN files f ON f.id = r.file_id
+                   WHERE n.text = ?1 COLLATE NOCASE
+                   ORDER BY other_case, path, eb LIMIT ?3) AS page
+             JOIN refs r ON r.file_id = page.fid AND r.end_byte = page.eb AND r.ref_type = page.rt
+             JOIN ref_names rn ON rn.id = r.name_id
+             JOIN files f ON f.id = page.fid JOIN nodes sn ON sn.id = r.source_node_id
+             ORDER BY page.other_case, page.path, page.eb"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map(rusqlite::params![name, name, top as i64], ref_from_row)?;
+        Ok((rows.collect::<rusqlite::Result<Vec<_>>>()?, total))
     }
 
     /// Totals for `status`.
@@ -501,8 +539,8 @@ impl Store {
             .unwrap_or_default())
     }
 
-    /// Rows left behind by a bug: nodes without a file, refs without a node,
-    /// FTS rows without a node. Always zero in a consistent index.
+    /// Rows left behind by a bug: nodes without a file, refs without a node
+    /// or name, FTS rows without a node, names without a reference. Always zero in a consistent index.
     pub fn orphan_rows(&self) -> Result<u64> {
         let nodes: i64 = self.conn.query_row(
             "SELECT COUNT(*) FROM nodes WHERE file_id NOT IN (SELECT id FROM files)",
@@ -511,7 +549,8 @@ impl Store {
         )?;
         let refs: i64 = self.conn.query_row(
             "SELECT COUNT(*) FROM refs WHERE file_id NOT IN (SELECT id FROM files)
-               OR source_node_id NOT IN (SELECT id FROM nodes)",
+               OR source_node_id NOT IN (SELECT id FROM nodes)
+               OR name_id NOT IN (SELECT id FROM ref_names)",
             [],
             |r| r.get(0),
         )?;
@@ -526,7 +565,15 @@ impl Store {
             [],
             |r| r.get(0),
         )?;
-        Ok((nodes + refs + fts + fts_missing) as u64)
+        // Names no reference uses: dropped at the end of every run that changed
+        // something, so only a killed run can leave some (until the next run).
+        let names: i64 = self.conn.query_row(
+            "SELECT COUNT(*) FROM ref_names
+             WHERE NOT EXISTS (SELECT 1 FROM refs WHERE refs.name_id = ref_names.id)",
+            [],
+            |r| r.get(0),
+        )?;
+        Ok((nodes + refs + fts + fts_missing + names) as u64)
     }
 
     /// Number of units whose FTS row contains `term` (an exact, lower-case token).
@@ -562,11 +609,15 @@ impl Store {
 
     /// Names called or typed inside a unit (its own references), in order.
     pub fn refs_in_unit(&self, rowid: i64, cap: usize) -> Result<Vec<(String, String)>> {
+        // A unit's references are rows of its file inside its span (the refs key).
         let mut stmt = self.conn.prepare_cached(
-            "SELECT name, ref_type FROM refs WHERE source_node_id = ?1 ORDER BY start_byte LIMIT ?2",
+            "SELECT rn.text, r.ref_type FROM nodes n JOIN refs r
+               ON r.file_id = n.file_id AND r.end_byte > n.start_byte AND r.end_byte <= n.end_byte
+               JOIN ref_names rn ON rn.id = r.name_id
+             WHERE n.id = ?1 AND r.source_node_id = ?1 ORDER BY r.end_byte - r.length LIMIT ?2",
         )?;
         let rows = stmt.query_map(rusqlite::params![rowid, cap as i64], |r| {
-            Ok((r.get(0)?, r.get(1)?))
+            Ok((r.get(0)?, super::ref_type_name(r.get(1)?).to_string()))
         })?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }

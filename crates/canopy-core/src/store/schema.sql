@@ -4,7 +4,8 @@
 -- Relationships (not declared as foreign keys: the store deletes a file's rows
 -- itself, in one transaction, which is faster than cascades):
 --   nodes.file_id -> files.id, nodes.parent_id -> nodes.id (NULL for file units)
---   refs.file_id -> files.id, refs.source_node_id -> nodes.id (enclosing unit)
+--   refs.file_id -> files.id, refs.source_node_id -> nodes.id (enclosing unit, inside its span)
+--   refs.name_id -> ref_names.id
 --   refs.target_node_id -> nodes.id (resolved definition; filled by resolution, may be NULL)
 --   fts.rowid = nodes.id
 
@@ -32,7 +33,8 @@ CREATE TABLE files (
 
 CREATE TABLE nodes (
     id             INTEGER PRIMARY KEY,
-    handle         TEXT NOT NULL,          -- 'h' + 24 hex (crate::handle)
+    handle         BLOB NOT NULL,          -- the 12 bytes of 'h' + 24 hex (crate::handle); SQL
+                                           -- shows it as 'h' || lower(hex(handle))
     file_id        INTEGER NOT NULL,
     parent_id      INTEGER,
     node_type      TEXT NOT NULL,
@@ -43,28 +45,43 @@ CREATE TABLE nodes (
     start_line     INTEGER NOT NULL,
     end_line       INTEGER NOT NULL,
     token_count    INTEGER NOT NULL,
-    preview        TEXT NOT NULL
+    preview_offset INTEGER NOT NULL        -- preview starts at start_byte + this (the name's line);
+                                           -- the text is rebuilt from the file at query time
 );
 CREATE INDEX nodes_handle ON nodes(handle);
 CREATE INDEX nodes_file ON nodes(file_id);
 CREATE INDEX nodes_parent ON nodes(parent_id) WHERE parent_id IS NOT NULL;
 CREATE INDEX nodes_name ON nodes(name COLLATE NOCASE) WHERE name IS NOT NULL;
 
+-- One row per reference, clustered by file and position (no rowid): a file's
+-- references are deleted by key prefix, and a unit's own references are the
+-- rows of its file inside its span. The extractor keeps one reference per
+-- (end_byte, ref_type) in a file, which makes the key unique.
 CREATE TABLE refs (
-    id             INTEGER PRIMARY KEY,
     file_id        INTEGER NOT NULL,
-    source_node_id INTEGER NOT NULL,
-    name           TEXT NOT NULL,
-    qualifier      TEXT,
-    ref_type       TEXT NOT NULL,          -- call | import | type_ref
-    start_byte     INTEGER NOT NULL,
     end_byte       INTEGER NOT NULL,
+    ref_type       INTEGER NOT NULL,       -- 0 call | 1 import | 2 type_ref (store::REF_TYPES)
+    length         INTEGER NOT NULL,       -- start_byte = end_byte - length
     line           INTEGER NOT NULL,
+    source_node_id INTEGER NOT NULL,
+    name_id        INTEGER NOT NULL,       -- ref_names.id: the referenced name
+    qualifier      TEXT,                   -- receiver or module path as written
     target_node_id INTEGER,
-    confidence     REAL
+    confidence     REAL,
+    PRIMARY KEY (file_id, end_byte, ref_type)
+) WITHOUT ROWID;
+-- Covers a name lookup's filtering and ordering (the key columns ride along).
+CREATE INDEX refs_name ON refs(name_id);
+
+-- Referenced names, each stored once: a few thousand distinct names serve
+-- tens of thousands of references. Names no reference uses any more are
+-- dropped after each run that changed something (Store::release_free_pages).
+CREATE TABLE ref_names (
+    id   INTEGER PRIMARY KEY,
+    text TEXT NOT NULL
 );
-CREATE INDEX refs_name ON refs(name COLLATE NOCASE);
-CREATE INDEX refs_source ON refs(source_node_id);
+CREATE UNIQUE INDEX ref_names_text ON ref_names(text);
+CREATE INDEX ref_names_nocase ON ref_names(text COLLATE NOCASE);
 
 -- Files skipped on the last run (binary, too large, unreadable), so a run
 -- with nothing changed does not read them again.

@@ -70,10 +70,8 @@ pub struct BatchStats {
 fn delete_file_rows(tx: &Transaction, file_id: i64) -> Result<()> {
     tx.prepare_cached("DELETE FROM fts WHERE rowid IN (SELECT id FROM nodes WHERE file_id = ?1)")?
         .execute([file_id])?;
-    tx.prepare_cached(
-        "DELETE FROM refs WHERE source_node_id IN (SELECT id FROM nodes WHERE file_id = ?1)",
-    )?
-    .execute([file_id])?;
+    tx.prepare_cached("DELETE FROM refs WHERE file_id = ?1")?
+        .execute([file_id])?;
     tx.prepare_cached("DELETE FROM nodes WHERE file_id = ?1")?
         .execute([file_id])?;
     Ok(())
@@ -94,10 +92,12 @@ impl Store {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut stats = BatchStats::default();
+        let name_ids = &mut self.ref_name_ids;
+        name_ids.revalidate(&tx)?;
         for write in writes {
             match write {
                 FileWrite::Parsed(w) => {
-                    let (units, refs) = write_parsed(&tx, w, now_unix)?;
+                    let (units, refs) = write_parsed(&tx, w, now_unix, name_ids)?;
                     stats.units += units;
                     stats.refs += refs;
                 }
@@ -169,7 +169,58 @@ fn remove_file(tx: &Transaction, path: &str) -> Result<u64> {
     }
 }
 
-fn write_parsed(tx: &Transaction, w: &ParsedWrite, now_unix: i64) -> Result<(u64, u64)> {
+/// `ref_names` ids this connection looked up or created, kept across the
+/// batches of a run (a run meets the same few thousand names again and again).
+///
+/// Valid only while no other connection commits: another indexer's run
+/// could drop a name this map still holds. So the map remembers the
+/// `PRAGMA data_version` it was filled under and is emptied when that moves
+/// (checked inside each batch's write transaction, where no one else can
+/// commit).
+#[derive(Debug, Default)]
+pub(crate) struct NameIds {
+    data_version: i64,
+    ids: HashMap<String, i64>,
+}
+
+impl NameIds {
+    fn revalidate(&mut self, tx: &Transaction) -> Result<()> {
+        let version: i64 = tx.query_row("PRAGMA data_version", [], |r| r.get(0))?;
+        if version != self.data_version {
+            self.ids.clear();
+            self.data_version = version;
+        }
+        Ok(())
+    }
+
+    fn id(&mut self, tx: &Transaction, name: &str) -> Result<i64> {
+        use rusqlite::OptionalExtension;
+        if let Some(&id) = self.ids.get(name) {
+            return Ok(id);
+        }
+        let existing: Option<i64> = tx
+            .prepare_cached("SELECT id FROM ref_names WHERE text = ?1")?
+            .query_row([name], |r| r.get(0))
+            .optional()?;
+        let id = match existing {
+            Some(id) => id,
+            None => {
+                tx.prepare_cached("INSERT INTO ref_names(text) VALUES (?1)")?
+                    .execute([name])?;
+                tx.last_insert_rowid()
+            }
+        };
+        self.ids.insert(name.to_string(), id);
+        Ok(id)
+    }
+}
+
+fn write_parsed(
+    tx: &Transaction,
+    w: &ParsedWrite,
+    now_unix: i64,
+    name_ids: &mut NameIds,
+) -> Result<(u64, u64)> {
     tx.prepare_cached("DELETE FROM skipped_files WHERE path = ?1")?
         .execute([&w.path])?;
     let file_token_count = w.parsed.units.first().map_or(0, |u| u.token_count);
@@ -217,8 +268,8 @@ fn write_parsed(tx: &Transaction, w: &ParsedWrite, now_unix: i64) -> Result<(u64
     let mut node_ids: Vec<i64> = Vec::with_capacity(w.parsed.units.len());
     let mut insert_node = tx.prepare_cached(
         "INSERT INTO nodes(handle, file_id, parent_id, node_type, name, qualified_name,
-         start_byte, end_byte, start_line, end_line, token_count, preview)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+         start_byte, end_byte, start_line, end_line, token_count, preview_offset)
+         VALUES (unhex(substr(?1, 2)), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     )?;
     let mut insert_fts =
         tx.prepare_cached("INSERT INTO fts(rowid, name, path, body) VALUES (?1, ?2, ?3, ?4)")?;
@@ -246,7 +297,7 @@ fn write_parsed(tx: &Transaction, w: &ParsedWrite, now_unix: i64) -> Result<(u64
             unit.start_line,
             unit.end_line,
             unit.token_count,
-            unit.preview,
+            unit.preview_start.saturating_sub(unit.start_byte) as i64,
         ])?;
         let node_id = tx.last_insert_rowid();
         node_ids.push(node_id);
@@ -258,20 +309,23 @@ fn write_parsed(tx: &Transaction, w: &ParsedWrite, now_unix: i64) -> Result<(u64
             patch.execute(params![node_ids[child], node_ids[parent]])?;
         }
     }
+    // OR IGNORE: the extractor already keeps one reference per (end, type);
+    // should two ever collide, dropping one beats failing the batch.
     let mut insert_ref = tx.prepare_cached(
-        "INSERT INTO refs(file_id, source_node_id, name, qualifier, ref_type, start_byte, end_byte, line)
+        "INSERT OR IGNORE INTO refs(file_id, end_byte, ref_type, length, line, source_node_id, name_id, qualifier)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?;
     for r in &w.parsed.refs {
+        let name_id = name_ids.id(tx, &r.name)?;
         insert_ref.execute(params![
             id,
-            node_ids[r.enclosing],
-            r.name,
-            r.qualifier,
-            r.ref_type.as_str(),
-            r.start_byte as i64,
             r.end_byte as i64,
+            super::ref_type_code(r.ref_type.as_str()),
+            r.end_byte.saturating_sub(r.start_byte) as i64,
             r.line,
+            node_ids[r.enclosing],
+            name_id,
+            r.qualifier,
         ])?;
     }
     Ok((w.parsed.units.len() as u64, w.parsed.refs.len() as u64))
