@@ -114,7 +114,7 @@ if command -v sqlite3 >/dev/null; then
     UNION ALL SELECT 'free pages', (SELECT freelist_count FROM pragma_freelist_count) * (SELECT page_size FROM pragma_page_size)
     ORDER BY 2 DESC;" | awk -F'|' -v s="$src" '{ printf "  %-10s %6.2f\n", $1, $2 / s }'
   echo
-  sqlite3 "$DB" "SELECT 'rows: files ' || (SELECT count(*) FROM files) || ', nodes ' || (SELECT count(*) FROM nodes) || ', refs ' || (SELECT count(*) FROM refs) || '; preview bytes ' || (SELECT sum(length(preview)) FROM nodes);"
+  sqlite3 "$DB" "SELECT 'rows: files ' || (SELECT count(*) FROM files) || ', nodes ' || (SELECT count(*) FROM nodes) || ', refs ' || (SELECT count(*) FROM refs);"
 else
   echo "sqlite3 CLI not found (apt-get install -y sqlite3): skipped"
 fi

@@ -120,7 +120,8 @@ fn deleted_and_renamed_files_leave_no_orphans() {
     write(
         dir.path(),
         "gone.py",
-        "def vanished_function():\n    kept()\n",
+        // A name and a qualifier used nowhere else: forgotten with the file.
+        "def vanished_function():\n    kept()\n    gone_module.only_here()\n",
     );
     write(
         dir.path(),

@@ -21,7 +21,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use crate::error::{CanopyError, Result};
 
 /// Version of the schema in `schema.sql`; stored in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 const SCHEMA: &str = include_str!("schema.sql");
 
@@ -202,14 +202,16 @@ impl Store {
         Ok(ReadSnapshot { store: self })
     }
 
-    /// After a run that changed something: drops reference names no
-    /// reference uses any more (one index probe per name), then returns free
+    /// After a run that changed something: drops reference names and
+    /// qualifiers no reference uses any more (one pass over the references),
+    /// then returns free
     /// pages to the file system (cheap; the schema uses incremental auto-vacuum).
     pub fn release_free_pages(&mut self) -> Result<()> {
         // This connection's name ids may name rows about to go.
         self.ref_name_ids = Default::default();
         self.conn.execute_batch(
-            "DELETE FROM ref_names WHERE NOT EXISTS (SELECT 1 FROM refs WHERE refs.name_id = ref_names.id);
+            "DELETE FROM ref_names WHERE id NOT IN (SELECT name_id FROM refs)
+               AND id NOT IN (SELECT qualifier_id FROM refs WHERE qualifier_id IS NOT NULL);
              PRAGMA incremental_vacuum",
         )?;
         Ok(())

@@ -137,7 +137,8 @@ fn node_from_row(row: &Row, score: f64) -> rusqlite::Result<NodeRecord> {
     })
 }
 
-const REF_COLUMNS: &str = "f.path, f.content_hash, rn.text, r.qualifier, r.ref_type,
+const REF_COLUMNS: &str = "f.path, f.content_hash, rn.text,
+    (SELECT text FROM ref_names WHERE id = r.qualifier_id), r.ref_type,
     r.end_byte - r.length, r.end_byte, r.line, 'h' || lower(hex(sn.handle)), sn.qualified_name";
 
 fn ref_from_row(r: &Row) -> rusqlite::Result<RefRecord> {
@@ -550,7 +551,8 @@ impl Store {
         let refs: i64 = self.conn.query_row(
             "SELECT COUNT(*) FROM refs WHERE file_id NOT IN (SELECT id FROM files)
                OR source_node_id NOT IN (SELECT id FROM nodes)
-               OR name_id NOT IN (SELECT id FROM ref_names)",
+               OR name_id NOT IN (SELECT id FROM ref_names)
+               OR qualifier_id NOT IN (SELECT id FROM ref_names)",
             [],
             |r| r.get(0),
         )?;
@@ -568,8 +570,8 @@ impl Store {
         // Names no reference uses: dropped at the end of every run that changed
         // something, so only a killed run can leave some (until the next run).
         let names: i64 = self.conn.query_row(
-            "SELECT COUNT(*) FROM ref_names
-             WHERE NOT EXISTS (SELECT 1 FROM refs WHERE refs.name_id = ref_names.id)",
+            "SELECT COUNT(*) FROM ref_names WHERE id NOT IN (SELECT name_id FROM refs)
+               AND id NOT IN (SELECT qualifier_id FROM refs WHERE qualifier_id IS NOT NULL)",
             [],
             |r| r.get(0),
         )?;

@@ -5,7 +5,7 @@
 -- itself, in one transaction, which is faster than cascades):
 --   nodes.file_id -> files.id, nodes.parent_id -> nodes.id (NULL for file units)
 --   refs.file_id -> files.id, refs.source_node_id -> nodes.id (enclosing unit, inside its span)
---   refs.name_id -> ref_names.id
+--   refs.name_id, refs.qualifier_id -> ref_names.id
 --   refs.target_node_id -> nodes.id (resolved definition; filled by resolution, may be NULL)
 --   fts.rowid = nodes.id
 
@@ -65,7 +65,7 @@ CREATE TABLE refs (
     line           INTEGER NOT NULL,
     source_node_id INTEGER NOT NULL,
     name_id        INTEGER NOT NULL,       -- ref_names.id: the referenced name
-    qualifier      TEXT,                   -- receiver or module path as written
+    qualifier_id   INTEGER,                -- ref_names.id: receiver or module path as written
     target_node_id INTEGER,
     confidence     REAL,
     PRIMARY KEY (file_id, end_byte, ref_type)
@@ -73,14 +73,17 @@ CREATE TABLE refs (
 -- Covers a name lookup's filtering and ordering (the key columns ride along).
 CREATE INDEX refs_name ON refs(name_id);
 
--- Referenced names, each stored once: a few thousand distinct names serve
--- tens of thousands of references. Names no reference uses any more are
--- dropped after each run that changed something (Store::release_free_pages).
+-- Referenced names and qualifiers, each stored once: a few thousand distinct
+-- strings serve tens of thousands of references. Strings no reference uses
+-- any more are dropped after each run that changed something
+-- (Store::release_free_pages). One index serves both lookups: by name in
+-- any case (queries) and by exact text (the writer, `text = ? COLLATE NOCASE
+-- AND text = ?`); the writer alone inserts, inside its write transaction, so
+-- each exact text appears once.
 CREATE TABLE ref_names (
     id   INTEGER PRIMARY KEY,
     text TEXT NOT NULL
 );
-CREATE UNIQUE INDEX ref_names_text ON ref_names(text);
 CREATE INDEX ref_names_nocase ON ref_names(text COLLATE NOCASE);
 
 -- Files skipped on the last run (binary, too large, unreadable), so a run

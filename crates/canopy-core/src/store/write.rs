@@ -169,7 +169,7 @@ fn remove_file(tx: &Transaction, path: &str) -> Result<u64> {
     }
 }
 
-/// `ref_names` ids this connection looked up or created, kept across the
+/// `ref_names` ids (names and qualifiers) this connection looked up or created, kept across the
 /// batches of a run (a run meets the same few thousand names again and again).
 ///
 /// Valid only while no other connection commits: another indexer's run
@@ -199,7 +199,9 @@ impl NameIds {
             return Ok(id);
         }
         let existing: Option<i64> = tx
-            .prepare_cached("SELECT id FROM ref_names WHERE text = ?1")?
+            .prepare_cached(
+                "SELECT id FROM ref_names WHERE text = ?1 COLLATE NOCASE AND text = ?1",
+            )?
             .query_row([name], |r| r.get(0))
             .optional()?;
         let id = match existing {
@@ -312,11 +314,15 @@ fn write_parsed(
     // OR IGNORE: the extractor already keeps one reference per (end, type);
     // should two ever collide, dropping one beats failing the batch.
     let mut insert_ref = tx.prepare_cached(
-        "INSERT OR IGNORE INTO refs(file_id, end_byte, ref_type, length, line, source_node_id, name_id, qualifier)
+        "INSERT OR IGNORE INTO refs(file_id, end_byte, ref_type, length, line, source_node_id, name_id, qualifier_id)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?;
     for r in &w.parsed.refs {
         let name_id = name_ids.id(tx, &r.name)?;
+        let qualifier_id = match &r.qualifier {
+            Some(q) => Some(name_ids.id(tx, q)?),
+            None => None,
+        };
         insert_ref.execute(params![
             id,
             r.end_byte as i64,
@@ -325,7 +331,7 @@ fn write_parsed(
             r.line,
             node_ids[r.enclosing],
             name_id,
-            r.qualifier,
+            qualifier_id,
         ])?;
     }
     Ok((w.parsed.units.len() as u64, w.parsed.refs.len() as u64))
