@@ -608,14 +608,22 @@ impl<'a> Previews<'a> {
         }
     }
 
+    /// The text view of a file, if it still has the indexed hash (read once).
+    fn file_text(&mut self, path: &str, content_hash: &str) -> Option<&str> {
+        let engine = self.engine;
+        self.texts
+            .entry(path.to_string())
+            .or_insert_with(|| {
+                engine
+                    .read_verified(path, content_hash)
+                    .ok()
+                    .map(|bytes| crate::lang::extract::text_view(&bytes))
+            })
+            .as_deref()
+    }
+
     fn preview(&mut self, n: &NodeRecord) -> String {
-        let text = self.texts.entry(n.file_path.clone()).or_insert_with(|| {
-            self.engine
-                .read_verified(&n.file_path, &n.content_hash)
-                .ok()
-                .map(|bytes| crate::lang::extract::text_view(&bytes))
-        });
-        match text {
+        match self.file_text(&n.file_path, &n.content_hash) {
             Some(text) => crate::lang::extract::preview_text(text, n.preview_start, n.end_byte),
             None => n
                 .qualified_name
@@ -710,16 +718,13 @@ pub(crate) fn execute(store: &Store, engine: &Engine, params: &QueryParams) -> R
         result.total_matches = refs_total.unwrap_or(hits.refs.len());
         result.truncated = result.total_matches > limit;
         hits.refs.truncate(limit);
-        let mut lines: HashMap<String, Option<Vec<u8>>> = HashMap::new();
         let mut ref_handles = Vec::with_capacity(hits.refs.len());
         let mut sources: Vec<String> = Vec::new();
         for r in &hits.refs {
-            let bytes = lines
-                .entry(r.file_path.clone())
-                .or_insert_with(|| engine.read_verified(&r.file_path, &r.content_hash).ok());
-            let preview = bytes
-                .as_deref()
-                .map(|b| line_at(b, r.start_byte))
+            // The same file reads serve the enclosing units' previews below.
+            let preview = previews
+                .file_text(&r.file_path, &r.content_hash)
+                .map(|text| line_at(text.as_bytes(), r.start_byte))
                 .unwrap_or_default();
             if !sources.contains(&r.source_handle) {
                 sources.push(r.source_handle.clone());
