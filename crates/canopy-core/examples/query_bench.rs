@@ -19,7 +19,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[idx.min(sorted.len() - 1)]
 }
 
-fn time<F: FnMut(usize)>(iterations: usize, mut f: F) -> Vec<Duration> {
+fn time(iterations: usize, f: &mut dyn FnMut(usize)) -> Vec<Duration> {
     let mut out: Vec<Duration> = (0..iterations)
         .map(|i| {
             let t = Instant::now();
@@ -110,10 +110,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .is_none_or(|o| o.iter().any(|w| label.starts_with(w.as_str())))
     };
     let mut rows = Vec::new();
-    let mut run = |label: &str, samples: Vec<Duration>| {
-        if samples.is_empty() {
+    let mut run = |label: &str, n: usize, f: &mut dyn FnMut(usize)| {
+        if !wanted(label) || n == 0 {
             return;
         }
+        let samples = time(n, f);
         rows.push(format!(
             "| {label} | {} | {:.2} | {:.2} | {:.2} |",
             samples.len(),
@@ -122,99 +123,55 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             samples.last().copied().unwrap_or_default().as_secs_f64() * 1e3
         ));
     };
-    run(
-        "symbol",
-        time(if wanted("symbol") { iterations } else { 0 }, |i| {
-            let _ = engine.query(&QueryParams {
-                symbol: Some(names[i % names.len()].clone()),
-                ..Default::default()
-            });
-        }),
-    );
-    run(
-        "pattern",
-        time(if wanted("pattern") { iterations } else { 0 }, |i| {
-            let _ = engine.query(&QueryParams {
-                pattern: Some(words[i % words.len()].into()),
-                ..Default::default()
-            });
-        }),
-    );
-    run(
-        "reference",
-        time(if wanted("reference") { iterations } else { 0 }, |i| {
-            let _ = engine.query(&QueryParams {
-                symbol: Some(names[i % names.len()].clone()),
-                kind: Some(QueryKind::Reference),
-                ..Default::default()
-            });
-        }),
-    );
-    run(
-        "dsl (in-file + intersect)",
-        time(
-            if wanted("dsl (in-file + intersect)") {
-                iterations
-            } else {
-                0
-            },
-            |i| {
-                let _ = engine.query(&QueryParams {
-                    query: Some(format!(
-                        "(in-file \"**/*\" (intersect (grep \"{}\") (code \"{}\")))",
-                        words[i % words.len()],
-                        names[i % names.len()]
-                    )),
+    let query = |params: QueryParams| {
+        let _ = engine.query(&params);
+    };
+    let pack = |i: usize, plan: bool| {
+        let _ = engine.evidence_pack(
+            &PackParams {
+                query: QueryParams {
+                    pattern: Some(questions[i % questions.len()].into()),
                     ..Default::default()
-                });
+                },
+                plan: plan.then_some(true),
+                ..Default::default()
             },
-        ),
-    );
-    run(
-        "evidence pack",
-        time(
-            if wanted("evidence pack") {
-                iterations / 2
-            } else {
-                0
-            },
-            |i| {
-                let _ = engine.evidence_pack(
-                    &PackParams {
-                        query: QueryParams {
-                            pattern: Some(questions[i % questions.len()].into()),
-                            ..Default::default()
-                        },
-                        ..Default::default()
-                    },
-                    None,
-                );
-            },
-        ),
-    );
-    run(
-        "evidence pack, plan=true",
-        time(
-            if wanted("evidence pack, plan=true") {
-                iterations / 4
-            } else {
-                0
-            },
-            |i| {
-                let _ = engine.evidence_pack(
-                    &PackParams {
-                        query: QueryParams {
-                            pattern: Some(questions[i % questions.len()].into()),
-                            ..Default::default()
-                        },
-                        plan: Some(true),
-                        ..Default::default()
-                    },
-                    None,
-                );
-            },
-        ),
-    );
+            None,
+        );
+    };
+    run("symbol", iterations, &mut |i| {
+        query(QueryParams {
+            symbol: Some(names[i % names.len()].clone()),
+            ..Default::default()
+        })
+    });
+    run("pattern", iterations, &mut |i| {
+        query(QueryParams {
+            pattern: Some(words[i % words.len()].into()),
+            ..Default::default()
+        })
+    });
+    run("reference", iterations, &mut |i| {
+        query(QueryParams {
+            symbol: Some(names[i % names.len()].clone()),
+            kind: Some(QueryKind::Reference),
+            ..Default::default()
+        })
+    });
+    run("dsl (in-file + intersect)", iterations, &mut |i| {
+        query(QueryParams {
+            query: Some(format!(
+                "(in-file \"**/*\" (intersect (grep \"{}\") (code \"{}\")))",
+                words[i % words.len()],
+                names[i % names.len()]
+            )),
+            ..Default::default()
+        })
+    });
+    run("evidence pack", iterations / 2, &mut |i| pack(i, false));
+    run("evidence pack, plan=true", iterations / 4, &mut |i| {
+        pack(i, true)
+    });
     println!(
         "repo: {repo} ({} files, {} units, {} refs)\n",
         status.files_indexed, status.units, status.references

@@ -308,7 +308,7 @@ fn name_is_on_line(u: &Unit, line: u32, source: &Source) -> bool {
     let line_end = source.line_starts[line as usize - 1] + text.len();
     let expected = collapse_preview(&source.text[from..line_end.max(from)], 1 << 20);
     let expected: String = expected.chars().take(24).collect();
-    let preview: String = u.preview.chars().take(24).collect();
+    let preview: String = u.preview(source.text).chars().take(24).collect();
     expected.starts_with(&preview) || preview.starts_with(&expected)
 }
 
@@ -344,14 +344,14 @@ fn is_named_unit(t: NodeType) -> bool {
     )
 }
 
-fn dump(rel: &str, parsed: &ParsedFile) {
+fn dump(rel: &str, parsed: &ParsedFile, text: &str) {
     eprintln!("==== {rel} ({})", parsed.language.as_str());
     for u in &parsed.units {
         eprintln!(
             "  unit {:<40} parent={:?} preview={:?}",
             show_unit(u),
             u.parent.map(|p| unit_label(&parsed.units[p])),
-            u.preview
+            u.preview(text)
         );
     }
     for r in &parsed.refs {
@@ -366,11 +366,11 @@ fn check_file(repo: &Path, rel: &str, failures: &mut Vec<String>) -> Language {
     let parsed = parse_file(rel, &bytes);
     let repo_name = repo.file_name().unwrap().to_string_lossy();
     let shown = format!("{repo_name}/{rel}");
+    let text = canopy_core::lang::extract::text_view(&bytes);
     if std::env::var("CANOPY_FIXTURE_DUMP").is_ok_and(|f| shown.contains(&f)) {
-        dump(&shown, &parsed);
+        dump(&shown, &parsed, &text);
     }
     let mut fail = |line: u32, msg: String| failures.push(format!("{shown}:{line}: {msg}"));
-    let text = String::from_utf8_lossy(&bytes);
     let source = Source::new(&text);
     let source_lines = &source.lines;
     let language = parsed.language;
@@ -459,7 +459,7 @@ fn check_file(repo: &Path, rel: &str, failures: &mut Vec<String>) -> Language {
                 format!(
                     "unannotated unit: {} (preview {:?})",
                     show_unit(u),
-                    u.preview
+                    u.preview(&text)
                 ),
             );
         }

@@ -224,10 +224,9 @@ pub struct Unit {
     pub start_line: u32,
     /// Last line, 1-based, inclusive.
     pub end_line: u32,
-    /// ~100 bytes, one line, starting at the signature.
-    pub preview: String,
-    /// Byte where the preview starts (the line of the name; the store keeps
-    /// this offset, not the text, and [`preview_text`] rebuilds the preview).
+    /// Byte where the preview starts: the line of the name, so the preview
+    /// starts at the signature. Only this offset is kept; [`Unit::preview`]
+    /// (and the query side, from the file on disk) derive the text.
     pub preview_start: usize,
     /// BPE tokens of the whole span.
     pub token_count: u32,
@@ -295,9 +294,17 @@ pub(crate) fn preview_text(text: &str, preview_start: usize, end: usize) -> Stri
     collapse_preview(&text[start..preview_end], PREVIEW_BYTES)
 }
 
+impl Unit {
+    /// The unit's preview (~100 bytes, one line, whitespace-collapsed, from
+    /// the signature), given the [`text_view`] of its file.
+    pub fn preview(&self, text: &str) -> String {
+        preview_text(text, self.preview_start, self.end_byte)
+    }
+}
+
 /// Byte-length-preserving text view of a file: invalid UTF-8 bytes become `?`
 /// so that every byte offset refers to the same byte of the file on disk.
-pub(crate) fn text_view(source: &[u8]) -> String {
+pub fn text_view(source: &[u8]) -> String {
     match std::str::from_utf8(source) {
         Ok(s) => s.to_string(),
         Err(_) => {
@@ -891,7 +898,6 @@ fn assemble(
             .filter(|&n| n >= start && n < end)
             .map(|n| lines.line_start(n).max(start))
             .unwrap_or(start);
-        let preview = preview_text(text, preview_start, end);
         let fts_name = match node_type {
             NodeType::File => fts_document(path),
             _ => fts_document(qualified[i].as_deref().unwrap_or_default()),
@@ -906,7 +912,6 @@ fn assemble(
             end_byte: end,
             start_line: lines.line_of(start),
             end_line: lines.line_of(end.saturating_sub(1).max(start)),
-            preview,
             preview_start,
             token_count: tokens[i],
             fts_name,
