@@ -48,13 +48,13 @@ if command -v perf >/dev/null && perf record -o "$TMP/probe.data" true >/dev/nul
   echo "| frame (inclusive, share of all samples) | what it is | % |"
   echo "|---|---|---:|"
   while IFS='|' read -r pat label; do
-    pct=$(grep -F -- "$pat" "$TMP/children.txt" | head -1 | awk '{print $1}')
+    pct=$( (grep -F -- "$pat" "$TMP/children.txt" || true) | head -1 | awk '{print $1}')
     echo "| \`$pat\` | $label | ${pct:-0%} |"
   done <<'EOF'
 canopy_core::lang::extract::parse_file|worker: parse + extract one file (all below)
 ts_parser_parse_with_options|  tree-sitter parsing
 ts_query_cursor_next_match|  tree-sitter query matching (extraction)
-bpe_openai::Tokenizer::count|  BPE token counting (o200k)
+canopy_core::tokens::count|  BPE token counting (o200k)
 canopy_core::text::fts_document|  building FTS documents
 canopy_core::store::write::<impl canopy_core::store::Store>::write_batch|writer thread: SQLite inserts (all below)
 fts5UpdateMethod|  FTS5 inserts

@@ -179,9 +179,15 @@ impl Engine {
     /// Rows that point at nothing (nodes without a file, references without a
     /// unit, full-text rows without a unit, reference names without a
     /// reference). Zero in a consistent index after a finished run; used
-    /// by tests and `canopy status --check`.
+    /// by tests.
     pub fn orphan_rows(&self) -> Result<u64> {
         lock(&self.inner.reader).orphan_rows()
+    }
+
+    /// Pages inside the database file that no table uses. Zero after every
+    /// finished run, which hands them back to the file system; used by tests.
+    pub fn free_pages(&self) -> Result<u64> {
+        lock(&self.inner.reader).free_pages()
     }
 
     /// Whether any index run has finished for this repository (perhaps a partial one).

@@ -174,8 +174,12 @@ pub(crate) fn run_index(
         file_discovery: discovery.method.as_str().to_string(),
         ..IndexReport::default()
     };
+    // Files whose earlier rows this run deleted (see `BatchStats::rows_replaced`).
+    let mut rows_replaced = 0u64;
     if !removals.is_empty() {
-        report.files_removed += store.write_batch(&removals, now_unix())?.removed;
+        let stats = store.write_batch(&removals, now_unix())?;
+        report.files_removed += stats.removed;
+        rows_replaced += stats.rows_replaced;
     }
 
     let mut work: Vec<(&Candidate, Option<&str>)> = Vec::new();
@@ -235,6 +239,7 @@ pub(crate) fn run_index(
             report.units_written += stats.units;
             report.refs_written += stats.refs;
             report.files_removed += stats.removed;
+            rows_replaced += stats.rows_replaced;
             batch.clear();
             Ok(())
         };
@@ -297,7 +302,7 @@ pub(crate) fn run_index(
         )?;
     }
     if report.files_indexed + report.files_removed > 0 {
-        store.release_free_pages()?;
+        store.release_free_pages(rows_replaced > 0)?;
     }
     if report.files_indexed > 1000 {
         store.checkpoint()?;

@@ -114,6 +114,30 @@ fn unchanged_files_are_not_reparsed() {
 }
 
 #[test]
+fn space_of_deleted_rows_goes_back_to_the_file_system() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..300 {
+        let body: String = (0..20)
+            .map(|j| format!("def function_{i}_{j}(x):\n    return helper_{j}(x) + {i}\n\n"))
+            .collect();
+        write(dir.path(), &format!("pkg/module_{i}.py"), body);
+    }
+    let e = engine(dir.path());
+    e.index(None, &NoProgress).unwrap();
+    assert_eq!(e.free_pages().unwrap(), 0, "after a fresh index");
+    for i in 50..300 {
+        fs::remove_file(dir.path().join(format!("pkg/module_{i}.py"))).unwrap();
+    }
+    let report = e.index(None, &NoProgress).unwrap();
+    assert_eq!(report.files_removed, 250);
+    // Without incremental auto-vacuum (or with the pragma stepped only
+    // once) the deleted rows' pages stay in the file as free pages.
+    assert_eq!(e.free_pages().unwrap(), 0, "after deleting 250 files");
+    assert_eq!(e.orphan_rows().unwrap(), 0);
+    assert_eq!(symbol(&e, "function_49_3").len(), 1);
+}
+
+#[test]
 fn deleted_and_renamed_files_leave_no_orphans() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "keep.py", "def kept():\n    helper()\n");
@@ -162,6 +186,14 @@ fn deleted_and_renamed_files_leave_no_orphans() {
     );
     let status = e.status().unwrap();
     assert_eq!(status.files_indexed, 2);
+
+    // An edit that drops the only call of `helper`: the re-parsed file's old
+    // rows go, and so does the name nothing refers to any more.
+    write(dir.path(), "keep.py", "def kept():\n    return 1\n");
+    let report = e.index(None, &NoProgress).unwrap();
+    assert_eq!(report.files_indexed, 1);
+    assert_eq!(e.orphan_rows().unwrap(), 0);
+    assert_eq!(e.free_pages().unwrap(), 0);
 }
 
 #[test]

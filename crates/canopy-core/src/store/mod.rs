@@ -21,7 +21,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use crate::error::{CanopyError, Result};
 
 /// Version of the schema in `schema.sql`; stored in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 const SCHEMA: &str = include_str!("schema.sql");
 
@@ -60,6 +60,12 @@ pub(crate) mod meta_keys {
 
 fn configure(conn: &Connection) -> Result<()> {
     conn.busy_timeout(Duration::from_secs(30))?;
+    // Free pages (FTS5 segment merges, re-indexed files) go back to the file
+    // system after each run instead of staying in the file (15% of a fresh
+    // tokio index before this). SQLite accepts the setting only while the
+    // file is still empty, so it must come before the switch to WAL, which
+    // writes the first page; on an existing database it changes nothing.
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
@@ -146,8 +152,6 @@ impl Store {
             rusqlite::Transaction::new_unchecked(&conn, rusqlite::TransactionBehavior::Immediate)?;
         let version: u32 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
         if version == 0 {
-            // auto_vacuum only takes effect on an empty database, outside a transaction's
-            // first write; setting it here, before the tables, is enough.
             tx.execute_batch(SCHEMA)?;
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
         }
@@ -202,19 +206,35 @@ impl Store {
         Ok(ReadSnapshot { store: self })
     }
 
-    /// After a run that changed something: drops reference names and
-    /// qualifiers no reference uses any more (one pass over the references),
-    /// then returns free
-    /// pages to the file system (cheap; the schema uses incremental auto-vacuum).
-    pub fn release_free_pages(&mut self) -> Result<()> {
-        // This connection's name ids may name rows about to go.
-        self.ref_name_ids = Default::default();
-        self.conn.execute_batch(
-            "DELETE FROM ref_names WHERE id NOT IN (SELECT name_id FROM refs)
-               AND id NOT IN (SELECT qualifier_id FROM refs WHERE qualifier_id IS NOT NULL);
-             PRAGMA incremental_vacuum",
-        )?;
+    /// After a run that changed something: when rows were deleted
+    /// (`rows_deleted`: files re-parsed or removed), drops reference names
+    /// and qualifiers no reference uses any more (one pass over the
+    /// references; a run that only added files cannot orphan a name), then
+    /// returns free pages to the file system (cheap; the database uses
+    /// incremental auto-vacuum, see `configure`).
+    pub fn release_free_pages(&mut self, rows_deleted: bool) -> Result<()> {
+        if rows_deleted {
+            // This connection's name ids may name rows about to go.
+            self.ref_name_ids = Default::default();
+            self.conn.execute_batch(
+                "DELETE FROM ref_names WHERE id NOT IN (SELECT name_id FROM refs)
+                   AND id NOT IN (SELECT qualifier_id FROM refs WHERE qualifier_id IS NOT NULL)",
+            )?;
+        }
+        // The pragma frees one page per step (it yields a row each time), so
+        // it must be stepped to the end; `execute_batch` would step it once.
+        let mut vacuum = self.conn.prepare("PRAGMA incremental_vacuum")?;
+        let mut steps = vacuum.query([])?;
+        while steps.next()?.is_some() {}
         Ok(())
+    }
+
+    /// Pages on the free list: space inside the file that no table uses.
+    /// Zero after every run (see [`Store::release_free_pages`]).
+    pub fn free_pages(&self) -> Result<u64> {
+        Ok(self
+            .conn
+            .pragma_query_value(None, "freelist_count", |r| r.get::<_, i64>(0))? as u64)
     }
 
     /// Folds the write-ahead log back into the database file (after a large run).

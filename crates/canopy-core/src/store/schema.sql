@@ -9,9 +9,9 @@
 --   refs.target_node_id -> nodes.id (resolved definition; filled by resolution, may be NULL)
 --   fts.rowid = nodes.id
 
--- Set before any table exists: free pages (from FTS segment merges and
--- re-indexed files) are handed back to the file system after each run.
-PRAGMA auto_vacuum = INCREMENTAL;
+-- The database uses incremental auto-vacuum (set in store/mod.rs `configure`,
+-- before the file's first page is written): free pages are handed back to
+-- the file system after each run.
 
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,

@@ -65,6 +65,9 @@ pub struct BatchStats {
     pub refs: u64,
     /// Files removed.
     pub removed: u64,
+    /// Files whose earlier rows were deleted (re-parsed or removed): only
+    /// then can a reference name or qualifier have lost its last user.
+    pub rows_replaced: u64,
 }
 
 fn delete_file_rows(tx: &Transaction, file_id: i64) -> Result<()> {
@@ -97,9 +100,10 @@ impl Store {
         for write in writes {
             match write {
                 FileWrite::Parsed(w) => {
-                    let (units, refs) = write_parsed(&tx, w, now_unix, name_ids)?;
-                    stats.units += units;
-                    stats.refs += refs;
+                    let written = write_parsed(&tx, w, now_unix, name_ids)?;
+                    stats.units += written.units;
+                    stats.refs += written.refs;
+                    stats.rows_replaced += u64::from(written.replaced);
                 }
                 FileWrite::Touch {
                     path,
@@ -110,7 +114,9 @@ impl Store {
                         .execute(params![path, *size as i64, mtime_ns])?;
                 }
                 FileWrite::Remove { path } => {
-                    stats.removed += remove_file(&tx, path)?;
+                    let removed = remove_file(&tx, path)?;
+                    stats.removed += removed;
+                    stats.rows_replaced += removed;
                     tx.prepare_cached("DELETE FROM skipped_files WHERE path = ?1")?
                         .execute([path])?;
                 }
@@ -120,7 +126,9 @@ impl Store {
                     mtime_ns,
                     reason,
                 } => {
-                    stats.removed += remove_file(&tx, path)?;
+                    let removed = remove_file(&tx, path)?;
+                    stats.removed += removed;
+                    stats.rows_replaced += removed;
                     tx.prepare_cached(
                         "INSERT OR REPLACE INTO skipped_files(path, size, mtime_ns, reason) VALUES (?1, ?2, ?3, ?4)",
                     )?
@@ -217,16 +225,25 @@ impl NameIds {
     }
 }
 
+/// What [`write_parsed`] wrote.
+struct ParsedWritten {
+    units: u64,
+    refs: u64,
+    /// The file was indexed before and its old rows were deleted.
+    replaced: bool,
+}
+
 fn write_parsed(
     tx: &Transaction,
     w: &ParsedWrite,
     now_unix: i64,
     name_ids: &mut NameIds,
-) -> Result<(u64, u64)> {
+) -> Result<ParsedWritten> {
     tx.prepare_cached("DELETE FROM skipped_files WHERE path = ?1")?
         .execute([&w.path])?;
     let file_token_count = w.parsed.units.first().map_or(0, |u| u.token_count);
-    let id = match file_id(tx, &w.path)? {
+    let previous_id = file_id(tx, &w.path)?;
+    let id = match previous_id {
         Some(id) => {
             delete_file_rows(tx, id)?;
             tx.prepare_cached(
@@ -317,7 +334,11 @@ fn write_parsed(
         "INSERT OR IGNORE INTO refs(file_id, end_byte, ref_type, length, line, source_node_id, name_id, qualifier_id)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?;
-    for r in &w.parsed.refs {
+    // In key order, so a new file's references append to the table's last
+    // page instead of splitting pages (which leaves them half empty).
+    let mut in_key_order: Vec<&crate::lang::Reference> = w.parsed.refs.iter().collect();
+    in_key_order.sort_unstable_by_key(|r| (r.end_byte, super::ref_type_code(r.ref_type.as_str())));
+    for r in in_key_order {
         let name_id = name_ids.id(tx, &r.name)?;
         let qualifier_id = match &r.qualifier {
             Some(q) => Some(name_ids.id(tx, q)?),
@@ -334,5 +355,9 @@ fn write_parsed(
             qualifier_id,
         ])?;
     }
-    Ok((w.parsed.units.len() as u64, w.parsed.refs.len() as u64))
+    Ok(ParsedWritten {
+        units: w.parsed.units.len() as u64,
+        refs: w.parsed.refs.len() as u64,
+        replaced: previous_id.is_some(),
+    })
 }
