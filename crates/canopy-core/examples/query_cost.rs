@@ -1,7 +1,8 @@
 //! What each pattern of an extraction query costs.
 //!
 //! Usage: `cargo run --release -p canopy-core --example query_cost -- LANG FILE...`
-//! (`LANG`: rust, python, typescript, go). Parses every file once, then times
+//! (`LANG`: rust, python, typescript, go; `QUERY_COST_SCM=file.scm` measures
+//! that query text instead of the bundled one). Parses every file once, then times
 //! query matching over all trees: with the whole query, and with each
 //! pattern alone and without each pattern. Patterns are listed by their
 //! first line in the `.scm` file, those whose removal saves most first. Times are the best of 5 passes, so a noisy
@@ -43,6 +44,11 @@ fn main() {
             include_str!("../queries/go.scm").into(),
         ),
         _ => usage(),
+    };
+    // To try a rewrite without rebuilding: QUERY_COST_SCM=edited.scm.
+    let source = match std::env::var_os("QUERY_COST_SCM") {
+        Some(path) => std::fs::read_to_string(&path).expect("QUERY_COST_SCM is readable"),
+        None => source,
     };
     let mut parser = Parser::new();
     parser.set_language(&grammar).expect("grammar loads");

@@ -1,16 +1,19 @@
 //! Token counting with a real BPE tokenizer (OpenAI `o200k_base`).
 //!
 //! Counting is done once per unit at index time and stored; queries never
-//! tokenize. The tokenizer tables are built lazily on first use
-//! ([`warm_up_in_background`] starts building them ahead of time).
+//! tokenize.
 //!
 //! The count of a text is the sum of the counts of its pre-tokenization
-//! pieces (the tokenizer's regex split), exactly as in
-//! `bpe_openai::Tokenizer::count`; two things make it cheaper and give the
-//! same counts:
+//! pieces (the tokenizer's regex split), each counted by byte-pair
+//! encoding over the vocabulary table in [`vocab`]. The tests check every
+//! count against the `bpe-openai` crate's `o200k_base` tokenizer, which is
+//! not used at run time: building its tables took ~80 ms of CPU and tens
+//! of MB in every process that counted anything. Two more things make
+//! counting cheap and give the same counts:
 //!
 //! * ASCII texts (most code) are split by `AsciiPieces`, a hand-written
-//!   equivalent of the regex, tested against it;
+//!   equivalent of the regex, tested against it (other texts by the regex,
+//!   compiled on first use; [`warm_up_in_background`] compiles it ahead);
 //! * source code repeats the same pieces (keywords, identifiers,
 //!   punctuation, indentation) over and over, so each thread remembers the
 //!   counts of short pieces in a bounded, two-way set-associative table (a
@@ -19,10 +22,13 @@
 //!   a piece's count does not depend on its context: cached counts are
 //!   exactly the counts.
 
-use std::cell::RefCell;
-use std::sync::Once;
+mod vocab;
 
-use bpe_openai::Tokenizer;
+use std::cell::RefCell;
+use std::sync::{Once, OnceLock};
+
+use regex_automata::meta::Regex;
+use regex_automata::{Anchored, Input};
 
 /// Pieces up to this many bytes are cached (longer ones are rare and counted directly).
 const MAX_CACHED_PIECE: usize = 23;
@@ -33,19 +39,77 @@ const SET_BITS: u32 = 13;
 const FIRST_SET_BITS: u32 = 8;
 const GROW_AFTER_BYTES: usize = 256 * 1024;
 
-/// The tokenizer (built on first use).
-fn tokenizer() -> &'static Tokenizer {
-    bpe_openai::o200k_base()
+/// `o200k_base`'s pre-tokenization pattern, as three alternatives tried at
+/// each position (see [`UnicodePieces`]). The original's `\s+(?!\S)` needs
+/// a look-ahead, which the regex engine lacks: the middle alternative
+/// matches one whitespace character more, which is then given back.
+const PRETOKENIZER_PATTERNS: [&str; 3] = [
+    concat!(
+        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+        r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+        r"|\p{N}{1,3}",
+        r"| ?[^\s\p{L}\p{N}]+[\r\n/]*",
+        r"|\s*[\r\n]+",
+        r"|\s+$",
+    ),
+    r"\s+\s",
+    r"\s+",
+];
+/// Which of [`PRETOKENIZER_PATTERNS`] matched one character too many.
+const LOOKAHEAD_PATTERN: usize = 1;
+
+/// The compiled pre-tokenization pattern (on first use: ~10 ms).
+fn pretokenizer() -> &'static Regex {
+    static REGEX: OnceLock<Regex> = OnceLock::new();
+    REGEX.get_or_init(|| {
+        Regex::new_many(&PRETOKENIZER_PATTERNS)
+            .unwrap_or_else(|e| panic!("the bundled pre-tokenization pattern is invalid: {e}"))
+    })
 }
 
-/// Builds the tokenizer tables now (they are otherwise built by the first count).
+/// The pre-tokenization pieces of any text, by the regex.
+struct UnicodePieces<'a> {
+    regex: &'static Regex,
+    text: &'a str,
+    pos: usize,
+}
+
+impl<'a> Iterator for UnicodePieces<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let rest = &self.text[self.pos..];
+        let found = self.regex.find(Input::new(rest).anchored(Anchored::Yes))?;
+        let mut len = found.end();
+        if found.pattern().as_usize() == LOOKAHEAD_PATTERN {
+            // `\s+\s` matches at least two characters: give the last one back.
+            len -= rest[..len].chars().next_back().map_or(0, char::len_utf8);
+        }
+        if len == 0 {
+            return None; // cannot happen (every match is non-empty), but never loop
+        }
+        let piece = &rest[..len];
+        self.pos += len;
+        Some(piece)
+    }
+}
+
+fn unicode_pieces(text: &str) -> UnicodePieces<'_> {
+    UnicodePieces {
+        regex: pretokenizer(),
+        text,
+        pos: 0,
+    }
+}
+
+/// Compiles the pre-tokenization pattern now (otherwise the first count of
+/// a non-ASCII text does).
 pub fn warm_up() {
-    let _ = tokenizer();
+    let _ = pretokenizer();
 }
 
-/// Starts building the tokenizer tables (≈ 80 ms of CPU) on a background
-/// thread, at most once per process, so that the first count finds them
-/// ready instead of waiting while they are built.
+/// Compiles the pre-tokenization pattern on a background thread, at most
+/// once per process, so that the first non-ASCII text does not wait for it.
 pub fn warm_up_in_background() {
     static STARTED: Once = Once::new();
     STARTED.call_once(|| {
@@ -126,36 +190,35 @@ impl PieceCounts {
         (h >> (64 - self.bits)) as usize
     }
 
-    /// Number of tokens of `text`, as `Tokenizer::count` gives it.
-    fn count(&mut self, tokenizer: &Tokenizer, text: &str) -> usize {
+    /// Number of `o200k_base` tokens of `text`.
+    fn count(&mut self, text: &str) -> usize {
         if self.bits < self.full_bits {
             self.counted += text.len();
             if self.counted > GROW_AFTER_BYTES {
                 *self = PieceCounts::new(self.full_bits, self.full_bits);
             }
         }
-        // `o200k_base` does not normalise its input: `Tokenizer::count` is exactly
-        // the sum over `split` of `bpe.count`.
+        // `o200k_base` does not normalise its input: a text's count is
+        // exactly the sum of its pieces' counts.
         if text.is_ascii() {
             AsciiPieces::new(text.as_bytes())
-                .map(|piece| self.count_piece(tokenizer, piece))
+                .map(|piece| self.count_piece(piece))
                 .sum()
         } else {
-            tokenizer
-                .split(text)
-                .map(|piece| self.count_piece(tokenizer, piece.as_bytes()))
+            unicode_pieces(text)
+                .map(|piece| self.count_piece(piece.as_bytes()))
                 .sum()
         }
     }
 
     #[inline]
-    fn count_piece(&mut self, tokenizer: &Tokenizer, piece: &[u8]) -> usize {
+    fn count_piece(&mut self, piece: &[u8]) -> usize {
         if piece.len() == 1 {
             // Every byte is a token (`single_bytes_are_single_tokens`).
             return 1;
         }
         let Some(key) = piece_key(piece) else {
-            return tokenizer.bpe.count(piece);
+            return vocab::piece_token_count(piece);
         };
         let set_index = self.set_of(&key);
         let set = &mut self.sets[set_index];
@@ -163,7 +226,7 @@ impl PieceCounts {
             if set.slots[1].key != key {
                 set.slots[1] = Slot {
                     key,
-                    count: tokenizer.bpe.count(piece) as u32,
+                    count: vocab::piece_token_count(piece) as u32,
                 };
             }
             set.slots.swap(0, 1);
@@ -333,13 +396,12 @@ pub fn count_tokens(text: &str) -> usize {
     if text.is_empty() {
         return 0;
     }
-    let tokenizer = tokenizer();
     PIECE_COUNTS.with(|cache| match cache.try_borrow_mut() {
         Ok(mut cache) => cache
             .get_or_insert_with(|| PieceCounts::new(FIRST_SET_BITS, SET_BITS))
-            .count(tokenizer, text),
+            .count(text),
         // Not reachable (counting does not re-enter), but never worth a panic.
-        Err(_) => tokenizer.count(text),
+        Err(_) => PieceCounts::new(1, 1).count(text),
     })
 }
 
@@ -453,8 +515,8 @@ mod tests {
             let mut cache = PieceCounts::new(bits, bits);
             for text in &texts {
                 let direct = tokenizer.count(text.as_str());
-                assert_eq!(cache.count(tokenizer, text), direct, "{text:?}");
-                assert_eq!(cache.count(tokenizer, text), direct, "{text:?}");
+                assert_eq!(cache.count(text), direct, "{text:?}");
+                assert_eq!(cache.count(text), direct, "{text:?}");
             }
         }
     }
@@ -525,24 +587,87 @@ mod tests {
     }
 
     #[test]
+    fn unicode_pieces_are_the_regex_pieces_of_bpe_openai() {
+        let tokenizer = bpe_openai::o200k_base();
+        let check = |text: &str| {
+            let expected: Vec<&str> = tokenizer.split(text).collect();
+            let got: Vec<&str> = unicode_pieces(text).collect();
+            assert_eq!(got, expected, "{text:?}");
+        };
+        for text in corpus() {
+            check(&text);
+        }
+        // Random texts over characters of every class the pattern names
+        // (a fixed xorshift sequence).
+        let alphabet: Vec<char> =
+            "aZéÉǅʰ中\u{0301}1٣½ \t\n\r\u{a0}\u{2028}'sSlLdD.,/\\_-🎉\u{200d}"
+                .chars()
+                .collect();
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for case in 0..5_000 {
+            let len = (next() % if case % 10 == 0 { 200 } else { 24 }) as usize;
+            let text: String = (0..len)
+                .map(|_| alphabet[(next() >> 8) as usize % alphabet.len()])
+                .collect();
+            check(&text);
+            assert_eq!(
+                count_tokens(&text),
+                tokenizer.count(text.as_str()),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn merge_counts_equal_bpe_openai_for_long_and_odd_pieces() {
+        let bpe = &bpe_openai::o200k_base().bpe;
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        // Arbitrary bytes (not even UTF-8): BPE works on bytes.
+        for case in 0..3_000 {
+            let len = 2 + (next() % if case % 10 == 0 { 300 } else { 30 }) as usize;
+            let piece: Vec<u8> = (0..len)
+                .map(|_| {
+                    let r = next();
+                    if r % 3 == 0 {
+                        (r >> 8) as u8
+                    } else {
+                        b"abcdeinorst _"[(r >> 8) as usize % 13]
+                    }
+                })
+                .collect();
+            assert_eq!(
+                vocab::piece_token_count(&piece),
+                bpe.count(&piece),
+                "{piece:?}"
+            );
+        }
+    }
+
+    #[test]
     fn tables_grow_and_keep_counting_right() {
         let tokenizer = bpe_openai::o200k_base();
         let mut cache = PieceCounts::new(2, 5);
         let text = corpus().concat();
         let mut counted = 0;
         while cache.bits < 5 {
-            assert_eq!(
-                cache.count(tokenizer, &text),
-                tokenizer.count(text.as_str())
-            );
+            assert_eq!(cache.count(&text), tokenizer.count(text.as_str()));
             counted += text.len();
             assert!(counted <= GROW_AFTER_BYTES + text.len());
         }
         assert_eq!(cache.sets.len(), 32);
-        assert_eq!(
-            cache.count(tokenizer, &text),
-            tokenizer.count(text.as_str())
-        );
+        assert_eq!(cache.count(&text), tokenizer.count(text.as_str()));
     }
 
     #[test]
@@ -566,11 +691,7 @@ mod tests {
         let tokenizer = bpe_openai::o200k_base();
         let mut cache = PieceCounts::new(1, 1);
         for text in ["a", "a\0", "\0", "\0\0a", " abc", "abc", " abc\0"] {
-            assert_eq!(
-                cache.count(tokenizer, text),
-                tokenizer.count(text),
-                "{text:?}"
-            );
+            assert_eq!(cache.count(text), tokenizer.count(text), "{text:?}");
         }
         // Many distinct words (` a b … z ba …`, base 26) through a small table.
         let word = |mut i: usize| {
@@ -585,9 +706,6 @@ mod tests {
         };
         let text: String = (0..20_000).map(word).collect();
         let mut cache = PieceCounts::new(8, 8);
-        assert_eq!(
-            cache.count(tokenizer, &text),
-            tokenizer.count(text.as_str())
-        );
+        assert_eq!(cache.count(&text), tokenizer.count(text.as_str()));
     }
 }
