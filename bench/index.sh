@@ -88,6 +88,8 @@ else
   BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/canopy"
 fi
 [ -x "$BIN" ] || { log "no executable canopy at $BIN"; exit 1; }
+# Absolute: timed commands run from inside the repository.
+BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 
 CORES=$(nproc)
 HAVE_TIME=0; [ -z "${BENCH_NO_GNU_TIME:-}" ] && [ -x /usr/bin/time ] && /usr/bin/time -v true 2>/dev/null && HAVE_TIME=1
