@@ -111,8 +111,8 @@ fn process(candidate: &Candidate, old_hash: Option<&str>, max_file_size: u64) ->
             0,
         );
     }
-    // The first file that needs parsing starts loading the tokenizer tables
-    // (unless a fresh index already did), while tree-sitter parses it.
+    // The first file that needs parsing starts compiling the tokenizer's
+    // regex (unless a fresh index already did), while tree-sitter parses it.
     tokens::warm_up_in_background();
     let parsed = parse_file(&candidate.path, &bytes);
     let line_count = bytes.iter().filter(|&&b| b == b'\n').count() as u32
@@ -142,9 +142,17 @@ pub(crate) fn run_index(
     let stored = store.file_states()?;
     let known_skips = store.skipped_files()?;
     if stored.is_empty() && known_skips.is_empty() {
-        // A fresh index parses every file it lists: the tokenizer tables
-        // load while discovery runs (see also `process`).
+        // A fresh index parses every file it lists: the tokenizer's regex
+        // compiles while discovery runs (see also `process`).
         tokens::warm_up_in_background();
+    }
+    // A run that starts from an empty index and only adds files cannot
+    // leave a reference name unused, so it skips that cleanup (a pass over
+    // every reference) at the end. Names a killed earlier run may have left
+    // behind go now, while there are no references and it costs nothing.
+    let started_empty = stored.is_empty();
+    if started_empty {
+        store.drop_unused_ref_names()?;
     }
     let mut discovery = discover(root, options.max_file_size, filter.as_ref())?;
     let candidates_in_repo = discovery.files.len();
@@ -302,7 +310,10 @@ pub(crate) fn run_index(
         )?;
     }
     if report.files_indexed + report.files_removed > 0 {
-        store.release_free_pages(rows_replaced > 0)?;
+        if rows_replaced > 0 || !started_empty {
+            store.drop_unused_ref_names()?;
+        }
+        store.release_free_pages()?;
     }
     if report.files_indexed > 1000 {
         store.checkpoint()?;

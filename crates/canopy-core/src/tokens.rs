@@ -113,9 +113,9 @@ pub fn warm_up() {
 pub fn warm_up_in_background() {
     static STARTED: Once = Once::new();
     STARTED.call_once(|| {
-        // If no thread can be started, the first count builds the tables as before.
+        // If no thread can be started, the first non-ASCII count compiles it.
         let _ = std::thread::Builder::new()
-            .name("canopy-bpe-init".into())
+            .name("canopy-pretokenizer-init".into())
             .spawn(warm_up);
     });
 }

@@ -206,21 +206,23 @@ impl Store {
         Ok(ReadSnapshot { store: self })
     }
 
-    /// After a run that changed something: when rows were deleted
-    /// (`rows_deleted`: files re-parsed or removed), drops reference names
-    /// and qualifiers no reference uses any more (one pass over the
-    /// references; a run that only added files cannot orphan a name), then
-    /// returns free pages to the file system (cheap; the database uses
-    /// incremental auto-vacuum, see `configure`).
-    pub fn release_free_pages(&mut self, rows_deleted: bool) -> Result<()> {
-        if rows_deleted {
-            // This connection's name ids may name rows about to go.
-            self.ref_name_ids = Default::default();
-            self.conn.execute_batch(
-                "DELETE FROM ref_names WHERE id NOT IN (SELECT name_id FROM refs)
-                   AND id NOT IN (SELECT qualifier_id FROM refs WHERE qualifier_id IS NOT NULL)",
-            )?;
-        }
+    /// Drops reference names and qualifiers no reference uses any more:
+    /// one pass over the references, needed after rows were deleted
+    /// (see `index::run_index` for when it runs).
+    pub fn drop_unused_ref_names(&mut self) -> Result<()> {
+        // This connection's name ids may name rows about to go.
+        self.ref_name_ids = Default::default();
+        self.conn.execute_batch(
+            "DELETE FROM ref_names WHERE id NOT IN (SELECT name_id FROM refs)
+               AND id NOT IN (SELECT qualifier_id FROM refs WHERE qualifier_id IS NOT NULL)",
+        )?;
+        Ok(())
+    }
+
+    /// After a run that changed something: returns free pages to the file
+    /// system (cheap; the database uses incremental auto-vacuum, see
+    /// `configure`).
+    pub fn release_free_pages(&mut self) -> Result<()> {
         // The pragma frees one page per step (it yields a row each time), so
         // it must be stepped to the end; `execute_batch` would step it once.
         let mut vacuum = self.conn.prepare("PRAGMA incremental_vacuum")?;

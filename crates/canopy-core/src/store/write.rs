@@ -334,11 +334,7 @@ fn write_parsed(
         "INSERT OR IGNORE INTO refs(file_id, end_byte, ref_type, length, line, source_node_id, name_id, qualifier_id)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?;
-    // In key order, so a new file's references append to the table's last
-    // page instead of splitting pages (which leaves them half empty).
-    let mut in_key_order: Vec<&crate::lang::Reference> = w.parsed.refs.iter().collect();
-    in_key_order.sort_unstable_by_key(|r| (r.end_byte, super::ref_type_code(r.ref_type.as_str())));
-    for r in in_key_order {
+    for r in &w.parsed.refs {
         let name_id = name_ids.id(tx, &r.name)?;
         let qualifier_id = match &r.qualifier {
             Some(q) => Some(name_ids.id(tx, q)?),
