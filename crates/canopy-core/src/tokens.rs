@@ -521,6 +521,17 @@ mod tests {
         }
     }
 
+    /// A fixed pseudo-random sequence (xorshift64), so failures reproduce.
+    fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+        let mut state = seed;
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        }
+    }
+
     /// `AsciiPieces` against the regex split of `bpe-openai`.
     fn assert_same_pieces(text: &str) {
         let tokenizer = bpe_openai::o200k_base();
@@ -558,20 +569,14 @@ mod tests {
         // Digit runs and letter runs of every length around them.
         for_all_strings(b"0aA ", 7, &mut assert_same_pieces);
         // Random ASCII texts (a fixed xorshift sequence), short and long.
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d_u64);
         for case in 0..20_000 {
             let len = (next() % if case % 10 == 0 { 400 } else { 40 }) as usize;
             let text: String = (0..len)
                 .map(|_| {
                     let r = next();
                     // Mostly code-like characters, sometimes any ASCII byte.
-                    if r % 4 == 0 {
+                    if r.is_multiple_of(4) {
                         char::from((r >> 8) as u8 & 0x7f)
                     } else {
                         let code = b"aAzZ09 \n\t'_./s";
@@ -603,13 +608,7 @@ mod tests {
             "aZéÉǅʰ中\u{0301}1٣½ \t\n\r\u{a0}\u{2028}'sSlLdD.,/\\_-🎉\u{200d}"
                 .chars()
                 .collect();
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15_u64);
         for case in 0..5_000 {
             let len = (next() % if case % 10 == 0 { 200 } else { 24 }) as usize;
             let text: String = (0..len)
@@ -627,20 +626,14 @@ mod tests {
     #[test]
     fn merge_counts_equal_bpe_openai_for_long_and_odd_pieces() {
         let bpe = &bpe_openai::o200k_base().bpe;
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d_u64);
         // Arbitrary bytes (not even UTF-8): BPE works on bytes.
         for case in 0..3_000 {
             let len = 2 + (next() % if case % 10 == 0 { 300 } else { 30 }) as usize;
             let piece: Vec<u8> = (0..len)
                 .map(|_| {
                     let r = next();
-                    if r % 3 == 0 {
+                    if r.is_multiple_of(3) {
                         (r >> 8) as u8
                     } else {
                         b"abcdeinorst _"[(r >> 8) as usize % 13]
