@@ -108,13 +108,13 @@ if command -v sqlite3 >/dev/null; then
   echo
   echo "Grouped (table + its indexes), bytes ÷ source:"
   sqlite3 -separator '|' "$DB" "
-    SELECT CASE WHEN name LIKE 'fts%' THEN 'fts' WHEN name LIKE 'refs%' THEN 'refs'
+    SELECT CASE WHEN name LIKE 'fts%' THEN 'fts' WHEN name IN ('file_refs', 'ref_postings') THEN 'refs'
                 WHEN name LIKE 'nodes%' THEN 'nodes' ELSE 'other' END AS g, SUM(pgsize)
     FROM dbstat GROUP BY g
     UNION ALL SELECT 'free pages', (SELECT freelist_count FROM pragma_freelist_count) * (SELECT page_size FROM pragma_page_size)
     ORDER BY 2 DESC;" | awk -F'|' -v s="$src" '{ printf "  %-10s %6.2f\n", $1, $2 / s }'
   echo
-  sqlite3 "$DB" "SELECT 'rows: files ' || (SELECT count(*) FROM files) || ', nodes ' || (SELECT count(*) FROM nodes) || ', refs ' || (SELECT count(*) FROM refs);"
+  sqlite3 "$DB" "SELECT 'rows: files ' || (SELECT count(*) FROM files) || ', nodes ' || (SELECT count(*) FROM nodes) || ', refs ' || (SELECT sum(name_uses) FROM ref_postings);"
 else
   echo "sqlite3 CLI not found (apt-get install -y sqlite3): skipped"
 fi

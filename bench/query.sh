@@ -12,12 +12,12 @@ cd "$MAIN"
 cargo build --release -q -p canopy-cli -p canopy-core --example query_bench
 BIN="${CANOPY_BIN:-$MAIN/target/release/canopy}"
 "$BIN" index "$REPO" --quiet
-# The 20 most-called names of this repository (so reference queries have answers).
+# The 20 most-referenced names of this repository (so reference queries have answers).
 NAMES=$(python3 - "$REPO/.canopy/index.db" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
-rows = db.execute("SELECT n.text FROM refs r JOIN ref_names n ON n.id = r.name_id WHERE r.ref_type = 0 AND length(n.text) > 3 "
-                  "GROUP BY n.text ORDER BY COUNT(*) DESC LIMIT 20").fetchall()
+rows = db.execute("SELECT n.text FROM ref_postings p JOIN ref_names n ON n.id = p.name_id WHERE length(n.text) > 3 "
+                  "GROUP BY n.text ORDER BY SUM(p.name_uses) DESC LIMIT 20").fetchall()
 print(",".join(r[0] for r in rows))
 PY
 )

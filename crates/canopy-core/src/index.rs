@@ -147,8 +147,8 @@ pub(crate) fn run_index(
         tokens::warm_up_in_background();
     }
     // A run that starts from an empty index and only adds files cannot
-    // leave a reference name unused, so it skips that cleanup (a pass over
-    // every reference) at the end. Names a killed earlier run may have left
+    // leave a reference name unused, so it skips that cleanup (an index
+    // probe per name) at the end. Names a killed earlier run may have left
     // behind go now, while there are no references and it costs nothing.
     let started_empty = stored.is_empty();
     if started_empty {

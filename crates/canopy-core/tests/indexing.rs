@@ -458,3 +458,57 @@ fn previews_rebuilt_from_disk_match_the_parser_and_never_show_stale_text() {
             .starts_with("pub fn target_fn(x: i32)")
     );
 }
+
+#[test]
+fn damaged_reference_rows_are_reported_and_repaired_by_reindexing() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "a.py",
+        "def caller():\n    target()\n    lib.target()\n",
+    );
+    write(dir.path(), "b.py", "def other():\n    target()\n");
+    let e = engine(dir.path());
+    e.index(None, &NoProgress).unwrap();
+    let references = |e: &Engine| {
+        e.query(&QueryParams {
+            symbol: Some("target".into()),
+            kind: Some(QueryKind::Reference),
+            ..Default::default()
+        })
+        .map(|r| r.ref_handles.unwrap_or_default().len())
+    };
+    assert_eq!(references(&e).unwrap(), 3);
+    assert_eq!(e.orphan_rows().unwrap(), 0);
+
+    let db = rusqlite::Connection::open(dir.path().join(".canopy/index.db")).unwrap();
+    let a_id: i64 = db
+        .query_row("SELECT id FROM files WHERE path = 'a.py'", [], |r| r.get(0))
+        .unwrap();
+    // A posting gone missing: the consistency check must see it.
+    db.execute(
+        "DELETE FROM ref_postings WHERE file_id = ?1 AND name_id = (SELECT id FROM ref_names WHERE text = 'lib')",
+        [a_id],
+    )
+    .unwrap();
+    assert!(e.orphan_rows().unwrap() > 0);
+
+    // A damaged blob: a clear error naming the cure, never a panic or a wrong answer.
+    db.execute(
+        "UPDATE file_refs SET refs = x'ffffffff' WHERE file_id = ?1",
+        [a_id],
+    )
+    .unwrap();
+    let err = references(&e).unwrap_err().to_string();
+    assert!(
+        err.contains("damaged") && err.contains("canopy invalidate"),
+        "{err}"
+    );
+    assert!(e.orphan_rows().is_err());
+    drop(db);
+
+    let report = e.invalidate(Some("a.py"), &NoProgress).unwrap();
+    assert_eq!(report.files_indexed, 1);
+    assert_eq!(references(&e).unwrap(), 3);
+    assert_eq!(e.orphan_rows().unwrap(), 0);
+}

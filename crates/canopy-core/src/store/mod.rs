@@ -10,6 +10,7 @@
 //! rows inserted in the same transaction, so a killed indexer leaves every
 //! file either fully old or fully new.
 
+pub(crate) mod packed_refs;
 pub mod read;
 pub mod write;
 
@@ -21,7 +22,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use crate::error::{CanopyError, Result};
 
 /// Version of the schema in `schema.sql`; stored in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 const SCHEMA: &str = include_str!("schema.sql");
 
@@ -206,15 +207,15 @@ impl Store {
         Ok(ReadSnapshot { store: self })
     }
 
-    /// Drops reference names and qualifiers no reference uses any more:
-    /// one pass over the references, needed after rows were deleted
-    /// (see `index::run_index` for when it runs).
+    /// Drops reference names and qualifiers no reference uses any more
+    /// (no posting): one index probe per name, needed after rows were
+    /// deleted (see `index::run_index` for when it runs).
     pub fn drop_unused_ref_names(&mut self) -> Result<()> {
         // This connection's name ids may name rows about to go.
         self.ref_name_ids = Default::default();
         self.conn.execute_batch(
-            "DELETE FROM ref_names WHERE id NOT IN (SELECT name_id FROM refs)
-               AND id NOT IN (SELECT qualifier_id FROM refs WHERE qualifier_id IS NOT NULL)",
+            "DELETE FROM ref_names
+             WHERE NOT EXISTS (SELECT 1 FROM ref_postings WHERE name_id = ref_names.id)",
         )?;
         Ok(())
     }

@@ -8,8 +8,27 @@ use std::collections::{BTreeMap, HashMap};
 
 use rusqlite::{OptionalExtension, Row, params_from_iter};
 
+use super::packed_refs::{self, PackedRef};
 use super::{Store, meta_keys};
 use crate::error::Result;
+
+/// `ref_names` texts by id, looked up once per call.
+#[derive(Default)]
+struct NameTexts(HashMap<i64, String>);
+
+impl NameTexts {
+    fn text(&mut self, store: &Store, id: i64) -> Result<String> {
+        if let Some(text) = self.0.get(&id) {
+            return Ok(text.clone());
+        }
+        let text: String = store
+            .conn
+            .prepare_cached("SELECT text FROM ref_names WHERE id = ?1")?
+            .query_row([id], |r| r.get(0))?;
+        self.0.insert(id, text.clone());
+        Ok(text)
+    }
+}
 
 /// What the store remembers of an indexed file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,25 +153,6 @@ fn node_from_row(row: &Row, score: f64) -> rusqlite::Result<NodeRecord> {
         token_count: row.get(12)?,
         preview_start: row.get::<_, i64>(13)? as usize,
         score,
-    })
-}
-
-const REF_COLUMNS: &str = "f.path, f.content_hash, rn.text,
-    (SELECT text FROM ref_names WHERE id = r.qualifier_id), r.ref_type,
-    r.end_byte - r.length, r.end_byte, r.line, 'h' || lower(hex(sn.handle)), sn.qualified_name";
-
-fn ref_from_row(r: &Row) -> rusqlite::Result<RefRecord> {
-    Ok(RefRecord {
-        file_path: r.get(0)?,
-        content_hash: r.get(1)?,
-        name: r.get(2)?,
-        qualifier: r.get(3)?,
-        ref_type: super::ref_type_name(r.get(4)?).to_string(),
-        start_byte: r.get::<_, i64>(5)? as usize,
-        end_byte: r.get::<_, i64>(6)? as usize,
-        line: r.get(7)?,
-        source_handle: r.get(8)?,
-        source_qualified_name: r.get(9)?,
     })
 }
 
@@ -451,48 +451,120 @@ impl Store {
 
     /// References to `name` (case-insensitive), up to `cap`, ordered by path and position.
     pub fn refs_by_name(&self, name: &str, cap: usize) -> Result<Vec<RefRecord>> {
-        let sql = format!(
-            "SELECT {REF_COLUMNS}
-             FROM refs r JOIN ref_names rn ON rn.id = r.name_id
-               JOIN files f ON f.id = r.file_id JOIN nodes sn ON sn.id = r.source_node_id
-             WHERE r.name_id IN (SELECT id FROM ref_names WHERE text = ?1 COLLATE NOCASE)
-             ORDER BY f.path, r.end_byte LIMIT {cap}"
-        );
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map([name], ref_from_row)?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        let ids: Vec<i64> = self
+            .ref_name_ids(name)?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        self.refs_named(&[ids], cap)
     }
 
     /// The first `top` references to `name` (case-insensitive) — those
     /// spelled exactly `name` first, then by path and position — and how
-    /// many there are in all. Only the returned page is joined with its
-    /// units: ordering needs nothing beyond the `refs_name` index and `files`.
+    /// many there are in all. The total comes from the postings alone; only
+    /// the files that make up the page are opened.
     pub fn refs_top(&self, name: &str, top: usize) -> Result<(Vec<RefRecord>, u64)> {
-        let total = self
-            .conn
-            .prepare_cached(
-                "SELECT COUNT(*) FROM refs
-                 WHERE name_id IN (SELECT id FROM ref_names WHERE text = ?1 COLLATE NOCASE)",
-            )?
-            .query_row([name], |r| r.get::<_, i64>(0))? as u64;
+        let ids = self.ref_name_ids(name)?;
+        let mut total = 0u64;
+        let mut uses = self.conn.prepare_cached(
+            "SELECT COALESCE(SUM(name_uses), 0) FROM ref_postings WHERE name_id = ?1",
+        )?;
+        for (id, _) in &ids {
+            total += uses.query_row([id], |r| r.get::<_, i64>(0))? as u64;
+        }
         if total == 0 {
             return Ok((vec![], 0));
         }
-        let sql = format!(
-            "SELECT {REF_COLUMNS}
-             FROM (SELECT r.file_id AS fid, r.end_byte AS eb, r.ref_type AS rt,
-                          n.text <> ?2 AS other_case, f.path AS path
-                   FROM ref_names n JOIN refs r ON r.name_id = n.id JOIN files f ON f.id = r.file_id
-                   WHERE n.text = ?1 COLLATE NOCASE
-                   ORDER BY other_case, path, eb LIMIT ?3) AS page
-             JOIN refs r ON r.file_id = page.fid AND r.end_byte = page.eb AND r.ref_type = page.rt
-             JOIN ref_names rn ON rn.id = r.name_id
-             JOIN files f ON f.id = page.fid JOIN nodes sn ON sn.id = r.source_node_id
-             ORDER BY page.other_case, page.path, page.eb"
-        );
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map(rusqlite::params![name, name, top as i64], ref_from_row)?;
-        Ok((rows.collect::<rusqlite::Result<Vec<_>>>()?, total))
+        let (exact, other_case): (Vec<_>, Vec<_>) =
+            ids.into_iter().partition(|(_, text)| text == name);
+        let groups =
+            [exact, other_case].map(|g| g.into_iter().map(|(id, _)| id).collect::<Vec<_>>());
+        Ok((self.refs_named(&groups, top)?, total))
+    }
+
+    /// `ref_names` ids and texts equal to `name` in any case.
+    fn ref_name_ids(&self, name: &str) -> Result<Vec<(i64, String)>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id, text FROM ref_names WHERE text = ?1 COLLATE NOCASE")?;
+        let rows = stmt.query_map([name], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Up to `cap` references whose name is in one of `groups` (sets of
+    /// `ref_names` ids): the first group's references first, each group
+    /// ordered by path and position. Opens only the blobs of files the
+    /// postings list, in path order, and stops once `cap` are found.
+    fn refs_named(&self, groups: &[Vec<i64>], cap: usize) -> Result<Vec<RefRecord>> {
+        let mut found: Vec<(usize, PackedRef)> = vec![];
+        let mut files: Vec<(String, String)> = vec![];
+        let mut postings = self.conn.prepare_cached(
+            "SELECT f.id, f.path, f.content_hash FROM ref_postings p JOIN files f ON f.id = p.file_id
+             WHERE p.name_id = ?1 AND p.name_uses > 0",
+        )?;
+        'groups: for group in groups {
+            let mut group_files: BTreeMap<String, (i64, String)> = BTreeMap::new();
+            for id in group {
+                let rows = postings.query_map([id], |r| {
+                    Ok((
+                        r.get::<_, String>(1)?,
+                        (r.get::<_, i64>(0)?, r.get::<_, String>(2)?),
+                    ))
+                })?;
+                for row in rows {
+                    let (path, file) = row?;
+                    group_files.insert(path, file);
+                }
+            }
+            for (path, (file_id, content_hash)) in group_files {
+                if found.len() >= cap {
+                    break 'groups;
+                }
+                let file_index = files.len();
+                files.push((path, content_hash));
+                for r in self.file_refs(file_id)? {
+                    if found.len() < cap && group.contains(&r.name_id) {
+                        found.push((file_index, r));
+                    }
+                }
+            }
+        }
+        let mut names = NameTexts::default();
+        let mut source = self.conn.prepare_cached(
+            "SELECT 'h' || lower(hex(handle)), qualified_name FROM nodes WHERE id = ?1",
+        )?;
+        let mut out = Vec::with_capacity(found.len());
+        for (file_index, r) in found {
+            let (source_handle, source_qualified_name) =
+                source.query_row([r.source_node_id], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            let (file_path, content_hash) = files[file_index].clone();
+            out.push(RefRecord {
+                file_path,
+                content_hash,
+                name: names.text(self, r.name_id)?,
+                qualifier: r.qualifier_id.map(|q| names.text(self, q)).transpose()?,
+                ref_type: super::ref_type_name(i64::from(r.ref_type)).to_string(),
+                start_byte: r.start_byte() as usize,
+                end_byte: r.end_byte as usize,
+                line: r.line,
+                source_handle,
+                source_qualified_name,
+            });
+        }
+        Ok(out)
+    }
+
+    /// A file's references in stored order (by end, then type); none when it has no row.
+    pub(crate) fn file_refs(&self, file_id: i64) -> Result<Vec<PackedRef>> {
+        let blob: Option<Vec<u8>> = self
+            .conn
+            .prepare_cached("SELECT refs FROM file_refs WHERE file_id = ?1")?
+            .query_row([file_id], |r| r.get(0))
+            .optional()?;
+        match blob {
+            Some(blob) => packed_refs::decode(&blob, file_id),
+            None => Ok(vec![]),
+        }
     }
 
     /// Totals for `status`.
@@ -511,9 +583,11 @@ impl Store {
         let units: i64 = self
             .conn
             .query_row("SELECT COUNT(*) FROM nodes", [], |r| r.get(0))?;
-        let refs: i64 = self
-            .conn
-            .query_row("SELECT COUNT(*) FROM refs", [], |r| r.get(0))?;
+        let refs: i64 = self.conn.query_row(
+            "SELECT COALESCE(SUM(name_uses), 0) FROM ref_postings",
+            [],
+            |r| r.get(0),
+        )?;
         let mut languages = BTreeMap::new();
         let mut stmt = self
             .conn
@@ -548,14 +622,7 @@ impl Store {
             [],
             |r| r.get(0),
         )?;
-        let refs: i64 = self.conn.query_row(
-            "SELECT COUNT(*) FROM refs WHERE file_id NOT IN (SELECT id FROM files)
-               OR source_node_id NOT IN (SELECT id FROM nodes)
-               OR name_id NOT IN (SELECT id FROM ref_names)
-               OR qualifier_id NOT IN (SELECT id FROM ref_names)",
-            [],
-            |r| r.get(0),
-        )?;
+        let refs = self.orphan_refs()?;
         // A contentless table cannot list its rows, but its doc-size table can.
         let fts: i64 = self.conn.query_row(
             "SELECT COUNT(*) FROM fts_docsize WHERE id NOT IN (SELECT id FROM nodes)",
@@ -570,12 +637,76 @@ impl Store {
         // Names no reference uses: dropped at the end of every run that changed
         // something, so only a killed run can leave some (until the next run).
         let names: i64 = self.conn.query_row(
-            "SELECT COUNT(*) FROM ref_names WHERE id NOT IN (SELECT name_id FROM refs)
-               AND id NOT IN (SELECT qualifier_id FROM refs WHERE qualifier_id IS NOT NULL)",
+            "SELECT COUNT(*) FROM ref_names
+             WHERE NOT EXISTS (SELECT 1 FROM ref_postings WHERE name_id = ref_names.id)",
             [],
             |r| r.get(0),
         )?;
         Ok((nodes + refs + fts + fts_missing + names) as u64)
+    }
+
+    /// The reference part of [`Store::orphan_rows`]: blobs and postings
+    /// without a file, postings without a name, references whose unit is
+    /// not one of their file's or whose name is gone, and files whose
+    /// postings differ from their blob's.
+    fn orphan_refs(&self) -> Result<i64> {
+        let mut orphans: i64 = self.conn.query_row(
+            "SELECT (SELECT COUNT(*) FROM file_refs WHERE file_id NOT IN (SELECT id FROM files))
+                  + (SELECT COUNT(*) FROM ref_postings WHERE file_id NOT IN (SELECT id FROM files)
+                       OR name_id NOT IN (SELECT id FROM ref_names))",
+            [],
+            |r| r.get(0),
+        )?;
+        let mut stored: HashMap<i64, BTreeMap<i64, u64>> = HashMap::new();
+        {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT file_id, name_id, name_uses FROM ref_postings")?;
+            let rows = stmt.query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            })?;
+            for row in rows {
+                let (file, name, uses) = row?;
+                stored.entry(file).or_default().insert(name, uses as u64);
+            }
+        }
+        let mut names = std::collections::HashSet::new();
+        {
+            let mut stmt = self.conn.prepare("SELECT id FROM ref_names")?;
+            for id in stmt.query_map([], |r| r.get::<_, i64>(0))? {
+                names.insert(id?);
+            }
+        }
+        let mut blobs = self.conn.prepare("SELECT file_id, refs FROM file_refs")?;
+        let mut node_file = self
+            .conn
+            .prepare_cached("SELECT file_id FROM nodes WHERE id = ?1")?;
+        let mut rows = blobs.query([])?;
+        while let Some(row) = rows.next()? {
+            let file_id: i64 = row.get(0)?;
+            let blob: Vec<u8> = row.get(1)?;
+            let refs = packed_refs::decode(&blob, file_id)?;
+            for r in &refs {
+                let unit_file: Option<i64> = node_file
+                    .query_row([r.source_node_id], |row| row.get(0))
+                    .optional()?;
+                let names_known =
+                    names.contains(&r.name_id) && r.qualifier_id.is_none_or(|q| names.contains(&q));
+                if unit_file != Some(file_id) || !names_known {
+                    orphans += 1;
+                }
+            }
+            if stored.remove(&file_id).unwrap_or_default() != super::write::postings(&refs) {
+                orphans += 1;
+            }
+        }
+        // Postings of files that have no blob.
+        orphans += stored.len() as i64;
+        Ok(orphans)
     }
 
     /// Number of units whose FTS row contains `term` (an exact, lower-case token).
@@ -611,17 +742,30 @@ impl Store {
 
     /// Names called or typed inside a unit (its own references), in order.
     pub fn refs_in_unit(&self, rowid: i64, cap: usize) -> Result<Vec<(String, String)>> {
-        // A unit's references are rows of its file inside its span (the refs key).
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT rn.text, r.ref_type FROM nodes n JOIN refs r
-               ON r.file_id = n.file_id AND r.end_byte > n.start_byte AND r.end_byte <= n.end_byte
-               JOIN ref_names rn ON rn.id = r.name_id
-             WHERE n.id = ?1 AND r.source_node_id = ?1 ORDER BY r.end_byte - r.length LIMIT ?2",
-        )?;
-        let rows = stmt.query_map(rusqlite::params![rowid, cap as i64], |r| {
-            Ok((r.get(0)?, super::ref_type_name(r.get(1)?).to_string()))
-        })?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        let file_id: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT file_id FROM nodes WHERE id = ?1")?
+            .query_row([rowid], |r| r.get(0))
+            .optional()?;
+        let Some(file_id) = file_id else {
+            return Ok(vec![]);
+        };
+        let mut own: Vec<PackedRef> = self
+            .file_refs(file_id)?
+            .into_iter()
+            .filter(|r| r.source_node_id == rowid)
+            .collect();
+        own.sort_by_key(|r| (r.start_byte(), r.end_byte, r.ref_type));
+        own.truncate(cap);
+        let mut names = NameTexts::default();
+        own.into_iter()
+            .map(|r| {
+                Ok((
+                    names.text(self, r.name_id)?,
+                    super::ref_type_name(i64::from(r.ref_type)).to_string(),
+                ))
+            })
+            .collect()
     }
 
     /// Files skipped on earlier runs: path → (size, mtime, reason).

@@ -4,9 +4,10 @@
 -- Relationships (not declared as foreign keys: the store deletes a file's rows
 -- itself, in one transaction, which is faster than cascades):
 --   nodes.file_id -> files.id, nodes.parent_id -> nodes.id (NULL for file units)
---   refs.file_id -> files.id, refs.source_node_id -> nodes.id (enclosing unit, inside its span)
---   refs.name_id, refs.qualifier_id -> ref_names.id
---   refs.target_node_id -> nodes.id (resolved definition; filled by resolution, may be NULL)
+--   file_refs.file_id -> files.id; inside its blob: enclosing unit -> nodes.id
+--     (inside the unit's span), name and qualifier -> ref_names.id
+--   ref_postings.name_id -> ref_names.id, ref_postings.file_id -> files.id
+--     (exactly the (name or qualifier, file) pairs of the blobs)
 --   fts.rowid = nodes.id
 
 -- The database uses incremental auto-vacuum (set in store/mod.rs `configure`,
@@ -53,30 +54,30 @@ CREATE INDEX nodes_file ON nodes(file_id);
 CREATE INDEX nodes_parent ON nodes(parent_id) WHERE parent_id IS NOT NULL;
 CREATE INDEX nodes_name ON nodes(name COLLATE NOCASE) WHERE name IS NOT NULL;
 
--- One row per reference, clustered by file and position (no rowid): a file's
--- references are deleted by key prefix, and a unit's own references are the
--- rows of its file inside its span. The extractor keeps one reference per
--- (end_byte, ref_type) in a file, which makes the key unique.
-CREATE TABLE refs (
-    file_id        INTEGER NOT NULL,
-    end_byte       INTEGER NOT NULL,
-    ref_type       INTEGER NOT NULL,       -- 0 call | 1 import | 2 type_ref (store::REF_TYPES)
-    length         INTEGER NOT NULL,       -- start_byte = end_byte - length
-    line           INTEGER NOT NULL,
-    source_node_id INTEGER NOT NULL,
-    name_id        INTEGER NOT NULL,       -- ref_names.id: the referenced name
-    qualifier_id   INTEGER,                -- ref_names.id: receiver or module path as written
-    target_node_id INTEGER,
-    confidence     REAL,
-    PRIMARY KEY (file_id, end_byte, ref_type)
+-- A file's references, all in one blob (store/packed_refs.rs): one row per
+-- reference cost ~45 bytes with its name index, the packed form ~8. Every
+-- reference records its span, line, type, enclosing unit (nodes.id), name
+-- and qualifier (ref_names ids). Resolved targets (the call graph) belong in
+-- their own table, written by resolution, not in these raw occurrences.
+CREATE TABLE file_refs (
+    file_id INTEGER PRIMARY KEY,           -- files.id; no row when a file has no references
+    refs    BLOB NOT NULL
+);
+
+-- Which files use a name (as a referenced name or as a qualifier), and how
+-- many of their references have it as their name: a lookup by name opens
+-- only those files' blobs, and a count needs no blob at all.
+CREATE TABLE ref_postings (
+    name_id   INTEGER NOT NULL,            -- ref_names.id
+    file_id   INTEGER NOT NULL,            -- files.id
+    name_uses INTEGER NOT NULL,            -- 0 when the file uses it only as a qualifier
+    PRIMARY KEY (name_id, file_id)
 ) WITHOUT ROWID;
--- Covers a name lookup's filtering and ordering (the key columns ride along).
-CREATE INDEX refs_name ON refs(name_id);
 
 -- Referenced names and qualifiers, each stored once: a few thousand distinct
 -- strings serve tens of thousands of references. Strings no reference uses
--- any more are dropped after each run that changed something
--- (Store::release_free_pages). One index serves both lookups: by name in
+-- any more (no posting) are dropped after each run that changed something
+-- (Store::drop_unused_ref_names). One index serves both lookups: by name in
 -- any case (queries) and by exact text (the writer, `text = ? COLLATE NOCASE
 -- AND text = ?`); the writer alone inserts, inside its write transaction, so
 -- each exact text appears once.

@@ -1,10 +1,11 @@
 //! Writes: the indexer's batches, removals and invalidation.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use rusqlite::{Transaction, TransactionBehavior, params};
 
 use super::Store;
+use super::packed_refs::{self, PackedRef};
 use crate::error::Result;
 use crate::lang::ParsedFile;
 use crate::text::path_document;
@@ -71,13 +72,50 @@ pub struct BatchStats {
 }
 
 fn delete_file_rows(tx: &Transaction, file_id: i64) -> Result<()> {
+    use rusqlite::OptionalExtension;
     tx.prepare_cached("DELETE FROM fts WHERE rowid IN (SELECT id FROM nodes WHERE file_id = ?1)")?
         .execute([file_id])?;
-    tx.prepare_cached("DELETE FROM refs WHERE file_id = ?1")?
-        .execute([file_id])?;
+    // The postings are keyed by name: the file's old blob says which to drop.
+    let old_refs: Option<Vec<u8>> = tx
+        .prepare_cached("SELECT refs FROM file_refs WHERE file_id = ?1")?
+        .query_row([file_id], |r| r.get(0))
+        .optional()?;
+    if let Some(blob) = old_refs {
+        match packed_refs::decode(&blob, file_id) {
+            Ok(refs) => {
+                let mut delete_posting = tx.prepare_cached(
+                    "DELETE FROM ref_postings WHERE name_id = ?1 AND file_id = ?2",
+                )?;
+                for (name_id, _) in postings(&refs) {
+                    delete_posting.execute([name_id, file_id])?;
+                }
+            }
+            // A damaged blob cannot say which postings are the file's:
+            // find them the slow way, so re-indexing the file repairs it.
+            Err(_) => {
+                tx.prepare_cached("DELETE FROM ref_postings WHERE file_id = ?1")?
+                    .execute([file_id])?;
+            }
+        }
+        tx.prepare_cached("DELETE FROM file_refs WHERE file_id = ?1")?
+            .execute([file_id])?;
+    }
     tx.prepare_cached("DELETE FROM nodes WHERE file_id = ?1")?
         .execute([file_id])?;
     Ok(())
+}
+
+/// The `ref_postings` rows of one file's references: every name or
+/// qualifier id with the number of references that have it as their name.
+pub(crate) fn postings(refs: &[PackedRef]) -> BTreeMap<i64, u64> {
+    let mut out = BTreeMap::new();
+    for r in refs {
+        *out.entry(r.name_id).or_insert(0) += 1;
+        if let Some(q) = r.qualifier_id {
+            out.entry(q).or_insert(0);
+        }
+    }
+    out
 }
 
 fn file_id(tx: &Transaction, path: &str) -> Result<Option<i64>> {
@@ -328,32 +366,39 @@ fn write_parsed(
             patch.execute(params![node_ids[child], node_ids[parent]])?;
         }
     }
-    // OR IGNORE: the extractor already keeps one reference per (end, type);
-    // should two ever collide, dropping one beats failing the batch.
-    let mut insert_ref = tx.prepare_cached(
-        "INSERT OR IGNORE INTO refs(file_id, end_byte, ref_type, length, line, source_node_id, name_id, qualifier_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-    )?;
+    let mut packed = Vec::with_capacity(w.parsed.refs.len());
     for r in &w.parsed.refs {
         let name_id = name_ids.id(tx, &r.name)?;
         let qualifier_id = match &r.qualifier {
             Some(q) => Some(name_ids.id(tx, q)?),
             None => None,
         };
-        insert_ref.execute(params![
-            id,
-            r.end_byte as i64,
-            super::ref_type_code(r.ref_type.as_str()),
-            r.end_byte.saturating_sub(r.start_byte) as i64,
-            r.line,
-            node_ids[r.enclosing],
+        packed.push(PackedRef {
+            end_byte: r.end_byte as u64,
+            length: r.end_byte.saturating_sub(r.start_byte) as u64,
+            ref_type: super::ref_type_code(r.ref_type.as_str()) as u8,
+            line: r.line,
+            source_node_id: node_ids[r.enclosing],
             name_id,
             qualifier_id,
-        ])?;
+        });
+    }
+    // `encode` drops a second reference with the same (end, type); the
+    // extractor never makes one, and dropping it beats failing the batch.
+    let blob = packed_refs::encode(&mut packed);
+    if !packed.is_empty() {
+        tx.prepare_cached("INSERT INTO file_refs(file_id, refs) VALUES (?1, ?2)")?
+            .execute(params![id, blob])?;
+        let mut insert_posting = tx.prepare_cached(
+            "INSERT INTO ref_postings(name_id, file_id, name_uses) VALUES (?1, ?2, ?3)",
+        )?;
+        for (name_id, uses) in postings(&packed) {
+            insert_posting.execute(params![name_id, id, uses as i64])?;
+        }
     }
     Ok(ParsedWritten {
         units: w.parsed.units.len() as u64,
-        refs: w.parsed.refs.len() as u64,
+        refs: packed.len() as u64,
         replaced: previous_id.is_some(),
     })
 }
