@@ -492,6 +492,19 @@ fn damaged_reference_rows_are_reported_and_repaired_by_reindexing() {
     )
     .unwrap();
     assert!(e.orphan_rows().unwrap() > 0);
+    // A file's unit range that misses one of its units: seen too.
+    db.execute(
+        "UPDATE files SET last_node_id = last_node_id - 1 WHERE id = ?1",
+        [a_id],
+    )
+    .unwrap();
+    let with_bad_range = e.orphan_rows().unwrap();
+    db.execute(
+        "UPDATE files SET last_node_id = last_node_id + 1 WHERE id = ?1",
+        [a_id],
+    )
+    .unwrap();
+    assert!(with_bad_range > e.orphan_rows().unwrap());
 
     // A damaged blob: a clear error naming the cure, never a panic or a wrong answer.
     db.execute(

@@ -244,7 +244,7 @@ impl Store {
     /// The file unit of a path.
     pub fn file_node(&self, path: &str) -> Result<Option<NodeRecord>> {
         let sql = format!(
-            "SELECT {NODE_COLUMNS} FROM nodes n JOIN files f ON f.id = n.file_id
+            "SELECT {NODE_COLUMNS} FROM files f JOIN nodes n ON n.id = f.first_node_id
              WHERE f.path = ?1 AND n.parent_id IS NULL AND n.node_type = 'file' LIMIT 1"
         );
         Ok(self
@@ -401,8 +401,10 @@ impl Store {
         for chunk in parent_rowids.chunks(500) {
             let placeholders = vec!["?"; chunk.len()].join(",");
             let sql = format!(
-                "SELECT {NODE_COLUMNS} FROM nodes n JOIN files f ON f.id = n.file_id
-                 WHERE n.parent_id IN ({placeholders}) ORDER BY f.path, n.start_byte"
+                "SELECT {NODE_COLUMNS} FROM nodes p JOIN files f ON f.id = p.file_id
+                   JOIN nodes n ON n.id BETWEEN f.first_node_id AND f.last_node_id
+                 WHERE p.id IN ({placeholders}) AND n.parent_id = p.id
+                 ORDER BY f.path, n.start_byte"
             );
             let mut stmt = self.conn.prepare(&sql)?;
             let rows = stmt.query_map(params_from_iter(chunk.iter()), |r| node_from_row(r, 0.0))?;
@@ -618,7 +620,11 @@ impl Store {
     /// or name, FTS rows without a node, names without a reference. Always zero in a consistent index.
     pub fn orphan_rows(&self) -> Result<u64> {
         let nodes: i64 = self.conn.query_row(
-            "SELECT COUNT(*) FROM nodes WHERE file_id NOT IN (SELECT id FROM files)",
+            // A unit outside its file's id range, or a file whose range has gaps.
+            "SELECT (SELECT COUNT(*) FROM nodes n LEFT JOIN files f ON f.id = n.file_id
+                     WHERE f.id IS NULL OR n.id NOT BETWEEN f.first_node_id AND f.last_node_id)
+                  + (SELECT COUNT(*) FROM files f WHERE f.last_node_id - f.first_node_id + 1
+                       <> (SELECT COUNT(*) FROM nodes WHERE id BETWEEN f.first_node_id AND f.last_node_id))",
             [],
             |r| r.get(0),
         )?;

@@ -3,7 +3,8 @@
 --
 -- Relationships (not declared as foreign keys: the store deletes a file's rows
 -- itself, in one transaction, which is faster than cascades):
---   nodes.file_id -> files.id, nodes.parent_id -> nodes.id (NULL for file units)
+--   nodes.file_id -> files.id (and nodes.id in that file's node range),
+--   nodes.parent_id -> nodes.id of the same file (NULL for file units)
 --   file_refs.file_id -> files.id; inside its blob: enclosing unit -> nodes.id
 --     (inside the unit's span), name and qualifier -> ref_names.id
 --   ref_postings.name_id -> ref_names.id, ref_postings.file_id -> files.id
@@ -29,7 +30,13 @@ CREATE TABLE files (
     line_count    INTEGER NOT NULL,
     token_count   INTEGER NOT NULL,
     syntax_errors INTEGER NOT NULL DEFAULT 0,
-    indexed_at    INTEGER NOT NULL        -- unix seconds
+    indexed_at    INTEGER NOT NULL,       -- unix seconds
+    -- The file's units are exactly the nodes with ids first_node_id..=last_node_id
+    -- (the writer gives a file's units consecutive ids; first > last when none).
+    -- This range replaces an index on nodes.file_id (and one on parent_id:
+    -- a unit's children are in its file).
+    first_node_id INTEGER NOT NULL,
+    last_node_id  INTEGER NOT NULL
 );
 
 CREATE TABLE nodes (
@@ -50,8 +57,6 @@ CREATE TABLE nodes (
                                            -- the text is rebuilt from the file at query time
 );
 CREATE INDEX nodes_handle ON nodes(handle);
-CREATE INDEX nodes_file ON nodes(file_id);
-CREATE INDEX nodes_parent ON nodes(parent_id) WHERE parent_id IS NOT NULL;
 CREATE INDEX nodes_name ON nodes(name COLLATE NOCASE) WHERE name IS NOT NULL;
 
 -- A file's references, all in one blob (store/packed_refs.rs): one row per

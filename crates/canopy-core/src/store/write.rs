@@ -73,8 +73,13 @@ pub struct BatchStats {
 
 fn delete_file_rows(tx: &Transaction, file_id: i64) -> Result<()> {
     use rusqlite::OptionalExtension;
-    tx.prepare_cached("DELETE FROM fts WHERE rowid IN (SELECT id FROM nodes WHERE file_id = ?1)")?
-        .execute([file_id])?;
+    let (first, last): (i64, i64) = tx
+        .prepare_cached("SELECT first_node_id, last_node_id FROM files WHERE id = ?1")?
+        .query_row([file_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    tx.prepare_cached(
+        "DELETE FROM fts WHERE rowid IN (SELECT id FROM nodes WHERE id BETWEEN ?1 AND ?2)",
+    )?
+    .execute([first, last])?;
     // The postings are keyed by name: the file's old blob says which to drop.
     let old_refs: Option<Vec<u8>> = tx
         .prepare_cached("SELECT refs FROM file_refs WHERE file_id = ?1")?
@@ -100,8 +105,8 @@ fn delete_file_rows(tx: &Transaction, file_id: i64) -> Result<()> {
         tx.prepare_cached("DELETE FROM file_refs WHERE file_id = ?1")?
             .execute([file_id])?;
     }
-    tx.prepare_cached("DELETE FROM nodes WHERE file_id = ?1")?
-        .execute([file_id])?;
+    tx.prepare_cached("DELETE FROM nodes WHERE id BETWEEN ?1 AND ?2")?
+        .execute([first, last])?;
     Ok(())
 }
 
@@ -133,12 +138,17 @@ impl Store {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut stats = BatchStats::default();
+        // Each file's units get the next consecutive ids (see `files.first_node_id`).
+        let mut next_node_id: i64 =
+            tx.query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM nodes", [], |r| {
+                r.get(0)
+            })?;
         let name_ids = &mut self.ref_name_ids;
         name_ids.revalidate(&tx)?;
         for write in writes {
             match write {
                 FileWrite::Parsed(w) => {
-                    let written = write_parsed(&tx, w, now_unix, name_ids)?;
+                    let written = write_parsed(&tx, w, now_unix, name_ids, &mut next_node_id)?;
                     stats.units += written.units;
                     stats.refs += written.refs;
                     stats.rows_replaced += u64::from(written.replaced);
@@ -276,17 +286,22 @@ fn write_parsed(
     w: &ParsedWrite,
     now_unix: i64,
     name_ids: &mut NameIds,
+    next_node_id: &mut i64,
 ) -> Result<ParsedWritten> {
     tx.prepare_cached("DELETE FROM skipped_files WHERE path = ?1")?
         .execute([&w.path])?;
     let file_token_count = w.parsed.units.first().map_or(0, |u| u.token_count);
     let previous_id = file_id(tx, &w.path)?;
+    let first_node_id = *next_node_id;
+    let last_node_id = first_node_id + w.parsed.units.len() as i64 - 1;
+    *next_node_id = last_node_id + 1;
     let id = match previous_id {
         Some(id) => {
             delete_file_rows(tx, id)?;
             tx.prepare_cached(
                 "UPDATE files SET language = ?2, size = ?3, mtime_ns = ?4, content_hash = ?5,
-                 line_count = ?6, token_count = ?7, syntax_errors = ?8, indexed_at = ?9 WHERE id = ?1",
+                 line_count = ?6, token_count = ?7, syntax_errors = ?8, indexed_at = ?9,
+                 first_node_id = ?10, last_node_id = ?11 WHERE id = ?1",
             )?
             .execute(params![
                 id,
@@ -297,14 +312,17 @@ fn write_parsed(
                 w.line_count,
                 file_token_count,
                 w.parsed.had_syntax_errors,
-                now_unix
+                now_unix,
+                first_node_id,
+                last_node_id
             ])?;
             id
         }
         None => {
             tx.prepare_cached(
                 "INSERT INTO files(path, language, size, mtime_ns, content_hash, line_count,
-                 token_count, syntax_errors, indexed_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                 token_count, syntax_errors, indexed_at, first_node_id, last_node_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             )?
             .execute(params![
                 w.path,
@@ -315,7 +333,9 @@ fn write_parsed(
                 w.line_count,
                 file_token_count,
                 w.parsed.had_syntax_errors,
-                now_unix
+                now_unix,
+                first_node_id,
+                last_node_id
             ])?;
             tx.last_insert_rowid()
         }
@@ -324,9 +344,9 @@ fn write_parsed(
     let path_doc = path_document(&w.path);
     let mut node_ids: Vec<i64> = Vec::with_capacity(w.parsed.units.len());
     let mut insert_node = tx.prepare_cached(
-        "INSERT INTO nodes(handle, file_id, parent_id, node_type, name, qualified_name,
+        "INSERT INTO nodes(id, handle, file_id, parent_id, node_type, name, qualified_name,
          start_byte, end_byte, start_line, end_line, token_count, preview_offset)
-         VALUES (unhex(substr(?1, 2)), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+         VALUES (?13, unhex(substr(?1, 2)), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     )?;
     let mut insert_fts =
         tx.prepare_cached("INSERT INTO fts(rowid, name, path, body) VALUES (?1, ?2, ?3, ?4)")?;
@@ -355,8 +375,9 @@ fn write_parsed(
             unit.end_line,
             unit.token_count,
             unit.preview_start.saturating_sub(unit.start_byte) as i64,
+            first_node_id + i as i64,
         ])?;
-        let node_id = tx.last_insert_rowid();
+        let node_id = first_node_id + i as i64;
         node_ids.push(node_id);
         insert_fts.execute(params![node_id, unit.fts_name, path_doc, unit.fts_body])?;
     }
