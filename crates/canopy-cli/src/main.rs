@@ -190,11 +190,16 @@ fn init_tracing(quiet: bool) {
 
 fn open_engine(global: &GlobalArgs, path: Option<PathBuf>) -> anyhow::Result<Engine> {
     let start = start_dir(global, path)?;
-    let options = EngineOptions {
+    Ok(Engine::open(&start, engine_options(global))?)
+}
+
+/// Engine settings from the global flags: the same for the CLI's own
+/// commands, `canopy mcp` and `canopy serve`.
+fn engine_options(global: &GlobalArgs) -> EngineOptions {
+    EngineOptions {
         max_file_size: global.max_file_size,
         ..EngineOptions::default()
-    };
-    Ok(Engine::open(&start, options)?)
+    }
 }
 
 /// The directory a command applies to: its PATH argument, --root, or the working directory.
@@ -287,8 +292,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             output::pack(&engine.evidence_pack(&params, Some(&session))?, global.json)?;
             finish_background_index(&engine, global.quiet)
         }
-        Command::Mcp(args) => canopy_mcp::run_stdio(args),
-        Command::Serve(args) => canopy_service::run(args),
+        Command::Mcp(mut args) => {
+            args.engine_options = engine_options(global);
+            canopy_mcp::run_stdio(args)
+        }
+        Command::Serve(mut args) => {
+            args.engine_options = engine_options(global);
+            canopy_service::run(args)
+        }
     }
 }
 

@@ -91,6 +91,8 @@ pub struct Discovery {
     pub files: Vec<Candidate>,
     /// Files passed over, by reason.
     pub skipped: BTreeMap<SkipReason, u64>,
+    /// Listed paths the filter (glob) left out: 0 when it kept every one.
+    pub filtered_out: u64,
 }
 
 /// Finds the repository root for `start`: the nearest ancestor (or itself)
@@ -199,8 +201,13 @@ pub fn discover(root: &Path, max_file_size: u64, filter: Option<&PathFilter>) ->
     let root_canonical = root.canonicalize().map_err(|e| CanopyError::io(root, e))?;
     let mut files = Vec::with_capacity(paths.len());
     let mut skipped = BTreeMap::new();
+    let mut filtered_out = 0;
     for path in paths {
-        if is_internal(&path) || filter.is_some_and(|f| !f.is_match(&path)) {
+        if is_internal(&path) {
+            continue;
+        }
+        if filter.is_some_and(|f| !f.is_match(&path)) {
+            filtered_out += 1;
             continue;
         }
         let abs = root.join(&path);
@@ -250,6 +257,7 @@ pub fn discover(root: &Path, max_file_size: u64, filter: Option<&PathFilter>) ->
         method,
         files,
         skipped,
+        filtered_out,
     })
 }
 

@@ -110,6 +110,11 @@ impl Engine {
         &self.inner.root
     }
 
+    /// The settings this engine was opened with.
+    pub fn options(&self) -> &EngineOptions {
+        &self.inner.options
+    }
+
     /// Path of the index database.
     pub fn db_path(&self) -> &Path {
         &self.inner.db_path

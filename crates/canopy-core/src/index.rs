@@ -160,6 +160,18 @@ pub(crate) fn run_index(
         discovery.files.retain(|c| only.contains(&c.path));
     }
     let was_complete = store.meta(meta_keys::INDEX_COMPLETE)?.as_deref() == Some("1");
+    // A glob that keeps every listed and every indexed path (e.g. `**/*`)
+    // makes a run as complete as one without a glob: it records the same
+    // repository-wide facts (candidates, skip counts, completeness).
+    let covers_repository = options.is_full()
+        || (options.only_paths.is_none()
+            && discovery.filtered_out == 0
+            && filter.as_ref().is_some_and(|f| {
+                stored
+                    .keys()
+                    .chain(known_skips.keys())
+                    .all(|p| f.is_match(p))
+            }));
     let mut skipped: BTreeMap<SkipReason, u64> = discovery.skipped.clone();
 
     // Files gone from the listing (deleted, ignored, now too large, …) leave the index.
@@ -293,10 +305,10 @@ pub(crate) fn run_index(
         .collect();
     store.set_meta(meta_keys::LAST_INDEXED, &now_unix().to_string())?;
     store.set_meta(meta_keys::FILE_DISCOVERY, discovery.method.as_str())?;
-    if filter.is_none() {
+    if filter.is_none() || covers_repository {
         store.set_meta(meta_keys::CANDIDATE_FILES, &candidates_in_repo.to_string())?;
     }
-    if options.is_full() {
+    if covers_repository {
         store.set_meta(
             meta_keys::SKIPPED,
             &serde_json::to_string(&skipped).unwrap_or_else(|_| "{}".into()),

@@ -525,3 +525,29 @@ fn damaged_reference_rows_are_reported_and_repaired_by_reindexing() {
     assert_eq!(references(&e).unwrap(), 3);
     assert_eq!(e.orphan_rows().unwrap(), 0);
 }
+
+#[test]
+fn a_glob_that_keeps_every_file_counts_as_a_full_run() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.py", "def a():\n    pass\n");
+    write(dir.path(), "big.py", format!("X = '{}'\n", "x".repeat(400)));
+    let options = EngineOptions {
+        max_file_size: 100,
+        ..EngineOptions::default()
+    };
+    let e = Engine::open(dir.path(), options).unwrap();
+
+    // A glob that leaves a file out: a partial run, which records no
+    // repository-wide facts.
+    e.index(Some("a.py"), &NoProgress).unwrap();
+    let partial = e.status().unwrap();
+    assert!(partial.skipped.is_empty(), "{:?}", partial.skipped);
+    assert!(partial.index_coverage < 1.0);
+
+    // `**/*` keeps every listed and indexed path: as complete as no glob.
+    let report = e.index(Some("**/*"), &NoProgress).unwrap();
+    assert_eq!(report.skipped.get("too_large"), Some(&1));
+    let status = e.status().unwrap();
+    assert_eq!(status.skipped.get("too_large"), Some(&1), "{status:?}");
+    assert_eq!(status.index_coverage, 1.0);
+}

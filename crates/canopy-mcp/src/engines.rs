@@ -37,6 +37,8 @@ struct Inner {
 /// again.
 pub(crate) struct EngineCache {
     capacity: usize,
+    /// How each engine is opened.
+    options: EngineOptions,
     inner: Mutex<Inner>,
     /// Serialises opening engines: two engines on one fresh index would race
     /// to create it (SQLite answers "database is locked"), and one engine per
@@ -45,10 +47,12 @@ pub(crate) struct EngineCache {
 }
 
 impl EngineCache {
-    /// A cache holding at most `capacity` engines (at least one).
-    pub(crate) fn new(capacity: usize) -> EngineCache {
+    /// A cache holding at most `capacity` engines (at least one), each
+    /// opened with `options`.
+    pub(crate) fn new(capacity: usize, options: EngineOptions) -> EngineCache {
         EngineCache {
             capacity: capacity.max(1),
+            options,
             inner: Mutex::new(Inner::default()),
             opening: tokio::sync::Mutex::new(()),
         }
@@ -77,7 +81,8 @@ impl EngineCache {
             return Ok(repo);
         }
         let open_root = root.clone();
-        let engine = blocking(move || Engine::open(&open_root, EngineOptions::default())).await??;
+        let options = self.options.clone();
+        let engine = blocking(move || Engine::open(&open_root, options)).await??;
         Ok(self.insert(root, engine))
     }
 
@@ -160,7 +165,7 @@ mod tests {
 
     #[tokio::test]
     async fn caches_by_root_and_evicts_the_least_recently_used() {
-        let cache = EngineCache::new(2);
+        let cache = EngineCache::new(2, EngineOptions::default());
         let (a, b, c) = (repo_dir(), repo_dir(), repo_dir());
         let path = |d: &tempfile::TempDir| d.path().display().to_string();
         let first = cache.get(&path(&a)).await.expect("open a");
@@ -188,7 +193,7 @@ mod tests {
 
     #[tokio::test]
     async fn rejects_relative_and_missing_paths() {
-        let cache = EngineCache::new(1);
+        let cache = EngineCache::new(1, EngineOptions::default());
         for bad in ["", "relative/dir", "/definitely/not/here"] {
             let err = cache.get(bad).await.err().expect("an error");
             assert_eq!(err.code(), "InvalidPath", "{bad}: {err}");

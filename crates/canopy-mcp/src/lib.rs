@@ -54,6 +54,7 @@ mod transport;
 use std::time::Duration;
 
 use anyhow::Context;
+use canopy_core::EngineOptions;
 use rmcp::ServiceExt;
 
 /// Default for `--max-engines`.
@@ -82,12 +83,16 @@ pub struct McpArgs {
     /// Most repositories kept open at once (the least recently used is closed first).
     #[arg(long, default_value_t = DEFAULT_MAX_ENGINES)]
     pub max_engines: usize,
+    /// How every engine is opened (the binary's global flags, e.g. `--max-file-size`).
+    #[arg(skip)]
+    pub engine_options: EngineOptions,
 }
 
 impl Default for McpArgs {
     fn default() -> Self {
         McpArgs {
             max_engines: DEFAULT_MAX_ENGINES,
+            engine_options: EngineOptions::default(),
         }
     }
 }
@@ -110,7 +115,7 @@ pub fn run_stdio(args: McpArgs) -> anyhow::Result<()> {
 async fn serve_stdio(args: McpArgs) -> anyhow::Result<()> {
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let transport = transport::LineTransport::new(stdin, stdout);
-    let server = server::CanopyServer::new(args.max_engines);
+    let server = server::CanopyServer::new(args.max_engines, args.engine_options);
     let running = server
         .serve(transport)
         .await

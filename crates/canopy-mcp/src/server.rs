@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use canopy_core::Engine;
-use canopy_core::discover::{DEFAULT_MAX_FILE_SIZE, discover};
+use canopy_core::discover::discover;
 use canopy_core::index::IndexProgress;
 use canopy_core::lazy::LAZY_THRESHOLD;
 use canopy_core::model::{Expansion, IndexReport};
 use canopy_core::query::QueryParams;
+use canopy_core::{Engine, EngineOptions};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
@@ -42,14 +42,14 @@ pub(crate) struct CanopyServer {
 
 impl CanopyServer {
     /// A server for one connection, keeping at most `max_engines` repositories open.
-    pub(crate) fn new(max_engines: usize) -> CanopyServer {
+    pub(crate) fn new(max_engines: usize, engine_options: EngineOptions) -> CanopyServer {
         let session = format!(
             "mcp-{}-{}",
             std::process::id(),
             NEXT_SESSION.fetch_add(1, Ordering::Relaxed)
         );
         CanopyServer {
-            engines: Arc::new(EngineCache::new(max_engines)),
+            engines: Arc::new(EngineCache::new(max_engines, engine_options)),
             tools: Arc::new(ToolName::ALL.iter().map(|t| t.definition()).collect()),
             session: session.into(),
         }
@@ -222,7 +222,9 @@ async fn ensure_indexed(
     }
     let params = params.clone();
     index_with_progress(repo, progress.clone(), move |e, p| {
-        let candidates = discover(e.root(), DEFAULT_MAX_FILE_SIZE, None)?.files.len();
+        let candidates = discover(e.root(), e.options().max_file_size, None)?
+            .files
+            .len();
         if candidates <= LAZY_THRESHOLD {
             e.index(None, p)
         } else {

@@ -922,3 +922,39 @@ async fn result_sets_are_refined_server_side() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn max_file_size_flag_reaches_the_server() {
+    const LIMIT: usize = 200;
+    let too_large = FIXTURE
+        .iter()
+        .filter(|(_, text)| text.len() > LIMIT)
+        .count();
+    assert!(
+        too_large > 0 && too_large < FIXTURE.len(),
+        "the fixture needs files on both sides of {LIMIT} bytes"
+    );
+    let repo = Repo::fixture();
+    let client = connect_with_args(
+        TestClient::default(),
+        &["--max-file-size", &LIMIT.to_string()],
+    )
+    .await;
+    let report = ok_json(
+        &call(
+            &client,
+            "canopy_index",
+            json!({"path": repo.path(), "glob": "**/*"}),
+        )
+        .await,
+    );
+    assert_eq!(report["skipped"]["too_large"], too_large, "{report}");
+    assert_eq!(
+        report["files_indexed"],
+        FIXTURE.len() - too_large,
+        "{report}"
+    );
+    let status = ok_json(&call(&client, "canopy_status", json!({"path": repo.path()})).await);
+    assert_eq!(status["skipped"]["too_large"], too_large, "{status}");
+    client.cancel().await.expect("close");
+}

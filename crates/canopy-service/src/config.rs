@@ -59,6 +59,10 @@ pub struct ServeArgs {
     /// Most handles one /expand request may ask for.
     #[arg(long, default_value_t = DEFAULT_MAX_EXPAND_HANDLES)]
     pub max_expand_handles: usize,
+    /// How repositories' engines are opened (the binary's global flags,
+    /// e.g. `--max-file-size`); the service always turns `auto_index` off.
+    #[arg(skip)]
+    pub engine_options: EngineOptions,
 }
 
 impl Default for ServeArgs {
@@ -71,6 +75,7 @@ impl Default for ServeArgs {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             request_timeout_secs: DEFAULT_REQUEST_TIMEOUT_SECS,
             max_expand_handles: DEFAULT_MAX_EXPAND_HANDLES,
+            engine_options: EngineOptions::default(),
         }
     }
 }
@@ -172,7 +177,7 @@ impl Config {
             // The service's runner owns indexing: queries never index on their own.
             engine_options: EngineOptions {
                 auto_index: false,
-                ..EngineOptions::default()
+                ..args.engine_options.clone()
             },
         })
     }

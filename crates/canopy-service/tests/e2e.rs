@@ -1000,3 +1000,40 @@ fn openapi_documents_every_route() {
         }
     }
 }
+
+#[test]
+fn max_file_size_flag_reaches_the_indexer() {
+    let data = tempfile::tempdir().unwrap();
+    let repo = Repo::small();
+    let limit = 200;
+    let sizes: Vec<u64> = ["src/auth.rs", "src/main.rs", "README.md"]
+        .iter()
+        .map(|p| std::fs::metadata(repo.path().join(p)).unwrap().len())
+        .collect();
+    assert!(
+        sizes[0] > limit && sizes[1] <= limit && sizes[2] <= limit,
+        "{sizes:?}"
+    );
+    let server = Server::start(
+        data.path(),
+        &Opts {
+            extra: vec!["--max-file-size".into(), limit.to_string()],
+            ..Opts::default()
+        },
+    );
+    let client = server.client();
+    let id = add_and_index(&client, &repo);
+    let view = client.wait_until_idle(&id, WAIT).unwrap();
+    let report = view.last_index.expect("a finished run");
+    assert_eq!(report.files_indexed, 2, "{report:?}");
+    assert_eq!(report.skipped.get("too_large"), Some(&1), "{report:?}");
+    let result = client.query(&id, &symbol("authenticate")).unwrap();
+    assert!(
+        result["handles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["file_path"] != "src/auth.rs"),
+        "{result}"
+    );
+}

@@ -212,8 +212,13 @@ pub async fn connect() -> Client {
 
 /// Starts `canopy mcp` and connects `client` to it.
 pub async fn connect_with(client: TestClient) -> Client {
+    connect_with_args(client, &[]).await
+}
+
+/// Starts `canopy mcp ARGS…` and connects `client` to it.
+pub async fn connect_with_args(client: TestClient, args: &[&str]) -> Client {
     let mut cmd = tokio::process::Command::new(canopy_bin());
-    cmd.arg("mcp");
+    cmd.arg("mcp").args(args);
     let stderr = if std::env::var_os("CANOPY_TEST_STDERR").is_some() {
         Stdio::inherit()
     } else {
