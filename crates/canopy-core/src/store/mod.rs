@@ -72,8 +72,8 @@ fn configure(conn: &Connection) -> Result<()> {
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     conn.pragma_update(None, "cache_size", -16_000)?;
     // Reads straight from the OS page cache instead of a `pread` and a copy
-    // per page (30% of a reference lookup's samples in `perf` before this:
-    // such lookups touch pages all over the refs table). Address space only;
+    // per page (30% of a reference lookup's samples in `perf` before this,
+    // when references were rows scattered over many pages). Address space only;
     // the pages are the kernel's, shared with every other reader of the file.
     conn.pragma_update(None, "mmap_size", 1i64 << 30)?;
     Ok(())
