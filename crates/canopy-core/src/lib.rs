@@ -34,3 +34,18 @@ pub use engine::{Engine, EngineOptions};
 pub use error::{CanopyError, Result};
 pub use handle::HandleId;
 pub use lang::{Language, NodeType, RefType};
+
+/// Helpers shared by unit tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    /// A fixed pseudo-random sequence (xorshift64), so failures reproduce.
+    pub(crate) fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+        let mut state = seed;
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        }
+    }
+}

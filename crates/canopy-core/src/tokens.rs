@@ -408,6 +408,7 @@ pub fn count_tokens(text: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::xorshift;
 
     #[test]
     fn counts_are_real_bpe_counts() {
@@ -518,17 +519,6 @@ mod tests {
                 assert_eq!(cache.count(text), direct, "{text:?}");
                 assert_eq!(cache.count(text), direct, "{text:?}");
             }
-        }
-    }
-
-    /// A fixed pseudo-random sequence (xorshift64), so failures reproduce.
-    fn xorshift(seed: u64) -> impl FnMut() -> u64 {
-        let mut state = seed;
-        move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
         }
     }
 

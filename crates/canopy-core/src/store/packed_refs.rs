@@ -222,6 +222,39 @@ mod tests {
     }
 
     #[test]
+    fn random_reference_lists_round_trip() {
+        let mut next = crate::testing::xorshift(0x005e_ed0f_c0ff_ee11);
+        for round in 0..500u32 {
+            let len = (next() % 200) as usize;
+            // Small ranges make duplicate (end, type) keys common; large
+            // values reach every varint length.
+            let wide = round.is_multiple_of(2);
+            let mut refs: Vec<PackedRef> = (0..len)
+                .map(|_| {
+                    let big = |n: u64, v: u64| if wide { v % n.max(1) } else { v % 50 };
+                    PackedRef {
+                        end_byte: big(u64::MAX >> 8, next()),
+                        length: big(u64::MAX >> 10, next()),
+                        ref_type: (next() % 3) as u8,
+                        line: big(u64::from(u32::MAX), next()) as u32,
+                        source_node_id: big(i64::MAX as u64, next()) as i64,
+                        name_id: big(i64::MAX as u64, next()) as i64,
+                        qualifier_id: next()
+                            .is_multiple_of(2)
+                            .then(|| big(i64::MAX as u64 - 1, next()) as i64),
+                    }
+                })
+                .collect();
+            let mut expected = refs.clone();
+            let blob = encode(&mut refs);
+            expected.sort_by_key(|r| (r.end_byte, r.ref_type));
+            expected.dedup_by_key(|r| (r.end_byte, r.ref_type));
+            assert_eq!(refs, expected, "round {round}");
+            assert_eq!(decode(&blob, 1).unwrap(), expected, "round {round}");
+        }
+    }
+
+    #[test]
     fn typical_references_take_under_ten_bytes() {
         let mut refs: Vec<PackedRef> = (0..1000)
             .map(|i| {
