@@ -688,18 +688,13 @@ impl Store {
             }
         }
         let mut blobs = self.conn.prepare("SELECT file_id, refs FROM file_refs")?;
-        let mut node_file = self
-            .conn
-            .prepare_cached("SELECT file_id FROM nodes WHERE id = ?1")?;
         let mut rows = blobs.query([])?;
         while let Some(row) = rows.next()? {
             let file_id: i64 = row.get(0)?;
             let blob: Vec<u8> = row.get(1)?;
             let refs = packed_refs::decode(&blob, file_id)?;
             for r in &refs {
-                let unit_file: Option<i64> = node_file
-                    .query_row([r.source_node_id], |row| row.get(0))
-                    .optional()?;
+                let unit_file = self.unit_file(r.source_node_id)?;
                 let names_known =
                     names.contains(&r.name_id) && r.qualifier_id.is_none_or(|q| names.contains(&q));
                 if unit_file != Some(file_id) || !names_known {
@@ -746,14 +741,18 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    /// Names called or typed inside a unit (its own references), in order.
-    pub fn refs_in_unit(&self, rowid: i64, cap: usize) -> Result<Vec<(String, String)>> {
-        let file_id: Option<i64> = self
+    /// The file (`files.id`) of a unit; `None` for an unknown unit.
+    fn unit_file(&self, rowid: i64) -> Result<Option<i64>> {
+        Ok(self
             .conn
             .prepare_cached("SELECT file_id FROM nodes WHERE id = ?1")?
             .query_row([rowid], |r| r.get(0))
-            .optional()?;
-        let Some(file_id) = file_id else {
+            .optional()?)
+    }
+
+    /// Names called or typed inside a unit (its own references), in order.
+    pub fn refs_in_unit(&self, rowid: i64, cap: usize) -> Result<Vec<(String, String)>> {
+        let Some(file_id) = self.unit_file(rowid)? else {
             return Ok(vec![]);
         };
         let mut own: Vec<PackedRef> = self
