@@ -115,6 +115,17 @@ impl Engine {
         &self.inner.options
     }
 
+    /// Runs graph queries ([`crate::graph::nav::Graph`]) over one read
+    /// snapshot of the index (callers, callees, references, definition, …).
+    pub fn graph<R>(
+        &self,
+        f: impl FnOnce(&crate::graph::nav::Graph<'_>) -> Result<R>,
+    ) -> Result<R> {
+        let store = lock(&self.inner.reader);
+        let graph = crate::graph::nav::Graph::new(&store, self.root());
+        f(&graph)
+    }
+
     /// Path of the index database.
     pub fn db_path(&self) -> &Path {
         &self.inner.db_path

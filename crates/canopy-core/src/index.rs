@@ -321,6 +321,8 @@ pub(crate) fn run_index(
             if was_complete { "1" } else { "0" },
         )?;
     }
+    // Resolution: only when something changed (or a killed run left work).
+    crate::graph::resolve_pending(store)?;
     if report.files_indexed + report.files_removed > 0 {
         if rows_replaced > 0 || !started_empty {
             store.drop_unused_ref_names()?;

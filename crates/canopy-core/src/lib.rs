@@ -17,6 +17,7 @@ pub mod discover;
 pub mod dsl;
 pub mod engine;
 pub mod error;
+pub mod graph;
 pub mod handle;
 pub mod index;
 pub mod lang;

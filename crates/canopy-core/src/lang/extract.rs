@@ -266,6 +266,8 @@ pub struct ParsedFile {
     pub refs: Vec<Reference>,
     /// Whether tree-sitter reported syntax errors (extraction still ran).
     pub had_syntax_errors: bool,
+    /// What resolution needs beyond units and references (`crate::graph::facts`).
+    pub facts: Option<crate::graph::facts::FileFacts>,
 }
 
 /// A definition found by the query, before units are assembled.
@@ -358,6 +360,7 @@ pub fn parse_file(path: &str, source: &[u8]) -> ParsedFile {
     let mut had_syntax_errors = false;
     let mut defs = Vec::new();
     let mut refs = Vec::new();
+    let mut facts = None;
     if let Some(spec) = language.spec() {
         let tree = PARSER.with(|parser| {
             let mut parser = parser.borrow_mut();
@@ -369,9 +372,12 @@ pub fn parse_file(path: &str, source: &[u8]) -> ParsedFile {
             let separator = language.member_separator();
             let root = tree.root_node();
             run_query(spec, separator, root, &text, &lines, &mut defs, &mut refs);
+            facts = crate::graph::facts::extract(language, root, &text);
         }
     }
-    assemble(path, language, &text, &lines, defs, refs, had_syntax_errors)
+    let mut parsed = assemble(path, language, &text, &lines, defs, refs, had_syntax_errors);
+    parsed.facts = facts;
+    parsed
 }
 
 fn node_text(node: Node, text: &str) -> String {
@@ -933,6 +939,7 @@ fn assemble(
         units,
         refs,
         had_syntax_errors,
+        facts: None,
     }
 }
 

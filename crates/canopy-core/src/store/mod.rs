@@ -10,6 +10,7 @@
 //! rows inserted in the same transaction, so a killed indexer leaves every
 //! file either fully old or fully new.
 
+pub mod graph;
 pub(crate) mod packed_refs;
 pub mod read;
 pub mod write;
@@ -22,7 +23,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use crate::error::{CanopyError, Result};
 
 /// Version of the schema in `schema.sql`; stored in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 7;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

@@ -113,3 +113,48 @@ CREATE VIRTUAL TABLE fts USING fts5(
 
 -- Per-term document counts (for IDF-weighted term selection in evidence packs).
 CREATE VIRTUAL TABLE fts_vocab USING fts5vocab(fts, 'row');
+
+-- ---- the code graph (crate::graph) ----------------------------------------
+-- Resolution facts of a file (graph::facts, a compact varint blob): the uses
+-- of names, imports, bindings, bases and return types. Kept so that
+-- resolution can run again when another file changes, without re-parsing.
+CREATE TABLE graph_facts (
+    file_id INTEGER PRIMARY KEY,           -- files.id
+    facts   BLOB NOT NULL
+);
+
+-- Resolved references: one row per (site, target). src is the innermost
+-- named unit containing the site (nodes.id, so a file's edges are the rows
+-- with src in its node range); dst is the target's nodes.id, or
+-- -graph_names.id for a call that resolved to nothing in the repository.
+-- An ambiguous site has one row per candidate. info packs:
+-- kind (bits 0-1: call, import, type, other), status (bits 2-3: resolved,
+-- ambiguous, unresolved), how (bits 4-6, graph::resolve::How), confidence
+-- (bits 7-13, 0..=100).
+CREATE TABLE edges (
+    src  INTEGER NOT NULL,
+    dst  INTEGER NOT NULL,
+    line INTEGER NOT NULL,
+    col  INTEGER NOT NULL,
+    info INTEGER NOT NULL
+);
+CREATE INDEX edges_dst ON edges(dst);
+CREATE INDEX edges_src ON edges(src);
+
+-- Names of unresolved call sites ("N call sites named X could not be resolved").
+CREATE TABLE graph_names (
+    id   INTEGER PRIMARY KEY,
+    text TEXT NOT NULL UNIQUE
+);
+
+-- Work left for resolution by the writer (so a killed run resumes it):
+-- files whose sites need resolving, and the handles of units deleted since
+-- the last resolution (edges pointing at them are moved to the unit with the
+-- same handle, or their files are resolved again).
+CREATE TABLE graph_dirty (
+    file_id INTEGER PRIMARY KEY
+);
+CREATE TABLE graph_stale (
+    old_id INTEGER PRIMARY KEY,
+    handle BLOB NOT NULL
+);

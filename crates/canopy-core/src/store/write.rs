@@ -105,6 +105,7 @@ fn delete_file_rows(tx: &Transaction, file_id: i64) -> Result<()> {
         tx.prepare_cached("DELETE FROM file_refs WHERE file_id = ?1")?
             .execute([file_id])?;
     }
+    super::graph::forget_file(tx, file_id, first, last)?;
     tx.prepare_cached("DELETE FROM nodes WHERE id BETWEEN ?1 AND ?2")?
         .execute([first, last])?;
     Ok(())
@@ -218,6 +219,8 @@ fn remove_file(tx: &Transaction, path: &str) -> Result<u64> {
         Some(id) => {
             delete_file_rows(tx, id)?;
             tx.prepare_cached("DELETE FROM files WHERE id = ?1")?
+                .execute([id])?;
+            tx.prepare_cached("DELETE FROM graph_dirty WHERE file_id = ?1")?
                 .execute([id])?;
             Ok(1)
         }
@@ -417,6 +420,7 @@ fn write_parsed(
             insert_posting.execute(params![name_id, id, uses as i64])?;
         }
     }
+    super::graph::write_facts(tx, id, w.parsed.facts.as_ref())?;
     Ok(ParsedWritten {
         units: w.parsed.units.len() as u64,
         refs: packed.len() as u64,

@@ -1,0 +1,495 @@
+//! Resolution facts: what one file says about names, beyond its units.
+//!
+//! Extraction ([`extract`]) walks the tree-sitter tree the extractor already
+//! built, once, on the indexing thread that parsed the file; the facts are
+//! stored per file ([`FileFacts::encode`], a compact varint blob in the
+//! `graph_facts` table) so resolution can run again later (after another
+//! file changed) without re-reading or re-parsing this one.
+//!
+//! Expressions are kept in one small normalised syntax, the same for every
+//! language: `a.b().c` — identifiers joined by `.` (Rust `::` and Go
+//! selectors included), `()` after a segment that is called. `&`, `*`, `?`,
+//! `await`, casts and parentheses are dropped. Anything else (literals,
+//! indexing, lambdas) makes the expression unknown, and a call through it
+//! is not guessed at.
+
+use tree_sitter::Node;
+
+use crate::lang::Language;
+
+/// What a site does with its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SiteKind {
+    /// A call (`f()`, `a.f()`, `new F()`, `F::new()`).
+    Call = 0,
+    /// An import or `use`.
+    Import = 1,
+    /// A type annotation or base class.
+    Type = 2,
+    /// Any other use of a name that may be a definition (a function passed as a value, `a.f` without a call).
+    Other = 3,
+}
+
+impl SiteKind {
+    fn from_code(c: u64) -> SiteKind {
+        match c {
+            0 => SiteKind::Call,
+            1 => SiteKind::Import,
+            2 => SiteKind::Type,
+            _ => SiteKind::Other,
+        }
+    }
+}
+
+/// One use of a name that resolution tries to bind to a definition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Site {
+    /// Byte offset of the name.
+    pub byte: u32,
+    /// 1-based line of the name.
+    pub line: u32,
+    /// 0-based column of the name, in characters.
+    pub col: u32,
+    /// The name (`parse`).
+    pub name: String,
+    /// The receiver or path in front of it, normalised (`self.parser`, `Parser`, `a.b()`), if any.
+    pub recv: Option<String>,
+    /// Call, import, type or other.
+    pub kind: SiteKind,
+}
+
+/// One name an import statement binds in its scope.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Import {
+    /// Byte offset of the statement (its scope is the innermost unit containing it).
+    pub byte: u32,
+    /// The local name (`c` in `from a import b as c`; `*` for a glob import).
+    pub local: String,
+    /// The module as written (`a`, `..pkg.mod`, `./x`, `crate::a::b`, `net/http`).
+    pub module: String,
+    /// The imported name inside the module; `None` when the module itself is bound.
+    pub name: Option<String>,
+}
+
+/// A name bound to a type or a value expression inside a scope.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Binding {
+    /// Byte offset of the binding (its scope is the innermost unit containing it;
+    /// for a field, the innermost type-like unit).
+    pub byte: u32,
+    /// The bound name (`p`, or the field name for a field).
+    pub name: String,
+    /// The type (annotation) or value (assignment) expression.
+    pub expr: String,
+    /// Whether `expr` is a type (annotation) rather than a value.
+    pub is_type: bool,
+    /// Whether this is a field of the enclosing type (`self.x = …`, `x: T` in a struct).
+    pub field: bool,
+}
+
+/// A fact about a definition: its base types, return type or implemented trait.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DefFact {
+    /// Byte offset of the definition's name (the unit is the innermost one containing it with that name).
+    pub byte: u32,
+    /// The definition's name.
+    pub name: String,
+    /// Base, return or trait type expression.
+    pub expr: String,
+    /// Which fact.
+    pub what: DefFactKind,
+}
+
+/// The kind of a [`DefFact`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DefFactKind {
+    /// A base class, extended/implemented type, embedded field or supertrait.
+    Base = 0,
+    /// The type a function returns.
+    Returns = 1,
+    /// The trait an `impl` block implements (Rust).
+    ImplTrait = 2,
+}
+
+/// Everything resolution needs to know about one file, besides its units.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileFacts {
+    /// Uses of names, in source order.
+    pub sites: Vec<Site>,
+    /// Import bindings.
+    pub imports: Vec<Import>,
+    /// Local, parameter and field bindings.
+    pub bindings: Vec<Binding>,
+    /// Bases, return types, implemented traits.
+    pub defs: Vec<DefFact>,
+    /// The file's package (Go `package x`), if the language declares one.
+    pub package: Option<String>,
+}
+
+/// Extracts the facts of one parsed file; `None` for languages without rules.
+pub fn extract(language: Language, root: Node, text: &str) -> Option<FileFacts> {
+    let mut cx = Cx {
+        text,
+        facts: FileFacts::default(),
+        line_starts: line_starts(text),
+    };
+    match language {
+        Language::Python => super::resolve::python::walk(&mut cx, root),
+        Language::JavaScript | Language::TypeScript | Language::Tsx => {
+            super::resolve::ecmascript::walk(&mut cx, root)
+        }
+        Language::Rust => super::resolve::rust::walk(&mut cx, root),
+        Language::Go => super::resolve::go::walk(&mut cx, root),
+        Language::Markdown | Language::Text => return None,
+    }
+    let mut facts = cx.facts;
+    facts.sites.sort_by_key(|s| (s.byte, s.kind as u8));
+    facts.sites.dedup_by_key(|s| s.byte);
+    Some(facts)
+}
+
+fn line_starts(text: &str) -> Vec<usize> {
+    let mut v = vec![0];
+    v.extend(
+        text.bytes()
+            .enumerate()
+            .filter(|&(_, b)| b == b'\n')
+            .map(|(i, _)| i + 1),
+    );
+    v
+}
+
+/// The extraction context the per-language walkers share.
+pub(crate) struct Cx<'a> {
+    pub text: &'a str,
+    pub facts: FileFacts,
+    line_starts: Vec<usize>,
+}
+
+impl Cx<'_> {
+    /// The text of a node.
+    pub fn t(&self, n: Node) -> &str {
+        self.text.get(n.byte_range()).unwrap_or("")
+    }
+
+    /// Records a site at `name_node`.
+    pub fn site(&mut self, name_node: Node, recv: Option<String>, kind: SiteKind) {
+        let name = self.t(name_node).to_string();
+        self.site_named(name_node.start_byte(), name, recv, kind);
+    }
+
+    /// Records a site with an explicit name at `byte`.
+    pub fn site_named(&mut self, byte: usize, name: String, recv: Option<String>, kind: SiteKind) {
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '_' || c == '$')
+        {
+            return;
+        }
+        let line = self.line_starts.partition_point(|&s| s <= byte);
+        let ls = self.line_starts[line - 1];
+        let col = self
+            .text
+            .get(ls..byte)
+            .map(|s| s.chars().count())
+            .unwrap_or(0);
+        self.facts.sites.push(Site {
+            byte: byte as u32,
+            line: line as u32,
+            col: col as u32,
+            name,
+            recv,
+            kind,
+        });
+    }
+
+    /// Records an import binding.
+    pub fn import(&mut self, at: Node, local: &str, module: &str, name: Option<&str>) {
+        if local.is_empty() {
+            return;
+        }
+        self.facts.imports.push(Import {
+            byte: at.start_byte() as u32,
+            local: local.to_string(),
+            module: module.to_string(),
+            name: name.map(str::to_string),
+        });
+    }
+
+    /// Records a binding.
+    pub fn bind(
+        &mut self,
+        at: usize,
+        name: &str,
+        expr: Option<String>,
+        is_type: bool,
+        field: bool,
+    ) {
+        let Some(expr) = expr.filter(|e| !e.is_empty()) else {
+            return;
+        };
+        if name.is_empty() {
+            return;
+        }
+        self.facts.bindings.push(Binding {
+            byte: at as u32,
+            name: name.to_string(),
+            expr,
+            is_type,
+            field,
+        });
+    }
+
+    /// Records a fact about the definition named by `name_node`.
+    pub fn def_fact(&mut self, name_node: Node, expr: Option<String>, what: DefFactKind) {
+        let Some(expr) = expr.filter(|e| !e.is_empty()) else {
+            return;
+        };
+        let name = self.t(name_node).to_string();
+        self.facts.defs.push(DefFact {
+            byte: name_node.start_byte() as u32,
+            name,
+            expr,
+            what,
+        });
+    }
+}
+
+/// Calls `f` on every named descendant of `n` (pre-order), without recursion limits.
+pub(crate) fn walk_tree(root: Node, f: &mut dyn FnMut(Node)) {
+    let mut cursor = root.walk();
+    loop {
+        let node = cursor.node();
+        if node.is_named() {
+            f(node);
+        }
+        if cursor.goto_first_child() {
+            continue;
+        }
+        loop {
+            if cursor.goto_next_sibling() {
+                break;
+            }
+            if !cursor.goto_parent() {
+                return;
+            }
+        }
+    }
+}
+
+// ---- the stored form -----------------------------------------------------
+
+fn put(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+struct Strings<'a> {
+    ids: std::collections::HashMap<&'a str, u64>,
+    list: Vec<&'a str>,
+}
+
+impl<'a> Strings<'a> {
+    fn id(&mut self, s: &'a str) -> u64 {
+        let next = self.list.len() as u64;
+        *self.ids.entry(s).or_insert_with(|| {
+            self.list.push(s);
+            next
+        })
+    }
+    fn opt(&mut self, s: Option<&'a str>) -> u64 {
+        s.map_or(0, |s| self.id(s) + 1)
+    }
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn get(&mut self) -> Option<u64> {
+        let mut v = 0u64;
+        let mut shift = 0;
+        loop {
+            let b = *self.buf.get(self.pos)?;
+            self.pos += 1;
+            v |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                return Some(v);
+            }
+            shift += 7;
+            if shift > 63 {
+                return None;
+            }
+        }
+    }
+}
+
+const FORMAT: u64 = 1;
+
+impl FileFacts {
+    /// The compact stored form: a string table, then each list as varints
+    /// (positions delta-coded in source order).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut strings = Strings {
+            ids: Default::default(),
+            list: Vec::new(),
+        };
+        let mut body = Vec::new();
+        put(&mut body, self.sites.len() as u64);
+        let (mut last_byte, mut last_line) = (0u64, 0u64);
+        for s in &self.sites {
+            let byte = u64::from(s.byte);
+            put(&mut body, byte.wrapping_sub(last_byte) & 0xffff_ffff);
+            put(
+                &mut body,
+                u64::from(s.line).wrapping_sub(last_line) & 0xffff_ffff,
+            );
+            put(&mut body, u64::from(s.col));
+            last_byte = byte;
+            last_line = u64::from(s.line);
+            let name = strings.id(&s.name);
+            put(&mut body, name << 2 | s.kind as u64);
+            put(&mut body, strings.opt(s.recv.as_deref()));
+        }
+        put(&mut body, self.imports.len() as u64);
+        for i in &self.imports {
+            put(&mut body, u64::from(i.byte));
+            put(&mut body, strings.id(&i.local));
+            put(&mut body, strings.id(&i.module));
+            put(&mut body, strings.opt(i.name.as_deref()));
+        }
+        put(&mut body, self.bindings.len() as u64);
+        for b in &self.bindings {
+            put(&mut body, u64::from(b.byte));
+            put(&mut body, strings.id(&b.name));
+            put(
+                &mut body,
+                strings.id(&b.expr) << 2 | u64::from(b.is_type) | u64::from(b.field) << 1,
+            );
+        }
+        put(&mut body, self.defs.len() as u64);
+        for d in &self.defs {
+            put(&mut body, u64::from(d.byte));
+            put(&mut body, strings.id(&d.name));
+            put(&mut body, strings.id(&d.expr) << 2 | d.what as u64);
+        }
+        put(&mut body, strings.opt(self.package.as_deref()));
+        let mut out = Vec::with_capacity(body.len() + 64);
+        put(&mut out, FORMAT);
+        put(&mut out, strings.list.len() as u64);
+        for s in &strings.list {
+            put(&mut out, s.len() as u64);
+            out.extend_from_slice(s.as_bytes());
+        }
+        out.extend_from_slice(&body);
+        out
+    }
+
+    /// Reads the stored form; `None` when the blob is damaged or of another format.
+    pub fn decode(buf: &[u8]) -> Option<FileFacts> {
+        let mut r = Reader { buf, pos: 0 };
+        if r.get()? != FORMAT {
+            return None;
+        }
+        let n = r.get()? as usize;
+        let mut list: Vec<String> = Vec::with_capacity(n.min(buf.len()));
+        for _ in 0..n {
+            let len = r.get()? as usize;
+            let bytes = buf.get(r.pos..r.pos.checked_add(len)?)?;
+            list.push(String::from_utf8(bytes.to_vec()).ok()?);
+            r.pos += len;
+        }
+        let s = |id: u64| list.get(id as usize).cloned();
+        let opt = |id: u64| -> Option<Option<String>> {
+            if id == 0 {
+                Some(None)
+            } else {
+                list.get(id as usize - 1).cloned().map(Some)
+            }
+        };
+        let mut facts = FileFacts::default();
+        let n = r.get()? as usize;
+        let (mut byte, mut line) = (0u64, 0u64);
+        for _ in 0..n.min(buf.len()) {
+            byte = (byte + r.get()?) & 0xffff_ffff;
+            line = (line + r.get()?) & 0xffff_ffff;
+            let col = r.get()? as u32;
+            let nk = r.get()?;
+            let recv = opt(r.get()?)?;
+            facts.sites.push(Site {
+                byte: byte as u32,
+                line: line as u32,
+                col,
+                name: s(nk >> 2)?,
+                recv,
+                kind: SiteKind::from_code(nk & 3),
+            });
+        }
+        let n = r.get()? as usize;
+        for _ in 0..n.min(buf.len()) {
+            facts.imports.push(Import {
+                byte: r.get()? as u32,
+                local: s(r.get()?)?,
+                module: s(r.get()?)?,
+                name: opt(r.get()?)?,
+            });
+        }
+        let n = r.get()? as usize;
+        for _ in 0..n.min(buf.len()) {
+            let byte = r.get()? as u32;
+            let name = s(r.get()?)?;
+            let e = r.get()?;
+            facts.bindings.push(Binding {
+                byte,
+                name,
+                expr: s(e >> 2)?,
+                is_type: e & 1 == 1,
+                field: e & 2 == 2,
+            });
+        }
+        let n = r.get()? as usize;
+        for _ in 0..n.min(buf.len()) {
+            let byte = r.get()? as u32;
+            let name = s(r.get()?)?;
+            let e = r.get()?;
+            facts.defs.push(DefFact {
+                byte,
+                name,
+                expr: s(e >> 2)?,
+                what: match e & 3 {
+                    0 => DefFactKind::Base,
+                    1 => DefFactKind::Returns,
+                    _ => DefFactKind::ImplTrait,
+                },
+            });
+        }
+        facts.package = opt(r.get()?)?;
+        Some(facts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn facts_round_trip_through_the_stored_form() {
+        let source = b"import os\nfrom a.b import c as d\n\nclass P(Base):\n    def __init__(self):\n        self.x = Q()\n\n    def run(self, y: Z) -> R:\n        p = P()\n        p.run(d(1))\n        os.path.join('a')\n";
+        let parsed = crate::lang::parse_file("m.py", source);
+        let facts = parsed.facts.expect("python has fact rules");
+        assert!(facts.sites.len() >= 4, "{facts:?}");
+        assert!(!facts.imports.is_empty() && !facts.bindings.is_empty());
+        let decoded = FileFacts::decode(&facts.encode()).expect("decodes");
+        assert_eq!(decoded, facts);
+        assert!(FileFacts::decode(&[9, 9, 9]).is_none());
+        let mut damaged = facts.encode();
+        damaged.truncate(damaged.len() / 2);
+        assert!(FileFacts::decode(&damaged).is_none());
+    }
+}

@@ -1,0 +1,804 @@
+//! Navigation over resolved edges: targets as strings, definition,
+//! references, callers and callees with depth, shortest call path, and a
+//! whole-graph export.
+//!
+//! [`Graph`] reads through a store snapshot (`&Store`, one read
+//! transaction held by the caller) and the repository root (for previews);
+//! it never sees `Engine`. Every answer is bounded and says which kind of
+//! empty it is ([`Empty`]).
+//!
+//! Target rule ([`Graph::resolve_target`]): `file:line[:col]` is the unit
+//! there (or the definition its site resolves to); otherwise the string is
+//! split on `.` / `::` / `/` into a name and its qualifiers, and candidates
+//! are units with that name whose qualified name or path ends with the
+//! qualifiers. Exact qualified matches beat suffix matches, definitions
+//! beat other units (modules, constants), exported (non-`_`, capitalised in
+//! Go) beat private. Several left after that: the answer is `ambiguous`
+//! and lists them.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+use crate::graph::facts::SiteKind;
+use crate::graph::resolve::How;
+use crate::handle::HandleId;
+use crate::lang::extract::{preview_text, text_view};
+use crate::model::{Handle, Span};
+use crate::store::Store;
+use crate::store::graph::{STATUS_AMBIGUOUS, STATUS_UNRESOLVED, StoredEdge};
+use crate::store::read::NodeRecord;
+
+/// Default traversal depth, and the most a caller may ask for.
+pub const DEFAULT_DEPTH: u32 = 1;
+/// Hard cap on depth.
+pub const MAX_DEPTH: u32 = 10;
+/// Default and hard cap on nodes in one answer.
+pub const DEFAULT_MAX_RESULTS: usize = 50;
+/// Hard cap on `max_results`.
+pub const MAX_RESULTS: usize = 500;
+
+/// Which kind of empty an answer is (absent when it is not empty).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Empty {
+    /// The target string matched no unit.
+    TargetNotFound,
+    /// Resolution found no edges of this kind.
+    Resolved,
+    /// Nothing resolved, but `count` sites with the target's name could not be resolved.
+    Unresolved {
+        /// How many.
+        count: u64,
+        /// The name.
+        name: String,
+    },
+}
+
+/// One node of an answer: a handle plus how it was reached.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GraphNode {
+    /// The unit.
+    pub handle: Handle,
+    /// Its qualified name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qualified_name: Option<String>,
+    /// Hops from the target (1 = direct).
+    pub depth: u32,
+    /// `call`, `import`, `type` or `other`.
+    pub edge_kind: String,
+    /// 0..=100 (the weakest edge on the way).
+    pub confidence: u8,
+    /// `resolved` or `ambiguous`.
+    pub status: String,
+    /// How the edge was resolved.
+    pub how: String,
+    /// Sites (`path:line:col`) of the edges into this node, at most 5.
+    pub sites: Vec<String>,
+}
+
+/// An unresolved site: where, and the name it calls.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnresolvedSite {
+    /// The name called.
+    pub name: String,
+    /// Repo-relative path.
+    pub file_path: String,
+    /// 1-based line.
+    pub line: u32,
+    /// Handle of the unit containing the site.
+    pub source_handle: HandleId,
+}
+
+/// The answer of a navigation operation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GraphAnswer {
+    /// The operation.
+    pub op: String,
+    /// The resolved target, when there was exactly one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<Handle>,
+    /// When the target string matched several units: all of them, and no answer.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub candidates: Vec<Handle>,
+    /// The nodes found.
+    pub nodes: Vec<GraphNode>,
+    /// Sites that could not be resolved (for callers: sites calling the target's name; for callees: the target's unresolved calls).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub unresolved: Vec<UnresolvedSite>,
+    /// Total unresolved sites (before the cap).
+    pub unresolved_count: u64,
+    /// Nodes before the cap.
+    pub total: usize,
+    /// Whether `max_results` or the depth cut the answer.
+    pub truncated: bool,
+    /// Which kind of empty, when `nodes` is empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub empty: Option<Empty>,
+}
+
+/// A resolved target string.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TargetMatch {
+    /// Exactly one unit.
+    One(NodeRecord),
+    /// Several equally good units.
+    Ambiguous(Vec<NodeRecord>),
+    /// None.
+    NotFound,
+}
+
+/// One edge of the whole-graph export.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExportEdge {
+    /// Path of the site.
+    pub path: String,
+    /// 1-based line of the site.
+    pub line: u32,
+    /// 0-based column of the site.
+    pub col: u32,
+    /// `call`, `import`, `type`, `other`.
+    pub kind: String,
+    /// `resolved`, `ambiguous`.
+    pub status: String,
+    /// Source unit's qualified name.
+    pub src_qualified: Option<String>,
+    /// Target unit's path.
+    pub dst_path: String,
+    /// Line of the target's name (where its signature starts).
+    pub dst_line: u32,
+    /// Target unit's qualified name.
+    pub dst_qualified: Option<String>,
+    /// Target's node type.
+    pub dst_type: String,
+    /// Confidence, 0..=100.
+    pub confidence: u8,
+}
+
+/// Graph queries over one read snapshot.
+pub struct Graph<'s> {
+    store: &'s Store,
+    root: PathBuf,
+    texts: std::cell::RefCell<HashMap<String, Option<String>>>,
+}
+
+fn kind_name(k: SiteKind) -> &'static str {
+    match k {
+        SiteKind::Call => "call",
+        SiteKind::Import => "import",
+        SiteKind::Type => "type",
+        SiteKind::Other => "other",
+    }
+}
+
+fn status_name(s: u8) -> &'static str {
+    match s {
+        STATUS_AMBIGUOUS => "ambiguous",
+        STATUS_UNRESOLVED => "unresolved",
+        _ => "resolved",
+    }
+}
+
+fn is_exported(n: &NodeRecord) -> bool {
+    let name = n.name.as_deref().unwrap_or_default();
+    let go_private = n.file_path.ends_with(".go") && name.starts_with(|c: char| c.is_lowercase());
+    !(name.starts_with('_') || go_private)
+}
+
+fn is_definition(t: &str) -> bool {
+    matches!(
+        t,
+        "function" | "method" | "class" | "struct" | "enum" | "trait" | "interface" | "type"
+    )
+}
+
+impl<'s> Graph<'s> {
+    /// A graph over `store`, for the repository at `root`.
+    pub fn new(store: &'s Store, root: impl Into<PathBuf>) -> Graph<'s> {
+        Graph {
+            store,
+            root: root.into(),
+            texts: Default::default(),
+        }
+    }
+
+    fn file_text(&self, path: &str, content_hash: &str) -> Option<String> {
+        let mut texts = self.texts.borrow_mut();
+        if let Some(t) = texts.get(path) {
+            return t.clone();
+        }
+        let text = std::fs::read(self.root.join(path)).ok().and_then(|bytes| {
+            let hash = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes));
+            (hash == content_hash).then(|| text_view(&bytes))
+        });
+        texts.insert(path.to_string(), text.clone());
+        text
+    }
+
+    /// The 1-based line where a unit's name (signature) starts.
+    pub fn name_line(&self, n: &NodeRecord) -> u32 {
+        match self.file_text(&n.file_path, &n.content_hash) {
+            Some(t) => {
+                let upto = n.preview_start.min(t.len());
+                n.start_line.max(1) + t[n.start_byte.min(upto)..upto].matches('\n').count() as u32
+            }
+            None => n.start_line,
+        }
+    }
+
+    /// A unit as a handle (preview from the file when it is unchanged, else the qualified name).
+    pub fn handle(&self, n: &NodeRecord) -> Handle {
+        let preview = self
+            .file_text(&n.file_path, &n.content_hash)
+            .map(|t| preview_text(&t, n.preview_start, n.end_byte))
+            .unwrap_or_else(|| n.qualified_name.clone().unwrap_or_default());
+        Handle {
+            id: HandleId::parse(&n.handle).unwrap_or_else(|| HandleId::derive("", "", "", 0)),
+            file_path: n.file_path.clone(),
+            node_type: n.node_type.clone(),
+            span: Span {
+                start: n.start_byte,
+                end: n.end_byte,
+            },
+            line_range: [n.start_line, n.end_line],
+            token_count: n.token_count,
+            preview,
+            content: None,
+        }
+    }
+
+    fn node(&self, id: i64) -> Result<Option<NodeRecord>> {
+        Ok(self.store.nodes_by_rowids(&[id])?.into_iter().next())
+    }
+
+    /// Resolves a target string (see the module docs for the rule).
+    pub fn resolve_target(&self, target: &str) -> Result<TargetMatch> {
+        let target = target.trim();
+        if let Some(found) = self.position_target(target)? {
+            return Ok(found);
+        }
+        let parts: Vec<&str> = target
+            .split(['.', ':', '/', '#'])
+            .filter(|p| !p.is_empty())
+            .collect();
+        let Some(name) = parts.last() else {
+            return Ok(TargetMatch::NotFound);
+        };
+        let quals = &parts[..parts.len() - 1];
+        let cands = self
+            .store
+            .nodes_by_name(name, crate::store::read::NameMatch::Equal, 2000)?;
+        let cands: Vec<NodeRecord> = cands
+            .into_iter()
+            .filter(|n| n.name.as_deref() == Some(*name))
+            .collect();
+        let matches_quals = |n: &NodeRecord| {
+            if quals.is_empty() {
+                return true;
+            }
+            let q = n.qualified_name.clone().unwrap_or_default();
+            let mut hay: Vec<String> = q.split('.').map(str::to_string).collect();
+            hay.pop();
+            let path = n
+                .file_path
+                .trim_end_matches(|c| c != '.')
+                .trim_end_matches('.');
+            let mut full: Vec<String> = path.split('/').map(str::to_string).collect();
+            full.extend(hay.iter().cloned());
+            quals
+                .iter()
+                .rev()
+                .zip(hay.iter().rev())
+                .all(|(a, b)| a == b)
+                && hay.len() >= quals.len()
+                || (quals.len() <= full.len()
+                    && quals
+                        .iter()
+                        .rev()
+                        .zip(full.iter().rev())
+                        .all(|(a, b)| a == b))
+        };
+        let mut best: Vec<NodeRecord> = cands.into_iter().filter(matches_quals).collect();
+        if best.len() > 1 {
+            let defs: Vec<NodeRecord> = best
+                .iter()
+                .filter(|n| is_definition(&n.node_type))
+                .cloned()
+                .collect();
+            if !defs.is_empty() {
+                best = defs;
+            }
+        }
+        if best.len() > 1 && !quals.is_empty() {
+            let exact: Vec<NodeRecord> = best
+                .iter()
+                .filter(|n| {
+                    n.qualified_name.as_deref()
+                        == Some(
+                            &quals
+                                .iter()
+                                .chain([name])
+                                .copied()
+                                .collect::<Vec<_>>()
+                                .join("."),
+                        )
+                })
+                .cloned()
+                .collect();
+            if !exact.is_empty() {
+                best = exact;
+            }
+        }
+        if best.len() > 1 {
+            let exported: Vec<NodeRecord> =
+                best.iter().filter(|n| is_exported(n)).cloned().collect();
+            if !exported.is_empty() {
+                best = exported;
+            }
+        }
+        Ok(match best.len() {
+            0 => TargetMatch::NotFound,
+            1 => TargetMatch::One(best.remove(0)),
+            _ => TargetMatch::Ambiguous(best),
+        })
+    }
+
+    /// `path:line[:col]`: the definition a site there resolves to, else the innermost unit there.
+    fn position_target(&self, target: &str) -> Result<Option<TargetMatch>> {
+        let mut it = target.rsplitn(3, ':');
+        let (a, b, c) = (it.next(), it.next(), it.next());
+        let (path, line, col) = match (a, b, c) {
+            (Some(col), Some(line), Some(path))
+                if line.parse::<u32>().is_ok() && col.parse::<u32>().is_ok() =>
+            {
+                (
+                    path,
+                    line.parse::<u32>().unwrap_or(0),
+                    col.parse::<u32>().ok(),
+                )
+            }
+            (Some(line), Some(path), _) if line.parse::<u32>().is_ok() && path.contains('.') => {
+                let path = match c {
+                    Some(c) => format!("{c}:{path}"),
+                    None => path.to_string(),
+                };
+                return self.at_position(&path, line.parse().unwrap_or(0), None);
+            }
+            _ => return Ok(None),
+        };
+        self.at_position(path, line, col)
+    }
+
+    fn at_position(&self, path: &str, line: u32, col: Option<u32>) -> Result<Option<TargetMatch>> {
+        let Some(file) = self.store.file_node(path)? else {
+            return Ok(Some(TargetMatch::NotFound));
+        };
+        let (lo, hi) = self.file_range(&file)?;
+        let edges = self.store.edges_from_range(lo, hi)?;
+        let at: Vec<&StoredEdge> = edges
+            .iter()
+            .filter(|e| {
+                e.line == line
+                    && col.is_none_or(|c| e.col <= c && c <= e.col + 64)
+                    && e.dst.is_some()
+            })
+            .collect();
+        if let Some(col) = col {
+            // The site whose name starts closest before the column.
+            if let Some(best) = at.iter().filter(|e| e.col <= col).max_by_key(|e| e.col)
+                && let Some(d) = best.dst
+                && let Some(n) = self.node(d)?
+            {
+                return Ok(Some(TargetMatch::One(n)));
+            }
+        }
+        // The innermost named unit spanning the line.
+        let mut nodes = self.store.nodes_by_rowids(&(lo..=hi).collect::<Vec<_>>())?;
+        nodes.retain(|n| n.start_line <= line && line <= n.end_line && n.name.is_some());
+        nodes.sort_by_key(|n| (n.start_byte, std::cmp::Reverse(n.end_byte)));
+        Ok(Some(match nodes.pop() {
+            Some(n) => TargetMatch::One(n),
+            None => TargetMatch::One(file),
+        }))
+    }
+
+    fn file_range(&self, file_unit: &NodeRecord) -> Result<(i64, i64)> {
+        self.store.file_node_range(&file_unit.file_path)
+    }
+
+    fn answer(&self, op: &str) -> GraphAnswer {
+        GraphAnswer {
+            op: op.to_string(),
+            target: None,
+            candidates: Vec::new(),
+            nodes: Vec::new(),
+            unresolved: Vec::new(),
+            unresolved_count: 0,
+            total: 0,
+            truncated: false,
+            empty: None,
+        }
+    }
+
+    fn with_target(&self, op: &str, target: &str) -> Result<(GraphAnswer, Option<NodeRecord>)> {
+        let mut a = self.answer(op);
+        match self.resolve_target(target)? {
+            TargetMatch::One(n) => {
+                a.target = Some(self.handle(&n));
+                Ok((a, Some(n)))
+            }
+            TargetMatch::Ambiguous(c) => {
+                a.candidates = c
+                    .iter()
+                    .take(DEFAULT_MAX_RESULTS)
+                    .map(|n| self.handle(n))
+                    .collect();
+                a.total = c.len();
+                Ok((a, None))
+            }
+            TargetMatch::NotFound => {
+                a.empty = Some(Empty::TargetNotFound);
+                Ok((a, None))
+            }
+        }
+    }
+
+    /// Units that call the target, transitively up to `depth` (1..=10).
+    pub fn callers(&self, target: &str, depth: u32, max_results: usize) -> Result<GraphAnswer> {
+        self.traverse(
+            "callers",
+            target,
+            depth,
+            max_results,
+            true,
+            &[SiteKind::Call],
+        )
+    }
+
+    /// Units the target calls, transitively up to `depth`.
+    pub fn callees(&self, target: &str, depth: u32, max_results: usize) -> Result<GraphAnswer> {
+        self.traverse(
+            "callees",
+            target,
+            depth,
+            max_results,
+            false,
+            &[SiteKind::Call],
+        )
+    }
+
+    /// Every resolved use of the target (calls, imports, types, other uses), as the units containing them.
+    pub fn references(&self, target: &str, max_results: usize) -> Result<GraphAnswer> {
+        self.traverse(
+            "references",
+            target,
+            1,
+            max_results,
+            true,
+            &[
+                SiteKind::Call,
+                SiteKind::Import,
+                SiteKind::Type,
+                SiteKind::Other,
+            ],
+        )
+    }
+
+    /// Units that mention the target as a type (annotations, bases).
+    pub fn type_usages(&self, target: &str, max_results: usize) -> Result<GraphAnswer> {
+        self.traverse(
+            "type_usages",
+            target,
+            1,
+            max_results,
+            true,
+            &[SiteKind::Type],
+        )
+    }
+
+    /// The definition the site at `path:line:col` resolves to.
+    pub fn definition(&self, path: &str, line: u32, col: u32) -> Result<GraphAnswer> {
+        let mut a = self.answer("definition");
+        let Some(file) = self.store.file_node(path)? else {
+            a.empty = Some(Empty::TargetNotFound);
+            return Ok(a);
+        };
+        let (lo, hi) = self.file_range(&file)?;
+        let edges = self.store.edges_from_range(lo, hi)?;
+        let on_line: Vec<&StoredEdge> = edges
+            .iter()
+            .filter(|e| e.line == line && e.col <= col)
+            .collect();
+        let best_col = on_line.iter().map(|e| e.col).max();
+        let at: Vec<&&StoredEdge> = on_line.iter().filter(|e| Some(e.col) == best_col).collect();
+        for e in &at {
+            match e.dst {
+                Some(d) => {
+                    if let Some(n) = self.node(d)? {
+                        a.nodes.push(self.graph_node(&n, 1, e));
+                    }
+                }
+                None => {
+                    a.unresolved_count += 1;
+                    a.unresolved.push(UnresolvedSite {
+                        name: e.unresolved_name.clone().unwrap_or_default(),
+                        file_path: path.to_string(),
+                        line: e.line,
+                        source_handle: self.handle(&file).id,
+                    });
+                }
+            }
+        }
+        a.total = a.nodes.len();
+        if a.nodes.is_empty() {
+            a.empty = Some(match a.unresolved.first() {
+                Some(u) => Empty::Unresolved {
+                    count: a.unresolved_count,
+                    name: u.name.clone(),
+                },
+                None => Empty::Resolved,
+            });
+        }
+        Ok(a)
+    }
+
+    fn graph_node(&self, n: &NodeRecord, depth: u32, e: &StoredEdge) -> GraphNode {
+        GraphNode {
+            handle: self.handle(n),
+            qualified_name: n.qualified_name.clone(),
+            depth,
+            edge_kind: kind_name(e.kind).to_string(),
+            confidence: e.confidence,
+            status: status_name(e.status).to_string(),
+            how: How::name(e.how).to_string(),
+            sites: Vec::new(),
+        }
+    }
+
+    fn out_edges(&self, node: &NodeRecord) -> Result<Vec<StoredEdge>> {
+        // A unit's own edges, and those of anonymous units inside it (src is
+        // always a named unit or a file, so the unit itself is enough).
+        if node.node_type == "file" {
+            let (lo, hi) = self.store.file_node_range(&node.file_path)?;
+            return Ok(self
+                .store
+                .edges_from_range(lo, hi)?
+                .into_iter()
+                .filter(|e| e.src == lo)
+                .collect());
+        }
+        self.store.edges_from_range(node.rowid, node.rowid)
+    }
+
+    fn traverse(
+        &self,
+        op: &str,
+        target: &str,
+        depth: u32,
+        max_results: usize,
+        incoming: bool,
+        kinds: &[SiteKind],
+    ) -> Result<GraphAnswer> {
+        let (mut a, t) = self.with_target(op, target)?;
+        let Some(t) = t else { return Ok(a) };
+        let depth = depth.clamp(1, MAX_DEPTH);
+        let max_results = max_results.clamp(1, MAX_RESULTS);
+        let mut seen: HashSet<i64> = HashSet::from([t.rowid]);
+        let mut found: Vec<(i64, u32, StoredEdge, Vec<String>)> = Vec::new();
+        let mut index: HashMap<i64, usize> = HashMap::new();
+        let mut queue = VecDeque::from([(t.rowid, 0u32)]);
+        let mut paths: HashMap<i64, String> = HashMap::new();
+        while let Some((cur, d)) = queue.pop_front() {
+            if d >= depth {
+                if d == depth && found.len() < MAX_RESULTS * 4 {
+                    // Only note that deeper levels exist.
+                }
+                continue;
+            }
+            let edges = if incoming {
+                self.store.edges_to(cur)?
+            } else {
+                let n = match self.node(cur)? {
+                    Some(n) => n,
+                    None => continue,
+                };
+                let mut es = self.out_edges(&n)?;
+                if d == 0 {
+                    for e in es
+                        .iter()
+                        .filter(|e| e.dst.is_none() && kinds.contains(&e.kind))
+                    {
+                        a.unresolved_count += 1;
+                        if a.unresolved.len() < max_results {
+                            let path = paths
+                                .entry(n.rowid)
+                                .or_insert_with(|| n.file_path.clone())
+                                .clone();
+                            a.unresolved.push(UnresolvedSite {
+                                name: e.unresolved_name.clone().unwrap_or_default(),
+                                file_path: path,
+                                line: e.line,
+                                source_handle: self.handle(&n).id,
+                            });
+                        }
+                    }
+                }
+                es.retain(|e| e.dst.is_some());
+                es
+            };
+            for e in edges.into_iter().filter(|e| kinds.contains(&e.kind)) {
+                let other = if incoming { e.src } else { e.dst.unwrap_or(0) };
+                if other <= 0 {
+                    continue;
+                }
+                let site = format!("{}:{}", e.line, e.col);
+                if let Some(&i) = index.get(&other) {
+                    if found[i].3.len() < 5 {
+                        found[i].3.push(site);
+                    }
+                    continue;
+                }
+                if !seen.insert(other) {
+                    continue;
+                }
+                index.insert(other, found.len());
+                found.push((other, d + 1, e, vec![site]));
+                queue.push_back((other, d + 1));
+            }
+            if found.len() > MAX_RESULTS * 20 {
+                a.truncated = true;
+                break;
+            }
+        }
+        a.total = found.len();
+        if found.len() > max_results {
+            a.truncated = true;
+        }
+        let ids: Vec<i64> = found.iter().take(max_results).map(|f| f.0).collect();
+        let nodes: HashMap<i64, NodeRecord> = self
+            .store
+            .nodes_by_rowids(&ids)?
+            .into_iter()
+            .map(|n| (n.rowid, n))
+            .collect();
+        for (id, d, e, sites) in found.into_iter().take(max_results) {
+            let Some(n) = nodes.get(&id) else { continue };
+            let mut g = self.graph_node(n, d, &e);
+            // Sites are in the source unit's file for incoming edges, the target unit's for outgoing.
+            let site_file = if incoming { &n.file_path } else { &t.file_path };
+            g.sites = sites.iter().map(|s| format!("{site_file}:{s}")).collect();
+            a.nodes.push(g);
+        }
+        if incoming && let Some(name) = t.name.as_deref() {
+            let (un, count) = self.store.unresolved_named(name, max_results)?;
+            a.unresolved_count += count;
+            let srcs: Vec<i64> = un.iter().map(|e| e.src).collect();
+            let by_id: HashMap<i64, NodeRecord> = self
+                .store
+                .nodes_by_rowids(&srcs)?
+                .into_iter()
+                .map(|n| (n.rowid, n))
+                .collect();
+            for e in un {
+                if let Some(n) = by_id.get(&e.src) {
+                    a.unresolved.push(UnresolvedSite {
+                        name: name.to_string(),
+                        file_path: n.file_path.clone(),
+                        line: e.line,
+                        source_handle: self.handle(n).id,
+                    });
+                }
+            }
+        }
+        if a.nodes.is_empty() {
+            a.empty = Some(if a.unresolved_count > 0 {
+                Empty::Unresolved {
+                    count: a.unresolved_count,
+                    name: if incoming {
+                        t.name.clone().unwrap_or_default()
+                    } else {
+                        "(calls in target)".into()
+                    },
+                }
+            } else {
+                Empty::Resolved
+            });
+        }
+        Ok(a)
+    }
+
+    /// The shortest call path from `from` to `to` (breadth-first over call edges, at most `MAX_DEPTH` hops).
+    pub fn path(&self, from: &str, to: &str) -> Result<GraphAnswer> {
+        let (mut a, f) = self.with_target("path", from)?;
+        let Some(f) = f else { return Ok(a) };
+        let (b, t) = self.with_target("path", to)?;
+        let Some(t) = t else {
+            a.candidates = b.candidates;
+            a.empty = b.empty;
+            return Ok(a);
+        };
+        let mut prev: HashMap<i64, (i64, StoredEdge)> = HashMap::new();
+        let mut queue = VecDeque::from([(f.rowid, 0u32)]);
+        let mut seen = HashSet::from([f.rowid]);
+        let mut reached = false;
+        while let Some((cur, d)) = queue.pop_front() {
+            if cur == t.rowid {
+                reached = true;
+                break;
+            }
+            if d >= MAX_DEPTH {
+                continue;
+            }
+            for e in self.store.edges_from_range(cur, cur)? {
+                let Some(dst) = e.dst.filter(|_| e.kind == SiteKind::Call) else {
+                    continue;
+                };
+                if seen.insert(dst) {
+                    prev.insert(dst, (cur, e));
+                    queue.push_back((dst, d + 1));
+                }
+            }
+        }
+        if !reached {
+            a.empty = Some(Empty::Resolved);
+            return Ok(a);
+        }
+        let mut chain = Vec::new();
+        let mut cur = t.rowid;
+        while let Some((p, e)) = prev.get(&cur) {
+            chain.push((cur, e.clone()));
+            cur = *p;
+        }
+        chain.reverse();
+        for (i, (id, e)) in chain.iter().enumerate() {
+            if let Some(n) = self.node(*id)? {
+                a.nodes.push(self.graph_node(&n, i as u32 + 1, e));
+            }
+        }
+        a.total = a.nodes.len();
+        Ok(a)
+    }
+
+    /// Every resolved and ambiguous edge, for export and evaluation.
+    pub fn export_edges(&self) -> Result<Vec<ExportEdge>> {
+        let edges = self.store.all_edges()?;
+        let mut ids: Vec<i64> = edges
+            .iter()
+            .flat_map(|e| [e.src, e.dst.unwrap_or(0)])
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let nodes: HashMap<i64, NodeRecord> = self
+            .store
+            .nodes_by_rowids(&ids)?
+            .into_iter()
+            .map(|n| (n.rowid, n))
+            .collect();
+        let mut name_lines: BTreeMap<i64, u32> = BTreeMap::new();
+        let mut out = Vec::with_capacity(edges.len());
+        for e in edges {
+            let (Some(s), Some(d)) = (nodes.get(&e.src), e.dst.and_then(|d| nodes.get(&d))) else {
+                continue;
+            };
+            let dst_line = *name_lines
+                .entry(d.rowid)
+                .or_insert_with(|| self.name_line(d));
+            out.push(ExportEdge {
+                path: s.file_path.clone(),
+                line: e.line,
+                col: e.col,
+                kind: kind_name(e.kind).to_string(),
+                status: status_name(e.status).to_string(),
+                src_qualified: s.qualified_name.clone(),
+                dst_path: d.file_path.clone(),
+                dst_line,
+                dst_qualified: d.qualified_name.clone(),
+                dst_type: d.node_type.clone(),
+                confidence: e.confidence,
+            });
+        }
+        Ok(out)
+    }
+}

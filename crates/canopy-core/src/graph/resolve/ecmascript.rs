@@ -1,0 +1,398 @@
+//! TypeScript and JavaScript: which facts a file states, and how its modules are found.
+//!
+//! Facts: calls and `new`, other identifier and member uses, type
+//! references, `import` clauses (default, named with aliases, namespace),
+//! `export … from` re-exports (named and `*`), variable declarations with
+//! type or initialiser, typed parameters (constructor parameter properties
+//! become fields), class properties and `this.x = …` as fields, return
+//! types, `extends` / `implements`.
+
+use tree_sitter::Node;
+
+use crate::graph::facts::{Cx, DefFactKind, SiteKind, walk_tree};
+
+/// The normalised expression of a value node.
+pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
+    match n.kind() {
+        "identifier" | "this" | "super" => Some(cx.t(n).to_string()),
+        "member_expression" => {
+            let obj = expr(cx, n.child_by_field_name("object")?)?;
+            let prop = cx.t(n.child_by_field_name("property")?);
+            Some(format!("{obj}.{prop}"))
+        }
+        "call_expression" => Some(format!(
+            "{}()",
+            expr(cx, n.child_by_field_name("function")?)?
+        )),
+        "new_expression" => Some(format!(
+            "{}()",
+            expr(cx, n.child_by_field_name("constructor")?)?
+        )),
+        "parenthesized_expression"
+        | "non_null_expression"
+        | "await_expression"
+        | "as_expression"
+        | "satisfies_expression"
+        | "type_assertion" => expr(cx, n.named_child(0)?),
+        _ => None,
+    }
+}
+
+/// The normalised name of a type node.
+pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
+    match n.kind() {
+        "type_annotation" | "parenthesized_type" | "readonly_type" => {
+            type_expr(cx, n.named_child(0)?)
+        }
+        "type_identifier" | "identifier" => Some(cx.t(n).to_string()),
+        "nested_type_identifier" | "member_expression" => Some(cx.t(n).replace(' ', "")),
+        "generic_type" => type_expr(cx, n.child_by_field_name("name").or(n.named_child(0))?),
+        "union_type" => {
+            let mut c = n.walk();
+            let parts: Vec<Node> = n.named_children(&mut c).collect();
+            parts.into_iter().find_map(|p| {
+                let t = cx.t(p);
+                if t == "null" || t == "undefined" {
+                    None
+                } else {
+                    type_expr(cx, p)
+                }
+            })
+        }
+        _ => None,
+    }
+}
+
+fn is_declaration_name(n: Node, parent: Node) -> bool {
+    let field_is = |f: &str| parent.child_by_field_name(f) == Some(n);
+    match parent.kind() {
+        "function_declaration"
+        | "class_declaration"
+        | "method_definition"
+        | "function_expression"
+        | "generator_function_declaration"
+        | "abstract_class_declaration"
+        | "interface_declaration"
+        | "type_alias_declaration"
+        | "enum_declaration" => field_is("name"),
+        "variable_declarator" => field_is("name"),
+        "required_parameter" | "optional_parameter" => field_is("pattern"),
+        "formal_parameters" | "arrow_function" => true,
+        "member_expression" => field_is("property"),
+        "call_expression" => field_is("function"),
+        "new_expression" => field_is("constructor"),
+        "import_specifier" | "namespace_import" | "import_clause" | "export_specifier" => true,
+        "assignment_expression" => field_is("left"),
+        "pair" | "shorthand_property_identifier" => field_is("key"),
+        "labeled_statement" | "break_statement" | "continue_statement" => true,
+        _ => false,
+    }
+}
+
+fn string_content(cx: &Cx, n: Node) -> String {
+    cx.t(n)
+        .trim_matches(|c| c == '"' || c == '\'' || c == '`')
+        .to_string()
+}
+
+/// Walks one TypeScript / JavaScript tree.
+pub(crate) fn walk(cx: &mut Cx, root: Node) {
+    walk_tree(root, &mut |n| match n.kind() {
+        "call_expression" | "new_expression" => {
+            let field = if n.kind() == "call_expression" {
+                "function"
+            } else {
+                "constructor"
+            };
+            let Some(f) = n.child_by_field_name(field) else {
+                return;
+            };
+            match f.kind() {
+                "identifier" => cx.site(f, None, SiteKind::Call),
+                "member_expression" => {
+                    if let Some(p) = f.child_by_field_name("property") {
+                        let recv = f.child_by_field_name("object").and_then(|o| expr(cx, o));
+                        cx.site(p, recv.or_else(|| Some("?".into())), SiteKind::Call);
+                    }
+                }
+                "super" => cx.site_named(
+                    f.start_byte(),
+                    "constructor".into(),
+                    Some("super".into()),
+                    SiteKind::Call,
+                ),
+                _ => {}
+            }
+        }
+        "member_expression" => {
+            let called = n.parent().is_some_and(|p| {
+                (p.kind() == "call_expression" && p.child_by_field_name("function") == Some(n))
+                    || (p.kind() == "new_expression"
+                        && p.child_by_field_name("constructor") == Some(n))
+            });
+            if !called && let Some(p) = n.child_by_field_name("property") {
+                let recv = n.child_by_field_name("object").and_then(|o| expr(cx, o));
+                if let Some(recv) = recv {
+                    cx.site(p, Some(recv), SiteKind::Other);
+                }
+            }
+        }
+        "identifier" => {
+            if let Some(p) = n.parent()
+                && !is_declaration_name(n, p)
+                && !matches!(cx.t(n), "undefined" | "arguments")
+            {
+                cx.site(n, None, SiteKind::Other);
+            }
+        }
+        "type_identifier" => {
+            if let Some(p) = n.parent()
+                && !matches!(
+                    p.kind(),
+                    "class_declaration"
+                        | "interface_declaration"
+                        | "type_alias_declaration"
+                        | "abstract_class_declaration"
+                        | "type_parameter"
+                        | "nested_type_identifier"
+                )
+            {
+                cx.site(n, None, SiteKind::Type);
+            }
+        }
+        "nested_type_identifier" => {
+            if let (Some(m), Some(name)) = (
+                n.child_by_field_name("module"),
+                n.child_by_field_name("name"),
+            ) {
+                let recv = cx.t(m).replace(' ', "");
+                cx.site(name, Some(recv), SiteKind::Type);
+            }
+        }
+        "import_statement" => {
+            let Some(source) = n.child_by_field_name("source") else {
+                return;
+            };
+            let module = string_content(cx, source);
+            let mut c = n.walk();
+            let clauses: Vec<Node> = n
+                .named_children(&mut c)
+                .filter(|c| c.kind() == "import_clause")
+                .collect();
+            for clause in clauses {
+                let mut c = clause.walk();
+                for part in clause.named_children(&mut c) {
+                    match part.kind() {
+                        "identifier" => {
+                            let local = cx.t(part).to_string();
+                            cx.import(n, &local, &module, Some("default"));
+                        }
+                        "namespace_import" => {
+                            if let Some(id) = part.named_child(0) {
+                                let local = cx.t(id).to_string();
+                                cx.import(n, &local, &module, None);
+                            }
+                        }
+                        "named_imports" => {
+                            let mut c = part.walk();
+                            for spec in part.named_children(&mut c) {
+                                if spec.kind() != "import_specifier" {
+                                    continue;
+                                }
+                                let Some(name) = spec.child_by_field_name("name") else {
+                                    continue;
+                                };
+                                let alias = spec.child_by_field_name("alias").unwrap_or(name);
+                                let (o, a) = (cx.t(name).to_string(), cx.t(alias).to_string());
+                                cx.import(n, &a, &module, Some(&o));
+                                cx.site(name, Some(format!("import:{module}")), SiteKind::Import);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        "export_statement" => {
+            let Some(source) = n.child_by_field_name("source") else {
+                return;
+            };
+            let module = string_content(cx, source);
+            let mut c = n.walk();
+            let clause = n
+                .named_children(&mut c)
+                .find(|c| c.kind() == "export_clause");
+            match clause {
+                Some(clause) => {
+                    let mut c = clause.walk();
+                    for spec in clause.named_children(&mut c) {
+                        let Some(name) = spec.child_by_field_name("name") else {
+                            continue;
+                        };
+                        let alias = spec.child_by_field_name("alias").unwrap_or(name);
+                        let (o, a) = (cx.t(name).to_string(), cx.t(alias).to_string());
+                        cx.import(n, &a, &module, Some(&o));
+                        cx.site(name, Some(format!("import:{module}")), SiteKind::Import);
+                    }
+                }
+                None => cx.import(n, "*", &module, None),
+            }
+        }
+        "variable_declarator" => {
+            let Some(name) = n
+                .child_by_field_name("name")
+                .filter(|x| x.kind() == "identifier")
+            else {
+                return;
+            };
+            let name = cx.t(name).to_string();
+            if let Some(t) = n.child_by_field_name("type") {
+                let t = type_expr(cx, t);
+                cx.bind(n.start_byte(), &name, t, true, false);
+            } else if let Some(v) = n.child_by_field_name("value") {
+                let e = expr(cx, v);
+                cx.bind(n.start_byte(), &name, e, false, false);
+            }
+        }
+        "required_parameter" | "optional_parameter" => {
+            let (Some(p), Some(t)) = (
+                n.child_by_field_name("pattern"),
+                n.child_by_field_name("type"),
+            ) else {
+                return;
+            };
+            if p.kind() != "identifier" {
+                return;
+            }
+            let name = cx.t(p).to_string();
+            let t = type_expr(cx, t);
+            let mut c = n.walk();
+            let is_property = n
+                .children(&mut c)
+                .any(|c| c.kind() == "accessibility_modifier" || c.kind() == "readonly");
+            cx.bind(n.start_byte(), &name, t.clone(), true, false);
+            if is_property {
+                cx.bind(n.start_byte(), &name, t, true, true);
+            }
+        }
+        "public_field_definition" | "property_signature" => {
+            let Some(name) = n.child_by_field_name("name") else {
+                return;
+            };
+            let name = cx.t(name).to_string();
+            if let Some(t) = n.child_by_field_name("type") {
+                let t = type_expr(cx, t);
+                cx.bind(n.start_byte(), &name, t, true, true);
+            } else if let Some(v) = n.child_by_field_name("value") {
+                let e = expr(cx, v);
+                cx.bind(n.start_byte(), &name, e, false, true);
+            }
+        }
+        "assignment_expression" => {
+            let (Some(l), Some(r)) = (
+                n.child_by_field_name("left"),
+                n.child_by_field_name("right"),
+            ) else {
+                return;
+            };
+            if l.kind() == "member_expression"
+                && l.child_by_field_name("object")
+                    .is_some_and(|o| o.kind() == "this")
+                && let Some(p) = l.child_by_field_name("property")
+            {
+                let name = cx.t(p).to_string();
+                let e = expr(cx, r);
+                cx.bind(n.start_byte(), &name, e, false, true);
+            }
+        }
+        "function_declaration"
+        | "method_definition"
+        | "method_signature"
+        | "abstract_method_signature"
+        | "function_signature" => {
+            if let (Some(name), Some(r)) = (
+                n.child_by_field_name("name"),
+                n.child_by_field_name("return_type"),
+            ) {
+                let t = type_expr(cx, r);
+                cx.def_fact(name, t, DefFactKind::Returns);
+            }
+        }
+        "class_declaration" | "abstract_class_declaration" | "class" | "interface_declaration" => {
+            let Some(name) = n.child_by_field_name("name") else {
+                return;
+            };
+            let mut c = n.walk();
+            for ch in n.named_children(&mut c) {
+                match ch.kind() {
+                    "class_heritage" => {
+                        let mut c = ch.walk();
+                        for clause in ch.named_children(&mut c) {
+                            let mut c = clause.walk();
+                            for b in clause.named_children(&mut c) {
+                                let e = type_expr(cx, b).or_else(|| expr(cx, b));
+                                cx.def_fact(name, e, DefFactKind::Base);
+                            }
+                        }
+                    }
+                    "extends_type_clause" => {
+                        let mut c = ch.walk();
+                        for b in ch.named_children(&mut c) {
+                            let e = type_expr(cx, b);
+                            cx.def_fact(name, e, DefFactKind::Base);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        _ => {}
+    });
+}
+
+/// The file a relative module specifier names, among `exists` (`./x` from
+/// `src/a/b.ts` → `src/a/x.ts`, `src/a/x/index.ts`, …).
+pub(crate) fn resolve_module(
+    from: &str,
+    spec: &str,
+    exists: &dyn Fn(&str) -> bool,
+) -> Option<String> {
+    if !spec.starts_with('.') {
+        return None;
+    }
+    let mut parts: Vec<&str> = from.split('/').collect();
+    parts.pop();
+    for seg in spec.split('/') {
+        match seg {
+            "." | "" => {}
+            ".." => {
+                parts.pop()?;
+            }
+            s => parts.push(s),
+        }
+    }
+    let base = parts.join("/");
+    let base = base
+        .strip_suffix(".js")
+        .or_else(|| base.strip_suffix(".mjs"))
+        .unwrap_or(&base)
+        .to_string();
+    for ext in [
+        "",
+        ".ts",
+        ".tsx",
+        ".d.ts",
+        ".js",
+        ".jsx",
+        ".mjs",
+        "/index.ts",
+        "/index.tsx",
+        "/index.js",
+    ] {
+        let candidate = format!("{base}{ext}");
+        if exists(&candidate) {
+            return Some(candidate);
+        }
+    }
+    None
+}

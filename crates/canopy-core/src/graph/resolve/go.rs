@@ -1,0 +1,261 @@
+//! Go: which facts a file states, and how its packages are found.
+//!
+//! Facts: calls (`f()`, `x.F()`, `pkg.F()`), other identifier and selector
+//! uses, type references, imports (with names), `:=` / `var` bindings
+//! (`p := &Parser{}`, `t := NewTree()`), typed parameters and receivers,
+//! struct fields, embedded fields and interfaces (as bases), first result
+//! types, and the `package` clause.
+
+use tree_sitter::Node;
+
+use crate::graph::facts::{Cx, DefFactKind, SiteKind, walk_tree};
+
+/// The normalised expression of a value node.
+pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
+    match n.kind() {
+        "identifier" => Some(cx.t(n).to_string()),
+        "selector_expression" => {
+            let o = expr(cx, n.child_by_field_name("operand")?)?;
+            Some(format!("{o}.{}", cx.t(n.child_by_field_name("field")?)))
+        }
+        "call_expression" => Some(format!(
+            "{}()",
+            expr(cx, n.child_by_field_name("function")?)?
+        )),
+        "composite_literal" => Some(format!(
+            "{}()",
+            type_expr(cx, n.child_by_field_name("type")?)?
+        )),
+        "unary_expression" => expr(cx, n.child_by_field_name("operand")?),
+        "parenthesized_expression" => expr(cx, n.named_child(0)?),
+        "type_assertion_expression" => Some(format!(
+            "{}()",
+            type_expr(cx, n.child_by_field_name("type")?)?
+        )),
+        _ => None,
+    }
+}
+
+/// The normalised name of a type node (`*pkg.T[int]` → `pkg.T`).
+pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
+    match n.kind() {
+        "type_identifier" | "identifier" => Some(cx.t(n).to_string()),
+        "pointer_type" | "parenthesized_type" => type_expr(cx, n.named_child(0)?),
+        "qualified_type" => Some(format!(
+            "{}.{}",
+            cx.t(n.child_by_field_name("package")?),
+            cx.t(n.child_by_field_name("name")?)
+        )),
+        "generic_type" => type_expr(cx, n.child_by_field_name("type")?),
+        "parameter_list" => {
+            let first = n.named_child(0)?;
+            type_expr(cx, first.child_by_field_name("type")?)
+        }
+        _ => None,
+    }
+}
+
+fn is_declaration_name(n: Node, parent: Node) -> bool {
+    let field_is = |f: &str| parent.child_by_field_name(f) == Some(n);
+    match parent.kind() {
+        "function_declaration"
+        | "const_spec"
+        | "var_spec"
+        | "parameter_declaration"
+        | "variadic_parameter_declaration" => {
+            field_is("name")
+                || parent.kind() != "function_declaration" && {
+                    let mut c = parent.walk();
+                    parent
+                        .children_by_field_name("name", &mut c)
+                        .any(|x| x == n)
+                }
+        }
+        "call_expression" => field_is("function"),
+        "selector_expression" => true,
+        "labeled_statement" | "break_statement" | "continue_statement" | "goto_statement" => true,
+        "keyed_element" | "literal_element" => false,
+        _ => false,
+    }
+}
+
+/// Walks one Go tree.
+pub(crate) fn walk(cx: &mut Cx, root: Node) {
+    walk_tree(root, &mut |n| match n.kind() {
+        "package_clause" => {
+            if let Some(id) = n.named_child(0) {
+                cx.facts.package = Some(cx.t(id).to_string());
+            }
+        }
+        "call_expression" => {
+            let Some(f) = n.child_by_field_name("function") else {
+                return;
+            };
+            match f.kind() {
+                "identifier" => cx.site(f, None, SiteKind::Call),
+                "selector_expression" => {
+                    if let Some(field) = f.child_by_field_name("field") {
+                        let recv = f.child_by_field_name("operand").and_then(|o| expr(cx, o));
+                        cx.site(field, recv.or_else(|| Some("?".into())), SiteKind::Call);
+                    }
+                }
+                _ => {}
+            }
+        }
+        "selector_expression" => {
+            let called = n.parent().is_some_and(|p| {
+                p.kind() == "call_expression" && p.child_by_field_name("function") == Some(n)
+            });
+            if !called && let Some(field) = n.child_by_field_name("field") {
+                let recv = n.child_by_field_name("operand").and_then(|o| expr(cx, o));
+                if let Some(recv) = recv {
+                    cx.site(field, Some(recv), SiteKind::Other);
+                }
+            }
+        }
+        "identifier" => {
+            if let Some(p) = n.parent()
+                && !is_declaration_name(n, p)
+                && !matches!(cx.t(n), "nil" | "true" | "false" | "_" | "iota")
+            {
+                // `x := …` declares x; `x = …` uses it.
+                let declared = p.kind() == "expression_list"
+                    && p.parent().is_some_and(|d| {
+                        d.kind() == "short_var_declaration"
+                            && d.child_by_field_name("left") == Some(p)
+                    });
+                if !declared {
+                    cx.site(n, None, SiteKind::Other);
+                }
+            }
+        }
+        "type_identifier" => {
+            if let Some(p) = n.parent()
+                && !(p.kind() == "type_spec" && p.child_by_field_name("name") == Some(n))
+                && p.kind() != "qualified_type"
+                && p.kind() != "type_parameter_declaration"
+            {
+                cx.site(n, None, SiteKind::Type);
+            }
+        }
+        "qualified_type" => {
+            if let (Some(p), Some(name)) = (
+                n.child_by_field_name("package"),
+                n.child_by_field_name("name"),
+            ) {
+                let recv = cx.t(p).to_string();
+                cx.site(name, Some(recv), SiteKind::Type);
+            }
+        }
+        "import_spec" => {
+            let Some(path) = n.child_by_field_name("path") else {
+                return;
+            };
+            let module = cx
+                .t(path)
+                .trim_matches(|c| c == '"' || c == '`')
+                .to_string();
+            let local = match n.child_by_field_name("name") {
+                Some(name) => cx.t(name).to_string(),
+                None => module.rsplit('/').next().unwrap_or_default().to_string(),
+            };
+            if local == "_" {
+                return;
+            }
+            let local = if local == "." { "*".to_string() } else { local };
+            cx.import(n, &local, &module, None);
+        }
+        "short_var_declaration" | "assignment_statement" => {
+            let (Some(l), Some(r)) = (
+                n.child_by_field_name("left"),
+                n.child_by_field_name("right"),
+            ) else {
+                return;
+            };
+            let mut c = l.walk();
+            let lefts: Vec<Node> = l.named_children(&mut c).collect();
+            let mut c = r.walk();
+            let rights: Vec<Node> = r.named_children(&mut c).collect();
+            let pairs: Vec<(Node, Node)> = if rights.len() == lefts.len() {
+                lefts.into_iter().zip(rights).collect()
+            } else if rights.len() == 1 && !lefts.is_empty() {
+                vec![(lefts[0], rights[0])]
+            } else {
+                Vec::new()
+            };
+            for (l, r) in pairs {
+                if l.kind() == "identifier" {
+                    let name = cx.t(l).to_string();
+                    let e = expr(cx, r);
+                    cx.bind(n.start_byte(), &name, e, false, false);
+                }
+            }
+        }
+        "var_spec" | "parameter_declaration" | "variadic_parameter_declaration" => {
+            let mut c = n.walk();
+            let names: Vec<Node> = n.children_by_field_name("name", &mut c).collect();
+            let ty = n.child_by_field_name("type").and_then(|t| type_expr(cx, t));
+            let value = n
+                .child_by_field_name("value")
+                .and_then(|v| v.named_child(0))
+                .and_then(|v| expr(cx, v));
+            for name in names {
+                let name = cx.t(name).to_string();
+                if ty.is_some() {
+                    cx.bind(n.start_byte(), &name, ty.clone(), true, false);
+                } else {
+                    cx.bind(n.start_byte(), &name, value.clone(), false, false);
+                }
+            }
+        }
+        "field_declaration" => {
+            let mut c = n.walk();
+            let names: Vec<Node> = n.children_by_field_name("name", &mut c).collect();
+            let ty = n.child_by_field_name("type").and_then(|t| type_expr(cx, t));
+            if names.is_empty() {
+                // An embedded field: its methods are promoted to the struct.
+                if let Some(spec) = ancestor(n, "type_spec")
+                    && let Some(name) = spec.child_by_field_name("name")
+                {
+                    cx.def_fact(name, ty, DefFactKind::Base);
+                }
+                return;
+            }
+            for name in names {
+                let name = cx.t(name).to_string();
+                cx.bind(n.start_byte(), &name, ty.clone(), true, true);
+            }
+        }
+        "type_elem" | "constraint_elem" => {
+            if n.parent().is_some_and(|p| p.kind() == "interface_type")
+                && let Some(spec) = ancestor(n, "type_spec")
+                && let Some(name) = spec.child_by_field_name("name")
+                && let Some(t) = n.named_child(0)
+            {
+                let e = type_expr(cx, t);
+                cx.def_fact(name, e, DefFactKind::Base);
+            }
+        }
+        "function_declaration" | "method_declaration" | "method_elem" => {
+            if let (Some(name), Some(r)) = (
+                n.child_by_field_name("name"),
+                n.child_by_field_name("result"),
+            ) {
+                let t = type_expr(cx, r);
+                cx.def_fact(name, t, DefFactKind::Returns);
+            }
+        }
+        _ => {}
+    });
+}
+
+fn ancestor<'t>(n: Node<'t>, kind: &str) -> Option<Node<'t>> {
+    let mut p = n.parent();
+    while let Some(x) = p {
+        if x.kind() == kind {
+            return Some(x);
+        }
+        p = x.parent();
+    }
+    None
+}

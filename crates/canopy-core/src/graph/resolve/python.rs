@@ -1,0 +1,294 @@
+//! Python: which facts a file states, and how its modules are named.
+//!
+//! Facts: calls (`f()`, `a.f()`), other name uses (identifiers and
+//! attributes that are not definitions, parameters or assignment targets),
+//! `import` / `from … import … as …` bindings, assignments (`p = Parser()`,
+//! `x: T = …`, `self.x = …` as a field of the class), typed parameters,
+//! return annotations and base classes.
+
+use tree_sitter::Node;
+
+use crate::graph::facts::{Cx, DefFactKind, SiteKind, walk_tree};
+
+/// Receiver names that mean "the enclosing class's instance" / "the class".
+pub(crate) const SELF_NAMES: &[&str] = &["self"];
+/// Receiver names that mean the enclosing class itself.
+pub(crate) const CLS_NAMES: &[&str] = &["cls"];
+
+/// The normalised expression of a value node (see [`crate::graph::facts`]).
+pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
+    match n.kind() {
+        "identifier" => Some(cx.t(n).to_string()),
+        "attribute" => {
+            let obj = expr(cx, n.child_by_field_name("object")?)?;
+            let attr = cx.t(n.child_by_field_name("attribute")?);
+            Some(format!("{obj}.{attr}"))
+        }
+        "call" => Some(format!(
+            "{}()",
+            expr(cx, n.child_by_field_name("function")?)?
+        )),
+        "parenthesized_expression" | "await" => expr(cx, n.named_child(0)?),
+        _ => None,
+    }
+}
+
+/// The normalised name of a type annotation (`Optional[X]`, `"X"`, `X | None` → `X`).
+pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
+    match n.kind() {
+        "type" => type_expr(cx, n.named_child(0)?),
+        "identifier" | "attribute" => expr(cx, n),
+        "string" => {
+            let s = cx.t(n).trim_matches(|c| c == '"' || c == '\'');
+            s.split('[')
+                .next()
+                .filter(|s| {
+                    s.chars()
+                        .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
+                })
+                .map(str::to_string)
+        }
+        "binary_operator" => {
+            let left = n.child_by_field_name("left")?;
+            let right = n.child_by_field_name("right")?;
+            if cx.t(left) == "None" {
+                type_expr(cx, right)
+            } else {
+                type_expr(cx, left)
+            }
+        }
+        "generic_type" | "subscript" => {
+            let head = n.named_child(0)?;
+            let name = cx.t(head);
+            if name.ends_with("Optional") || name.ends_with("Type") || name.ends_with("Union") {
+                let inner = n.named_child(1)?;
+                let inner = if inner.kind() == "type_parameter" {
+                    inner.named_child(0)?
+                } else {
+                    inner
+                };
+                type_expr(cx, inner)
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+fn is_declaration_name(n: Node, parent: Node) -> bool {
+    match parent.kind() {
+        "function_definition" | "class_definition" => parent.child_by_field_name("name") == Some(n),
+        "parameters" | "lambda_parameters" | "list_splat_pattern" | "dictionary_splat_pattern" => {
+            true
+        }
+        "typed_parameter" | "default_parameter" | "typed_default_parameter" => {
+            parent.child_by_field_name("name") == Some(n) || parent.named_child(0) == Some(n)
+        }
+        "keyword_argument" => parent.child_by_field_name("name") == Some(n),
+        "attribute" => parent.child_by_field_name("attribute") == Some(n),
+        "call" => parent.child_by_field_name("function") == Some(n),
+        "dotted_name" | "aliased_import" | "global_statement" | "nonlocal_statement" => true,
+        "assignment" | "augmented_assignment" => parent.child_by_field_name("left") == Some(n),
+        "pattern_list" | "tuple_pattern" | "for_statement" | "for_in_clause"
+        | "as_pattern_target" => true,
+        _ => false,
+    }
+}
+
+/// Walks one Python tree.
+pub(crate) fn walk(cx: &mut Cx, root: Node) {
+    walk_tree(root, &mut |n| match n.kind() {
+        "call" => {
+            let Some(f) = n.child_by_field_name("function") else {
+                return;
+            };
+            match f.kind() {
+                "identifier" => cx.site(f, None, SiteKind::Call),
+                "attribute" => {
+                    if let Some(attr) = f.child_by_field_name("attribute") {
+                        let recv = f.child_by_field_name("object").and_then(|o| expr(cx, o));
+                        let recv = recv.or_else(|| Some("?".to_string()));
+                        cx.site(attr, recv, SiteKind::Call);
+                    }
+                }
+                _ => {}
+            }
+        }
+        "attribute" => {
+            let called = n.parent().is_some_and(|p| {
+                p.kind() == "call" && p.child_by_field_name("function") == Some(n)
+            });
+            let assigned = n.parent().is_some_and(|p| {
+                p.kind() == "assignment" && p.child_by_field_name("left") == Some(n)
+            });
+            if !called
+                && !assigned
+                && let Some(attr) = n.child_by_field_name("attribute")
+            {
+                let recv = n.child_by_field_name("object").and_then(|o| expr(cx, o));
+                if let Some(recv) = recv {
+                    cx.site(attr, Some(recv), SiteKind::Other);
+                }
+            }
+        }
+        "identifier" => {
+            if let Some(p) = n.parent()
+                && !is_declaration_name(n, p)
+                && !matches!(cx.t(n), "self" | "cls" | "None" | "True" | "False")
+            {
+                cx.site(n, None, SiteKind::Other);
+            }
+        }
+        "import_statement" => {
+            let mut c = n.walk();
+            for name in n.children_by_field_name("name", &mut c) {
+                match name.kind() {
+                    "dotted_name" => {
+                        let full = cx.t(name).to_string();
+                        let top = full.split('.').next().unwrap_or_default().to_string();
+                        cx.import(n, &top, &top, None);
+                    }
+                    "aliased_import" => {
+                        let (Some(m), Some(a)) = (
+                            name.child_by_field_name("name"),
+                            name.child_by_field_name("alias"),
+                        ) else {
+                            continue;
+                        };
+                        let (m, a) = (cx.t(m).to_string(), cx.t(a).to_string());
+                        cx.import(n, &a, &m, None);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        "import_from_statement" => {
+            let Some(module) = n.child_by_field_name("module_name") else {
+                return;
+            };
+            let module = cx.t(module).to_string();
+            let mut c = n.walk();
+            let names: Vec<Node> = n.children_by_field_name("name", &mut c).collect();
+            for name in names {
+                let (orig, alias) = match name.kind() {
+                    "dotted_name" => (name, name),
+                    "aliased_import" => match (
+                        name.child_by_field_name("name"),
+                        name.child_by_field_name("alias"),
+                    ) {
+                        (Some(o), Some(a)) => (o, a),
+                        _ => continue,
+                    },
+                    _ => continue,
+                };
+                let (o, a) = (cx.t(orig).to_string(), cx.t(alias).to_string());
+                cx.import(n, &a, &module, Some(&o));
+                cx.site(orig, Some(module.clone()), SiteKind::Import);
+            }
+            let mut c = n.walk();
+            if n.children(&mut c).any(|ch| ch.kind() == "wildcard_import") {
+                cx.import(n, "*", &module, None);
+            }
+        }
+        "assignment" => {
+            let (Some(left), right) = (
+                n.child_by_field_name("left"),
+                n.child_by_field_name("right"),
+            ) else {
+                return;
+            };
+            let annotation = n.child_by_field_name("type");
+            let (name, field) = match left.kind() {
+                "identifier" => (cx.t(left).to_string(), false),
+                "attribute" => {
+                    let obj = left.child_by_field_name("object");
+                    if obj.is_some_and(|o| SELF_NAMES.contains(&cx.t(o))) {
+                        match left.child_by_field_name("attribute") {
+                            Some(a) => (cx.t(a).to_string(), true),
+                            None => return,
+                        }
+                    } else {
+                        return;
+                    }
+                }
+                _ => return,
+            };
+            if let Some(t) = annotation {
+                let t = type_expr(cx, t);
+                cx.bind(n.start_byte(), &name, t, true, field);
+            } else if let Some(r) = right {
+                let e = expr(cx, r);
+                cx.bind(n.start_byte(), &name, e, false, field);
+            }
+        }
+        "typed_parameter" | "typed_default_parameter" => {
+            let name = n
+                .child_by_field_name("name")
+                .or_else(|| n.named_child(0))
+                .filter(|x| x.kind() == "identifier");
+            if let (Some(name), Some(t)) = (name, n.child_by_field_name("type")) {
+                let name = cx.t(name).to_string();
+                let t = type_expr(cx, t);
+                cx.bind(n.start_byte(), &name, t, true, false);
+            }
+        }
+        "function_definition" => {
+            if let (Some(name), Some(r)) = (
+                n.child_by_field_name("name"),
+                n.child_by_field_name("return_type"),
+            ) {
+                let t = type_expr(cx, r);
+                cx.def_fact(name, t, DefFactKind::Returns);
+            }
+        }
+        "class_definition" => {
+            let (Some(name), Some(bases)) = (
+                n.child_by_field_name("name"),
+                n.child_by_field_name("superclasses"),
+            ) else {
+                return;
+            };
+            let mut c = bases.walk();
+            for b in bases.named_children(&mut c) {
+                let e = expr(cx, b);
+                cx.def_fact(name, e, DefFactKind::Base);
+            }
+        }
+        _ => {}
+    });
+}
+
+/// The dotted module names a file can be imported as (`src/click/core.py` →
+/// `click.core`, `core`, `src.click.core`; `pkg/__init__.py` → `pkg`).
+pub(crate) fn module_names(path: &str) -> Vec<String> {
+    let stem = path
+        .strip_suffix(".py")
+        .or_else(|| path.strip_suffix(".pyi"))
+        .unwrap_or(path);
+    let stem = stem.strip_suffix("/__init__").unwrap_or(stem);
+    let parts: Vec<&str> = stem.split('/').collect();
+    (0..parts.len()).map(|i| parts[i..].join(".")).collect()
+}
+
+/// The package a file's relative imports start from (`a/b/c.py` → `a/b`).
+pub(crate) fn resolve_relative(path: &str, module: &str) -> Option<String> {
+    let dots = module.chars().take_while(|&c| c == '.').count();
+    if dots == 0 {
+        return None;
+    }
+    let mut dir: Vec<&str> = path.split('/').collect();
+    dir.pop();
+    for _ in 1..dots {
+        dir.pop()?;
+    }
+    let rest = &module[dots..];
+    let mut out = dir.join(".");
+    if !rest.is_empty() {
+        if !out.is_empty() {
+            out.push('.');
+        }
+        out.push_str(rest);
+    }
+    Some(out)
+}

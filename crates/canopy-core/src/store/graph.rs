@@ -1,0 +1,483 @@
+//! The code graph's tables: resolution facts, edges, and the work left for
+//! resolution (`graph_dirty`, `graph_stale`). See `schema.sql` for the
+//! layout and `crate::graph` for what the rows mean.
+
+use std::collections::{BTreeSet, HashMap};
+
+use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
+
+use super::Store;
+use crate::error::Result;
+use crate::graph::facts::{FileFacts, SiteKind};
+use crate::graph::resolve::{EdgeRow, FileRow, How, SymRow, Target};
+use crate::lang::{Language, NodeType};
+
+/// Edge status codes (bits 2-3 of `edges.info`).
+pub const STATUS_RESOLVED: u8 = 0;
+/// Several candidates; one row each.
+pub const STATUS_AMBIGUOUS: u8 = 1;
+/// No definition in the repository.
+pub const STATUS_UNRESOLVED: u8 = 2;
+
+/// Packs an edge's kind, status, how and confidence into `edges.info`.
+pub(crate) fn pack_info(kind: SiteKind, status: u8, how: How, confidence: u8) -> i64 {
+    (kind as i64)
+        | (i64::from(status) << 2)
+        | ((how as i64) << 4)
+        | (i64::from(confidence.min(100)) << 7)
+}
+
+/// Files, units, and the file index of each `files.id`.
+pub type WorldRows = (Vec<FileRow>, Vec<SymRow>, HashMap<i64, usize>);
+
+/// One stored edge, unpacked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredEdge {
+    /// Source unit (`nodes.id`).
+    pub src: i64,
+    /// Target unit (`nodes.id`), or `None` for an unresolved site.
+    pub dst: Option<i64>,
+    /// Name of an unresolved site.
+    pub unresolved_name: Option<String>,
+    /// 1-based line of the site.
+    pub line: u32,
+    /// 0-based column of the site.
+    pub col: u32,
+    /// Call, import, type, other.
+    pub kind: SiteKind,
+    /// Resolved, ambiguous or unresolved (the `STATUS_*` codes).
+    pub status: u8,
+    /// How code ([`How::name`]).
+    pub how: u8,
+    /// 0..=100.
+    pub confidence: u8,
+}
+
+fn unpack(src: i64, dst: i64, line: i64, col: i64, info: i64, name: Option<String>) -> StoredEdge {
+    let kind = match info & 3 {
+        0 => SiteKind::Call,
+        1 => SiteKind::Import,
+        2 => SiteKind::Type,
+        _ => SiteKind::Other,
+    };
+    StoredEdge {
+        src,
+        dst: (dst > 0).then_some(dst),
+        unresolved_name: name,
+        line: line as u32,
+        col: col as u32,
+        kind,
+        status: ((info >> 2) & 3) as u8,
+        how: ((info >> 4) & 7) as u8,
+        confidence: ((info >> 7) & 127) as u8,
+    }
+}
+
+/// Stores a parsed file's facts and marks it for resolution (writer side).
+pub(crate) fn write_facts(tx: &Transaction, file_id: i64, facts: Option<&FileFacts>) -> Result<()> {
+    if let Some(facts) = facts {
+        tx.prepare_cached("INSERT OR REPLACE INTO graph_facts(file_id, facts) VALUES (?1, ?2)")?
+            .execute(params![file_id, facts.encode()])?;
+        tx.prepare_cached("INSERT OR IGNORE INTO graph_dirty(file_id) VALUES (?1)")?
+            .execute([file_id])?;
+    }
+    Ok(())
+}
+
+/// Drops a file's facts and outgoing edges, and remembers the handles of its
+/// units so edges into them can follow them (writer side, before the nodes go).
+pub(crate) fn forget_file(tx: &Transaction, file_id: i64, first: i64, last: i64) -> Result<()> {
+    tx.prepare_cached("DELETE FROM graph_facts WHERE file_id = ?1")?
+        .execute([file_id])?;
+    tx.prepare_cached("DELETE FROM edges WHERE src BETWEEN ?1 AND ?2")?
+        .execute([first, last])?;
+    let pointed_at: Option<i64> = tx
+        .prepare_cached("SELECT 1 FROM edges WHERE dst BETWEEN ?1 AND ?2 LIMIT 1")?
+        .query_row([first, last], |r| r.get(0))
+        .optional()?;
+    // Handles of every old unit (also those no edge points at yet): a unit
+    // whose handle is new after the re-parse is an added definition.
+    let _ = pointed_at;
+    tx.prepare_cached(
+        "INSERT OR IGNORE INTO graph_stale(old_id, handle) SELECT id, handle FROM nodes WHERE id BETWEEN ?1 AND ?2 AND name IS NOT NULL",
+    )?
+    .execute([first, last])?;
+    Ok(())
+}
+
+impl Store {
+    /// Whether resolution has work: files to resolve or units deleted since.
+    pub fn graph_has_pending(&self) -> Result<bool> {
+        let n: i64 = self.conn.query_row(
+            "SELECT EXISTS(SELECT 1 FROM graph_dirty) OR EXISTS(SELECT 1 FROM graph_stale)",
+            [],
+            |r| r.get(0),
+        )?;
+        Ok(n != 0)
+    }
+
+    /// Moves edges that point at deleted units to the unit with the same
+    /// handle; returns the files that must be resolved again: those marked
+    /// dirty, those with edges to units that are gone, and those whose
+    /// references name a definition that is new.
+    pub fn graph_prepare(&mut self) -> Result<BTreeSet<i64>> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut dirty: BTreeSet<i64> = {
+            let mut stmt = tx.prepare("SELECT file_id FROM graph_dirty")?;
+            let rows = stmt.query_map([], |r| r.get(0))?;
+            rows.collect::<rusqlite::Result<_>>()?
+        };
+        let stale: Vec<(i64, Vec<u8>)> = {
+            let mut stmt = tx.prepare("SELECT old_id, handle FROM graph_stale")?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect::<rusqlite::Result<_>>()?
+        };
+        if !stale.is_empty() {
+            let mut old_handles = std::collections::HashSet::new();
+            for (old_id, handle) in &stale {
+                old_handles.insert(handle.clone());
+                let new_id: Option<i64> = tx
+                    .prepare_cached("SELECT id FROM nodes WHERE handle = ?1 LIMIT 1")?
+                    .query_row([handle], |r| r.get(0))
+                    .optional()?;
+                match new_id {
+                    Some(n) => {
+                        tx.prepare_cached("UPDATE edges SET dst = ?2 WHERE dst = ?1")?
+                            .execute([old_id, &n])?;
+                    }
+                    None => {
+                        // The definition is gone: its users resolve again.
+                        let srcs: Vec<i64> = {
+                            let mut stmt =
+                                tx.prepare_cached("SELECT DISTINCT src FROM edges WHERE dst = ?1")?;
+                            let rows = stmt.query_map([old_id], |r| r.get(0))?;
+                            rows.collect::<rusqlite::Result<_>>()?
+                        };
+                        for s in srcs {
+                            if let Some(f) = file_of_node(&tx, s)? {
+                                dirty.insert(f);
+                            }
+                        }
+                        tx.prepare_cached("DELETE FROM edges WHERE dst = ?1")?
+                            .execute([old_id])?;
+                    }
+                }
+            }
+            // Definitions that are new: files whose references use their names resolve again.
+            let mut new_names = BTreeSet::new();
+            for &f in &dirty.clone() {
+                let range: Option<(i64, i64)> = tx
+                    .prepare_cached("SELECT first_node_id, last_node_id FROM files WHERE id = ?1")?
+                    .query_row([f], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?;
+                let Some((lo, hi)) = range else { continue };
+                let mut stmt = tx.prepare_cached(
+                    "SELECT handle, name FROM nodes WHERE id BETWEEN ?1 AND ?2 AND name IS NOT NULL",
+                )?;
+                let rows = stmt.query_map([lo, hi], |r| {
+                    Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, String>(1)?))
+                })?;
+                for row in rows {
+                    let (h, n) = row?;
+                    if !old_handles.contains(&h) {
+                        new_names.insert(n);
+                    }
+                }
+            }
+            for n in new_names {
+                let mut stmt = tx.prepare_cached(
+                    "SELECT p.file_id FROM ref_postings p JOIN ref_names n ON n.id = p.name_id
+                     WHERE n.text = ?1 COLLATE NOCASE AND n.text = ?1",
+                )?;
+                let rows = stmt.query_map([&n], |r| r.get::<_, i64>(0))?;
+                for f in rows {
+                    dirty.insert(f?);
+                }
+                let mut stmt = tx.prepare_cached(
+                    "SELECT e.src FROM graph_names g JOIN edges e ON e.dst = -g.id WHERE g.text = ?1",
+                )?;
+                let srcs: Vec<i64> = stmt
+                    .query_map([&n], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?;
+                for s in srcs {
+                    if let Some(f) = file_of_node(&tx, s)? {
+                        dirty.insert(f);
+                    }
+                }
+            }
+            tx.execute("DELETE FROM graph_stale", [])?;
+        }
+        tx.commit()?;
+        Ok(dirty)
+    }
+
+    /// Every file with its facts and every unit, for [`crate::graph::resolve::World`].
+    pub fn graph_world_rows(&self) -> Result<WorldRows> {
+        let mut files = Vec::new();
+        let mut index = HashMap::new();
+        {
+            let mut stmt = self.conn.prepare(
+                "SELECT f.id, f.path, f.language, g.facts FROM files f LEFT JOIN graph_facts g ON g.file_id = f.id ORDER BY f.id",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Option<Vec<u8>>>(3)?,
+                ))
+            })?;
+            for row in rows {
+                let (id, path, language, facts) = row?;
+                let language = Language::from_name(&language).unwrap_or(Language::Text);
+                let facts = facts
+                    .and_then(|b| FileFacts::decode(&b))
+                    .unwrap_or_default();
+                index.insert(id, files.len());
+                files.push(FileRow {
+                    id,
+                    path,
+                    language,
+                    facts,
+                });
+            }
+        }
+        let mut syms = Vec::new();
+        {
+            let mut stmt = self.conn.prepare(
+                "SELECT id, file_id, parent_id, node_type, COALESCE(name, ''), COALESCE(qualified_name, ''), start_byte, end_byte
+                 FROM nodes WHERE name IS NOT NULL OR parent_id IS NULL",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, Option<i64>>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, String>(5)?,
+                    r.get::<_, i64>(6)?,
+                    r.get::<_, i64>(7)?,
+                ))
+            })?;
+            for row in rows {
+                let (id, file_id, parent, node_type, name, qualified_name, start, end) = row?;
+                let Some(&file) = index.get(&file_id) else {
+                    continue;
+                };
+                let Some(node_type) = NodeType::from_name(&node_type) else {
+                    continue;
+                };
+                syms.push(SymRow {
+                    id,
+                    file,
+                    parent,
+                    node_type,
+                    name,
+                    qualified_name,
+                    start: start as u32,
+                    end: end as u32,
+                });
+            }
+        }
+        Ok((files, syms, index))
+    }
+
+    /// Replaces the edges of the given files (by their node ranges) and clears
+    /// their dirty marks, in one transaction.
+    pub fn graph_write_edges(&mut self, per_file: &[(i64, Vec<EdgeRow>)]) -> Result<u64> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut written = 0u64;
+        for (file_id, edges) in per_file {
+            let range: Option<(i64, i64)> = tx
+                .prepare_cached("SELECT first_node_id, last_node_id FROM files WHERE id = ?1")?
+                .query_row([file_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            tx.prepare_cached("DELETE FROM graph_dirty WHERE file_id = ?1")?
+                .execute([file_id])?;
+            let Some((lo, hi)) = range else { continue };
+            tx.prepare_cached("DELETE FROM edges WHERE src BETWEEN ?1 AND ?2")?
+                .execute([lo, hi])?;
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO edges(src, dst, line, col, info) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?;
+            for e in edges {
+                match &e.target {
+                    Target::Resolved(d) => {
+                        insert.execute(params![
+                            e.src,
+                            d,
+                            e.line,
+                            e.col,
+                            pack_info(e.kind, STATUS_RESOLVED, e.how, e.confidence)
+                        ])?;
+                        written += 1;
+                    }
+                    Target::Ambiguous(ds) => {
+                        for d in ds {
+                            insert.execute(params![
+                                e.src,
+                                d,
+                                e.line,
+                                e.col,
+                                pack_info(e.kind, STATUS_AMBIGUOUS, e.how, e.confidence)
+                            ])?;
+                            written += 1;
+                        }
+                    }
+                    Target::Unresolved => {
+                        let id = graph_name_id(&tx, &e.name)?;
+                        insert.execute(params![
+                            e.src,
+                            -id,
+                            e.line,
+                            e.col,
+                            pack_info(e.kind, STATUS_UNRESOLVED, How::None, 0)
+                        ])?;
+                        written += 1;
+                    }
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(written)
+    }
+
+    /// Drops leftovers after resolution: dirty marks of files without facts,
+    /// names no unresolved edge uses.
+    pub fn graph_finish(&mut self) -> Result<()> {
+        self.conn.execute_batch(
+            "DELETE FROM graph_dirty;
+             DELETE FROM graph_names WHERE NOT EXISTS (SELECT 1 FROM edges WHERE dst = -graph_names.id);",
+        )?;
+        Ok(())
+    }
+
+    /// Edges into a unit (`nodes.id`), resolved and ambiguous.
+    pub fn edges_to(&self, dst: i64) -> Result<Vec<StoredEdge>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT src, dst, line, col, info FROM edges WHERE dst = ?1 ORDER BY src, line, col",
+        )?;
+        let rows = stmt.query_map([dst], |r| {
+            Ok(unpack(
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                None,
+            ))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Edges out of units `lo..=hi` (one unit, or a file's range), unresolved ones with their names.
+    pub fn edges_from_range(&self, lo: i64, hi: i64) -> Result<Vec<StoredEdge>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT e.src, e.dst, e.line, e.col, e.info, g.text FROM edges e LEFT JOIN graph_names g ON e.dst < 0 AND g.id = -e.dst
+             WHERE e.src BETWEEN ?1 AND ?2 ORDER BY e.src, e.line, e.col",
+        )?;
+        let rows = stmt.query_map([lo, hi], |r| {
+            Ok(unpack(
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Unresolved call sites named `name`.
+    pub fn unresolved_named(&self, name: &str, cap: usize) -> Result<(Vec<StoredEdge>, u64)> {
+        let id: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT id FROM graph_names WHERE text = ?1")?
+            .query_row([name], |r| r.get(0))
+            .optional()?;
+        let Some(id) = id else {
+            return Ok((Vec::new(), 0));
+        };
+        let count: i64 = self
+            .conn
+            .prepare_cached("SELECT COUNT(*) FROM edges WHERE dst = ?1")?
+            .query_row([-id], |r| r.get(0))?;
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT src, dst, line, col, info FROM edges WHERE dst = ?1 ORDER BY src, line LIMIT ?2")?;
+        let rows = stmt.query_map(params![-id, cap as i64], |r| {
+            Ok(unpack(
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                Some(name.to_string()),
+            ))
+        })?;
+        Ok((rows.collect::<rusqlite::Result<_>>()?, count as u64))
+    }
+
+    /// Every edge (for whole-graph operations: hotspots, cycles, exports).
+    pub fn all_edges(&self) -> Result<Vec<StoredEdge>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT src, dst, line, col, info FROM edges WHERE dst > 0")?;
+        let rows = stmt.query_map([], |r| {
+            Ok(unpack(
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                None,
+            ))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Number of edge rows.
+    pub fn edge_count(&self) -> Result<u64> {
+        Ok(self
+            .conn
+            .query_row("SELECT COUNT(*) FROM edges", [], |r| r.get::<_, i64>(0))? as u64)
+    }
+}
+
+fn graph_name_id(tx: &Transaction, name: &str) -> Result<i64> {
+    if let Some(id) = tx
+        .prepare_cached("SELECT id FROM graph_names WHERE text = ?1")?
+        .query_row([name], |r| r.get(0))
+        .optional()?
+    {
+        return Ok(id);
+    }
+    tx.prepare_cached("INSERT INTO graph_names(text) VALUES (?1)")?
+        .execute([name])?;
+    Ok(tx.last_insert_rowid())
+}
+
+fn file_of_node(tx: &Transaction, node: i64) -> Result<Option<i64>> {
+    Ok(tx
+        .prepare_cached("SELECT file_id FROM nodes WHERE id = ?1")?
+        .query_row([node], |r| r.get(0))
+        .optional()?)
+}
+
+impl Store {
+    /// The node id range of a file's units (`files.first_node_id..=last_node_id`).
+    pub fn file_node_range(&self, path: &str) -> Result<(i64, i64)> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT first_node_id, last_node_id FROM files WHERE path = ?1")?
+            .query_row([path], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?
+            .unwrap_or((1, 0)))
+    }
+}
