@@ -79,6 +79,8 @@ fn fixture_files() -> Vec<(PathBuf, String)> {
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", root.display()))
         .map(|e| e.expect("dir entry").path())
         .filter(|p| p.is_dir())
+        // `graph/` holds resolution fixtures (tests/graph.rs), not extraction ones.
+        .filter(|p| p.file_name().is_none_or(|n| n != "graph"))
         .collect();
     repos.sort();
     let mut files = Vec::new();

@@ -344,7 +344,40 @@ impl World {
             w.files[fi].facts = facts;
         }
         w.binding_scope = binding_scope;
+        // Rust: methods of `impl T` belong to the `T` the impl's scope sees
+        // (two private `State` structs in one crate keep their own methods).
+        let mut by_type: HashMap<(String, String), Vec<usize>> = HashMap::new();
+        for (i, s) in w.syms.iter().enumerate() {
+            if !is_function(s.node_type) || w.files[s.file].language != Language::Rust {
+                continue;
+            }
+            let Some(p) = w.parent_of(i) else { continue };
+            if w.syms[p].node_type != NodeType::Impl {
+                continue;
+            }
+            let t = w.type_of_impl(p);
+            if t != p {
+                by_type
+                    .entry(("#".into(), t.to_string()))
+                    .or_default()
+                    .push(i);
+            }
+        }
+        w.owned.extend(by_type);
         w
+    }
+
+    /// Methods declared away from type `t` (Go receivers, Rust impl blocks).
+    fn owned_methods(&self, t: usize) -> &[usize] {
+        let ts = &self.syms[t];
+        if self.files[ts.file].language == Language::Rust
+            && let Some(v) = self.owned.get(&("#".to_string(), t.to_string()))
+        {
+            return v;
+        }
+        self.owned
+            .get(&(self.scope_key(ts.file), ts.name.clone()))
+            .map_or(&[], Vec::as_slice)
     }
 
     /// The package / crate a file belongs to, for methods declared away from their type.
@@ -490,7 +523,14 @@ impl World {
                     }
                     out.extend(found);
                 }
-                if out.is_empty() && vals.is_empty() && kind == SiteKind::Call {
+                // Unknown receiver: guess only when even its root is unknown (a
+                // pattern or closure binding). A known root whose member has an
+                // external type (`self.text.len()`, text: String) is external.
+                let root_unknown = || {
+                    let root = r.split('.').next().unwrap_or_default();
+                    root == r || self.eval(cx, root, 0).is_empty()
+                };
+                if out.is_empty() && vals.is_empty() && kind == SiteKind::Call && root_unknown() {
                     // Unknown receiver: a method name defined once in the repository.
                     if let Some(only) = self.unique_method(cx.file, name) {
                         return (vec![only], How::UniqueName);
@@ -588,28 +628,15 @@ impl World {
             .filter(|&c| self.syms[c].name == name && self.syms[c].node_type != NodeType::Impl)
             .collect();
         let lang = self.files[ts.file].language;
-        if out.is_empty()
-            && matches!(lang, Language::Go | Language::Rust)
-            && ts.node_type != NodeType::Impl
-        {
-            let key = (self.scope_key(ts.file), ts.name.clone());
+        if out.is_empty() && matches!(lang, Language::Go | Language::Rust) {
+            let owner = if ts.node_type == NodeType::Impl {
+                self.type_of_impl(t)
+            } else {
+                t
+            };
             out.extend(
-                self.owned
-                    .get(&key)
-                    .into_iter()
-                    .flatten()
-                    .copied()
-                    .filter(|&m| self.syms[m].name == name),
-            );
-        }
-        if ts.node_type == NodeType::Impl && out.is_empty() {
-            // `self` inside an impl: the type's methods anywhere in the crate.
-            let key = (self.scope_key(ts.file), ts.name.clone());
-            out.extend(
-                self.owned
-                    .get(&key)
-                    .into_iter()
-                    .flatten()
+                self.owned_methods(owner)
+                    .iter()
                     .copied()
                     .filter(|&m| self.syms[m].name == name),
             );

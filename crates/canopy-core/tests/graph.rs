@@ -1,0 +1,202 @@
+//! Resolution fixtures: every file under `tests/fixtures/graph/<language>/`
+//! is indexed, and each line annotated `calls: A B` (after `#` or `//`)
+//! must have resolved call edges to exactly the units with those qualified
+//! names; `calls: ?` means no call on the line resolves (external or
+//! unknown receiver). A new case is a new annotated line.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use canopy_core::graph::nav::TargetMatch;
+use canopy_core::index::NoProgress;
+use canopy_core::{Engine, EngineOptions};
+
+fn fixture(lang: &str) -> (tempfile::TempDir, PathBuf) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/graph")
+        .join(lang);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dst = tmp.path().join(lang);
+    copy_dir(&src, &dst);
+    (tmp, dst)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read fixture") {
+        let p = e.expect("entry").path();
+        let target = to.join(p.file_name().expect("name"));
+        if p.is_dir() {
+            copy_dir(&p, &target);
+        } else {
+            std::fs::copy(&p, &target).expect("copy");
+        }
+    }
+}
+
+/// (path, line) → expected callee qualified names (empty: none resolves).
+fn annotations(root: &Path) -> BTreeMap<(String, u32), BTreeSet<String>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).expect("read") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                if p.file_name().is_some_and(|n| n != ".canopy") {
+                    stack.push(p);
+                }
+                continue;
+            }
+            let rel = p
+                .strip_prefix(root)
+                .expect("under root")
+                .to_string_lossy()
+                .replace('\\', "/");
+            let text = std::fs::read_to_string(&p).expect("utf-8 fixture");
+            for (i, line) in text.lines().enumerate() {
+                let Some((_, ann)) = line.split_once("calls: ") else {
+                    continue;
+                };
+                let names: BTreeSet<String> = ann
+                    .split_whitespace()
+                    .filter(|n| *n != "?")
+                    .map(str::to_string)
+                    .collect();
+                out.insert((rel.clone(), i as u32 + 1), names);
+            }
+        }
+    }
+    out
+}
+
+fn resolved_calls(engine: &Engine) -> BTreeMap<(String, u32), BTreeSet<String>> {
+    let edges = engine.graph(|g| g.export_edges()).expect("export");
+    let mut out: BTreeMap<(String, u32), BTreeSet<String>> = BTreeMap::new();
+    for e in edges {
+        if e.kind == "call" && e.status == "resolved" {
+            out.entry((e.path, e.line))
+                .or_default()
+                .insert(e.dst_qualified.unwrap_or_default());
+        }
+    }
+    out
+}
+
+fn check(lang: &str) {
+    let (_tmp, root) = fixture(lang);
+    let engine = Engine::open(&root, EngineOptions::default()).expect("open");
+    engine.index(None, &NoProgress).expect("index");
+    let expected = annotations(&root);
+    assert!(expected.len() >= 5, "{lang}: too few annotations");
+    let got = resolved_calls(&engine);
+    let mut failures = Vec::new();
+    for (site, want) in &expected {
+        let have = got.get(site).cloned().unwrap_or_default();
+        if &have != want {
+            failures.push(format!(
+                "{}:{}: expected {want:?}, resolved {have:?}",
+                site.0, site.1
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{lang}:\n{}", failures.join("\n"));
+}
+
+#[test]
+fn python_annotations_hold() {
+    check("python");
+}
+
+#[test]
+fn typescript_annotations_hold() {
+    check("typescript");
+}
+
+#[test]
+fn rust_annotations_hold() {
+    check("rust");
+}
+
+#[test]
+fn go_annotations_hold() {
+    check("go");
+}
+
+#[test]
+fn editing_one_file_re_resolves_the_files_that_used_it() {
+    let (_tmp, root) = fixture("python");
+    let engine = Engine::open(&root, EngineOptions::default()).expect("open");
+    engine.index(None, &NoProgress).expect("index");
+    let before = resolved_calls(&engine);
+    let site = ("app.py".to_string(), 15);
+    assert_eq!(
+        before.get(&site),
+        Some(&BTreeSet::from(["Lexer.parse".to_string()]))
+    );
+    // A no-change run changes no edge.
+    engine.index(None, &NoProgress).expect("index again");
+    assert_eq!(resolved_calls(&engine), before);
+
+    // Remove Lexer.parse in models.py: app.py (not re-parsed) must lose its edge.
+    let models = root.join("pkg/models.py");
+    let text = std::fs::read_to_string(&models).expect("read");
+    let edited = text.replace("    def parse(self):\n        return None\n", "");
+    assert_ne!(text, edited);
+    std::fs::write(&models, edited).expect("write");
+    let report = engine.index(None, &NoProgress).expect("reindex");
+    assert_eq!(report.files_indexed, 1);
+    let after = resolved_calls(&engine);
+    assert_eq!(after.get(&site), None, "stale edge to a removed method");
+    // Edges into unchanged definitions of the edited file still resolve (followed by handle).
+    assert_eq!(
+        after.get(&("app.py".to_string(), 11)),
+        Some(&BTreeSet::from(["Parser.parse".to_string()]))
+    );
+
+    // Add it back: the unresolved site resolves again.
+    std::fs::write(&models, text).expect("write");
+    engine.index(None, &NoProgress).expect("reindex");
+    assert_eq!(resolved_calls(&engine).get(&site), before.get(&site));
+}
+
+#[test]
+fn answers_say_which_kind_of_empty_they_are() {
+    let (_tmp, root) = fixture("python");
+    let engine = Engine::open(&root, EngineOptions::default()).expect("open");
+    engine.index(None, &NoProgress).expect("index");
+    engine
+        .graph(|g| {
+            let callers = g.callers("Parser.parse", 2, 50)?;
+            assert!(
+                callers
+                    .nodes
+                    .iter()
+                    .any(|n| n.qualified_name.as_deref() == Some("main"))
+            );
+            assert!(callers.empty.is_none());
+            let none = g.callers("NoSuchThing.at_all", 1, 50)?;
+            assert_eq!(
+                none.empty,
+                Some(canopy_core::graph::nav::Empty::TargetNotFound)
+            );
+            // `parse` names methods of two classes: the target is ambiguous.
+            let amb = g.callers("parse", 1, 50)?;
+            assert!(amb.candidates.len() >= 2 && amb.nodes.is_empty());
+            assert!(matches!(
+                g.resolve_target("Lexer.tokens")?,
+                TargetMatch::One(_)
+            ));
+            let callees = g.callees("main", 1, 50)?;
+            assert!(
+                callees
+                    .nodes
+                    .iter()
+                    .any(|n| n.qualified_name.as_deref() == Some("make"))
+            );
+            assert!(callees.unresolved_count >= 1, "json.dumps stays unresolved");
+            let unres = g.callers("dumps", 1, 50);
+            assert!(unres.is_ok());
+            Ok(())
+        })
+        .expect("graph");
+}
