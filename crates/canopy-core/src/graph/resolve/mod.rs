@@ -826,7 +826,7 @@ impl World {
             }
             _ => self.lookup(cx, head, depth).0,
         };
-        if called {
+        if called && !matches!(vals.first(), Some(Val::Super(_))) {
             vals = self.call_result(&vals, depth);
         }
         for seg in segs {
@@ -857,17 +857,28 @@ impl World {
             match v {
                 Val::Class(c) => out.push(Val::Inst(self.type_of_impl(*c))),
                 Val::Func(f) => {
-                    let Some(ret) = self.returns.get(f) else {
-                        // Python/TS constructors: `Foo.create()` unknown; nothing.
+                    let s = &self.syms[*f];
+                    // Overloads share a qualified name: any of them may carry the annotation.
+                    let ret = self.returns.get(f).or_else(|| {
+                        self.file_syms[s.file].iter().find_map(|&o| {
+                            let os = &self.syms[o];
+                            (o != *f && os.qualified_name == s.qualified_name)
+                                .then(|| self.returns.get(&o))
+                                .flatten()
+                        })
+                    });
+                    let Some(ret) = ret else {
                         continue;
                     };
-                    let s = &self.syms[*f];
                     let cx = Ctx {
                         file: s.file,
-                        byte: s.start,
+                        byte: s.end.saturating_sub(1),
                         scope: *f,
                     };
-                    out.extend(self.eval_type(&cx, ret, depth + 1));
+                    match ret.strip_prefix('=') {
+                        Some(value) => out.extend(self.eval(&cx, value, depth + 1)),
+                        None => out.extend(self.eval_type(&cx, ret, depth + 1)),
+                    }
                 }
                 _ => {}
             }
@@ -1006,6 +1017,8 @@ impl World {
                     };
                     let vals = if b.is_type {
                         self.eval_type(&bcx, &b.expr, depth + 1)
+                    } else if let Some(p) = b.expr.strip_prefix("@param:") {
+                        self.fixture(fi, p, depth + 1)
                     } else if b.expr != name {
                         self.eval(&bcx, &b.expr, depth + 1)
                     } else {
@@ -1082,6 +1095,57 @@ impl World {
             }
         }
         (Vec::new(), How::None)
+    }
+
+    /// A pytest fixture a test parameter names: a top-level function of that
+    /// name in the test's file or a `conftest.py` above it; its value is what it returns.
+    fn fixture(&self, fi: usize, name: &str, depth: u32) -> Vec<Val> {
+        let path = &self.files[fi].path;
+        if self.files[fi].language != Language::Python {
+            return Vec::new();
+        }
+        let file_name = path.rsplit('/').next().unwrap_or_default();
+        let is_test = file_name.starts_with("test_")
+            || file_name.ends_with("_test.py")
+            || file_name == "conftest.py";
+        if !is_test {
+            return Vec::new();
+        }
+        let mut places = vec![fi];
+        let mut dir = dir_of(path);
+        loop {
+            let conftest = if dir.is_empty() {
+                "conftest.py".to_string()
+            } else {
+                format!("{dir}/conftest.py")
+            };
+            if let Some(&f) = self.file_by_path.get(&conftest) {
+                places.push(f);
+            }
+            if dir.is_empty() {
+                break;
+            }
+            dir = dir_of(dir);
+        }
+        for f in places {
+            let Some(fu) = self.file_unit[f] else {
+                continue;
+            };
+            let found = self
+                .children
+                .get(&fu)
+                .into_iter()
+                .flatten()
+                .copied()
+                .find(|&c| {
+                    let s = &self.syms[c];
+                    s.name == name && s.node_type == NodeType::Function
+                });
+            if let Some(fx) = found {
+                return self.call_result(&[Val::Func(fx)], depth);
+            }
+        }
+        Vec::new()
     }
 
     /// Top-level definitions of a file named `name`, then what it imports (re-exports) under that name.

@@ -60,7 +60,7 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
         "generic_type" | "subscript" => {
             let head = n.named_child(0)?;
             let name = cx.t(head);
-            if name.ends_with("Optional") || name.ends_with("Type") || name.ends_with("Union") {
+            if name.ends_with("Optional") || name.ends_with("Union") {
                 let inner = n.named_child(1)?;
                 let inner = if inner.kind() == "type_parameter" {
                     inner.named_child(0)?
@@ -68,12 +68,36 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
                     inner
                 };
                 type_expr(cx, inner)
-            } else {
+            } else if name.ends_with("Type") || name.ends_with("Callable") {
                 None
+            } else {
+                // `ParamType[t.Any]` → `ParamType`; builtins (`list[X]`) simply do not resolve.
+                expr(cx, head)
             }
         }
         _ => None,
     }
+}
+
+/// The first `return X` / `yield X` directly in a function body (not in a nested function).
+fn returned_value(cx: &Cx, body: Node) -> Option<String> {
+    let mut stack = vec![body];
+    while let Some(n) = stack.pop() {
+        match n.kind() {
+            "function_definition" | "class_definition" | "lambda" => continue,
+            "return_statement" | "yield" => {
+                if let Some(v) = n.named_child(0).and_then(|v| expr(cx, v)) {
+                    return Some(v);
+                }
+                continue;
+            }
+            _ => {}
+        }
+        let mut c = n.walk();
+        let kids: Vec<Node> = n.named_children(&mut c).collect();
+        stack.extend(kids.into_iter().rev());
+    }
+    None
 }
 
 fn is_declaration_name(n: Node, parent: Node) -> bool {
@@ -234,12 +258,34 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             }
         }
         "function_definition" => {
-            if let (Some(name), Some(r)) = (
-                n.child_by_field_name("name"),
-                n.child_by_field_name("return_type"),
-            ) {
+            let Some(name) = n.child_by_field_name("name") else {
+                return;
+            };
+            if let Some(r) = n.child_by_field_name("return_type") {
                 let t = type_expr(cx, r);
                 cx.def_fact(name, t, DefFactKind::Returns);
+            } else if let Some(body) = n.child_by_field_name("body") {
+                // Unannotated: what the body returns, as a value (`=` marks a value expression).
+                let v = returned_value(cx, body).map(|v| format!("={v}"));
+                cx.def_fact(name, v, DefFactKind::Returns);
+            }
+            // Unannotated parameters shadow outer names (and may be pytest fixtures).
+            if let Some(params) = n.child_by_field_name("parameters") {
+                let mut c = params.walk();
+                for p in params.named_children(&mut c) {
+                    let id = match p.kind() {
+                        "identifier" => Some(p),
+                        "default_parameter" => p.child_by_field_name("name"),
+                        _ => None,
+                    };
+                    if let Some(id) = id {
+                        let pname = cx.t(id).to_string();
+                        if pname != "self" && pname != "cls" {
+                            let marker = Some(format!("@param:{pname}"));
+                            cx.bind(p.start_byte(), &pname, marker, false, false);
+                        }
+                    }
+                }
             }
         }
         "class_definition" => {
