@@ -3,6 +3,7 @@
 //! This crate only translates arguments into engine calls and results into
 //! text or JSON; every behaviour lives in `canopy-core`.
 
+mod graph_cmd;
 mod output;
 mod remote;
 
@@ -89,6 +90,8 @@ enum Command {
     Mcp(canopy_mcp::McpArgs),
     /// Run the multi-repo HTTP service.
     Serve(canopy_service::ServeArgs),
+    #[command(flatten)]
+    Graph(graph_cmd::GraphCommand),
 }
 
 #[derive(Args, Debug)]
@@ -241,7 +244,7 @@ fn run_remote(cli: Cli, url: &str) -> anyhow::Result<()> {
         Command::Status { path } => {
             remote::Remote::connect(url, token, &start_dir(global, path)?)?.status()
         }
-        Command::Invalidate { .. } | Command::Mcp(_) | Command::Serve(_) => {
+        Command::Invalidate { .. } | Command::Mcp(_) | Command::Serve(_) | Command::Graph(_) => {
             anyhow::bail!("this command does not work with --service-url; run it without the flag")
         }
     }
@@ -295,6 +298,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Mcp(mut args) => {
             args.engine_options = engine_options(global);
             canopy_mcp::run_stdio(args)
+        }
+        Command::Graph(cmd) => {
+            let engine = open_engine(global, None)?;
+            graph_cmd::run(&engine, cmd, global.json)
         }
         Command::Serve(mut args) => {
             args.engine_options = engine_options(global);

@@ -77,6 +77,9 @@ pub struct GraphNode {
     pub how: String,
     /// Sites (`path:line:col`) of the edges into this node, at most 5.
     pub sites: Vec<String>,
+    /// The node it was reached from (the target for depth 1), for drawing the graph.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<HandleId>,
 }
 
 /// An unresolved site: where, and the name it calls.
@@ -554,6 +557,7 @@ impl<'s> Graph<'s> {
             status: status_name(e.status).to_string(),
             how: How::name(e.how).to_string(),
             sites: Vec::new(),
+            parent: None,
         }
     }
 
@@ -587,6 +591,7 @@ impl<'s> Graph<'s> {
         let max_results = max_results.clamp(1, MAX_RESULTS);
         let mut seen: HashSet<i64> = HashSet::from([t.rowid]);
         let mut found: Vec<(i64, u32, StoredEdge, Vec<String>)> = Vec::new();
+        let mut parents: HashMap<i64, i64> = HashMap::new();
         let mut index: HashMap<i64, usize> = HashMap::new();
         let mut queue = VecDeque::from([(t.rowid, 0u32)]);
         let mut paths: HashMap<i64, String> = HashMap::new();
@@ -644,6 +649,7 @@ impl<'s> Graph<'s> {
                     continue;
                 }
                 index.insert(other, found.len());
+                parents.insert(other, cur);
                 found.push((other, d + 1, e, vec![site]));
                 queue.push_back((other, d + 1));
             }
@@ -657,11 +663,19 @@ impl<'s> Graph<'s> {
             a.truncated = true;
         }
         let ids: Vec<i64> = found.iter().take(max_results).map(|f| f.0).collect();
+        let mut all_ids = ids.clone();
+        all_ids.extend(parents.values().copied());
+        all_ids.sort_unstable();
+        all_ids.dedup();
         let nodes: HashMap<i64, NodeRecord> = self
             .store
-            .nodes_by_rowids(&ids)?
+            .nodes_by_rowids(&all_ids)?
             .into_iter()
             .map(|n| (n.rowid, n))
+            .collect();
+        let parent_handles: HashMap<i64, HandleId> = nodes
+            .iter()
+            .filter_map(|(id, n)| Some((*id, HandleId::parse(&n.handle)?)))
             .collect();
         for (id, d, e, sites) in found.into_iter().take(max_results) {
             let Some(n) = nodes.get(&id) else { continue };
@@ -669,6 +683,13 @@ impl<'s> Graph<'s> {
             // Sites are in the source unit's file for incoming edges, the target unit's for outgoing.
             let site_file = if incoming { &n.file_path } else { &t.file_path };
             g.sites = sites.iter().map(|s| format!("{site_file}:{s}")).collect();
+            g.parent = parents.get(&id).and_then(|p| {
+                if *p == t.rowid {
+                    a.target.as_ref().map(|h| h.id.clone())
+                } else {
+                    parent_handles.get(p).cloned()
+                }
+            });
             a.nodes.push(g);
         }
         if incoming && let Some(name) = t.name.as_deref() {
