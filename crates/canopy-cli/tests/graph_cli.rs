@@ -1,0 +1,92 @@
+//! End-to-end: the graph subcommands of the real `canopy` binary on a copy of
+//! the Python resolution fixture (`tests/fixtures/graph/python`).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn canopy(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_canopy"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("CANOPY_ROOT")
+        .env_remove("CANOPY_SERVICE_URL")
+        .output()
+        .expect("run canopy")
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(o.status.success(), "stderr: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn fixture() -> tempfile::TempDir {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/graph/python");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    copy_dir(&src, tmp.path());
+    tmp
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read") {
+        let p = e.expect("entry").path();
+        let t = to.join(p.file_name().expect("name"));
+        if p.is_dir() {
+            copy_dir(&p, &t);
+        } else {
+            std::fs::copy(&p, &t).expect("copy");
+        }
+    }
+}
+
+#[test]
+fn callers_and_callees_in_text_json_dot_and_mermaid() {
+    let repo = fixture();
+    let dir = repo.path();
+    stdout(&canopy(dir, &["index", "--quiet"]));
+
+    let text = stdout(&canopy(dir, &["callers", "Parser.parse", "--depth", "2"]));
+    assert!(text.contains("callers of pkg/models.py"), "{text}");
+    assert!(text.contains("main  app.py"), "{text}");
+
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&canopy(dir, &["--json", "callees", "main"]))).expect("json");
+    let names: Vec<&str> = json["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter_map(|n| n["qualified_name"].as_str())
+        .collect();
+    assert!(names.contains(&"make") && names.contains(&"Parser.parse"), "{names:?}");
+    assert!(json["unresolved_count"].as_u64().unwrap_or(0) >= 1);
+
+    let dot = stdout(&canopy(dir, &["callers", "Parser.parse", "--format", "dot"]));
+    assert!(dot.starts_with("digraph") && dot.contains("->"), "{dot}");
+    let mermaid = stdout(&canopy(dir, &["callers", "Parser.parse", "--format", "mermaid"]));
+    assert!(mermaid.starts_with("flowchart") && mermaid.contains("-->"), "{mermaid}");
+}
+
+#[test]
+fn definition_path_references_and_kinds_of_empty() {
+    let repo = fixture();
+    let dir = repo.path();
+    stdout(&canopy(dir, &["index", "--quiet"]));
+
+    // `p.parse()` on line 11 of app.py: `parse` starts at column 6.
+    let def: serde_json::Value =
+        serde_json::from_str(&stdout(&canopy(dir, &["--json", "definition", "app.py:11:6"]))).expect("json");
+    assert_eq!(def["nodes"][0]["qualified_name"], "Parser.parse", "{def}");
+
+    let path = stdout(&canopy(dir, &["path", "main", "Base.step"]));
+    assert!(path.contains("Parser.parse") && path.contains("Base.run"), "{path}");
+
+    let refs = stdout(&canopy(dir, &["references", "Lexer"]));
+    assert!(refs.contains("app.py") && refs.contains("pkg/models.py"), "{refs}");
+
+    let missing = stdout(&canopy(dir, &["callers", "Nope.nothing"]));
+    assert!(missing.contains("target not found"), "{missing}");
+    let ambiguous = stdout(&canopy(dir, &["callers", "parse"]));
+    assert!(ambiguous.contains("ambiguous target"), "{ambiguous}");
+    let bad = canopy(dir, &["definition", "app.py:x"]);
+    assert!(!bad.status.success());
+}
