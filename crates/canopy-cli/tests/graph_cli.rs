@@ -15,7 +15,11 @@ fn canopy(dir: &Path, args: &[&str]) -> Output {
 }
 
 fn stdout(o: &Output) -> String {
-    assert!(o.status.success(), "stderr: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -57,13 +61,25 @@ fn callers_and_callees_in_text_json_dot_and_mermaid() {
         .iter()
         .filter_map(|n| n["qualified_name"].as_str())
         .collect();
-    assert!(names.contains(&"make") && names.contains(&"Parser.parse"), "{names:?}");
+    assert!(
+        names.contains(&"make") && names.contains(&"Parser.parse"),
+        "{names:?}"
+    );
     assert!(json["unresolved_count"].as_u64().unwrap_or(0) >= 1);
 
-    let dot = stdout(&canopy(dir, &["callers", "Parser.parse", "--format", "dot"]));
+    let dot = stdout(&canopy(
+        dir,
+        &["callers", "Parser.parse", "--format", "dot"],
+    ));
     assert!(dot.starts_with("digraph") && dot.contains("->"), "{dot}");
-    let mermaid = stdout(&canopy(dir, &["callers", "Parser.parse", "--format", "mermaid"]));
-    assert!(mermaid.starts_with("flowchart") && mermaid.contains("-->"), "{mermaid}");
+    let mermaid = stdout(&canopy(
+        dir,
+        &["callers", "Parser.parse", "--format", "mermaid"],
+    ));
+    assert!(
+        mermaid.starts_with("flowchart") && mermaid.contains("-->"),
+        "{mermaid}"
+    );
 }
 
 #[test]
@@ -73,15 +89,24 @@ fn definition_path_references_and_kinds_of_empty() {
     stdout(&canopy(dir, &["index", "--quiet"]));
 
     // `p.parse()` on line 11 of app.py: `parse` starts at column 6.
-    let def: serde_json::Value =
-        serde_json::from_str(&stdout(&canopy(dir, &["--json", "definition", "app.py:11:6"]))).expect("json");
+    let def: serde_json::Value = serde_json::from_str(&stdout(&canopy(
+        dir,
+        &["--json", "definition", "app.py:11:6"],
+    )))
+    .expect("json");
     assert_eq!(def["nodes"][0]["qualified_name"], "Parser.parse", "{def}");
 
     let path = stdout(&canopy(dir, &["path", "main", "Base.step"]));
-    assert!(path.contains("Parser.parse") && path.contains("Base.run"), "{path}");
+    assert!(
+        path.contains("Parser.parse") && path.contains("Base.run"),
+        "{path}"
+    );
 
     let refs = stdout(&canopy(dir, &["references", "Lexer"]));
-    assert!(refs.contains("app.py") && refs.contains("pkg/models.py"), "{refs}");
+    assert!(
+        refs.contains("app.py") && refs.contains("pkg/models.py"),
+        "{refs}"
+    );
 
     let missing = stdout(&canopy(dir, &["callers", "Nope.nothing"]));
     assert!(missing.contains("target not found"), "{missing}");

@@ -126,6 +126,18 @@ impl Engine {
         f(&graph)
     }
 
+    /// Answers one graph navigation request ([`crate::graph::request`]) over
+    /// one read snapshot. The graph needs the whole repository: callers read
+    /// from a partial index would be silently incomplete, so front ends call
+    /// [`Engine::index`] first when [`Engine::is_complete`] is false.
+    pub fn graph_request(
+        &self,
+        request: &crate::graph::request::GraphRequest,
+    ) -> Result<crate::graph::nav::GraphAnswer> {
+        request.validate()?;
+        self.graph(|g| g.run(request))
+    }
+
     /// Path of the index database.
     pub fn db_path(&self) -> &Path {
         &self.inner.db_path

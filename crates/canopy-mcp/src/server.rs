@@ -104,6 +104,14 @@ impl CanopyServer {
                 }
                 run(&repo, move |e| e.refine(&params)).await.and_then(json)
             }
+            ToolName::Graph => {
+                let request = args.graph_request()?;
+                request.validate()?;
+                ensure_complete(&repo, &progress).await?;
+                run(&repo, move |e| e.graph_request(&request))
+                    .await
+                    .and_then(json)
+            }
             ToolName::Index => {
                 let glob = args.glob;
                 index_with_progress(&repo, progress, move |e, p| e.index(glob.as_deref(), p))
@@ -232,6 +240,20 @@ async fn ensure_indexed(
         }
     })
     .await?;
+    Ok(())
+}
+
+/// Indexes the whole repository unless its index is complete: graph answers
+/// read from a partial (lazily started) index would silently miss callers.
+async fn ensure_complete(repo: &Arc<Repo>, progress: &Progress) -> Result<(), ToolError> {
+    if run(repo, |e| Ok(e.is_indexed()? && e.is_complete()?)).await? {
+        return Ok(());
+    }
+    let _first = repo.first_index.lock().await;
+    if run(repo, |e| Ok(e.is_indexed()? && e.is_complete()?)).await? {
+        return Ok(());
+    }
+    index_with_progress(repo, progress.clone(), move |e, p| e.index(None, p)).await?;
     Ok(())
 }
 

@@ -15,6 +15,7 @@
 
 use std::sync::Arc;
 
+use canopy_core::graph::request::{GraphOp, GraphRequest};
 use canopy_core::pack::PackParams;
 use canopy_core::query::{MatchMode, QueryKind, QueryParams};
 use canopy_core::resultset::RefineParams;
@@ -41,15 +42,18 @@ pub(crate) enum ToolName {
     Invalidate,
     /// `canopy_refine`: filter, intersect and page a server-side result set.
     Refine,
+    /// `canopy_graph`: callers, callees, references, definition, … over resolved edges.
+    Graph,
 }
 
 impl ToolName {
     /// Every tool, in the order `tools/list` shows them.
-    pub(crate) const ALL: [ToolName; 7] = [
+    pub(crate) const ALL: [ToolName; 8] = [
         ToolName::EvidencePack,
         ToolName::Query,
         ToolName::Expand,
         ToolName::Refine,
+        ToolName::Graph,
         ToolName::Status,
         ToolName::Index,
         ToolName::Invalidate,
@@ -65,6 +69,7 @@ impl ToolName {
             ToolName::Status => "canopy_status",
             ToolName::Invalidate => "canopy_invalidate",
             ToolName::Refine => "canopy_refine",
+            ToolName::Graph => "canopy_graph",
         }
     }
 
@@ -113,6 +118,15 @@ impl ToolName {
                  canopy_query or canopy_evidence_pack with result_set=true) plus glob, kind, term \
                  (all words must match), query (intersect with a DSL query), offset/limit to page. \
                  Returns handles and a new result_set. ResultSetNotFound -> re-run the query."
+            }
+            ToolName::Graph => {
+                "Code graph over references resolved to their definitions (not name matches). \
+                 op: callers/callees (depth 1-10, transitive), references, type_usages, \
+                 definition (target=path:line:col, col 0-based), path (shortest call chain \
+                 target -> to). target: Type.method, Type::method, pkg.Name or path:line:col. \
+                 Returns handles with depth, edge_kind, confidence. ambiguous -> retry with one \
+                 candidate's path:line. empty.kind: resolved (truly none), unresolved (sites \
+                 named like the target could not be resolved; listed), target_not_found."
             }
         }
     }
@@ -188,6 +202,17 @@ impl ToolName {
                 }),
                 vec!["path", "result_set"],
             ),
+            ToolName::Graph => (
+                json!({
+                    "path": path,
+                    "op": {"type": "string", "enum": GraphOp::ALL.map(GraphOp::as_str)},
+                    "target": {"type": "string", "minLength": 1},
+                    "to": {"type": "string", "description": "op=path: end symbol"},
+                    "depth": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1},
+                    "max_results": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
+                }),
+                vec!["path", "op", "target"],
+            ),
         };
         json!({"type": "object", "properties": properties, "required": required})
     }
@@ -235,6 +260,11 @@ pub(crate) struct Args {
     pub result_set: Option<Value>,
     pub term: Option<String>,
     pub offset: Option<usize>,
+    pub op: Option<String>,
+    pub target: Option<String>,
+    pub to: Option<String>,
+    pub depth: Option<u32>,
+    pub max_results: Option<usize>,
 }
 
 impl Args {
@@ -275,6 +305,24 @@ impl Args {
             offset: self.offset,
             limit: self.limit,
         }
+    }
+
+    /// The `canopy_graph` request; an unknown `op` is a validation error naming the valid ones.
+    pub(crate) fn graph_request(&self) -> Result<GraphRequest, ToolError> {
+        let op = self.op.as_deref().unwrap_or_default();
+        let op = GraphOp::from_name(op).ok_or_else(|| {
+            ToolError::InvalidArguments(format!(
+                "unknown op {op:?} for canopy_graph; one of: {}",
+                GraphOp::ALL.map(GraphOp::as_str).join(", ")
+            ))
+        })?;
+        Ok(GraphRequest {
+            op,
+            target: self.target.clone().unwrap_or_default(),
+            to: self.to.clone(),
+            depth: self.depth,
+            max_results: self.max_results,
+        })
     }
 
     /// The `canopy_evidence_pack` parameters.

@@ -9,9 +9,10 @@ use common::*;
 use rmcp::model::ProtocolVersion;
 use serde_json::{Value, json};
 
-const TOOLS: [&str; 7] = [
+const TOOLS: [&str; 8] = [
     "canopy_evidence_pack",
     "canopy_expand",
+    "canopy_graph",
     "canopy_index",
     "canopy_invalidate",
     "canopy_query",

@@ -1,0 +1,158 @@
+//! End-to-end tests of `canopy_graph`: the real `canopy mcp` binary driven
+//! by the real rmcp client over stdio, on a repository where two classes
+//! both have a `parse` method, so name matching would merge their callers.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+
+const MODELS: &str = "class Parser:
+    def parse(self):
+        return helper()
+
+
+class Lexer:
+    def parse(self):
+        return None
+
+
+def helper():
+    return 1
+";
+
+const APP: &str = "from models import Parser, Lexer
+
+
+def use_parser(p: Parser):
+    return p.parse()
+
+
+def use_lexer():
+    lx = Lexer()
+    return lx.parse()
+
+
+def unrelated(x):
+    return x.parse()
+";
+
+fn repo() -> Repo {
+    Repo::with_files(&[("models.py", MODELS), ("app.py", APP)])
+}
+
+fn names(answer: &Value) -> Vec<String> {
+    let mut out: Vec<String> = answer["nodes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("nodes: {answer}"))
+        .iter()
+        .map(|n| {
+            n["qualified_name"]
+                .as_str()
+                .unwrap_or_else(|| panic!("qualified_name: {n}"))
+                .to_string()
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn callers_follow_resolved_edges_not_names() {
+    let repo = repo();
+    let client = connect().await;
+    let path = repo.path();
+    let graph = |args: Value| {
+        let mut args = args;
+        args["path"] = json!(path);
+        call(&client, "canopy_graph", args)
+    };
+
+    // Parser.parse is called from use_parser only; Lexer.parse from use_lexer.
+    let parser = ok_json(&graph(json!({"op": "callers", "target": "Parser.parse"})).await);
+    assert_eq!(names(&parser), ["use_parser"], "{parser}");
+    let node = &parser["nodes"][0];
+    assert_eq!(node["handle"]["file_path"], "app.py", "{node}");
+    assert_eq!(node["depth"], 1);
+    assert_eq!(node["edge_kind"], "call");
+    assert!(
+        node["handle"]["id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with('h'))
+    );
+    // The call on an untyped parameter is reported, not guessed.
+    assert_eq!(parser["unresolved_count"], 1, "{parser}");
+    assert_eq!(parser["unresolved"][0]["line"], 14, "{parser}");
+    let lexer = ok_json(&graph(json!({"op": "callers", "target": "Lexer.parse"})).await);
+    assert_eq!(names(&lexer), ["use_lexer"], "{lexer}");
+
+    // A bare name shared by two methods is ambiguous: candidates, no guess.
+    let ambiguous = ok_json(&graph(json!({"op": "callers", "target": "parse"})).await);
+    assert!(
+        ambiguous["nodes"].as_array().is_some_and(Vec::is_empty),
+        "{ambiguous}"
+    );
+    assert!(
+        ambiguous["candidates"]
+            .as_array()
+            .is_some_and(|c| c.len() == 2),
+        "{ambiguous}"
+    );
+
+    // Transitive callees: use_parser -> Parser.parse -> helper.
+    let callees =
+        ok_json(&graph(json!({"op": "callees", "target": "use_parser", "depth": 2})).await);
+    assert_eq!(names(&callees), ["Parser.parse", "helper"], "{callees}");
+
+    // Shortest call path.
+    let chain =
+        ok_json(&graph(json!({"op": "path", "target": "use_parser", "to": "helper"})).await);
+    assert_eq!(names(&chain), ["Parser.parse", "helper"], "{chain}");
+
+    // Definition at a position: `p.parse()` on line 5, col 13 of app.py.
+    let def = ok_json(&graph(json!({"op": "definition", "target": "app.py:5:13"})).await);
+    assert_eq!(names(&def), ["Parser.parse"], "{def}");
+
+    // Kinds of empty: nothing calls use_parser; an unknown target.
+    let none = ok_json(&graph(json!({"op": "callers", "target": "use_parser"})).await);
+    assert_eq!(none["empty"]["kind"], "resolved", "{none}");
+    let missing = ok_json(&graph(json!({"op": "callers", "target": "NoSuchThing"})).await);
+    assert_eq!(missing["empty"]["kind"], "target_not_found", "{missing}");
+
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_graph_requests_are_validation_errors_with_hints() {
+    let repo = repo();
+    let client = connect().await;
+    let path = repo.path();
+    let bad_op = call(
+        &client,
+        "canopy_graph",
+        json!({"path": path, "op": "whatever", "target": "x"}),
+    )
+    .await;
+    let err = err_json(&bad_op, "Validation");
+    assert!(
+        err["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("callers")),
+        "{err}"
+    );
+    let no_to = call(
+        &client,
+        "canopy_graph",
+        json!({"path": path, "op": "path", "target": "use_parser"}),
+    )
+    .await;
+    err_json(&no_to, "Validation");
+    let bad_pos = call(
+        &client,
+        "canopy_graph",
+        json!({"path": path, "op": "definition", "target": "Parser.parse"}),
+    )
+    .await;
+    err_json(&bad_pos, "Validation");
+    client.cancel().await.expect("close");
+}
