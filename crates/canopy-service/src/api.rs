@@ -80,6 +80,21 @@ pub struct QueryRequest {
     pub params: QueryParams,
 }
 
+/// `POST /graph` body: the repo, a graph navigation request, and optionally
+/// the generation the caller's target came from (409 when it is no longer
+/// current, 400 when it is newer than any the service has served).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct GraphHttpRequest {
+    /// Repo id or name.
+    pub repo: String,
+    /// Generation of the handle or position the target was taken from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u64>,
+    /// op, target, to, depth, max_results.
+    #[serde(flatten)]
+    pub request: canopy_core::graph::request::GraphRequest,
+}
+
 /// `POST /evidence_pack` body: the repo, an optional session and the pack parameters.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct PackRequest {

@@ -24,8 +24,8 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::{
-    AddRepoRequest, EventsResponse, ExpandRequest, PackRequest, QueryRequest, ReindexRequest,
-    SESSION_HEADER,
+    AddRepoRequest, EventsResponse, ExpandRequest, GraphHttpRequest, PackRequest, QueryRequest,
+    ReindexRequest, SESSION_HEADER,
 };
 use crate::error::ApiError;
 use crate::service::Service;
@@ -50,6 +50,7 @@ fn table() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
         ("POST", "/reindex", post(reindex)),
         ("POST", "/query", post(query)),
         ("POST", "/evidence_pack", post(evidence_pack)),
+        ("POST", "/graph", post(graph)),
         ("POST", "/expand", post(expand)),
         ("GET", "/status", get(status)),
         ("GET", "/events", get(events)),
@@ -238,6 +239,12 @@ async fn reindex(State(svc): State<AppState>, body: Body) -> Result<Response, Ap
 async fn query(State(svc): State<AppState>, body: Body) -> Result<Response, ApiError> {
     let req: QueryRequest = parse_json(&svc, body)?;
     let out = blocking(&svc, move |s| s.query(req)).await?;
+    Ok(Json(out).into_response())
+}
+
+async fn graph(State(svc): State<AppState>, body: Body) -> Result<Response, ApiError> {
+    let req: GraphHttpRequest = parse_json(&svc, body)?;
+    let out = blocking(&svc, move |s| s.graph(req)).await?;
     Ok(Json(out).into_response())
 }
 

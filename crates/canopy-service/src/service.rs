@@ -53,8 +53,8 @@ use tokio::sync::watch;
 
 use crate::api::{
     AddRepoRequest, AddRepoResponse, EventsResponse, ExpandRequest, ExpandResponse,
-    ExpandedContent, HealthResponse, PackRequest, QueryRequest, ReindexRequest, ReindexResponse,
-    RepoHealth, RepoStatusView, RepoView, RunProgressView, StatusResponse,
+    ExpandedContent, GraphHttpRequest, HealthResponse, PackRequest, QueryRequest, ReindexRequest,
+    ReindexResponse, RepoHealth, RepoStatusView, RepoView, RunProgressView, StatusResponse,
 };
 use crate::config::Config;
 use crate::error::ApiError;
@@ -866,6 +866,37 @@ impl Service {
         Ok(value)
     }
 
+    /// `POST /graph`: one navigation request over the last complete generation.
+    pub fn graph(&self, req: GraphHttpRequest) -> Result<Value, ApiError> {
+        let entry = self.lookup(&req.repo)?;
+        req.request.validate()?;
+        let (engine, generation, commit_sha) = self.serving(&entry)?;
+        match req.generation {
+            Some(given) if given > generation => {
+                return Err(ApiError::Validation(format!(
+                    "generation {given} is newer than the current generation {generation} of {}; \
+                     pass a generation from a response of this service",
+                    entry.id
+                )));
+            }
+            Some(given) if given != generation => {
+                self.metrics.stale_rejection();
+                return Err(ApiError::StaleGeneration {
+                    ids: req.request.target.clone(),
+                    given,
+                    current: generation,
+                });
+            }
+            _ => {}
+        }
+        let answer = engine.graph_request(&req.request)?;
+        let returned = answer.nodes.len();
+        let mut value = serde_json::to_value(&answer).map_err(ApiError::internal)?;
+        annotate_graph(&mut value, &entry.id, generation, &commit_sha);
+        self.metrics.returned(&entry.id, returned, &[]);
+        Ok(value)
+    }
+
     /// `POST /evidence_pack`.
     pub fn evidence_pack(
         &self,
@@ -1251,6 +1282,40 @@ fn annotate(value: &mut Value, repo_id: &str, generation: u64, commit_sha: &Opti
     obj.insert("repo_id".into(), json!(repo_id));
     obj.insert("generation".into(), json!(generation));
     obj.insert("commit_sha".into(), json!(commit_sha));
+}
+
+/// [`annotate`] for graph answers: every handle (target, candidates, each
+/// node's) is tagged, so any of them can be expanded with its generation.
+fn annotate_graph(value: &mut Value, repo_id: &str, generation: u64, commit_sha: &Option<String>) {
+    let tag = |h: &mut Value| {
+        if let Some(h) = h.as_object_mut() {
+            h.insert("source".into(), json!("service"));
+            h.insert("commit_sha".into(), json!(commit_sha));
+            h.insert("generation".into(), json!(generation));
+        }
+    };
+    if let Some(obj) = value.as_object_mut() {
+        if let Some(t) = obj.get_mut("target") {
+            tag(t);
+        }
+        for key in ["candidates", "nodes"] {
+            for item in obj
+                .get_mut(key)
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                if key == "nodes" {
+                    if let Some(h) = item.get_mut("handle") {
+                        tag(h);
+                    }
+                } else {
+                    tag(item);
+                }
+            }
+        }
+    }
+    annotate(value, repo_id, generation, commit_sha);
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

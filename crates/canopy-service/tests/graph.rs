@@ -1,0 +1,118 @@
+//! End-to-end tests of `POST /graph`: the real `canopy serve` binary over
+//! loopback, a git repository where two types share a method name.
+
+mod common;
+
+use common::{Opts, Repo, Server, WAIT, add_and_index, assert_error, post};
+use serde_json::{Value, json};
+
+fn repo() -> Repo {
+    Repo::new(&[
+        (
+            "src/lib.rs",
+            "pub mod shapes;\n\nuse crate::shapes::{Circle, Square};\n\npub fn area_of_square(s: &Square) -> f64 {\n    s.area()\n}\n\npub fn area_of_circle(c: &Circle) -> f64 {\n    c.area()\n}\n".into(),
+        ),
+        (
+            "src/shapes.rs",
+            "pub struct Square {\n    pub side: f64,\n}\n\npub struct Circle {\n    pub r: f64,\n}\n\nimpl Square {\n    pub fn area(&self) -> f64 {\n        self.side * self.side\n    }\n}\n\nimpl Circle {\n    pub fn area(&self) -> f64 {\n        3.14 * self.r * self.r\n    }\n}\n".into(),
+        ),
+    ])
+}
+
+fn qualified(answer: &Value) -> Vec<String> {
+    let mut names: Vec<String> = answer["nodes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("nodes: {answer}"))
+        .iter()
+        .map(|n| n["qualified_name"].as_str().unwrap_or_default().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn graph_answers_with_generations_and_409_when_stale() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &Opts::default());
+    let client = server.client();
+    let repo = repo();
+    let id = add_and_index(&client, &repo);
+
+    let resp = post(
+        &client,
+        "/graph",
+        &json!({"repo": id, "op": "callers", "target": "Square::area"}),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let answer: Value = resp.json().unwrap();
+    let names = qualified(&answer);
+    assert_eq!(names.len(), 1, "{answer}");
+    assert!(names[0].ends_with("area_of_square"), "{answer}");
+    assert_eq!(answer["generation"], 1);
+    assert_eq!(answer["target"]["generation"], 1, "{answer}");
+    assert_eq!(answer["nodes"][0]["handle"]["source"], "service");
+    assert_eq!(answer["nodes"][0]["handle"]["file_path"], "src/lib.rs");
+
+    // Ambiguous: both `area` methods are candidates; nothing is guessed.
+    let resp = post(
+        &client,
+        "/graph",
+        &json!({"repo": id, "op": "callers", "target": "area"}),
+    );
+    let answer: Value = resp.json().unwrap();
+    assert_eq!(
+        answer["candidates"].as_array().map(Vec::len),
+        Some(2),
+        "{answer}"
+    );
+    assert_eq!(
+        answer["nodes"].as_array().map(Vec::len),
+        Some(0),
+        "{answer}"
+    );
+
+    // The current generation passes; an older one is 409; a newer one is 400.
+    let current = post(
+        &client,
+        "/graph",
+        &json!({"repo": id, "op": "callees", "target": "area_of_circle", "generation": 1}),
+    );
+    assert_eq!(current.status, 200, "{}", current.text());
+    let callees: Value = current.json().unwrap();
+    let names = qualified(&callees);
+    assert_eq!(names.len(), 1, "{callees}");
+    assert!(names[0].contains("Circle"), "{callees}");
+    repo.write("src/extra.rs", "pub fn extra() {}\n");
+    repo.commit("extra");
+    client.reindex(&id, None).unwrap();
+    assert_eq!(client.wait_until_idle(&id, WAIT).unwrap().generation, 2);
+    let stale = post(
+        &client,
+        "/graph",
+        &json!({"repo": id, "op": "callers", "target": "Square::area", "generation": 1}),
+    );
+    assert_error(&stale, 409, "stale_generation");
+    let future = post(
+        &client,
+        "/graph",
+        &json!({"repo": id, "op": "callers", "target": "Square::area", "generation": 9}),
+    );
+    assert_error(&future, 400, "validation_error");
+
+    // Bad requests are 400 with a hint, never 500.
+    for body in [
+        json!({"repo": id, "op": "nope", "target": "x"}),
+        json!({"repo": id, "op": "path", "target": "area_of_square"}),
+        json!({"repo": id, "op": "definition", "target": "Square::area"}),
+        json!({"repo": id, "op": "callers", "target": ""}),
+    ] {
+        let resp = post(&client, "/graph", &body);
+        assert_eq!(resp.status, 400, "{body} -> {}", resp.text());
+    }
+    let unknown = post(
+        &client,
+        "/graph",
+        &json!({"repo": "no-such-repo", "op": "callers", "target": "x"}),
+    );
+    assert_error(&unknown, 404, "not_found");
+}
