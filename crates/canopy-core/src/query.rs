@@ -196,10 +196,21 @@ impl Hits {
         let mut seen = HashSet::new();
         self.nodes.retain(|n| seen.insert(n.rowid));
         let mut seen_refs = HashSet::new();
-        self.refs
-            .retain(|r| seen_refs.insert((r.file_path.clone(), r.start_byte, r.ref_type.clone())));
+        self.refs.retain(|r| seen_refs.insert(ref_key(r)));
         self
     }
+}
+
+/// What makes two reference records the same reference. Not the start
+/// byte alone: in `x.strip().split()` both calls start at `x`.
+fn ref_key(r: &RefRecord) -> (String, usize, usize, String, String) {
+    (
+        r.file_path.clone(),
+        r.start_byte,
+        r.end_byte,
+        r.name.clone(),
+        r.ref_type.clone(),
+    )
 }
 
 /// Evaluates expressions against one store.
@@ -389,15 +400,10 @@ impl Evaluator<'_> {
                     .filter(|p| !p.nodes.is_empty() || p.refs.is_empty())
                     .map(|p| p.nodes.iter().map(|n| n.handle.as_str()).collect())
                     .collect();
-                let ref_sets: Vec<HashSet<(String, usize)>> = parts
+                let ref_sets: Vec<HashSet<_>> = parts
                     .iter()
                     .filter(|p| !p.refs.is_empty())
-                    .map(|p| {
-                        p.refs
-                            .iter()
-                            .map(|r| (r.file_path.clone(), r.start_byte))
-                            .collect()
-                    })
+                    .map(|p| p.refs.iter().map(ref_key).collect())
                     .collect();
                 let nodes = first
                     .nodes
@@ -411,9 +417,7 @@ impl Evaluator<'_> {
                         handle_sets
                             .iter()
                             .all(|s| s.contains(r.source_handle.as_str()))
-                            && ref_sets
-                                .iter()
-                                .all(|s| s.contains(&(r.file_path.clone(), r.start_byte)))
+                            && ref_sets.iter().all(|s| s.contains(&ref_key(r)))
                     })
                     .collect();
                 Hits { nodes, refs }

@@ -757,3 +757,43 @@ fn plain_text_search_counts_every_match_and_pages_like_the_general_path() {
     assert_eq!((none.total_matches, none.truncated), (0, false));
     assert!(none.handles.is_empty());
 }
+
+/// Issue 15 item 7: in `x.strip().split()` both calls start at the byte of
+/// `x`; a union of their references must keep both, and so must an
+/// intersection with a set that holds both.
+#[test]
+fn references_starting_at_the_same_byte_are_all_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "clean.py",
+        "def clean(x):\n    return x.strip().split()\n",
+    );
+    let e = Engine::open(dir.path(), EngineOptions::default()).unwrap();
+    e.index(None, &NoProgress).unwrap();
+    let dsl = |text: &str| {
+        q(
+            &e,
+            QueryParams {
+                query: Some(text.into()),
+                ..Default::default()
+            },
+        )
+    };
+    let names = |r: &QueryResult| {
+        let mut n: Vec<String> = r
+            .ref_handles
+            .iter()
+            .flatten()
+            .map(|h| h.name.clone())
+            .collect();
+        n.sort();
+        n
+    };
+    let both = dsl(r#"(union (references "strip") (references "split"))"#);
+    assert_eq!(names(&both), ["split", "strip"], "{both:?}");
+    let again = dsl(
+        r#"(intersect (union (references "strip") (references "split")) (union (references "split") (references "strip")))"#,
+    );
+    assert_eq!(names(&again), ["split", "strip"], "{again:?}");
+}
