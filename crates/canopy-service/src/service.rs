@@ -947,6 +947,20 @@ impl Service {
             )));
         }
         let (engine, generation, commit_sha) = self.serving(&entry)?;
+        // A generation this service never issued is a client bug, not a
+        // stale handle: re-querying would not help, so it is a 400.
+        if let Some(future) = req
+            .handles
+            .iter()
+            .find(|h| h.generation().is_some_and(|g| g > generation))
+        {
+            return Err(ApiError::Validation(format!(
+                "handle {} carries generation {}, newer than the current generation {generation}; \
+                 pass the generation a response of this service gave",
+                future.id(),
+                future.generation().unwrap_or_default()
+            )));
+        }
         let stale: Vec<&crate::api::HandleRef> = req
             .handles
             .iter()

@@ -165,6 +165,13 @@ fn generation_bumps_only_when_the_index_changes() {
         &json!({"repo": id, "handles": [{"id": old_id, "generation": 1}]}),
     );
     assert_error(&resp, 409, "stale_generation");
+    // A generation from the future was never issued: 400, not 409.
+    let resp = post(
+        &client,
+        "/expand",
+        &json!({"repo": id, "handles": [{"id": old_id, "generation": 7}]}),
+    );
+    assert_error(&resp, 400, "validation_error");
     // Re-querying gives generation-2 handles that expand fine.
     let result = client.query(&id, &symbol("brand_new_function")).unwrap();
     let h = &result["handles"][0];
