@@ -319,3 +319,24 @@ fn service_url_sends_commands_to_a_running_service() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the Canopy service"));
 }
+
+/// Issue 15 item 3: a thousand copies of one word are one search; too many
+/// distinct patterns are a clear error, not minutes of work.
+#[test]
+fn repeated_patterns_are_searched_once_and_too_many_are_refused() {
+    let dir = git_repo();
+    let one = json(dir.path(), &["query", "--patterns", "token", "--json"]);
+    let mut args = vec!["query", "--json", "--patterns"];
+    args.extend(std::iter::repeat_n("token", 1000));
+    let many = json(dir.path(), &args);
+    assert_eq!(one["total_matches"], many["total_matches"]);
+    assert_eq!(one["handles"], many["handles"]);
+
+    let words: Vec<String> = (0..40).map(|i| format!("word{i}")).collect();
+    let mut args = vec!["query", "--patterns"];
+    args.extend(words.iter().map(String::as_str));
+    let out = canopy(dir.path(), &args);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("at most 32"), "{stderr}");
+}

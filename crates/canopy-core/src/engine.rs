@@ -26,6 +26,9 @@ use crate::resultset::{RefineParams, RefineResult, ResultSets};
 use crate::session::SessionStore;
 use crate::store::{SCHEMA_VERSION, Store, meta_keys};
 
+/// Default [`EngineOptions::time_budget`].
+pub const DEFAULT_TIME_BUDGET: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Settings that apply to every operation of an engine.
 #[derive(Clone, Debug)]
 pub struct EngineOptions {
@@ -35,6 +38,10 @@ pub struct EngineOptions {
     /// (default `true`). Front ends that own indexing themselves (the HTTP
     /// service) turn this off.
     pub auto_index: bool,
+    /// Longest a query, pack, refine or graph request may run before it is
+    /// stopped with [`CanopyError::TimeBudget`] (default 30 s; the service
+    /// uses its request timeout, so no work outlives the answer).
+    pub time_budget: std::time::Duration,
 }
 
 impl Default for EngineOptions {
@@ -42,6 +49,7 @@ impl Default for EngineOptions {
         EngineOptions {
             max_file_size: DEFAULT_MAX_FILE_SIZE,
             auto_index: true,
+            time_budget: DEFAULT_TIME_BUDGET,
         }
     }
 }
@@ -121,9 +129,11 @@ impl Engine {
         &self,
         f: impl FnOnce(&crate::graph::nav::Graph<'_>) -> Result<R>,
     ) -> Result<R> {
+        let budget = self.inner.options.time_budget;
         let store = lock(&self.inner.reader);
-        let graph = crate::graph::nav::Graph::new(&store, self.root());
-        f(&graph)
+        let snapshot = store.read_snapshot_within(budget)?;
+        let graph = crate::graph::nav::Graph::new(&snapshot, self.root());
+        f(&graph).map_err(|e| e.or_budget(budget))
     }
 
     /// Answers one graph navigation request ([`crate::graph::request`]) over
@@ -319,10 +329,12 @@ impl Engine {
     /// (see [`Engine::prepare_for`]); `index_coverage` is set while the index is partial.
     pub fn query(&self, params: &QueryParams) -> Result<QueryResult> {
         params.validate()?;
+        params.check_text_limits()?;
         let coverage = self.prepare_for(params)?;
+        let budget = self.inner.options.time_budget;
         let store = lock(&self.inner.reader);
-        let snapshot = store.read_snapshot()?;
-        let mut result = execute(&snapshot, self, params)?;
+        let snapshot = store.read_snapshot_within(budget)?;
+        let mut result = execute(&snapshot, self, params).map_err(|e| e.or_budget(budget))?;
         result.index_coverage = coverage;
         Ok(result)
     }
@@ -340,9 +352,10 @@ impl Engine {
             .map(|s| lock(&self.inner.sessions).snapshot(s))
             .unwrap_or_default();
         let mut pack = {
+            let budget = self.inner.options.time_budget;
             let store = lock(&self.inner.reader);
-            let snapshot = store.read_snapshot()?;
-            crate::pack::build(&snapshot, params, &memory)?
+            let snapshot = store.read_snapshot_within(budget)?;
+            crate::pack::build(&snapshot, params, &memory).map_err(|e| e.or_budget(budget))?
         };
         let ranked = std::mem::take(&mut pack.ranked);
         if params.query.result_set == Some(true) {
@@ -364,9 +377,12 @@ impl Engine {
     /// Refines a result set server-side: filter by glob, kind or term,
     /// intersect with another query, page. Returns a new result set id.
     pub fn refine(&self, params: &RefineParams) -> Result<RefineResult> {
+        let budget = self.inner.options.time_budget;
         let store = lock(&self.inner.reader);
+        let snapshot = store.read_snapshot_within(budget)?;
         let mut sets = lock(&self.inner.result_sets);
-        crate::resultset::refine(&mut sets, &store, self, params)
+        crate::resultset::refine(&mut sets, &snapshot, self, params)
+            .map_err(|e| e.or_budget(budget))
     }
 
     /// [`Engine::expand`], remembering the expansion in the session's convergence memory.

@@ -69,6 +69,12 @@ pub enum CanopyError {
     /// `git` could not be run or failed.
     #[error("git failed: {0}")]
     Git(String),
+    /// A request ran past its time budget and was stopped.
+    #[error("the request ran past its time budget of {millis} ms and was stopped")]
+    TimeBudget {
+        /// The budget, in milliseconds.
+        millis: u64,
+    },
     /// A bug or an invariant violation; reported, never panicked on.
     #[error("internal error: {0}")]
     Internal(String),
@@ -89,6 +95,7 @@ impl CanopyError {
             CanopyError::Database(_) => "Database",
             CanopyError::Io { .. } => "Io",
             CanopyError::Git(_) => "Git",
+            CanopyError::TimeBudget { .. } => "TimeBudgetExceeded",
             CanopyError::Internal(_) => "Internal",
         }
     }
@@ -121,7 +128,25 @@ impl CanopyError {
             }
             CanopyError::Io { .. } => "check that the path exists and is readable",
             CanopyError::Git(_) => "check that git is installed and the repository is valid",
+            CanopyError::TimeBudget { .. } => {
+                "narrow the request: a symbol instead of text, a glob, fewer or rarer words"
+            }
             CanopyError::Internal(_) => "this is a bug in canopy; please report it",
+        }
+    }
+
+    /// `self`, or [`CanopyError::TimeBudget`] when it is SQLite's interrupt
+    /// (what a budget set by `Store::read_snapshot_within` raises).
+    pub(crate) fn or_budget(self, budget: std::time::Duration) -> Self {
+        match &self {
+            CanopyError::Database(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::OperationInterrupted) =>
+            {
+                CanopyError::TimeBudget {
+                    millis: budget.as_millis() as u64,
+                }
+            }
+            _ => self,
         }
     }
 

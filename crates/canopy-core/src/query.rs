@@ -41,6 +41,36 @@ pub const DEFAULT_LIMIT: usize = 16;
 pub const MAX_LIMIT: usize = 200;
 /// Most candidates any one search considers.
 pub const CANDIDATE_CAP: usize = 2_000;
+/// Most distinct `patterns` one request may give (duplicates, compared
+/// case-insensitively after trimming, count once).
+pub const MAX_PATTERNS: usize = 32;
+/// Most distinct words one text pattern may hold.
+pub const MAX_PATTERN_TERMS: usize = 64;
+
+/// The distinct non-empty patterns, first spelling kept, in request order.
+fn distinct_patterns(list: &[String]) -> Vec<&str> {
+    let mut seen = HashSet::new();
+    list.iter()
+        .map(|p| p.trim())
+        .filter(|p| !p.is_empty() && seen.insert(p.to_lowercase()))
+        .collect()
+}
+
+/// Rejects a text with more than [`MAX_PATTERN_TERMS`] distinct words:
+/// each word is a search clause, and a pasted log or file would make one
+/// request do the work of thousands.
+fn check_terms(what: &str, text: &str) -> Result<()> {
+    let mut seen = HashSet::new();
+    for word in crate::text::identifiers(text) {
+        if seen.insert(word.to_lowercase()) && seen.len() > MAX_PATTERN_TERMS {
+            return Err(CanopyError::Validation(format!(
+                "{what} has more than {MAX_PATTERN_TERMS} distinct words; search for the few \
+                 that identify the code (or use canopy_evidence_pack with the question)"
+            )));
+        }
+    }
+    Ok(())
+}
 
 /// `kind` parameter.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,6 +149,27 @@ impl QueryParams {
         if let Some(glob) = &self.glob {
             PathFilter::new(glob)?;
         }
+        if let Some(list) = &self.patterns {
+            let distinct = distinct_patterns(list).len();
+            if distinct > MAX_PATTERNS {
+                return Err(CanopyError::Validation(format!(
+                    "patterns has {distinct} distinct entries; at most {MAX_PATTERNS} are allowed"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The word limit of a text search (`canopy_query`; an evidence pack
+    /// picks its own key terms from a question of any length): at most
+    /// [`MAX_PATTERN_TERMS`] distinct words per pattern.
+    pub fn check_text_limits(&self) -> Result<()> {
+        if let Some(p) = &self.pattern {
+            check_terms("pattern", p)?;
+        }
+        for p in distinct_patterns(self.patterns.as_deref().unwrap_or_default()) {
+            check_terms("a pattern in patterns", p)?;
+        }
         Ok(())
     }
 
@@ -146,10 +197,10 @@ impl QueryParams {
                 parts.push(Expr::Grep(p));
             }
             if let Some(list) = &self.patterns {
-                let greps: Vec<Expr> = list
-                    .iter()
-                    .filter(|p| !p.trim().is_empty())
-                    .map(|p| Expr::Grep(p.clone()))
+                // Repeats add no matches, only work.
+                let greps: Vec<Expr> = distinct_patterns(list)
+                    .into_iter()
+                    .map(|p| Expr::Grep(p.to_string()))
                     .collect();
                 if !greps.is_empty() {
                     parts.push(match self.match_mode.unwrap_or_default() {

@@ -797,3 +797,108 @@ fn references_starting_at_the_same_byte_are_all_kept() {
     );
     assert_eq!(names(&again), ["split", "strip"], "{again:?}");
 }
+
+/// Issue 15 item 3: repeated patterns are searched once, too many distinct
+/// ones or too many words are refused with a clear error, and a request
+/// that runs past the time budget is stopped.
+#[test]
+fn repeated_and_numerous_terms_are_bounded() {
+    let (_d, e) = fixture();
+    let one = q(&e, pat("token"));
+    let many = q(
+        &e,
+        QueryParams {
+            patterns: Some(vec!["token".to_string(); 1000]),
+            ..Default::default()
+        },
+    );
+    assert_eq!(paths(&one), paths(&many));
+    assert_eq!(one.total_matches, many.total_matches);
+    // Case and surrounding spaces do not make a pattern distinct.
+    let mixed: Vec<String> = (0..500)
+        .map(|i| {
+            if i % 2 == 0 {
+                " Token ".into()
+            } else {
+                "token".into()
+            }
+        })
+        .collect();
+    let same = q(
+        &e,
+        QueryParams {
+            patterns: Some(mixed),
+            ..Default::default()
+        },
+    );
+    assert_eq!(paths(&one), paths(&same));
+
+    let distinct: Vec<String> = (0..=canopy_core::query::MAX_PATTERNS)
+        .map(|i| format!("word{i}"))
+        .collect();
+    let err = e
+        .query(&QueryParams {
+            patterns: Some(distinct),
+            ..Default::default()
+        })
+        .unwrap_err();
+    assert!(
+        matches!(err, CanopyError::Validation(ref m) if m.contains("at most 32")),
+        "{err}"
+    );
+
+    let long: String = (0..=canopy_core::query::MAX_PATTERN_TERMS)
+        .map(|i| format!("w{i} "))
+        .collect();
+    let err = e.query(&pat(&long)).unwrap_err();
+    assert!(
+        matches!(err, CanopyError::Validation(ref m) if m.contains("distinct words")),
+        "{err}"
+    );
+    // The same long text is fine as an evidence-pack question.
+    let pack = e
+        .evidence_pack(
+            &canopy_core::pack::PackParams {
+                query: pat(&format!("{long} token")),
+                ..Default::default()
+            },
+            None,
+        )
+        .unwrap();
+    assert!(pack.handles.len() <= 8);
+}
+
+#[test]
+fn a_request_past_its_time_budget_is_stopped_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..200 {
+        let body: String = (0..10)
+            .map(|k| format!("def marker_{i}_{k}(x):\n    return x + {k}  # marker\n\n"))
+            .collect();
+        write(dir.path(), &format!("pkg/m{i}.py"), &body);
+    }
+    let options = EngineOptions {
+        time_budget: std::time::Duration::ZERO,
+        ..EngineOptions::default()
+    };
+    let stopped = Engine::open(dir.path(), options).unwrap();
+    stopped.index(None, &NoProgress).unwrap();
+    let err = stopped.query(&pat("marker")).unwrap_err();
+    assert!(matches!(err, CanopyError::TimeBudget { .. }), "{err}");
+    assert_eq!(err.code(), "TimeBudgetExceeded");
+    // The connection is usable again afterwards: the same query on an
+    // engine with the default budget over the same index answers.
+    let normal = Engine::open(dir.path(), EngineOptions::default()).unwrap();
+    let r = normal.query(&pat("marker")).unwrap();
+    assert_eq!(r.total_matches, 2000);
+    let err = stopped.query(&sym("marker_1_1")).map(|_| ()).err();
+    // Tiny lookups may finish inside the first progress interval; either
+    // way nothing is left half-open: a later full query still fails cleanly.
+    if let Some(err) = err {
+        assert!(matches!(err, CanopyError::TimeBudget { .. }), "{err}");
+    }
+    assert!(matches!(
+        stopped.query(&pat("marker")).unwrap_err(),
+        CanopyError::TimeBudget { .. }
+    ));
+}

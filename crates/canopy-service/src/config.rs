@@ -177,6 +177,8 @@ impl Config {
             // The service's runner owns indexing: queries never index on their own.
             engine_options: EngineOptions {
                 auto_index: false,
+                // No query outlives its request: the work stops with the 503.
+                time_budget: Duration::from_secs(args.request_timeout_secs),
                 ..args.engine_options.clone()
             },
         })

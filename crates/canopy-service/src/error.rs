@@ -261,6 +261,7 @@ impl From<CanopyError> for ApiError {
                 hint: e.hint(),
             },
             CanopyError::Validation(message) => ApiError::Validation(message),
+            CanopyError::TimeBudget { millis } => ApiError::Timeout(millis.div_ceil(1000)),
             other => ApiError::internal(format!("{} ({})", other, other.code())),
         }
     }

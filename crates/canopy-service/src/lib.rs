@@ -86,8 +86,19 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .thread_name("canopy-serve")
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(serve(config))
+    let served = runtime.block_on(serve(config));
+    // Dropping the runtime would wait for every blocking task (a query
+    // still running on the blocking pool) to finish; a stopping service
+    // must not wait for them. Their work is bounded by the time budget
+    // anyway, and SQLite's WAL keeps the index consistent if the process
+    // exits mid-read.
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    served
 }
+
+/// How long a stopping service waits for in-flight requests before it
+/// exits anyway.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Binds, starts the [`Service`] and serves until a shutdown signal.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
@@ -99,10 +110,26 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     eprintln!("listening on http://{addr}");
     tracing::info!(%addr, "canopy service started");
     let app = http::router(service.clone());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal(service))
-        .await
-        .context("the HTTP server failed")?;
+    let (stopping_tx, stopping) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        shutdown_signal(service).await;
+        let _ = stopping_tx.send(());
+    });
+    // Graceful shutdown waits for open requests; after a signal, wait at
+    // most SHUTDOWN_GRACE for them, so SIGTERM always stops the service.
+    let deadline = async move {
+        if stopping.await.is_ok() {
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        served = server => served.context("the HTTP server failed")?,
+        _ = deadline => {
+            eprintln!("requests still open after {SHUTDOWN_GRACE:?}; exiting anyway");
+        }
+    }
     Ok(())
 }
 

@@ -208,6 +208,25 @@ impl Store {
         Ok(ReadSnapshot { store: self })
     }
 
+    /// [`Store::read_snapshot`] whose statements SQLite interrupts once
+    /// `budget` has passed (every statement then fails with
+    /// `SQLITE_INTERRUPT`, which `Engine` reports as a time-budget error),
+    /// so a request that would run for minutes stops instead of holding
+    /// memory and the read lock after its caller gave up.
+    pub fn read_snapshot_within(&self, budget: Duration) -> Result<ReadSnapshot<'_>> {
+        let deadline = std::time::Instant::now() + budget;
+        // Checked every few thousand VM steps: microseconds apart.
+        self.conn
+            .progress_handler(4_000, Some(move || std::time::Instant::now() >= deadline));
+        match self.read_snapshot() {
+            Ok(snapshot) => Ok(snapshot),
+            Err(e) => {
+                self.conn.progress_handler(0, None::<fn() -> bool>);
+                Err(e)
+            }
+        }
+    }
+
     /// Drops reference names and qualifiers no reference uses any more
     /// (no posting): one index probe per name, needed after rows were
     /// deleted (see `index::run_index` for when it runs).
@@ -263,6 +282,9 @@ impl std::ops::Deref for ReadSnapshot<'_> {
 
 impl Drop for ReadSnapshot<'_> {
     fn drop(&mut self) {
+        // A time budget (if any) ends with the snapshot, before the COMMIT it
+        // could otherwise interrupt.
+        self.store.conn.progress_handler(0, None::<fn() -> bool>);
         // A read transaction has nothing to roll back; ending it cannot lose data.
         let _ = self.store.conn.execute_batch("COMMIT");
     }

@@ -150,6 +150,25 @@ impl Server {
         let _ = self.child.wait();
     }
 
+    /// Sends SIGTERM and waits up to `within` for the process to exit;
+    /// returns whether it did.
+    pub fn terminate(&mut self, within: Duration) -> bool {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(sent, "kill -TERM {pid} failed");
+        let deadline = std::time::Instant::now() + within;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
     /// Everything the server wrote to stderr so far.
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()
