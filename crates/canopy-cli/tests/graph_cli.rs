@@ -15,7 +15,11 @@ fn canopy(dir: &Path, args: &[&str]) -> Output {
 }
 
 fn stdout(o: &Output) -> String {
-    assert!(o.status.success(), "stderr: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -57,13 +61,25 @@ fn callers_and_callees_in_text_json_dot_and_mermaid() {
         .iter()
         .filter_map(|n| n["qualified_name"].as_str())
         .collect();
-    assert!(names.contains(&"make") && names.contains(&"Parser.parse"), "{names:?}");
+    assert!(
+        names.contains(&"make") && names.contains(&"Parser.parse"),
+        "{names:?}"
+    );
     assert!(json["unresolved_count"].as_u64().unwrap_or(0) >= 1);
 
-    let dot = stdout(&canopy(dir, &["callers", "Parser.parse", "--format", "dot"]));
+    let dot = stdout(&canopy(
+        dir,
+        &["callers", "Parser.parse", "--format", "dot"],
+    ));
     assert!(dot.starts_with("digraph") && dot.contains("->"), "{dot}");
-    let mermaid = stdout(&canopy(dir, &["callers", "Parser.parse", "--format", "mermaid"]));
-    assert!(mermaid.starts_with("flowchart") && mermaid.contains("-->"), "{mermaid}");
+    let mermaid = stdout(&canopy(
+        dir,
+        &["callers", "Parser.parse", "--format", "mermaid"],
+    ));
+    assert!(
+        mermaid.starts_with("flowchart") && mermaid.contains("-->"),
+        "{mermaid}"
+    );
 }
 
 #[test]
@@ -73,15 +89,24 @@ fn definition_path_references_and_kinds_of_empty() {
     stdout(&canopy(dir, &["index", "--quiet"]));
 
     // `p.parse()` on line 11 of app.py: `parse` starts at column 6.
-    let def: serde_json::Value =
-        serde_json::from_str(&stdout(&canopy(dir, &["--json", "definition", "app.py:11:6"]))).expect("json");
+    let def: serde_json::Value = serde_json::from_str(&stdout(&canopy(
+        dir,
+        &["--json", "definition", "app.py:11:6"],
+    )))
+    .expect("json");
     assert_eq!(def["nodes"][0]["qualified_name"], "Parser.parse", "{def}");
 
     let path = stdout(&canopy(dir, &["path", "main", "Base.step"]));
-    assert!(path.contains("Parser.parse") && path.contains("Base.run"), "{path}");
+    assert!(
+        path.contains("Parser.parse") && path.contains("Base.run"),
+        "{path}"
+    );
 
     let refs = stdout(&canopy(dir, &["references", "Lexer"]));
-    assert!(refs.contains("app.py") && refs.contains("pkg/models.py"), "{refs}");
+    assert!(
+        refs.contains("app.py") && refs.contains("pkg/models.py"),
+        "{refs}"
+    );
 
     let missing = stdout(&canopy(dir, &["callers", "Nope.nothing"]));
     assert!(missing.contains("target not found"), "{missing}");
@@ -89,4 +114,51 @@ fn definition_path_references_and_kinds_of_empty() {
     assert!(ambiguous.contains("ambiguous target"), "{ambiguous}");
     let bad = canopy(dir, &["definition", "app.py:x"]);
     assert!(!bad.status.success());
+}
+
+#[test]
+fn whole_graph_commands() {
+    let repo = fixture();
+    let dir = repo.path();
+    stdout(&canopy(dir, &["index", "--quiet"]));
+
+    let impls = stdout(&canopy(dir, &["implementations", "Base"]));
+    assert!(impls.contains("Parser"), "{impls}");
+    let implements = stdout(&canopy(dir, &["implements", "Parser"]));
+    assert!(implements.contains("Base"), "{implements}");
+    let hier = stdout(&canopy(dir, &["type-hierarchy", "Base", "--depth", "2"]));
+    assert!(hier.contains("Parser"), "{hier}");
+    let impact = stdout(&canopy(dir, &["impact", "Base.step"]));
+    assert!(
+        impact.contains("Base.run") && impact.contains("needs review"),
+        "{impact}"
+    );
+    let deps = stdout(&canopy(dir, &["dependencies", "app.py"]));
+    assert!(deps.contains("app.py -> pkg/models.py"), "{deps}");
+    let dependents = stdout(&canopy(dir, &["dependents", "pkg", "--package"]));
+    assert!(dependents.contains(". -> pkg"), "{dependents}");
+    let hot: serde_json::Value =
+        serde_json::from_str(&stdout(&canopy(dir, &["--json", "hotspots", "--top", "2"])))
+            .expect("json");
+    assert_eq!(hot["hotspots"].as_array().map(Vec::len), Some(2));
+    let cycles = stdout(&canopy(dir, &["cycles"]));
+    assert!(
+        cycles.contains("pkg/cycle_a.py -> pkg/cycle_b.py"),
+        "{cycles}"
+    );
+    let unused = stdout(&canopy(dir, &["unused"]));
+    assert!(unused.contains("_orphan"), "{unused}");
+    let graph = stdout(&canopy(dir, &["dependency-graph", "--format", "mermaid"]));
+    assert!(
+        graph.starts_with("flowchart") && graph.contains("-->"),
+        "{graph}"
+    );
+    let dot = stdout(&canopy(
+        dir,
+        &["dependency-graph", "--package", "--format", "dot"],
+    ));
+    assert!(
+        dot.starts_with("digraph") && dot.contains("\".\" -> \"pkg\""),
+        "{dot}"
+    );
 }

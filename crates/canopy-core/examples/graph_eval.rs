@@ -28,7 +28,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let (mut calls, mut refs) = (0u64, 0u64);
     for e in &edges {
-        if e.status != "resolved" {
+        if e.status != "resolved" || e.how == "base" {
             continue;
         }
         refs += 1;

@@ -20,6 +20,7 @@
 
 pub mod facts;
 pub mod nav;
+pub mod ops;
 pub mod resolve;
 
 use crate::error::Result;

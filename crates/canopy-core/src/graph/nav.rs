@@ -108,6 +108,9 @@ pub struct GraphAnswer {
     pub candidates: Vec<Handle>,
     /// The nodes found.
     pub nodes: Vec<GraphNode>,
+    /// `impact` only: nodes that need review (transitive, ambiguous or guessed).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub review: Vec<GraphNode>,
     /// Sites that could not be resolved (for callers: sites calling the target's name; for callees: the target's unresolved calls).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub unresolved: Vec<UnresolvedSite>,
@@ -158,11 +161,13 @@ pub struct ExportEdge {
     pub dst_type: String,
     /// Confidence, 0..=100.
     pub confidence: u8,
+    /// How it was resolved (`base` marks a type relation, not a site; its line is 0).
+    pub how: String,
 }
 
 /// Graph queries over one read snapshot.
 pub struct Graph<'s> {
-    store: &'s Store,
+    pub(crate) store: &'s Store,
     root: PathBuf,
     texts: std::cell::RefCell<HashMap<String, Option<String>>>,
 }
@@ -252,7 +257,7 @@ impl<'s> Graph<'s> {
         }
     }
 
-    fn node(&self, id: i64) -> Result<Option<NodeRecord>> {
+    pub(crate) fn node(&self, id: i64) -> Result<Option<NodeRecord>> {
         Ok(self.store.nodes_by_rowids(&[id])?.into_iter().next())
     }
 
@@ -411,12 +416,13 @@ impl<'s> Graph<'s> {
         self.store.file_node_range(&file_unit.file_path)
     }
 
-    fn answer(&self, op: &str) -> GraphAnswer {
+    pub(crate) fn answer(&self, op: &str) -> GraphAnswer {
         GraphAnswer {
             op: op.to_string(),
             target: None,
             candidates: Vec::new(),
             nodes: Vec::new(),
+            review: Vec::new(),
             unresolved: Vec::new(),
             unresolved_count: 0,
             total: 0,
@@ -425,7 +431,11 @@ impl<'s> Graph<'s> {
         }
     }
 
-    fn with_target(&self, op: &str, target: &str) -> Result<(GraphAnswer, Option<NodeRecord>)> {
+    pub(crate) fn with_target(
+        &self,
+        op: &str,
+        target: &str,
+    ) -> Result<(GraphAnswer, Option<NodeRecord>)> {
         let mut a = self.answer(op);
         match self.resolve_target(target)? {
             TargetMatch::One(n) => {
@@ -547,7 +557,7 @@ impl<'s> Graph<'s> {
         Ok(a)
     }
 
-    fn graph_node(&self, n: &NodeRecord, depth: u32, e: &StoredEdge) -> GraphNode {
+    pub(crate) fn graph_node(&self, n: &NodeRecord, depth: u32, e: &StoredEdge) -> GraphNode {
         GraphNode {
             handle: self.handle(n),
             qualified_name: n.qualified_name.clone(),
@@ -818,6 +828,7 @@ impl<'s> Graph<'s> {
                 dst_qualified: d.qualified_name.clone(),
                 dst_type: d.node_type.clone(),
                 confidence: e.confidence,
+                how: How::name(e.how).to_string(),
             });
         }
         Ok(out)

@@ -481,3 +481,34 @@ impl Store {
             .unwrap_or((1, 0)))
     }
 }
+
+impl Store {
+    /// Every file's id, path and node id range, by path.
+    pub fn file_ranges(&self) -> Result<Vec<(i64, String, i64, i64)>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, path, first_node_id, last_node_id FROM files ORDER BY path",
+        )?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Ids of the definitions graph analyses look at (functions, methods, types).
+    pub fn definition_ids(&self) -> Result<Vec<i64>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id FROM nodes WHERE node_type IN ('function','method','class','struct','enum','trait','interface','type')",
+        )?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Names of unresolved call sites with their counts.
+    pub fn unresolved_name_counts(&self) -> Result<HashMap<String, u64>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT g.text, COUNT(*) FROM graph_names g JOIN edges e ON e.dst = -g.id GROUP BY g.text",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}

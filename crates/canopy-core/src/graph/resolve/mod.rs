@@ -87,6 +87,9 @@ pub enum How {
     UniqueName = 5,
     /// Nothing matched.
     None = 6,
+    /// Not a site: the source type extends or implements the target (bases,
+    /// `impl Trait for Type`, Go method sets that satisfy an interface).
+    Base = 7,
 }
 
 impl How {
@@ -99,6 +102,7 @@ impl How {
             3 => "inferred",
             4 => "inherited",
             5 => "unique_name",
+            7 => "base",
             _ => "none",
         }
     }
@@ -109,6 +113,7 @@ impl How {
             How::Inferred | How::Inherited => 90,
             How::UniqueName => 50,
             How::None => 0,
+            How::Base => 100,
         }
     }
 }
@@ -471,7 +476,81 @@ impl World {
                 name: site.name.clone(),
             });
         }
+        self.base_edges(fi, &mut out);
         out
+    }
+
+    /// Type relations of the class-like units of file `fi`: bases, traits an
+    /// `impl` implements, and (Go) the interfaces a type's method set satisfies.
+    fn base_edges(&self, fi: usize, out: &mut Vec<EdgeRow>) {
+        let lang = self.files[fi].language;
+        for &t in &self.file_syms[fi] {
+            let ts = &self.syms[t];
+            if !is_classlike(ts.node_type) {
+                continue;
+            }
+            let mut targets: Vec<usize> = Vec::new();
+            if ts.node_type == NodeType::Impl {
+                if let Some(list) = self.impl_traits.get(&ts.name) {
+                    for (impl_sym, tr) in list.iter().filter(|(i, _)| *i == t) {
+                        let Some((_, tr)) = tr.split_once('\u{0}') else {
+                            continue;
+                        };
+                        let cx = Ctx {
+                            file: fi,
+                            byte: self.syms[*impl_sym].start,
+                            scope: self.parent_of(t).unwrap_or(t),
+                        };
+                        for v in self.eval_type(&cx, tr, 0) {
+                            if let Val::Inst(c) = v {
+                                targets.push(c);
+                            }
+                        }
+                    }
+                }
+            } else if self.bases.contains_key(&t) {
+                targets.extend(self.base_types(t, 0).into_iter().filter(|&b| b != t));
+            }
+            if lang == Language::Go && ts.node_type == NodeType::Struct {
+                let methods: HashSet<&str> = self
+                    .owned_methods(t)
+                    .iter()
+                    .map(|&m| self.syms[m].name.as_str())
+                    .collect();
+                if !methods.is_empty() {
+                    for (i, s) in self.syms.iter().enumerate() {
+                        if s.node_type != NodeType::Interface || self.files[s.file].language != lang
+                        {
+                            continue;
+                        }
+                        let wanted: Vec<&str> = self
+                            .children
+                            .get(&i)
+                            .into_iter()
+                            .flatten()
+                            .map(|&m| self.syms[m].name.as_str())
+                            .collect();
+                        if !wanted.is_empty() && wanted.iter().all(|m| methods.contains(m)) {
+                            targets.push(i);
+                        }
+                    }
+                }
+            }
+            targets.sort_unstable();
+            targets.dedup();
+            for b in targets {
+                out.push(EdgeRow {
+                    src: ts.id,
+                    target: Target::Resolved(self.syms[b].id),
+                    kind: SiteKind::Type,
+                    how: How::Base,
+                    confidence: How::Base.confidence(),
+                    line: 0,
+                    col: 0,
+                    name: self.syms[b].name.clone(),
+                });
+            }
+        }
     }
 
     /// The unit a site's edge starts from: the innermost named definition
