@@ -19,9 +19,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let started = std::time::Instant::now();
     let report = engine.index(None, &NoProgress)?;
     eprintln!(
-        "{corpus}: {} files indexed in {} ms (wall {} ms)",
+        "{corpus}: {} files indexed in {} ms (resolution {} ms of it; wall {} ms)",
         report.files_indexed,
         report.duration_ms,
+        report.graph_resolve_ms,
         started.elapsed().as_millis()
     );
     let edges = engine.graph(|g| g.export_edges())?;
