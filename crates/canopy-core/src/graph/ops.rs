@@ -499,7 +499,9 @@ impl Graph<'_> {
             .into_iter()
             .filter_map(|e| e.dst)
             .collect();
-        let unresolved = self.store.unresolved_name_counts()?;
+        // Names some raw reference uses: a definition with such a name may be
+        // used through a site resolution could not bind.
+        let unresolved = self.store.used_ref_names()?;
         let ids: Vec<i64> = self
             .store
             .definition_ids()?
@@ -521,10 +523,7 @@ impl Graph<'_> {
             {
                 continue;
             }
-            if n.name
-                .as_deref()
-                .is_some_and(|x| unresolved.contains_key(x))
-            {
+            if n.name.as_deref().is_some_and(|x| unresolved.contains(x)) {
                 maybe_used += 1;
                 continue;
             }
