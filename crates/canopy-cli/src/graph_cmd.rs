@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 
 use anyhow::Context;
 use canopy_core::Engine;
-use canopy_core::graph::nav::{DEFAULT_MAX_RESULTS, Empty, GraphAnswer};
+use canopy_core::graph::nav::{DEFAULT_MAX_RESULTS, Empty, GraphAnswer, MAX_RESULTS};
+use canopy_core::graph::ops::{DepAnswer, Level};
 use canopy_core::index::NoProgress;
 use clap::{Args, Subcommand, ValueEnum};
 
@@ -33,6 +34,211 @@ pub enum GraphCommand {
         /// End.
         to: String,
     },
+    /// Types that extend or implement TARGET.
+    Implementations(TargetArgs),
+    /// Types TARGET extends or implements.
+    Implements(TargetArgs),
+    /// Supertypes and subtypes of TARGET.
+    TypeHierarchy(TraverseArgs),
+    /// What must change (direct users) and what needs review if TARGET changes.
+    Impact(TargetArgs),
+    /// Files (or packages, --package) TARGET depends on.
+    Dependencies(DepArgs),
+    /// Files (or packages) that depend on TARGET.
+    Dependents(DepArgs),
+    /// Units with the most callers plus callees.
+    Hotspots {
+        /// How many.
+        #[arg(long, default_value_t = 20)]
+        top: usize,
+    },
+    /// Dependency cycles between files (or packages, --package), Tarjan SCC.
+    Cycles {
+        /// Packages (directories) instead of files.
+        #[arg(long)]
+        package: bool,
+    },
+    /// Definitions nothing resolved uses (candidates; tests, entry points and public API left out).
+    Unused {
+        /// Include public (exported) definitions.
+        #[arg(long)]
+        include_public: bool,
+        /// Most candidates.
+        #[arg(long, default_value_t = DEFAULT_MAX_RESULTS)]
+        max_results: usize,
+    },
+    /// The file (or package) dependency graph, heaviest edges first.
+    DependencyGraph {
+        /// Only paths under this prefix.
+        prefix: Option<String>,
+        /// Packages (directories) instead of files.
+        #[arg(long)]
+        package: bool,
+        /// Most edges.
+        #[arg(long, default_value_t = DEFAULT_MAX_RESULTS)]
+        max_results: usize,
+        /// Output format for people (`--json` wins).
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+}
+
+/// A file or package target.
+#[derive(Args, Debug)]
+pub struct DepArgs {
+    /// A file path, or a directory with --package.
+    pub target: String,
+    /// Packages (directories) instead of files.
+    #[arg(long)]
+    pub package: bool,
+    /// Most nodes.
+    #[arg(long, default_value_t = DEFAULT_MAX_RESULTS)]
+    pub max_results: usize,
+}
+
+fn level(package: bool) -> Level {
+    if package { Level::Package } else { Level::File }
+}
+
+fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+fn dep_text(a: &DepAnswer, format: Format) -> String {
+    let mut s = String::new();
+    match format {
+        Format::Dot => {
+            s.push_str("digraph canopy {\n  rankdir=LR;\n");
+            for e in &a.edges {
+                let _ = writeln!(
+                    s,
+                    "  \"{}\" -> \"{}\" [label=\"{}\"];",
+                    e.from, e.to, e.weight
+                );
+            }
+            s.push('}');
+            return s;
+        }
+        Format::Mermaid => {
+            s.push_str("flowchart LR\n");
+            let ids: std::collections::BTreeMap<&str, usize> = a
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.name.as_str(), i))
+                .collect();
+            for (name, i) in &ids {
+                let _ = writeln!(s, "  n{i}[\"{name}\"]");
+            }
+            for e in &a.edges {
+                if let (Some(f), Some(t)) = (ids.get(e.from.as_str()), ids.get(e.to.as_str())) {
+                    let _ = writeln!(s, "  n{f} -->|{}| n{t}", e.weight);
+                }
+            }
+            return s.trim_end().to_string();
+        }
+        Format::Text => {}
+    }
+    for e in &a.edges {
+        let _ = writeln!(s, "{} -> {}  ({} uses)", e.from, e.to, e.weight);
+    }
+    match &a.empty {
+        Some(Empty::TargetNotFound) => s.push_str("target not found\n"),
+        Some(_) => s.push_str("resolved: none\n"),
+        None => {}
+    }
+    if a.truncated {
+        let _ = writeln!(s, "(truncated: {} in all)", a.total);
+    }
+    s.trim_end().to_string()
+}
+
+/// Runs the whole-graph commands; `None` when `cmd` is a navigation command.
+fn run_ops(engine: &Engine, cmd: &GraphCommand, json: bool) -> anyhow::Result<bool> {
+    match cmd {
+        GraphCommand::Dependencies(a) | GraphCommand::Dependents(a) => {
+            let outgoing = matches!(cmd, GraphCommand::Dependencies(_));
+            let ans = engine.graph(|g| {
+                if outgoing {
+                    g.dependencies(&a.target, level(a.package), a.max_results)
+                } else {
+                    g.dependents(&a.target, level(a.package), a.max_results)
+                }
+            })?;
+            if json {
+                print_json(&ans)?
+            } else {
+                println!("{}", dep_text(&ans, Format::Text))
+            }
+        }
+        GraphCommand::DependencyGraph {
+            prefix,
+            package,
+            max_results,
+            format,
+        } => {
+            let ans = engine
+                .graph(|g| g.dependency_graph(level(*package), prefix.as_deref(), *max_results))?;
+            if json {
+                print_json(&ans)?
+            } else {
+                println!("{}", dep_text(&ans, *format))
+            }
+        }
+        GraphCommand::Cycles { package } => {
+            let ans = engine.graph(|g| g.circular_dependencies(level(*package), MAX_RESULTS))?;
+            if json {
+                print_json(&ans)?
+            } else if ans.cycles.is_empty() {
+                println!("no cycles");
+            } else {
+                for c in &ans.cycles {
+                    println!("cycle ({}): {}", c.len(), c.join(" -> "));
+                }
+            }
+        }
+        GraphCommand::Hotspots { top } => {
+            let ans = engine.graph(|g| g.hotspots(*top))?;
+            if json {
+                print_json(&ans)?
+            } else {
+                for h in &ans.hotspots {
+                    println!(
+                        "{:>4} in {:>4} out  {}  {}:{}  {}",
+                        h.fan_in,
+                        h.fan_out,
+                        h.qualified_name.as_deref().unwrap_or(&h.handle.node_type),
+                        h.handle.file_path,
+                        h.handle.line_range[0],
+                        h.handle.id
+                    );
+                }
+            }
+        }
+        GraphCommand::Unused {
+            include_public,
+            max_results,
+        } => {
+            let ans = engine.graph(|g| g.unused_symbols(*include_public, *max_results))?;
+            if json {
+                print_json(&ans)?
+            } else {
+                for h in &ans.candidates {
+                    println!(
+                        "{}:{}  {}  {}",
+                        h.file_path, h.line_range[0], h.id, h.preview
+                    );
+                }
+                println!(
+                    "{} candidates; {} more left out because unresolved call sites share their name",
+                    ans.total, ans.maybe_used
+                );
+            }
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
 
 /// A target and a result cap.
@@ -74,6 +280,9 @@ pub fn run(engine: &Engine, cmd: GraphCommand, json: bool) -> anyhow::Result<()>
     if !engine.is_indexed()? {
         engine.index(None, &NoProgress)?;
     }
+    if run_ops(engine, &cmd, json)? {
+        return Ok(());
+    }
     let (answer, format) = match cmd {
         GraphCommand::Callers(a) => (
             engine.graph(|g| g.callers(&a.target.target, a.depth, a.target.max_results))?,
@@ -99,6 +308,23 @@ pub fn run(engine: &Engine, cmd: GraphCommand, json: bool) -> anyhow::Result<()>
             )
         }
         GraphCommand::Path { from, to } => (engine.graph(|g| g.path(&from, &to))?, Format::Text),
+        GraphCommand::Implementations(a) => (
+            engine.graph(|g| g.implementations(&a.target, a.max_results))?,
+            Format::Text,
+        ),
+        GraphCommand::Implements(a) => (
+            engine.graph(|g| g.implements(&a.target, a.max_results))?,
+            Format::Text,
+        ),
+        GraphCommand::TypeHierarchy(a) => (
+            engine.graph(|g| g.type_hierarchy(&a.target.target, a.depth, a.target.max_results))?,
+            a.format,
+        ),
+        GraphCommand::Impact(a) => (
+            engine.graph(|g| g.impact(&a.target, a.max_results))?,
+            Format::Text,
+        ),
+        _ => anyhow::bail!("unhandled graph command"),
     };
     let out = if json {
         serde_json::to_string_pretty(&answer)?
@@ -172,6 +398,21 @@ fn text(a: &GraphAnswer) -> String {
             n.how,
             n.confidence
         );
+    }
+    if !a.review.is_empty() {
+        s.push_str("needs review:\n");
+        for n in &a.review {
+            let _ = writeln!(
+                s,
+                "  {}  {}:{}  {}  [{} {}%]",
+                n.qualified_name.as_deref().unwrap_or(&n.handle.node_type),
+                n.handle.file_path,
+                n.handle.line_range[0],
+                n.handle.id,
+                n.how,
+                n.confidence
+            );
+        }
     }
     match &a.empty {
         Some(Empty::TargetNotFound) => s.push_str("target not found\n"),

@@ -115,3 +115,50 @@ fn definition_path_references_and_kinds_of_empty() {
     let bad = canopy(dir, &["definition", "app.py:x"]);
     assert!(!bad.status.success());
 }
+
+#[test]
+fn whole_graph_commands() {
+    let repo = fixture();
+    let dir = repo.path();
+    stdout(&canopy(dir, &["index", "--quiet"]));
+
+    let impls = stdout(&canopy(dir, &["implementations", "Base"]));
+    assert!(impls.contains("Parser"), "{impls}");
+    let implements = stdout(&canopy(dir, &["implements", "Parser"]));
+    assert!(implements.contains("Base"), "{implements}");
+    let hier = stdout(&canopy(dir, &["type-hierarchy", "Base", "--depth", "2"]));
+    assert!(hier.contains("Parser"), "{hier}");
+    let impact = stdout(&canopy(dir, &["impact", "Base.step"]));
+    assert!(
+        impact.contains("Base.run") && impact.contains("needs review"),
+        "{impact}"
+    );
+    let deps = stdout(&canopy(dir, &["dependencies", "app.py"]));
+    assert!(deps.contains("app.py -> pkg/models.py"), "{deps}");
+    let dependents = stdout(&canopy(dir, &["dependents", "pkg", "--package"]));
+    assert!(dependents.contains(". -> pkg"), "{dependents}");
+    let hot: serde_json::Value =
+        serde_json::from_str(&stdout(&canopy(dir, &["--json", "hotspots", "--top", "2"])))
+            .expect("json");
+    assert_eq!(hot["hotspots"].as_array().map(Vec::len), Some(2));
+    let cycles = stdout(&canopy(dir, &["cycles"]));
+    assert!(
+        cycles.contains("pkg/cycle_a.py -> pkg/cycle_b.py"),
+        "{cycles}"
+    );
+    let unused = stdout(&canopy(dir, &["unused"]));
+    assert!(unused.contains("_orphan"), "{unused}");
+    let graph = stdout(&canopy(dir, &["dependency-graph", "--format", "mermaid"]));
+    assert!(
+        graph.starts_with("flowchart") && graph.contains("-->"),
+        "{graph}"
+    );
+    let dot = stdout(&canopy(
+        dir,
+        &["dependency-graph", "--package", "--format", "dot"],
+    ));
+    assert!(
+        dot.starts_with("digraph") && dot.contains("\".\" -> \"pkg\""),
+        "{dot}"
+    );
+}

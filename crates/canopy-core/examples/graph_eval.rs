@@ -19,16 +19,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let started = std::time::Instant::now();
     let report = engine.index(None, &NoProgress)?;
     eprintln!(
-        "{corpus}: {} files indexed in {} ms (wall {} ms)",
+        "{corpus}: {} files indexed in {} ms (resolution {} ms of it; wall {} ms)",
         report.files_indexed,
         report.duration_ms,
+        report.graph_resolve_ms,
         started.elapsed().as_millis()
     );
     let edges = engine.graph(|g| g.export_edges())?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let (mut calls, mut refs) = (0u64, 0u64);
     for e in &edges {
-        if e.status != "resolved" {
+        if e.status != "resolved" || e.how == "base" {
             continue;
         }
         refs += 1;

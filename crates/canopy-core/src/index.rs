@@ -322,7 +322,10 @@ pub(crate) fn run_index(
         )?;
     }
     // Resolution: only when something changed (or a killed run left work).
-    crate::graph::resolve_pending(store)?;
+    let resolve_started = Instant::now();
+    let resolved = crate::graph::resolve_pending(store)?;
+    report.graph_files_resolved = resolved.files;
+    report.graph_resolve_ms = resolve_started.elapsed().as_millis() as u64;
     if report.files_indexed + report.files_removed > 0 {
         if rows_replaced > 0 || !started_empty {
             store.drop_unused_ref_names()?;

@@ -167,4 +167,10 @@ pub struct IndexReport {
     /// Set when the index was rebuilt (schema change or damage), saying why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rebuilt: Option<String>,
+    /// Files whose references the code graph resolved in this run (0 when nothing changed).
+    #[serde(default)]
+    pub graph_files_resolved: u64,
+    /// Milliseconds spent resolving (included in `duration_ms`).
+    #[serde(default)]
+    pub graph_resolve_ms: u64,
 }

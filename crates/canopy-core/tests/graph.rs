@@ -200,3 +200,97 @@ fn answers_say_which_kind_of_empty_they_are() {
         })
         .expect("graph");
 }
+
+#[test]
+fn hierarchy_impact_dependencies_cycles_hotspots_unused() {
+    use canopy_core::graph::ops::Level;
+    let (_tmp, root) = fixture("python");
+    let engine = Engine::open(&root, EngineOptions::default()).expect("open");
+    engine.index(None, &NoProgress).expect("index");
+    engine
+        .graph(|g| {
+            let names = |a: &canopy_core::graph::nav::GraphAnswer| -> Vec<String> {
+                a.nodes
+                    .iter()
+                    .filter_map(|n| n.qualified_name.clone())
+                    .collect()
+            };
+            assert_eq!(names(&g.implementations("Base", 10)?), vec!["Parser"]);
+            assert_eq!(names(&g.implements("Parser", 10)?), vec!["Base"]);
+            let h = g.type_hierarchy("Parser", 3, 10)?;
+            assert!(h.nodes.iter().any(|n| n.edge_kind == "supertype"));
+
+            let impact = g.impact("Base.step", 20)?;
+            assert_eq!(names(&impact), vec!["Base.run"], "direct users must change");
+            let review: Vec<String> = impact
+                .review
+                .iter()
+                .filter_map(|n| n.qualified_name.clone())
+                .collect();
+            assert!(review.contains(&"Parser.parse".to_string()), "{review:?}");
+
+            let deps = g.dependencies("app.py", Level::File, 10)?;
+            let to: Vec<&str> = deps.edges.iter().map(|e| e.to.as_str()).collect();
+            assert!(to.contains(&"pkg/models.py"), "{to:?}");
+            let dependents = g.dependents("pkg", Level::Package, 10)?;
+            assert_eq!(
+                dependents
+                    .nodes
+                    .iter()
+                    .map(|n| n.name.as_str())
+                    .collect::<Vec<_>>(),
+                vec!["."]
+            );
+
+            let cycles = g.circular_dependencies(Level::File, 10)?;
+            assert_eq!(
+                cycles.cycles,
+                vec![vec![
+                    "pkg/cycle_a.py".to_string(),
+                    "pkg/cycle_b.py".to_string()
+                ]]
+            );
+            assert!(
+                g.circular_dependencies(Level::Package, 10)?
+                    .cycles
+                    .is_empty()
+            );
+
+            let hot = g.hotspots(3)?;
+            assert_eq!(hot.hotspots.len(), 3);
+            assert!(
+                hot.hotspots
+                    .windows(2)
+                    .all(|w| w[0].fan_in + w[0].fan_out >= w[1].fan_in + w[1].fan_out)
+            );
+
+            let unused = g.unused_symbols(false, 50)?;
+            let files: Vec<&str> = unused
+                .candidates
+                .iter()
+                .map(|h| h.file_path.as_str())
+                .collect();
+            assert!(
+                unused
+                    .candidates
+                    .iter()
+                    .any(|h| h.preview.contains("_orphan")),
+                "{files:?}"
+            );
+            assert!(
+                !unused
+                    .candidates
+                    .iter()
+                    .any(|h| h.preview.contains("def ping"))
+            );
+            let graph = g.dependency_graph(Level::File, Some("pkg/"), 50)?;
+            assert!(
+                graph
+                    .edges
+                    .iter()
+                    .all(|e| e.from.starts_with("pkg/") && e.to.starts_with("pkg/"))
+            );
+            Ok(())
+        })
+        .expect("graph");
+}

@@ -20,6 +20,7 @@
 
 pub mod facts;
 pub mod nav;
+pub mod ops;
 pub mod request;
 pub mod resolve;
 
@@ -41,6 +42,7 @@ pub fn resolve_pending(store: &mut Store) -> Result<ResolveStats> {
     if !store.graph_has_pending()? {
         return Ok(ResolveStats::default());
     }
+    let t0 = std::time::Instant::now();
     let dirty = store.graph_prepare()?;
     if dirty.is_empty() {
         store.graph_finish()?;
@@ -65,5 +67,11 @@ pub fn resolve_pending(store: &mut Store) -> Result<ResolveStats> {
         stats.edges += store.graph_write_edges(chunk)?;
     }
     store.graph_finish()?;
+    tracing::debug!(
+        files = stats.files,
+        edges = stats.edges,
+        ms = t0.elapsed().as_millis() as u64,
+        "resolved"
+    );
     Ok(stats)
 }

@@ -28,7 +28,7 @@ use crate::handle::HandleId;
 use crate::lang::extract::{preview_text, text_view};
 use crate::model::{Handle, Span};
 use crate::store::Store;
-use crate::store::graph::{STATUS_AMBIGUOUS, STATUS_UNRESOLVED, StoredEdge};
+use crate::store::graph::{RawCall, STATUS_AMBIGUOUS, STATUS_UNRESOLVED, StoredEdge};
 use crate::store::read::NodeRecord;
 
 /// Default traversal depth, and the most a caller may ask for.
@@ -108,6 +108,9 @@ pub struct GraphAnswer {
     pub candidates: Vec<Handle>,
     /// The nodes found.
     pub nodes: Vec<GraphNode>,
+    /// `impact` only: nodes that need review (transitive, ambiguous or guessed).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub review: Vec<GraphNode>,
     /// Sites that could not be resolved (for callers: sites calling the target's name; for callees: the target's unresolved calls).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub unresolved: Vec<UnresolvedSite>,
@@ -158,11 +161,13 @@ pub struct ExportEdge {
     pub dst_type: String,
     /// Confidence, 0..=100.
     pub confidence: u8,
+    /// How it was resolved (`base` marks a type relation, not a site; its line is 0).
+    pub how: String,
 }
 
 /// Graph queries over one read snapshot.
 pub struct Graph<'s> {
-    store: &'s Store,
+    pub(crate) store: &'s Store,
     root: PathBuf,
     texts: std::cell::RefCell<HashMap<String, Option<String>>>,
 }
@@ -252,7 +257,7 @@ impl<'s> Graph<'s> {
         }
     }
 
-    fn node(&self, id: i64) -> Result<Option<NodeRecord>> {
+    pub(crate) fn node(&self, id: i64) -> Result<Option<NodeRecord>> {
         Ok(self.store.nodes_by_rowids(&[id])?.into_iter().next())
     }
 
@@ -411,12 +416,13 @@ impl<'s> Graph<'s> {
         self.store.file_node_range(&file_unit.file_path)
     }
 
-    fn answer(&self, op: &str) -> GraphAnswer {
+    pub(crate) fn answer(&self, op: &str) -> GraphAnswer {
         GraphAnswer {
             op: op.to_string(),
             target: None,
             candidates: Vec::new(),
             nodes: Vec::new(),
+            review: Vec::new(),
             unresolved: Vec::new(),
             unresolved_count: 0,
             total: 0,
@@ -425,7 +431,11 @@ impl<'s> Graph<'s> {
         }
     }
 
-    fn with_target(&self, op: &str, target: &str) -> Result<(GraphAnswer, Option<NodeRecord>)> {
+    pub(crate) fn with_target(
+        &self,
+        op: &str,
+        target: &str,
+    ) -> Result<(GraphAnswer, Option<NodeRecord>)> {
         let mut a = self.answer(op);
         match self.resolve_target(target)? {
             TargetMatch::One(n) => {
@@ -534,6 +544,25 @@ impl<'s> Graph<'s> {
                 }
             }
         }
+        if a.nodes.is_empty() && a.unresolved.is_empty() {
+            // A call on that line that resolved to nothing (from the raw references).
+            let file_id = self.store.file_of_unit(file.rowid)?;
+            for c in file_id
+                .map(|f| self.store.raw_calls_in_file(f))
+                .transpose()?
+                .unwrap_or_default()
+            {
+                if c.line == line {
+                    a.unresolved_count += 1;
+                    a.unresolved.push(UnresolvedSite {
+                        name: c.name,
+                        file_path: path.to_string(),
+                        line,
+                        source_handle: self.handle(&file).id,
+                    });
+                }
+            }
+        }
         a.total = a.nodes.len();
         if a.nodes.is_empty() {
             a.empty = Some(match a.unresolved.first() {
@@ -547,7 +576,7 @@ impl<'s> Graph<'s> {
         Ok(a)
     }
 
-    fn graph_node(&self, n: &NodeRecord, depth: u32, e: &StoredEdge) -> GraphNode {
+    pub(crate) fn graph_node(&self, n: &NodeRecord, depth: u32, e: &StoredEdge) -> GraphNode {
         GraphNode {
             handle: self.handle(n),
             qualified_name: n.qualified_name.clone(),
@@ -594,7 +623,6 @@ impl<'s> Graph<'s> {
         let mut parents: HashMap<i64, i64> = HashMap::new();
         let mut index: HashMap<i64, usize> = HashMap::new();
         let mut queue = VecDeque::from([(t.rowid, 0u32)]);
-        let mut paths: HashMap<i64, String> = HashMap::new();
         while let Some((cur, d)) = queue.pop_front() {
             if d >= depth {
                 if d == depth && found.len() < MAX_RESULTS * 4 {
@@ -610,23 +638,27 @@ impl<'s> Graph<'s> {
                     None => continue,
                 };
                 let mut es = self.out_edges(&n)?;
-                if d == 0 {
-                    for e in es
+                if d == 0 && kinds.contains(&SiteKind::Call) {
+                    // The unit's call sites that resolved to nothing (from the raw references).
+                    let resolved_lines: HashSet<u32> = es
                         .iter()
-                        .filter(|e| e.dst.is_none() && kinds.contains(&e.kind))
-                    {
-                        a.unresolved_count += 1;
-                        if a.unresolved.len() < max_results {
-                            let path = paths
-                                .entry(n.rowid)
-                                .or_insert_with(|| n.file_path.clone())
-                                .clone();
-                            a.unresolved.push(UnresolvedSite {
-                                name: e.unresolved_name.clone().unwrap_or_default(),
-                                file_path: path,
-                                line: e.line,
-                                source_handle: self.handle(&n).id,
-                            });
+                        .filter(|e| e.kind == SiteKind::Call && e.dst.is_some())
+                        .map(|e| e.line)
+                        .collect();
+                    if let Some(file_id) = self.store.file_of_unit(n.rowid)? {
+                        for c in self.store.raw_calls_in_file(file_id)? {
+                            if c.src != n.rowid || resolved_lines.contains(&c.line) {
+                                continue;
+                            }
+                            a.unresolved_count += 1;
+                            if a.unresolved.len() < max_results {
+                                a.unresolved.push(UnresolvedSite {
+                                    name: c.name,
+                                    file_path: n.file_path.clone(),
+                                    line: c.line,
+                                    source_handle: self.handle(&n).id,
+                                });
+                            }
                         }
                     }
                 }
@@ -692,26 +724,13 @@ impl<'s> Graph<'s> {
             });
             a.nodes.push(g);
         }
-        if incoming && let Some(name) = t.name.as_deref() {
-            let (un, count) = self.store.unresolved_named(name, max_results)?;
+        if incoming
+            && kinds.contains(&SiteKind::Call)
+            && let Some(name) = t.name.as_deref()
+        {
+            let (un, count) = self.unresolved_calls_named(name, max_results)?;
             a.unresolved_count += count;
-            let srcs: Vec<i64> = un.iter().map(|e| e.src).collect();
-            let by_id: HashMap<i64, NodeRecord> = self
-                .store
-                .nodes_by_rowids(&srcs)?
-                .into_iter()
-                .map(|n| (n.rowid, n))
-                .collect();
-            for e in un {
-                if let Some(n) = by_id.get(&e.src) {
-                    a.unresolved.push(UnresolvedSite {
-                        name: name.to_string(),
-                        file_path: n.file_path.clone(),
-                        line: e.line,
-                        source_handle: self.handle(n).id,
-                    });
-                }
-            }
+            a.unresolved.extend(un);
         }
         if a.nodes.is_empty() {
             a.empty = Some(if a.unresolved_count > 0 {
@@ -728,6 +747,74 @@ impl<'s> Graph<'s> {
             });
         }
         Ok(a)
+    }
+
+    /// Call sites named `name` (from the raw references) with no resolved
+    /// call edge on their line to a unit of that name: up to `cap` of them, and how many in all.
+    pub fn unresolved_calls_named(
+        &self,
+        name: &str,
+        cap: usize,
+    ) -> Result<(Vec<UnresolvedSite>, u64)> {
+        let mut out = Vec::new();
+        let mut count = 0u64;
+        for file_id in self.store.files_using_name(name)? {
+            let calls: Vec<RawCall> = self
+                .store
+                .raw_calls_in_file(file_id)?
+                .into_iter()
+                .filter(|c| c.name == name)
+                .collect();
+            let Some(first) = calls.first() else { continue };
+            let Some(unit) = self.node(first.src)? else {
+                continue;
+            };
+            let (lo, hi) = self.store.file_node_range(&unit.file_path)?;
+            let lines: HashSet<u32> = calls.iter().map(|c| c.line).collect();
+            let on_lines: Vec<StoredEdge> = self
+                .store
+                .edges_from_range(lo, hi)?
+                .into_iter()
+                .filter(|e| e.kind == SiteKind::Call && e.dst.is_some() && lines.contains(&e.line))
+                .collect();
+            let dsts: Vec<i64> = on_lines.iter().filter_map(|e| e.dst).collect();
+            let named: HashSet<i64> = self
+                .store
+                .nodes_by_rowids(&dsts)?
+                .into_iter()
+                .filter(|n| n.name.as_deref() == Some(name))
+                .map(|n| n.rowid)
+                .collect();
+            let resolved: HashSet<u32> = on_lines
+                .iter()
+                .filter(|e| e.dst.is_some_and(|d| named.contains(&d)))
+                .map(|e| e.line)
+                .collect();
+            let srcs: Vec<i64> = calls.iter().map(|c| c.src).collect();
+            let units: HashMap<i64, NodeRecord> = self
+                .store
+                .nodes_by_rowids(&srcs)?
+                .into_iter()
+                .map(|n| (n.rowid, n))
+                .collect();
+            for c in calls {
+                if resolved.contains(&c.line) {
+                    continue;
+                }
+                count += 1;
+                if out.len() < cap
+                    && let Some(u) = units.get(&c.src)
+                {
+                    out.push(UnresolvedSite {
+                        name: name.to_string(),
+                        file_path: u.file_path.clone(),
+                        line: c.line,
+                        source_handle: self.handle(u).id,
+                    });
+                }
+            }
+        }
+        Ok((out, count))
     }
 
     /// The shortest call path from `from` to `to` (breadth-first over call edges, at most `MAX_DEPTH` hops).
@@ -818,6 +905,7 @@ impl<'s> Graph<'s> {
                 dst_qualified: d.qualified_name.clone(),
                 dst_type: d.node_type.clone(),
                 confidence: e.confidence,
+                how: How::name(e.how).to_string(),
             });
         }
         Ok(out)

@@ -195,17 +195,6 @@ impl Store {
                 for f in rows {
                     dirty.insert(f?);
                 }
-                let mut stmt = tx.prepare_cached(
-                    "SELECT e.src FROM graph_names g JOIN edges e ON e.dst = -g.id WHERE g.text = ?1",
-                )?;
-                let srcs: Vec<i64> = stmt
-                    .query_map([&n], |r| r.get(0))?
-                    .collect::<rusqlite::Result<_>>()?;
-                for s in srcs {
-                    if let Some(f) = file_of_node(&tx, s)? {
-                        dirty.insert(f);
-                    }
-                }
             }
             tx.execute("DELETE FROM graph_stale", [])?;
         }
@@ -329,17 +318,11 @@ impl Store {
                             written += 1;
                         }
                     }
-                    Target::Unresolved => {
-                        let id = graph_name_id(&tx, &e.name)?;
-                        insert.execute(params![
-                            e.src,
-                            -id,
-                            e.line,
-                            e.col,
-                            pack_info(e.kind, STATUS_UNRESOLVED, How::None, 0)
-                        ])?;
-                        written += 1;
-                    }
+                    // Unresolved sites are not stored: the raw references
+                    // (`file_refs`) already hold every call site by name, and
+                    // answers derive "N sites named X could not be resolved"
+                    // from them ([`Store::raw_calls_in_file`]).
+                    Target::Unresolved => {}
                 }
             }
         }
@@ -350,10 +333,7 @@ impl Store {
     /// Drops leftovers after resolution: dirty marks of files without facts,
     /// names no unresolved edge uses.
     pub fn graph_finish(&mut self) -> Result<()> {
-        self.conn.execute_batch(
-            "DELETE FROM graph_dirty;
-             DELETE FROM graph_names WHERE NOT EXISTS (SELECT 1 FROM edges WHERE dst = -graph_names.id);",
-        )?;
+        self.conn.execute_batch("DELETE FROM graph_dirty;")?;
         Ok(())
     }
 
@@ -378,8 +358,7 @@ impl Store {
     /// Edges out of units `lo..=hi` (one unit, or a file's range), unresolved ones with their names.
     pub fn edges_from_range(&self, lo: i64, hi: i64) -> Result<Vec<StoredEdge>> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT e.src, e.dst, e.line, e.col, e.info, g.text FROM edges e LEFT JOIN graph_names g ON e.dst < 0 AND g.id = -e.dst
-             WHERE e.src BETWEEN ?1 AND ?2 ORDER BY e.src, e.line, e.col",
+            "SELECT src, dst, line, col, info FROM edges WHERE src BETWEEN ?1 AND ?2 ORDER BY src, line, col",
         )?;
         let rows = stmt.query_map([lo, hi], |r| {
             Ok(unpack(
@@ -388,40 +367,10 @@ impl Store {
                 r.get(2)?,
                 r.get(3)?,
                 r.get(4)?,
-                r.get(5)?,
+                None,
             ))
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
-    }
-
-    /// Unresolved call sites named `name`.
-    pub fn unresolved_named(&self, name: &str, cap: usize) -> Result<(Vec<StoredEdge>, u64)> {
-        let id: Option<i64> = self
-            .conn
-            .prepare_cached("SELECT id FROM graph_names WHERE text = ?1")?
-            .query_row([name], |r| r.get(0))
-            .optional()?;
-        let Some(id) = id else {
-            return Ok((Vec::new(), 0));
-        };
-        let count: i64 = self
-            .conn
-            .prepare_cached("SELECT COUNT(*) FROM edges WHERE dst = ?1")?
-            .query_row([-id], |r| r.get(0))?;
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT src, dst, line, col, info FROM edges WHERE dst = ?1 ORDER BY src, line LIMIT ?2")?;
-        let rows = stmt.query_map(params![-id, cap as i64], |r| {
-            Ok(unpack(
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                Some(name.to_string()),
-            ))
-        })?;
-        Ok((rows.collect::<rusqlite::Result<_>>()?, count as u64))
     }
 
     /// Every edge (for whole-graph operations: hotspots, cycles, exports).
@@ -450,19 +399,6 @@ impl Store {
     }
 }
 
-fn graph_name_id(tx: &Transaction, name: &str) -> Result<i64> {
-    if let Some(id) = tx
-        .prepare_cached("SELECT id FROM graph_names WHERE text = ?1")?
-        .query_row([name], |r| r.get(0))
-        .optional()?
-    {
-        return Ok(id);
-    }
-    tx.prepare_cached("INSERT INTO graph_names(text) VALUES (?1)")?
-        .execute([name])?;
-    Ok(tx.last_insert_rowid())
-}
-
 fn file_of_node(tx: &Transaction, node: i64) -> Result<Option<i64>> {
     Ok(tx
         .prepare_cached("SELECT file_id FROM nodes WHERE id = ?1")?
@@ -479,5 +415,95 @@ impl Store {
             .query_row([path], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()?
             .unwrap_or((1, 0)))
+    }
+}
+
+impl Store {
+    /// Every file's id, path and node id range, by path.
+    pub fn file_ranges(&self) -> Result<Vec<(i64, String, i64, i64)>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, path, first_node_id, last_node_id FROM files ORDER BY path",
+        )?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Ids of the definitions graph analyses look at (functions, methods, types).
+    pub fn definition_ids(&self) -> Result<Vec<i64>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id FROM nodes WHERE node_type IN ('function','method','class','struct','enum','trait','interface','type')",
+        )?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}
+
+/// A call site as the raw references record it: enclosing unit, line, name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawCall {
+    /// Enclosing unit (`nodes.id`).
+    pub src: i64,
+    /// 1-based line.
+    pub line: u32,
+    /// The called name.
+    pub name: String,
+}
+
+impl Store {
+    /// The call sites of a file's raw references (`file_refs`).
+    pub fn raw_calls_in_file(&self, file_id: i64) -> Result<Vec<RawCall>> {
+        let call = super::ref_type_code("call") as u8;
+        let mut names: HashMap<i64, String> = HashMap::new();
+        let mut out = Vec::new();
+        for r in self.file_refs(file_id)? {
+            if r.ref_type != call {
+                continue;
+            }
+            let name = match names.get(&r.name_id) {
+                Some(n) => n.clone(),
+                None => {
+                    let n: String = self
+                        .conn
+                        .prepare_cached("SELECT text FROM ref_names WHERE id = ?1")?
+                        .query_row([r.name_id], |row| row.get(0))?;
+                    names.insert(r.name_id, n.clone());
+                    n
+                }
+            };
+            out.push(RawCall {
+                src: r.source_node_id,
+                line: r.line,
+                name,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Files whose raw references use `name` (as a name, not only a qualifier).
+    pub fn files_using_name(&self, name: &str) -> Result<Vec<i64>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT p.file_id FROM ref_postings p JOIN ref_names n ON n.id = p.name_id
+             WHERE n.text = ?1 COLLATE NOCASE AND n.text = ?1 AND p.name_uses > 0 ORDER BY p.file_id",
+        )?;
+        let rows = stmt.query_map([name], |r| r.get(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Every name some raw reference uses.
+    pub fn used_ref_names(&self) -> Result<std::collections::HashSet<String>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT n.text FROM ref_names n WHERE EXISTS (SELECT 1 FROM ref_postings p WHERE p.name_id = n.id AND p.name_uses > 0)",
+        )?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The file a unit belongs to.
+    pub fn file_of_unit(&self, node: i64) -> Result<Option<i64>> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT file_id FROM nodes WHERE id = ?1")?
+            .query_row([node], |r| r.get(0))
+            .optional()?)
     }
 }

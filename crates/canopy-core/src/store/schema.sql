@@ -125,8 +125,8 @@ CREATE TABLE graph_facts (
 
 -- Resolved references: one row per (site, target). src is the innermost
 -- named unit containing the site (nodes.id, so a file's edges are the rows
--- with src in its node range); dst is the target's nodes.id, or
--- -graph_names.id for a call that resolved to nothing in the repository.
+-- with src in its node range); dst is the target's nodes.id. Sites that
+-- resolve to nothing are not stored: file_refs has every call site by name.
 -- An ambiguous site has one row per candidate. info packs:
 -- kind (bits 0-1: call, import, type, other), status (bits 2-3: resolved,
 -- ambiguous, unresolved), how (bits 4-6, graph::resolve::How), confidence
@@ -140,12 +140,6 @@ CREATE TABLE edges (
 );
 CREATE INDEX edges_dst ON edges(dst);
 CREATE INDEX edges_src ON edges(src);
-
--- Names of unresolved call sites ("N call sites named X could not be resolved").
-CREATE TABLE graph_names (
-    id   INTEGER PRIMARY KEY,
-    text TEXT NOT NULL UNIQUE
-);
 
 -- Work left for resolution by the writer (so a killed run resumes it):
 -- files whose sites need resolving, and the handles of units deleted since

@@ -87,6 +87,9 @@ pub enum How {
     UniqueName = 5,
     /// Nothing matched.
     None = 6,
+    /// Not a site: the source type extends or implements the target (bases,
+    /// `impl Trait for Type`, Go method sets that satisfy an interface).
+    Base = 7,
 }
 
 impl How {
@@ -99,6 +102,7 @@ impl How {
             3 => "inferred",
             4 => "inherited",
             5 => "unique_name",
+            7 => "base",
             _ => "none",
         }
     }
@@ -109,6 +113,7 @@ impl How {
             How::Inferred | How::Inherited => 90,
             How::UniqueName => 50,
             How::None => 0,
+            How::Base => 100,
         }
     }
 }
@@ -178,7 +183,23 @@ pub struct World {
     binding_scope: Vec<Vec<usize>>,
     /// Per file: the sym index of the file unit.
     file_unit: Vec<Option<usize>>,
+    /// Per file: non-field bindings by name.
+    bind_by_name: Vec<HashMap<String, Vec<usize>>>,
+    /// Per file: imports by local name, with the unit whose scope they bind in.
+    import_by_local: Vec<HashMap<String, Vec<(usize, usize)>>>,
+    /// Children by (parent, name).
+    child_index: HashMap<(usize, String), Vec<usize>>,
+    /// The type each `impl` unit is for (computed once in `new`).
+    impl_type_cache: Vec<Option<usize>>,
+    /// The base types of each class-like unit (computed once in `new`).
+    base_cache: Vec<Option<Vec<usize>>>,
+    /// Per file: Rust crate root and module path.
+    rust_mod: Vec<(String, String)>,
+    /// What (file, module, name) imports resolve to.
+    import_cache: std::sync::RwLock<ImportCache>,
 }
+
+type ImportCache = HashMap<(usize, String, Option<String>), (u32, Vec<Val>)>;
 
 fn is_classlike(t: NodeType) -> bool {
     matches!(
@@ -223,6 +244,22 @@ impl World {
             fields: HashMap::new(),
             binding_scope: Vec::new(),
             file_unit: vec![None; files.len()],
+            bind_by_name: Vec::new(),
+            import_by_local: Vec::new(),
+            child_index: HashMap::new(),
+            impl_type_cache: Vec::new(),
+            base_cache: Vec::new(),
+            rust_mod: files
+                .iter()
+                .map(|f| {
+                    if f.language == Language::Rust {
+                        rust::module_path(&f.path)
+                    } else {
+                        Default::default()
+                    }
+                })
+                .collect(),
+            import_cache: Default::default(),
             files,
             syms,
         };
@@ -233,6 +270,12 @@ impl World {
             }
             if let Some(p) = s.parent.and_then(|p| w.by_id.get(&p)) {
                 w.children.entry(*p).or_default().push(i);
+                if !s.name.is_empty() {
+                    w.child_index
+                        .entry((*p, s.name.clone()))
+                        .or_default()
+                        .push(i);
+                }
             }
             if !s.name.is_empty() && s.node_type.is_symbol() {
                 w.by_name.entry(s.name.clone()).or_default().push(i);
@@ -340,10 +383,31 @@ impl World {
                     ));
                 }
             }
+            let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
+            for (bi, b) in facts.bindings.iter().enumerate() {
+                if !b.field {
+                    by_name.entry(b.name.clone()).or_default().push(bi);
+                }
+            }
+            let mut imports: HashMap<String, Vec<(usize, usize)>> = HashMap::new();
+            for (ii, i) in facts.imports.iter().enumerate() {
+                if let Some(scope) = w.innermost(fi, i.byte) {
+                    imports
+                        .entry(i.local.clone())
+                        .or_default()
+                        .push((ii, scope));
+                }
+            }
+            w.bind_by_name.push(by_name);
+            w.import_by_local.push(imports);
             binding_scope.push(scopes);
             w.files[fi].facts = facts;
         }
         w.binding_scope = binding_scope;
+        // Memoised type relations: every site's member lookups go through them.
+        w.impl_type_cache = (0..w.syms.len())
+            .map(|i| (w.syms[i].node_type == NodeType::Impl).then(|| w.type_of_impl_uncached(i)))
+            .collect();
         // Rust: methods of `impl T` belong to the `T` the impl's scope sees
         // (two private `State` structs in one crate keep their own methods).
         let mut by_type: HashMap<(String, String), Vec<usize>> = HashMap::new();
@@ -364,6 +428,9 @@ impl World {
             }
         }
         w.owned.extend(by_type);
+        w.base_cache = (0..w.syms.len())
+            .map(|i| is_classlike(w.syms[i].node_type).then(|| w.base_types_uncached(i, 0)))
+            .collect();
         w
     }
 
@@ -380,12 +447,19 @@ impl World {
             .map_or(&[], Vec::as_slice)
     }
 
+    /// Children of `parent` named `name`.
+    fn named_children(&self, parent: usize, name: &str) -> &[usize] {
+        self.child_index
+            .get(&(parent, name.to_string()))
+            .map_or(&[], Vec::as_slice)
+    }
+
     /// The package / crate a file belongs to, for methods declared away from their type.
     fn scope_key(&self, fi: usize) -> String {
         let f = &self.files[fi];
         match f.language {
             Language::Go => dir_of(&f.path).to_string(),
-            Language::Rust => rust::module_path(&f.path).0,
+            Language::Rust => self.rust_mod[fi].0.clone(),
             _ => f.path.clone(),
         }
     }
@@ -471,7 +545,81 @@ impl World {
                 name: site.name.clone(),
             });
         }
+        self.base_edges(fi, &mut out);
         out
+    }
+
+    /// Type relations of the class-like units of file `fi`: bases, traits an
+    /// `impl` implements, and (Go) the interfaces a type's method set satisfies.
+    fn base_edges(&self, fi: usize, out: &mut Vec<EdgeRow>) {
+        let lang = self.files[fi].language;
+        for &t in &self.file_syms[fi] {
+            let ts = &self.syms[t];
+            if !is_classlike(ts.node_type) {
+                continue;
+            }
+            let mut targets: Vec<usize> = Vec::new();
+            if ts.node_type == NodeType::Impl {
+                if let Some(list) = self.impl_traits.get(&ts.name) {
+                    for (impl_sym, tr) in list.iter().filter(|(i, _)| *i == t) {
+                        let Some((_, tr)) = tr.split_once('\u{0}') else {
+                            continue;
+                        };
+                        let cx = Ctx {
+                            file: fi,
+                            byte: self.syms[*impl_sym].start,
+                            scope: self.parent_of(t).unwrap_or(t),
+                        };
+                        for v in self.eval_type(&cx, tr, 0) {
+                            if let Val::Inst(c) = v {
+                                targets.push(c);
+                            }
+                        }
+                    }
+                }
+            } else if self.bases.contains_key(&t) {
+                targets.extend(self.base_types(t, 0).into_iter().filter(|&b| b != t));
+            }
+            if lang == Language::Go && ts.node_type == NodeType::Struct {
+                let methods: HashSet<&str> = self
+                    .owned_methods(t)
+                    .iter()
+                    .map(|&m| self.syms[m].name.as_str())
+                    .collect();
+                if !methods.is_empty() {
+                    for (i, s) in self.syms.iter().enumerate() {
+                        if s.node_type != NodeType::Interface || self.files[s.file].language != lang
+                        {
+                            continue;
+                        }
+                        let wanted: Vec<&str> = self
+                            .children
+                            .get(&i)
+                            .into_iter()
+                            .flatten()
+                            .map(|&m| self.syms[m].name.as_str())
+                            .collect();
+                        if !wanted.is_empty() && wanted.iter().all(|m| methods.contains(m)) {
+                            targets.push(i);
+                        }
+                    }
+                }
+            }
+            targets.sort_unstable();
+            targets.dedup();
+            for b in targets {
+                out.push(EdgeRow {
+                    src: ts.id,
+                    target: Target::Resolved(self.syms[b].id),
+                    kind: SiteKind::Type,
+                    how: How::Base,
+                    confidence: How::Base.confidence(),
+                    line: 0,
+                    col: 0,
+                    name: self.syms[b].name.clone(),
+                });
+            }
+        }
     }
 
     /// The unit a site's edge starts from: the innermost named definition
@@ -620,12 +768,10 @@ impl World {
         }
         let ts = &self.syms[t];
         let mut out: Vec<usize> = self
-            .children
-            .get(&t)
-            .into_iter()
-            .flatten()
+            .named_children(t, name)
+            .iter()
             .copied()
-            .filter(|&c| self.syms[c].name == name && self.syms[c].node_type != NodeType::Impl)
+            .filter(|&c| self.syms[c].node_type != NodeType::Impl)
             .collect();
         let lang = self.files[ts.file].language;
         if out.is_empty() && matches!(lang, Language::Go | Language::Rust) {
@@ -677,6 +823,13 @@ impl World {
 
     /// The class-like units `t` inherits from: bases, embedded types, implemented traits.
     fn base_types(&self, t: usize, depth: u32) -> Vec<usize> {
+        if let Some(Some(v)) = self.base_cache.get(t) {
+            return v.clone();
+        }
+        self.base_types_uncached(t, depth)
+    }
+
+    fn base_types_uncached(&self, t: usize, depth: u32) -> Vec<usize> {
         let ts = &self.syms[t];
         let mut out = Vec::new();
         let cx = Ctx {
@@ -734,6 +887,13 @@ impl World {
 
     /// `impl Foo` → the `Foo` type when it can be found, else the impl itself.
     fn type_of_impl(&self, c: usize) -> usize {
+        if let Some(Some(t)) = self.impl_type_cache.get(c) {
+            return *t;
+        }
+        self.type_of_impl_uncached(c)
+    }
+
+    fn type_of_impl_uncached(&self, c: usize) -> usize {
         let s = &self.syms[c];
         if s.node_type != NodeType::Impl {
             return c;
@@ -808,17 +968,14 @@ impl World {
                 .into_iter()
                 .collect(),
             (Language::Rust, "crate") => {
-                vec![Val::RMod(
-                    rust::module_path(&self.files[cx.file].path).0,
-                    "crate".into(),
-                )]
+                vec![Val::RMod(self.rust_mod[cx.file].clone().0, "crate".into())]
             }
             (Language::Rust, "self_mod" | "self") => {
-                let (root, m) = rust::module_path(&self.files[cx.file].path);
+                let (root, m) = self.rust_mod[cx.file].clone();
                 vec![Val::RMod(root, m)]
             }
             (Language::Rust, "super") => {
-                let (root, m) = rust::module_path(&self.files[cx.file].path);
+                let (root, m) = self.rust_mod[cx.file].clone();
                 match m.rsplit_once('.') {
                     Some((parent, _)) => vec![Val::RMod(root, parent.to_string())],
                     None => Vec::new(),
@@ -999,12 +1156,9 @@ impl World {
             if !class_scope || first {
                 // Local bindings of this scope: the last one before the site, else any.
                 let mut best: Option<usize> = None;
-                for (bi, b) in facts.bindings.iter().enumerate() {
-                    if b.name == name
-                        && !b.field
-                        && self.binding_scope[fi][bi] == u
-                        && (b.byte <= cx.byte || best.is_none())
-                    {
+                for &bi in self.bind_by_name[fi].get(name).into_iter().flatten() {
+                    let b = &facts.bindings[bi];
+                    if self.binding_scope[fi][bi] == u && (b.byte <= cx.byte || best.is_none()) {
                         best = Some(bi);
                     }
                 }
@@ -1034,10 +1188,8 @@ impl World {
                 }
                 // Nested definitions.
                 let defs: Vec<usize> = self
-                    .children
-                    .get(&u)
-                    .into_iter()
-                    .flatten()
+                    .named_children(u, name)
+                    .iter()
                     .copied()
                     .filter(|&c| {
                         let s = &self.syms[c];
@@ -1065,11 +1217,15 @@ impl World {
                     );
                 }
                 // Imports in this scope.
-                let vals: Vec<Val> = facts
-                    .imports
-                    .iter()
-                    .filter(|i| i.local == name && self.innermost(fi, i.byte) == Some(u))
-                    .flat_map(|i| self.import_target(fi, &i.module, i.name.as_deref(), depth + 1))
+                let vals: Vec<Val> = self.import_by_local[fi]
+                    .get(name)
+                    .into_iter()
+                    .flatten()
+                    .filter(|(_, scope)| *scope == u)
+                    .flat_map(|(ii, _)| {
+                        let i = &facts.imports[*ii];
+                        self.import_target(fi, &i.module, i.name.as_deref(), depth + 1)
+                    })
                     .collect();
                 if !vals.is_empty() {
                     return (vals, How::Import);
@@ -1163,10 +1319,8 @@ impl World {
         };
         let file = &self.files[f];
         let direct: Vec<Val> = self
-            .children
-            .get(&fu)
-            .into_iter()
-            .flatten()
+            .named_children(fu, name)
+            .iter()
             .copied()
             .filter(|&c| {
                 let s = &self.syms[c];
@@ -1183,12 +1337,15 @@ impl World {
             }
             return direct;
         }
-        let imported: Vec<Val> = file
-            .facts
-            .imports
-            .iter()
-            .filter(|i| i.local == name && self.innermost(f, i.byte) == Some(fu))
-            .flat_map(|i| self.import_target(f, &i.module, i.name.as_deref(), depth + 1))
+        let imported: Vec<Val> = self.import_by_local[f]
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter(|(_, scope)| *scope == fu)
+            .flat_map(|(ii, _)| {
+                let i = &file.facts.imports[*ii];
+                self.import_target(f, &i.module, i.name.as_deref(), depth + 1)
+            })
             .collect();
         if !imported.is_empty() {
             return imported;
@@ -1227,9 +1384,9 @@ impl World {
             let Some(fu) = self.file_unit[f] else {
                 continue;
             };
-            for &c in self.children.get(&fu).into_iter().flatten() {
+            for &c in self.named_children(fu, name) {
                 let s = &self.syms[c];
-                if s.name == name && s.node_type.is_symbol() && s.node_type != NodeType::Method {
+                if s.node_type.is_symbol() && s.node_type != NodeType::Method {
                     out.push(self.as_val(c));
                 }
             }
@@ -1258,6 +1415,32 @@ impl World {
         if depth > MAX_DEPTH {
             return Vec::new();
         }
+        // Memoised: glob imports and re-export chains are walked for many names.
+        let key = (fi, module.to_string(), name.map(str::to_string));
+        // A result computed with at least this much depth budget left is as complete.
+        if let Some((d, v)) = self
+            .import_cache
+            .read()
+            .ok()
+            .and_then(|c| c.get(&key).cloned())
+            && d <= depth
+        {
+            return v;
+        }
+        let v = self.import_target_uncached(fi, module, name, depth);
+        if let Ok(mut c) = self.import_cache.write() {
+            c.insert(key, (depth, v.clone()));
+        }
+        v
+    }
+
+    fn import_target_uncached(
+        &self,
+        fi: usize,
+        module: &str,
+        name: Option<&str>,
+        depth: u32,
+    ) -> Vec<Val> {
         let file = &self.files[fi];
         let m: Option<Val> = match file.language {
             Language::Python => {
@@ -1305,7 +1488,7 @@ impl World {
                     self.eval_path(&cx, module, depth + 1, false)
                 } else {
                     // 2018 paths: a crate-local module (`use parser::x` inside the crate root), else external.
-                    let (root, cur) = rust::module_path(&file.path);
+                    let (root, cur) = self.rust_mod[fi].clone();
                     let local = format!("{cur}.{module}");
                     let from_root = format!("crate.{module}");
                     if self

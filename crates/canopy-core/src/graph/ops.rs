@@ -1,0 +1,735 @@
+//! Whole-graph operations over resolved edges: implementations and
+//! implements, type hierarchy, impact, file and package dependencies,
+//! circular dependencies (Tarjan SCC), hotspots (fan-in / fan-out), unused
+//! symbols and the dependency graph. Like [`super::nav`], they read a store
+//! snapshot through [`Graph`] and return bounded, serialisable answers.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::facts::SiteKind;
+use super::nav::{Empty, Graph, GraphAnswer, MAX_RESULTS};
+use crate::error::Result;
+use crate::model::Handle;
+use crate::store::graph::{STATUS_RESOLVED, StoredEdge};
+use crate::store::read::NodeRecord;
+
+/// Files as (id, path, first node id, last node id).
+type FileRanges = Vec<(i64, String, i64, i64)>;
+
+/// `how` code of a type relation (bases, trait impls, satisfied interfaces).
+const HOW_BASE: u8 = 7;
+
+/// Whether dependencies are counted between files or packages (directories).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// Files.
+    #[default]
+    File,
+    /// Directories.
+    Package,
+}
+
+/// A file or package with its dependency counts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DepNode {
+    /// Path of the file or directory (`.` for the root).
+    pub name: String,
+    /// Distinct nodes depending on it.
+    pub fan_in: usize,
+    /// Distinct nodes it depends on.
+    pub fan_out: usize,
+}
+
+/// One dependency: `from` uses something defined in `to`, `weight` times.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DepEdge {
+    /// The user.
+    pub from: String,
+    /// The provider.
+    pub to: String,
+    /// Resolved uses (calls, imports, types, other).
+    pub weight: u64,
+}
+
+/// Dependencies of one file or package, or the whole dependency graph.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DepAnswer {
+    /// `dependencies`, `dependents` or `dependency_graph`.
+    pub op: String,
+    /// File or package level.
+    pub level: Level,
+    /// Nodes (at most `max_results`).
+    pub nodes: Vec<DepNode>,
+    /// Edges between the returned nodes.
+    pub edges: Vec<DepEdge>,
+    /// Nodes before the cap.
+    pub total: usize,
+    /// Whether the cap cut the answer.
+    pub truncated: bool,
+    /// Which kind of empty, when `nodes` is empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub empty: Option<Empty>,
+}
+
+/// Cycles among files or packages.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CycleAnswer {
+    /// File or package level.
+    pub level: Level,
+    /// Each strongly connected component of more than one node, largest first.
+    pub cycles: Vec<Vec<String>>,
+    /// Components before the cap.
+    pub total: usize,
+    /// Whether the cap cut the answer.
+    pub truncated: bool,
+}
+
+/// A unit with many callers or callees.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Hotspot {
+    /// The unit.
+    pub handle: Handle,
+    /// Its qualified name.
+    pub qualified_name: Option<String>,
+    /// Distinct units calling it.
+    pub fan_in: usize,
+    /// Distinct units it calls.
+    pub fan_out: usize,
+}
+
+/// Hotspots, highest fan-in + fan-out first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HotspotAnswer {
+    /// The units.
+    pub hotspots: Vec<Hotspot>,
+    /// Units with any call edge.
+    pub total: usize,
+}
+
+/// Definitions nothing resolved points at.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UnusedAnswer {
+    /// Candidates (not proof: dynamic uses are invisible).
+    pub candidates: Vec<Handle>,
+    /// Candidates before the cap.
+    pub total: usize,
+    /// Definitions left out because an unresolved call site has their name.
+    pub maybe_used: usize,
+    /// Whether the cap cut the answer.
+    pub truncated: bool,
+}
+
+fn dir_of(path: &str) -> &str {
+    path.rsplit_once('/').map_or(".", |(d, _)| d)
+}
+
+fn is_test_path(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    path.split('/')
+        .any(|p| p == "tests" || p == "test" || p == "testdata" || p == "__tests__")
+        || file.starts_with("test_")
+        || file.ends_with("_test.go")
+        || file.ends_with("_test.py")
+        || file.contains(".test.")
+        || file.contains(".spec.")
+        || file == "conftest.py"
+}
+
+fn is_entry_point(n: &NodeRecord) -> bool {
+    let name = n.name.as_deref().unwrap_or_default();
+    matches!(
+        name,
+        "main" | "init" | "new" | "default" | "setup" | "teardown"
+    ) || (name.starts_with("__") && name.ends_with("__"))
+        || name.starts_with("test")
+        || name.starts_with("Test")
+        || name.starts_with("Benchmark")
+}
+
+fn is_public(n: &NodeRecord) -> bool {
+    let name = n.name.as_deref().unwrap_or_default();
+    if n.file_path.ends_with(".go") {
+        return name.starts_with(|c: char| c.is_uppercase());
+    }
+    !name.starts_with('_')
+}
+
+/// Tarjan's strongly connected components (iterative), over nodes `0..n`.
+pub fn tarjan_scc(n: usize, adj: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    let mut index = vec![usize::MAX; n];
+    let mut low = vec![0; n];
+    let mut on_stack = vec![false; n];
+    let mut stack = Vec::new();
+    let mut out = Vec::new();
+    let mut next = 0;
+    for root in 0..n {
+        if index[root] != usize::MAX {
+            continue;
+        }
+        let mut work: Vec<(usize, usize)> = vec![(root, 0)];
+        while let Some(&mut (v, ref mut i)) = work.last_mut() {
+            if *i == 0 && index[v] == usize::MAX {
+                index[v] = next;
+                low[v] = next;
+                next += 1;
+                stack.push(v);
+                on_stack[v] = true;
+            }
+            if let Some(&w) = adj[v].get(*i) {
+                *i += 1;
+                if index[w] == usize::MAX {
+                    work.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+                continue;
+            }
+            work.pop();
+            if let Some(&(u, _)) = work.last() {
+                low[u] = low[u].min(low[v]);
+            }
+            if low[v] == index[v] {
+                let mut comp = Vec::new();
+                while let Some(w) = stack.pop() {
+                    on_stack[w] = false;
+                    comp.push(w);
+                    if w == v {
+                        break;
+                    }
+                }
+                out.push(comp);
+            }
+        }
+    }
+    out
+}
+
+impl Graph<'_> {
+    /// Every file's (id, path, node range), and a lookup from a node id to its index there.
+    fn node_files(&self) -> Result<(FileRanges, impl Fn(i64) -> Option<usize> + '_)> {
+        let ranges = self.store.file_ranges()?;
+        let mut by_lo: Vec<(i64, i64, usize)> = ranges
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.2, r.3, i))
+            .collect();
+        by_lo.sort_unstable();
+        let find = move |id: i64| {
+            let pos = by_lo.partition_point(|r| r.0 <= id);
+            let r = by_lo.get(pos.checked_sub(1)?)?;
+            (id <= r.1).then_some(r.2)
+        };
+        Ok((ranges, find))
+    }
+
+    /// Weighted dependency edges at `level` (uses in `from` of definitions in `to`, `from != to`).
+    fn dep_edges(&self, level: Level) -> Result<BTreeMap<(String, String), u64>> {
+        let (ranges, file_of) = self.node_files()?;
+        let key = |i: usize| -> String {
+            let p = &ranges[i].1;
+            match level {
+                Level::File => p.clone(),
+                Level::Package => dir_of(p).to_string(),
+            }
+        };
+        let mut out: BTreeMap<(String, String), u64> = BTreeMap::new();
+        for e in self.store.all_edges()? {
+            if e.status != STATUS_RESOLVED {
+                continue;
+            }
+            let (Some(a), Some(b)) = (file_of(e.src), e.dst.and_then(&file_of)) else {
+                continue;
+            };
+            let (ka, kb) = (key(a), key(b));
+            if ka != kb {
+                *out.entry((ka, kb)).or_insert(0) += 1;
+            }
+        }
+        Ok(out)
+    }
+
+    fn dep_key(&self, target: &str, level: Level) -> Result<Option<String>> {
+        let ranges = self.store.file_ranges()?;
+        let t = target.trim_end_matches('/');
+        Ok(match level {
+            Level::File => ranges
+                .iter()
+                .map(|r| r.1.clone())
+                .find(|p| p == t)
+                .or_else(|| {
+                    ranges
+                        .iter()
+                        .map(|r| r.1.clone())
+                        .find(|p| p.ends_with(&format!("/{t}")))
+                }),
+            Level::Package => {
+                let dirs: BTreeSet<String> =
+                    ranges.iter().map(|r| dir_of(&r.1).to_string()).collect();
+                dirs.iter()
+                    .find(|d| *d == t)
+                    .or_else(|| dirs.iter().find(|d| d.ends_with(&format!("/{t}"))))
+                    .cloned()
+            }
+        })
+    }
+
+    fn dep_answer(
+        &self,
+        op: &str,
+        level: Level,
+        target: &str,
+        outgoing: bool,
+        max: usize,
+    ) -> Result<DepAnswer> {
+        let mut a = DepAnswer {
+            op: op.to_string(),
+            level,
+            nodes: Vec::new(),
+            edges: Vec::new(),
+            total: 0,
+            truncated: false,
+            empty: None,
+        };
+        let Some(key) = self.dep_key(target, level)? else {
+            a.empty = Some(Empty::TargetNotFound);
+            return Ok(a);
+        };
+        let edges = self.dep_edges(level)?;
+        let mut mine: Vec<DepEdge> = edges
+            .iter()
+            .filter(|((f, t), _)| if outgoing { *f == key } else { *t == key })
+            .map(|((f, t), w)| DepEdge {
+                from: f.clone(),
+                to: t.clone(),
+                weight: *w,
+            })
+            .collect();
+        mine.sort_by(|x, y| {
+            y.weight
+                .cmp(&x.weight)
+                .then(x.from.cmp(&y.from))
+                .then(x.to.cmp(&y.to))
+        });
+        a.total = mine.len();
+        let max = max.clamp(1, MAX_RESULTS);
+        a.truncated = mine.len() > max;
+        mine.truncate(max);
+        let (fan_in, fan_out) = fans(&edges);
+        for e in &mine {
+            let other = if outgoing { &e.to } else { &e.from };
+            a.nodes.push(DepNode {
+                name: other.clone(),
+                fan_in: fan_in.get(other).copied().unwrap_or(0),
+                fan_out: fan_out.get(other).copied().unwrap_or(0),
+            });
+        }
+        a.edges = mine;
+        if a.nodes.is_empty() {
+            a.empty = Some(Empty::Resolved);
+        }
+        Ok(a)
+    }
+
+    /// Files (or packages) `target` depends on.
+    pub fn dependencies(
+        &self,
+        target: &str,
+        level: Level,
+        max_results: usize,
+    ) -> Result<DepAnswer> {
+        self.dep_answer("dependencies", level, target, true, max_results)
+    }
+
+    /// Files (or packages) that depend on `target`.
+    pub fn dependents(&self, target: &str, level: Level, max_results: usize) -> Result<DepAnswer> {
+        self.dep_answer("dependents", level, target, false, max_results)
+    }
+
+    /// The dependency graph at `level`, restricted to paths under `prefix`, heaviest edges first.
+    pub fn dependency_graph(
+        &self,
+        level: Level,
+        prefix: Option<&str>,
+        max_results: usize,
+    ) -> Result<DepAnswer> {
+        let edges = self.dep_edges(level)?;
+        let (fan_in, fan_out) = fans(&edges);
+        let inside = |p: &str| prefix.is_none_or(|x| p.starts_with(x.trim_start_matches("./")));
+        let mut list: Vec<DepEdge> = edges
+            .iter()
+            .filter(|((f, t), _)| inside(f) && inside(t))
+            .map(|((f, t), w)| DepEdge {
+                from: f.clone(),
+                to: t.clone(),
+                weight: *w,
+            })
+            .collect();
+        list.sort_by(|x, y| {
+            y.weight
+                .cmp(&x.weight)
+                .then(x.from.cmp(&y.from))
+                .then(x.to.cmp(&y.to))
+        });
+        let max = max_results.clamp(1, MAX_RESULTS);
+        let total = list.len();
+        list.truncate(max);
+        let names: BTreeSet<&String> = list.iter().flat_map(|e| [&e.from, &e.to]).collect();
+        let nodes = names
+            .into_iter()
+            .map(|n| DepNode {
+                name: n.clone(),
+                fan_in: fan_in.get(n).copied().unwrap_or(0),
+                fan_out: fan_out.get(n).copied().unwrap_or(0),
+            })
+            .collect::<Vec<_>>();
+        Ok(DepAnswer {
+            op: "dependency_graph".into(),
+            level,
+            empty: nodes.is_empty().then_some(Empty::Resolved),
+            nodes,
+            edges: list,
+            total,
+            truncated: total > max,
+        })
+    }
+
+    /// Cycles (strongly connected components) among files or packages.
+    pub fn circular_dependencies(&self, level: Level, max_results: usize) -> Result<CycleAnswer> {
+        let edges = self.dep_edges(level)?;
+        let mut ids: BTreeMap<&String, usize> = BTreeMap::new();
+        for (f, t) in edges.keys() {
+            let n = ids.len();
+            ids.entry(f).or_insert(n);
+            let n = ids.len();
+            ids.entry(t).or_insert(n);
+        }
+        let names: Vec<String> = {
+            let mut v = vec![String::new(); ids.len()];
+            for (k, &i) in &ids {
+                v[i] = (*k).clone();
+            }
+            v
+        };
+        let mut adj = vec![Vec::new(); ids.len()];
+        for (f, t) in edges.keys() {
+            adj[ids[f]].push(ids[t]);
+        }
+        let mut cycles: Vec<Vec<String>> = tarjan_scc(ids.len(), &adj)
+            .into_iter()
+            .filter(|c| c.len() > 1)
+            .map(|c| {
+                let mut v: Vec<String> = c.into_iter().map(|i| names[i].clone()).collect();
+                v.sort();
+                v
+            })
+            .collect();
+        cycles.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+        let total = cycles.len();
+        let max = max_results.clamp(1, MAX_RESULTS);
+        cycles.truncate(max);
+        Ok(CycleAnswer {
+            level,
+            cycles,
+            total,
+            truncated: total > max,
+        })
+    }
+
+    /// Units with the most distinct callers plus callees (resolved call edges).
+    pub fn hotspots(&self, top: usize) -> Result<HotspotAnswer> {
+        let mut callers: HashMap<i64, HashSet<i64>> = HashMap::new();
+        let mut callees: HashMap<i64, HashSet<i64>> = HashMap::new();
+        for e in self.store.all_edges()? {
+            if e.kind != SiteKind::Call || e.status != STATUS_RESOLVED {
+                continue;
+            }
+            let Some(d) = e.dst else { continue };
+            callers.entry(d).or_default().insert(e.src);
+            callees.entry(e.src).or_default().insert(d);
+        }
+        let mut all: Vec<(i64, usize, usize)> = callers
+            .keys()
+            .chain(callees.keys())
+            .copied()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .map(|id| {
+                (
+                    id,
+                    callers.get(&id).map_or(0, HashSet::len),
+                    callees.get(&id).map_or(0, HashSet::len),
+                )
+            })
+            .collect();
+        let total = all.len();
+        all.sort_by(|a, b| (b.1 + b.2).cmp(&(a.1 + a.2)).then(a.0.cmp(&b.0)));
+        all.truncate(top.clamp(1, MAX_RESULTS));
+        let ids: Vec<i64> = all.iter().map(|a| a.0).collect();
+        let nodes: HashMap<i64, NodeRecord> = self
+            .store
+            .nodes_by_rowids(&ids)?
+            .into_iter()
+            .map(|n| (n.rowid, n))
+            .collect();
+        let hotspots = all
+            .into_iter()
+            .filter_map(|(id, fi, fo)| {
+                let n = nodes.get(&id)?;
+                Some(Hotspot {
+                    handle: self.handle(n),
+                    qualified_name: n.qualified_name.clone(),
+                    fan_in: fi,
+                    fan_out: fo,
+                })
+            })
+            .collect();
+        Ok(HotspotAnswer { hotspots, total })
+    }
+
+    /// Definitions with no resolved use, except tests, entry points and
+    /// (unless `include_public`) public ones; those whose name an unresolved
+    /// call site has are counted in `maybe_used`, not listed.
+    pub fn unused_symbols(&self, include_public: bool, max_results: usize) -> Result<UnusedAnswer> {
+        let used: HashSet<i64> = self
+            .store
+            .all_edges()?
+            .into_iter()
+            .filter_map(|e| e.dst)
+            .collect();
+        // Names some raw reference uses: a definition with such a name may be
+        // used through a site resolution could not bind.
+        let unresolved = self.store.used_ref_names()?;
+        let ids: Vec<i64> = self
+            .store
+            .definition_ids()?
+            .into_iter()
+            .filter(|id| !used.contains(id))
+            .collect();
+        let mut nodes = self.store.nodes_by_rowids(&ids)?;
+        nodes.sort_by(|a, b| {
+            a.file_path
+                .cmp(&b.file_path)
+                .then(a.start_byte.cmp(&b.start_byte))
+        });
+        let mut maybe_used = 0;
+        let mut out = Vec::new();
+        for n in nodes {
+            if is_test_path(&n.file_path)
+                || is_entry_point(&n)
+                || (!include_public && is_public(&n))
+            {
+                continue;
+            }
+            if n.name.as_deref().is_some_and(|x| unresolved.contains(x)) {
+                maybe_used += 1;
+                continue;
+            }
+            out.push(n);
+        }
+        let total = out.len();
+        let max = max_results.clamp(1, MAX_RESULTS);
+        Ok(UnusedAnswer {
+            candidates: out.iter().take(max).map(|n| self.handle(n)).collect(),
+            total,
+            maybe_used,
+            truncated: total > max,
+        })
+    }
+
+    fn base_edges_to(&self, id: i64) -> Result<Vec<StoredEdge>> {
+        Ok(self
+            .store
+            .edges_to(id)?
+            .into_iter()
+            .filter(|e| e.how == HOW_BASE)
+            .collect())
+    }
+
+    fn base_edges_from(&self, n: &NodeRecord) -> Result<Vec<StoredEdge>> {
+        let mut out: Vec<StoredEdge> = self
+            .store
+            .edges_from_range(n.rowid, n.rowid)?
+            .into_iter()
+            .filter(|e| e.how == HOW_BASE)
+            .collect();
+        // Rust: a struct's trait impls are `impl` units of the same name.
+        if let Some(name) = n.name.as_deref() {
+            for imp in self
+                .store
+                .nodes_by_name(name, crate::store::read::NameMatch::Equal, 200)?
+            {
+                if imp.node_type == "impl"
+                    && imp.name.as_deref() == Some(name)
+                    && imp.rowid != n.rowid
+                {
+                    out.extend(
+                        self.store
+                            .edges_from_range(imp.rowid, imp.rowid)?
+                            .into_iter()
+                            .filter(|e| e.how == HOW_BASE),
+                    );
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn relation(
+        &self,
+        op: &str,
+        target: &str,
+        max_results: usize,
+        down: bool,
+        depth: u32,
+    ) -> Result<GraphAnswer> {
+        let (mut a, t) = self.with_target(op, target)?;
+        let Some(t) = t else { return Ok(a) };
+        let max = max_results.clamp(1, MAX_RESULTS);
+        let mut seen = HashSet::from([t.rowid]);
+        let mut frontier = vec![t];
+        for d in 1..=depth.max(1) {
+            let mut next = Vec::new();
+            for n in &frontier {
+                let edges = if down {
+                    self.base_edges_to(n.rowid)?
+                } else {
+                    self.base_edges_from(n)?
+                };
+                for e in edges {
+                    let other = if down { e.src } else { e.dst.unwrap_or(0) };
+                    if other <= 0 || !seen.insert(other) {
+                        continue;
+                    }
+                    if let Some(o) = self.node(other)? {
+                        a.total += 1;
+                        if a.nodes.len() < max {
+                            let mut g = self.graph_node(&o, d, &e);
+                            g.edge_kind = if down {
+                                "subtype".into()
+                            } else {
+                                "supertype".into()
+                            };
+                            a.nodes.push(g);
+                        } else {
+                            a.truncated = true;
+                        }
+                        next.push(o);
+                    }
+                }
+            }
+            frontier = next;
+        }
+        if a.nodes.is_empty() {
+            a.empty = Some(Empty::Resolved);
+        }
+        Ok(a)
+    }
+
+    /// Types that extend or implement `target` (bases, trait impls, Go method sets).
+    pub fn implementations(&self, target: &str, max_results: usize) -> Result<GraphAnswer> {
+        self.relation("implementations", target, max_results, true, 1)
+    }
+
+    /// Types `target` extends or implements.
+    pub fn implements(&self, target: &str, max_results: usize) -> Result<GraphAnswer> {
+        self.relation("implements", target, max_results, false, 1)
+    }
+
+    /// Supertypes (edge kind `supertype`) and subtypes (`subtype`) of `target`, up to `depth`.
+    pub fn type_hierarchy(
+        &self,
+        target: &str,
+        depth: u32,
+        max_results: usize,
+    ) -> Result<GraphAnswer> {
+        let depth = depth.clamp(1, super::nav::MAX_DEPTH);
+        let mut up = self.relation("type_hierarchy", target, max_results, false, depth)?;
+        if up.target.is_none() {
+            return Ok(up);
+        }
+        let down = self.relation("type_hierarchy", target, max_results, true, depth)?;
+        up.total += down.total;
+        up.truncated |= down.truncated;
+        up.nodes.extend(down.nodes);
+        up.empty = up.nodes.is_empty().then_some(Empty::Resolved);
+        Ok(up)
+    }
+
+    /// What changes if `target` changes: `nodes` must change (direct,
+    /// resolved, confident uses); `review` needs a look (transitive callers
+    /// up to depth 3, ambiguous or guessed edges); unresolved sites with the
+    /// target's name are listed too.
+    pub fn impact(&self, target: &str, max_results: usize) -> Result<GraphAnswer> {
+        let mut direct = self.references(target, max_results)?;
+        direct.op = "impact".into();
+        if direct.target.is_none() {
+            return Ok(direct);
+        }
+        let (must, weak): (Vec<_>, Vec<_>) = direct
+            .nodes
+            .into_iter()
+            .partition(|n| n.status == "resolved" && n.confidence >= 90);
+        let must_ids: HashSet<String> = must.iter().map(|n| n.handle.id.to_string()).collect();
+        let transitive = self.callers(target, 3, max_results)?;
+        let mut review: Vec<_> = weak;
+        for n in transitive.nodes {
+            if n.depth > 1 && !must_ids.contains(&n.handle.id.to_string()) {
+                review.push(n);
+            }
+        }
+        direct.nodes = must;
+        direct.review = review;
+        direct.total = direct.nodes.len() + direct.review.len();
+        direct.empty = (direct.nodes.is_empty() && direct.review.is_empty()).then(|| {
+            if direct.unresolved_count > 0 {
+                Empty::Unresolved {
+                    count: direct.unresolved_count,
+                    name: direct
+                        .target
+                        .as_ref()
+                        .map(|t| t.preview.clone())
+                        .unwrap_or_default(),
+                }
+            } else {
+                Empty::Resolved
+            }
+        });
+        Ok(direct)
+    }
+}
+
+fn fans(
+    edges: &BTreeMap<(String, String), u64>,
+) -> (HashMap<String, usize>, HashMap<String, usize>) {
+    let mut fan_in: HashMap<String, usize> = HashMap::new();
+    let mut fan_out: HashMap<String, usize> = HashMap::new();
+    for (f, t) in edges.keys() {
+        *fan_out.entry(f.clone()).or_insert(0) += 1;
+        *fan_in.entry(t.clone()).or_insert(0) += 1;
+    }
+    (fan_in, fan_out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tarjan_scc;
+
+    #[test]
+    fn tarjan_finds_cycles_and_leaves_dags_alone() {
+        // 0 -> 1 -> 2 -> 0, 2 -> 3, 3 -> 4 -> 3, 5 alone
+        let adj = vec![vec![1], vec![2], vec![0, 3], vec![4], vec![3], vec![]];
+        let mut comps: Vec<Vec<usize>> = tarjan_scc(6, &adj)
+            .into_iter()
+            .map(|mut c| {
+                c.sort();
+                c
+            })
+            .collect();
+        comps.sort();
+        assert_eq!(comps, vec![vec![0, 1, 2], vec![3, 4], vec![5]]);
+        assert_eq!(tarjan_scc(3, &[vec![1], vec![2], vec![]]).len(), 3);
+    }
+}
