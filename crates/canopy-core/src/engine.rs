@@ -143,7 +143,7 @@ impl Engine {
     pub fn graph_request(
         &self,
         request: &crate::graph::request::GraphRequest,
-    ) -> Result<crate::graph::nav::GraphAnswer> {
+    ) -> Result<crate::graph::request::GraphResponse> {
         request.validate()?;
         self.graph(|g| g.run(request))
     }

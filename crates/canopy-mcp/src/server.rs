@@ -23,6 +23,7 @@ use tokio::sync::mpsc;
 use crate::engines::{EngineCache, Repo, blocking};
 use crate::error::ToolError;
 use crate::tools::{Args, ToolName, parse_args};
+use canopy_core::graph::request::GraphOp;
 
 /// Shown to the client at initialization (many clients give it to the model).
 const INSTRUCTIONS: &str = "Canopy indexes code for token-efficient retrieval. Workflow: \
@@ -104,8 +105,13 @@ impl CanopyServer {
                 }
                 run(&repo, move |e| e.refine(&params)).await.and_then(json)
             }
-            ToolName::Graph => {
-                let request = args.graph_request()?;
+            ToolName::Graph | ToolName::Analysis => {
+                let offered: &[GraphOp] = if tool == ToolName::Graph {
+                    &GraphOp::NAVIGATION
+                } else {
+                    &GraphOp::ANALYSIS
+                };
+                let request = args.graph_request(offered)?;
                 request.validate()?;
                 ensure_complete(&repo, &progress).await?;
                 run(&repo, move |e| e.graph_request(&request))

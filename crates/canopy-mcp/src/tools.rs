@@ -15,6 +15,7 @@
 
 use std::sync::Arc;
 
+use canopy_core::graph::ops::Level;
 use canopy_core::graph::request::{GraphOp, GraphRequest};
 use canopy_core::pack::PackParams;
 use canopy_core::query::{MatchMode, QueryKind, QueryParams};
@@ -44,16 +45,19 @@ pub(crate) enum ToolName {
     Refine,
     /// `canopy_graph`: callers, callees, references, definition, … over resolved edges.
     Graph,
+    /// `canopy_analysis`: whole-repository analyses over the graph.
+    Analysis,
 }
 
 impl ToolName {
     /// Every tool, in the order `tools/list` shows them.
-    pub(crate) const ALL: [ToolName; 8] = [
+    pub(crate) const ALL: [ToolName; 9] = [
         ToolName::EvidencePack,
         ToolName::Query,
         ToolName::Expand,
         ToolName::Refine,
         ToolName::Graph,
+        ToolName::Analysis,
         ToolName::Status,
         ToolName::Index,
         ToolName::Invalidate,
@@ -70,6 +74,7 @@ impl ToolName {
             ToolName::Invalidate => "canopy_invalidate",
             ToolName::Refine => "canopy_refine",
             ToolName::Graph => "canopy_graph",
+            ToolName::Analysis => "canopy_analysis",
         }
     }
 
@@ -121,12 +126,19 @@ impl ToolName {
             }
             ToolName::Graph => {
                 "Code graph over references resolved to their definitions (not name matches). \
-                 op: callers/callees (depth 1-10, transitive), references, type_usages, \
-                 definition (target=path:line:col, col 0-based), path (shortest call chain \
-                 target -> to). target: Type.method, Type::method, pkg.Name or path:line:col. \
-                 Returns handles with depth, edge_kind, confidence. ambiguous -> retry with one \
-                 candidate's path:line. empty.kind: resolved (truly none), unresolved (sites \
-                 named like the target could not be resolved; listed), target_not_found."
+                 op: callers/callees (depth 1-10), references, definition (target=path:line:col, \
+                 col 0-based), type_usages, implementations, implements, impact (must change vs \
+                 review), path (call chain target -> to), dependencies/dependents (level \
+                 file|package). target: Type.method, Type::method, pkg.Name, a path, or \
+                 path:line:col. Nodes are handles with depth, edge_kind, confidence. ambiguous \
+                 -> retry with a candidate's path:line. empty.kind: resolved (truly none), \
+                 unresolved (same-named sites not resolvable; listed), target_not_found."
+            }
+            ToolName::Analysis => {
+                "Repository analysis over the code graph. op: hotspots (most callers+callees), \
+                 unused_symbols (candidates; include_public), circular_dependencies and \
+                 dependency_graph (level file|package; target = optional path prefix), \
+                 type_hierarchy (target required, depth). Handles, never file text."
             }
         }
     }
@@ -135,6 +147,7 @@ impl ToolName {
         let path = json!({"type": "string", "description": "Absolute repo root"});
         let text = json!({"type": "string"});
         let int = |default: u64| json!({"type": "integer", "minimum": 1, "default": default});
+        let level = json!({"type": "string", "enum": ["file", "package"], "default": "file"});
         let keep = json!({"type": "boolean", "description": "Keep all results server-side; returns result_set for canopy_refine"});
         let search = |dsl: &str| {
             json!({
@@ -205,13 +218,26 @@ impl ToolName {
             ToolName::Graph => (
                 json!({
                     "path": path,
-                    "op": {"type": "string", "enum": GraphOp::ALL.map(GraphOp::as_str)},
+                    "op": {"type": "string", "enum": GraphOp::NAVIGATION.map(GraphOp::as_str)},
                     "target": {"type": "string", "minLength": 1},
                     "to": {"type": "string", "description": "op=path: end symbol"},
                     "depth": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1},
+                    "level": level.clone(),
                     "max_results": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
                 }),
                 vec!["path", "op", "target"],
+            ),
+            ToolName::Analysis => (
+                json!({
+                    "path": path,
+                    "op": {"type": "string", "enum": GraphOp::ANALYSIS.map(GraphOp::as_str)},
+                    "target": text,
+                    "depth": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1},
+                    "level": level,
+                    "include_public": {"type": "boolean", "default": false},
+                    "max_results": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
+                }),
+                vec!["path", "op"],
             ),
         };
         json!({"type": "object", "properties": properties, "required": required})
@@ -265,6 +291,8 @@ pub(crate) struct Args {
     pub to: Option<String>,
     pub depth: Option<u32>,
     pub max_results: Option<usize>,
+    pub level: Option<Level>,
+    pub include_public: Option<bool>,
 }
 
 impl Args {
@@ -307,21 +335,30 @@ impl Args {
         }
     }
 
-    /// The `canopy_graph` request; an unknown `op` is a validation error naming the valid ones.
-    pub(crate) fn graph_request(&self) -> Result<GraphRequest, ToolError> {
-        let op = self.op.as_deref().unwrap_or_default();
-        let op = GraphOp::from_name(op).ok_or_else(|| {
-            ToolError::InvalidArguments(format!(
-                "unknown op {op:?} for canopy_graph; one of: {}",
-                GraphOp::ALL.map(GraphOp::as_str).join(", ")
-            ))
-        })?;
+    /// The `canopy_graph` / `canopy_analysis` request; an `op` the tool does
+    /// not offer is a validation error naming the ones it does.
+    pub(crate) fn graph_request(&self, offered: &[GraphOp]) -> Result<GraphRequest, ToolError> {
+        let name = self.op.as_deref().unwrap_or_default();
+        let op = GraphOp::from_name(name)
+            .filter(|op| offered.contains(op))
+            .ok_or_else(|| {
+                ToolError::InvalidArguments(format!(
+                    "unknown op {name:?}; one of: {}",
+                    offered
+                        .iter()
+                        .map(|op| op.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })?;
         Ok(GraphRequest {
             op,
             target: self.target.clone().unwrap_or_default(),
             to: self.to.clone(),
             depth: self.depth,
             max_results: self.max_results,
+            level: self.level,
+            include_public: self.include_public,
         })
     }
 

@@ -9,7 +9,8 @@ use common::*;
 use rmcp::model::ProtocolVersion;
 use serde_json::{Value, json};
 
-const TOOLS: [&str; 8] = [
+const TOOLS: [&str; 9] = [
+    "canopy_analysis",
     "canopy_evidence_pack",
     "canopy_expand",
     "canopy_graph",

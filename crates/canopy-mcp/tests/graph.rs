@@ -123,6 +123,87 @@ async fn callers_follow_resolved_edges_not_names() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn analysis_ops_and_dependencies_answer_over_the_graph() {
+    let repo = repo();
+    let client = connect().await;
+    let path = repo.path();
+
+    // app.py imports models.py: a file-level dependency, and no cycle.
+    let deps = ok_json(
+        &call(
+            &client,
+            "canopy_graph",
+            json!({"path": path, "op": "dependencies", "target": "app.py"}),
+        )
+        .await,
+    );
+    let edges = deps["edges"].as_array().unwrap_or_else(|| panic!("{deps}"));
+    assert!(
+        edges
+            .iter()
+            .any(|e| e["from"] == "app.py" && e["to"] == "models.py"),
+        "{deps}"
+    );
+    let cycles = ok_json(
+        &call(
+            &client,
+            "canopy_analysis",
+            json!({"path": path, "op": "circular_dependencies"}),
+        )
+        .await,
+    );
+    assert_eq!(cycles["cycles"], json!([]), "{cycles}");
+
+    // helper is called by Parser.parse; unrelated is called by nobody.
+    let hot = ok_json(
+        &call(
+            &client,
+            "canopy_analysis",
+            json!({"path": path, "op": "hotspots"}),
+        )
+        .await,
+    );
+    assert!(
+        hot["hotspots"]
+            .as_array()
+            .is_some_and(|h| h.iter().any(|n| n["qualified_name"] == "Parser.parse")),
+        "{hot}"
+    );
+    let unused = ok_json(
+        &call(
+            &client,
+            "canopy_analysis",
+            json!({"path": path, "op": "unused_symbols", "include_public": true}),
+        )
+        .await,
+    );
+    let previews: Vec<&str> = unused["candidates"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{unused}"))
+        .iter()
+        .filter_map(|h| h["preview"].as_str())
+        .collect();
+    assert!(
+        previews.iter().any(|p| p.starts_with("def unrelated")),
+        "{unused}"
+    );
+    assert!(
+        !previews.iter().any(|p| p.starts_with("def helper")),
+        "{unused}"
+    );
+
+    // Each tool offers only its own operations.
+    let wrong = call(
+        &client,
+        "canopy_analysis",
+        json!({"path": path, "op": "callers", "target": "helper"}),
+    )
+    .await;
+    err_json(&wrong, "Validation");
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn bad_graph_requests_are_validation_errors_with_hints() {
     let repo = repo();
     let client = connect().await;

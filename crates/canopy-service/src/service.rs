@@ -890,7 +890,7 @@ impl Service {
             _ => {}
         }
         let answer = engine.graph_request(&req.request)?;
-        let returned = answer.nodes.len();
+        let returned = answer.len();
         let mut value = serde_json::to_value(&answer).map_err(ApiError::internal)?;
         annotate_graph(&mut value, &entry.id, generation, &commit_sha);
         self.metrics.returned(&entry.id, returned, &[]);
@@ -1312,14 +1312,14 @@ fn annotate_graph(value: &mut Value, repo_id: &str, generation: u64, commit_sha:
         if let Some(t) = obj.get_mut("target") {
             tag(t);
         }
-        for key in ["candidates", "nodes"] {
+        for key in ["candidates", "nodes", "review", "hotspots"] {
             for item in obj
                 .get_mut(key)
                 .and_then(Value::as_array_mut)
                 .into_iter()
                 .flatten()
             {
-                if key == "nodes" {
+                if key != "candidates" {
                     if let Some(h) = item.get_mut("handle") {
                         tag(h);
                     }

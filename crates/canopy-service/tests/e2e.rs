@@ -605,11 +605,22 @@ fn every_error_has_code_message_and_hint() {
         .as_str()
         .unwrap()
         .to_string();
+    // Generation 7 was never issued (the current one is 1): a client bug,
+    // 400 (issue 15 item 8); an older generation is the 409 case.
     assert_error(
         &post(
             &client,
             "/expand",
             &json!({"repo": id, "handles": [{"id": h, "generation": 7}]}),
+        ),
+        400,
+        "validation_error",
+    );
+    assert_error(
+        &post(
+            &client,
+            "/expand",
+            &json!({"repo": id, "handles": [{"id": h, "generation": 0}]}),
         ),
         409,
         "stale_generation",

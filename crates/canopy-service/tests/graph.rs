@@ -99,6 +99,29 @@ fn graph_answers_with_generations_and_409_when_stale() {
     );
     assert_error(&future, 400, "validation_error");
 
+    // Analysis operations share the endpoint.
+    let resp = post(&client, "/graph", &json!({"repo": id, "op": "hotspots"}));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let hot: Value = resp.json().unwrap();
+    assert!(
+        hot["hotspots"]
+            .as_array()
+            .is_some_and(|h| h.iter().all(|n| n["handle"]["generation"] == 2)),
+        "{hot}"
+    );
+    let resp = post(
+        &client,
+        "/graph",
+        &json!({"repo": id, "op": "dependents", "target": "src/shapes.rs"}),
+    );
+    let deps: Value = resp.json().unwrap();
+    assert!(
+        deps["edges"]
+            .as_array()
+            .is_some_and(|e| e.iter().any(|e| e["from"] == "src/lib.rs")),
+        "{deps}"
+    );
+
     // Bad requests are 400 with a hint, never 500.
     for body in [
         json!({"repo": id, "op": "nope", "target": "x"}),

@@ -1,12 +1,12 @@
-//! One serialisable request type for every graph navigation operation, so
-//! the front ends (MCP `canopy_graph`, HTTP `POST /graph`, scripts) share
-//! one parser and one dispatcher instead of each matching on operation
-//! names.
+//! One serialisable request type for every graph operation, so the front
+//! ends (MCP `canopy_graph` and `canopy_analysis`, HTTP `POST /graph`,
+//! scripts) share one parser and one dispatcher instead of each matching
+//! on operation names.
 //!
-//! A request names an [`GraphOp`] and a `target` string (the rule is in
-//! [`crate::graph::nav`]); `definition` takes its target as
-//! `path:line:col`, `path` also needs `to`. Depth and result caps are
-//! clamped here, so no front end can ask for unbounded work.
+//! A request names a [`GraphOp`] and, for the operations about one symbol,
+//! a `target` string (the rule is in [`crate::graph::nav`]); `definition`
+//! takes its target as `path:line:col`, `path` also needs `to`. Depth and
+//! result caps are clamped here, so no front end can ask for unbounded work.
 
 use serde::{Deserialize, Serialize};
 
@@ -14,8 +14,10 @@ use crate::error::{CanopyError, Result};
 use crate::graph::nav::{
     DEFAULT_DEPTH, DEFAULT_MAX_RESULTS, Graph, GraphAnswer, MAX_DEPTH, MAX_RESULTS,
 };
+use crate::graph::ops::{CycleAnswer, DepAnswer, HotspotAnswer, Level, UnusedAnswer};
 
-/// The navigation operations.
+/// The graph operations: navigation (about one symbol or file) and
+/// whole-repository analysis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GraphOp {
@@ -31,17 +33,51 @@ pub enum GraphOp {
     Definition,
     /// The shortest call path from `target` to `to`.
     Path,
+    /// Types that implement or extend the target.
+    Implementations,
+    /// What the target implements or extends.
+    Implements,
+    /// What must change and what needs review if the target changes.
+    Impact,
+    /// Files (or packages, `level`) the target depends on.
+    Dependencies,
+    /// Files (or packages) that depend on the target.
+    Dependents,
+    /// Supertypes and subtypes of the target.
+    TypeHierarchy,
+    /// Definitions nothing resolved uses (candidates).
+    UnusedSymbols,
+    /// Units with the most callers plus callees.
+    Hotspots,
+    /// Import cycles among files or packages.
+    CircularDependencies,
+    /// The file or package dependency graph (under `target` as a path prefix, if given).
+    DependencyGraph,
 }
 
 impl GraphOp {
-    /// Every operation, in the order tool descriptions list them.
-    pub const ALL: [GraphOp; 6] = [
+    /// Navigation operations (MCP `canopy_graph`).
+    pub const NAVIGATION: [GraphOp; 11] = [
         GraphOp::Callers,
         GraphOp::Callees,
         GraphOp::References,
-        GraphOp::TypeUsages,
         GraphOp::Definition,
+        GraphOp::TypeUsages,
+        GraphOp::Implementations,
+        GraphOp::Implements,
+        GraphOp::Impact,
         GraphOp::Path,
+        GraphOp::Dependencies,
+        GraphOp::Dependents,
+    ];
+
+    /// Whole-repository analysis operations over the graph (MCP `canopy_analysis`).
+    pub const ANALYSIS: [GraphOp; 5] = [
+        GraphOp::TypeHierarchy,
+        GraphOp::UnusedSymbols,
+        GraphOp::Hotspots,
+        GraphOp::CircularDependencies,
+        GraphOp::DependencyGraph,
     ];
 
     /// The wire name (`snake_case`).
@@ -53,32 +89,98 @@ impl GraphOp {
             GraphOp::TypeUsages => "type_usages",
             GraphOp::Definition => "definition",
             GraphOp::Path => "path",
+            GraphOp::Implementations => "implementations",
+            GraphOp::Implements => "implements",
+            GraphOp::Impact => "impact",
+            GraphOp::Dependencies => "dependencies",
+            GraphOp::Dependents => "dependents",
+            GraphOp::TypeHierarchy => "type_hierarchy",
+            GraphOp::UnusedSymbols => "unused_symbols",
+            GraphOp::Hotspots => "hotspots",
+            GraphOp::CircularDependencies => "circular_dependencies",
+            GraphOp::DependencyGraph => "dependency_graph",
         }
     }
 
     /// The operation with this wire name.
     pub fn from_name(name: &str) -> Option<GraphOp> {
-        GraphOp::ALL.into_iter().find(|op| op.as_str() == name)
+        GraphOp::NAVIGATION
+            .into_iter()
+            .chain(GraphOp::ANALYSIS)
+            .find(|op| op.as_str() == name)
+    }
+
+    /// Whether the operation is about one target (which must then be given).
+    pub fn needs_target(self) -> bool {
+        !matches!(
+            self,
+            GraphOp::UnusedSymbols
+                | GraphOp::Hotspots
+                | GraphOp::CircularDependencies
+                | GraphOp::DependencyGraph
+        )
     }
 }
 
-/// A graph navigation request.
+/// A graph request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GraphRequest {
     /// The operation.
     pub op: GraphOp,
-    /// `Type.method`, `Type::method`, `pkg.Name`, a path prefix, or `path:line:col`.
+    /// `Type.method`, `Type::method`, `pkg.Name`, a path prefix, or
+    /// `path:line:col`; for `dependency_graph` an optional path prefix.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub target: String,
     /// The end of a `path` request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to: Option<String>,
-    /// Transitive depth for callers/callees (default 1, at most 10).
+    /// Transitive depth for callers/callees/type_hierarchy (default 1, at most 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub depth: Option<u32>,
     /// Most nodes in the answer (default 50, at most 500).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_results: Option<usize>,
+    /// Files or packages (directories) for dependency operations (default file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<Level>,
+    /// `unused_symbols`: also list public (exported) definitions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_public: Option<bool>,
+}
+
+/// What a graph request answers: one of the operation families' answers.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum GraphResponse {
+    /// Nodes reached from a target (navigation, impact, type hierarchy).
+    Nodes(GraphAnswer),
+    /// Dependencies, dependents or the dependency graph.
+    Dependencies(DepAnswer),
+    /// Import cycles.
+    Cycles(CycleAnswer),
+    /// Hotspots.
+    Hotspots(HotspotAnswer),
+    /// Unused-symbol candidates.
+    Unused(UnusedAnswer),
+}
+
+impl GraphResponse {
+    /// How many items the answer lists (for metrics).
+    pub fn len(&self) -> usize {
+        match self {
+            GraphResponse::Nodes(a) => a.nodes.len() + a.review.len(),
+            GraphResponse::Dependencies(a) => a.nodes.len(),
+            GraphResponse::Cycles(a) => a.cycles.len(),
+            GraphResponse::Hotspots(a) => a.hotspots.len(),
+            GraphResponse::Unused(a) => a.candidates.len(),
+        }
+    }
+
+    /// Whether the answer lists nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// Splits `path:line:col` (col optional, 0-based) into its parts.
@@ -95,13 +197,26 @@ pub fn parse_position(target: &str) -> Option<(&str, u32, u32)> {
 }
 
 impl GraphRequest {
-    /// Checks the request and clamps its caps; the error says what to change.
+    /// A request for `op` on `target` with default caps.
+    pub fn new(op: GraphOp, target: impl Into<String>) -> GraphRequest {
+        GraphRequest {
+            op,
+            target: target.into(),
+            to: None,
+            depth: None,
+            max_results: None,
+            level: None,
+            include_public: None,
+        }
+    }
+
+    /// Checks the request; the error says what to change.
     pub fn validate(&self) -> Result<()> {
-        if self.target.trim().is_empty() {
-            return Err(CanopyError::Validation(
-                "target is empty: give Type.method, Type::method, pkg.Name, a path, or path:line:col"
-                    .into(),
-            ));
+        if self.op.needs_target() && self.target.trim().is_empty() {
+            return Err(CanopyError::Validation(format!(
+                "{} needs a target: Type.method, Type::method, pkg.Name, a path, or path:line:col",
+                self.op.as_str()
+            )));
         }
         if self.op == GraphOp::Definition && parse_position(&self.target).is_none() {
             return Err(CanopyError::Validation(format!(
@@ -138,23 +253,43 @@ impl GraphRequest {
 
 impl Graph<'_> {
     /// Answers one request (after [`GraphRequest::validate`]).
-    pub fn run(&self, request: &GraphRequest) -> Result<GraphAnswer> {
+    pub fn run(&self, request: &GraphRequest) -> Result<GraphResponse> {
+        use GraphResponse as R;
         request.validate()?;
         let target = request.target.trim();
         let (depth, max) = (request.depth(), request.max_results());
-        match request.op {
-            GraphOp::Callers => self.callers(target, depth, max),
-            GraphOp::Callees => self.callees(target, depth, max),
-            GraphOp::References => self.references(target, max),
-            GraphOp::TypeUsages => self.type_usages(target, max),
+        let level = request.level.unwrap_or_default();
+        Ok(match request.op {
+            GraphOp::Callers => R::Nodes(self.callers(target, depth, max)?),
+            GraphOp::Callees => R::Nodes(self.callees(target, depth, max)?),
+            GraphOp::References => R::Nodes(self.references(target, max)?),
+            GraphOp::TypeUsages => R::Nodes(self.type_usages(target, max)?),
             GraphOp::Definition => {
                 let (path, line, col) = parse_position(target).ok_or_else(|| {
                     CanopyError::Validation(format!("not path:line:col: {target:?}"))
                 })?;
-                self.definition(path, line, col)
+                R::Nodes(self.definition(path, line, col)?)
             }
-            GraphOp::Path => self.path(target, request.to.as_deref().unwrap_or_default().trim()),
-        }
+            GraphOp::Path => {
+                R::Nodes(self.path(target, request.to.as_deref().unwrap_or_default().trim())?)
+            }
+            GraphOp::Implementations => R::Nodes(self.implementations(target, max)?),
+            GraphOp::Implements => R::Nodes(self.implements(target, max)?),
+            GraphOp::Impact => R::Nodes(self.impact(target, max)?),
+            GraphOp::TypeHierarchy => R::Nodes(self.type_hierarchy(target, depth, max)?),
+            GraphOp::Dependencies => R::Dependencies(self.dependencies(target, level, max)?),
+            GraphOp::Dependents => R::Dependencies(self.dependents(target, level, max)?),
+            GraphOp::DependencyGraph => R::Dependencies(self.dependency_graph(
+                level,
+                (!target.is_empty()).then_some(target),
+                max,
+            )?),
+            GraphOp::CircularDependencies => R::Cycles(self.circular_dependencies(level, max)?),
+            GraphOp::Hotspots => R::Hotspots(self.hotspots(max)?),
+            GraphOp::UnusedSymbols => {
+                R::Unused(self.unused_symbols(request.include_public.unwrap_or(false), max)?)
+            }
+        })
     }
 }
 
@@ -173,7 +308,12 @@ mod tests {
 
     #[test]
     fn op_names_round_trip_and_match_serde() {
-        for op in GraphOp::ALL {
+        let all: Vec<GraphOp> = GraphOp::NAVIGATION
+            .into_iter()
+            .chain(GraphOp::ANALYSIS)
+            .collect();
+        assert_eq!(all.len(), 16);
+        for op in all {
             assert_eq!(GraphOp::from_name(op.as_str()), Some(op));
             let json = serde_json::to_value(op).expect("serialises");
             assert_eq!(json, serde_json::Value::String(op.as_str().into()));
@@ -183,11 +323,10 @@ mod tests {
     #[test]
     fn invalid_requests_say_what_to_change() {
         let req = |op, target: &str, to: Option<&str>| GraphRequest {
-            op,
-            target: target.into(),
             to: to.map(str::to_string),
             depth: Some(99),
             max_results: Some(0),
+            ..GraphRequest::new(op, target)
         };
         let err = req(GraphOp::Definition, "Parser.parse", None)
             .validate()
@@ -200,7 +339,11 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("only to op=path"), "{err}");
         let err = req(GraphOp::Callers, "  ", None).validate().unwrap_err();
-        assert!(err.to_string().contains("target is empty"), "{err}");
+        assert!(err.to_string().contains("needs a target"), "{err}");
+        // Whole-repository analyses need none.
+        req(GraphOp::Hotspots, "", None)
+            .validate()
+            .expect("no target needed");
         let ok = req(GraphOp::Callers, "a", None);
         assert_eq!((ok.depth(), ok.max_results()), (MAX_DEPTH, 1));
     }
