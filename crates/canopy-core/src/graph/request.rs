@@ -154,7 +154,7 @@ pub struct GraphRequest {
 #[serde(untagged)]
 pub enum GraphResponse {
     /// Nodes reached from a target (navigation, impact, type hierarchy).
-    Nodes(GraphAnswer),
+    Nodes(Box<GraphAnswer>),
     /// Dependencies, dependents or the dependency graph.
     Dependencies(DepAnswer),
     /// Import cycles.
@@ -260,23 +260,23 @@ impl Graph<'_> {
         let (depth, max) = (request.depth(), request.max_results());
         let level = request.level.unwrap_or_default();
         Ok(match request.op {
-            GraphOp::Callers => R::Nodes(self.callers(target, depth, max)?),
-            GraphOp::Callees => R::Nodes(self.callees(target, depth, max)?),
-            GraphOp::References => R::Nodes(self.references(target, max)?),
-            GraphOp::TypeUsages => R::Nodes(self.type_usages(target, max)?),
+            GraphOp::Callers => R::Nodes(Box::new(self.callers(target, depth, max)?)),
+            GraphOp::Callees => R::Nodes(Box::new(self.callees(target, depth, max)?)),
+            GraphOp::References => R::Nodes(Box::new(self.references(target, max)?)),
+            GraphOp::TypeUsages => R::Nodes(Box::new(self.type_usages(target, max)?)),
             GraphOp::Definition => {
                 let (path, line, col) = parse_position(target).ok_or_else(|| {
                     CanopyError::Validation(format!("not path:line:col: {target:?}"))
                 })?;
-                R::Nodes(self.definition(path, line, col)?)
+                R::Nodes(Box::new(self.definition(path, line, col)?))
             }
-            GraphOp::Path => {
-                R::Nodes(self.path(target, request.to.as_deref().unwrap_or_default().trim())?)
-            }
-            GraphOp::Implementations => R::Nodes(self.implementations(target, max)?),
-            GraphOp::Implements => R::Nodes(self.implements(target, max)?),
-            GraphOp::Impact => R::Nodes(self.impact(target, max)?),
-            GraphOp::TypeHierarchy => R::Nodes(self.type_hierarchy(target, depth, max)?),
+            GraphOp::Path => R::Nodes(Box::new(
+                self.path(target, request.to.as_deref().unwrap_or_default().trim())?,
+            )),
+            GraphOp::Implementations => R::Nodes(Box::new(self.implementations(target, max)?)),
+            GraphOp::Implements => R::Nodes(Box::new(self.implements(target, max)?)),
+            GraphOp::Impact => R::Nodes(Box::new(self.impact(target, max)?)),
+            GraphOp::TypeHierarchy => R::Nodes(Box::new(self.type_hierarchy(target, depth, max)?)),
             GraphOp::Dependencies => R::Dependencies(self.dependencies(target, level, max)?),
             GraphOp::Dependents => R::Dependencies(self.dependents(target, level, max)?),
             GraphOp::DependencyGraph => R::Dependencies(self.dependency_graph(
