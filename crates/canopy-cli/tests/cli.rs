@@ -340,3 +340,41 @@ fn repeated_patterns_are_searched_once_and_too_many_are_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("at most 32"), "{stderr}");
 }
+
+/// Issue 15 item 1: well-known secret files are never indexed, even when a
+/// repository holds them, and status reports them as skipped with reason
+/// `secret`.
+#[test]
+fn secret_files_are_skipped_and_reported() {
+    let dir = git_repo();
+    let marker = "SUPERSECRETVALUE";
+    write(dir.path(), ".env", &format!("API_TOKEN={marker}\n"));
+    write(
+        dir.path(),
+        "deploy/server.pem",
+        &format!("-----BEGIN PRIVATE KEY-----\n{marker}\n"),
+    );
+    write(dir.path(), ".ssh/id_ed25519", &format!("{marker}\n"));
+    write(
+        dir.path(),
+        ".bash_history",
+        &format!("export TOKEN={marker}\n"),
+    );
+    write(
+        dir.path(),
+        "src/env_reader.py",
+        "def read_env():\n    return 'API_TOKEN'\n",
+    );
+    let report = json(dir.path(), &["index", "--json"]);
+    assert_eq!(report["skipped"]["secret"], 4, "{report}");
+    let status = json(dir.path(), &["status", "--json"]);
+    assert_eq!(status["skipped"]["secret"], 4, "{status}");
+    let hits = json(dir.path(), &["query", "--pattern", marker, "--json"]);
+    assert_eq!(hits["total_matches"], 0, "{hits}");
+    // Ordinary files with similar names are indexed.
+    let code = json(dir.path(), &["query", "--symbol", "read_env", "--json"]);
+    assert_eq!(
+        code["handles"][0]["file_path"], "src/env_reader.py",
+        "{code}"
+    );
+}

@@ -55,6 +55,9 @@ pub enum SkipReason {
     SymlinkOutsideRepo,
     /// Could not be read.
     Unreadable,
+    /// A well-known secret: keys, credentials, `.env` files, shell history
+    /// ([`is_secret`]). Never read, whatever the repository says.
+    Secret,
 }
 
 impl SkipReason {
@@ -65,6 +68,7 @@ impl SkipReason {
             SkipReason::TooLarge => "too_large",
             SkipReason::SymlinkOutsideRepo => "symlink_outside_repo",
             SkipReason::Unreadable => "unreadable",
+            SkipReason::Secret => "secret",
         }
     }
 }
@@ -185,6 +189,62 @@ pub fn check_relative(path: &str) -> Result<()> {
     }
 }
 
+/// Directories whose whole content is credentials (home-folder layouts
+/// that end up inside a repository or an indexed folder).
+const SECRET_DIRS: &[&str] = &[".ssh", ".aws", ".gnupg", ".azure", ".kube"];
+/// File names that hold credentials.
+const SECRET_NAMES: &[&str] = &[
+    ".netrc",
+    ".pgpass",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    ".htpasswd",
+    ".lesshst",
+    ".viminfo",
+];
+/// Extensions of private keys and key stores.
+const SECRET_EXTENSIONS: &[&str] = &["pem", "key", "p12", "pfx", "jks", "keystore", "asc", "gpg"];
+/// SSH private key names (`id_rsa`, `id_ed25519`, …; `.pub` halves too).
+const SSH_KEY_NAMES: &[&str] = &[
+    "id_rsa",
+    "id_dsa",
+    "id_ecdsa",
+    "id_ed25519",
+    "id_ecdsa_sk",
+    "id_ed25519_sk",
+];
+
+/// Whether a repo-relative path is a well-known secret file: under
+/// `.ssh/`, `.aws/`, `.gnupg/`, …; `.env` and `.env.*`; private keys
+/// (`*.pem`, `*.key`, `id_rsa`, …); credential files (`.netrc`, `.pgpass`,
+/// `.git-credentials`, …); shell and REPL history (`.bash_history`, …).
+/// Such files are skipped with [`SkipReason::Secret`] even when a
+/// repository tracks them: an index is read by agents and services, and a
+/// key in it is a key handed out.
+pub fn is_secret(path: &str) -> bool {
+    let mut parts = path.split('/');
+    let name = parts.next_back().unwrap_or(path);
+    if parts.any(|dir| SECRET_DIRS.contains(&dir)) {
+        return true;
+    }
+    let lower = name.to_ascii_lowercase();
+    if lower == ".env" || lower.starts_with(".env.") || lower == ".envrc" {
+        return true;
+    }
+    if SECRET_NAMES.contains(&lower.as_str()) || lower.ends_with("_history") {
+        return true;
+    }
+    let stem = lower.split('.').next().unwrap_or(&lower);
+    if SSH_KEY_NAMES.contains(&stem) {
+        return true;
+    }
+    match lower.rsplit_once('.') {
+        Some((base, ext)) if !base.is_empty() => SECRET_EXTENSIONS.contains(&ext),
+        _ => false,
+    }
+}
+
 fn is_internal(path: &str) -> bool {
     path == CANOPY_DIR
         || path.starts_with(".canopy/")
@@ -208,6 +268,10 @@ pub fn discover(root: &Path, max_file_size: u64, filter: Option<&PathFilter>) ->
         }
         if filter.is_some_and(|f| !f.is_match(&path)) {
             filtered_out += 1;
+            continue;
+        }
+        if is_secret(&path) {
+            *skipped.entry(SkipReason::Secret).or_insert(0) += 1;
             continue;
         }
         let abs = root.join(&path);
@@ -324,6 +388,46 @@ fn walk(root: &Path) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn well_known_secrets_are_recognised_and_ordinary_code_is_not() {
+        for secret in [
+            ".ssh/id_rsa",
+            "home/.ssh/config",
+            ".aws/credentials",
+            ".gnupg/pubring.kbx",
+            ".env",
+            ".env.production",
+            "app/.ENV.local",
+            ".envrc",
+            "certs/server.pem",
+            "tls/private.key",
+            "id_ed25519",
+            "keys/id_rsa.pub",
+            ".bash_history",
+            ".zsh_history",
+            ".python_history",
+            ".netrc",
+            ".pgpass",
+            ".git-credentials",
+            "store.p12",
+        ] {
+            assert!(is_secret(secret), "{secret} should be a secret");
+        }
+        for code in [
+            "src/id_utils.py",
+            "src/keys.rs",
+            "src/environment.ts",
+            "docs/env.md",
+            "src/history.py",
+            "pem.go",
+            "src/monkey.py",
+            "Cargo.lock",
+            ".gitignore",
+        ] {
+            assert!(!is_secret(code), "{code} is not a secret");
+        }
+    }
 
     #[test]
     fn filters_match_basenames_or_paths() {

@@ -213,6 +213,7 @@ pub(crate) fn run_index(
                 SkipReason::Binary,
                 SkipReason::TooLarge,
                 SkipReason::Unreadable,
+                SkipReason::Secret,
             ]
             .into_iter()
             .find(|r| r.as_str() == reason)
