@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use canopy_core::discover::RootRule;
 use canopy_core::pack::PackParams;
 use canopy_core::query::{MatchMode, QueryKind, QueryParams};
 use canopy_core::{CanopyError, Engine, EngineOptions};
@@ -163,19 +164,57 @@ enum MatchArg {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            use clap::error::ErrorKind;
+            let wants_json = std::env::args_os().any(|a| a == "--json");
+            if wants_json
+                && !matches!(
+                    err.kind(),
+                    ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+                )
+            {
+                let message = err.kind().as_str().unwrap_or("invalid arguments");
+                let body = serde_json::json!({
+                    "error": { "code": "Usage", "message": message, "hint": "run `canopy --help`" }
+                });
+                println!("{body}");
+            }
+            err.exit()
+        }
+    };
     init_tracing(cli.global.quiet);
+    let json = cli.global.json;
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            if let Some(core) = err.downcast_ref::<CanopyError>() {
-                eprintln!("error: {core}");
-                eprintln!("hint: {}", core.hint());
-            } else {
-                eprintln!("error: {err:#}");
-            }
+            report_error(&err, json);
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Prints a failed command's error: on stderr for people, and with `--json`
+/// also as `{"error": {code, message, hint}}` on stdout, so a script reading
+/// stdout always gets one JSON document.
+fn report_error(err: &anyhow::Error, json: bool) {
+    let core = err.downcast_ref::<CanopyError>();
+    let code = core.map_or("Error", CanopyError::code);
+    let message = match core {
+        Some(core) => core.to_string(),
+        None => format!("{err:#}"),
+    };
+    let hint = core.map(CanopyError::hint);
+    eprintln!("error: {message}");
+    if let Some(hint) = hint {
+        eprintln!("hint: {hint}");
+    }
+    if json {
+        let body = serde_json::json!({
+            "error": { "code": code, "message": message, "hint": hint }
+        });
+        println!("{body}");
     }
 }
 
@@ -187,13 +226,37 @@ fn init_tracing(quiet: bool) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false)
+        // Escape codes only for a person watching a terminal, never in
+        // captured logs.
+        .with_ansi(std::io::stderr().is_terminal())
         .without_time()
         .init();
 }
 
-fn open_engine(global: &GlobalArgs, path: Option<PathBuf>) -> anyhow::Result<Engine> {
+/// Opens the engine for a command. A directory the user named (a PATH
+/// argument, `--root`, `CANOPY_ROOT`, or any `canopy index`) may be a plain
+/// folder; the working directory must be inside a git repository or already
+/// indexed, so that running canopy in a random folder never indexes it.
+fn open_engine(
+    global: &GlobalArgs,
+    path: Option<PathBuf>,
+    by_hand: bool,
+) -> anyhow::Result<Engine> {
+    let options = options_for(global, path.is_some() || by_hand);
     let start = start_dir(global, path)?;
-    Ok(Engine::open(&start, engine_options(global))?)
+    Ok(Engine::open(&start, options)?)
+}
+
+/// [`engine_options`] with the root rule for a command (see [`open_engine`]).
+fn options_for(global: &GlobalArgs, named: bool) -> EngineOptions {
+    EngineOptions {
+        root_rule: if named || global.root.is_some() {
+            RootRule::Named
+        } else {
+            RootRule::Discovered
+        },
+        ..engine_options(global)
+    }
 }
 
 /// Engine settings from the global flags: the same for the CLI's own
@@ -260,34 +323,36 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let show_progress = !global.quiet && !global.json && std::io::stderr().is_terminal();
     match cli.command {
         Command::Index { path, glob } => {
-            let engine = open_engine(global, path)?;
+            let engine = open_engine(global, path, true)?;
             let progress = output::Progress::new(show_progress);
             let report = engine.index(glob.as_deref(), &progress)?;
             output::index_report(&engine, &report, global.json, global.quiet)
         }
         Command::Invalidate { glob } => {
-            let engine = open_engine(global, None)?;
+            let engine = open_engine(global, None, false)?;
             let progress = output::Progress::new(show_progress);
             let report = engine.invalidate(glob.as_deref(), &progress)?;
             output::index_report(&engine, &report, global.json, global.quiet)
         }
         Command::Status { path } => {
-            let engine = open_engine(global, path)?;
-            output::status(&engine.status()?, global.json)
+            // Read-only: never creates `.canopy/`.
+            let options = options_for(global, path.is_some());
+            let status = Engine::peek_status(start_dir(global, path)?, options)?;
+            output::status(&status, global.json)
         }
         Command::Expand { ids } => {
-            let engine = open_engine(global, None)?;
+            let engine = open_engine(global, None, false)?;
             output::expansions(&engine.expand(&ids)?, global.json)
         }
         Command::Query(args) => {
-            let engine = open_engine(global, None)?;
+            let engine = open_engine(global, None, false)?;
             let params = query_params(args);
             params.validate()?;
             output::query_result(&engine.query(&params)?, global.json)?;
             finish_background_index(&engine, global.quiet)
         }
         Command::Pack(args) => {
-            let engine = open_engine(global, None)?;
+            let engine = open_engine(global, None, false)?;
             let params = pack_params(args);
             params.query.validate()?;
             // One CLI process is one session.
@@ -296,11 +361,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             finish_background_index(&engine, global.quiet)
         }
         Command::Mcp(mut args) => {
-            args.engine_options = engine_options(global);
+            // Paths come from agents: only git repositories and folders a
+            // person indexed by hand.
+            args.engine_options = EngineOptions {
+                root_rule: RootRule::Discovered,
+                ..engine_options(global)
+            };
             canopy_mcp::run_stdio(args)
         }
         Command::Graph(cmd) => {
-            let engine = open_engine(global, None)?;
+            let engine = open_engine(global, None, false)?;
             graph_cmd::run(&engine, cmd, global.json)
         }
         Command::Serve(mut args) => {

@@ -108,6 +108,15 @@ pub fn status(status: &Status, json: bool) -> anyhow::Result<()> {
     if json {
         return print_json(status);
     }
+    if !status.indexed {
+        println!("repo_root:      {}", status.repo_root);
+        println!("indexed:        no");
+        eprintln!(
+            "hint: run `canopy index {}` to build the index (or just query: the first query indexes what it needs)",
+            status.repo_root
+        );
+        return Ok(());
+    }
     println!("repo_root:      {}", status.repo_root);
     println!("files_indexed:  {}", status.files_indexed);
     println!("units:          {}", status.units);

@@ -255,6 +255,7 @@ fn service_url_sends_commands_to_a_running_service() {
     let root = repo.path();
     let data = tempfile::tempdir().unwrap();
     let mut server = Command::new(env!("CARGO_BIN_EXE_canopy"))
+        .current_dir(std::env::temp_dir())
         .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
         .arg(data.path())
         .stdout(Stdio::null())
@@ -377,4 +378,181 @@ fn secret_files_are_skipped_and_reported() {
         code["handles"][0]["file_path"], "src/env_reader.py",
         "{code}"
     );
+}
+
+/// The `{"error": …}` document a failed `--json` command prints on stdout.
+fn json_error(dir: &Path, args: &[&str]) -> Value {
+    let out = canopy(dir, args);
+    assert!(!out.status.success(), "canopy {args:?} should fail");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout of failed {args:?} is not one JSON document ({e}): {:?}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    assert!(doc["error"]["message"].is_string(), "{doc}");
+    assert!(doc["error"]["hint"].is_string(), "{doc}");
+    doc
+}
+
+#[test]
+fn json_errors_are_one_document_on_stdout_with_a_code() {
+    let repo = git_repo();
+    let root = repo.path();
+    canopy(root, &["index", "-q"]);
+    let doc = json_error(root, &["expand", "h0123456789abcdef01234567", "--json"]);
+    assert_eq!(doc["error"]["code"], "HandleNotFound");
+    let doc = json_error(
+        root,
+        &["query", "--pattern", "x", "--glob", "src/[", "--json"],
+    );
+    assert_eq!(doc["error"]["code"], "GlobPattern");
+    let doc = json_error(root, &["query", "--query", "(grep \"x\"", "--json"]);
+    assert_eq!(doc["error"]["code"], "QueryParse");
+    // A usage error (unknown flag) too, exit code 2 as clap reports it.
+    let out = canopy(root, &["query", "--no-such-flag", "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("usage error as JSON");
+    assert_eq!(doc["error"]["code"], "Usage");
+    // No escape codes in captured (non-terminal) stderr.
+    let out = canopy(root, &["expand", "nothex"]);
+    assert!(
+        !out.stderr.contains(&0x1b),
+        "{:?}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_folder_outside_git_is_not_indexed_unless_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("notes");
+    write(
+        &plain,
+        "todo.py",
+        "def remember_milk():\n    return 'milk'\n",
+    );
+    write(
+        &plain,
+        "sub/more.py",
+        "def remember_eggs():\n    return 'eggs'\n",
+    );
+
+    // Reading commands from a plain folder refuse, create nothing, and say how.
+    let doc = json_error(&plain, &["query", "--symbol", "remember_milk", "--json"]);
+    assert_eq!(doc["error"]["code"], "NotARepository", "{doc}");
+    assert!(
+        doc["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("canopy index")
+    );
+    let out = canopy(&plain, &["pack", "--pattern", "milk"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not inside a git repository"));
+    json_error(&plain, &["status", "--json"]);
+    assert!(
+        !plain.join(".canopy").exists(),
+        "a read-only command created .canopy"
+    );
+
+    // `canopy index` by hand is the opt-in; afterwards the folder answers.
+    let report = json(&plain, &["index", "--json"]);
+    assert_eq!(report["files_indexed"], 2);
+    let hits = json(&plain, &["query", "--symbol", "remember_milk", "--json"]);
+    assert_eq!(hits["handles"][0]["file_path"], "todo.py");
+
+    // A subfolder does not silently inherit the parent's index outside git …
+    let doc = json_error(
+        &plain.join("sub"),
+        &["query", "--symbol", "remember_eggs", "--json"],
+    );
+    assert_eq!(doc["error"]["code"], "NotARepository");
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("an index exists above it")
+    );
+    assert!(!plain.join("sub/.canopy").exists());
+    // … but --root names it.
+    let root_arg = plain.to_str().unwrap();
+    let hits = json(
+        &plain.join("sub"),
+        &[
+            "query",
+            "--root",
+            root_arg,
+            "--symbol",
+            "remember_eggs",
+            "--json",
+        ],
+    );
+    assert_eq!(hits["handles"][0]["file_path"], "sub/more.py");
+}
+
+#[test]
+fn status_never_creates_an_index() {
+    let repo = git_repo();
+    let root = repo.path();
+    let status = json(root, &["status", "--json"]);
+    assert_eq!(status["indexed"], false, "{status}");
+    assert_eq!(status["files_indexed"], 0);
+    assert!(!root.join(".canopy").exists(), "status created .canopy");
+    let out = canopy(root, &["status"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("canopy index"));
+    assert!(!root.join(".canopy").exists());
+    // A query in a git repository indexes lazily, as before.
+    json(root, &["query", "--symbol", "validateToken", "--json"]);
+    assert_eq!(json(root, &["status", "--json"])["indexed"], true);
+}
+
+#[test]
+fn the_filesystem_root_and_the_home_folder_are_never_indexed() {
+    let home = tempfile::tempdir().unwrap();
+    write(
+        home.path(),
+        ".ssh/id_ed25519",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\n",
+    );
+    write(home.path(), "notes.txt", "my notes\n");
+    let run = |dir: &Path, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_canopy"))
+            .current_dir(dir)
+            .args(args)
+            .env("HOME", home.path())
+            .env_remove("CANOPY_ROOT")
+            .output()
+            .expect("canopy runs")
+    };
+    for args in [
+        &["index", "--json"][..],
+        &["query", "--pattern", "notes", "--json"][..],
+        &["status", "--json"][..],
+    ] {
+        let out = run(home.path(), args);
+        assert!(
+            !out.status.success(),
+            "{args:?} in the home folder succeeded"
+        );
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(
+            ["UnsafeRoot", "NotARepository"].contains(&doc["error"]["code"].as_str().unwrap()),
+            "{doc}"
+        );
+    }
+    let out = run(home.path(), &["index", "--root", "/", "--json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["error"]["code"], "UnsafeRoot", "{doc}");
+    let out = run(home.path(), &["index", "--json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["error"]["code"], "UnsafeRoot", "{doc}");
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("home folder")
+    );
+    assert!(!home.path().join(".canopy").exists());
 }

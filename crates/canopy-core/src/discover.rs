@@ -99,9 +99,39 @@ pub struct Discovery {
     pub filtered_out: u64,
 }
 
-/// Finds the repository root for `start`: the nearest ancestor (or itself)
-/// holding `.git` or `.canopy`; `start` itself when there is none.
+/// How far a directory given to Canopy is trusted to be a repository root.
+///
+/// Indexing reads every file under the root and writes `.canopy/` into it,
+/// so a root is only taken for granted where a person chose it. A directory
+/// that arrives implicitly (the working directory, a path an agent sent) must
+/// be inside a git repository, or already hold an index someone created.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RootRule {
+    /// A person named this directory (`--root`, `canopy index DIR`, a
+    /// library caller): outside git it becomes the root itself.
+    #[default]
+    Named,
+    /// The directory arrived implicitly: it must be inside a git repository
+    /// or hold `.canopy/index.db` itself; an index in a parent folder outside
+    /// git is never inherited.
+    Discovered,
+}
+
+/// Finds the repository root for `start` as a named directory
+/// ([`RootRule::Named`]): see [`locate_root`].
 pub fn find_repo_root(start: &Path) -> Result<PathBuf> {
+    locate_root(start, RootRule::Named)
+}
+
+/// Finds the repository root for `start` (a directory, or a file inside one).
+///
+/// The root is the nearest ancestor holding `.git`. Outside git, it is
+/// `start` itself when `start` already holds an index or `rule` is
+/// [`RootRule::Named`]; otherwise the answer is
+/// [`CanopyError::NotARepository`]. The filesystem root, the home folder and
+/// the folders above it are never a root ([`CanopyError::UnsafeRoot`]),
+/// whatever the rule: indexing them would read every secret the user has.
+pub fn locate_root(start: &Path, rule: RootRule) -> Result<PathBuf> {
     let start = start
         .canonicalize()
         .map_err(|_| CanopyError::NotADirectory(start.to_path_buf()))?;
@@ -116,10 +146,52 @@ pub fn find_repo_root(start: &Path) -> Result<PathBuf> {
     if !start.is_dir() {
         return Err(CanopyError::NotADirectory(start));
     }
-    let found = start
+    let home = home_dir();
+    if let Some(git_root) = start.ancestors().find(|dir| dir.join(".git").exists()) {
+        let git_root = git_root.to_path_buf();
+        check_safe_root(&git_root, home.as_deref())?;
+        return Ok(git_root);
+    }
+    let indexed_here = start.join(CANOPY_DIR).join("index.db").is_file();
+    if indexed_here || rule == RootRule::Named {
+        check_safe_root(&start, home.as_deref())?;
+        return Ok(start);
+    }
+    let index_above = start
         .ancestors()
-        .find(|dir| dir.join(".git").exists() || dir.join(CANOPY_DIR).is_dir());
-    Ok(found.unwrap_or(&start).to_path_buf())
+        .skip(1)
+        .find(|dir| dir.join(CANOPY_DIR).join("index.db").is_file())
+        .map(Path::to_path_buf);
+    Err(CanopyError::NotARepository {
+        path: start,
+        index_above,
+    })
+}
+
+/// The user's home folder, canonical, if it is known.
+fn home_dir() -> Option<PathBuf> {
+    let home = std::env::var_os("HOME").or_else(|| std::env::var_os("USERPROFILE"))?;
+    PathBuf::from(home).canonicalize().ok()
+}
+
+/// Refuses the filesystem root, the home folder and every folder above it.
+fn check_safe_root(root: &Path, home: Option<&Path>) -> Result<()> {
+    let reason = if root.parent().is_none() {
+        Some("the filesystem root")
+    } else if home == Some(root) {
+        Some("the home folder")
+    } else if home.is_some_and(|home| home.starts_with(root)) {
+        Some("a folder that contains the home folder")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(CanopyError::UnsafeRoot {
+            path: root.to_path_buf(),
+            reason: reason.to_string(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// A compiled path filter. Patterns without `/` match the file name in any

@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::discover::{
-    CANOPY_DIR, DEFAULT_MAX_FILE_SIZE, PathFilter, check_relative, discover, find_repo_root,
+    CANOPY_DIR, DEFAULT_MAX_FILE_SIZE, PathFilter, RootRule, check_relative, discover, locate_root,
 };
 use crate::error::{CanopyError, Result};
 use crate::handle::HandleId;
@@ -42,6 +42,10 @@ pub struct EngineOptions {
     /// stopped with [`CanopyError::TimeBudget`] (default 30 s; the service
     /// uses its request timeout, so no work outlives the answer).
     pub time_budget: std::time::Duration,
+    /// How the path given to [`Engine::open`] becomes a root (default
+    /// [`RootRule::Named`]: the caller chose it). Front ends use
+    /// [`RootRule::Discovered`] for paths they did not get from a person.
+    pub root_rule: RootRule,
 }
 
 impl Default for EngineOptions {
@@ -50,6 +54,7 @@ impl Default for EngineOptions {
             max_file_size: DEFAULT_MAX_FILE_SIZE,
             auto_index: true,
             time_budget: DEFAULT_TIME_BUDGET,
+            root_rule: RootRule::Named,
         }
     }
 }
@@ -88,7 +93,7 @@ impl Engine {
     /// inside it), creating `.canopy/index.db` if needed. An index with another
     /// schema version is rebuilt (the next [`IndexReport::rebuilt`] says so).
     pub fn open(path: impl AsRef<Path>, options: EngineOptions) -> Result<Engine> {
-        let root = find_repo_root(path.as_ref())?;
+        let root = locate_root(path.as_ref(), options.root_rule)?;
         let dir = root.join(CANOPY_DIR);
         std::fs::create_dir_all(&dir).map_err(|e| CanopyError::io(&dir, e))?;
         // Keep the index out of `git status` and out of our own discovery.
@@ -180,6 +185,29 @@ impl Engine {
         self.index(glob, progress)
     }
 
+    /// Index statistics for the repository containing `path`, without
+    /// creating anything: a repository with no index yet reports
+    /// `indexed: false` (and zeros) instead of getting an empty `.canopy/`.
+    /// Read-only front-end commands (`canopy status`, `canopy_status`) use
+    /// this.
+    pub fn peek_status(path: impl AsRef<Path>, options: EngineOptions) -> Result<Status> {
+        let root = locate_root(path.as_ref(), options.root_rule)?;
+        if Engine::index_exists(&root) {
+            return Engine::open(&root, options)?.status();
+        }
+        Ok(Status {
+            indexed: false,
+            schema_version: SCHEMA_VERSION,
+            repo_root: root.display().to_string(),
+            ..Status::default()
+        })
+    }
+
+    /// Whether `root` (a repository root) holds an index.
+    pub fn index_exists(root: &Path) -> bool {
+        root.join(CANOPY_DIR).join("index.db").is_file()
+    }
+
     /// Index statistics.
     pub fn status(&self) -> Result<Status> {
         let store = lock(&self.inner.reader);
@@ -198,6 +226,7 @@ impl Engine {
             _ => 0.0,
         };
         Ok(Status {
+            indexed: true,
             files_indexed: counts.files,
             total_tokens: counts.tokens,
             index_size_bytes: store.size_on_disk(),

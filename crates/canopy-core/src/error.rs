@@ -55,6 +55,25 @@ pub enum CanopyError {
     /// The repository root does not exist or is not a directory.
     #[error("not a directory: {}", .0.display())]
     NotADirectory(PathBuf),
+    /// A directory that arrived implicitly (working directory, an agent's
+    /// path) is neither inside a git repository nor already indexed.
+    #[error("{} is not inside a git repository and has no Canopy index{}", path.display(), index_above.as_ref().map(|p| format!(" (an index exists above it, at {})", p.display())).unwrap_or_default())]
+    NotARepository {
+        /// The directory.
+        path: PathBuf,
+        /// The nearest parent folder holding an index, which is not
+        /// inherited outside git.
+        index_above: Option<PathBuf>,
+    },
+    /// A root Canopy never indexes: the filesystem root, the home folder or
+    /// a folder above it.
+    #[error("refusing to index {}: it is {reason}", path.display())]
+    UnsafeRoot {
+        /// The directory.
+        path: PathBuf,
+        /// What it is.
+        reason: String,
+    },
     /// SQLite failed.
     #[error("index database error: {0}")]
     Database(#[from] rusqlite::Error),
@@ -92,6 +111,8 @@ impl CanopyError {
             CanopyError::Validation(_) => "Validation",
             CanopyError::PathOutsideRepo(_) => "PathOutsideRepo",
             CanopyError::NotADirectory(_) => "NotADirectory",
+            CanopyError::NotARepository { .. } => "NotARepository",
+            CanopyError::UnsafeRoot { .. } => "UnsafeRoot",
             CanopyError::Database(_) => "Database",
             CanopyError::Io { .. } => "Io",
             CanopyError::Git(_) => "Git",
@@ -123,6 +144,12 @@ impl CanopyError {
             }
             CanopyError::PathOutsideRepo(_) => "use a repo-relative path without `..`",
             CanopyError::NotADirectory(_) => "pass an existing directory inside the repository",
+            CanopyError::NotARepository { .. } => {
+                "Canopy indexes git repositories; to index this folder anyway, run `canopy index <folder>` by hand (or pass --root <folder>)"
+            }
+            CanopyError::UnsafeRoot { .. } => {
+                "point Canopy at a project folder (a git repository) instead"
+            }
             CanopyError::Database(_) => {
                 "the index may be locked or damaged; retry, or delete .canopy/ to rebuild it"
             }

@@ -113,6 +113,10 @@ pub struct Expansion {
 /// Index statistics (`canopy status`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Status {
+    /// Whether an index exists. `false` only from [`crate::Engine::peek_status`]
+    /// on a repository nobody has indexed yet (every count is then 0).
+    #[serde(default = "always_true")]
+    pub indexed: bool,
     /// Files in the index.
     pub files_indexed: u64,
     /// Sum of the indexed files' token counts.
@@ -173,4 +177,8 @@ pub struct IndexReport {
     /// Milliseconds spent resolving (included in `duration_ms`).
     #[serde(default)]
     pub graph_resolve_ms: u64,
+}
+
+fn always_true() -> bool {
+    true
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use canopy_core::discover::find_repo_root;
+use canopy_core::discover::{RootRule, locate_root};
 use canopy_core::{Engine, EngineOptions};
 
 use crate::error::ToolError;
@@ -58,6 +58,11 @@ impl EngineCache {
         }
     }
 
+    /// How engines are opened.
+    pub(crate) fn options(&self) -> &EngineOptions {
+        &self.options
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         // The map stays consistent across a panic (no multi-step updates).
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
@@ -66,13 +71,40 @@ impl EngineCache {
     /// The engine for the repository containing `path` (absolute, existing),
     /// opened on the blocking pool if it is not cached.
     pub(crate) async fn get(&self, path: &str) -> Result<Arc<Repo>, ToolError> {
+        let root = self.root_of(path).await?;
+        self.open(root).await
+    }
+
+    /// The engine for the repository containing `path` if that repository
+    /// has an index already; `Err(root)` (its root) when it has none. Never
+    /// creates anything, for read-only tools.
+    pub(crate) async fn get_existing(
+        &self,
+        path: &str,
+    ) -> Result<Result<Arc<Repo>, PathBuf>, ToolError> {
+        let root = self.root_of(path).await?;
+        if let Some(repo) = self.lookup(&root) {
+            return Ok(Ok(repo));
+        }
+        if !Engine::index_exists(&root) {
+            return Ok(Err(root));
+        }
+        self.open(root).await.map(Ok)
+    }
+
+    /// The canonical repository root for a path an agent sent.
+    async fn root_of(&self, path: &str) -> Result<PathBuf, ToolError> {
         let requested = PathBuf::from(path);
         if path.is_empty() || !requested.is_absolute() {
             return Err(ToolError::InvalidPath(format!(
                 "path must be an absolute repository root, got {path:?}"
             )));
         }
-        let root = blocking(move || resolve_root(&requested)).await??;
+        let rule = self.options.root_rule;
+        blocking(move || resolve_root(&requested, rule)).await?
+    }
+
+    async fn open(&self, root: PathBuf) -> Result<Arc<Repo>, ToolError> {
         if let Some(repo) = self.lookup(&root) {
             return Ok(repo);
         }
@@ -128,9 +160,9 @@ impl EngineCache {
 }
 
 /// Checks that `path` exists and finds its repository root (canonical).
-fn resolve_root(path: &Path) -> Result<PathBuf, ToolError> {
+fn resolve_root(path: &Path, rule: RootRule) -> Result<PathBuf, ToolError> {
     match std::fs::metadata(path) {
-        Ok(meta) if meta.is_dir() => Ok(find_repo_root(path)?),
+        Ok(meta) if meta.is_dir() => Ok(locate_root(path, rule)?),
         Ok(_) => Err(ToolError::InvalidPath(format!(
             "path is not a directory: {}",
             path.display()

@@ -37,6 +37,9 @@ impl ToolError {
     /// What the agent should do next, phrased in terms of the MCP tools.
     pub(crate) fn hint(&self) -> &'static str {
         match self {
+            ToolError::Core(CanopyError::NotARepository { .. }) => {
+                "pass the root of a git repository; to use Canopy on a folder outside git, the user runs `canopy index <folder>` once by hand"
+            }
             ToolError::Core(CanopyError::HandleNotFound { .. }) => {
                 "re-run canopy_query or canopy_evidence_pack to get fresh handle ids"
             }

@@ -63,6 +63,21 @@ impl CanopyServer {
         progress: Progress,
     ) -> Result<CallToolResult, ToolError> {
         let path = args.path.clone().unwrap_or_default();
+        if tool == ToolName::Status {
+            // Read-only: a repository nobody indexed gets `indexed: false`,
+            // not an empty `.canopy/`.
+            return match self.engines.get_existing(&path).await? {
+                Ok(repo) => run(&repo, Engine::status).await.and_then(json),
+                Err(root) => {
+                    let options = self.engines.options().clone();
+                    let status =
+                        tokio::task::spawn_blocking(move || Engine::peek_status(&root, options))
+                            .await
+                            .map_err(|e| ToolError::Internal(e.to_string()))??;
+                    json(status)
+                }
+            };
+        }
         let repo = self.engines.get(&path).await?;
         match tool {
             ToolName::Query => {

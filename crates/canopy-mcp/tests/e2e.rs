@@ -316,7 +316,12 @@ async fn status_index_and_invalidate() {
 
     let fresh = ok_json(&call(&client, "canopy_status", json!({"path": path})).await);
     assert_eq!(fresh["files_indexed"], 0);
+    assert_eq!(fresh["indexed"], false);
     assert!(fresh["last_indexed"].is_null());
+    assert!(
+        !repo.root().join(".canopy").exists(),
+        "canopy_status created .canopy"
+    );
 
     let report = ok_json(
         &call(
@@ -586,6 +591,42 @@ async fn errors_are_tool_results_with_recovery_hints() {
             .is_err(),
         "an unknown tool is a protocol error"
     );
+
+    // A folder outside git that nobody indexed is refused, for reading
+    // tools and writing tools alike, and nothing is created in it; the
+    // filesystem root is never a repository.
+    let plain = tempfile::tempdir().expect("tempdir");
+    std::fs::write(plain.path().join("secrets.txt"), "password = hunter2\n").expect("write");
+    let plain_path = plain
+        .path()
+        .canonicalize()
+        .expect("canonical")
+        .display()
+        .to_string();
+    for (tool, args) in [
+        ("canopy_status", json!({"path": plain_path})),
+        ("canopy_index", json!({"path": plain_path, "glob": "**"})),
+    ] {
+        let e = err_json(&call(&client, tool, args).await, "NotARepository");
+        assert!(
+            e["hint"]
+                .as_str()
+                .is_some_and(|h| h.contains("canopy index")),
+            "{e}"
+        );
+    }
+    let e = call(
+        &client,
+        "canopy_query",
+        json!({"path": plain_path, "pattern": "hunter2"}),
+    )
+    .await;
+    err_json(&e, "NotARepository");
+    assert!(!plain.path().join(".canopy").exists());
+    let root_existed = std::path::Path::new("/.canopy").exists();
+    let e = call(&client, "canopy_status", json!({"path": "/"})).await;
+    assert!(e.is_error == Some(true), "status of / succeeded: {e:?}");
+    assert_eq!(std::path::Path::new("/.canopy").exists(), root_existed);
 
     // The server is still serving.
     ok_json(&call(&client, "canopy_status", json!({"path": path})).await);

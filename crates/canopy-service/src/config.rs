@@ -42,8 +42,8 @@ pub struct ServeArgs {
     pub data_dir: Option<PathBuf>,
 
     /// Only repositories under this directory may be registered (repeatable;
-    /// symlinks are resolved before the check). Without it any git
-    /// repository the service can read may be registered.
+    /// symlinks are resolved before the check). Without it, only
+    /// repositories under the directory the service was started in.
     #[arg(long = "allow-root", value_name = "DIR")]
     pub allow_root: Vec<PathBuf>,
 
@@ -89,8 +89,12 @@ pub struct Config {
     pub token: Option<String>,
     /// Registry directory (created if missing).
     pub data_dir: PathBuf,
-    /// Canonical allowed roots (empty: any path).
+    /// Canonical allowed roots (empty: any path; [`Config::from_args`]
+    /// never leaves it empty).
     pub allow_roots: Vec<PathBuf>,
+    /// The allowed root is the working directory, because no --allow-root
+    /// was given (said at start-up).
+    pub allow_roots_defaulted: bool,
     /// Body limit in bytes.
     pub max_body_bytes: usize,
     /// Per-request time limit for engine work.
@@ -112,6 +116,34 @@ pub fn default_data_dir() -> Option<PathBuf> {
 }
 
 impl Config {
+    /// One sentence for the start-up log: which repositories this service
+    /// exposes, and to whom.
+    pub fn exposure(&self) -> String {
+        let roots: Vec<String> = self
+            .allow_roots
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect();
+        let roots = if roots.is_empty() {
+            "any git repository this user can read".to_string()
+        } else {
+            format!("git repositories under {}", roots.join(", "))
+        };
+        let origin = if self.allow_roots_defaulted {
+            " (the directory it was started in; --allow-root DIR changes this)"
+        } else {
+            ""
+        };
+        let who = match &self.token {
+            Some(_) => "clients that send the --token bearer token".to_string(),
+            None => format!(
+                "any process on this machine that can reach {} (no --token; requests must name a loopback Host)",
+                self.bind
+            ),
+        };
+        format!("serving {roots}{origin} to {who}")
+    }
+
     /// Validates the arguments. Refuses a non-loopback bind without a token,
     /// an empty token, a missing allowed root and zero limits.
     pub fn from_args(args: ServeArgs) -> anyhow::Result<Config> {
@@ -158,6 +190,22 @@ impl Config {
             }
             allow_roots.push(canonical);
         }
+        // Safe by default: without --allow-root, only repositories under the
+        // directory the service was started in, and never the whole disk.
+        let allow_roots_defaulted = allow_roots.is_empty();
+        if allow_roots_defaulted {
+            let cwd = std::env::current_dir()
+                .and_then(|d| d.canonicalize())
+                .context("cannot read the current directory; pass --allow-root DIR")?;
+            if cwd.parent().is_none() {
+                bail!(
+                    "canopy serve was started in {} without --allow-root, which would expose every repository on this machine; \
+                     pass --allow-root DIR (repeatable) for the folders whose repositories it may serve, or start it in such a folder",
+                    cwd.display()
+                );
+            }
+            allow_roots.push(cwd);
+        }
         if args.max_body_bytes == 0
             || args.request_timeout_secs == 0
             || args.max_expand_handles == 0
@@ -171,6 +219,7 @@ impl Config {
             token,
             data_dir,
             allow_roots,
+            allow_roots_defaulted,
             max_body_bytes: args.max_body_bytes,
             request_timeout: Duration::from_secs(args.request_timeout_secs),
             max_expand_handles: args.max_expand_handles,

@@ -155,7 +155,9 @@ pub fn authorize(svc: &Service, headers: &HeaderMap) -> Result<(), ApiError> {
             Err(ApiError::Forbidden)
         };
     }
-    if let Some(host) = headers.get(header::HOST) {
+    // Every Host and Origin header counts: a proxy or client may pass the
+    // first one on and act on another.
+    for host in headers.get_all(header::HOST) {
         let host = host.to_str().unwrap_or("");
         if !is_loopback_host(host) {
             return Err(ApiError::ForbiddenOrigin(format!(
@@ -163,7 +165,12 @@ pub fn authorize(svc: &Service, headers: &HeaderMap) -> Result<(), ApiError> {
             )));
         }
     }
-    if let Some(origin) = headers.get(header::ORIGIN) {
+    if headers.get_all(header::HOST).iter().count() > 1 {
+        return Err(ApiError::ForbiddenOrigin(
+            "more than one Host header".into(),
+        ));
+    }
+    for origin in headers.get_all(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or("");
         let host = origin
             .strip_prefix("http://")

@@ -106,7 +106,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", config.bind))?;
     let addr = listener.local_addr()?;
+    let exposure = config.exposure();
     let service = Service::start(config)?;
+    eprintln!("{exposure}");
     eprintln!("listening on http://{addr}");
     tracing::info!(%addr, "canopy service started");
     let app = http::router(service.clone());

@@ -505,10 +505,11 @@ impl Service {
                 )));
             }
         };
+        // Errors name the path as given, never its resolved form: that would
+        // tell the caller where a symlink points.
         if !self.allowed(&canonical) {
             return Err(ApiError::PathNotAllowed(format!(
-                "{} is outside the allowed roots",
-                canonical.display()
+                "{raw} is outside the allowed roots"
             )));
         }
         if !canonical.is_dir() {
@@ -516,8 +517,7 @@ impl Service {
         }
         if !canonical.join(".git").exists() {
             return Err(ApiError::NotAGitRepository(format!(
-                "{} is not a git repository root (no .git)",
-                canonical.display()
+                "{raw} is not a git repository root (no .git)"
             )));
         }
         let Some(root_text) = canonical.to_str().map(str::to_string) else {
@@ -562,8 +562,13 @@ impl Service {
                 candidate
             }
         };
-        let engine = Engine::open(&canonical, self.config.engine_options.clone())
-            .map_err(|e| ApiError::internal(format!("opening the index of {root_text}: {e}")))?;
+        let engine =
+            Engine::open(&canonical, self.config.engine_options.clone()).map_err(|e| match e {
+                canopy_core::CanopyError::UnsafeRoot { reason, .. } => {
+                    ApiError::PathNotAllowed(format!("{raw} is {reason}, which is never served"))
+                }
+                e => ApiError::internal(format!("opening the index of {raw}: {e}")),
+            })?;
         let record = RepoRecord {
             repo_id: new_repo_id(),
             name: name.clone(),

@@ -3,6 +3,7 @@
 mod common;
 
 use std::collections::HashSet;
+use std::path::Path;
 
 use canopy_core::pack::PackParams;
 use canopy_core::query::QueryParams;
@@ -525,10 +526,20 @@ fn every_error_has_code_message_and_hint() {
         &post(
             &client,
             "/repos/add",
-            &json!({"path": "/definitely/not/here"}),
+            &json!({"path": std::env::temp_dir().join("definitely/not/here")}),
         ),
         400,
         "validation_error",
+    );
+    // Outside the served directory, a missing path is not even looked up.
+    assert_error(
+        &post(
+            &client,
+            "/repos/add",
+            &json!({"path": "/definitely/not/here"}),
+        ),
+        403,
+        "path_not_allowed",
     );
     let other = Repo::small();
     assert_error(
@@ -805,6 +816,83 @@ fn allow_root_restricts_registration() {
         "path_not_allowed",
     );
     assert_eq!(client.repos().unwrap().len(), 1);
+}
+
+#[test]
+fn by_default_only_repositories_under_the_start_directory_are_served() {
+    let home = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        data.path(),
+        &Opts {
+            cwd: Some(home.path().to_path_buf()),
+            ..Opts::default()
+        },
+    );
+    // Start-up says what is exposed to whom.
+    let log = server.log();
+    let home_canonical = home.path().canonicalize().unwrap();
+    assert!(
+        log.contains(&format!(
+            "serving git repositories under {}",
+            home_canonical.display()
+        )),
+        "{log}"
+    );
+    assert!(log.contains("any process on this machine"), "{log}");
+    let client = server.client();
+
+    // A repository elsewhere (another temporary directory) is refused …
+    let elsewhere = Repo::small();
+    assert_error(
+        &post(&client, "/repos/add", &json!({"path": elsewhere.path()})),
+        403,
+        "path_not_allowed",
+    );
+    // … and a symlink to it under the served directory is refused without
+    // saying where the link points.
+    #[cfg(unix)]
+    {
+        let link = home.path().join("link");
+        std::os::unix::fs::symlink(elsewhere.path(), &link).unwrap();
+        let resp = post(&client, "/repos/add", &json!({"path": link}));
+        assert_error(&resp, 403, "path_not_allowed");
+        let target = elsewhere.path().canonicalize().unwrap();
+        let body = String::from_utf8_lossy(&resp.body).to_string();
+        assert!(
+            !body.contains(target.to_str().unwrap()),
+            "the error reveals the symlink target: {body}"
+        );
+    }
+    // A repository under it is served.
+    let inside = home.path().join("project");
+    std::fs::create_dir_all(&inside).unwrap();
+    let status = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .arg(&inside)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::write(inside.join("lib.py"), "def hello():\n    return 1\n").unwrap();
+    client.add_repo(&inside, None).unwrap();
+
+    // Every Host header is checked, not only the first.
+    let resp = client
+        .send_raw(
+            "GET",
+            "/repos",
+            None,
+            &[("Host", "127.0.0.1"), ("Host", "attacker.example")],
+        )
+        .unwrap();
+    assert_eq!(resp.status, 403, "{}", String::from_utf8_lossy(&resp.body));
+    drop(server);
+
+    // Started in the filesystem root without --allow-root, it refuses to start.
+    let (ok, stderr) =
+        common::serve_exits_in(data.path(), Path::new("/"), &["--bind", "127.0.0.1:0"]);
+    assert!(!ok, "serve started in / without --allow-root");
+    assert!(stderr.contains("--allow-root"), "{stderr}");
 }
 
 #[test]

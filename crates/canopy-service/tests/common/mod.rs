@@ -52,6 +52,10 @@ pub struct Opts {
     pub allow_roots: Vec<PathBuf>,
     pub max_body_bytes: Option<usize>,
     pub extra: Vec<String>,
+    /// Working directory of the server (default: the system's temporary
+    /// directory, where the fixture repositories live: without
+    /// --allow-root the service serves what is under its working directory).
+    pub cwd: Option<PathBuf>,
 }
 
 /// A running `canopy serve`.
@@ -66,6 +70,7 @@ pub struct Server {
 fn base_command(data_dir: &Path) -> Command {
     let mut cmd = Command::new(canopy_bin());
     cmd.arg("serve")
+        .current_dir(std::env::temp_dir())
         .arg("--data-dir")
         .arg(data_dir)
         .env_remove("CANOPY_TOKEN")
@@ -93,6 +98,9 @@ impl Server {
             cmd.args(["--max-body-bytes", &n.to_string()]);
         }
         cmd.args(&opts.extra);
+        if let Some(cwd) = &opts.cwd {
+            cmd.current_dir(cwd);
+        }
         let mut child = cmd.spawn().expect("spawn canopy serve");
         let stderr = child.stderr.take().expect("stderr");
         let log = Arc::new(Mutex::new(String::new()));
@@ -184,7 +192,13 @@ impl Drop for Server {
 
 /// Runs `canopy serve` with `args` expecting it to exit; returns (success, stderr).
 pub fn serve_exits(data_dir: &Path, args: &[&str]) -> (bool, String) {
+    serve_exits_in(data_dir, &std::env::temp_dir(), args)
+}
+
+/// [`serve_exits`] with the server started in `cwd`.
+pub fn serve_exits_in(data_dir: &Path, cwd: &Path, args: &[&str]) -> (bool, String) {
     let mut cmd = base_command(data_dir);
+    cmd.current_dir(cwd);
     cmd.args(args);
     let mut child = cmd.spawn().expect("spawn");
     let deadline = std::time::Instant::now() + WAIT;
