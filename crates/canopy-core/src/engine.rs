@@ -29,6 +29,10 @@ use crate::store::{SCHEMA_VERSION, Store, meta_keys};
 /// Default [`EngineOptions::time_budget`].
 pub const DEFAULT_TIME_BUDGET: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Files the background completion of a partial index writes per run; a
+/// query that needs its own files indexed waits at most for one chunk.
+const BACKGROUND_CHUNK: usize = 500;
+
 /// Settings that apply to every operation of an engine.
 #[derive(Clone, Debug)]
 pub struct EngineOptions {
@@ -80,6 +84,9 @@ struct Inner {
     result_sets: Mutex<ResultSets>,
     /// The thread completing a partial (lazily started) index, if any.
     background: Mutex<Option<JoinHandle<Result<IndexReport>>>>,
+    /// Queries waiting to index the files they point at: the background
+    /// completion yields to them between chunks.
+    queries_waiting: std::sync::atomic::AtomicUsize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -114,6 +121,7 @@ impl Engine {
                 sessions: Mutex::new(SessionStore::default()),
                 result_sets: Mutex::new(ResultSets::default()),
                 background: Mutex::new(None),
+                queries_waiting: std::sync::atomic::AtomicUsize::new(0),
             }),
         })
     }
@@ -317,8 +325,49 @@ impl Engine {
         if self.is_complete()? {
             return Ok(None);
         }
+        // Partial: what this query points at (its glob, the files its words
+        // name) is indexed before it is answered, ahead of the background.
+        self.index_targets_first(params, progress)?;
         self.complete_in_background();
+        if self.is_complete()? {
+            return Ok(None);
+        }
         Ok(Some(self.status()?.index_coverage))
+    }
+
+    /// Indexes the not-yet-indexed files `params` points at, now.
+    fn index_targets_first(
+        &self,
+        params: &QueryParams,
+        progress: &dyn IndexProgress,
+    ) -> Result<()> {
+        let discovery = discover(&self.inner.root, self.inner.options.max_file_size, None)?;
+        let indexed = lock(&self.inner.reader).indexed_paths()?;
+        let pending: Vec<_> = discovery
+            .files
+            .into_iter()
+            .filter(|c| !indexed.contains(&c.path))
+            .collect();
+        let targets = lazy::targets(&pending, params);
+        if targets.is_empty() {
+            return Ok(());
+        }
+        tracing::info!(
+            "partial index: indexing {} files the query points at first",
+            targets.len()
+        );
+        let waiting = &self.inner.queries_waiting;
+        waiting.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let result = self.inner.run(
+            IndexOptions {
+                glob: None,
+                max_file_size: self.inner.options.max_file_size,
+                only_paths: Some(targets),
+            },
+            progress,
+        );
+        waiting.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        result.map(|_| ())
     }
 
     /// Starts completing a partial index on a background thread (once at a time).
@@ -329,12 +378,7 @@ impl Engine {
         }
         let inner = Arc::clone(&self.inner);
         *background = Some(std::thread::spawn(move || {
-            let options = IndexOptions {
-                glob: None,
-                max_file_size: inner.options.max_file_size,
-                only_paths: None,
-            };
-            let result = inner.run(options, &NoProgress);
+            let result = inner.complete();
             if let Err(e) = &result {
                 tracing::warn!("completing the index in the background failed: {e}");
             }
@@ -376,7 +420,7 @@ impl Engine {
         session: Option<&str>,
     ) -> Result<EvidencePack> {
         params.query.validate()?;
-        self.prepare_for(&params.query)?;
+        let coverage = self.prepare_for(&params.query)?;
         let memory = session
             .map(|s| lock(&self.inner.sessions).snapshot(s))
             .unwrap_or_default();
@@ -386,6 +430,9 @@ impl Engine {
             let snapshot = store.read_snapshot_within(budget)?;
             crate::pack::build(&snapshot, params, &memory).map_err(|e| e.or_budget(budget))?
         };
+        if let Some(coverage) = coverage {
+            pack.mark_partial(coverage);
+        }
         let ranked = std::mem::take(&mut pack.ranked);
         if params.query.result_set == Some(true) {
             pack.result_set = Some(self.keep_result_set(ranked));
@@ -523,6 +570,46 @@ impl Engine {
 
 impl Inner {
     /// One index run with a fresh writer connection; runs are serialised.
+    /// Completes a partial index in chunks of [`BACKGROUND_CHUNK`] files,
+    /// letting queries that wait to index their own files go first between
+    /// chunks, then with one full run (which finds every file unchanged and
+    /// records the index as complete).
+    fn complete(&self) -> Result<IndexReport> {
+        let discovery = discover(&self.root, self.options.max_file_size, None)?;
+        let indexed = lock(&self.reader).indexed_paths()?;
+        let pending: Vec<String> = discovery
+            .files
+            .into_iter()
+            .map(|c| c.path)
+            .filter(|p| !indexed.contains(p))
+            .collect();
+        for chunk in pending.chunks(BACKGROUND_CHUNK) {
+            while self
+                .queries_waiting
+                .load(std::sync::atomic::Ordering::SeqCst)
+                > 0
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            self.run(
+                IndexOptions {
+                    glob: None,
+                    max_file_size: self.options.max_file_size,
+                    only_paths: Some(chunk.iter().cloned().collect()),
+                },
+                &NoProgress,
+            )?;
+        }
+        self.run(
+            IndexOptions {
+                glob: None,
+                max_file_size: self.options.max_file_size,
+                only_paths: None,
+            },
+            &NoProgress,
+        )
+    }
+
     fn run(&self, options: IndexOptions, progress: &dyn IndexProgress) -> Result<IndexReport> {
         let _guard = lock(&self.index_lock);
         let (mut store, rebuilt) = Store::open(&self.db_path)?;

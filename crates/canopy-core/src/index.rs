@@ -156,6 +156,13 @@ pub(crate) fn run_index(
     }
     let mut discovery = discover(root, options.max_file_size, filter.as_ref())?;
     let candidates_in_repo = discovery.files.len();
+    // Known from the start, so coverage is right while a first run is still
+    // writing (queries and status read it then); a glob's run counts what
+    // its filter left out too.
+    let listed_in_repo = candidates_in_repo as u64 + discovery.filtered_out;
+    if filter.is_none() || store.meta(meta_keys::CANDIDATE_FILES)?.is_none() {
+        store.set_meta(meta_keys::CANDIDATE_FILES, &listed_in_repo.to_string())?;
+    }
     if let Some(only) = &options.only_paths {
         discovery.files.retain(|c| only.contains(&c.path));
     }

@@ -75,6 +75,12 @@ pub struct QueryResult {
     pub total_matches: usize,
     /// Whether the limit cut the results.
     pub truncated: bool,
+    /// Some search behind this answer stopped at its candidate cap (2,000
+    /// per search): `total_matches` is then a lower bound. Narrow the query
+    /// (a glob, a symbol, rarer words) to get an exact answer. Text searches
+    /// (`pattern`, `patterns`, under a glob or not) are always exact.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub candidates_capped: bool,
     /// Whether every returned handle carries its content.
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub auto_expanded: bool,

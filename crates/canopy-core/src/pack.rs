@@ -144,9 +144,41 @@ pub struct EvidencePack {
     /// Id of the server-side result set of all ranked candidates, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result_set: Option<String>,
+    /// Share of the repository's files indexed when the pack was built;
+    /// present only while the index is partial (the pack may then miss the
+    /// answer, and never says to stop).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub index_coverage: Option<f64>,
     /// All ranked candidates (kept for result sets; never serialized).
     #[serde(skip)]
     pub(crate) ranked: Vec<NodeRecord>,
+}
+
+impl EvidencePack {
+    /// Marks a pack built from a partial index: it says how partial, its
+    /// confidence is never `high`, and it never recommends stopping.
+    pub(crate) fn mark_partial(&mut self, coverage: f64) {
+        self.index_coverage = Some(coverage);
+        let g = &mut self.guidance;
+        g.stop_querying = false;
+        if g.confidence_band == "high" {
+            g.confidence_band = "medium".into();
+            g.confidence = g.confidence.min(0.69);
+        }
+        if g.max_additional_queries == 0 {
+            g.max_additional_queries = 1;
+        }
+        g.next_step = format!(
+            "The index is still being built ({:.0}% of files so far): the answer may be in a file not indexed yet. {}",
+            coverage * 100.0,
+            g.next_step
+                .replace("Stop searching: expand", "Expand")
+                .replace(
+                    " and answer.",
+                    ", and query again shortly if they do not answer it."
+                )
+        );
+    }
 }
 
 /// Tests usually show a problem; the fix lives in the code they test.
@@ -394,7 +426,13 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
         .clamp(1, 8);
     let q = &params.query;
     let filter = q.glob.as_deref().map(PathFilter::new).transpose()?;
-    let evaluator = Evaluator { store };
+    let evaluator = Evaluator { store, scope: None };
+    // The glob restricts the text search itself, so a narrow glob in a big
+    // repository still finds its matches.
+    let scope = filter
+        .as_ref()
+        .map(|f| store.file_scope(|path| f.is_match(path)))
+        .transpose()?;
 
     let mut question = String::new();
     if let Some(p) = &q.pattern {
@@ -423,7 +461,7 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
             .map(|t| fts_quote(&t.text))
             .collect::<Vec<_>>()
             .join(" OR ");
-        let hits = store.fts_search(&expr, CANDIDATES)?;
+        let hits = store.fts_search(&expr, CANDIDATES, scope.as_ref())?;
         let best = hits.first().map_or(1.0, |n| -n.score).max(1e-9);
         for node in hits {
             let s = (-node.score / best).max(0.0);
@@ -597,6 +635,7 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
         signals,
         plan_steps,
         result_set: None,
+        index_coverage: None,
         ranked: ranked.into_iter().map(|s| s.node).collect(),
     })
 }

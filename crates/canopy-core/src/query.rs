@@ -32,7 +32,7 @@ use crate::handle::HandleId;
 use crate::lang::NodeType;
 use crate::model::{Handle, QueryResult, RefHandle, Span};
 use crate::store::Store;
-use crate::store::read::{NameMatch, NodeRecord, RefRecord};
+use crate::store::read::{FileScope, NameMatch, NodeRecord, RefRecord};
 use crate::text::{collapse_preview, fts_quote};
 
 /// Default `limit`.
@@ -240,6 +240,9 @@ impl QueryParams {
 pub(crate) struct Hits {
     pub nodes: Vec<NodeRecord>,
     pub refs: Vec<RefRecord>,
+    /// A search behind these hits stopped at [`CANDIDATE_CAP`]: there may be
+    /// more matches than the hits hold (the response then says so).
+    pub capped: bool,
 }
 
 impl Hits {
@@ -267,6 +270,10 @@ fn ref_key(r: &RefRecord) -> (String, usize, usize, String, String) {
 /// Evaluates expressions against one store.
 pub(crate) struct Evaluator<'a> {
     pub store: &'a Store,
+    /// The files an enclosing `in-file` restricts the searches to; text and
+    /// reference searches run inside it, so the cap never drops a match in
+    /// scope for one out of scope.
+    pub scope: Option<FileScope>,
 }
 
 /// Builds an FTS5 expression from free text: quoted phrases, `word*`
@@ -316,6 +323,32 @@ pub fn fts_expression(text: &str, all: bool) -> Option<String> {
     Some(clauses.join(if all { " AND " } else { " OR " }))
 }
 
+/// The texts of an intersection made only of text searches (`match = all`).
+fn all_text(items: &[Expr]) -> Option<Vec<&str>> {
+    items
+        .iter()
+        .map(|e| match e {
+            Expr::Grep(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A text-only query (`pattern`, `patterns` with `match = all`, either under
+/// a glob): its texts and glob. These are answered with an exact count and
+/// only the returned page loaded.
+fn text_only(expr: &Expr) -> Option<(Vec<&str>, Option<&str>)> {
+    match expr {
+        Expr::Grep(text) => Some((vec![text.as_str()], None)),
+        Expr::Intersect(items) => all_text(items).map(|t| (t, None)),
+        Expr::InFile(glob, inner) => match text_only(inner)? {
+            (texts, None) => Some((texts, Some(glob.as_str()))),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// Splits `Type.method`, `Type::method`, `pkg/mod.func` into (qualifier, name).
 fn split_qualified(symbol: &str) -> (Option<String>, String) {
     let normalized = symbol.trim().replace("::", ".");
@@ -356,17 +389,14 @@ impl Evaluator<'_> {
     pub fn eval(&self, expr: &Expr) -> Result<Hits> {
         Ok(match expr {
             Expr::Grep(text) => self.grep(text)?,
-            Expr::Code(name) => Hits {
-                nodes: self.symbols(name, false)?,
-                refs: vec![],
-            },
-            Expr::Definition(name) => Hits {
-                nodes: self.symbols(name, true)?,
-                refs: vec![],
-            },
+            Expr::Code(name) => self.node_hits(self.symbols(name, false)?),
+            Expr::Definition(name) => self.node_hits(self.symbols(name, true)?),
             Expr::References(name) => {
                 let (qualifier, bare) = split_qualified(name);
-                let mut refs = self.store.refs_by_name(&bare, CANDIDATE_CAP)?;
+                let mut refs =
+                    self.store
+                        .refs_by_name(&bare, CANDIDATE_CAP, self.scope.as_ref())?;
+                let capped = refs.len() >= CANDIDATE_CAP;
                 if let Some(q) = qualifier {
                     let q = q.to_lowercase();
                     let last = q.rsplit('.').next().unwrap_or(&q).to_string();
@@ -382,41 +412,35 @@ impl Evaluator<'_> {
                 Hits {
                     nodes: vec![],
                     refs,
+                    capped,
                 }
             }
-            Expr::Section(heading) => Hits {
-                nodes: self.sections(heading)?,
-                refs: vec![],
-            },
+            Expr::Section(heading) => self.node_hits(self.sections(heading)?),
             Expr::File(path) => {
                 check_relative(path)?;
                 let path = path.trim_start_matches("./");
-                Hits {
-                    nodes: self.store.file_node(path)?.into_iter().collect(),
-                    refs: vec![],
-                }
+                self.node_hits(self.store.file_node(path)?.into_iter().collect())
             }
-            Expr::Children(parent) => Hits {
-                nodes: self.children(parent)?,
-                refs: vec![],
-            },
+            Expr::Children(parent) => self.node_hits(self.children(parent)?),
             Expr::ChildrenNamed(parent, child) => {
                 let children = self.children(parent)?;
-                Hits {
-                    nodes: rank_by_name(children, child),
-                    refs: vec![],
-                }
+                self.node_hits(rank_by_name(children, child))
             }
             Expr::InFile(glob, inner) => {
                 let filter = PathFilter::new(glob)?;
-                let mut hits = self.eval(inner)?;
+                let mut hits = self.within(&filter)?.eval(inner)?;
+                // Searches that are not scoped in SQL (names, sections) are
+                // filtered here.
                 hits.nodes.retain(|n| filter.is_match(&n.file_path));
                 hits.refs.retain(|r| filter.is_match(&r.file_path));
                 hits
             }
             Expr::Union(items) => {
                 let parts: Vec<Hits> = items.iter().map(|e| self.eval(e)).collect::<Result<_>>()?;
-                let mut out = Hits::default();
+                let mut out = Hits {
+                    capped: parts.iter().any(|p| p.capped),
+                    ..Hits::default()
+                };
                 // Interleave so every sub-query's best results come early.
                 let longest = parts
                     .iter()
@@ -435,12 +459,20 @@ impl Evaluator<'_> {
                 }
                 out.dedup()
             }
+            Expr::Intersect(items) if all_text(items).is_some() => {
+                // One search for the conjunction: intersecting capped
+                // per-pattern candidate lists would lose matches.
+                let texts = all_text(items).unwrap_or_default();
+                self.grep_all(&texts)?
+            }
             Expr::Intersect(items) => {
                 let mut parts = items
                     .iter()
                     .map(|e| self.eval(e))
                     .collect::<Result<Vec<_>>>()?;
+                let capped = parts.iter().any(|p| p.capped);
                 let first = parts.remove(0);
+                let capped = capped || first.capped;
                 let node_sets: Vec<HashSet<i64>> = parts
                     .iter()
                     .filter(|p| !p.nodes.is_empty() || p.refs.is_empty())
@@ -471,7 +503,11 @@ impl Evaluator<'_> {
                             && ref_sets.iter().all(|s| s.contains(&ref_key(r)))
                     })
                     .collect();
-                Hits { nodes, refs }
+                Hits {
+                    nodes,
+                    refs,
+                    capped,
+                }
             }
             Expr::Limit(n, inner) => {
                 let mut hits = self.eval(inner)?;
@@ -482,44 +518,92 @@ impl Evaluator<'_> {
         })
     }
 
-    fn grep(&self, text: &str) -> Result<Hits> {
-        let Some(all) = fts_expression(text, true) else {
-            return Ok(Hits::default());
-        };
-        let mut nodes = self.store.fts_search(&all, CANDIDATE_CAP)?;
-        if nodes.is_empty()
-            && let Some(any) = fts_expression(text, false)
-            && any != all
-        {
-            nodes = self.store.fts_search(&any, CANDIDATE_CAP)?;
-        }
-        Ok(Hits {
+    /// Hits made of units, capped when the list reached [`CANDIDATE_CAP`].
+    fn node_hits(&self, nodes: Vec<NodeRecord>) -> Hits {
+        Hits {
+            capped: nodes.len() >= CANDIDATE_CAP,
             nodes,
             refs: vec![],
+        }
+    }
+
+    /// An evaluator for the part of the repository `filter` selects (within
+    /// this one's scope).
+    fn within(&self, filter: &PathFilter) -> Result<Evaluator<'_>> {
+        let scope = self.store.file_scope(|path| filter.is_match(path))?;
+        let scope = match &self.scope {
+            Some(outer) => outer.intersect(&scope),
+            None => scope,
+        };
+        Ok(Evaluator {
+            store: self.store,
+            scope: Some(scope),
         })
+    }
+
+    /// The FTS expression for units matching every text in `texts`: each
+    /// text's words all together, or, for a text no unit in scope matches
+    /// whole, any of its words. `None` when a text has no words.
+    fn text_match(&self, texts: &[&str]) -> Result<Option<String>> {
+        let mut clauses = Vec::with_capacity(texts.len());
+        for text in texts {
+            let Some(all) = fts_expression(text, true) else {
+                return Ok(None);
+            };
+            let mut clause = all;
+            if let Some(any) = fts_expression(text, false)
+                && any != clause
+                && self.store.fts_count(&clause, self.scope.as_ref())? == 0
+            {
+                clause = any;
+            }
+            clauses.push(clause);
+        }
+        Ok(match clauses.len() {
+            0 => None,
+            1 => clauses.pop(),
+            _ => Some(
+                clauses
+                    .iter()
+                    .map(|c| format!("({c})"))
+                    .collect::<Vec<_>>()
+                    .join(" AND "),
+            ),
+        })
+    }
+
+    fn grep(&self, text: &str) -> Result<Hits> {
+        self.grep_all(&[text])
+    }
+
+    /// Units matching every text (`match = all`), searched as one
+    /// conjunction within the scope.
+    fn grep_all(&self, texts: &[&str]) -> Result<Hits> {
+        let Some(expr) = self.text_match(texts)? else {
+            return Ok(Hits::default());
+        };
+        let nodes = self
+            .store
+            .fts_search(&expr, CANDIDATE_CAP, self.scope.as_ref())?;
+        Ok(self.node_hits(nodes))
     }
 
     /// The best `top` units for a text search and the true number of
     /// matches, for a search that nothing filters afterwards. Ranking all
     /// matches is unavoidable, but only `top` of them are loaded; the count
-    /// does not rank. Same order as [`Evaluator::grep`].
-    fn grep_top(&self, text: &str, top: usize) -> Result<(Vec<NodeRecord>, usize)> {
-        let Some(all) = fts_expression(text, true) else {
+    /// does not rank. Same order as [`Evaluator::grep_all`].
+    fn grep_top(&self, texts: &[&str], top: usize) -> Result<(Vec<NodeRecord>, usize)> {
+        let Some(expr) = self.text_match(texts)? else {
             return Ok((vec![], 0));
         };
-        let mut expr = all;
-        let mut total = self.store.fts_count(&expr)?;
-        if total == 0
-            && let Some(any) = fts_expression(text, false)
-            && any != expr
-        {
-            expr = any;
-            total = self.store.fts_count(&expr)?;
-        }
+        let total = self.store.fts_count(&expr, self.scope.as_ref())?;
         if total == 0 {
             return Ok((vec![], 0));
         }
-        Ok((self.store.fts_search(&expr, top)?, total as usize))
+        Ok((
+            self.store.fts_search(&expr, top, self.scope.as_ref())?,
+            total as usize,
+        ))
     }
 
     fn symbols(&self, symbol: &str, exact_only: bool) -> Result<Vec<NodeRecord>> {
@@ -710,15 +794,23 @@ pub(crate) fn execute(store: &Store, engine: &Engine, params: &QueryParams) -> R
     let expr = params.to_expr()?;
     let kind = params.kind.unwrap_or_default();
     let limit = params.effective_limit();
-    let evaluator = Evaluator { store };
+    let evaluator = Evaluator { store, scope: None };
     let mut previews = Previews::new(engine);
-    // A bare text search that nothing filters afterwards loads only the page
-    // it returns and counts the rest; everything else goes through `eval`.
-    if let Expr::Grep(text) = &expr
+    // A text search (under a glob or not) loads only the page it returns
+    // and counts the rest exactly; everything else goes through `eval`.
+    if let Some((texts, glob)) = text_only(&expr)
         && kind != QueryKind::Definition
         && params.result_set != Some(true)
     {
-        let (nodes, total) = evaluator.grep_top(text, limit)?;
+        let scoped;
+        let evaluator = match glob {
+            Some(glob) => {
+                scoped = evaluator.within(&PathFilter::new(glob)?)?;
+                &scoped
+            }
+            None => &evaluator,
+        };
+        let (nodes, total) = evaluator.grep_top(&texts, limit)?;
         let result = QueryResult {
             total_matches: total,
             truncated: total > nodes.len(),
@@ -745,6 +837,7 @@ pub(crate) fn execute(store: &Store, engine: &Engine, params: &QueryParams) -> R
                 Hits {
                     nodes: vec![],
                     refs,
+                    capped: false,
                 },
                 Some(total as usize),
             )
@@ -830,6 +923,12 @@ pub(crate) fn execute(store: &Store, engine: &Engine, params: &QueryParams) -> R
             .iter()
             .map(|n| to_handle(n, &mut previews))
             .collect();
+    }
+    if hits.capped {
+        // Some search stopped at its cap: say so rather than present a
+        // lower bound as the total.
+        result.truncated = true;
+        result.candidates_capped = true;
     }
     finish(store, engine, params, result)
 }

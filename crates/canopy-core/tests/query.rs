@@ -902,3 +902,207 @@ fn a_request_past_its_time_budget_is_stopped_with_a_clear_error() {
         CanopyError::TimeBudget { .. }
     ));
 }
+
+/// A repository with more matching units than one search's candidate cap
+/// (2,000): 3,000 short functions mention `model` (every other one `field`
+/// too); `narrow/fields.py` has 5 long functions that mention `model` once,
+/// so they rank below all the short ones.
+fn crowded() -> (tempfile::TempDir, Engine) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for file in 0..30 {
+        let mut text = String::new();
+        for f in 0..100 {
+            let extra = if (file * 100 + f) % 2 == 0 {
+                " + field"
+            } else {
+                ""
+            };
+            text.push_str(&format!(
+                "def crowd_{file}_{f}(model, field):\n    return build_model(model){extra}\n\n"
+            ));
+        }
+        write(root, &format!("crowd/m{file:02}.py"), &text);
+    }
+    let mut narrow = String::new();
+    for f in 0..5 {
+        narrow.push_str(&format!("def narrow_{f}(value):\n"));
+        for line in 0..40 {
+            narrow.push_str(&format!("    value = value + {line}  # arithmetic step\n"));
+        }
+        narrow.push_str("    return value  # the model field is unused\n\n");
+    }
+    write(root, "narrow/fields.py", &narrow);
+    let engine = Engine::open(root, EngineOptions::default()).unwrap();
+    engine.index(None, &NoProgress).unwrap();
+    (dir, engine)
+}
+
+#[test]
+fn filtered_text_queries_are_exact_past_the_candidate_cap() {
+    let (_dir, engine) = crowded();
+    // A glob is applied inside the search: the narrow file's matches are
+    // found although 3,000 better-ranked units elsewhere match too.
+    let r = q(
+        &engine,
+        QueryParams {
+            pattern: Some("model".into()),
+            glob: Some("narrow/**".into()),
+            limit: Some(50),
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.total_matches, 5, "{:?}", paths(&r));
+    assert_eq!(r.handles.len(), 5);
+    assert!(!r.truncated);
+    assert!(paths(&r).iter().all(|p| p == "narrow/fields.py"));
+
+    // match=all counts every unit with both words, not the overlap of two
+    // capped candidate lists: 1,500 crowd functions + the 5 narrow ones.
+    let r = q(
+        &engine,
+        QueryParams {
+            patterns: Some(vec!["model".into(), "field".into()]),
+            match_mode: Some(MatchMode::All),
+            ..Default::default()
+        },
+    );
+    assert_eq!(
+        r.total_matches,
+        3_000 + 5,
+        "every crowd function names both parameters"
+    );
+    let r = q(
+        &engine,
+        QueryParams {
+            patterns: Some(vec!["model".into(), "unused".into()]),
+            match_mode: Some(MatchMode::All),
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.total_matches, 5);
+    assert!(paths(&r).iter().all(|p| p == "narrow/fields.py"));
+
+    // The same through the DSL, with a glob around an intersection.
+    let r = q(
+        &engine,
+        QueryParams {
+            query: Some(
+                r#"(in-file "narrow/*.py" (intersect (grep "model") (grep "field")))"#.into(),
+            ),
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.total_matches, 5);
+
+    // References under a glob are searched in the glob's files only.
+    let r = q(
+        &engine,
+        QueryParams {
+            query: Some(r#"(in-file "crowd/m29.py" (references "build_model"))"#.into()),
+            limit: Some(200),
+            ..Default::default()
+        },
+    );
+    let refs = r.ref_handles.expect("references");
+    assert!(
+        !refs.is_empty(),
+        "references in the last file were lost to the cap"
+    );
+    assert!(refs.iter().all(|h| h.file_path == "crowd/m29.py"));
+
+    // Where a cap remains (a name prefix shared by 3,000 symbols), the
+    // answer says so instead of presenting a lower bound as the total.
+    let r = q(
+        &engine,
+        QueryParams {
+            query: Some(r#"(code "crowd_")"#.into()),
+            ..Default::default()
+        },
+    );
+    assert!(r.truncated);
+    assert!(r.candidates_capped, "a capped search must be flagged");
+}
+
+/// 3,000 handler files and one payments file, indexed only under
+/// `services/billing/**` (a partial index).
+fn partially_indexed(options: EngineOptions) -> (tempfile::TempDir, Engine) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let areas = [
+        "billing", "shipping", "catalog", "search", "accounts", "reviews",
+    ];
+    for i in 0..3000 {
+        let area = areas[i % areas.len()];
+        write(
+            root,
+            &format!("services/{area}/handlers/h{i}.py"),
+            &format!("def handle_{i}(event):\n    return event.get('{area}_{i}')\n"),
+        );
+    }
+    write(
+        root,
+        "services/payments/processor.py",
+        "class PaymentProcessor:\n    def charge(self, amount):\n        return amount\n",
+    );
+    let e = Engine::open(root, options).unwrap();
+    e.index(Some("services/billing/**"), &NoProgress).unwrap();
+    (dir, e)
+}
+
+#[test]
+fn a_partial_index_says_so_and_indexes_what_a_query_points_at_first() {
+    // Coverage is the share of the repository's files, not 0.
+    let (_dir, e) = partially_indexed(EngineOptions {
+        auto_index: false,
+        ..EngineOptions::default()
+    });
+    let status = e.status().unwrap();
+    assert_eq!(status.files_indexed, 500);
+    let expected = 500.0 / 3001.0;
+    assert!(
+        (status.index_coverage - expected).abs() < 0.01,
+        "coverage {} with 500 of 3,001 files indexed",
+        status.index_coverage
+    );
+    // An evidence pack from a partial index says so and never says stop,
+    // however sure it is of what it found.
+    let pack = e
+        .evidence_pack(
+            &canopy_core::pack::PackParams {
+                query: QueryParams {
+                    pattern: Some("handle_6 event billing_6".into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            None,
+        )
+        .unwrap();
+    assert!(pack.index_coverage.is_some_and(|c| c < 1.0), "{pack:?}");
+    assert!(!pack.guidance.stop_querying, "{:?}", pack.guidance);
+    assert_ne!(pack.guidance.confidence_band, "high");
+    assert!(pack.guidance.next_step.contains("still being built"));
+    let r = q(&e, sym("handle_6"));
+    assert!(r.index_coverage.is_some_and(|c| c < 1.0));
+
+    // With indexing on, a query whose glob points at files not indexed yet
+    // indexes them before answering, whatever the background is doing.
+    let (_dir, e) = partially_indexed(EngineOptions::default());
+    let r = q(
+        &e,
+        QueryParams {
+            pattern: Some("event".into()),
+            glob: Some("services/reviews/handlers/h2999.py".into()),
+            ..Default::default()
+        },
+    );
+    assert_eq!(paths(&r), ["services/reviews/handlers/h2999.py"]);
+    let r = q(&e, sym("PaymentProcessor"));
+    assert_eq!(r.handles[0].file_path, "services/payments/processor.py");
+    e.wait_for_background_index().unwrap();
+    let status = e.status().unwrap();
+    assert_eq!(status.files_indexed, 3001);
+    assert_eq!(status.index_coverage, 1.0);
+    assert_eq!(e.orphan_rows().unwrap(), 0);
+}

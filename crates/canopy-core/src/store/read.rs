@@ -131,6 +131,52 @@ pub enum NameMatch {
     Substring,
 }
 
+/// Restricts an FTS query (`?3`: a [`FileScope`] as JSON) to the units of
+/// the scope's files.
+const SCOPE_CLAUSE: &str =
+    "AND rowid IN (SELECT n.id FROM nodes n WHERE n.file_id IN (SELECT value FROM json_each(?3)))";
+
+/// A set of files (by row id) that a search is restricted to: what a glob
+/// matched, computed once per request.
+#[derive(Clone, Debug, Default)]
+pub struct FileScope {
+    ids: Vec<i64>,
+}
+
+impl FileScope {
+    /// Whether the file is in the scope.
+    pub fn contains(&self, file_id: i64) -> bool {
+        self.ids.binary_search(&file_id).is_ok()
+    }
+
+    /// Files in the scope.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether no file is in the scope.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Both scopes' files.
+    pub fn intersect(&self, other: &FileScope) -> FileScope {
+        FileScope {
+            ids: self
+                .ids
+                .iter()
+                .copied()
+                .filter(|id| other.contains(*id))
+                .collect(),
+        }
+    }
+
+    fn json(&self) -> String {
+        let ids: Vec<String> = self.ids.iter().map(i64::to_string).collect();
+        format!("[{}]", ids.join(","))
+    }
+}
+
 const NODE_COLUMNS: &str =
     "n.id, 'h' || lower(hex(n.handle)), f.path, f.content_hash, n.node_type, n.name, n.qualified_name,
     n.parent_id, n.start_byte, n.end_byte, n.start_line, n.end_line, n.token_count,
@@ -210,6 +256,16 @@ impl Store {
             ))
         })?;
         Ok(rows.collect::<rusqlite::Result<HashMap<_, _>>>()?)
+    }
+
+    /// Paths an index run has dealt with: indexed files and files recorded
+    /// as skipped.
+    pub fn indexed_paths(&self) -> Result<std::collections::HashSet<String>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT path FROM files UNION ALL SELECT path FROM skipped_files")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     /// Looks a unit up by handle id.
@@ -417,20 +473,34 @@ impl Store {
 
     /// Full-text search. `match_expr` must be a well-formed FTS5 expression
     /// (built by the query module from quoted terms). Returns up to `cap`
-    /// units, best first, with their BM25 score (lower is better).
+    /// units, best first, with their BM25 score (lower is better), only
+    /// from the files in `scope` when one is given (the filter runs inside
+    /// the search, so a glob never loses matches to the cap).
     /// Column weights: name 10, path 4, body 1.
-    pub fn fts_search(&self, match_expr: &str, cap: usize) -> Result<Vec<NodeRecord>> {
+    pub fn fts_search(
+        &self,
+        match_expr: &str,
+        cap: usize,
+        scope: Option<&FileScope>,
+    ) -> Result<Vec<NodeRecord>> {
+        let within = if scope.is_some() { SCOPE_CLAUSE } else { "" };
         let sql = format!(
             "SELECT {NODE_COLUMNS}, s.score FROM
-               (SELECT rowid, bm25(fts, 10.0, 4.0, 1.0) AS score FROM fts WHERE fts MATCH ?1
+               (SELECT rowid, bm25(fts, 10.0, 4.0, 1.0) AS score FROM fts WHERE fts MATCH ?1 {within}
                 ORDER BY score LIMIT ?2) AS s
              JOIN nodes n ON n.id = s.rowid JOIN files f ON f.id = n.file_id"
         );
         let mut stmt = self.conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map(rusqlite::params![match_expr, cap as i64], |r| {
+        let map = |r: &rusqlite::Row<'_>| {
             let score: f64 = r.get(14)?;
             node_from_row(r, score)
-        })?;
+        };
+        let rows = match scope {
+            Some(scope) => {
+                stmt.query_map(rusqlite::params![match_expr, cap as i64, scope.json()], map)?
+            }
+            None => stmt.query_map(rusqlite::params![match_expr, cap as i64], map)?,
+        };
         let mut out = rows.collect::<rusqlite::Result<Vec<_>>>()?;
         // Sorted here rather than by SQLite: a second temporary B-tree for
         // 2,000 rows cost more than the join itself.
@@ -443,22 +513,55 @@ impl Store {
         Ok(out)
     }
 
-    /// Number of units matching the FTS expression (no ranking: cheap).
-    pub fn fts_count(&self, match_expr: &str) -> Result<u64> {
-        Ok(self
-            .conn
-            .prepare_cached("SELECT COUNT(*) FROM fts WHERE fts MATCH ?1")?
-            .query_row([match_expr], |r| r.get::<_, i64>(0))? as u64)
+    /// Number of units matching the FTS expression, within `scope` if given
+    /// (no ranking: cheap).
+    pub fn fts_count(&self, match_expr: &str, scope: Option<&FileScope>) -> Result<u64> {
+        let n: i64 = match scope {
+            Some(scope) => self
+                .conn
+                .prepare_cached(&format!(
+                    "SELECT COUNT(*) FROM fts WHERE fts MATCH ?1 {}",
+                    SCOPE_CLAUSE.replace("?3", "?2")
+                ))?
+                .query_row(rusqlite::params![match_expr, scope.json()], |r| r.get(0))?,
+            None => self
+                .conn
+                .prepare_cached("SELECT COUNT(*) FROM fts WHERE fts MATCH ?1")?
+                .query_row([match_expr], |r| r.get(0))?,
+        };
+        Ok(n as u64)
     }
 
-    /// References to `name` (case-insensitive), up to `cap`, ordered by path and position.
-    pub fn refs_by_name(&self, name: &str, cap: usize) -> Result<Vec<RefRecord>> {
+    /// The files whose repo-relative path `keep` accepts, as a scope for
+    /// the searches.
+    pub fn file_scope(&self, keep: impl Fn(&str) -> bool) -> Result<FileScope> {
+        let mut stmt = self.conn.prepare_cached("SELECT id, path FROM files")?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?;
+        let mut ids = Vec::new();
+        for row in rows {
+            let (id, path) = row?;
+            if keep(&path) {
+                ids.push(id);
+            }
+        }
+        ids.sort_unstable();
+        Ok(FileScope { ids })
+    }
+
+    /// References to `name` (case-insensitive), up to `cap`, ordered by
+    /// path and position, only in the files of `scope` when one is given.
+    pub fn refs_by_name(
+        &self,
+        name: &str,
+        cap: usize,
+        scope: Option<&FileScope>,
+    ) -> Result<Vec<RefRecord>> {
         let ids: Vec<i64> = self
             .ref_name_ids(name)?
             .into_iter()
             .map(|(id, _)| id)
             .collect();
-        self.refs_named(&[ids], cap)
+        self.refs_named(&[ids], cap, scope)
     }
 
     /// The first `top` references to `name` (case-insensitive) — those
@@ -481,7 +584,7 @@ impl Store {
             ids.into_iter().partition(|(_, text)| text == name);
         let groups =
             [exact, other_case].map(|g| g.into_iter().map(|(id, _)| id).collect::<Vec<_>>());
-        Ok((self.refs_named(&groups, top)?, total))
+        Ok((self.refs_named(&groups, top, None)?, total))
     }
 
     /// `ref_names` ids and texts equal to `name` in any case.
@@ -497,7 +600,12 @@ impl Store {
     /// `ref_names` ids): the first group's references first, each group
     /// ordered by path and position. Opens only the blobs of files the
     /// postings list, in path order, and stops once `cap` are found.
-    fn refs_named(&self, groups: &[Vec<i64>], cap: usize) -> Result<Vec<RefRecord>> {
+    fn refs_named(
+        &self,
+        groups: &[Vec<i64>],
+        cap: usize,
+        scope: Option<&FileScope>,
+    ) -> Result<Vec<RefRecord>> {
         let mut found: Vec<(usize, PackedRef)> = vec![];
         let mut files: Vec<(String, String)> = vec![];
         let mut postings = self.conn.prepare_cached(
@@ -521,6 +629,9 @@ impl Store {
             for (path, (file_id, content_hash)) in group_files {
                 if found.len() >= cap {
                     break 'groups;
+                }
+                if scope.is_some_and(|s| !s.contains(file_id)) {
+                    continue;
                 }
                 let file_index = files.len();
                 files.push((path, content_hash));
