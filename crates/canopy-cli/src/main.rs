@@ -65,6 +65,9 @@ enum Command {
         /// Only index files matching this glob (e.g. "src/**/*.rs").
         #[arg(long)]
         glob: Option<String>,
+        /// Throw the index away and build it again (the repair for a damaged index).
+        #[arg(long, conflicts_with = "glob")]
+        rebuild: bool,
     },
     /// Show index statistics.
     Status {
@@ -281,7 +284,16 @@ fn run_remote(cli: Cli, url: &str) -> anyhow::Result<()> {
     let global = &cli.global;
     let token = global.service_token.clone();
     match cli.command {
-        Command::Index { path, glob } => {
+        Command::Index {
+            path,
+            glob,
+            rebuild,
+        } => {
+            if rebuild {
+                anyhow::bail!(
+                    "--rebuild is not supported with --service-url: POST /reindex with \"rebuild\": true"
+                );
+            }
             if glob.is_some() {
                 anyhow::bail!(
                     "--glob is not supported with --service-url: the service reindexes whole repositories"
@@ -322,10 +334,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let global = &cli.global;
     let show_progress = !global.quiet && !global.json && std::io::stderr().is_terminal();
     match cli.command {
-        Command::Index { path, glob } => {
+        Command::Index {
+            path,
+            glob,
+            rebuild,
+        } => {
             let engine = open_engine(global, path, true)?;
             let progress = output::Progress::new(show_progress);
-            let report = engine.index(glob.as_deref(), &progress)?;
+            let report = if rebuild {
+                engine.rebuild(&progress)?
+            } else {
+                engine.index(glob.as_deref(), &progress)?
+            };
             output::index_report(&engine, &report, global.json, global.quiet)
         }
         Command::Invalidate { glob } => {

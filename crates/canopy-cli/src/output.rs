@@ -118,6 +118,12 @@ pub fn status(status: &Status, json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     println!("repo_root:      {}", status.repo_root);
+    if let Some(damage) = &status.damaged {
+        println!("damaged:        {damage}");
+        eprintln!(
+            "hint: the next `canopy index` rebuilds it (or run `canopy index --rebuild` now)"
+        );
+    }
     println!("files_indexed:  {}", status.files_indexed);
     println!("units:          {}", status.units);
     println!("references:     {}", status.references);

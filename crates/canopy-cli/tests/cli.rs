@@ -556,3 +556,58 @@ fn the_filesystem_root_and_the_home_folder_are_never_indexed() {
     );
     assert!(!home.path().join(".canopy").exists());
 }
+
+#[test]
+fn a_damaged_index_is_reported_by_code_and_rebuilt_by_the_next_index() {
+    let repo = git_repo();
+    let root = repo.path();
+    for f in 0..40 {
+        let mut text = String::new();
+        for i in 0..30 {
+            text.push_str(&format!(
+                "def damage_probe_{f}_{i}(value):\n    \"\"\"Doubles value {i} of {f}.\"\"\"\n    return value * 2\n\n"
+            ));
+        }
+        write(root, &format!("pkg/m{f:02}.py"), &text);
+    }
+    json(root, &["index", "--json"]);
+    // Damage the second half of the file (the schema pages stay readable).
+    let db = root.join(".canopy/index.db");
+    let conn = rusqlite_free_checkpoint(&db);
+    assert!(conn, "checkpoint");
+    let mut bytes = fs::read(&db).unwrap();
+    let half = bytes.len() / 2;
+    for (i, b) in bytes.iter_mut().enumerate().skip(half) {
+        *b = (i * 31 % 251) as u8;
+    }
+    fs::write(&db, bytes).unwrap();
+
+    let doc = json_error(root, &["query", "--pattern", "doubles value", "--json"]);
+    assert_eq!(doc["error"]["code"], "IndexDamaged", "{doc}");
+    assert!(
+        doc["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("canopy index --rebuild")
+    );
+    let status = json(root, &["status", "--json"]);
+    assert!(
+        status["damaged"].is_string(),
+        "status hides the damage: {status}"
+    );
+    let report = json(root, &["index", "--json"]);
+    assert!(report["rebuilt"].is_string(), "{report}");
+    let hits = json(root, &["query", "--symbol", "damage_probe_39_29", "--json"]);
+    assert_eq!(hits["handles"][0]["file_path"], "pkg/m39.py");
+    assert!(json(root, &["status", "--json"])["damaged"].is_null());
+    let report = json(root, &["index", "--rebuild", "--json"]);
+    assert!(report["rebuilt"].is_string(), "{report}");
+}
+
+/// Moves everything in the WAL into the main file by opening and closing
+/// the index (the last connection to close checkpoints), via `canopy status`.
+fn rusqlite_free_checkpoint(db: &Path) -> bool {
+    let root = db.parent().and_then(Path::parent).unwrap();
+    canopy(root, &["status", "--json"]).status.success()
+        && !db.with_file_name("index.db-wal").exists()
+}

@@ -143,10 +143,19 @@ impl Engine {
         f: impl FnOnce(&crate::graph::nav::Graph<'_>) -> Result<R>,
     ) -> Result<R> {
         let budget = self.inner.options.time_budget;
+        // `f` runs once: probe the connection first, so a stale one is
+        // reopened before it.
+        self.guarded(|| {
+            lock(&self.inner.reader)
+                .meta(meta_keys::LAST_INDEXED)
+                .map(|_| ())
+        })?;
         let store = lock(&self.inner.reader);
         let snapshot = store.read_snapshot_within(budget)?;
         let graph = crate::graph::nav::Graph::new(&snapshot, self.root());
-        f(&graph).map_err(|e| e.or_budget(budget))
+        f(&graph)
+            .map_err(|e| e.or_budget(budget))
+            .map_err(|e| self.diagnose(e))
     }
 
     /// Answers one graph navigation request ([`crate::graph::request`]) over
@@ -168,14 +177,119 @@ impl Engine {
 
     /// Indexes the repository (or the files matching `glob`), incrementally.
     pub fn index(&self, glob: Option<&str>, progress: &dyn IndexProgress) -> Result<IndexReport> {
-        self.inner.run(
-            IndexOptions {
-                glob: glob.map(str::to_string),
-                max_file_size: self.inner.options.max_file_size,
-                only_paths: None,
+        let options = IndexOptions {
+            glob: glob.map(str::to_string),
+            max_file_size: self.inner.options.max_file_size,
+            only_paths: None,
+        };
+        let first = match self.inner.run(options.clone(), progress) {
+            Err(CanopyError::Database(e)) => e,
+            other => return other,
+        };
+        // A WAL deleted or replaced under the open read connection leaves
+        // the shared-memory index stale until every connection lets go of it:
+        // reopen the reader, then try once more.
+        tracing::warn!("index run failed ({first}); reopening the index and retrying");
+        if let Err(e) = self.reopen_reader() {
+            tracing::warn!("cannot reopen the index: {e}");
+        }
+        match self.inner.run(options.clone(), progress) {
+            // Damage met while indexing: marked, so the next run rebuilds.
+            Err(e @ CanopyError::Database(_)) => match self.diagnose(e) {
+                CanopyError::IndexDamaged { .. } => self.inner.run(
+                    IndexOptions {
+                        glob: None,
+                        ..options
+                    },
+                    progress,
+                ),
+                e => Err(e),
             },
-            progress,
-        )
+            other => other,
+        }
+    }
+
+    /// Throws the index away and builds it again from the files
+    /// (`canopy index --rebuild`, `canopy_index` with `rebuild`, `POST
+    /// /reindex` with `rebuild`): the one repair for an index that is
+    /// damaged in a way the automatic checks did not see.
+    pub fn rebuild(&self, progress: &dyn IndexProgress) -> Result<IndexReport> {
+        Engine::request_rebuild(&self.inner.root)?;
+        self.index(None, progress)
+    }
+
+    /// Marks the index of the repository at `root` so that its next index
+    /// run, by whichever front end, rebuilds it from scratch.
+    pub fn request_rebuild(root: &Path) -> Result<()> {
+        let db = root.join(CANOPY_DIR).join("index.db");
+        crate::store::mark_damaged(&db, "a rebuild was asked for")
+    }
+
+    /// What is wrong with the index of the repository at `root`, if an
+    /// operation found it damaged and no index run has rebuilt it yet.
+    pub fn damage_at(root: &Path) -> Option<String> {
+        let db = root.join(CANOPY_DIR).join("index.db");
+        std::fs::read_to_string(crate::store::damage_marker(&db))
+            .ok()
+            .map(|d| d.trim().to_string())
+    }
+
+    /// What is wrong with the index file, when an earlier operation found it
+    /// damaged and the next index run has not rebuilt it yet.
+    pub fn damage(&self) -> Option<String> {
+        Engine::damage_at(&self.inner.root)
+    }
+
+    /// Runs a read operation. On a database error the long-lived read
+    /// connection is reopened (a deleted WAL or a file replaced under it
+    /// leaves it failing until then) and the operation retried once; an
+    /// error that persists is diagnosed ([`Engine::diagnose`]).
+    fn guarded<T>(&self, op: impl Fn() -> Result<T>) -> Result<T> {
+        match op() {
+            Err(CanopyError::Database(first)) => {
+                tracing::warn!("index read failed ({first}); reopening the index and retrying");
+                if let Err(e) = self.reopen_reader() {
+                    return Err(self.diagnose(e));
+                }
+                op().map_err(|e| self.diagnose(e))
+            }
+            other => other,
+        }
+    }
+
+    /// Turns a persistent database error into [`CanopyError::IndexDamaged`]
+    /// when `PRAGMA quick_check` finds the file damaged (marking it, so the
+    /// next index run rebuilds it); any other error is returned as it is.
+    fn diagnose(&self, err: CanopyError) -> CanopyError {
+        let CanopyError::Database(_) = &err else {
+            return err;
+        };
+        match crate::store::check_integrity(&self.inner.db_path) {
+            Ok(Some(detail)) => {
+                tracing::error!("the index is damaged: {detail}");
+                if let Err(e) = crate::store::mark_damaged(&self.inner.db_path, &detail) {
+                    tracing::error!("cannot mark the index for rebuilding: {e}");
+                }
+                CanopyError::IndexDamaged { detail }
+            }
+            Ok(None) => err,
+            Err(check) => {
+                tracing::warn!("cannot check the index's integrity: {check}");
+                err
+            }
+        }
+    }
+
+    /// Replaces the read connection with a new one on the same file.
+    ///
+    /// The old connection is closed first: when it was the last one on the
+    /// file, closing it checkpoints whatever WAL it still holds and resets
+    /// the shared-memory index, which is what a deleted WAL needs.
+    fn reopen_reader(&self) -> Result<()> {
+        let mut reader = lock(&self.inner.reader);
+        *reader = Store::detached()?;
+        *reader = Store::reopen(&self.inner.db_path)?;
+        Ok(())
     }
 
     /// Forces the files matching `glob` (all when `None`) to be re-parsed, then re-indexes them.
@@ -187,7 +301,11 @@ impl Engine {
         let filter = glob.map(PathFilter::new).transpose()?;
         {
             let _guard = lock(&self.inner.index_lock);
-            let (mut store, _) = Store::open(&self.inner.db_path)?;
+            let (mut store, rebuilt) = Store::open_for_writing(&self.inner.db_path)?;
+            if rebuilt.is_some() {
+                *lock(&self.inner.reader) = Store::reopen(&self.inner.db_path)?;
+                *lock(&self.inner.pending_rebuild_note) = rebuilt;
+            }
             store.invalidate(&|path| filter.as_ref().is_none_or(|f| f.is_match(path)))?;
         }
         self.index(glob, progress)
@@ -218,6 +336,21 @@ impl Engine {
 
     /// Index statistics.
     pub fn status(&self) -> Result<Status> {
+        let mut status = match self.guarded(|| self.status_once()) {
+            // Status is how one finds out: it reports the damage, not fails.
+            Err(CanopyError::IndexDamaged { .. }) => Status {
+                indexed: true,
+                schema_version: SCHEMA_VERSION,
+                repo_root: self.inner.root.display().to_string(),
+                ..Status::default()
+            },
+            other => other?,
+        };
+        status.damaged = self.damage();
+        Ok(status)
+    }
+
+    fn status_once(&self) -> Result<Status> {
         let store = lock(&self.inner.reader);
         let counts = store.counts()?;
         let last_indexed = store
@@ -248,6 +381,7 @@ impl Engine {
             references: counts.refs,
             source_bytes: counts.bytes,
             index_coverage,
+            damaged: None,
         })
     }
 
@@ -403,13 +537,15 @@ impl Engine {
     pub fn query(&self, params: &QueryParams) -> Result<QueryResult> {
         params.validate()?;
         params.check_text_limits()?;
-        let coverage = self.prepare_for(params)?;
-        let budget = self.inner.options.time_budget;
-        let store = lock(&self.inner.reader);
-        let snapshot = store.read_snapshot_within(budget)?;
-        let mut result = execute(&snapshot, self, params).map_err(|e| e.or_budget(budget))?;
-        result.index_coverage = coverage;
-        Ok(result)
+        self.guarded(|| {
+            let coverage = self.prepare_for(params)?;
+            let budget = self.inner.options.time_budget;
+            let store = lock(&self.inner.reader);
+            let snapshot = store.read_snapshot_within(budget)?;
+            let mut result = execute(&snapshot, self, params).map_err(|e| e.or_budget(budget))?;
+            result.index_coverage = coverage;
+            Ok(result)
+        })
     }
 
     /// Builds an evidence pack. `session` names the caller's convergence
@@ -420,16 +556,18 @@ impl Engine {
         session: Option<&str>,
     ) -> Result<EvidencePack> {
         params.query.validate()?;
-        let coverage = self.prepare_for(&params.query)?;
         let memory = session
             .map(|s| lock(&self.inner.sessions).snapshot(s))
             .unwrap_or_default();
-        let mut pack = {
+        let (mut pack, coverage) = self.guarded(|| {
+            let coverage = self.prepare_for(&params.query)?;
             let budget = self.inner.options.time_budget;
             let store = lock(&self.inner.reader);
             let snapshot = store.read_snapshot_within(budget)?;
-            crate::pack::build(&snapshot, params, &memory).map_err(|e| e.or_budget(budget))?
-        };
+            let pack =
+                crate::pack::build(&snapshot, params, &memory).map_err(|e| e.or_budget(budget))?;
+            Ok((pack, coverage))
+        })?;
         if let Some(coverage) = coverage {
             pack.mark_partial(coverage);
         }
@@ -453,12 +591,14 @@ impl Engine {
     /// Refines a result set server-side: filter by glob, kind or term,
     /// intersect with another query, page. Returns a new result set id.
     pub fn refine(&self, params: &RefineParams) -> Result<RefineResult> {
-        let budget = self.inner.options.time_budget;
-        let store = lock(&self.inner.reader);
-        let snapshot = store.read_snapshot_within(budget)?;
-        let mut sets = lock(&self.inner.result_sets);
-        crate::resultset::refine(&mut sets, &snapshot, self, params)
-            .map_err(|e| e.or_budget(budget))
+        self.guarded(|| {
+            let budget = self.inner.options.time_budget;
+            let store = lock(&self.inner.reader);
+            let snapshot = store.read_snapshot_within(budget)?;
+            let mut sets = lock(&self.inner.result_sets);
+            crate::resultset::refine(&mut sets, &snapshot, self, params)
+                .map_err(|e| e.or_budget(budget))
+        })
     }
 
     /// [`Engine::expand`], remembering the expansion in the session's convergence memory.
@@ -479,9 +619,11 @@ impl Engine {
     /// Fails with [`CanopyError::HandleNotFound`] for an unknown id and
     /// [`CanopyError::StaleIndex`] when the file changed since it was indexed.
     pub fn expand<S: AsRef<str>>(&self, ids: &[S]) -> Result<Vec<Expansion>> {
-        let store = lock(&self.inner.reader);
-        let snapshot = store.read_snapshot()?;
-        self.expand_with(&snapshot, ids)
+        self.guarded(|| {
+            let store = lock(&self.inner.reader);
+            let snapshot = store.read_snapshot()?;
+            self.expand_with(&snapshot, ids)
+        })
     }
 
     /// [`Engine::expand`] with the read connection already held (queries
@@ -612,7 +754,11 @@ impl Inner {
 
     fn run(&self, options: IndexOptions, progress: &dyn IndexProgress) -> Result<IndexReport> {
         let _guard = lock(&self.index_lock);
-        let (mut store, rebuilt) = Store::open(&self.db_path)?;
+        let (mut store, rebuilt) = Store::open_for_writing(&self.db_path)?;
+        if rebuilt.is_some() {
+            // The old file is gone: the read connection must follow.
+            *lock(&self.reader) = Store::reopen(&self.db_path)?;
+        }
         let mut report = run_index(&self.root, &mut store, &options, progress)?;
         report.rebuilt = rebuilt.or_else(|| lock(&self.pending_rebuild_note).take());
         Ok(report)

@@ -74,6 +74,13 @@ pub enum CanopyError {
         /// What it is.
         reason: String,
     },
+    /// The index file is damaged. It has been marked, and the next index run
+    /// (`canopy index`, `canopy_index`, `POST /reindex`) rebuilds it.
+    #[error("the index is damaged ({detail}); it will be rebuilt by the next index run")]
+    IndexDamaged {
+        /// What the integrity check found.
+        detail: String,
+    },
     /// SQLite failed.
     #[error("index database error: {0}")]
     Database(#[from] rusqlite::Error),
@@ -113,6 +120,7 @@ impl CanopyError {
             CanopyError::NotADirectory(_) => "NotADirectory",
             CanopyError::NotARepository { .. } => "NotARepository",
             CanopyError::UnsafeRoot { .. } => "UnsafeRoot",
+            CanopyError::IndexDamaged { .. } => "IndexDamaged",
             CanopyError::Database(_) => "Database",
             CanopyError::Io { .. } => "Io",
             CanopyError::Git(_) => "Git",
@@ -150,8 +158,11 @@ impl CanopyError {
             CanopyError::UnsafeRoot { .. } => {
                 "point Canopy at a project folder (a git repository) instead"
             }
+            CanopyError::IndexDamaged { .. } => {
+                "rebuild it: `canopy index --rebuild` (MCP: canopy_index with rebuild=true; HTTP: POST /reindex with \"rebuild\": true)"
+            }
             CanopyError::Database(_) => {
-                "the index may be locked or damaged; retry, or delete .canopy/ to rebuild it"
+                "retry; if it persists, rebuild the index: `canopy index --rebuild` (MCP: canopy_index with rebuild=true; HTTP: POST /reindex with \"rebuild\": true)"
             }
             CanopyError::Io { .. } => "check that the path exists and is readable",
             CanopyError::Git(_) => "check that git is installed and the repository is valid",

@@ -149,6 +149,10 @@ pub struct Status {
     pub source_bytes: u64,
     /// Share of candidate files indexed (1.0 when the last run completed).
     pub index_coverage: f64,
+    /// What is wrong with the index file, when an operation found it
+    /// damaged; the next index run rebuilds it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub damaged: Option<String>,
 }
 
 /// What an index run did.

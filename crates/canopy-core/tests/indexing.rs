@@ -551,3 +551,113 @@ fn a_glob_that_keeps_every_file_counts_as_a_full_run() {
     assert_eq!(status.skipped.get("too_large"), Some(&1), "{status:?}");
     assert_eq!(status.index_coverage, 1.0);
 }
+
+/// A repository with enough units that its index spans many pages.
+fn sizeable_repo(root: &Path) {
+    for f in 0..40 {
+        let mut text = String::new();
+        for i in 0..30 {
+            text.push_str(&format!(
+                "def damage_probe_{f}_{i}(value):\n    \"\"\"Doubles value number {i} of file {f}.\"\"\"\n    return value * 2\n\n"
+            ));
+        }
+        write(root, &format!("pkg/m{f:02}.py"), text);
+    }
+}
+
+/// Overwrites every page of the database file but the first (the header
+/// stays valid, so opening it succeeds; reading it does not).
+fn damage_interior(db: &Path) {
+    // Everything into the main file first, so no page is read from the WAL.
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+        .unwrap();
+    drop(conn);
+    let mut bytes = fs::read(db).unwrap();
+    assert!(
+        bytes.len() > 16 * 4096,
+        "index too small to damage: {}",
+        bytes.len()
+    );
+    // The second half: the schema pages stay readable, so the index opens
+    // (damage to them is caught and rebuilt at open already).
+    let half = bytes.len() / 2;
+    for (i, b) in bytes.iter_mut().enumerate().skip(half) {
+        *b = (i * 31 % 251) as u8;
+    }
+    fs::write(db, bytes).unwrap();
+}
+
+#[test]
+fn damage_inside_the_index_is_detected_reported_and_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    sizeable_repo(root);
+    let db = {
+        let e = engine(root);
+        e.index(None, &NoProgress).unwrap();
+        assert_eq!(symbol(&e, "damage_probe_7_3").len(), 1);
+        e.db_path().to_path_buf()
+        // Dropped: the last connection checkpoints and removes the WAL.
+    };
+    damage_interior(&db);
+
+    let e = engine(root);
+    let err = e
+        .query(&QueryParams {
+            pattern: Some("doubles value".into()),
+            ..Default::default()
+        })
+        .expect_err("a damaged index cannot answer");
+    assert!(
+        matches!(err, CanopyError::IndexDamaged { .. }),
+        "expected IndexDamaged, got {err:?}"
+    );
+    assert_eq!(err.code(), "IndexDamaged");
+    assert!(err.hint().contains("--rebuild"), "{}", err.hint());
+    assert!(e.damage().is_some(), "the damage is remembered");
+    assert!(e.status().map_or(true, |s| s.damaged.is_some()));
+
+    // The next index run (plain `canopy index`) rebuilds it.
+    let report = e.index(None, &NoProgress).unwrap();
+    assert!(report.rebuilt.is_some(), "{report:?}");
+    assert_eq!(report.files_indexed, 40);
+    assert!(e.damage().is_none());
+    assert_eq!(symbol(&e, "damage_probe_7_3").len(), 1);
+    assert_eq!(e.orphan_rows().unwrap(), 0);
+    assert!(e.status().unwrap().damaged.is_none());
+
+    // An explicit rebuild works on a sound index too.
+    let report = e.rebuild(&NoProgress).unwrap();
+    assert!(report.rebuilt.is_some());
+    assert_eq!(symbol(&e, "damage_probe_39_29").len(), 1);
+}
+
+#[test]
+fn a_deleted_wal_under_an_open_engine_does_not_break_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    sizeable_repo(root);
+    let e = engine(root);
+    e.index(None, &NoProgress).unwrap();
+    assert_eq!(symbol(&e, "damage_probe_1_5").len(), 1);
+    let wal = root.join(".canopy/index.db-wal");
+    if wal.exists() {
+        fs::remove_file(&wal).unwrap();
+    }
+    // Reads keep working (the connection is reopened if it must be) …
+    assert_eq!(symbol(&e, "damage_probe_2_7").len(), 1);
+    // … and so do writes after it, and reads of what they wrote.
+    write(
+        root,
+        "pkg/new.py",
+        "def after_the_wal_went():\n    return 1\n",
+    );
+    // What only the lost WAL held is indexed again.
+    let report = e.index(None, &NoProgress).unwrap();
+    assert!(report.files_indexed >= 1, "{report:?}");
+    assert_eq!(symbol(&e, "after_the_wal_went").len(), 1);
+    assert_eq!(e.status().unwrap().files_indexed, 41);
+    assert_eq!(symbol(&e, "damage_probe_3_8").len(), 1);
+    assert_eq!(e.orphan_rows().unwrap(), 0);
+}

@@ -135,9 +135,16 @@ impl CanopyServer {
             }
             ToolName::Index => {
                 let glob = args.glob;
-                index_with_progress(&repo, progress, move |e, p| e.index(glob.as_deref(), p))
-                    .await
-                    .and_then(json)
+                let rebuild = args.rebuild == Some(true);
+                index_with_progress(&repo, progress, move |e, p| {
+                    if rebuild {
+                        e.rebuild(p)
+                    } else {
+                        e.index(glob.as_deref(), p)
+                    }
+                })
+                .await
+                .and_then(json)
             }
             ToolName::Invalidate => {
                 let glob = args.glob;

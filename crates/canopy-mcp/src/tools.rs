@@ -112,7 +112,7 @@ impl ToolName {
             }
             ToolName::Index => {
                 "Index files matching glob (incremental). Rarely needed: queries index \
-                 automatically."
+                 automatically. rebuild=true rebuilds the whole index (after IndexDamaged)."
             }
             ToolName::Invalidate => {
                 "Re-index changed files (all, or those matching glob), e.g. after StaleIndex; then \
@@ -195,7 +195,8 @@ impl ToolName {
             ),
             ToolName::Status => (json!({"path": path}), vec!["path"]),
             ToolName::Index => (
-                json!({"path": path, "glob": {"type": "string", "description": "e.g. **/*.rs"}}),
+                json!({"path": path, "glob": {"type": "string", "description": "e.g. **/*.rs"},
+                       "rebuild": {"type": "boolean"}}),
                 vec!["path", "glob"],
             ),
             ToolName::Invalidate => (
@@ -293,6 +294,7 @@ pub(crate) struct Args {
     pub max_results: Option<usize>,
     pub level: Option<Level>,
     pub include_public: Option<bool>,
+    pub rebuild: Option<bool>,
 }
 
 impl Args {

@@ -50,6 +50,10 @@ pub struct ReindexRequest {
     /// run did not finish).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub glob: Option<String>,
+    /// Throw the index away and build it again (the repair for an index
+    /// reported damaged; `glob` is then ignored).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rebuild: bool,
 }
 
 /// `POST /reindex` response.

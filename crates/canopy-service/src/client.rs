@@ -461,6 +461,7 @@ impl ServiceClient {
         let req = ReindexRequest {
             repo: repo.to_string(),
             glob: glob.map(str::to_string),
+            rebuild: false,
         };
         self.call("POST", "/reindex", Some(&req))
     }

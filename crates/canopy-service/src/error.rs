@@ -104,6 +104,9 @@ pub enum ApiError {
     /// The repository directory cannot be opened (moved or deleted since it was registered).
     #[error("repository {0} is unavailable: its directory cannot be opened")]
     RepoUnavailable(String),
+    /// The repository's index file is damaged; the next reindex rebuilds it.
+    #[error("the index is damaged ({0}); the next reindex rebuilds it")]
+    IndexDamaged(String),
     /// The request took longer than `--request-timeout-secs`.
     #[error("the request did not finish within {0} s")]
     Timeout(u64),
@@ -142,9 +145,10 @@ impl ApiError {
                 StatusCode::CONFLICT
             }
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::NotReady { .. } | ApiError::RepoUnavailable(_) | ApiError::Timeout(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ApiError::NotReady { .. }
+            | ApiError::RepoUnavailable(_)
+            | ApiError::Timeout(_)
+            | ApiError::IndexDamaged(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -168,6 +172,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => "payload_too_large",
             ApiError::NotReady { .. } => "not_ready",
             ApiError::RepoUnavailable(_) => "repo_unavailable",
+            ApiError::IndexDamaged(_) => "index_damaged",
             ApiError::Timeout(_) => "timeout",
             ApiError::Internal { .. } => "internal_error",
         }
@@ -220,6 +225,9 @@ impl ApiError {
             ApiError::NotReady { indexing: false, .. } => format!(
                 "POST /reindex {{\"repo\": …}} first, then retry in {NOT_READY_RETRY_SECS} s or poll GET /status until the repo is ready"
             ),
+            ApiError::IndexDamaged(_) => {
+                "POST /reindex {\"repo\": …, \"rebuild\": true} rebuilds the index (any reindex does); poll GET /status until the repo is ready, then re-query".into()
+            }
             ApiError::RepoUnavailable(_) => {
                 "check that the repository directory still exists and is readable by the service".into()
             }
@@ -262,6 +270,7 @@ impl From<CanopyError> for ApiError {
             },
             CanopyError::Validation(message) => ApiError::Validation(message),
             CanopyError::TimeBudget { millis } => ApiError::Timeout(millis.div_ceil(1000)),
+            CanopyError::IndexDamaged { detail } => ApiError::IndexDamaged(detail),
             other => ApiError::internal(format!("{} ({})", other, other.code())),
         }
     }

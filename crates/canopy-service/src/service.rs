@@ -621,6 +621,12 @@ impl Service {
         }
         let entry = self.lookup(&req.repo)?;
         entry.engine(&self.config)?;
+        let glob = if req.rebuild {
+            Engine::request_rebuild(&entry.root).map_err(ApiError::from)?;
+            None
+        } else {
+            glob
+        };
         self.start_reindex(&entry, glob, false)
     }
 
@@ -1366,6 +1372,14 @@ fn classify(
         return (
             Health::Unhealthy,
             vec!["the repository directory cannot be opened".into()],
+        );
+    }
+    if let Some(damage) = Engine::damage_at(&entry.root) {
+        return (
+            Health::Unhealthy,
+            vec![format!(
+                "the index is damaged ({damage}); POST /reindex rebuilds it"
+            )],
         );
     }
     let failures = record.consecutive_failures;

@@ -86,6 +86,40 @@ impl Store {
     /// Returns the store and, when the existing index was discarded, a
     /// message saying why (schema version change or an unreadable file).
     pub fn open(db_path: &Path) -> Result<(Store, Option<String>)> {
+        Self::open_inner(db_path, false)
+    }
+
+    /// [`Store::open`] for an index run: an index marked damaged (or for
+    /// rebuilding) is rebuilt here, by the next writer, never by a reader.
+    pub fn open_for_writing(db_path: &Path) -> Result<(Store, Option<String>)> {
+        Self::open_inner(db_path, true)
+    }
+
+    fn open_inner(db_path: &Path, writer: bool) -> Result<(Store, Option<String>)> {
+        let marker = damage_marker(db_path);
+        if !writer {
+            return Self::open_or_rebuild(db_path);
+        }
+        if let Ok(detail) = std::fs::read_to_string(&marker) {
+            let reason = format!(
+                "index at {} was marked for rebuilding ({}); rebuilding it",
+                db_path.display(),
+                detail.trim()
+            );
+            let rebuilt = Self::rebuild(db_path, reason)?;
+            match std::fs::remove_file(&marker) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(CanopyError::io(marker, e)),
+            }
+            return Ok(rebuilt);
+        }
+        Self::open_or_rebuild(db_path)
+    }
+
+    /// Opens the index, rebuilding it when it has another schema version or
+    /// its header is unreadable.
+    fn open_or_rebuild(db_path: &Path) -> Result<(Store, Option<String>)> {
         match Self::try_open(db_path) {
             Ok(Some(store)) => Ok((store, None)),
             Ok(None) => {
@@ -104,6 +138,29 @@ impl Store {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// A store on a private in-memory database: a placeholder that holds no
+    /// file open (see `Engine::reopen_reader`).
+    pub(crate) fn detached() -> Result<Store> {
+        let conn = Connection::open_in_memory()?;
+        Ok(Store {
+            conn,
+            path: PathBuf::from(":memory:"),
+            names: Default::default(),
+            ref_name_ids: Default::default(),
+        })
+    }
+
+    /// Opens the existing index again (a new connection), without the
+    /// rebuilding [`Store::open`] may do.
+    pub fn reopen(db_path: &Path) -> Result<Store> {
+        Self::try_open(db_path)?.ok_or_else(|| {
+            CanopyError::Validation(format!(
+                "the index at {} changed schema while open; run `canopy index`",
+                db_path.display()
+            ))
+        })
     }
 
     fn rebuild(db_path: &Path, reason: String) -> Result<(Store, Option<String>)> {
@@ -290,7 +347,67 @@ impl Drop for ReadSnapshot<'_> {
     }
 }
 
-fn is_damaged(e: &rusqlite::Error) -> bool {
+/// The file that marks an index for rebuilding: `index.db.damaged`, holding
+/// what was found. Written by [`mark_damaged`], read by [`Store::open`].
+pub fn damage_marker(db_path: &Path) -> PathBuf {
+    let mut p = db_path.as_os_str().to_owned();
+    p.push(".damaged");
+    PathBuf::from(p)
+}
+
+/// Marks the index for rebuilding by the next writer (see [`Store::open`]).
+pub fn mark_damaged(db_path: &Path, detail: &str) -> Result<()> {
+    let marker = damage_marker(db_path);
+    std::fs::write(&marker, detail).map_err(|e| CanopyError::io(marker, e))
+}
+
+/// Checks the index file's integrity on a connection of its own
+/// (`PRAGMA quick_check`: every page and index entry, not the header only).
+/// `Ok(None)` when it is sound, `Ok(Some(problem))` when it is damaged.
+pub fn check_integrity(db_path: &Path) -> Result<Option<String>> {
+    let conn = match Connection::open_with_flags(
+        db_path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    ) {
+        Ok(conn) => conn,
+        Err(e) if is_damaged(&e) => return Ok(Some(e.to_string())),
+        Err(e) => return Err(e.into()),
+    };
+    let mut stmt = match conn.prepare("PRAGMA quick_check(5)") {
+        Ok(stmt) => stmt,
+        Err(e) if is_damaged(&e) => return Ok(Some(e.to_string())),
+        Err(e) => return Err(e.into()),
+    };
+    let rows: rusqlite::Result<Vec<String>> = stmt
+        .query_map([], |r| r.get::<_, String>(0))
+        .and_then(|r| r.collect());
+    match rows {
+        Ok(lines) if lines.len() == 1 && lines[0] == "ok" => Ok(None),
+        Ok(lines) => {
+            // One line, short: it travels in error messages and health.
+            let mut detail = lines
+                .iter()
+                .flat_map(|l| l.lines())
+                .filter(|l| !l.starts_with("***"))
+                .collect::<Vec<_>>()
+                .join("; ");
+            if detail.len() > 300 {
+                let cut = (0..=300)
+                    .rev()
+                    .find(|&i| detail.is_char_boundary(i))
+                    .unwrap_or(0);
+                detail.truncate(cut);
+                detail.push('…');
+            }
+            Ok(Some(detail))
+        }
+        Err(e) if is_damaged(&e) => Ok(Some(e.to_string())),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether SQLite says the file is not (or no longer) a sound database.
+pub(crate) fn is_damaged(e: &rusqlite::Error) -> bool {
     matches!(
         e.sqlite_error_code(),
         Some(rusqlite::ErrorCode::NotADatabase) | Some(rusqlite::ErrorCode::DatabaseCorrupt)
