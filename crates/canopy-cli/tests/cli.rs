@@ -611,3 +611,47 @@ fn rusqlite_free_checkpoint(db: &Path) -> bool {
     canopy(root, &["status", "--json"]).status.success()
         && !db.with_file_name("index.db-wal").exists()
 }
+
+#[test]
+fn answers_say_how_fresh_they_are_and_flag_files_changed_on_disk() {
+    let repo = git_repo();
+    let root = repo.path();
+    json(root, &["index", "--json"]);
+    let fresh = json(root, &["query", "--symbol", "validateToken", "--json"]);
+    let f = &fresh["freshness"];
+    assert!(f["generation"].as_u64().is_some_and(|g| g >= 1), "{fresh}");
+    assert!(f["indexed_at"].is_string(), "{fresh}");
+    assert_eq!(f["stale_files"], 0);
+    assert!(fresh["handles"][0].get("stale").is_none());
+
+    // The file changes on disk (a branch switch, an editor) and nobody
+    // re-indexes: the answer still comes from the index, and says so.
+    write(
+        root,
+        "src/auth/controller.ts",
+        "// moved around\n\n\nexport function validateToken(token: string): boolean {\n  return true;\n}\n",
+    );
+    let stale = json(root, &["query", "--symbol", "validateToken", "--json"]);
+    assert_eq!(stale["freshness"]["stale_files"], 1, "{stale}");
+    assert_eq!(
+        stale["freshness"]["stale_paths"][0],
+        "src/auth/controller.ts"
+    );
+    assert_eq!(stale["handles"][0]["stale"], true, "{stale}");
+    let pack = json(root, &["pack", "--pattern", "validateToken", "--json"]);
+    assert_eq!(pack["freshness"]["stale_files"], 1, "{pack}");
+    assert!(
+        pack["handles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["stale"] == true),
+        "{pack}"
+    );
+
+    // After an index run the generation moves on and nothing is stale.
+    json(root, &["index", "--json"]);
+    let again = json(root, &["query", "--symbol", "validateToken", "--json"]);
+    assert_eq!(again["freshness"]["stale_files"], 0);
+    assert!(again["freshness"]["generation"].as_u64() > f["generation"].as_u64());
+}

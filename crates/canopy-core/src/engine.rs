@@ -564,8 +564,26 @@ impl Engine {
             let budget = self.inner.options.time_budget;
             let store = lock(&self.inner.reader);
             let snapshot = store.read_snapshot_within(budget)?;
-            let pack =
+            let mut pack =
                 crate::pack::build(&snapshot, params, &memory).map_err(|e| e.or_budget(budget))?;
+            // Freshness: the pack's files, checked against their indexed hash.
+            let hashes: HashMap<&str, &str> = pack
+                .ranked
+                .iter()
+                .map(|n| (n.handle.as_str(), n.content_hash.as_str()))
+                .collect();
+            let mut previews = crate::query::Previews::new(self);
+            let mut stale = Vec::new();
+            for h in &pack.handles {
+                stale.push(match hashes.get(h.id.as_str()) {
+                    Some(hash) => !previews.is_fresh(&h.file_path, hash),
+                    None => false,
+                });
+            }
+            for (h, stale) in pack.handles.iter_mut().zip(stale) {
+                h.stale = stale;
+            }
+            pack.freshness = Some(crate::query::freshness(&snapshot, &previews)?);
             Ok((pack, coverage))
         })?;
         if let Some(coverage) = coverage {

@@ -335,6 +335,8 @@ pub(crate) fn run_index(
     report.graph_files_resolved = resolved.files;
     report.graph_resolve_ms = resolve_started.elapsed().as_millis() as u64;
     if report.files_indexed + report.files_removed > 0 {
+        let generation = store.generation()? + 1;
+        store.set_meta(meta_keys::GENERATION, &generation.to_string())?;
         if rows_replaced > 0 || !started_empty {
             store.drop_unused_ref_names()?;
         }

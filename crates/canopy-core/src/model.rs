@@ -37,6 +37,30 @@ pub struct Handle {
     /// The span's text, when expanded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// The file changed on disk since it was indexed: the lines and preview
+    /// may be off. Re-index (or wait for `canopy watch`) before expanding.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub stale: bool,
+}
+
+/// How fresh an answer is: which index state it came from and whether the
+/// files it touches changed on disk since.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Freshness {
+    /// The index's generation: bumped by every index run that changed it.
+    pub generation: u64,
+    /// When the last index run finished (RFC 3339, UTC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub indexed_at: Option<String>,
+    /// Files this answer touches that changed (or vanished) on disk since
+    /// they were indexed; their handles say `stale: true`.
+    pub stale_files: usize,
+    /// Up to 20 of those files.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub stale_paths: Vec<String>,
+    /// Files checked against the disk: only the ones the answer touches,
+    /// never the whole tree (so a change elsewhere is not counted here).
+    pub checked_files: usize,
 }
 
 /// A reference at call-site granularity.
@@ -96,6 +120,9 @@ pub struct QueryResult {
     /// Id of the server-side result set, when asked for (`result_set: true`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result_set: Option<String>,
+    /// Index generation, time, and the answer's files changed on disk.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub freshness: Option<Freshness>,
 }
 
 /// One expanded handle.

@@ -74,6 +74,9 @@ pub struct PackHandle {
     pub token_count: u32,
     /// Relevance, 0..1 relative to the best candidate.
     pub score: f64,
+    /// The file changed on disk since it was indexed.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub stale: bool,
 }
 
 /// Handles grouped by file.
@@ -149,6 +152,9 @@ pub struct EvidencePack {
     /// answer, and never says to stop).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub index_coverage: Option<f64>,
+    /// Index generation, time, and the pack's files changed on disk.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub freshness: Option<crate::model::Freshness>,
     /// All ranked candidates (kept for result sets; never serialized).
     #[serde(skip)]
     pub(crate) ranked: Vec<NodeRecord>,
@@ -586,6 +592,7 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
             line_range: [s.node.start_line, s.node.end_line],
             token_count: s.node.token_count,
             score: (s.score / top_score * 1000.0).round() / 1000.0,
+            stale: false,
         })
         .collect();
 
@@ -636,6 +643,7 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
         plan_steps,
         result_set: None,
         index_coverage: None,
+        freshness: None,
         ranked: ranked.into_iter().map(|s| s.node).collect(),
     })
 }

@@ -747,6 +747,29 @@ impl<'a> Previews<'a> {
         }
     }
 
+    /// Files read for this answer whose content no longer has the indexed
+    /// hash (changed, deleted or unreadable), sorted.
+    pub(crate) fn stale_paths(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .texts
+            .iter()
+            .filter(|(_, t)| t.is_none())
+            .map(|(p, _)| p.clone())
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Whether the file still has the indexed content (read once).
+    pub(crate) fn is_fresh(&mut self, path: &str, content_hash: &str) -> bool {
+        self.file_text(path, content_hash).is_some()
+    }
+
+    /// Files read for this answer.
+    pub(crate) fn checked_files(&self) -> usize {
+        self.texts.len()
+    }
+
     /// The text view of a file, if it still has the indexed hash (read once).
     fn file_text(&mut self, path: &str, content_hash: &str) -> Option<&str> {
         let engine = self.engine;
@@ -773,7 +796,9 @@ impl<'a> Previews<'a> {
 }
 
 pub(crate) fn to_handle(n: &NodeRecord, previews: &mut Previews) -> Handle {
+    let stale = previews.file_text(&n.file_path, &n.content_hash).is_none();
     Handle {
+        stale,
         id: HandleId::parse(&n.handle)
             .unwrap_or_else(|| HandleId::derive(&n.file_path, &n.node_type, &n.handle, 0)),
         file_path: n.file_path.clone(),
@@ -811,12 +836,13 @@ pub(crate) fn execute(store: &Store, engine: &Engine, params: &QueryParams) -> R
             None => &evaluator,
         };
         let (nodes, total) = evaluator.grep_top(&texts, limit)?;
-        let result = QueryResult {
+        let mut result = QueryResult {
             total_matches: total,
             truncated: total > nodes.len(),
             handles: nodes.iter().map(|n| to_handle(n, &mut previews)).collect(),
             ..Default::default()
         };
+        result.freshness = Some(freshness(store, &previews)?);
         return finish(store, engine, params, result);
     }
     // Likewise a bare reference lookup (no qualifier, no parent): the page
@@ -930,7 +956,23 @@ pub(crate) fn execute(store: &Store, engine: &Engine, params: &QueryParams) -> R
         result.truncated = true;
         result.candidates_capped = true;
     }
+    result.freshness = Some(freshness(store, &previews)?);
     finish(store, engine, params, result)
+}
+
+/// The freshness block of an answer whose files `previews` read.
+pub(crate) fn freshness(store: &Store, previews: &Previews) -> Result<crate::model::Freshness> {
+    let stale = previews.stale_paths();
+    Ok(crate::model::Freshness {
+        generation: store.generation()?,
+        indexed_at: store
+            .meta(crate::store::meta_keys::LAST_INDEXED)?
+            .and_then(|s| s.parse::<i64>().ok())
+            .map(crate::engine::rfc3339_utc),
+        stale_files: stale.len(),
+        stale_paths: stale.into_iter().take(20).collect(),
+        checked_files: previews.checked_files(),
+    })
 }
 
 /// Totals the handles' tokens and applies `expand_budget`.

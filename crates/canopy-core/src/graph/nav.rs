@@ -238,11 +238,13 @@ impl<'s> Graph<'s> {
 
     /// A unit as a handle (preview from the file when it is unchanged, else the qualified name).
     pub fn handle(&self, n: &NodeRecord) -> Handle {
-        let preview = self
-            .file_text(&n.file_path, &n.content_hash)
+        let text = self.file_text(&n.file_path, &n.content_hash);
+        let stale = text.is_none();
+        let preview = text
             .map(|t| preview_text(&t, n.preview_start, n.end_byte))
             .unwrap_or_else(|| n.qualified_name.clone().unwrap_or_default());
         Handle {
+            stale,
             id: HandleId::parse(&n.handle).unwrap_or_else(|| HandleId::derive("", "", "", 0)),
             file_path: n.file_path.clone(),
             node_type: n.node_type.clone(),

@@ -58,6 +58,8 @@ pub(crate) mod meta_keys {
     pub const SKIPPED: &str = "skipped";
     pub const CANDIDATE_FILES: &str = "candidate_files";
     pub const INDEX_COMPLETE: &str = "index_complete";
+    /// Bumped by every index run that changed the index.
+    pub const GENERATION: &str = "generation";
 }
 
 fn configure(conn: &Connection) -> Result<()> {

@@ -258,6 +258,14 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<HashMap<_, _>>>()?)
     }
 
+    /// The index's generation (0 before the first run that wrote anything).
+    pub fn generation(&self) -> Result<u64> {
+        Ok(self
+            .meta(super::meta_keys::GENERATION)?
+            .and_then(|g| g.parse().ok())
+            .unwrap_or(0))
+    }
+
     /// Paths an index run has dealt with: indexed files and files recorded
     /// as skipped.
     pub fn indexed_paths(&self) -> Result<std::collections::HashSet<String>> {
