@@ -69,6 +69,21 @@ enum Command {
         #[arg(long, conflicts_with = "glob")]
         rebuild: bool,
     },
+    /// Keep the index fresh: re-index changed files as they change, until
+    /// interrupted (or --max-cycles / --duration-seconds).
+    Watch {
+        /// Repository root or a directory inside it (overrides --root).
+        path: Option<PathBuf>,
+        /// Stop after this many index runs (the initial one included).
+        #[arg(long)]
+        max_cycles: Option<u64>,
+        /// Stop after this many seconds.
+        #[arg(long)]
+        duration_seconds: Option<u64>,
+        /// Quiet time, in milliseconds, that closes a batch of changes.
+        #[arg(long, default_value_t = 50)]
+        debounce_ms: u64,
+    },
     /// Show index statistics.
     Status {
         /// Repository root or a directory inside it (overrides --root).
@@ -319,7 +334,11 @@ fn run_remote(cli: Cli, url: &str) -> anyhow::Result<()> {
         Command::Status { path } => {
             remote::Remote::connect(url, token, &start_dir(global, path)?)?.status()
         }
-        Command::Invalidate { .. } | Command::Mcp(_) | Command::Serve(_) | Command::Graph(_) => {
+        Command::Invalidate { .. }
+        | Command::Watch { .. }
+        | Command::Mcp(_)
+        | Command::Serve(_)
+        | Command::Graph(_) => {
             anyhow::bail!("this command does not work with --service-url; run it without the flag")
         }
     }
@@ -353,6 +372,37 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let progress = output::Progress::new(show_progress);
             let report = engine.invalidate(glob.as_deref(), &progress)?;
             output::index_report(&engine, &report, global.json, global.quiet)
+        }
+        Command::Watch {
+            path,
+            max_cycles,
+            duration_seconds,
+            debounce_ms,
+        } => {
+            // Watching writes the index: like `canopy index`, a person asked.
+            let engine = open_engine(global, path, true)?;
+            let options = canopy_core::watch::WatchOptions {
+                debounce: std::time::Duration::from_millis(debounce_ms),
+                max_cycles,
+                duration: duration_seconds.map(std::time::Duration::from_secs),
+            };
+            if !global.quiet {
+                eprintln!(
+                    "watching {} (Ctrl-C to stop; stopping mid-run loses nothing)",
+                    engine.root().display()
+                );
+            }
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            let summary = canopy_core::watch::watch(&engine, &options, &stop, |cycle| {
+                output::watch_cycle(cycle, global.json, global.quiet);
+            })?;
+            if !global.quiet {
+                eprintln!(
+                    "watch ended after {} run(s): {}",
+                    summary.cycles, summary.reason
+                );
+            }
+            Ok(())
         }
         Command::Status { path } => {
             // Read-only: never creates `.canopy/`.

@@ -292,3 +292,26 @@ pub fn pack(pack: &EvidencePack, json: bool) -> anyhow::Result<()> {
     writeln!(out, "expand: canopy expand {}", ids.join(" "))?;
     Ok(())
 }
+
+/// One line per watch cycle: JSON on stdout with `--json`, else a summary
+/// on stderr.
+pub fn watch_cycle(cycle: &canopy_core::watch::WatchCycle, json: bool, quiet: bool) {
+    if json {
+        if let Ok(line) = serde_json::to_string(cycle) {
+            println!("{line}");
+        }
+        return;
+    }
+    if quiet {
+        return;
+    }
+    let r = &cycle.report;
+    let what = match cycle.full_run {
+        Some(why) => format!("full run ({why})"),
+        None => format!("{} changed path(s)", cycle.paths),
+    };
+    eprintln!(
+        "#{} {what}: {} indexed, {} removed, {} unchanged; searchable {} ms after the first change",
+        cycle.cycle, r.files_indexed, r.files_removed, r.files_unchanged, cycle.latency_ms
+    );
+}

@@ -655,3 +655,151 @@ fn answers_say_how_fresh_they_are_and_flag_files_changed_on_disk() {
     assert_eq!(again["freshness"]["stale_files"], 0);
     assert!(again["freshness"]["generation"].as_u64() > f["generation"].as_u64());
 }
+
+/// Polls `check` until it holds (a wait for a background process, not a
+/// timing assertion: the limit is generous and only stops a hung test).
+fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if check() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out waiting until {what}");
+}
+
+fn finds_symbol(root: &Path, name: &str) -> Option<String> {
+    let out = canopy(root, &["query", "--symbol", name, "--limit", "1", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+    let h = &v["handles"][0];
+    (h["preview"].as_str()?.contains(name)).then(|| h["file_path"].as_str().unwrap().to_string())
+}
+
+fn git_in(root: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        ok.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+}
+
+#[test]
+fn watch_keeps_the_index_fresh_through_edits_renames_checkouts_and_bursts() {
+    let repo = git_repo();
+    let root = repo.path();
+    git_in(root, &["add", "-A"]);
+    git_in(root, &["commit", "-q", "-m", "base"]);
+    git_in(root, &["checkout", "-q", "-b", "feature"]);
+    write(
+        root,
+        "src/feature/only_here.py",
+        "def feature_branch_only():\n    return 1\n",
+    );
+    git_in(root, &["add", "-A"]);
+    git_in(root, &["commit", "-q", "-m", "feature"]);
+    git_in(root, &["checkout", "-q", "-"]);
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_canopy"))
+        .current_dir(root)
+        .args(["watch", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let cycles = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Value>::new()));
+    {
+        let cycles = cycles.clone();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(v) = serde_json::from_str(&line) {
+                    cycles.lock().unwrap().push(v);
+                }
+            }
+        });
+    }
+    eventually("the initial run is done", || {
+        !cycles.lock().unwrap().is_empty()
+    });
+    assert_eq!(cycles.lock().unwrap()[0]["full_run"], "initial");
+
+    // A new file.
+    write(
+        root,
+        "src/fresh.py",
+        "def written_while_watching():\n    return 1\n",
+    );
+    eventually("the new symbol is searchable", || {
+        finds_symbol(root, "written_while_watching").is_some()
+    });
+    // A rename (editors save this way too): the symbol moves with the file.
+    fs::rename(root.join("src/fresh.py"), root.join("src/renamed.py")).unwrap();
+    eventually("the renamed file is indexed under its new path", || {
+        finds_symbol(root, "written_while_watching").as_deref() == Some("src/renamed.py")
+    });
+    // A delete.
+    fs::remove_file(root.join("src/renamed.py")).unwrap();
+    eventually("the deleted symbol is gone", || {
+        finds_symbol(root, "written_while_watching").is_none()
+    });
+    // A branch switch: files appear in a new directory at once.
+    let before = cycles.lock().unwrap().len();
+    git_in(root, &["checkout", "-q", "feature"]);
+    eventually("the checked-out branch's symbol is searchable", || {
+        finds_symbol(root, "feature_branch_only").is_some()
+    });
+    git_in(root, &["checkout", "-q", "-"]);
+    eventually("switching back removes it", || {
+        finds_symbol(root, "feature_branch_only").is_none()
+    });
+    assert!(
+        cycles.lock().unwrap().len() - before <= 6,
+        "a checkout is a few batches, not one run per file"
+    );
+    // A burst of 1,000 files.
+    for i in 0..1000 {
+        write(
+            root,
+            &format!("gen/g{i:04}.py"),
+            &format!("def generated_{i:04}():\n    return {i}\n"),
+        );
+    }
+    eventually("the last file of the burst is searchable", || {
+        finds_symbol(root, "generated_0999").is_some()
+    });
+    eventually("every file of the burst is indexed", || {
+        json(root, &["status", "--json"])["files_indexed"].as_u64() == Some(3 + 1000)
+    });
+    // A .gitignore change takes the ignored files out of the index.
+    write(root, ".gitignore", "gen/\n");
+    eventually("ignored files leave the index", || {
+        finds_symbol(root, "generated_0500").is_none()
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(json(root, &["status", "--json"])["indexed"], true);
+
+    // A finite run ends by itself.
+    let out = canopy(root, &["watch", "--max-cycles", "1", "--json"]);
+    assert!(out.status.success());
+    let first: Value =
+        serde_json::from_slice(out.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(first["cycle"], 1);
+}

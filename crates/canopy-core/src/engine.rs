@@ -177,11 +177,44 @@ impl Engine {
 
     /// Indexes the repository (or the files matching `glob`), incrementally.
     pub fn index(&self, glob: Option<&str>, progress: &dyn IndexProgress) -> Result<IndexReport> {
-        let options = IndexOptions {
-            glob: glob.map(str::to_string),
-            max_file_size: self.inner.options.max_file_size,
-            only_paths: None,
-        };
+        self.index_with(
+            IndexOptions {
+                glob: glob.map(str::to_string),
+                max_file_size: self.inner.options.max_file_size,
+                only_paths: None,
+            },
+            progress,
+        )
+    }
+
+    /// Indexes exactly these repo-relative paths as they are now: new and
+    /// changed files are (re)parsed, paths that are gone or no longer listed
+    /// leave the index (what [`crate::watch`] does with a batch of events).
+    pub fn index_paths(
+        &self,
+        paths: std::collections::HashSet<String>,
+        progress: &dyn IndexProgress,
+    ) -> Result<IndexReport> {
+        self.index_with(
+            IndexOptions {
+                glob: None,
+                max_file_size: self.inner.options.max_file_size,
+                only_paths: Some(paths),
+            },
+            progress,
+        )
+    }
+
+    /// Repo-relative paths the index holds (indexed or recorded as skipped).
+    pub fn indexed_paths(&self) -> Result<std::collections::HashSet<String>> {
+        self.guarded(|| lock(&self.inner.reader).indexed_paths())
+    }
+
+    fn index_with(
+        &self,
+        options: IndexOptions,
+        progress: &dyn IndexProgress,
+    ) -> Result<IndexReport> {
         let first = match self.inner.run(options.clone(), progress) {
             Err(CanopyError::Database(e)) => e,
             other => return other,
@@ -199,6 +232,7 @@ impl Engine {
                 CanopyError::IndexDamaged { .. } => self.inner.run(
                     IndexOptions {
                         glob: None,
+                        only_paths: None,
                         ..options
                     },
                     progress,

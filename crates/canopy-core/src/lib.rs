@@ -30,6 +30,7 @@ pub mod session;
 pub mod store;
 pub mod text;
 pub mod tokens;
+pub mod watch;
 
 pub use engine::{Engine, EngineOptions};
 pub use error::{CanopyError, Result};

@@ -1,0 +1,337 @@
+//! Keeping an index fresh: file-system events in, incremental index runs
+//! out.
+//!
+//! [`watch`] subscribes to the repository's file-system events (`notify`:
+//! inotify, FSEvents, ReadDirectoryChangesW), gathers them into batches and
+//! re-indexes only the paths a batch names. Batching is what makes a `git
+//! checkout` of hundreds of files, an editor's save-by-rename or a burst of
+//! generated files one run instead of hundreds: a batch closes when no event
+//! arrived for [`WatchOptions::debounce`] or when it is [`MAX_BATCH_AGE`]
+//! old. Three things turn a batch into a full (still incremental) run: an
+//! event the OS could not deliver (queue overflow: the kernel says to
+//! rescan), a changed `.gitignore` (what is listed changes), and a batch of
+//! more than [`MAX_BATCH_PATHS`] paths.
+//!
+//! Invariant: after a cycle, every file the batch named is indexed as it is
+//! on disk at the time the run read it; anything written later is in the
+//! next batch, because events are collected while a run is under way.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+use notify::{EventKind, RecursiveMode, Watcher};
+use serde::Serialize;
+
+use crate::discover::CANOPY_DIR;
+use crate::engine::Engine;
+use crate::error::{CanopyError, Result};
+use crate::index::{IndexProgress, NoProgress};
+use crate::model::IndexReport;
+
+/// Longest a batch keeps collecting events before it is indexed, however
+/// busy the file system is.
+pub const MAX_BATCH_AGE: Duration = Duration::from_secs(1);
+/// Batches naming more paths than this run over the whole repository (an
+/// incremental run: unchanged files cost a `stat`).
+pub const MAX_BATCH_PATHS: usize = 5_000;
+
+/// How [`watch`] runs.
+#[derive(Clone, Debug)]
+pub struct WatchOptions {
+    /// Quiet time that closes a batch (default 50 ms).
+    pub debounce: Duration,
+    /// Stop after this many index cycles (the initial run included).
+    pub max_cycles: Option<u64>,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+}
+
+impl Default for WatchOptions {
+    fn default() -> Self {
+        WatchOptions {
+            debounce: Duration::from_millis(50),
+            max_cycles: None,
+            duration: None,
+        }
+    }
+}
+
+/// One index run of a watch.
+#[derive(Clone, Debug, Serialize)]
+pub struct WatchCycle {
+    /// 1 for the initial run, then one per batch.
+    pub cycle: u64,
+    /// Why the run was over the whole repository, if it was (`initial`,
+    /// `rescan`, `gitignore`, `large_batch`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_run: Option<&'static str>,
+    /// Paths the batch named (0 for full runs).
+    pub paths: usize,
+    /// From the first event of the batch to the end of its run.
+    pub latency_ms: u64,
+    /// What the run did.
+    pub report: IndexReport,
+}
+
+/// Why a watch ended.
+#[derive(Clone, Debug, Serialize)]
+pub struct WatchSummary {
+    /// Index runs done.
+    pub cycles: u64,
+    /// `stopped`, `max_cycles` or `duration`.
+    pub reason: &'static str,
+}
+
+/// Watches `engine`'s repository until `stop` is set, `max_cycles` runs
+/// are done or `duration` has passed, calling `on_cycle` after each run.
+/// Starts with one incremental run over the whole repository, so the index
+/// is fresh before the first event.
+pub fn watch(
+    engine: &Engine,
+    options: &WatchOptions,
+    stop: &AtomicBool,
+    mut on_cycle: impl FnMut(&WatchCycle),
+) -> Result<WatchSummary> {
+    let started = Instant::now();
+    let deadline = options.duration.map(|d| started + d);
+    let root = engine.root().to_path_buf();
+    let (sender, events) = channel::<notify::Result<notify::Event>>();
+    let mut watcher = notify::recommended_watcher(move |event| {
+        // The receiver is gone only when the watch is over.
+        let _ = sender.send(event);
+    })
+    .map_err(|e| watch_error(&root, e))?;
+    watcher
+        .watch(&root, RecursiveMode::Recursive)
+        .map_err(|e| watch_error(&root, e))?;
+
+    let mut cycles = 0u64;
+    let mut run = |full: Option<&'static str>, paths: HashSet<String>, first_event: Instant| {
+        cycles += 1;
+        let n = paths.len();
+        let report = match full {
+            Some(_) => engine.index(None, &NoProgress)?,
+            None => engine.index_paths(paths, &NoProgress as &dyn IndexProgress)?,
+        };
+        on_cycle(&WatchCycle {
+            cycle: cycles,
+            full_run: full,
+            paths: n,
+            latency_ms: first_event.elapsed().as_millis() as u64,
+            report,
+        });
+        Ok::<_, CanopyError>(cycles)
+    };
+    let done = |cycles: u64| options.max_cycles.is_some_and(|m| cycles >= m);
+
+    let mut cycles_done = run(Some("initial"), HashSet::new(), Instant::now())?;
+    loop {
+        if done(cycles_done) {
+            return Ok(WatchSummary {
+                cycles: cycles_done,
+                reason: "max_cycles",
+            });
+        }
+        // Wait for the first event of a batch.
+        let mut batch = Batch::default();
+        let first_event = loop {
+            if stop.load(Ordering::SeqCst) {
+                return Ok(WatchSummary {
+                    cycles: cycles_done,
+                    reason: "stopped",
+                });
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(WatchSummary {
+                    cycles: cycles_done,
+                    reason: "duration",
+                });
+            }
+            match events.recv_timeout(Duration::from_millis(100)) {
+                Ok(event) => {
+                    if batch.add(&root, event) {
+                        break Instant::now();
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(CanopyError::Internal("the file watcher stopped".into()));
+                }
+            }
+        };
+        // Gather the rest of the batch.
+        while first_event.elapsed() < MAX_BATCH_AGE {
+            match events.recv_timeout(options.debounce) {
+                Ok(event) => {
+                    batch.add(&root, event);
+                }
+                Err(_) => break,
+            }
+        }
+        let full = batch
+            .full
+            .or_else(|| (batch.paths.len() > MAX_BATCH_PATHS).then_some("large_batch"));
+        let paths = if full.is_some() {
+            HashSet::new()
+        } else {
+            batch.expand_removed_dirs(engine)?
+        };
+        cycles_done = run(full, paths, first_event)?;
+    }
+}
+
+fn watch_error(root: &Path, e: notify::Error) -> CanopyError {
+    CanopyError::Io {
+        path: root.to_path_buf(),
+        source: std::io::Error::other(format!("cannot watch the repository: {e}")),
+    }
+}
+
+/// Paths changed since the last run.
+#[derive(Default)]
+struct Batch {
+    /// Repo-relative paths named by events.
+    paths: HashSet<String>,
+    /// Set when the batch needs a run over the whole repository.
+    full: Option<&'static str>,
+}
+
+impl Batch {
+    /// Adds an event; returns whether it concerns the index at all (events
+    /// inside `.git/` and `.canopy/` do not).
+    fn add(&mut self, root: &Path, event: notify::Result<notify::Event>) -> bool {
+        let event = match event {
+            Ok(event) => event,
+            Err(e) => {
+                tracing::warn!("file watcher error ({e}); rescanning");
+                self.full = Some("rescan");
+                return true;
+            }
+        };
+        if event.need_rescan() {
+            self.full = Some("rescan");
+            return true;
+        }
+        if matches!(event.kind, EventKind::Access(_)) {
+            return false;
+        }
+        let mut relevant = false;
+        for path in &event.paths {
+            let Some(rel) = relative(root, path) else {
+                continue;
+            };
+            if rel.is_empty()
+                || rel == ".git"
+                || rel.starts_with(".git/")
+                || rel == CANOPY_DIR
+                || rel.starts_with(&format!("{CANOPY_DIR}/"))
+            {
+                continue;
+            }
+            relevant = true;
+            if rel == ".gitignore" || rel.ends_with("/.gitignore") {
+                self.full = Some("gitignore");
+            }
+            self.paths.insert(rel);
+        }
+        relevant
+    }
+
+    /// The batch's paths plus, for each path that no longer exists, the
+    /// indexed files under it (a deleted or renamed directory reports only
+    /// itself).
+    fn expand_removed_dirs(self, engine: &Engine) -> Result<HashSet<String>> {
+        let root = engine.root();
+        let gone: Vec<String> = self
+            .paths
+            .iter()
+            .filter(|p| !root.join(p).exists())
+            .map(|p| format!("{p}/"))
+            .collect();
+        let mut paths = self.paths;
+        if !gone.is_empty() {
+            for indexed in engine.indexed_paths()? {
+                if gone.iter().any(|dir| indexed.starts_with(dir.as_str())) {
+                    paths.insert(indexed);
+                }
+            }
+        }
+        // A directory that appeared (moved in, checked out) holds files
+        // no event named one by one.
+        let dirs: Vec<String> = paths
+            .iter()
+            .filter(|p| root.join(p).is_dir())
+            .cloned()
+            .collect();
+        for dir in dirs {
+            paths.remove(&dir);
+            collect_files(root, &root.join(&dir), &mut paths);
+        }
+        Ok(paths)
+    }
+}
+
+/// Adds every file under `dir` (repo-relative) to `out`.
+fn collect_files(root: &Path, dir: &Path, out: &mut HashSet<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => collect_files(root, &path, out),
+            Ok(_) => {
+                if let Some(rel) = relative(root, &path) {
+                    out.insert(rel);
+                }
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// `path` relative to `root` with `/` separators, if it is inside.
+fn relative(root: &Path, path: &Path) -> Option<String> {
+    let rel: PathBuf = path.strip_prefix(root).ok()?.to_path_buf();
+    let parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    Some(parts.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(kind: EventKind, paths: &[&str]) -> notify::Result<notify::Event> {
+        let mut e = notify::Event::new(kind);
+        for p in paths {
+            e = e.add_path(PathBuf::from(p));
+        }
+        Ok(e)
+    }
+
+    #[test]
+    fn batches_skip_git_and_canopy_and_widen_on_gitignore_and_rescan() {
+        let root = Path::new("/r");
+        let mut b = Batch::default();
+        let modify = EventKind::Modify(notify::event::ModifyKind::Any);
+        assert!(!b.add(root, event(modify, &["/r/.git/index"])));
+        assert!(!b.add(root, event(modify, &["/r/.canopy/index.db-wal"])));
+        assert!(b.add(root, event(modify, &["/r/src/a.rs"])));
+        assert_eq!(b.paths.len(), 1);
+        assert!(b.full.is_none());
+        b.add(root, event(modify, &["/r/sub/.gitignore"]));
+        assert_eq!(b.full, Some("gitignore"));
+        let mut b = Batch::default();
+        b.add(
+            root,
+            Ok(notify::Event::new(EventKind::Other).set_flag(notify::event::Flag::Rescan)),
+        );
+        assert_eq!(b.full, Some("rescan"));
+    }
+}
