@@ -385,6 +385,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 debounce: std::time::Duration::from_millis(debounce_ms),
                 max_cycles,
                 duration: duration_seconds.map(std::time::Duration::from_secs),
+                initial_run: true,
             };
             if !global.quiet {
                 eprintln!(

@@ -47,6 +47,10 @@ pub struct WatchOptions {
     pub max_cycles: Option<u64>,
     /// Stop after this long.
     pub duration: Option<Duration>,
+    /// Start with a run over the whole repository (default `true`). Off
+    /// where something else builds the index (the MCP server's lazy first
+    /// index): the watch then only follows changes.
+    pub initial_run: bool,
 }
 
 impl Default for WatchOptions {
@@ -55,6 +59,7 @@ impl Default for WatchOptions {
             debounce: Duration::from_millis(50),
             max_cycles: None,
             duration: None,
+            initial_run: true,
         }
     }
 }
@@ -127,7 +132,11 @@ pub fn watch(
     };
     let done = |cycles: u64| options.max_cycles.is_some_and(|m| cycles >= m);
 
-    let mut cycles_done = run(Some("initial"), HashSet::new(), Instant::now())?;
+    let mut cycles_done = if options.initial_run {
+        run(Some("initial"), HashSet::new(), Instant::now())?
+    } else {
+        0
+    };
     loop {
         if done(cycles_done) {
             return Ok(WatchSummary {

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use canopy_core::discover::{RootRule, locate_root};
@@ -17,6 +18,15 @@ pub(crate) struct Repo {
     /// Held while the repository's first index run is under way, so that
     /// concurrent first queries wait for one run instead of starting several.
     pub first_index: tokio::sync::Mutex<()>,
+    /// Set to stop the repository's watcher thread, if it has one.
+    stop_watching: Arc<AtomicBool>,
+}
+
+impl Drop for Repo {
+    fn drop(&mut self) {
+        // Closed (evicted, or the server stopped): its watcher stops too.
+        self.stop_watching.store(true, Ordering::SeqCst);
+    }
 }
 
 struct Entry {
@@ -39,6 +49,8 @@ pub(crate) struct EngineCache {
     capacity: usize,
     /// How each engine is opened.
     options: EngineOptions,
+    /// Whether each open repository is watched for changes.
+    watch: bool,
     inner: Mutex<Inner>,
     /// Serialises opening engines: two engines on one fresh index would race
     /// to create it (SQLite answers "database is locked"), and one engine per
@@ -53,9 +65,16 @@ impl EngineCache {
         EngineCache {
             capacity: capacity.max(1),
             options,
+            watch: false,
             inner: Mutex::new(Inner::default()),
             opening: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Watches every repository it opens (see [`canopy_core::watch`]).
+    pub(crate) fn watching(mut self, watch: bool) -> EngineCache {
+        self.watch = watch;
+        self
     }
 
     /// How engines are opened.
@@ -144,9 +163,14 @@ impl EngineCache {
             tracing::debug!(root = %oldest.display(), "closing least recently used engine");
             inner.entries.remove(&oldest);
         }
+        let stop_watching = Arc::new(AtomicBool::new(false));
+        if self.watch {
+            start_watcher(engine.clone(), stop_watching.clone());
+        }
         let repo = Arc::new(Repo {
             engine,
             first_index: tokio::sync::Mutex::new(()),
+            stop_watching,
         });
         inner.entries.insert(
             root,
@@ -156,6 +180,35 @@ impl EngineCache {
             },
         );
         repo
+    }
+}
+
+/// Follows the repository's file-system events on a thread of its own until
+/// `stop` is set. No initial run: the first query builds the index (lazily on
+/// large repositories); the watch only keeps it current.
+fn start_watcher(engine: Engine, stop: Arc<AtomicBool>) {
+    let root = engine.root().display().to_string();
+    let spawned = std::thread::Builder::new()
+        .name("canopy-watch".into())
+        .spawn(move || {
+            let options = canopy_core::watch::WatchOptions {
+                initial_run: false,
+                ..Default::default()
+            };
+            let result = canopy_core::watch::watch(&engine, &options, &stop, |cycle| {
+                tracing::debug!(
+                    root = %engine.root().display(),
+                    paths = cycle.paths,
+                    latency_ms = cycle.latency_ms,
+                    "re-indexed changed files"
+                );
+            });
+            if let Err(e) = result {
+                tracing::warn!("watching {} stopped: {e}", engine.root().display());
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("cannot watch {root}: {e}");
     }
 }
 

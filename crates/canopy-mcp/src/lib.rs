@@ -83,6 +83,11 @@ pub struct McpArgs {
     /// Most repositories kept open at once (the least recently used is closed first).
     #[arg(long, default_value_t = DEFAULT_MAX_ENGINES)]
     pub max_engines: usize,
+    /// Keep every open repository's index fresh from file-system events
+    /// (`--watch false` to turn it off: then queries see edits after
+    /// `canopy_invalidate` or the next `canopy index`).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub watch: bool,
     /// How every engine is opened (the binary's global flags, e.g. `--max-file-size`).
     #[arg(skip)]
     pub engine_options: EngineOptions,
@@ -92,6 +97,7 @@ impl Default for McpArgs {
     fn default() -> Self {
         McpArgs {
             max_engines: DEFAULT_MAX_ENGINES,
+            watch: true,
             engine_options: EngineOptions::default(),
         }
     }
@@ -115,7 +121,7 @@ pub fn run_stdio(args: McpArgs) -> anyhow::Result<()> {
 async fn serve_stdio(args: McpArgs) -> anyhow::Result<()> {
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let transport = transport::LineTransport::new(stdin, stdout);
-    let server = server::CanopyServer::new(args.max_engines, args.engine_options);
+    let server = server::CanopyServer::new(args.max_engines, args.engine_options, args.watch);
     let running = server
         .serve(transport)
         .await

@@ -43,14 +43,18 @@ pub(crate) struct CanopyServer {
 
 impl CanopyServer {
     /// A server for one connection, keeping at most `max_engines` repositories open.
-    pub(crate) fn new(max_engines: usize, engine_options: EngineOptions) -> CanopyServer {
+    pub(crate) fn new(
+        max_engines: usize,
+        engine_options: EngineOptions,
+        watch: bool,
+    ) -> CanopyServer {
         let session = format!(
             "mcp-{}-{}",
             std::process::id(),
             NEXT_SESSION.fetch_add(1, Ordering::Relaxed)
         );
         CanopyServer {
-            engines: Arc::new(EngineCache::new(max_engines, engine_options)),
+            engines: Arc::new(EngineCache::new(max_engines, engine_options).watching(watch)),
             tools: Arc::new(ToolName::ALL.iter().map(|t| t.definition()).collect()),
             session: session.into(),
         }

@@ -636,7 +636,8 @@ async fn errors_are_tool_results_with_recovery_hints() {
 #[tokio::test(flavor = "multi_thread")]
 async fn stale_file_then_invalidate_then_requery() {
     let repo = Repo::fixture();
-    let client = connect().await;
+    // Without the watcher, so the edit stays unindexed until invalidate.
+    let client = connect_with_args(TestClient::default(), &["--watch", "false"]).await;
     let path = repo.path();
     let found = ok_json(
         &call(
@@ -999,5 +1000,49 @@ async fn max_file_size_flag_reaches_the_server() {
     );
     let status = ok_json(&call(&client, "canopy_status", json!({"path": repo.path()})).await);
     assert_eq!(status["skipped"]["too_large"], too_large, "{status}");
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_server_watches_open_repositories_and_answers_with_fresh_code() {
+    let repo = Repo::fixture();
+    let client = connect().await;
+    let path = repo.path();
+    ok_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": path, "symbol": "validate_token"}),
+        )
+        .await,
+    );
+    // An edit after the first query: no index call, no invalidate.
+    repo.write(
+        "src/session.rs",
+        "pub fn renew_session(token: &str) -> String {\n    token.to_string()\n}\n",
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let found = ok_json(
+            &call(
+                &client,
+                "canopy_query",
+                json!({"path": path, "symbol": "renew_session", "kind": "definition"}),
+            )
+            .await,
+        );
+        if found["handles"]
+            .as_array()
+            .is_some_and(|h| h.iter().any(|h| h["file_path"] == "src/session.rs"))
+        {
+            assert_eq!(found["freshness"]["stale_files"], 0, "{found}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the watcher never indexed the new file: {found}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     client.cancel().await.expect("close");
 }
