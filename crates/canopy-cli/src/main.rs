@@ -16,7 +16,7 @@ use canopy_core::discover::RootRule;
 use canopy_core::pack::PackParams;
 use canopy_core::query::{MatchMode, QueryKind, QueryParams};
 use canopy_core::{CanopyError, Engine, EngineOptions};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 /// Token-efficient code search for LLM agents: index a repository, query it
 /// for small handles, expand only what you need.
@@ -29,7 +29,10 @@ struct Cli {
     command: Command,
 }
 
+/// Flags every subcommand accepts; `--help` lists them under their own
+/// heading so a command's own options stand apart.
 #[derive(Args, Debug)]
+#[command(next_help_heading = "Global options")]
 struct GlobalArgs {
     /// Repository root, or any directory inside it (default: the current directory).
     #[arg(long, global = true, env = "CANOPY_ROOT")]
@@ -182,7 +185,14 @@ enum MatchArg {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    // `canopy mcp --help` lists the server's tools from the same table
+    // `tools/list` is built from, so it is attached at run time.
+    let command =
+        Cli::command().mut_subcommand("mcp", |mcp| mcp.after_help(canopy_mcp::help_text()));
+    let parsed = command
+        .try_get_matches()
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => {
             use clap::error::ErrorKind;

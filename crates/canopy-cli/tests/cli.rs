@@ -803,3 +803,36 @@ fn watch_keeps_the_index_fresh_through_edits_renames_checkouts_and_bursts() {
         serde_json::from_slice(out.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
     assert_eq!(first["cycle"], 1);
 }
+
+#[test]
+fn help_shows_a_commands_own_options_apart_from_the_global_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    for (command, own) in [
+        ("query", "--pattern"),
+        ("pack", "--max-handles"),
+        ("index", "--rebuild"),
+        ("callers", "--depth"),
+    ] {
+        let out = canopy(dir.path(), &[command, "--help"]);
+        assert!(out.status.success(), "{command} --help failed");
+        let help = String::from_utf8_lossy(&out.stdout);
+        let own_at = help.find(own).unwrap_or_else(|| panic!("{own}:\n{help}"));
+        let heading = help
+            .find("Global options:")
+            .unwrap_or_else(|| panic!("{command} --help has no Global options heading:\n{help}"));
+        let globals = &help[heading..];
+        assert!(own_at < heading, "{command}: {own} is listed as global");
+        for global in [
+            "--root",
+            "--json",
+            "--quiet",
+            "--service-url",
+            "--max-file-size",
+        ] {
+            assert!(
+                globals.contains(global),
+                "{command}: {global} is not under Global options:\n{help}"
+            );
+        }
+    }
+}

@@ -101,6 +101,10 @@ pub enum CanopyError {
         /// The budget, in milliseconds.
         millis: u64,
     },
+    /// The caller cancelled the request (see [`crate::cancel`]); the work
+    /// stopped and nothing half-done was kept.
+    #[error("the request was cancelled")]
+    Cancelled,
     /// A bug or an invariant violation; reported, never panicked on.
     #[error("internal error: {0}")]
     Internal(String),
@@ -125,6 +129,7 @@ impl CanopyError {
             CanopyError::Io { .. } => "Io",
             CanopyError::Git(_) => "Git",
             CanopyError::TimeBudget { .. } => "TimeBudgetExceeded",
+            CanopyError::Cancelled => "Cancelled",
             CanopyError::Internal(_) => "Internal",
         }
     }
@@ -169,14 +174,23 @@ impl CanopyError {
             CanopyError::TimeBudget { .. } => {
                 "narrow the request: a symbol instead of text, a glob, fewer or rarer words"
             }
+            CanopyError::Cancelled => "nothing to do: the request was cancelled as asked",
             CanopyError::Internal(_) => "this is a bug in canopy; please report it",
         }
     }
 
     /// `self`, or [`CanopyError::TimeBudget`] when it is SQLite's interrupt
-    /// (what a budget set by `Store::read_snapshot_within` raises).
+    /// (what a budget set by `Store::read_snapshot_within` raises), or
+    /// [`CanopyError::Cancelled`] when the interrupt came from this thread's
+    /// cancellation flag.
     pub(crate) fn or_budget(self, budget: std::time::Duration) -> Self {
         match &self {
+            CanopyError::Database(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::OperationInterrupted)
+                    && crate::cancel::requested() =>
+            {
+                CanopyError::Cancelled
+            }
             CanopyError::Database(e)
                 if e.sqlite_error_code() == Some(rusqlite::ErrorCode::OperationInterrupted) =>
             {

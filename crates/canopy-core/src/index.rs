@@ -248,13 +248,16 @@ pub(crate) fn run_index(
 
     let max_file_size = options.max_file_size;
     let (sender, receiver) = sync_channel::<Outcome>(BATCH_FILES);
+    let mut cancelled = false;
     let write_result: Result<()> = std::thread::scope(|scope| {
         let work = &work;
         scope.spawn(move || {
-            work.par_iter()
-                .for_each_with(sender, |sender, (candidate, old)| {
-                    // A send error means the writer stopped (it failed): stop producing.
-                    let _ = sender.send(process(candidate, *old, max_file_size));
+            // A send error means the writer stopped (it failed or the run
+            // was cancelled): the error ends the parallel loop early.
+            let _ = work
+                .par_iter()
+                .try_for_each_with(sender, |sender, (candidate, old)| {
+                    sender.send(process(candidate, *old, max_file_size))
                 });
         });
         let mut batch: Vec<FileWrite> = Vec::new();
@@ -272,6 +275,12 @@ pub(crate) fn run_index(
             Ok(())
         };
         for outcome in receiver {
+            if crate::cancel::requested() {
+                // What is in `batch` is complete per file: keep it, stop
+                // reading (dropping the receiver stops the parsers).
+                cancelled = true;
+                break;
+            }
             match outcome {
                 Outcome::Write(write, bytes) => {
                     let path = match &write {
@@ -306,6 +315,20 @@ pub(crate) fn run_index(
         flush(&mut batch, &mut report)
     });
     write_result?;
+    if cancelled {
+        // Like a killed run, minus the kill: the batches written stay (the
+        // index is consistent per file), the index says it is partial, and
+        // readers learn it changed. Resolution of the written files is
+        // pending and runs with the next run.
+        if report.files_indexed + report.files_removed > 0 {
+            let generation = store.generation()? + 1;
+            store.set_meta(meta_keys::GENERATION, &generation.to_string())?;
+        }
+        if options.is_full() {
+            store.set_meta(meta_keys::INDEX_COMPLETE, "0")?;
+        }
+        return Err(crate::CanopyError::Cancelled);
+    }
 
     let skipped: BTreeMap<String, u64> = skipped
         .into_iter()

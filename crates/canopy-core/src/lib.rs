@@ -13,6 +13,7 @@
 //! one API the front ends (CLI, MCP server, HTTP service) call. This crate
 //! knows nothing of JSON-RPC or HTTP.
 
+pub mod cancel;
 pub mod discover;
 pub mod dsl;
 pub mod engine;

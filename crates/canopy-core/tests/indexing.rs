@@ -661,3 +661,75 @@ fn a_deleted_wal_under_an_open_engine_does_not_break_it() {
     assert_eq!(symbol(&e, "damage_probe_3_8").len(), 1);
     assert_eq!(e.orphan_rows().unwrap(), 0);
 }
+
+/// Raises a cancellation flag after `after` files were written.
+struct CancelAfter {
+    flag: canopy_core::cancel::CancelFlag,
+    after: u64,
+    seen: std::sync::atomic::AtomicU64,
+}
+
+impl canopy_core::index::IndexProgress for CancelAfter {
+    fn start(&self, _to_parse: u64) {}
+    fn advance(&self, _path: &str, _bytes: u64) {
+        let seen = self.seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if seen == self.after {
+            self.flag.cancel();
+        }
+    }
+    fn finish(&self, _report: &canopy_core::model::IndexReport) {}
+}
+
+#[test]
+fn a_cancelled_run_stops_keeps_what_it_wrote_and_the_next_run_finishes() {
+    use canopy_core::cancel::{CancelFlag, within};
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..1500 {
+        write(
+            dir.path(),
+            &format!("pkg/m{i}.py"),
+            format!("def cancel_probe_{i}(x):\n    return x + {i}\n"),
+        );
+    }
+    let engine = engine(dir.path());
+    let flag = CancelFlag::new();
+    let progress = CancelAfter {
+        flag: flag.clone(),
+        after: 300,
+        seen: Default::default(),
+    };
+    let err = within(&flag, || engine.index(None, &progress)).unwrap_err();
+    assert!(matches!(err, CanopyError::Cancelled), "{err}");
+    assert_eq!(err.code(), "Cancelled");
+    let written = engine.status().unwrap().files_indexed;
+    assert!(
+        (300..1500).contains(&written),
+        "a run cancelled after 300 files kept {written} of 1500"
+    );
+    assert!(!engine.is_complete().unwrap(), "a cancelled run is partial");
+    // The next run finishes the rest without redoing what was kept.
+    let report = engine.index(None, &NoProgress).unwrap();
+    assert_eq!(report.files_indexed + written, 1500);
+    assert!(engine.is_complete().unwrap());
+    assert_eq!(engine.status().unwrap().files_indexed, 1500);
+
+    // A read under a raised flag stops with the same error, and the
+    // engine answers the next (uncancelled) read.
+    let raised = CancelFlag::new();
+    raised.cancel();
+    let err = within(&raised, || {
+        engine.query(&QueryParams {
+            pattern: Some("return".into()),
+            ..Default::default()
+        })
+    })
+    .unwrap_err();
+    assert!(matches!(err, CanopyError::Cancelled), "{err}");
+    for i in [7, 1499] {
+        let found = symbol(&engine, &format!("cancel_probe_{i}"));
+        assert!(
+            found.iter().any(|h| h.file_path == format!("pkg/m{i}.py")),
+            "cancel_probe_{i} is not found after the second run"
+        );
+    }
+}

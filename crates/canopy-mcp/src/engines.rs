@@ -227,13 +227,25 @@ fn resolve_root(path: &Path, rule: RootRule) -> Result<PathBuf, ToolError> {
     }
 }
 
+tokio::task_local! {
+    /// The cancellation flag of the tool call this task serves: raised when
+    /// the client sends `notifications/cancelled` for it (or disconnects).
+    pub(crate) static REQUEST_CANCEL: canopy_core::cancel::CancelFlag;
+}
+
+/// The current tool call's cancellation flag (a fresh, never-raised one
+/// outside a tool call).
+pub(crate) fn request_cancel_flag() -> canopy_core::cancel::CancelFlag {
+    REQUEST_CANCEL.try_with(Clone::clone).unwrap_or_default()
+}
 /// Runs blocking work on tokio's blocking pool; a panic becomes an internal error.
 pub(crate) async fn blocking<T, F>(f: F) -> Result<T, ToolError>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    tokio::task::spawn_blocking(f)
+    let cancel = request_cancel_flag();
+    tokio::task::spawn_blocking(move || canopy_core::cancel::within(&cancel, f))
         .await
         .map_err(|e| ToolError::Internal(format!("worker task failed: {e}")))
 }

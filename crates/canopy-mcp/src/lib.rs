@@ -8,9 +8,11 @@
 //! * **Tools**: `canopy_evidence_pack`, `canopy_query`, `canopy_expand`,
 //!   `canopy_status`, `canopy_index`, `canopy_invalidate`, each taking
 //!   `path`, the absolute repository root. Results are compact JSON in
-//!   `content[0].text`, and the same value as `structuredContent` (some
-//!   clients, Claude Code among them, show the model only the structured
-//!   value, so the two never differ); `canopy_expand` returns plain text
+//!   `content[0].text`, once: a client shows the model either the text or
+//!   `structuredContent`, never needs both, and every client reads the
+//!   text, so the structured copy (which doubled every result's bytes) is
+//!   sent only with `--structured-content true`, for programs that read
+//!   it; then the two never differ. `canopy_expand` returns plain text
 //!   `// <id>` blocks. Failures are tool results with `isError: true` and
 //!   `{"code", "message", "hint"}`. No output schemas are declared: they
 //!   would add ~40% to the `tools/list` cost (see `tools.rs`).
@@ -56,6 +58,7 @@ use std::time::Duration;
 use anyhow::Context;
 use canopy_core::EngineOptions;
 use rmcp::ServiceExt;
+use tools::ToolName;
 
 /// Default for `--max-engines`.
 pub const DEFAULT_MAX_ENGINES: usize = 8;
@@ -67,18 +70,33 @@ Register with Claude Code:
 
 Register with any client that reads an mcpServers configuration:
   { \"mcpServers\": { \"canopy\": { \"command\": \"canopy\", \"args\": [\"mcp\"] } } }
+";
 
-Tools: canopy_evidence_pack, canopy_query, canopy_expand, canopy_status,
-canopy_index, canopy_invalidate. Each takes `path`, the absolute repository
-root; one server serves any number of repositories. Logs go to stderr
-(CANOPY_LOG=debug for more).";
+/// The text `canopy mcp --help` ends with: how to register the server and
+/// every tool it serves, built from the same list `tools/list` answers
+/// with so the two cannot drift apart.
+pub fn help_text() -> String {
+    let mut text = String::from(SETUP_HELP);
+    text.push_str("\nTools (each takes `path`, the absolute repository root; one server serves any number of repositories):\n");
+    let width = ToolName::ALL
+        .iter()
+        .map(|t| t.as_str().len())
+        .max()
+        .unwrap_or(0);
+    for tool in ToolName::ALL {
+        text.push_str(&format!("  {:width$}  {}\n", tool.as_str(), tool.summary()));
+    }
+    text.push_str(
+        "\nLogs go to stderr (CANOPY_LOG=debug for more); stdout carries only the protocol.",
+    );
+    text
+}
 
 /// Serve Canopy's tools over the Model Context Protocol on stdin/stdout.
 ///
 /// Register with Claude Code: `claude mcp add canopy -- canopy mcp`.
 /// Any other client: `{"mcpServers": {"canopy": {"command": "canopy", "args": ["mcp"]}}}`.
 #[derive(clap::Args, Debug, Clone)]
-#[command(after_help = SETUP_HELP)]
 pub struct McpArgs {
     /// Most repositories kept open at once (the least recently used is closed first).
     #[arg(long, default_value_t = DEFAULT_MAX_ENGINES)]
@@ -88,6 +106,12 @@ pub struct McpArgs {
     /// `canopy_invalidate` or the next `canopy index`).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub watch: bool,
+    /// Also send each JSON result as `structuredContent` (MCP 2025-06-18),
+    /// for programs that read it. Off by default: the JSON already is in
+    /// the text block every client reads, and a second copy doubles the
+    /// bytes of every result (clients show the model one or the other).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub structured_content: bool,
     /// How every engine is opened (the binary's global flags, e.g. `--max-file-size`).
     #[arg(skip)]
     pub engine_options: EngineOptions,
@@ -98,6 +122,7 @@ impl Default for McpArgs {
         McpArgs {
             max_engines: DEFAULT_MAX_ENGINES,
             watch: true,
+            structured_content: false,
             engine_options: EngineOptions::default(),
         }
     }
@@ -121,7 +146,12 @@ pub fn run_stdio(args: McpArgs) -> anyhow::Result<()> {
 async fn serve_stdio(args: McpArgs) -> anyhow::Result<()> {
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let transport = transport::LineTransport::new(stdin, stdout);
-    let server = server::CanopyServer::new(args.max_engines, args.engine_options, args.watch);
+    let server = server::CanopyServer::new(
+        args.max_engines,
+        args.engine_options,
+        args.watch,
+        args.structured_content,
+    );
     let running = server
         .serve(transport)
         .await

@@ -39,6 +39,9 @@ pub(crate) struct CanopyServer {
     engines: Arc<EngineCache>,
     tools: Arc<Vec<Tool>>,
     session: Arc<str>,
+    /// Whether results carry `structuredContent` besides the text (see
+    /// `McpArgs::structured_content`).
+    structured_content: bool,
 }
 
 impl CanopyServer {
@@ -47,6 +50,7 @@ impl CanopyServer {
         max_engines: usize,
         engine_options: EngineOptions,
         watch: bool,
+        structured_content: bool,
     ) -> CanopyServer {
         let session = format!(
             "mcp-{}-{}",
@@ -56,6 +60,7 @@ impl CanopyServer {
         CanopyServer {
             engines: Arc::new(EngineCache::new(max_engines, engine_options).watching(watch)),
             tools: Arc::new(ToolName::ALL.iter().map(|t| t.definition()).collect()),
+            structured_content,
             session: session.into(),
         }
     }
@@ -196,20 +201,43 @@ impl ServerHandler for CanopyServer {
             peer: context.peer.clone(),
             token: context.meta.get_progress_token(),
         };
+        // The client may cancel the call (`notifications/cancelled`, or by
+        // going away): rmcp then cancels `context.ct`, which raises the flag
+        // the engine work checks (see `canopy_core::cancel`), so the work
+        // stops instead of running on for a caller that left.
+        let cancel = canopy_core::cancel::CancelFlag::new();
+        let on_cancel = {
+            let cancel = cancel.clone();
+            let ct = context.ct.clone();
+            tokio::spawn(async move {
+                ct.cancelled().await;
+                tracing::debug!(tool = tool.as_str(), "tool call cancelled by the client");
+                cancel.cancel();
+            })
+        };
         let result = match parse_args(tool, request.arguments) {
-            Ok(args) => self.dispatch(tool, args, progress).await,
+            Ok(args) => {
+                crate::engines::REQUEST_CANCEL
+                    .scope(cancel, self.dispatch(tool, args, progress))
+                    .await
+            }
             Err(e) => Err(e),
         };
-        Ok(result
-            .unwrap_or_else(|e| {
-                tracing::debug!(tool = tool.as_str(), code = e.code(), "tool error: {e}");
-                e.into_result()
-            })
-            .into())
+        on_cancel.abort();
+        let mut result = result.unwrap_or_else(|e| {
+            tracing::debug!(tool = tool.as_str(), code = e.code(), "tool error: {e}");
+            e.into_result()
+        });
+        if !self.structured_content {
+            // The same JSON is in the text block (see `McpArgs::structured_content`).
+            result.structured_content = None;
+        }
+        Ok(result.into())
     }
 }
 
-/// A successful result: compact JSON in `content[0].text` and as `structuredContent`.
+/// A successful result: compact JSON in `content[0].text` and as
+/// `structuredContent` (dropped in `call_tool` unless asked for).
 fn json<T: Serialize>(value: T) -> Result<CallToolResult, ToolError> {
     serde_json::to_value(value)
         .map(CallToolResult::structured)
@@ -309,7 +337,10 @@ where
     let (tx, mut rx) = mpsc::unbounded_channel();
     let sink = ChannelProgress::new(tx);
     let repo = repo.clone();
-    let job = tokio::task::spawn_blocking(move || op(&repo.engine, &sink));
+    let cancel = crate::engines::request_cancel_flag();
+    let job = tokio::task::spawn_blocking(move || {
+        canopy_core::cancel::within(&cancel, || op(&repo.engine, &sink))
+    });
     let mut last: Option<u64> = None;
     // The channel closes when the job drops its sink, i.e. when it is done.
     while let Some((done, total)) = rx.recv().await {

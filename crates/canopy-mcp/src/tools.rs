@@ -83,6 +83,29 @@ impl ToolName {
         ToolName::ALL.into_iter().find(|t| t.as_str() == name)
     }
 
+    /// One line for `canopy mcp --help`: what the tool is for.
+    pub(crate) fn summary(self) -> &'static str {
+        match self {
+            ToolName::EvidencePack => {
+                "start here: the few handles that answer a question, and when to stop"
+            }
+            ToolName::Query => {
+                "search by text, symbol, section, parent or DSL; handles, no file text"
+            }
+            ToolName::Expand => "the exact text of handles",
+            ToolName::Refine => "filter, intersect and page a server-side result set",
+            ToolName::Graph => {
+                "callers, callees, references, definition, impact, path, dependencies"
+            }
+            ToolName::Analysis => {
+                "hotspots, unused symbols, cycles, dependency graph, type hierarchy"
+            }
+            ToolName::Status => "index statistics and coverage (never creates an index)",
+            ToolName::Index => "index files (incremental), or rebuild a damaged index",
+            ToolName::Invalidate => "force files to be re-indexed",
+        }
+    }
+
     fn description(self) -> &'static str {
         match self {
             ToolName::EvidencePack => {

@@ -106,6 +106,34 @@ async fn tools_list_fits_the_token_budget() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn mcp_help_lists_every_tool_the_server_serves() {
+    let client = connect().await;
+    let tools = client.peer().list_all_tools().await.expect("tools/list");
+    client.cancel().await.expect("close");
+    let out = std::process::Command::new(canopy_bin())
+        .args(["mcp", "--help"])
+        .output()
+        .expect("run canopy mcp --help");
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for tool in &tools {
+        assert!(
+            help.lines()
+                .any(|l| l.trim_start().starts_with(tool.name.as_ref())),
+            "`canopy mcp --help` does not list {}:\n{help}",
+            tool.name
+        );
+    }
+    // Command options first, the binary's global flags under their own heading.
+    let own = help.find("--max-engines").expect("--max-engines");
+    let heading = help
+        .find("Global options:")
+        .expect("a Global options heading");
+    let root = help.find("--root").expect("--root");
+    assert!(own < heading && heading < root, "{help}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn negotiates_an_older_protocol_version() {
     let client = connect_with(TestClient {
         version: Some(ProtocolVersion::V_2025_06_18),
@@ -1045,4 +1073,137 @@ async fn the_server_watches_open_repositories_and_answers_with_fresh_code() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_call_stops_the_work_it_started() {
+    use rmcp::model::{CallToolRequestParams, ClientRequest, Request};
+    use rmcp::service::PeerRequestOptions;
+
+    const FILES: usize = 6_000;
+    let files: Vec<(String, String)> = (0..FILES)
+        .map(|i| {
+            (
+                format!("src/d{}/m{i}.py", i % 50),
+                format!("def cancel_probe_{i}(x):\n    return x * {i}\n"),
+            )
+        })
+        .collect();
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    let repo = Repo::with_files(&files);
+    let client = TestClient::default();
+    let progress = client.progress.clone();
+    let client = connect_with_args(client, &["--watch", "false"]).await;
+
+    let arguments = json!({"path": repo.path(), "glob": "**/*"})
+        .as_object()
+        .cloned();
+    let request = ClientRequest::CallToolRequest(Request::new(
+        CallToolRequestParams::new("canopy_index").with_arguments(arguments.unwrap_or_default()),
+    ));
+    let handle = client
+        .peer()
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+        .expect("send canopy_index");
+    // Cancel once the run is visibly under way.
+    wait_until(|| {
+        progress
+            .lock()
+            .expect("lock")
+            .iter()
+            .any(|p| p.progress > 0.0)
+    })
+    .await;
+    handle
+        .cancel(Some("the test changed its mind".into()))
+        .await
+        .expect("cancel");
+
+    // The run stops: the number of indexed files settles below the total
+    // and the index says it is partial.
+    let status =
+        || async { ok_json(&call(&client, "canopy_status", json!({"path": repo.path()})).await) };
+    let mut last = u64::MAX;
+    let mut settled = None;
+    for _ in 0..100 {
+        let now = status().await["files_indexed"]
+            .as_u64()
+            .expect("files_indexed");
+        if now == last {
+            settled = Some(now);
+            break;
+        }
+        last = now;
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let settled = settled.expect("indexing never settled after the cancellation");
+    assert!(
+        settled < FILES as u64,
+        "the cancelled run went on to index all {FILES} files"
+    );
+    let coverage = status().await["index_coverage"].as_f64().expect("coverage");
+    assert!(coverage < 1.0, "a cancelled run left coverage {coverage}");
+
+    // Nothing was lost: the next run finishes the index.
+    let report = ok_json(
+        &call(
+            &client,
+            "canopy_index",
+            json!({"path": repo.path(), "glob": "**/*"}),
+        )
+        .await,
+    );
+    assert_eq!(
+        report["files_indexed"].as_u64().expect("files_indexed") + settled,
+        FILES as u64,
+        "{report}"
+    );
+    assert_eq!(status().await["files_indexed"], FILES as u64);
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn results_carry_their_json_once_unless_structured_content_is_asked_for() {
+    let repo = Repo::fixture();
+    let args = json!({"path": repo.path(), "pattern": "token", "max_handles": 8});
+    let single = connect().await;
+    let one = call(&single, "canopy_evidence_pack", args.clone()).await;
+    assert!(
+        one.structured_content.is_none(),
+        "structuredContent sent by default"
+    );
+    let pack = ok_json(&one);
+    assert!(
+        pack["handles"].as_array().is_some_and(|h| !h.is_empty()),
+        "{pack}"
+    );
+    let error = call(&single, "canopy_query", json!({"path": repo.path()})).await;
+    assert!(error.structured_content.is_none());
+    err_json(&error, "Validation");
+    single.cancel().await.expect("close");
+
+    let double = connect_with_args(TestClient::default(), &["--structured-content", "true"]).await;
+    let both = call(&double, "canopy_evidence_pack", args).await;
+    assert_eq!(both.structured_content.as_ref(), Some(&ok_json(&both)));
+    double.cancel().await.expect("close");
+
+    // What the second copy costs on the wire, for the record (issue 15).
+    let cost = |r: &rmcp::model::CallToolResult| {
+        let wire = serde_json::to_string(r).expect("serialize");
+        (wire.len(), canopy_core::tokens::count_tokens(&wire))
+    };
+    let (one_bytes, one_tokens) = cost(&one);
+    let (both_bytes, both_tokens) = cost(&both);
+    println!(
+        "evidence pack result: text only {one_bytes} B / {one_tokens} tokens; \
+         text + structuredContent {both_bytes} B / {both_tokens} tokens"
+    );
+    assert!(
+        both_tokens > one_tokens * 3 / 2,
+        "{both_tokens} vs {one_tokens}"
+    );
 }

@@ -406,6 +406,24 @@ mod tests {
     }
 
     #[test]
+    fn openapi_states_the_limits_the_events_route_enforces() {
+        let doc: serde_json::Value = serde_json::from_str(OPENAPI_JSON).unwrap();
+        let params = doc["paths"]["/events"]["get"]["parameters"]
+            .as_array()
+            .expect("GET /events has parameters");
+        let schema = |name: &str| {
+            params
+                .iter()
+                .find(|p| p["name"] == name)
+                .map(|p| p["schema"].clone())
+                .unwrap_or_else(|| panic!("parameter {name} is not documented"))
+        };
+        assert_eq!(schema("wait")["maximum"], MAX_EVENTS_WAIT_SECS);
+        assert_eq!(schema("limit")["maximum"], MAX_EVENTS_LIMIT as u64);
+        assert_eq!(schema("limit")["default"], DEFAULT_EVENTS_LIMIT as u64);
+    }
+
+    #[test]
     fn openapi_is_valid_json_with_every_route() {
         let doc: serde_json::Value = serde_json::from_str(OPENAPI_JSON).unwrap();
         for (method, path) in routes() {

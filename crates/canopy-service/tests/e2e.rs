@@ -1143,3 +1143,78 @@ fn max_file_size_flag_reaches_the_indexer() {
         "{result}"
     );
 }
+
+/// Overwrites the second half of a closed index file (its schema pages stay
+/// readable, so it opens and fails on the first real read).
+fn damage_index_interior(db: &Path) {
+    let wal = db.with_extension("db-wal");
+    assert!(
+        std::fs::metadata(&wal).map_or(true, |m| m.len() == 0),
+        "the index still has a WAL: close it first"
+    );
+    let mut bytes = std::fs::read(db).expect("read index");
+    assert!(bytes.len() > 16 * 4096, "index too small: {}", bytes.len());
+    let half = bytes.len() / 2;
+    for (i, b) in bytes.iter_mut().enumerate().skip(half) {
+        *b = (i * 31 % 251) as u8;
+    }
+    std::fs::write(db, bytes).expect("write index");
+}
+
+#[test]
+fn damage_is_survived_reported_by_health_and_repaired_by_reindex_rebuild() {
+    let data = tempfile::tempdir().unwrap();
+    let repo = Repo::large(120);
+    let db = repo.path().join(".canopy/index.db");
+    let mut server = Server::start(data.path(), &Opts::default());
+    let client = server.client();
+    let id = add_and_index(&client, &repo);
+    let ask = json!({"repo": id, "pattern": "shared_marker"});
+    assert_eq!(post(&client, "/query", &ask).status, 200);
+
+    // A WAL deleted under the running service: queries go on answering.
+    let wal = db.with_extension("db-wal");
+    if wal.exists() {
+        std::fs::remove_file(&wal).unwrap();
+    }
+    let resp = post(&client, "/query", &ask);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(get(&client, "/health").status, 200);
+
+    // Damage inside the file while the service is down.
+    assert!(
+        server.terminate(WAIT),
+        "canopy serve did not stop on SIGTERM"
+    );
+    drop(server);
+    damage_index_interior(&db);
+    let server = Server::start(data.path(), &Opts::default());
+    let client = server.client();
+    let resp = post(&client, "/query", &ask);
+    assert_error(&resp, 503, "index_damaged");
+    let health = get(&client, "/health");
+    assert_eq!(health.status, 503, "{}", health.text());
+    let body = health.json().unwrap();
+    assert_eq!(body["status"], "unhealthy", "{body}");
+    assert!(
+        body["reasons"].as_array().is_some_and(|r| r
+            .iter()
+            .any(|r| r.as_str().is_some_and(|r| r.contains("damaged")))),
+        "{body}"
+    );
+
+    // The documented repair: POST /reindex with rebuild.
+    let resp = post(&client, "/reindex", &json!({"repo": id, "rebuild": true}));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let view = client.wait_until_idle(&id, WAIT).expect("status");
+    assert!(view.ready, "{view:?}");
+    let resp = post(&client, "/query", &ask);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let found = resp.json().unwrap();
+    assert!(
+        found["total_matches"].as_u64().is_some_and(|n| n > 0),
+        "{found}"
+    );
+    let health = get(&client, "/health");
+    assert_eq!(health.status, 200, "{}", health.text());
+}

@@ -274,9 +274,16 @@ impl Store {
     /// memory and the read lock after its caller gave up.
     pub fn read_snapshot_within(&self, budget: Duration) -> Result<ReadSnapshot<'_>> {
         let deadline = std::time::Instant::now() + budget;
+        // A caller that gives up stops the work the same way.
+        let cancel = crate::cancel::current();
         // Checked every few thousand VM steps: microseconds apart.
-        self.conn
-            .progress_handler(4_000, Some(move || std::time::Instant::now() >= deadline));
+        self.conn.progress_handler(
+            4_000,
+            Some(move || {
+                std::time::Instant::now() >= deadline
+                    || cancel.as_ref().is_some_and(|c| c.is_cancelled())
+            }),
+        );
         match self.read_snapshot() {
             Ok(snapshot) => Ok(snapshot),
             Err(e) => {
