@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-BIN=${1:-$ROOT/target/debug/canopy}
+BIN=$(realpath "${1:-$ROOT/target/debug/canopy}")
 VENV=${SCHEMATHESIS_VENV:-$ROOT/target/ci-venv}
 SCHEMATHESIS_VERSION=4.32.5
 MAX_EXAMPLES=${SCHEMATHESIS_MAX_EXAMPLES:-40}

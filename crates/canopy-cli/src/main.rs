@@ -3,6 +3,7 @@
 //! This crate only translates arguments into engine calls and results into
 //! text or JSON; every behaviour lives in `canopy-core`.
 
+mod follow_cmd;
 mod graph_cmd;
 mod output;
 mod remote;
@@ -87,6 +88,9 @@ enum Command {
         #[arg(long, default_value_t = 50)]
         debounce_ms: u64,
     },
+    /// Follow a service's event feed (needs --service-url): wake on relevant
+    /// events, run --exec for each, resume from a durable cursor.
+    Follow(follow_cmd::FollowArgs),
     /// Show index statistics.
     Status {
         /// Repository root or a directory inside it (overrides --root).
@@ -344,6 +348,7 @@ fn run_remote(cli: Cli, url: &str) -> anyhow::Result<()> {
         Command::Status { path } => {
             remote::Remote::connect(url, token, &start_dir(global, path)?)?.status()
         }
+        Command::Follow(args) => follow_cmd::run(args, url, token, global.json, global.quiet),
         Command::Invalidate { .. }
         | Command::Watch { .. }
         | Command::Mcp(_)
@@ -383,6 +388,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let report = engine.invalidate(glob.as_deref(), &progress)?;
             output::index_report(&engine, &report, global.json, global.quiet)
         }
+        Command::Follow(_) => anyhow::bail!(
+            "canopy follow reads a service's event feed: pass --service-url URL (or set CANOPY_SERVICE_URL)"
+        ),
         Command::Watch {
             path,
             max_cycles,

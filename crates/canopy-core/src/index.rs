@@ -204,6 +204,11 @@ pub(crate) fn run_index(
     // Files whose earlier rows this run deleted (see `BatchStats::rows_replaced`).
     let mut rows_replaced = 0u64;
     if !removals.is_empty() {
+        for removal in &removals {
+            if let FileWrite::Remove { path } = removal {
+                report.note_changed(path);
+            }
+        }
         let stats = store.write_batch(&removals, now_unix())?;
         report.files_removed += stats.removed;
         rows_replaced += stats.rows_replaced;
@@ -287,15 +292,18 @@ pub(crate) fn run_index(
                         FileWrite::Parsed(w) => {
                             report.files_indexed += 1;
                             report.bytes_parsed += bytes;
+                            report.note_changed(&w.path);
                             w.path.clone()
                         }
                         FileWrite::Touch { path, .. } => {
                             report.files_unchanged += 1;
                             path.clone()
                         }
-                        FileWrite::Remove { path } | FileWrite::Skipped { path, .. } => {
+                        FileWrite::Remove { path } => {
+                            report.note_changed(path);
                             path.clone()
                         }
+                        FileWrite::Skipped { path, .. } => path.clone(),
                     };
                     progress.advance(&path, bytes);
                     batch_bytes += bytes;

@@ -214,6 +214,32 @@ pub struct IndexReport {
     /// Milliseconds spent resolving (included in `duration_ms`).
     #[serde(default)]
     pub graph_resolve_ms: u64,
+    /// Repo-relative paths whose indexed content this run changed (parsed
+    /// anew or removed), at most [`IndexReport::MAX_CHANGED_PATHS`]; what a
+    /// watcher or an event feed tells its followers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed_paths: Vec<String>,
+    /// Changed paths left out of `changed_paths` past its bound.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub changed_paths_omitted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl IndexReport {
+    /// Most paths [`IndexReport::changed_paths`] lists.
+    pub const MAX_CHANGED_PATHS: usize = 200;
+
+    /// Records a path whose indexed content changed (bounded).
+    pub fn note_changed(&mut self, path: &str) {
+        if self.changed_paths.len() < Self::MAX_CHANGED_PATHS {
+            self.changed_paths.push(path.to_string());
+        } else {
+            self.changed_paths_omitted += 1;
+        }
+    }
 }
 
 fn always_true() -> bool {

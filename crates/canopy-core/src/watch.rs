@@ -100,19 +100,6 @@ pub fn watch(
     stop: &AtomicBool,
     mut on_cycle: impl FnMut(&WatchCycle),
 ) -> Result<WatchSummary> {
-    let started = Instant::now();
-    let deadline = options.duration.map(|d| started + d);
-    let root = engine.root().to_path_buf();
-    let (sender, events) = channel::<notify::Result<notify::Event>>();
-    let mut watcher = notify::recommended_watcher(move |event| {
-        // The receiver is gone only when the watch is over.
-        let _ = sender.send(event);
-    })
-    .map_err(|e| watch_error(&root, e))?;
-    watcher
-        .watch(&root, RecursiveMode::Recursive)
-        .map_err(|e| watch_error(&root, e))?;
-
     let mut cycles = 0u64;
     let mut run = |full: Option<&'static str>, paths: HashSet<String>, first_event: Instant| {
         cycles += 1;
@@ -131,33 +118,79 @@ pub fn watch(
         Ok::<_, CanopyError>(cycles)
     };
     let done = |cycles: u64| options.max_cycles.is_some_and(|m| cycles >= m);
-
     let mut cycles_done = if options.initial_run {
         run(Some("initial"), HashSet::new(), Instant::now())?
     } else {
         0
     };
+    if done(cycles_done) {
+        return Ok(WatchSummary {
+            cycles: cycles_done,
+            reason: "max_cycles",
+        });
+    }
+    let reason = follow_changes(engine.root(), options, stop, |batch| {
+        let paths = if batch.full.is_some() {
+            HashSet::new()
+        } else {
+            expand_paths(engine, batch.paths)?
+        };
+        cycles_done = run(batch.full, paths, batch.first_event)?;
+        Ok(!done(cycles_done))
+    })?;
+    Ok(WatchSummary {
+        cycles: cycles_done,
+        reason,
+    })
+}
+
+/// A batch of file-system changes under a repository (see [`follow_changes`]).
+#[derive(Clone, Debug)]
+pub struct ChangeBatch {
+    /// Set when the batch calls for a run over the whole repository:
+    /// `rescan` (events were lost), `gitignore` or `large_batch`.
+    pub full: Option<&'static str>,
+    /// Repo-relative paths the events named (files or directories, some
+    /// perhaps gone); empty when `full` is set.
+    pub paths: HashSet<String>,
+    /// When the batch's first event arrived.
+    pub first_event: Instant,
+}
+
+/// Subscribes to `root`'s file-system events and calls `on_batch` with
+/// each batch of changes (closed by `options.debounce` of quiet or
+/// [`MAX_BATCH_AGE`]), until `stop` is set, `options.duration` has passed or
+/// `on_batch` returns `false`. Returns why it stopped (`stopped`,
+/// `duration`, `max_cycles`). Events inside `.git/` and `.canopy/` are not
+/// changes. Used by [`watch`] and by front ends that index through their
+/// own pipeline (the service's per-repository watch).
+pub fn follow_changes(
+    root: &Path,
+    options: &WatchOptions,
+    stop: &AtomicBool,
+    mut on_batch: impl FnMut(ChangeBatch) -> Result<bool>,
+) -> Result<&'static str> {
+    let started = Instant::now();
+    let deadline = options.duration.map(|d| started + d);
+    let root = root.to_path_buf();
+    let (sender, events) = channel::<notify::Result<notify::Event>>();
+    let mut watcher = notify::recommended_watcher(move |event| {
+        // The receiver is gone only when the watch is over.
+        let _ = sender.send(event);
+    })
+    .map_err(|e| watch_error(&root, e))?;
+    watcher
+        .watch(&root, RecursiveMode::Recursive)
+        .map_err(|e| watch_error(&root, e))?;
     loop {
-        if done(cycles_done) {
-            return Ok(WatchSummary {
-                cycles: cycles_done,
-                reason: "max_cycles",
-            });
-        }
         // Wait for the first event of a batch.
         let mut batch = Batch::default();
         let first_event = loop {
             if stop.load(Ordering::SeqCst) {
-                return Ok(WatchSummary {
-                    cycles: cycles_done,
-                    reason: "stopped",
-                });
+                return Ok("stopped");
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(WatchSummary {
-                    cycles: cycles_done,
-                    reason: "duration",
-                });
+                return Ok("duration");
             }
             match events.recv_timeout(Duration::from_millis(100)) {
                 Ok(event) => {
@@ -186,9 +219,15 @@ pub fn watch(
         let paths = if full.is_some() {
             HashSet::new()
         } else {
-            batch.expand_removed_dirs(engine)?
+            batch.paths
         };
-        cycles_done = run(full, paths, first_event)?;
+        if !on_batch(ChangeBatch {
+            full,
+            paths,
+            first_event,
+        })? {
+            return Ok("max_cycles");
+        }
     }
 }
 
@@ -248,39 +287,38 @@ impl Batch {
         }
         relevant
     }
+}
 
-    /// The batch's paths plus, for each path that no longer exists, the
-    /// indexed files under it (a deleted or renamed directory reports only
-    /// itself).
-    fn expand_removed_dirs(self, engine: &Engine) -> Result<HashSet<String>> {
-        let root = engine.root();
-        let gone: Vec<String> = self
-            .paths
-            .iter()
-            .filter(|p| !root.join(p).exists())
-            .map(|p| format!("{p}/"))
-            .collect();
-        let mut paths = self.paths;
-        if !gone.is_empty() {
-            for indexed in engine.indexed_paths()? {
-                if gone.iter().any(|dir| indexed.starts_with(dir.as_str())) {
-                    paths.insert(indexed);
-                }
+/// A batch's paths plus, for each path that no longer exists, the indexed
+/// files under it (a deleted or renamed directory reports only itself), with
+/// directories that appeared replaced by the files in them.
+fn expand_paths(engine: &Engine, batch_paths: HashSet<String>) -> Result<HashSet<String>> {
+    let root = engine.root();
+    let gone: Vec<String> = batch_paths
+        .iter()
+        .filter(|p| !root.join(p).exists())
+        .map(|p| format!("{p}/"))
+        .collect();
+    let mut paths = batch_paths;
+    if !gone.is_empty() {
+        for indexed in engine.indexed_paths()? {
+            if gone.iter().any(|dir| indexed.starts_with(dir.as_str())) {
+                paths.insert(indexed);
             }
         }
-        // A directory that appeared (moved in, checked out) holds files
-        // no event named one by one.
-        let dirs: Vec<String> = paths
-            .iter()
-            .filter(|p| root.join(p).is_dir())
-            .cloned()
-            .collect();
-        for dir in dirs {
-            paths.remove(&dir);
-            collect_files(root, &root.join(&dir), &mut paths);
-        }
-        Ok(paths)
     }
+    // A directory that appeared (moved in, checked out) holds files
+    // no event named one by one.
+    let dirs: Vec<String> = paths
+        .iter()
+        .filter(|p| root.join(p).is_dir())
+        .cloned()
+        .collect();
+    for dir in dirs {
+        paths.remove(&dir);
+        collect_files(root, &root.join(&dir), &mut paths);
+    }
+    Ok(paths)
 }
 
 /// Adds every file under `dir` (repo-relative) to `out`.

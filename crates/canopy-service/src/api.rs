@@ -25,6 +25,11 @@ pub struct AddRepoRequest {
     /// Unique name (default: the directory name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Re-index the repository on file-system events (`true`), or stop
+    /// doing so (`false`); kept across restarts. Absent: unchanged (off
+    /// for a new repository).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<bool>,
 }
 
 /// `POST /repos/add` response.
@@ -229,6 +234,11 @@ pub struct RepoView {
     pub consecutive_failures: u32,
     /// Whether a follow-up run is queued.
     pub rerun_queued: bool,
+    /// Re-indexed on file-system events.
+    pub watch: bool,
+    /// Seconds since the oldest change a watcher saw that no finished run
+    /// has indexed yet (0 when none is known).
+    pub index_lag_seconds: f64,
     /// Progress of the running pass.
     pub progress: Option<RunProgressView>,
 }

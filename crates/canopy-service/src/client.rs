@@ -433,11 +433,16 @@ impl ServiceClient {
         path: &Path,
         name: Option<&str>,
     ) -> Result<AddRepoResponse, ClientError> {
-        let req = AddRepoRequest {
+        self.add_repo_with(&AddRepoRequest {
             path: path.display().to_string(),
             name: name.map(str::to_string),
-        };
-        self.call("POST", "/repos/add", Some(&req))
+            watch: None,
+        })
+    }
+
+    /// `POST /repos/add` with every field (e.g. `watch`).
+    pub fn add_repo_with(&self, req: &AddRepoRequest) -> Result<AddRepoResponse, ClientError> {
+        self.call("POST", "/repos/add", Some(req))
     }
 
     /// `GET /repos`.
@@ -525,7 +530,21 @@ impl ServiceClient {
         limit: Option<usize>,
         wait_seconds: Option<u64>,
     ) -> Result<EventsResponse, ClientError> {
+        self.events_for(after_seq, limit, wait_seconds, None)
+    }
+
+    /// `GET /events`, optionally for one repository (id or name).
+    pub fn events_for(
+        &self,
+        after_seq: u64,
+        limit: Option<usize>,
+        wait_seconds: Option<u64>,
+        repo: Option<&str>,
+    ) -> Result<EventsResponse, ClientError> {
         let mut path = format!("/events?after_seq={after_seq}");
+        if let Some(r) = repo {
+            path.push_str(&format!("&repo={}", encode(r)));
+        }
         if let Some(l) = limit {
             path.push_str(&format!("&limit={l}"));
         }

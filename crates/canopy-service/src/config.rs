@@ -59,6 +59,11 @@ pub struct ServeArgs {
     /// Most handles one /expand request may ask for.
     #[arg(long, default_value_t = DEFAULT_MAX_EXPAND_HANDLES)]
     pub max_expand_handles: usize,
+    /// Re-index every registered repository on file-system events (off by
+    /// default: the service indexes on `POST /reindex`). One repository is
+    /// watched with `POST /repos/add {"path": …, "watch": true}` instead.
+    #[arg(long)]
+    pub watch: bool,
     /// How repositories' engines are opened (the binary's global flags,
     /// e.g. `--max-file-size`); the service always turns `auto_index` off.
     #[arg(skip)]
@@ -75,6 +80,7 @@ impl Default for ServeArgs {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             request_timeout_secs: DEFAULT_REQUEST_TIMEOUT_SECS,
             max_expand_handles: DEFAULT_MAX_EXPAND_HANDLES,
+            watch: false,
             engine_options: EngineOptions::default(),
         }
     }
@@ -101,6 +107,9 @@ pub struct Config {
     pub request_timeout: Duration,
     /// Most handles per expand.
     pub max_expand_handles: usize,
+    /// Watch every repository (`--watch`), not only those registered with
+    /// `watch: true`.
+    pub watch_all: bool,
     /// Options for every repository's engine.
     pub engine_options: EngineOptions,
 }
@@ -223,6 +232,7 @@ impl Config {
             max_body_bytes: args.max_body_bytes,
             request_timeout: Duration::from_secs(args.request_timeout_secs),
             max_expand_handles: args.max_expand_handles,
+            watch_all: args.watch,
             // The service's runner owns indexing: queries never index on their own.
             engine_options: EngineOptions {
                 auto_index: false,

@@ -62,6 +62,7 @@ pub mod api;
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod follow;
 pub mod http;
 pub mod metrics;
 pub mod registry;

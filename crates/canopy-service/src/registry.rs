@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Schema version of the registry (`PRAGMA user_version`).
-pub const REGISTRY_VERSION: u32 = 1;
+pub const REGISTRY_VERSION: u32 = 2;
 
 /// Most events kept; older ones are pruned.
 pub const MAX_EVENTS: i64 = 100_000;
@@ -38,7 +38,8 @@ CREATE TABLE IF NOT EXISTS repos(
     last_started_at INTEGER,
     last_indexed_at INTEGER,
     last_report TEXT,
-    last_error TEXT
+    last_error TEXT,
+    watch INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS events(
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -124,6 +125,9 @@ pub struct RepoRecord {
     pub last_report: Option<IndexReport>,
     /// The last failure (cleared on success).
     pub last_error: Option<RunError>,
+    /// Whether the service re-indexes this repository on file-system
+    /// events (`POST /repos/add` with `watch: true`).
+    pub watch: bool,
 }
 
 /// One entry of the event feed.
@@ -195,6 +199,10 @@ impl Registry {
             );
         }
         conn.execute_batch(SCHEMA)?;
+        if version == 1 {
+            // Version 2 added the per-repository watch flag (off).
+            conn.execute_batch("ALTER TABLE repos ADD COLUMN watch INTEGER NOT NULL DEFAULT 0")?;
+        }
         conn.pragma_update(None, "user_version", REGISTRY_VERSION)?;
         Ok(Registry {
             conn: Mutex::new(conn),
@@ -212,7 +220,8 @@ impl Registry {
         let conn = lock(&self.conn);
         let mut stmt = conn.prepare(
             "SELECT repo_id, name, root, added_at, generation, commit_sha, status, dirty,
-                    consecutive_failures, last_started_at, last_indexed_at, last_report, last_error
+                    consecutive_failures, last_started_at, last_indexed_at, last_report, last_error,
+                    watch
              FROM repos ORDER BY added_at, rowid",
         )?;
         let rows = stmt.query_map([], |r| {
@@ -232,6 +241,7 @@ impl Registry {
                 last_indexed_at: r.get(10)?,
                 last_report: report.and_then(|s| serde_json::from_str(&s).ok()),
                 last_error: error.and_then(|s| serde_json::from_str(&s).ok()),
+                watch: r.get::<_, i64>(13)? != 0,
             })
         })?;
         rows.collect()
@@ -245,14 +255,16 @@ impl Registry {
         if let Some(r) = repo {
             tx.execute(
                 "INSERT INTO repos(repo_id, name, root, added_at, generation, commit_sha, status, dirty,
-                                   consecutive_failures, last_started_at, last_indexed_at, last_report, last_error)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                                   consecutive_failures, last_started_at, last_indexed_at, last_report, last_error,
+                                   watch)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
                  ON CONFLICT(repo_id) DO UPDATE SET
                     name = excluded.name, root = excluded.root, generation = excluded.generation,
                     commit_sha = excluded.commit_sha, status = excluded.status, dirty = excluded.dirty,
                     consecutive_failures = excluded.consecutive_failures,
                     last_started_at = excluded.last_started_at, last_indexed_at = excluded.last_indexed_at,
-                    last_report = excluded.last_report, last_error = excluded.last_error",
+                    last_report = excluded.last_report, last_error = excluded.last_error,
+                    watch = excluded.watch",
                 params![
                     r.repo_id,
                     r.name,
@@ -271,6 +283,7 @@ impl Registry {
                     r.last_error
                         .as_ref()
                         .and_then(|x| serde_json::to_string(x).ok()),
+                    r.watch as i64,
                 ],
             )?;
         }
@@ -365,6 +378,7 @@ mod tests {
             last_indexed_at: None,
             last_report: None,
             last_error: None,
+            watch: false,
         }
     }
 

@@ -39,7 +39,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
@@ -71,6 +71,9 @@ pub const UNHEALTHY_FAILURES: u32 = 3;
 pub const DATA_DIR_LOCK_WAIT: Duration = Duration::from_secs(5);
 /// A follow-up run queued behind a run older than this counts as backlog.
 pub const BACKLOG_AFTER: Duration = Duration::from_secs(60);
+/// A watched repository whose oldest unindexed change is older than this
+/// is `degraded` (index lag).
+pub const INDEX_LAG_DEGRADED: Duration = Duration::from_secs(30);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -228,6 +231,11 @@ pub struct RepoEntry {
     engine: Mutex<Option<Arc<Engine>>>,
     state: Mutex<RepoState>,
     progress: RunProgress,
+    /// When the oldest change a watcher saw and no finished run has
+    /// indexed yet happened (index lag; `None`: none known).
+    unindexed_since: Mutex<Option<Instant>>,
+    /// Raised to stop this repository's watcher, if it has one.
+    watcher: Mutex<Option<Arc<AtomicBool>>>,
 }
 
 impl RepoEntry {
@@ -268,6 +276,9 @@ impl RepoEntry {
             last_error: r.last_error.clone(),
             consecutive_failures: r.consecutive_failures,
             rerun_queued: st.rerun.is_some(),
+            watch: r.watch || lock(&self.watcher).is_some(),
+            index_lag_seconds: lock(&self.unindexed_since)
+                .map_or(0.0, |t| t.elapsed().as_secs_f64()),
             progress: st.run.as_ref().map(|run| RunProgressView {
                 files_total: self.progress.total.load(Ordering::Relaxed),
                 files_done: self.progress.done.load(Ordering::Relaxed),
@@ -378,6 +389,8 @@ impl Service {
                     rerun: None,
                 }),
                 progress: RunProgress::default(),
+                unindexed_since: Mutex::new(None),
+                watcher: Mutex::new(None),
             }));
         }
         let service = Arc::new(Service {
@@ -398,6 +411,12 @@ impl Service {
                 data: json!({ "version": env!("CARGO_PKG_VERSION") }),
             }],
         )?;
+        for entry in service.entries() {
+            let watch = service.config.watch_all || lock(&entry.state).record.watch;
+            if watch {
+                service.start_watcher(&entry);
+            }
+        }
         for id in interrupted {
             let entry = service.lookup(&id).map_err(|e| anyhow::anyhow!("{e}"))?;
             let generation = lock(&entry.state).record.generation;
@@ -439,6 +458,87 @@ impl Service {
     /// Tells long-polls to return (graceful shutdown).
     pub fn begin_shutdown(&self) {
         self.shutdown.send_replace(true);
+        for entry in self.entries() {
+            if let Some(stop) = lock(&entry.watcher).take() {
+                stop.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Turns a repository's watch on or off and records it (kept across
+    /// restarts).
+    fn set_watch(self: &Arc<Self>, entry: &Arc<RepoEntry>, watch: bool) -> Result<(), ApiError> {
+        let record = {
+            let mut st = lock(&entry.state);
+            st.record.watch = watch;
+            st.record.clone()
+        };
+        self.commit(Some(&record), Vec::new())
+            .map_err(ApiError::internal)?;
+        if watch {
+            self.start_watcher(entry);
+        } else if !self.config.watch_all
+            && let Some(stop) = lock(&entry.watcher).take()
+        {
+            stop.store(true, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// Starts a thread that re-indexes `entry` whenever its files change
+    /// (batched as `canopy watch` batches them), unless one runs already.
+    /// Each batch starts a run through the same path as `POST /reindex`
+    /// (coalescing, generations, events), so followers see it like any
+    /// other run.
+    fn start_watcher(self: &Arc<Self>, entry: &Arc<RepoEntry>) {
+        let mut slot = lock(&entry.watcher);
+        if slot.is_some() {
+            return;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        *slot = Some(stop.clone());
+        drop(slot);
+        // Weak: a watcher must not keep a stopped service alive.
+        let service = Arc::downgrade(self);
+        let watched = entry.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!(
+                "canopy-watch-{}",
+                &entry.id[..8.min(entry.id.len())]
+            ))
+            .spawn(move || {
+                let options = canopy_core::watch::WatchOptions::default();
+                let result =
+                    canopy_core::watch::follow_changes(&watched.root, &options, &stop, |batch| {
+                        let Some(service) = service.upgrade() else {
+                            return Ok(false);
+                        };
+                        {
+                            let mut since = lock(&watched.unindexed_since);
+                            if since.is_none() {
+                                *since = Some(batch.first_event);
+                            }
+                        }
+                        tracing::debug!(
+                            repo = %watched.id,
+                            paths = batch.paths.len(),
+                            full = batch.full.unwrap_or(""),
+                            "files changed; reindexing"
+                        );
+                        if let Err(e) = service.start_reindex(&watched, None, false) {
+                            tracing::warn!(repo = %watched.id, "watch cannot start a reindex: {e}");
+                        }
+                        Ok(true)
+                    });
+                if let Err(e) = result {
+                    tracing::warn!(repo = %watched.id, "watching stopped: {e}");
+                }
+                *lock(&watched.watcher) = None;
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(repo = %entry.id, "cannot start the watcher thread: {e}");
+            *lock(&entry.watcher) = None;
+        }
     }
 
     /// Writes repository state and events atomically, then wakes long-polls.
@@ -480,7 +580,7 @@ impl Service {
     }
 
     /// `POST /repos/add`.
-    pub fn add_repo(&self, req: AddRepoRequest) -> Result<AddRepoResponse, ApiError> {
+    pub fn add_repo(self: &Arc<Self>, req: AddRepoRequest) -> Result<AddRepoResponse, ApiError> {
         let raw = req.path.trim();
         if raw.is_empty() {
             return Err(ApiError::Validation("`path` is required".into()));
@@ -533,7 +633,11 @@ impl Service {
         }
 
         let mut repos = self.repos.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(existing) = repos.iter().find(|e| e.root == canonical) {
+        if let Some(existing) = repos.iter().find(|e| e.root == canonical).cloned() {
+            drop(repos);
+            if let Some(watch) = req.watch {
+                self.set_watch(&existing, watch)?;
+            }
             let name = lock(&existing.state).record.name.clone();
             return Ok(AddRepoResponse {
                 repo_id: existing.id.clone(),
@@ -583,6 +687,7 @@ impl Service {
             last_indexed_at: None,
             last_report: None,
             last_error: None,
+            watch: false,
         };
         self.commit(
             Some(&record),
@@ -604,7 +709,16 @@ impl Service {
                 rerun: None,
             }),
             progress: RunProgress::default(),
+            unindexed_since: Mutex::new(None),
+            watcher: Mutex::new(None),
         }));
+        let entry = repos.last().cloned();
+        drop(repos);
+        if let Some(entry) = entry
+            && req.watch == Some(true)
+        {
+            self.set_watch(&entry, true)?;
+        }
         Ok(AddRepoResponse {
             repo_id,
             name,
@@ -801,7 +915,29 @@ impl Service {
                         }),
                     });
                 }
+                let mut report = report;
+                if !report.changed_paths.is_empty() {
+                    // Followers (`canopy follow --glob`) wake on the paths
+                    // they care about; the list is bounded by the report.
+                    events.push(NewEvent {
+                        kind: "files_changed",
+                        repo_id: repo_id.clone(),
+                        data: json!({
+                            "generation": record.generation,
+                            "paths": std::mem::take(&mut report.changed_paths),
+                            "paths_omitted": std::mem::take(&mut report.changed_paths_omitted),
+                        }),
+                    });
+                }
                 record.last_report = Some(report);
+                {
+                    // The run read every file after the oldest change it
+                    // could have missed only if it started after it.
+                    let mut since = lock(&entry.unindexed_since);
+                    if since.is_some_and(|t| run.started >= t) {
+                        *since = None;
+                    }
+                }
                 self.metrics.index_run(&entry.id, "success", elapsed);
             }
             Err(err) => {
@@ -1086,7 +1222,8 @@ impl Service {
     ///   run, or the first run is in progress;
     /// * `degraded`: the last run failed (an older generation is served); no
     ///   run ever completed; a follow-up run has waited behind a run older
-    ///   than [`BACKLOG_AFTER`] (backlog); or the served commit is behind
+    ///   than [`BACKLOG_AFTER`] (backlog); a watched change waits longer
+    ///   than [`INDEX_LAG_DEGRADED`] (index lag); or the served commit is behind
     ///   `HEAD` (stale);
     /// * `healthy` otherwise.
     ///
@@ -1178,7 +1315,7 @@ impl Service {
                 label(&v.name)
             )
         };
-        let per_repo: [RepoGauge; 5] = [
+        let per_repo: [RepoGauge; 7] = [
             ("canopy_repo_generation", "Last complete generation.", |v| {
                 v.generation as f64
             }),
@@ -1199,6 +1336,16 @@ impl Service {
                 "canopy_repo_consecutive_failures",
                 "Failed reindex runs since the last success.",
                 |v| f64::from(v.consecutive_failures),
+            ),
+            (
+                "canopy_repo_watched",
+                "1 when the repository is re-indexed on file-system events.",
+                |v| f64::from(u8::from(v.watch)),
+            ),
+            (
+                "canopy_repo_index_lag_seconds",
+                "Age of the oldest change seen by the watcher and not indexed yet (0: none).",
+                |v| v.index_lag_seconds,
             ),
         ];
         for (name, help, get) in per_repo {
@@ -1416,6 +1563,14 @@ fn classify(
     if record.generation == 0 && run.is_none() && failures == 0 {
         why.push("never indexed: POST /reindex".into());
     }
+    if let Some(since) = *lock(&entry.unindexed_since)
+        && since.elapsed() > INDEX_LAG_DEGRADED
+    {
+        why.push(format!(
+            "index lag: files changed {} s ago are not indexed yet",
+            since.elapsed().as_secs()
+        ));
+    }
     if let Some(run) = run
         && rerun
         && run.started.elapsed() > BACKLOG_AFTER
@@ -1463,6 +1618,7 @@ mod tests {
             last_indexed_at: None,
             last_report: None,
             last_error: None,
+            watch: false,
         };
         let entry = RepoEntry {
             id: "r".into(),
@@ -1474,6 +1630,8 @@ mod tests {
                 rerun: None,
             }),
             progress: RunProgress::default(),
+            unindexed_since: Mutex::new(None),
+            watcher: Mutex::new(None),
         };
         (entry, record)
     }

@@ -942,9 +942,15 @@ fn events_cursor_and_long_poll() {
         }
         cursor = page.next_after_seq;
     }
+    // The first run changed files: followers also learn which.
     assert_eq!(
         kinds,
-        ["reindex_started", "reindex_finished", "generation_bumped"]
+        [
+            "reindex_started",
+            "reindex_finished",
+            "generation_bumped",
+            "files_changed"
+        ]
     );
 
     // limit is clamped (0 → 1) and the repo filter applies.
@@ -954,7 +960,8 @@ fn events_cursor_and_long_poll() {
         .json()
         .unwrap();
     let items = only["items"].as_array().unwrap();
-    assert_eq!(items.len(), 4);
+    // repo_added, reindex_started, reindex_finished, generation_bumped, files_changed.
+    assert_eq!(items.len(), 5);
     assert!(items.iter().all(|e| e["repo_id"] == id.as_str()));
     let finished = items
         .iter()
@@ -1217,4 +1224,133 @@ fn damage_is_survived_reported_by_health_and_repaired_by_reindex_rebuild() {
     );
     let health = get(&client, "/health");
     assert_eq!(health.status, 200, "{}", health.text());
+}
+
+/// Whether a symbol query on `repo` finds `name` in `file`.
+fn finds(
+    client: &canopy_service::client::ServiceClient,
+    repo: &str,
+    name: &str,
+    file: &str,
+) -> bool {
+    client.query(repo, &symbol(name)).is_ok_and(|r| {
+        r["handles"]
+            .as_array()
+            .is_some_and(|hs| hs.iter().any(|h| h["file_path"] == file))
+    })
+}
+
+fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + WAIT;
+    while std::time::Instant::now() < deadline {
+        if check() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("not within {WAIT:?}: {what}");
+}
+
+#[test]
+fn watched_repositories_are_reindexed_on_change_and_others_only_on_request() {
+    use canopy_service::api::AddRepoRequest;
+    let data = tempfile::tempdir().unwrap();
+    let watched = Repo::small();
+    let manual = Repo::small();
+    let server = Server::start(data.path(), &Opts::default());
+    let client = server.client();
+    let id = add_and_index(&client, &watched);
+    let manual_id = add_and_index(&client, &manual);
+    let on = client
+        .add_repo_with(&AddRepoRequest {
+            path: watched.path().display().to_string(),
+            name: None,
+            watch: Some(true),
+        })
+        .unwrap();
+    assert_eq!(on.repo_id, id);
+    let views = client.repos().unwrap();
+    let view = |rid: &str| views.iter().find(|v| v.repo_id == rid).unwrap().clone();
+    assert!(view(&id).watch);
+    assert!(!view(&manual_id).watch, "watching is off unless asked for");
+    let seq = client.events(0, Some(1000), None).unwrap().latest_seq;
+
+    // An edit in the watched repository is served without POST /reindex.
+    watched.write(
+        "src/fresh.rs",
+        "pub fn watched_fresh_symbol() -> u8 { 7 }\n",
+    );
+    eventually("the new symbol is served", || {
+        finds(&client, &id, "watched_fresh_symbol", "src/fresh.rs")
+    });
+    // … and announced to followers with its path.
+    let events = client.events(seq, Some(1000), None).unwrap();
+    let changed = events
+        .items
+        .iter()
+        .find(|e| e.kind == "files_changed" && e.repo_id.as_deref() == Some(id.as_str()))
+        .unwrap_or_else(|| panic!("no files_changed event: {:?}", events.items));
+    assert!(
+        changed.data["paths"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p == "src/fresh.rs")),
+        "{:?}",
+        changed.data
+    );
+    let metrics = String::from_utf8_lossy(&get(&client, "/metrics").body).into_owned();
+    assert!(metrics.contains("canopy_repo_watched{"), "{metrics}");
+    assert!(
+        metrics.contains("canopy_repo_index_lag_seconds{"),
+        "{metrics}"
+    );
+
+    // The same edit in the unwatched one waits for a reindex.
+    manual.write("src/fresh.rs", "pub fn manual_fresh_symbol() -> u8 { 7 }\n");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(!finds(
+        &client,
+        &manual_id,
+        "manual_fresh_symbol",
+        "src/fresh.rs"
+    ));
+    client.reindex(&manual_id, None).unwrap();
+    client.wait_until_idle(&manual_id, WAIT).unwrap();
+    assert!(finds(
+        &client,
+        &manual_id,
+        "manual_fresh_symbol",
+        "src/fresh.rs"
+    ));
+
+    // Watching is kept across a restart.
+    drop(server);
+    let server = Server::start(data.path(), &Opts::default());
+    let client = server.client();
+    eventually("the restarted service serves", || {
+        client.repos().is_ok_and(|r| r.iter().all(|v| v.ready))
+    });
+    watched.write(
+        "src/later.rs",
+        "pub fn watched_after_restart() -> u8 { 8 }\n",
+    );
+    eventually("the watch resumed after the restart", || {
+        finds(&client, &id, "watched_after_restart", "src/later.rs")
+    });
+    // Turned off on request.
+    client
+        .add_repo_with(&AddRepoRequest {
+            path: watched.path().display().to_string(),
+            name: None,
+            watch: Some(false),
+        })
+        .unwrap();
+    assert!(
+        !client
+            .repos()
+            .unwrap()
+            .iter()
+            .find(|v| v.repo_id == id)
+            .unwrap()
+            .watch
+    );
 }

@@ -56,6 +56,8 @@ pub struct Opts {
     /// directory, where the fixture repositories live: without
     /// --allow-root the service serves what is under its working directory).
     pub cwd: Option<PathBuf>,
+    /// Address to bind (default `127.0.0.1:0`, a free port).
+    pub bind: Option<String>,
 }
 
 /// A running `canopy serve`.
@@ -87,7 +89,7 @@ impl Server {
     /// Starts a server on a free loopback port with its registry in `data_dir`.
     pub fn start(data_dir: &Path, opts: &Opts) -> Server {
         let mut cmd = base_command(data_dir);
-        cmd.args(["--bind", "127.0.0.1:0"]);
+        cmd.args(["--bind", opts.bind.as_deref().unwrap_or("127.0.0.1:0")]);
         if let Some(t) = &opts.token {
             cmd.args(["--token", t]);
         }

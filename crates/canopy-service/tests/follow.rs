@@ -1,0 +1,247 @@
+//! End-to-end tests of `canopy follow` against a real `canopy serve`:
+//! a follower killed mid-stream resumes from its cursor with no event lost
+//! or repeated, and one whose service stops backs off, reports its health
+//! and picks up again when the service is back.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{Opts, Repo, Server, WAIT, add_and_index, canopy_bin};
+use serde_json::Value;
+
+/// A running `canopy follow --json`, its stdout lines collected.
+struct Follower {
+    child: Child,
+    lines: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Follower {
+    fn start(url: &str, cursor: &Path, extra: &[&str]) -> Follower {
+        let mut child = Command::new(canopy_bin())
+            .args([
+                "--json",
+                "--service-url",
+                url,
+                "follow",
+                "--wait-seconds",
+                "1",
+            ])
+            .arg("--cursor-file")
+            .arg(cursor)
+            .args(extra)
+            .env("CANOPY_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn canopy follow");
+        let stdout = child.stdout.take().expect("stdout");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let value: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("follow printed a non-JSON line ({e}): {line}"));
+                sink.lock().unwrap().push(value);
+            }
+        });
+        Follower { child, lines }
+    }
+
+    /// Sequence numbers of the events printed so far.
+    fn seqs(&self) -> Vec<u64> {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|l| l["seq"].as_u64())
+            .collect()
+    }
+
+    fn end(&self) -> Option<Value> {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|l| l.get("follow_end").is_some())
+            .cloned()
+    }
+
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn wait_exit(&mut self) -> bool {
+        let deadline = Instant::now() + WAIT;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                // Let the reader thread drain the pipe.
+                std::thread::sleep(Duration::from_millis(100));
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("canopy follow did not exit");
+    }
+}
+
+fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while Instant::now() < deadline {
+        if check() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("not within {WAIT:?}: {what}");
+}
+
+/// Changes a file and reindexes: one generation bump and one files_changed.
+fn change(client: &canopy_service::client::ServiceClient, repo: &Repo, id: &str, n: usize) {
+    repo.write(
+        &format!("src/gen_{n}.rs"),
+        &format!("pub fn generated_{n}() {{}}\n"),
+    );
+    client.reindex(id, None).expect("reindex");
+    client.wait_until_idle(id, WAIT).expect("idle");
+}
+
+/// The relevant events (default kinds) in the feed, by sequence number.
+fn relevant_seqs(client: &canopy_service::client::ServiceClient) -> Vec<u64> {
+    client
+        .events(0, Some(1000), None)
+        .expect("events")
+        .items
+        .iter()
+        .filter(|e| matches!(e.kind.as_str(), "generation_bumped" | "files_changed"))
+        .map(|e| e.seq)
+        .collect()
+}
+
+#[test]
+fn a_killed_follower_resumes_from_its_cursor_without_losing_or_repeating_events() {
+    let data = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let cursor = state.path().join("follow.cursor");
+    let repo = Repo::small();
+    let server = Server::start(data.path(), &Opts::default());
+    let client = server.client();
+    let id = add_and_index(&client, &repo);
+
+    let first = Follower::start(&server.url, &cursor, &[]);
+    change(&client, &repo, &id, 1);
+    change(&client, &repo, &id, 2);
+    let so_far = relevant_seqs(&client);
+    eventually("the follower printed the first events", || {
+        first.seqs().len() >= so_far.len()
+    });
+    let first_seen = first.seqs();
+    first.kill();
+
+    // The stream goes on while the follower is down.
+    change(&client, &repo, &id, 3);
+    change(&client, &repo, &id, 4);
+    let all = relevant_seqs(&client);
+    assert!(all.len() > so_far.len());
+
+    let mut second = Follower::start(&server.url, &cursor, &["--duration-seconds", "3"]);
+    assert!(second.wait_exit(), "the second follower failed");
+    let second_seen = second.seqs();
+    let mut seen = first_seen.clone();
+    seen.extend(&second_seen);
+    assert_eq!(
+        seen, all,
+        "first run {first_seen:?}, second run {second_seen:?}, feed {all:?}"
+    );
+    let unique: BTreeSet<u64> = seen.iter().copied().collect();
+    assert_eq!(unique.len(), seen.len(), "an event was handled twice");
+    let end = second.end().expect("a follow_end line");
+    assert_eq!(end["follow_end"]["reason"], "duration");
+    assert_eq!(end["follow_end"]["status"]["health"], "healthy", "{end}");
+    let saved: u64 = std::fs::read_to_string(&cursor)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(saved >= *all.last().unwrap());
+}
+
+#[test]
+fn a_follower_backs_off_while_the_service_is_down_and_resumes_when_it_is_back() {
+    let data = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let cursor = state.path().join("follow.cursor");
+    let status_file = state.path().join("status.json");
+    let repo = Repo::small();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let opts = Opts {
+        bind: Some(format!("127.0.0.1:{port}")),
+        ..Opts::default()
+    };
+    let server = Server::start(data.path(), &opts);
+    let client = server.client();
+    let id = add_and_index(&client, &repo);
+    let url = server.url.clone();
+    let status = || -> Value {
+        std::fs::read_to_string(&status_file)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(Value::Null)
+    };
+    let mut follower = Follower::start(
+        &url,
+        &cursor,
+        &[
+            "--status-file",
+            status_file.to_str().unwrap(),
+            "--duration-seconds",
+            "25",
+        ],
+    );
+    eventually("the follower is healthy", || {
+        status()["health"] == "healthy"
+    });
+
+    server.kill();
+    eventually("the follower notices the outage", || {
+        let s = status();
+        s["health"] == "degraded" || s["health"] == "unhealthy"
+    });
+    // Backoff, not a busy loop: polls stay few while the service is down.
+    std::thread::sleep(Duration::from_secs(3));
+    let down = status();
+    assert!(down["consecutive_errors"].as_u64().unwrap() <= 4, "{down}");
+    assert!(
+        down["blind_window_seconds"].as_f64().unwrap() > 1.0,
+        "{down}"
+    );
+    assert_eq!(down["wake_source"], "retry", "{down}");
+    assert!(down["last_error"].is_string(), "{down}");
+
+    // Back on the same address: the follower picks up what happened.
+    let server = Server::start(data.path(), &opts);
+    let client = server.client();
+    change(&client, &repo, &id, 1);
+    let all = relevant_seqs(&client);
+    eventually("the follower caught up after the restart", || {
+        follower.seqs().last() == all.last()
+    });
+    eventually("the follower is healthy again", || {
+        let s = status();
+        s["health"] == "healthy" && s["consecutive_errors"] == 0
+    });
+    follower.child.kill().ok();
+    follower.wait_exit();
+}
