@@ -10,20 +10,19 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use xxhash_rust::xxh3::xxh3_64;
-
 use crate::discover::{
-    CANOPY_DIR, DEFAULT_MAX_FILE_SIZE, PathFilter, RootRule, check_relative, discover, locate_root,
+    CANOPY_DIR, DEFAULT_MAX_FILE_SIZE, PathFilter, RootRule, discover, locate_root,
 };
 use crate::error::{CanopyError, Result};
-use crate::handle::HandleId;
 use crate::index::{IndexOptions, IndexProgress, NoProgress, run_index};
 use crate::lazy;
+pub use crate::model::rfc3339_utc;
 use crate::model::{Expansion, IndexReport, QueryResult, Status};
 use crate::pack::{EvidencePack, PackParams};
 use crate::query::{QueryParams, execute};
 use crate::resultset::{RefineParams, RefineResult, ResultSets};
 use crate::session::SessionStore;
+use crate::snapshot::Snapshot;
 use crate::store::{SCHEMA_VERSION, Store, meta_keys};
 
 /// Default [`EngineOptions::time_budget`].
@@ -576,7 +575,12 @@ impl Engine {
             let budget = self.inner.options.time_budget;
             let store = lock(&self.inner.reader);
             let snapshot = store.read_snapshot_within(budget)?;
-            let mut result = execute(&snapshot, self, params).map_err(|e| e.or_budget(budget))?;
+            let executed =
+                execute(self.snapshot_of(&snapshot), params).map_err(|e| e.or_budget(budget))?;
+            let mut result = executed.result;
+            if let Some(nodes) = executed.keep {
+                result.result_set = Some(self.keep_result_set(nodes));
+            }
             result.index_coverage = coverage;
             Ok(result)
         })
@@ -606,7 +610,7 @@ impl Engine {
                 .iter()
                 .map(|n| (n.handle.as_str(), n.content_hash.as_str()))
                 .collect();
-            let mut previews = crate::query::Previews::new(self);
+            let mut previews = crate::query::Previews::new(self.snapshot_of(&snapshot));
             let mut stale = Vec::new();
             for h in &pack.handles {
                 stale.push(match hashes.get(h.id.as_str()) {
@@ -648,7 +652,7 @@ impl Engine {
             let store = lock(&self.inner.reader);
             let snapshot = store.read_snapshot_within(budget)?;
             let mut sets = lock(&self.inner.result_sets);
-            crate::resultset::refine(&mut sets, &snapshot, self, params)
+            crate::resultset::refine(&mut sets, self.snapshot_of(&snapshot), params)
                 .map_err(|e| e.or_budget(budget))
         })
     }
@@ -674,91 +678,13 @@ impl Engine {
         self.guarded(|| {
             let store = lock(&self.inner.reader);
             let snapshot = store.read_snapshot()?;
-            self.expand_with(&snapshot, ids)
+            self.snapshot_of(&snapshot).expand(ids)
         })
     }
 
-    /// [`Engine::expand`] with the read connection already held (queries
-    /// expand while holding it; the lock is not re-entrant).
-    pub(crate) fn expand_with<S: AsRef<str>>(
-        &self,
-        store: &Store,
-        ids: &[S],
-    ) -> Result<Vec<Expansion>> {
-        let mut seen = std::collections::HashSet::new();
-        let mut files: HashMap<String, std::sync::Arc<Vec<u8>>> = HashMap::new();
-        let mut out = Vec::new();
-        for raw in ids {
-            let raw = raw.as_ref();
-            let id = HandleId::parse(raw).ok_or_else(|| CanopyError::HandleNotFound {
-                id: raw.to_string(),
-            })?;
-            if !seen.insert(id.clone()) {
-                continue;
-            }
-            let node =
-                store
-                    .node_by_handle(id.as_str())?
-                    .ok_or_else(|| CanopyError::HandleNotFound {
-                        id: raw.to_string(),
-                    })?;
-            let bytes = match files.get(&node.file_path) {
-                Some(b) => b.clone(),
-                None => {
-                    let b = std::sync::Arc::new(
-                        self.read_verified(&node.file_path, &node.content_hash)?,
-                    );
-                    files.insert(node.file_path.clone(), b.clone());
-                    b
-                }
-            };
-            let slice = bytes.get(node.start_byte..node.end_byte).ok_or_else(|| {
-                CanopyError::StaleIndex {
-                    path: node.file_path.clone(),
-                }
-            })?;
-            out.push(Expansion {
-                token_count: node.token_count,
-                handle_id: id,
-                file_path: node.file_path.clone(),
-                line_range: [node.start_line, node.end_line],
-                content: String::from_utf8_lossy(slice).into_owned(),
-                bytes: slice.to_vec(),
-            });
-        }
-        Ok(out)
-    }
-
-    /// Reads a repo-relative file and checks it still has the indexed content.
-    pub(crate) fn read_verified(&self, rel_path: &str, content_hash: &str) -> Result<Vec<u8>> {
-        let bytes = self.read_repo_file(rel_path)?;
-        if content_hash.is_empty() || format!("{:016x}", xxh3_64(&bytes)) != content_hash {
-            return Err(CanopyError::StaleIndex {
-                path: rel_path.to_string(),
-            });
-        }
-        Ok(bytes)
-    }
-
-    /// Reads a file by repo-relative path, refusing anything outside the repository.
-    /// A missing file is reported as a stale index (the index still lists it).
-    pub(crate) fn read_repo_file(&self, rel_path: &str) -> Result<Vec<u8>> {
-        check_relative(rel_path)?;
-        let abs = self.inner.root.join(rel_path);
-        let canonical = match abs.canonicalize() {
-            Ok(c) => c,
-            Err(_) => {
-                return Err(CanopyError::StaleIndex {
-                    path: rel_path.to_string(),
-                });
-            }
-        };
-        if !canonical.starts_with(&self.inner.root) {
-            return Err(CanopyError::PathOutsideRepo(rel_path.to_string()));
-        }
-        std::fs::read(&canonical).map_err(|_| CanopyError::StaleIndex {
-            path: rel_path.to_string(),
-        })
+    /// The snapshot operations read through (see [`crate::snapshot`]).
+    fn snapshot_of<'a>(&'a self, store: &'a Store) -> Snapshot<'a> {
+        Snapshot::new(store, &self.inner.root)
     }
 }
 
@@ -815,28 +741,6 @@ impl Inner {
         report.rebuilt = rebuilt.or_else(|| lock(&self.pending_rebuild_note).take());
         Ok(report)
     }
-}
-
-/// Formats unix seconds as RFC 3339 UTC (`2026-11-21T10:00:00Z`).
-pub fn rfc3339_utc(secs: i64) -> String {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
 }
 
 #[cfg(test)]

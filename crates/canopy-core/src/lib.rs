@@ -28,6 +28,7 @@ pub mod pack;
 pub mod query;
 pub mod resultset;
 pub mod session;
+pub mod snapshot;
 pub mod store;
 pub mod text;
 pub mod tokens;
@@ -37,6 +38,41 @@ pub use engine::{Engine, EngineOptions};
 pub use error::{CanopyError, Result};
 pub use handle::HandleId;
 pub use lang::{Language, NodeType, RefType};
+
+/// Architecture invariant: `Engine` sits on top. The modules below it
+/// read through a [`snapshot::Snapshot`] (or a `Store` and a root) that the
+/// engine hands them, and never name the engine, so they cannot reach back
+/// into it (re-enter its locks, index, keep state).
+#[cfg(test)]
+mod layering {
+    #[test]
+    fn modules_below_the_engine_never_name_it() {
+        let below = [
+            ("query.rs", include_str!("query.rs")),
+            ("pack.rs", include_str!("pack.rs")),
+            ("resultset.rs", include_str!("resultset.rs")),
+            ("lazy.rs", include_str!("lazy.rs")),
+            ("snapshot.rs", include_str!("snapshot.rs")),
+            ("session.rs", include_str!("session.rs")),
+            ("graph/mod.rs", include_str!("graph/mod.rs")),
+            ("graph/nav.rs", include_str!("graph/nav.rs")),
+            ("graph/ops.rs", include_str!("graph/ops.rs")),
+            ("graph/facts.rs", include_str!("graph/facts.rs")),
+            ("store/mod.rs", include_str!("store/mod.rs")),
+            ("store/read.rs", include_str!("store/read.rs")),
+        ];
+        for (file, text) in below {
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                assert!(
+                    !code.contains("crate::engine") && !code.contains("Engine"),
+                    "{file}:{}: names the engine: {line}",
+                    n + 1
+                );
+            }
+        }
+    }
+}
 
 /// Helpers shared by unit tests.
 #[cfg(test)]

@@ -26,11 +26,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::discover::{PathFilter, check_relative};
 use crate::dsl::{self, Expr};
-use crate::engine::Engine;
 use crate::error::{CanopyError, Result};
 use crate::handle::HandleId;
 use crate::lang::NodeType;
 use crate::model::{Handle, QueryResult, RefHandle, Span};
+use crate::snapshot::Snapshot;
 use crate::store::Store;
 use crate::store::read::{FileScope, NameMatch, NodeRecord, RefRecord};
 use crate::text::{collapse_preview, fts_quote};
@@ -735,14 +735,14 @@ fn rank_by_name(nodes: Vec<NodeRecord>, child: &str) -> Vec<NodeRecord> {
 /// response; a file that changed since indexing gets a preview from the
 /// index alone (the unit's qualified name), never text from the wrong place.
 pub(crate) struct Previews<'a> {
-    engine: &'a Engine,
+    snapshot: Snapshot<'a>,
     texts: HashMap<String, Option<String>>,
 }
 
 impl<'a> Previews<'a> {
-    pub(crate) fn new(engine: &'a Engine) -> Previews<'a> {
+    pub(crate) fn new(snapshot: Snapshot<'a>) -> Previews<'a> {
         Previews {
-            engine,
+            snapshot,
             texts: HashMap::new(),
         }
     }
@@ -772,11 +772,11 @@ impl<'a> Previews<'a> {
 
     /// The text view of a file, if it still has the indexed hash (read once).
     fn file_text(&mut self, path: &str, content_hash: &str) -> Option<&str> {
-        let engine = self.engine;
+        let snapshot = self.snapshot;
         self.texts
             .entry(path.to_string())
             .or_insert_with(|| {
-                engine
+                snapshot
                     .read_verified(path, content_hash)
                     .ok()
                     .map(|bytes| crate::lang::extract::text_view(&bytes))
@@ -814,13 +814,24 @@ pub(crate) fn to_handle(n: &NodeRecord, previews: &mut Previews) -> Handle {
     }
 }
 
+/// A query's answer, plus the ranked candidates the engine keeps as a
+/// result set when the caller asked for one (`result_set: true`).
+pub(crate) struct Executed {
+    /// The answer.
+    pub(crate) result: QueryResult,
+    /// Candidates to keep (the engine stores them and sets `result_set`).
+    pub(crate) keep: Option<Vec<NodeRecord>>,
+}
+
 /// Runs a query and shapes the response.
-pub(crate) fn execute(store: &Store, engine: &Engine, params: &QueryParams) -> Result<QueryResult> {
+pub(crate) fn execute(snapshot: Snapshot<'_>, params: &QueryParams) -> Result<Executed> {
+    let store = snapshot.store();
     let expr = params.to_expr()?;
     let kind = params.kind.unwrap_or_default();
     let limit = params.effective_limit();
     let evaluator = Evaluator { store, scope: None };
-    let mut previews = Previews::new(engine);
+    let mut previews = Previews::new(snapshot);
+    let mut keep = None;
     // A text search (under a glob or not) loads only the page it returns
     // and counts the rest exactly; everything else goes through `eval`.
     if let Some((texts, glob)) = text_only(&expr)
@@ -843,7 +854,10 @@ pub(crate) fn execute(store: &Store, engine: &Engine, params: &QueryParams) -> R
             ..Default::default()
         };
         result.freshness = Some(freshness(store, &previews)?);
-        return finish(store, engine, params, result);
+        return Ok(Executed {
+            result: finish(snapshot, params, result)?,
+            keep,
+        });
     }
     // Likewise a bare reference lookup (no qualifier, no parent): the page
     // comes from the name index, the total from a count.
@@ -941,7 +955,7 @@ pub(crate) fn execute(store: &Store, engine: &Engine, params: &QueryParams) -> R
         result.total_matches = hits.nodes.len();
         result.truncated = hits.nodes.len() > limit;
         if params.result_set == Some(true) {
-            result.result_set = Some(engine.keep_result_set(hits.nodes.clone()));
+            keep = Some(hits.nodes.clone());
         }
         hits.nodes.truncate(limit);
         result.handles = hits
@@ -957,7 +971,10 @@ pub(crate) fn execute(store: &Store, engine: &Engine, params: &QueryParams) -> R
         result.candidates_capped = true;
     }
     result.freshness = Some(freshness(store, &previews)?);
-    finish(store, engine, params, result)
+    Ok(Executed {
+        result: finish(snapshot, params, result)?,
+        keep,
+    })
 }
 
 /// The freshness block of an answer whose files `previews` read.
@@ -968,7 +985,7 @@ pub(crate) fn freshness(store: &Store, previews: &Previews) -> Result<crate::mod
         indexed_at: store
             .meta(crate::store::meta_keys::LAST_INDEXED)?
             .and_then(|s| s.parse::<i64>().ok())
-            .map(crate::engine::rfc3339_utc),
+            .map(crate::model::rfc3339_utc),
         stale_files: stale.len(),
         stale_paths: stale.into_iter().take(20).collect(),
         checked_files: previews.checked_files(),
@@ -977,8 +994,7 @@ pub(crate) fn freshness(store: &Store, previews: &Previews) -> Result<crate::mod
 
 /// Totals the handles' tokens and applies `expand_budget`.
 fn finish(
-    store: &Store,
-    engine: &Engine,
+    snapshot: Snapshot<'_>,
     params: &QueryParams,
     mut result: QueryResult,
 ) -> Result<QueryResult> {
@@ -989,18 +1005,13 @@ fn finish(
         .sum();
     let budget = params.expand_budget.unwrap_or(0);
     if budget > 0 {
-        auto_expand(store, engine, &mut result, budget)?;
+        auto_expand(snapshot, &mut result, budget)?;
     }
     Ok(result)
 }
 
 /// Expands handles in rank order while their tokens fit the budget.
-fn auto_expand(
-    store: &Store,
-    engine: &Engine,
-    result: &mut QueryResult,
-    budget: u64,
-) -> Result<()> {
+fn auto_expand(snapshot: Snapshot<'_>, result: &mut QueryResult, budget: u64) -> Result<()> {
     let mut used = 0u64;
     let mut skipped = false;
     for handle in result.handles.iter_mut() {
@@ -1009,7 +1020,7 @@ fn auto_expand(
             skipped = true;
             continue;
         }
-        let expansion = engine.expand_with(store, &[handle.id.as_str()])?;
+        let expansion = snapshot.expand(&[handle.id.as_str()])?;
         if let Some(e) = expansion.into_iter().next() {
             handle.content = Some(e.content);
             used += cost;

@@ -14,12 +14,11 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::discover::PathFilter;
-use crate::engine::Engine;
 use crate::error::{CanopyError, Result};
 use crate::lang::NodeType;
 use crate::model::Handle;
 use crate::query::{Evaluator, Previews, QueryKind, QueryParams, fts_expression, to_handle};
-use crate::store::Store;
+use crate::snapshot::Snapshot;
 use crate::store::read::NodeRecord;
 
 /// Most result sets kept per engine.
@@ -140,13 +139,13 @@ impl ResultSets {
     }
 }
 
-/// Runs `refine` against a stored set. The store lock is held by the caller.
+/// Runs `refine` against a stored set, reading through `snapshot`.
 pub(crate) fn refine(
     sets: &mut ResultSets,
-    store: &Store,
-    engine: &Engine,
+    snapshot: Snapshot<'_>,
     params: &RefineParams,
 ) -> Result<RefineResult> {
+    let store = snapshot.store();
     let mut items = sets.get(&params.result_set)?;
     if let Some(glob) = params.glob.as_deref().filter(|g| !g.trim().is_empty()) {
         let filter = PathFilter::new(glob)?;
@@ -178,7 +177,7 @@ pub(crate) fn refine(
         .limit
         .unwrap_or(crate::query::DEFAULT_LIMIT)
         .clamp(1, crate::query::MAX_LIMIT);
-    let mut previews = Previews::new(engine);
+    let mut previews = Previews::new(snapshot);
     let page: Vec<Handle> = items
         .iter()
         .skip(offset)
