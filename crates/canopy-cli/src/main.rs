@@ -6,6 +6,7 @@
 mod follow_cmd;
 mod graph_cmd;
 mod output;
+mod overlay;
 mod remote;
 
 use std::io::IsTerminal;
@@ -334,20 +335,39 @@ fn run_remote(cli: Cli, url: &str) -> anyhow::Result<()> {
         Command::Query(args) => {
             let params = query_params(args);
             params.validate()?;
-            remote::Remote::connect(url, token, &start_dir(global, None)?)?
-                .query(&params, global.json)
+            remote::Remote::connect(
+                url,
+                token,
+                &start_dir(global, None)?,
+                engine_options(global),
+            )?
+            .query(&params, global.json)
         }
         Command::Pack(args) => {
             let params = pack_params(args);
             params.query.validate()?;
-            remote::Remote::connect(url, token, &start_dir(global, None)?)?
-                .pack(&params, global.json)
+            remote::Remote::connect(
+                url,
+                token,
+                &start_dir(global, None)?,
+                engine_options(global),
+            )?
+            .pack(&params, global.json)
         }
-        Command::Expand { ids } => remote::Remote::connect(url, token, &start_dir(global, None)?)?
-            .expand(&ids, global.json),
-        Command::Status { path } => {
-            remote::Remote::connect(url, token, &start_dir(global, path)?)?.status()
-        }
+        Command::Expand { ids } => remote::Remote::connect(
+            url,
+            token,
+            &start_dir(global, None)?,
+            engine_options(global),
+        )?
+        .expand(&ids, global.json),
+        Command::Status { path } => remote::Remote::connect(
+            url,
+            token,
+            &start_dir(global, path)?,
+            engine_options(global),
+        )?
+        .status(),
         Command::Follow(args) => follow_cmd::run(args, url, token, global.json, global.quiet),
         Command::Invalidate { .. }
         | Command::Watch { .. }

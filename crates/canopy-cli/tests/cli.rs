@@ -38,6 +38,56 @@ fn write(root: &Path, rel: &str, text: &str) {
     fs::write(path, text).unwrap();
 }
 
+fn commit_all(root: &Path) {
+    for args in [
+        &["add", "-A"][..],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "commit",
+            "-qm",
+            "fixture",
+        ][..],
+    ] {
+        let ok = Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "git {args:?}");
+    }
+}
+
+/// Starts `canopy serve` on a free port (cwd: the temporary directory);
+/// returns the process and its URL.
+fn start_service(data: &Path) -> (std::process::Child, String) {
+    use std::io::{BufRead, BufReader};
+    let mut server = Command::new(env!("CARGO_BIN_EXE_canopy"))
+        .current_dir(std::env::temp_dir())
+        .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
+        .arg(data)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = server.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                let _ = tx.send(rest.trim().to_string());
+            }
+        }
+    });
+    let url = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("service prints its address");
+    (server, url)
+}
+
 fn git_repo() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let ok = Command::new("git")
@@ -253,6 +303,8 @@ fn service_url_sends_commands_to_a_running_service() {
     use std::io::{BufRead, BufReader};
     let repo = git_repo();
     let root = repo.path();
+    // Committed: nothing for the local overlay, every answer is the service's.
+    commit_all(root);
     let data = tempfile::tempdir().unwrap();
     let mut server = Command::new(env!("CARGO_BIN_EXE_canopy"))
         .current_dir(std::env::temp_dir())
@@ -835,4 +887,82 @@ fn help_shows_a_commands_own_options_apart_from_the_global_ones() {
             );
         }
     }
+}
+
+/// Issue 14 item 4: with --service-url, files with uncommitted changes are
+/// answered from a local overlay, so line numbers are never from before
+/// the agent's own edits.
+#[test]
+fn service_answers_are_overlaid_with_uncommitted_local_changes() {
+    let repo = git_repo();
+    let root = repo.path();
+    commit_all(root);
+    let data = tempfile::tempdir().unwrap();
+    let (mut server, url) = start_service(data.path());
+    let remote = |args: &[&str]| {
+        let mut all = vec!["--service-url", url.as_str()];
+        all.extend_from_slice(args);
+        let out = canopy(root, &all);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    };
+    remote(&["index", "--json"]);
+    let ask =
+        |args: &[&str]| -> Value { serde_json::from_slice(&remote(args).stdout).expect("JSON") };
+    let before = ask(&["query", "--symbol", "validateToken", "--json"]);
+    assert_eq!(before["handles"][0]["source"], "service");
+    assert_eq!(before["handles"][0]["line_range"][0], 7);
+
+    // The agent edits: three lines above the function, and a new function.
+    let path = root.join("src/auth/controller.ts");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        format!(
+            "// one\n// two\n// three\n{text}\nexport function freshlyWritten(): number {{\n  return 1;\n}}\n"
+        ),
+    )
+    .unwrap();
+
+    let after = ask(&["query", "--symbol", "validateToken", "--json"]);
+    let handles = after["handles"].as_array().unwrap();
+    let in_file: Vec<&Value> = handles
+        .iter()
+        .filter(|h| h["file_path"] == "src/auth/controller.ts")
+        .collect();
+    assert_eq!(in_file.len(), 1, "{after}");
+    assert_eq!(in_file[0]["source"], "local", "{after}");
+    assert_eq!(
+        in_file[0]["line_range"][0], 10,
+        "the edit moved it down 3 lines: {after}"
+    );
+    assert_eq!(after["overlay"]["dirty_files"], 1, "{after}");
+    assert_eq!(after["overlay"]["service_handles_dropped"], 1, "{after}");
+
+    // A symbol only the working tree has is found, and expands to its text.
+    let fresh = ask(&["query", "--symbol", "freshlyWritten", "--json"]);
+    let h = &fresh["handles"][0];
+    assert_eq!(h["source"], "local", "{fresh}");
+    let out = remote(&["expand", h["id"].as_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("export function freshlyWritten"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // Unchanged files still come from the service.
+    let login = ask(&["query", "--symbol", "login", "--json"]);
+    assert!(
+        login["handles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["file_path"] == "src/routes/login.ts" && h["source"] == "service"),
+        "{login}"
+    );
+    let _ = server.kill();
+    let _ = server.wait();
 }
