@@ -40,6 +40,13 @@ pub enum GraphCommand {
     Implements(TargetArgs),
     /// Supertypes and subtypes of TARGET.
     TypeHierarchy(TraverseArgs),
+    /// TARGET in detail: signature, parameters, callers/callees/references counts, members.
+    Detail(TargetArgs),
+    /// The scope chain at FILE:LINE[:COL]: the file, then every enclosing unit.
+    Scope {
+        /// `path:line` or `path:line:col`.
+        position: String,
+    },
     /// What must change (direct users) and what needs review if TARGET changes.
     Impact(TargetArgs),
     /// Files (or packages, --package) TARGET depends on.
@@ -324,6 +331,15 @@ pub fn run(engine: &Engine, cmd: GraphCommand, json: bool) -> anyhow::Result<()>
             engine.graph(|g| g.impact(&a.target, a.max_results))?,
             Format::Text,
         ),
+        GraphCommand::Detail(a) => (
+            engine.graph(|g| g.detail(&a.target, a.max_results))?,
+            Format::Text,
+        ),
+        GraphCommand::Scope { position } => {
+            let (path, line, _) = canopy_core::graph::request::parse_position(&position)
+                .with_context(|| format!("expected FILE:LINE[:COL], got {position:?}"))?;
+            (engine.graph(|g| g.scope(path, line))?, Format::Text)
+        }
         _ => anyhow::bail!("unhandled graph command"),
     };
     let out = if json {
@@ -382,6 +398,17 @@ fn text(a: &GraphAnswer) -> String {
             s,
             "{} of {}:{}  {}",
             a.op, t.file_path, t.line_range[0], t.preview
+        );
+    }
+    if let Some(d) = &a.detail {
+        let _ = writeln!(s, "  signature: {}", d.signature);
+        if !d.parameters.is_empty() {
+            let _ = writeln!(s, "  parameters: {}", d.parameters.join(" | "));
+        }
+        let _ = writeln!(
+            s,
+            "  callers: {}  callees: {}  references: {}  members: {}",
+            d.callers, d.callees, d.references, d.members
         );
     }
     for n in &a.nodes {

@@ -294,3 +294,65 @@ fn hierarchy_impact_dependencies_cycles_hotspots_unused() {
         })
         .expect("graph");
 }
+
+#[test]
+fn detail_and_scope_describe_a_unit_and_where_a_line_sits() {
+    let (_tmp, root) = fixture("python");
+    let engine = Engine::open(&root, EngineOptions::default()).expect("open");
+    engine.index(None, &NoProgress).expect("index");
+    engine
+        .graph(|g| {
+            let parse = g.detail("Parser.parse", 50)?;
+            let d = parse.detail.as_ref().expect("detail");
+            assert_eq!(d.signature, "def parse(self):");
+            assert_eq!(d.parameters, ["self"]);
+            // app.py calls it twice (p.parse(), q.parse()); it calls Lexer.tokens and Base.run.
+            assert_eq!(d.callers, 2, "{parse:?}");
+            assert_eq!(d.callees, 2, "{parse:?}");
+
+            let class = g.detail("Parser", 50)?;
+            let d = class.detail.as_ref().expect("detail");
+            assert_eq!(d.signature, "class Parser(Base):");
+            assert!(d.parameters.is_empty(), "bases are not parameters");
+            let members: Vec<&str> = class
+                .nodes
+                .iter()
+                .filter_map(|n| n.qualified_name.as_deref())
+                .collect();
+            assert!(members.contains(&"Parser.parse"), "{members:?}");
+            assert!(members.contains(&"Parser.__init__"), "{members:?}");
+            assert_eq!(d.members, class.nodes.len());
+            assert!(class.nodes.iter().all(|n| n.edge_kind == "member"));
+
+            let scope = g.scope("pkg/models.py", 15)?;
+            let chain: Vec<(u32, String)> = scope
+                .nodes
+                .iter()
+                .map(|n| {
+                    (
+                        n.depth,
+                        n.qualified_name
+                            .clone()
+                            .unwrap_or(n.handle.node_type.clone()),
+                    )
+                })
+                .collect();
+            assert_eq!(chain[0].0, 0);
+            assert_eq!(scope.nodes[0].handle.node_type, "file");
+            assert_eq!(
+                chain[1..],
+                [(1, "Parser".to_string()), (2, "Parser.parse".to_string())]
+            );
+            assert_eq!(
+                scope.target.as_ref().map(|t| t.line_range),
+                Some(scope.nodes[2].handle.line_range)
+            );
+            let missing = g.scope("nope.py", 1)?;
+            assert_eq!(
+                missing.empty,
+                Some(canopy_core::graph::nav::Empty::TargetNotFound)
+            );
+            Ok(())
+        })
+        .expect("graph");
+}

@@ -158,7 +158,9 @@ impl ToolName {
                  unresolved (same-named sites not resolvable; listed), target_not_found."
             }
             ToolName::Analysis => {
-                "Repository analysis over the code graph. op: hotspots (most callers+callees), \
+                "Repository analysis over the code graph. op: detail (signature, parameters, use \
+                 counts, members of target), scope (enclosing units at target=path:line), \
+                 hotspots (most callers+callees), \
                  unused_symbols (candidates; include_public), circular_dependencies and \
                  dependency_graph (level file|package; target = optional path prefix), \
                  type_hierarchy (target required, depth). Handles, never file text."

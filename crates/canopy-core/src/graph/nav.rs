@@ -123,6 +123,26 @@ pub struct GraphAnswer {
     /// Which kind of empty, when `nodes` is empty.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub empty: Option<Empty>,
+    /// `detail` only: the target's signature, parameters and use counts.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub detail: Option<UnitDetail>,
+}
+
+/// What `detail` says about a unit beyond its handle.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UnitDetail {
+    /// The declaration up to its body (at most 5 lines, whitespace collapsed).
+    pub signature: String,
+    /// The parameters as written in the signature (empty for non-callables).
+    pub parameters: Vec<String>,
+    /// Named members (methods, fields, nested types); listed in `nodes`.
+    pub members: usize,
+    /// Resolved call sites calling it.
+    pub callers: usize,
+    /// Resolved calls it makes.
+    pub callees: usize,
+    /// Resolved uses of any kind (calls, imports, types, other).
+    pub references: usize,
 }
 
 /// A resolved target string.
@@ -212,7 +232,7 @@ impl<'s> Graph<'s> {
         }
     }
 
-    fn file_text(&self, path: &str, content_hash: &str) -> Option<String> {
+    pub(crate) fn file_text(&self, path: &str, content_hash: &str) -> Option<String> {
         let mut texts = self.texts.borrow_mut();
         if let Some(t) = texts.get(path) {
             return t.clone();
@@ -381,7 +401,12 @@ impl<'s> Graph<'s> {
         self.at_position(path, line, col)
     }
 
-    fn at_position(&self, path: &str, line: u32, col: Option<u32>) -> Result<Option<TargetMatch>> {
+    pub(crate) fn at_position(
+        &self,
+        path: &str,
+        line: u32,
+        col: Option<u32>,
+    ) -> Result<Option<TargetMatch>> {
         let Some(file) = self.store.file_node(path)? else {
             return Ok(Some(TargetMatch::NotFound));
         };
@@ -430,6 +455,7 @@ impl<'s> Graph<'s> {
             total: 0,
             truncated: false,
             empty: None,
+            detail: None,
         }
     }
 
@@ -592,7 +618,7 @@ impl<'s> Graph<'s> {
         }
     }
 
-    fn out_edges(&self, node: &NodeRecord) -> Result<Vec<StoredEdge>> {
+    pub(crate) fn out_edges(&self, node: &NodeRecord) -> Result<Vec<StoredEdge>> {
         // A unit's own edges, and those of anonymous units inside it (src is
         // always a named unit or a file, so the unit itself is enough).
         if node.node_type == "file" {

@@ -53,6 +53,10 @@ pub enum GraphOp {
     CircularDependencies,
     /// The file or package dependency graph (under `target` as a path prefix, if given).
     DependencyGraph,
+    /// The scope chain at `path:line[:col]`: file, then enclosing units, outermost first.
+    Scope,
+    /// A unit's signature, parameters, use counts and members.
+    Detail,
 }
 
 impl GraphOp {
@@ -72,7 +76,9 @@ impl GraphOp {
     ];
 
     /// Whole-repository analysis operations over the graph (MCP `canopy_analysis`).
-    pub const ANALYSIS: [GraphOp; 5] = [
+    pub const ANALYSIS: [GraphOp; 7] = [
+        GraphOp::Detail,
+        GraphOp::Scope,
         GraphOp::TypeHierarchy,
         GraphOp::UnusedSymbols,
         GraphOp::Hotspots,
@@ -99,6 +105,8 @@ impl GraphOp {
             GraphOp::Hotspots => "hotspots",
             GraphOp::CircularDependencies => "circular_dependencies",
             GraphOp::DependencyGraph => "dependency_graph",
+            GraphOp::Scope => "scope",
+            GraphOp::Detail => "detail",
         }
     }
 
@@ -218,6 +226,12 @@ impl GraphRequest {
                 self.op.as_str()
             )));
         }
+        if self.op == GraphOp::Scope && parse_position(&self.target).is_none() {
+            return Err(CanopyError::Validation(format!(
+                "scope needs target as path:line[:col], got {:?}",
+                self.target
+            )));
+        }
         if self.op == GraphOp::Definition && parse_position(&self.target).is_none() {
             return Err(CanopyError::Validation(format!(
                 "definition needs target as path:line:col (col 0-based), got {:?}",
@@ -286,6 +300,13 @@ impl Graph<'_> {
             )?),
             GraphOp::CircularDependencies => R::Cycles(self.circular_dependencies(level, max)?),
             GraphOp::Hotspots => R::Hotspots(self.hotspots(max)?),
+            GraphOp::Scope => {
+                let (path, line, _) = parse_position(target).ok_or_else(|| {
+                    CanopyError::Validation(format!("not path:line[:col]: {target:?}"))
+                })?;
+                R::Nodes(Box::new(self.scope(path, line)?))
+            }
+            GraphOp::Detail => R::Nodes(Box::new(self.detail(target, max)?)),
             GraphOp::UnusedSymbols => {
                 R::Unused(self.unused_symbols(request.include_public.unwrap_or(false), max)?)
             }
@@ -312,7 +333,7 @@ mod tests {
             .into_iter()
             .chain(GraphOp::ANALYSIS)
             .collect();
-        assert_eq!(all.len(), 16);
+        assert_eq!(all.len(), 18);
         for op in all {
             assert_eq!(GraphOp::from_name(op.as_str()), Some(op));
             let json = serde_json::to_value(op).expect("serialises");
