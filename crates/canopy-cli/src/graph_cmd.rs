@@ -42,6 +42,16 @@ pub enum GraphCommand {
     TypeHierarchy(TraverseArgs),
     /// TARGET in detail: signature, parameters, callers/callees/references counts, members.
     Detail(TargetArgs),
+    /// Definitions, most referenced first: filter by path prefix, name, kind,
+    /// visibility and reference count; page with --offset.
+    Symbols(SymbolArgs),
+    /// Definitions whose name matches PATTERN (`*` wildcards, else substring).
+    Search {
+        /// Name pattern.
+        pattern: String,
+        #[command(flatten)]
+        filter: SymbolArgs,
+    },
     /// The scope chain at FILE:LINE[:COL]: the file, then every enclosing unit.
     Scope {
         /// `path:line` or `path:line:col`.
@@ -205,6 +215,17 @@ fn run_ops(engine: &Engine, cmd: &GraphCommand, json: bool) -> anyhow::Result<bo
                 }
             }
         }
+        GraphCommand::Symbols(a) => {
+            let filter = a.filter();
+            let ans = engine.graph(|g| g.symbols("symbols", &filter, a.max_results))?;
+            print_symbols(&ans, json)?
+        }
+        GraphCommand::Search { pattern, filter } => {
+            let mut f = filter.filter();
+            f.name = Some(pattern.clone());
+            let ans = engine.graph(|g| g.symbols("search", &f, filter.max_results))?;
+            print_symbols(&ans, json)?
+        }
         GraphCommand::Hotspots { top } => {
             let ans = engine.graph(|g| g.hotspots(*top))?;
             if json {
@@ -256,6 +277,78 @@ pub struct TargetArgs {
     /// Most nodes in the answer.
     #[arg(long, default_value_t = DEFAULT_MAX_RESULTS)]
     pub max_results: usize,
+}
+
+/// Filters of `canopy symbols` and `canopy search`.
+#[derive(Args, Debug)]
+pub struct SymbolArgs {
+    /// Only definitions under this path prefix.
+    pub prefix: Option<String>,
+    /// Name pattern (`*` wildcards, else case-insensitive substring).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Node types to keep (repeatable: function, method, class, struct, …).
+    #[arg(long = "kind")]
+    pub kinds: Vec<String>,
+    /// `exported` or `private` (default: both).
+    #[arg(long)]
+    pub visibility: Option<String>,
+    /// Least resolved references.
+    #[arg(long)]
+    pub min_refs: Option<usize>,
+    /// Most resolved references.
+    #[arg(long)]
+    pub max_refs: Option<usize>,
+    /// `refs` (default), `name` or `path`.
+    #[arg(long)]
+    pub sort: Option<String>,
+    /// Entries to skip (the previous answer's next_offset).
+    #[arg(long)]
+    pub offset: Option<usize>,
+    /// Entries per page.
+    #[arg(long, default_value_t = DEFAULT_MAX_RESULTS)]
+    pub max_results: usize,
+}
+
+impl SymbolArgs {
+    fn filter(&self) -> canopy_core::graph::ops::SymbolFilter {
+        canopy_core::graph::ops::SymbolFilter {
+            path_prefix: self.prefix.clone(),
+            name: self.name.clone(),
+            kinds: self.kinds.clone(),
+            visibility: self.visibility.clone(),
+            min_refs: self.min_refs,
+            max_refs: self.max_refs,
+            sort: self.sort.clone(),
+            offset: self.offset,
+        }
+    }
+}
+
+fn print_symbols(ans: &canopy_core::graph::ops::SymbolsAnswer, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(ans);
+    }
+    for e in &ans.symbols {
+        println!(
+            "{:>5} refs  {}  {}:{}  {}{}",
+            e.refs,
+            e.qualified_name.as_deref().unwrap_or(&e.handle.node_type),
+            e.handle.file_path,
+            e.handle.line_range[0],
+            e.handle.id,
+            if e.exported { "" } else { "  (private)" }
+        );
+    }
+    match ans.next_offset {
+        Some(next) => println!(
+            "{} of {}; next page: --offset {next}",
+            ans.symbols.len(),
+            ans.total
+        ),
+        None => println!("{} of {}", ans.symbols.len(), ans.total),
+    }
+    Ok(())
 }
 
 /// A target, a depth and an output format.

@@ -356,3 +356,98 @@ fn detail_and_scope_describe_a_unit_and_where_a_line_sits() {
         })
         .expect("graph");
 }
+
+#[test]
+fn symbols_filter_sort_and_page_definitions() {
+    use canopy_core::graph::ops::SymbolFilter;
+    let (_tmp, root) = fixture("python");
+    let engine = Engine::open(&root, EngineOptions::default()).expect("open");
+    engine.index(None, &NoProgress).expect("index");
+    engine
+        .graph(|g| {
+            let names = |a: &canopy_core::graph::ops::SymbolsAnswer| -> Vec<String> {
+                a.symbols
+                    .iter()
+                    .map(|s| s.qualified_name.clone().unwrap_or_default())
+                    .collect()
+            };
+            // Most referenced first: Parser is called and imported more than anything in pkg/.
+            let all = g.symbols("symbols", &SymbolFilter::default(), 500)?;
+            assert!(all.total >= 10, "{:?}", names(&all));
+            let refs: Vec<usize> = all.symbols.iter().map(|s| s.refs).collect();
+            assert!(refs.windows(2).all(|w| w[0] >= w[1]), "{refs:?}");
+
+            // Path prefix, kind and name filters.
+            let methods = g.symbols(
+                "symbols",
+                &SymbolFilter {
+                    path_prefix: Some("pkg/models".into()),
+                    kinds: vec!["method".into()],
+                    name: Some("*parse".into()),
+                    sort: Some("name".into()),
+                    ..SymbolFilter::default()
+                },
+                50,
+            )?;
+            assert_eq!(names(&methods), ["Lexer.parse", "Parser.parse"]);
+
+            // Visibility and reference counts: the private, unused _orphan.
+            let private = g.symbols(
+                "symbols",
+                &SymbolFilter {
+                    visibility: Some("private".into()),
+                    max_refs: Some(0),
+                    ..SymbolFilter::default()
+                },
+                50,
+            )?;
+            assert!(
+                names(&private).contains(&"_orphan".to_string()),
+                "{:?}",
+                names(&private)
+            );
+            assert!(private.symbols.iter().all(|s| !s.exported && s.refs == 0));
+
+            // Pages: two at a time, no repeats, all of them.
+            let mut seen = Vec::new();
+            let mut offset = None;
+            loop {
+                let page = g.symbols(
+                    "symbols",
+                    &SymbolFilter {
+                        sort: Some("path".into()),
+                        offset,
+                        ..SymbolFilter::default()
+                    },
+                    2,
+                )?;
+                assert!(page.symbols.len() <= 2);
+                seen.extend(names(&page));
+                match page.next_offset {
+                    Some(next) => offset = Some(next),
+                    None => break,
+                }
+            }
+            assert_eq!(seen.len(), all.total);
+            Ok(())
+        })
+        .expect("graph");
+    // The same through the request type (`search` = name pattern as target).
+    let req = canopy_core::graph::request::GraphRequest::new(
+        canopy_core::graph::request::GraphOp::Search,
+        "lex*",
+    );
+    let answer = engine.graph(|g| g.run(&req)).expect("search");
+    let json = serde_json::to_value(&answer).expect("json");
+    let found: Vec<&str> = json["symbols"]
+        .as_array()
+        .expect("symbols")
+        .iter()
+        .filter_map(|s| s["qualified_name"].as_str())
+        .collect();
+    assert!(found.contains(&"Lexer"), "{json}");
+    assert!(
+        found.iter().all(|n| n.to_lowercase().contains("lex")),
+        "{found:?}"
+    );
+}

@@ -158,7 +158,8 @@ impl ToolName {
                  unresolved (same-named sites not resolvable; listed), target_not_found."
             }
             ToolName::Analysis => {
-                "Repository analysis over the code graph. op: detail (signature, parameters, use \
+                "Repository analysis over the code graph. op: symbols (definitions by filter, \
+                 most referenced first, paged), search (target = name pattern), detail (signature, parameters, use \
                  counts, members of target), scope (enclosing units at target=path:line), \
                  hotspots (most callers+callees), \
                  unused_symbols (candidates; include_public), circular_dependencies and \
@@ -261,6 +262,7 @@ impl ToolName {
                     "depth": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1},
                     "level": level,
                     "include_public": {"type": "boolean", "default": false},
+                    "filter": {"type": "object", "description": "symbols/search: path_prefix, name (* wildcards), kinds [], visibility exported|private, min_refs, max_refs, sort refs|name|path, offset"},
                     "max_results": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
                 }),
                 vec!["path", "op"],
@@ -319,6 +321,7 @@ pub(crate) struct Args {
     pub max_results: Option<usize>,
     pub level: Option<Level>,
     pub include_public: Option<bool>,
+    pub filter: Option<canopy_core::graph::ops::SymbolFilter>,
     pub rebuild: Option<bool>,
 }
 
@@ -386,6 +389,11 @@ impl Args {
             max_results: self.max_results,
             level: self.level,
             include_public: self.include_public,
+            filter: self.filter.clone().map(|mut f| {
+                // `offset` also pages a symbols/search answer.
+                f.offset = f.offset.or(self.offset);
+                f
+            }),
         })
     }
 
@@ -444,6 +452,7 @@ mod tests {
             Some("integer") => json!(3),
             Some("boolean") => json!(true),
             Some("array") => json!(["x"]),
+            Some("object") => json!({}),
             other => panic!("no sample for type {other:?}"),
         }
     }

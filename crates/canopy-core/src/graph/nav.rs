@@ -209,7 +209,7 @@ fn status_name(s: u8) -> &'static str {
     }
 }
 
-fn is_exported(n: &NodeRecord) -> bool {
+pub(crate) fn is_exported(n: &NodeRecord) -> bool {
     let name = n.name.as_deref().unwrap_or_default();
     let go_private = n.file_path.ends_with(".go") && name.starts_with(|c: char| c.is_lowercase());
     !(name.starts_with('_') || go_private)

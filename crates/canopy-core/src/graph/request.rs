@@ -57,6 +57,12 @@ pub enum GraphOp {
     Scope,
     /// A unit's signature, parameters, use counts and members.
     Detail,
+    /// Definitions filtered (`filter`: path prefix, name, kinds,
+    /// visibility, reference counts), sorted and paged; `target` is an
+    /// optional path prefix.
+    Symbols,
+    /// `symbols` whose name matches `target` (`*` wildcards, else substring).
+    Search,
 }
 
 impl GraphOp {
@@ -76,7 +82,9 @@ impl GraphOp {
     ];
 
     /// Whole-repository analysis operations over the graph (MCP `canopy_analysis`).
-    pub const ANALYSIS: [GraphOp; 7] = [
+    pub const ANALYSIS: [GraphOp; 9] = [
+        GraphOp::Symbols,
+        GraphOp::Search,
         GraphOp::Detail,
         GraphOp::Scope,
         GraphOp::TypeHierarchy,
@@ -107,6 +115,8 @@ impl GraphOp {
             GraphOp::DependencyGraph => "dependency_graph",
             GraphOp::Scope => "scope",
             GraphOp::Detail => "detail",
+            GraphOp::Symbols => "symbols",
+            GraphOp::Search => "search",
         }
     }
 
@@ -123,6 +133,7 @@ impl GraphOp {
         !matches!(
             self,
             GraphOp::UnusedSymbols
+                | GraphOp::Symbols
                 | GraphOp::Hotspots
                 | GraphOp::CircularDependencies
                 | GraphOp::DependencyGraph
@@ -155,6 +166,9 @@ pub struct GraphRequest {
     /// `unused_symbols`: also list public (exported) definitions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include_public: Option<bool>,
+    /// `symbols` / `search`: filter, sort and page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<super::ops::SymbolFilter>,
 }
 
 /// What a graph request answers: one of the operation families' answers.
@@ -171,6 +185,8 @@ pub enum GraphResponse {
     Hotspots(HotspotAnswer),
     /// Unused-symbol candidates.
     Unused(UnusedAnswer),
+    /// A page of definitions (`symbols`, `search`).
+    Symbols(super::ops::SymbolsAnswer),
 }
 
 impl GraphResponse {
@@ -182,6 +198,7 @@ impl GraphResponse {
             GraphResponse::Cycles(a) => a.cycles.len(),
             GraphResponse::Hotspots(a) => a.hotspots.len(),
             GraphResponse::Unused(a) => a.candidates.len(),
+            GraphResponse::Symbols(a) => a.symbols.len(),
         }
     }
 
@@ -215,6 +232,7 @@ impl GraphRequest {
             max_results: None,
             level: None,
             include_public: None,
+            filter: None,
         }
     }
 
@@ -307,6 +325,18 @@ impl Graph<'_> {
                 R::Nodes(Box::new(self.scope(path, line)?))
             }
             GraphOp::Detail => R::Nodes(Box::new(self.detail(target, max)?)),
+            GraphOp::Symbols => {
+                let mut filter = request.filter.clone().unwrap_or_default();
+                if !target.is_empty() {
+                    filter.path_prefix = Some(target.to_string());
+                }
+                R::Symbols(self.symbols("symbols", &filter, max)?)
+            }
+            GraphOp::Search => {
+                let mut filter = request.filter.clone().unwrap_or_default();
+                filter.name = Some(target.to_string());
+                R::Symbols(self.symbols("search", &filter, max)?)
+            }
             GraphOp::UnusedSymbols => {
                 R::Unused(self.unused_symbols(request.include_public.unwrap_or(false), max)?)
             }
@@ -333,7 +363,7 @@ mod tests {
             .into_iter()
             .chain(GraphOp::ANALYSIS)
             .collect();
-        assert_eq!(all.len(), 18);
+        assert_eq!(all.len(), 20);
         for op in all {
             assert_eq!(GraphOp::from_name(op.as_str()), Some(op));
             let json = serde_json::to_value(op).expect("serialises");
