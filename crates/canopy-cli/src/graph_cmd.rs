@@ -52,6 +52,16 @@ pub enum GraphCommand {
         #[command(flatten)]
         filter: SymbolArgs,
     },
+    /// A file at a glance: units, tokens, top symbols, dependencies, dependents.
+    Summary {
+        /// Repo-relative file path.
+        file: String,
+    },
+    /// A directory at a glance, with package-level dependencies.
+    PackageSummary {
+        /// Repo-relative directory (`.` for the repository).
+        dir: String,
+    },
     /// The scope chain at FILE:LINE[:COL]: the file, then every enclosing unit.
     Scope {
         /// `path:line` or `path:line:col`.
@@ -226,6 +236,14 @@ fn run_ops(engine: &Engine, cmd: &GraphCommand, json: bool) -> anyhow::Result<bo
             let ans = engine.graph(|g| g.symbols("search", &f, filter.max_results))?;
             print_symbols(&ans, json)?
         }
+        GraphCommand::Summary { file } => {
+            let ans = engine.graph(|g| g.summary("summary", file, DEFAULT_MAX_RESULTS))?;
+            print_summary(&ans, json)?
+        }
+        GraphCommand::PackageSummary { dir } => {
+            let ans = engine.graph(|g| g.summary("package_summary", dir, DEFAULT_MAX_RESULTS))?;
+            print_summary(&ans, json)?
+        }
         GraphCommand::Hotspots { top } => {
             let ans = engine.graph(|g| g.hotspots(*top))?;
             if json {
@@ -348,6 +366,43 @@ fn print_symbols(ans: &canopy_core::graph::ops::SymbolsAnswer, json: bool) -> an
         ),
         None => println!("{} of {}", ans.symbols.len(), ans.total),
     }
+    Ok(())
+}
+
+fn print_summary(a: &canopy_core::graph::ops::SummaryAnswer, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(a);
+    }
+    if a.empty.is_some() {
+        println!("{}: nothing indexed under {}", a.op, a.target);
+        return Ok(());
+    }
+    let list = |m: &std::collections::BTreeMap<String, usize>| {
+        m.iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!("{}: {} files, {} tokens", a.target, a.files, a.tokens);
+    println!("  languages: {}", list(&a.languages));
+    println!("  units: {}", list(&a.units_by_kind));
+    for s in &a.top_symbols {
+        println!(
+            "  {:>4} refs  {}  {}:{}",
+            s.refs,
+            s.qualified_name.as_deref().unwrap_or(&s.handle.node_type),
+            s.handle.file_path,
+            s.handle.line_range[0]
+        );
+    }
+    let names = |v: &[canopy_core::graph::ops::DepNode]| {
+        v.iter()
+            .map(|d| d.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!("  depends on: {}", names(&a.dependencies));
+    println!("  used by: {}", names(&a.dependents));
     Ok(())
 }
 

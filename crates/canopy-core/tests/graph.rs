@@ -451,3 +451,51 @@ fn symbols_filter_sort_and_page_definitions() {
         "{found:?}"
     );
 }
+
+#[test]
+fn summaries_describe_a_file_and_a_package() {
+    let (_tmp, root) = fixture("python");
+    let engine = Engine::open(&root, EngineOptions::default()).expect("open");
+    engine.index(None, &NoProgress).expect("index");
+    engine
+        .graph(|g| {
+            let file = g.summary("summary", "pkg/models.py", 50)?;
+            assert_eq!(file.files, 1);
+            assert_eq!(file.languages.get("python"), Some(&1));
+            assert_eq!(file.units_by_kind.get("class"), Some(&3));
+            assert_eq!(
+                file.top_symbols
+                    .first()
+                    .and_then(|s| s.qualified_name.as_deref()),
+                Some("Parser"),
+                "the most referenced definition comes first"
+            );
+            assert!(
+                file.top_symbols
+                    .iter()
+                    .all(|s| s.handle.file_path == "pkg/models.py")
+            );
+            let users: Vec<&str> = file.dependents.iter().map(|d| d.name.as_str()).collect();
+            assert!(users.contains(&"app.py"), "{users:?}");
+
+            let package = g.summary("package_summary", "pkg/", 50)?;
+            assert_eq!(package.target, "pkg");
+            assert_eq!(package.files, 4);
+            assert!(
+                package
+                    .top_symbols
+                    .iter()
+                    .all(|s| s.handle.file_path.starts_with("pkg/"))
+            );
+            let users: Vec<&str> = package.dependents.iter().map(|d| d.name.as_str()).collect();
+            assert_eq!(users, ["."], "the root package (app.py) uses pkg");
+
+            let missing = g.summary("summary", "nope.py", 50)?;
+            assert_eq!(
+                missing.empty,
+                Some(canopy_core::graph::nav::Empty::TargetNotFound)
+            );
+            Ok(())
+        })
+        .expect("graph");
+}

@@ -159,7 +159,8 @@ impl ToolName {
             }
             ToolName::Analysis => {
                 "Repository analysis over the code graph. op: symbols (definitions by filter, \
-                 most referenced first, paged), search (target = name pattern), detail (signature, parameters, use \
+                 most referenced first, paged), search (target = name pattern), summary (target = file) and \
+                 package_summary (target = directory), detail (signature, parameters, use \
                  counts, members of target), scope (enclosing units at target=path:line), \
                  hotspots (most callers+callees), \
                  unused_symbols (candidates; include_public), circular_dependencies and \

@@ -63,6 +63,10 @@ pub enum GraphOp {
     Symbols,
     /// `symbols` whose name matches `target` (`*` wildcards, else substring).
     Search,
+    /// A file at a glance: units, tokens, top symbols, dependencies, dependents.
+    Summary,
+    /// A directory at a glance, with package-level dependencies.
+    PackageSummary,
 }
 
 impl GraphOp {
@@ -82,9 +86,11 @@ impl GraphOp {
     ];
 
     /// Whole-repository analysis operations over the graph (MCP `canopy_analysis`).
-    pub const ANALYSIS: [GraphOp; 9] = [
+    pub const ANALYSIS: [GraphOp; 11] = [
         GraphOp::Symbols,
         GraphOp::Search,
+        GraphOp::Summary,
+        GraphOp::PackageSummary,
         GraphOp::Detail,
         GraphOp::Scope,
         GraphOp::TypeHierarchy,
@@ -117,6 +123,8 @@ impl GraphOp {
             GraphOp::Detail => "detail",
             GraphOp::Symbols => "symbols",
             GraphOp::Search => "search",
+            GraphOp::Summary => "summary",
+            GraphOp::PackageSummary => "package_summary",
         }
     }
 
@@ -187,6 +195,8 @@ pub enum GraphResponse {
     Unused(UnusedAnswer),
     /// A page of definitions (`symbols`, `search`).
     Symbols(super::ops::SymbolsAnswer),
+    /// A file or package summary.
+    Summary(Box<super::ops::SummaryAnswer>),
 }
 
 impl GraphResponse {
@@ -199,6 +209,7 @@ impl GraphResponse {
             GraphResponse::Hotspots(a) => a.hotspots.len(),
             GraphResponse::Unused(a) => a.candidates.len(),
             GraphResponse::Symbols(a) => a.symbols.len(),
+            GraphResponse::Summary(a) => a.files,
         }
     }
 
@@ -337,6 +348,10 @@ impl Graph<'_> {
                 filter.name = Some(target.to_string());
                 R::Symbols(self.symbols("search", &filter, max)?)
             }
+            GraphOp::Summary => R::Summary(Box::new(self.summary("summary", target, max)?)),
+            GraphOp::PackageSummary => {
+                R::Summary(Box::new(self.summary("package_summary", target, max)?))
+            }
             GraphOp::UnusedSymbols => {
                 R::Unused(self.unused_symbols(request.include_public.unwrap_or(false), max)?)
             }
@@ -363,7 +378,7 @@ mod tests {
             .into_iter()
             .chain(GraphOp::ANALYSIS)
             .collect();
-        assert_eq!(all.len(), 20);
+        assert_eq!(all.len(), 22);
         for op in all {
             assert_eq!(GraphOp::from_name(op.as_str()), Some(op));
             let json = serde_json::to_value(op).expect("serialises");
