@@ -343,20 +343,25 @@ impl SymbolArgs {
     }
 }
 
+/// One definition per line: reference count, name, location, id.
+fn symbol_line(e: &canopy_core::graph::ops::SymbolEntry) -> String {
+    format!(
+        "{:>5} refs  {}  {}:{}  {}{}",
+        e.refs,
+        e.qualified_name.as_deref().unwrap_or(&e.handle.node_type),
+        e.handle.file_path,
+        e.handle.line_range[0],
+        e.handle.id,
+        if e.exported { "" } else { "  (private)" }
+    )
+}
+
 fn print_symbols(ans: &canopy_core::graph::ops::SymbolsAnswer, json: bool) -> anyhow::Result<()> {
     if json {
         return print_json(ans);
     }
     for e in &ans.symbols {
-        println!(
-            "{:>5} refs  {}  {}:{}  {}{}",
-            e.refs,
-            e.qualified_name.as_deref().unwrap_or(&e.handle.node_type),
-            e.handle.file_path,
-            e.handle.line_range[0],
-            e.handle.id,
-            if e.exported { "" } else { "  (private)" }
-        );
+        println!("{}", symbol_line(e));
     }
     match ans.next_offset {
         Some(next) => println!(
@@ -387,13 +392,7 @@ fn print_summary(a: &canopy_core::graph::ops::SummaryAnswer, json: bool) -> anyh
     println!("  languages: {}", list(&a.languages));
     println!("  units: {}", list(&a.units_by_kind));
     for s in &a.top_symbols {
-        println!(
-            "  {:>4} refs  {}  {}:{}",
-            s.refs,
-            s.qualified_name.as_deref().unwrap_or(&s.handle.node_type),
-            s.handle.file_path,
-            s.handle.line_range[0]
-        );
+        println!("  {}", symbol_line(s));
     }
     let names = |v: &[canopy_core::graph::ops::DepNode]| {
         v.iter()

@@ -300,32 +300,12 @@ fn a_killed_indexer_leaves_a_consistent_queryable_index() {
 
 #[test]
 fn service_url_sends_commands_to_a_running_service() {
-    use std::io::{BufRead, BufReader};
     let repo = git_repo();
     let root = repo.path();
     // Committed: nothing for the local overlay, every answer is the service's.
     commit_all(root);
     let data = tempfile::tempdir().unwrap();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_canopy"))
-        .current_dir(std::env::temp_dir())
-        .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
-        .arg(data.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = server.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                let _ = tx.send(rest.trim().to_string());
-            }
-        }
-    });
-    let url = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("service prints its address");
+    let (mut server, url) = start_service(data.path());
     let remote = |args: &[&str]| {
         let mut all = vec!["--service-url", url.as_str()];
         all.extend_from_slice(args);

@@ -781,19 +781,12 @@ async fn one_session_serves_two_repositories() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn first_query_reports_indexing_progress() {
-    let files: Vec<(String, String)> = (0..40)
-        .map(|i| {
-            (
-                format!("src/m{i}.rs"),
-                format!("pub fn f{i}() -> u32 {{ {i} }}\n"),
-            )
-        })
-        .collect();
-    let files: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    let repo = Repo::with_files(&files);
+    let repo = Repo::generated(40, |i| {
+        (
+            format!("src/m{i}.rs"),
+            format!("pub fn f{i}() -> u32 {{ {i} }}\n"),
+        )
+    });
     let client = TestClient::default();
     let progress = client.progress.clone();
     let client = connect_with(client).await;
@@ -1081,19 +1074,12 @@ async fn a_cancelled_call_stops_the_work_it_started() {
     use rmcp::service::PeerRequestOptions;
 
     const FILES: usize = 6_000;
-    let files: Vec<(String, String)> = (0..FILES)
-        .map(|i| {
-            (
-                format!("src/d{}/m{i}.py", i % 50),
-                format!("def cancel_probe_{i}(x):\n    return x * {i}\n"),
-            )
-        })
-        .collect();
-    let files: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, c)| (p.as_str(), c.as_str()))
-        .collect();
-    let repo = Repo::with_files(&files);
+    let repo = Repo::generated(FILES, |i| {
+        (
+            format!("src/d{}/m{i}.py", i % 50),
+            format!("def cancel_probe_{i}(x):\n    return x * {i}\n"),
+        )
+    });
     let client = TestClient::default();
     let progress = client.progress.clone();
     let client = connect_with_args(client, &["--watch", "false"]).await;

@@ -151,6 +151,16 @@ impl Repo {
     }
 
     /// Absolute, canonical root as a string (the `path` argument).
+    /// A repository of `n` generated files: `file(i)` gives path and content.
+    pub fn generated(n: usize, file: impl Fn(usize) -> (String, String)) -> Repo {
+        let files: Vec<(String, String)> = (0..n).map(file).collect();
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, c)| (p.as_str(), c.as_str()))
+            .collect();
+        Repo::with_files(&refs)
+    }
+
     pub fn path(&self) -> String {
         self.root().display().to_string()
     }
