@@ -946,3 +946,96 @@ fn service_answers_are_overlaid_with_uncommitted_local_changes() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+/// Issue 15 items 6 and 7 through the binary: a glob or `match=all` is exact
+/// past the 2,000-candidate cap, and DSL references starting at the same
+/// byte are all kept.
+#[test]
+fn filtered_queries_are_exact_and_same_byte_references_survive_end_to_end() {
+    let dir = git_repo();
+    let root = dir.path();
+    for file in 0..30 {
+        let mut text = String::new();
+        for f in 0..100 {
+            let extra = if f % 2 == 0 { " + field" } else { "" };
+            text.push_str(&format!(
+                "def crowd_{file}_{f}(model, other):\n    return build_model(model){extra}\n\n"
+            ));
+        }
+        write(root, &format!("crowd/m{file:02}.py"), &text);
+    }
+    let mut narrow = String::new();
+    for f in 0..5 {
+        narrow.push_str(&format!("def narrow_{f}(value):\n"));
+        for line in 0..40 {
+            narrow.push_str(&format!("    value = value + {line}  # arithmetic step\n"));
+        }
+        narrow.push_str("    return value  # the model field is unused\n\n");
+    }
+    write(root, "narrow/fields.py", &narrow);
+    write(
+        root,
+        "clean.py",
+        "def clean(x):\n    return x.strip().split()\n",
+    );
+    let out = canopy(root, &["index", "--root", ".", "-q"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let globbed = json(
+        root,
+        &[
+            "query",
+            "--pattern",
+            "model",
+            "--glob",
+            "narrow/**",
+            "--json",
+        ],
+    );
+    assert_eq!(globbed["total_matches"], 5, "{globbed}");
+    assert_eq!(globbed["truncated"], false);
+    assert!(
+        globbed["handles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["file_path"] == "narrow/fields.py")
+    );
+    // Both words: every other crowd function (1,500) plus the 5 narrow ones.
+    let all = json(
+        root,
+        &[
+            "query",
+            "--patterns",
+            "model",
+            "--patterns",
+            "field",
+            "--match",
+            "all",
+            "--json",
+        ],
+    );
+    assert_eq!(all["total_matches"], 1505, "{}", all["total_matches"]);
+
+    let refs = json(
+        root,
+        &[
+            "query",
+            "--query",
+            r#"(union (references "strip") (references "split"))"#,
+            "--json",
+        ],
+    );
+    let mut names: Vec<&str> = refs["ref_handles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h["name"].as_str())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["split", "strip"], "{refs}");
+}
