@@ -918,8 +918,26 @@ async fn large_repository_first_query_uses_lazy_indexing() {
     // The first answer may come from a partial index (the files the query
     // points at); the rest is indexed in the background.
     let first = ok_json(&call(&client, "canopy_query", args.clone()).await);
-    if first["index_coverage"].is_null() {
-        first_handle(&first, "payments/processor.py");
+    // Issue 15 item 5: a query indexes the files it points at first, so
+    // even a partial index answers it; and a partial answer says so.
+    first_handle(&first, "payments/processor.py");
+    if let Some(coverage) = first["index_coverage"].as_f64() {
+        assert!(
+            coverage > 0.0 && coverage < 1.0,
+            "a partial answer with files indexed reports coverage {coverage}"
+        );
+        let pack = ok_json(
+            &call(
+                &client,
+                "canopy_evidence_pack",
+                json!({"path": repo.path(), "pattern": "payment processor charge"}),
+            )
+            .await,
+        );
+        if pack["index_coverage"].as_f64().is_some_and(|c| c < 1.0) {
+            assert_eq!(pack["guidance"]["stop_querying"], false, "{pack}");
+            assert_ne!(pack["guidance"]["confidence_band"], "high", "{pack}");
+        }
     }
     let mut complete = false;
     for _ in 0..600 {
