@@ -162,3 +162,47 @@ fn whole_graph_commands() {
         "{dot}"
     );
 }
+
+#[test]
+fn symbols_search_summaries_detail_and_scope_from_the_command_line() {
+    let repo = fixture();
+    let dir = repo.path();
+    stdout(&canopy(dir, &["index", "--quiet"]));
+    let json = |args: &[&str]| -> serde_json::Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        serde_json::from_str(&stdout(&canopy(dir, &all))).expect("json")
+    };
+    let page = json(&["symbols", "--max-results", "3"]);
+    assert_eq!(page["symbols"].as_array().map(Vec::len), Some(3), "{page}");
+    assert_eq!(page["next_offset"], 3, "{page}");
+    let next = json(&["symbols", "--max-results", "3", "--offset", "3"]);
+    assert_ne!(next["symbols"][0], page["symbols"][0]);
+    let methods = json(&[
+        "symbols", "pkg/", "--kind", "method", "--name", "*parse", "--sort", "name",
+    ]);
+    let names: Vec<&str> = methods["symbols"]
+        .as_array()
+        .expect("symbols")
+        .iter()
+        .filter_map(|s| s["qualified_name"].as_str())
+        .collect();
+    assert_eq!(names, ["Lexer.parse", "Parser.parse"], "{methods}");
+    let found = json(&["search", "pon*"]);
+    assert_eq!(found["symbols"][0]["qualified_name"], "pong", "{found}");
+
+    let detail = json(&["detail", "Parser.parse"]);
+    assert_eq!(detail["detail"]["parameters"], serde_json::json!(["self"]));
+    let scope = json(&["scope", "pkg/models.py:15"]);
+    assert_eq!(scope["nodes"].as_array().map(Vec::len), Some(3), "{scope}");
+    let summary = json(&["summary", "pkg/models.py"]);
+    assert_eq!(summary["files"], 1, "{summary}");
+    let package = json(&["package-summary", "pkg"]);
+    assert_eq!(package["files"], 4, "{package}");
+
+    // People get text.
+    let text = stdout(&canopy(dir, &["detail", "Parser.parse"]));
+    assert!(text.contains("signature: def parse(self):"), "{text}");
+    let text = stdout(&canopy(dir, &["summary", "pkg/models.py"]));
+    assert!(text.contains("used by: app.py"), "{text}");
+}

@@ -192,6 +192,40 @@ async fn analysis_ops_and_dependencies_answer_over_the_graph() {
         "{unused}"
     );
 
+    // The discovery operations: symbols by filter, search, summary, detail, scope.
+    let ask = |args: Value| {
+        let client = &client;
+        async move { ok_json(&call(client, "canopy_analysis", args).await) }
+    };
+    let methods = ask(json!({"path": path, "op": "symbols",
+        "filter": {"kinds": ["method"], "name": "*parse", "sort": "name"}}))
+    .await;
+    let names: Vec<&str> = methods["symbols"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{methods}"))
+        .iter()
+        .filter_map(|s| s["qualified_name"].as_str())
+        .collect();
+    assert_eq!(names, ["Lexer.parse", "Parser.parse"], "{methods}");
+    let found = ask(json!({"path": path, "op": "search", "target": "use_*"})).await;
+    assert_eq!(found["total"], 2, "{found}");
+    let summary = ask(json!({"path": path, "op": "summary", "target": "models.py"})).await;
+    assert_eq!(summary["units_by_kind"]["class"], 2, "{summary}");
+    let detail = ask(json!({"path": path, "op": "detail", "target": "Parser.parse"})).await;
+    assert_eq!(
+        detail["detail"]["signature"], "def parse(self):",
+        "{detail}"
+    );
+    assert_eq!(detail["detail"]["callers"], 1, "{detail}");
+    let scope = ask(json!({"path": path, "op": "scope", "target": "models.py:3"})).await;
+    let chain: Vec<&str> = scope["nodes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{scope}"))
+        .iter()
+        .filter_map(|n| n["qualified_name"].as_str())
+        .collect();
+    assert_eq!(chain, ["Parser", "Parser.parse"], "{scope}");
+
     // Each tool offers only its own operations.
     let wrong = call(
         &client,

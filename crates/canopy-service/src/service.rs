@@ -1470,7 +1470,14 @@ fn annotate_graph(value: &mut Value, repo_id: &str, generation: u64, commit_sha:
         if let Some(t) = obj.get_mut("target") {
             tag(t);
         }
-        for key in ["candidates", "nodes", "review", "hotspots"] {
+        for key in [
+            "candidates",
+            "nodes",
+            "review",
+            "hotspots",
+            "symbols",
+            "top_symbols",
+        ] {
             for item in obj
                 .get_mut(key)
                 .and_then(Value::as_array_mut)

@@ -139,3 +139,69 @@ fn graph_answers_with_generations_and_409_when_stale() {
     );
     assert_error(&unknown, 404, "not_found");
 }
+
+/// The analysis operations added for seed 001 over HTTP: every handle they
+/// return carries the generation, like the navigation answers.
+#[test]
+fn symbols_search_summaries_detail_and_scope_over_http() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &Opts::default());
+    let client = server.client();
+    let repo = repo();
+    let id = add_and_index(&client, &repo);
+    let ask = |body: Value| -> Value {
+        let resp = post(&client, "/graph", &body);
+        assert_eq!(resp.status, 200, "{body}: {}", resp.text());
+        resp.json().unwrap()
+    };
+
+    let symbols = ask(json!({"repo": id, "op": "symbols",
+        "filter": {"kinds": ["method"], "sort": "name"}}));
+    let names: Vec<&str> = symbols["symbols"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["qualified_name"].as_str())
+        .collect();
+    assert_eq!(names.len(), 2, "{symbols}");
+    assert!(names.iter().all(|n| n.ends_with("area")), "{names:?}");
+    assert_eq!(
+        symbols["symbols"][0]["handle"]["generation"], 1,
+        "{symbols}"
+    );
+
+    let search = ask(json!({"repo": id, "op": "search", "target": "area_of_*"}));
+    assert_eq!(search["total"], 2, "{search}");
+
+    let summary = ask(json!({"repo": id, "op": "summary", "target": "src/shapes.rs"}));
+    assert_eq!(summary["files"], 1, "{summary}");
+    assert_eq!(summary["dependents"][0]["name"], "src/lib.rs", "{summary}");
+    assert_eq!(summary["top_symbols"][0]["handle"]["source"], "service");
+    let package = ask(json!({"repo": id, "op": "package_summary", "target": "src"}));
+    assert_eq!(package["files"], 2, "{package}");
+
+    let detail = ask(json!({"repo": id, "op": "detail", "target": "Square::area"}));
+    assert_eq!(
+        detail["detail"]["signature"], "pub fn area(&self) -> f64",
+        "{detail}"
+    );
+    assert_eq!(detail["detail"]["callers"], 1, "{detail}");
+
+    let scope = ask(json!({"repo": id, "op": "scope", "target": "src/shapes.rs:11"}));
+    let chain: Vec<&str> = scope["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["handle"]["node_type"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(chain.first(), Some(&"file"), "{scope}");
+    assert!(chain.len() >= 3, "file, impl, method: {scope}");
+
+    // A scope target that is not a position is a 400 that says what to send.
+    let resp = post(
+        &client,
+        "/graph",
+        &json!({"repo": id, "op": "scope", "target": "Square"}),
+    );
+    assert_error(&resp, 400, "validation_error");
+}
