@@ -47,9 +47,10 @@ pub struct WatchOptions {
     pub max_cycles: Option<u64>,
     /// Stop after this long.
     pub duration: Option<Duration>,
-    /// Start with a run over the whole repository (default `true`). Off
-    /// where something else builds the index (the MCP server's lazy first
-    /// index): the watch then only follows changes.
+    /// Start with a run over the whole repository (default `true`), once
+    /// the watcher is in place, so nothing changed before it is missed.
+    /// Off where something else builds the index (the MCP server's lazy
+    /// first index): the watch then only follows changes.
     pub initial_run: bool,
 }
 
@@ -118,17 +119,9 @@ pub fn watch(
         Ok::<_, CanopyError>(cycles)
     };
     let done = |cycles: u64| options.max_cycles.is_some_and(|m| cycles >= m);
-    let mut cycles_done = if options.initial_run {
-        run(Some("initial"), HashSet::new(), Instant::now())?
-    } else {
-        0
-    };
-    if done(cycles_done) {
-        return Ok(WatchSummary {
-            cycles: cycles_done,
-            reason: "max_cycles",
-        });
-    }
+    // The initial run (if asked for) is the first batch `follow_changes`
+    // hands over, once the watcher is in place.
+    let mut cycles_done = 0;
     let reason = follow_changes(engine.root(), options, stop, |batch| {
         let paths = if batch.full.is_some() {
             HashSet::new()
@@ -182,6 +175,18 @@ pub fn follow_changes(
     watcher
         .watch(&root, RecursiveMode::Recursive)
         .map_err(|e| watch_error(&root, e))?;
+    // Only now are changes seen: a run over the whole repository catches
+    // whatever changed before (while nothing watched, or while the watcher
+    // was being set up), so no edit falls between the two.
+    if options.initial_run
+        && !on_batch(ChangeBatch {
+            full: Some("initial"),
+            paths: HashSet::new(),
+            first_event: Instant::now(),
+        })?
+    {
+        return Ok("max_cycles");
+    }
     loop {
         // Wait for the first event of a batch.
         let mut batch = Batch::default();

@@ -291,12 +291,9 @@ async fn every_other_operation_answers_through_the_client() {
 
     let refs = graph(json!({"path": path, "op": "references", "target": "helper"})).await;
     assert_eq!(names(&refs), ["Parser.parse"], "{refs}");
-    // Known gap (noted on issue 12): a Python parameter annotation
-    // (`p: Parser`) binds the receiver but is not stored as a type use, so
-    // only the target's resolution is checked here.
+    // `def use_parser(p: Parser)`: the annotation is a type use.
     let types = graph(json!({"path": path, "op": "type_usages", "target": "Parser"})).await;
-    assert_eq!(types["target"]["file_path"], "models.py", "{types}");
-    assert_eq!(types["target"]["node_type"], "class", "{types}");
+    assert_eq!(names(&types), ["use_parser"], "{types}");
     let impact = graph(json!({"path": path, "op": "impact", "target": "helper"})).await;
     assert_eq!(names(&impact), ["Parser.parse"], "{impact}");
     // Nothing extends anything here: resolved and empty, said so.

@@ -23,7 +23,9 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use crate::error::{CanopyError, Result};
 
 /// Version of the schema in `schema.sql`; stored in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: u32 = 7;
+/// Bumped also when what is extracted into it changes meaning, so older
+/// indexes are rebuilt (8: names in Python annotations are `type` sites).
+pub const SCHEMA_VERSION: u32 = 8;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

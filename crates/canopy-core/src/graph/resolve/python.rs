@@ -120,6 +120,20 @@ fn is_declaration_name(n: Node, parent: Node) -> bool {
     }
 }
 
+/// `Type` for a name inside an annotation (`p: Parser`, `-> Optional[Parser]`,
+/// `x: models.Parser = …`; tree-sitter wraps each in a `type` node a few
+/// levels up), `Other` for any other non-call use.
+fn use_kind(n: Node) -> SiteKind {
+    let in_annotation = std::iter::successors(n.parent(), |p| p.parent())
+        .take(5)
+        .any(|p| p.kind() == "type");
+    if in_annotation {
+        SiteKind::Type
+    } else {
+        SiteKind::Other
+    }
+}
+
 /// Walks one Python tree.
 pub(crate) fn walk(cx: &mut Cx, root: Node) {
     walk_tree(root, &mut |n| match n.kind() {
@@ -152,7 +166,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             {
                 let recv = n.child_by_field_name("object").and_then(|o| expr(cx, o));
                 if let Some(recv) = recv {
-                    cx.site(attr, Some(recv), SiteKind::Other);
+                    cx.site(attr, Some(recv), use_kind(n));
                 }
             }
         }
@@ -161,7 +175,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
                 && !is_declaration_name(n, p)
                 && !matches!(cx.t(n), "self" | "cls" | "None" | "True" | "False")
             {
-                cx.site(n, None, SiteKind::Other);
+                cx.site(n, None, use_kind(n));
             }
         }
         "import_statement" => {
