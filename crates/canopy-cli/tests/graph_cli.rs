@@ -206,3 +206,22 @@ fn symbols_search_summaries_detail_and_scope_from_the_command_line() {
     let text = stdout(&canopy(dir, &["summary", "pkg/models.py"]));
     assert!(text.contains("used by: app.py"), "{text}");
 }
+
+#[test]
+fn type_usages_finds_annotations() {
+    let repo = fixture();
+    let dir = repo.path();
+    stdout(&canopy(dir, &["index", "--quiet"]));
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&canopy(dir, &["--json", "type-usages", "Parser"])))
+            .expect("json");
+    let mut names: Vec<&str> = json["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter_map(|n| n["qualified_name"].as_str())
+        .collect();
+    names.sort();
+    // `def make() -> Parser` and `def main(p: Parser)` in app.py.
+    assert_eq!(names, ["main", "make"], "{json}");
+}

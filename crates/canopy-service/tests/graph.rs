@@ -205,3 +205,68 @@ fn symbols_search_summaries_detail_and_scope_over_http() {
     );
     assert_error(&resp, 400, "validation_error");
 }
+
+/// The remaining operations over HTTP, so every one of the 22 is exercised
+/// through the service.
+#[test]
+fn every_other_operation_answers_over_http() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &Opts::default());
+    let client = server.client();
+    let repo = repo();
+    let id = add_and_index(&client, &repo);
+    let ask = |body: Value| -> Value {
+        let resp = post(&client, "/graph", &body);
+        assert_eq!(resp.status, 200, "{body}: {}", resp.text());
+        resp.json().unwrap()
+    };
+    let only_area_of_square = |answer: &Value| {
+        let names = qualified(answer);
+        assert_eq!(names.len(), 1, "{answer}");
+        assert!(names[0].ends_with("area_of_square"), "{answer}");
+    };
+
+    only_area_of_square(&ask(
+        json!({"repo": id, "op": "references", "target": "Square::area"}),
+    ));
+    // `s: &Square` in area_of_square, and `impl Square` (a file-level use).
+    let types = ask(json!({"repo": id, "op": "type_usages", "target": "Square"}));
+    let sites: Vec<&str> = types["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|n| n["sites"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(sites.contains(&"src/lib.rs:5:26"), "{types}");
+    assert!(sites.contains(&"src/shapes.rs:9:5"), "{types}");
+    assert!(
+        types["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n["edge_kind"] == "type"),
+        "{types}"
+    );
+    only_area_of_square(&ask(
+        json!({"repo": id, "op": "impact", "target": "Square::area"}),
+    ));
+    for op in ["implementations", "implements", "type_hierarchy"] {
+        let a = ask(json!({"repo": id, "op": op, "target": "Square"}));
+        assert_eq!(a["target"]["file_path"], "src/shapes.rs", "{op}: {a}");
+        assert_eq!(a["target"]["generation"], 1, "{op}: {a}");
+    }
+    let deps = ask(json!({"repo": id, "op": "dependencies", "target": "src/lib.rs"}));
+    assert_eq!(deps["nodes"][0]["name"], "src/shapes.rs", "{deps}");
+    let graph = ask(json!({"repo": id, "op": "dependency_graph"}));
+    assert!(
+        graph["edges"].as_array().is_some_and(|e| e
+            .iter()
+            .any(|e| e["from"] == "src/lib.rs" && e["to"] == "src/shapes.rs")),
+        "{graph}"
+    );
+    let cycles = ask(json!({"repo": id, "op": "circular_dependencies"}));
+    assert_eq!(cycles["cycles"], json!([]), "{cycles}");
+    let unused = ask(json!({"repo": id, "op": "unused_symbols", "include_public": true}));
+    assert!(unused["candidates"].is_array(), "{unused}");
+}
