@@ -308,18 +308,18 @@ pub struct SymbolArgs {
     /// Node types to keep (repeatable: function, method, class, struct, …).
     #[arg(long = "kind")]
     pub kinds: Vec<String>,
-    /// `exported` or `private` (default: both).
-    #[arg(long)]
-    pub visibility: Option<String>,
+    /// Exported or private only (default: both).
+    #[arg(long, value_enum)]
+    pub visibility: Option<VisibilityArg>,
     /// Least resolved references.
     #[arg(long)]
     pub min_refs: Option<usize>,
     /// Most resolved references.
     #[arg(long)]
     pub max_refs: Option<usize>,
-    /// `refs` (default), `name` or `path`.
-    #[arg(long)]
-    pub sort: Option<String>,
+    /// Order (default: most referenced first).
+    #[arg(long, value_enum)]
+    pub sort: Option<SortArg>,
     /// Entries to skip (the previous answer's next_offset).
     #[arg(long)]
     pub offset: Option<usize>,
@@ -328,16 +328,43 @@ pub struct SymbolArgs {
     pub max_results: usize,
 }
 
+/// `--visibility`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum VisibilityArg {
+    /// Public API only.
+    Exported,
+    /// Everything else.
+    Private,
+}
+
+/// `--sort`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum SortArg {
+    /// Most referenced first.
+    Refs,
+    /// By qualified name.
+    Name,
+    /// By path, then position.
+    Path,
+}
+
 impl SymbolArgs {
     fn filter(&self) -> canopy_core::graph::ops::SymbolFilter {
         canopy_core::graph::ops::SymbolFilter {
             path_prefix: self.prefix.clone(),
             name: self.name.clone(),
             kinds: self.kinds.clone(),
-            visibility: self.visibility.clone(),
+            visibility: self.visibility.map(|v| match v {
+                VisibilityArg::Exported => canopy_core::graph::ops::Visibility::Exported,
+                VisibilityArg::Private => canopy_core::graph::ops::Visibility::Private,
+            }),
             min_refs: self.min_refs,
             max_refs: self.max_refs,
-            sort: self.sort.clone(),
+            sort: self.sort.map(|s| match s {
+                SortArg::Refs => canopy_core::graph::ops::SymbolSort::Refs,
+                SortArg::Name => canopy_core::graph::ops::SymbolSort::Name,
+                SortArg::Path => canopy_core::graph::ops::SymbolSort::Path,
+            }),
             offset: self.offset,
         }
     }

@@ -384,7 +384,7 @@ fn symbols_filter_sort_and_page_definitions() {
                     path_prefix: Some("pkg/models".into()),
                     kinds: vec!["method".into()],
                     name: Some("*parse".into()),
-                    sort: Some("name".into()),
+                    sort: Some(canopy_core::graph::ops::SymbolSort::Name),
                     ..SymbolFilter::default()
                 },
                 50,
@@ -395,7 +395,7 @@ fn symbols_filter_sort_and_page_definitions() {
             let private = g.symbols(
                 "symbols",
                 &SymbolFilter {
-                    visibility: Some("private".into()),
+                    visibility: Some(canopy_core::graph::ops::Visibility::Private),
                     max_refs: Some(0),
                     ..SymbolFilter::default()
                 },
@@ -415,7 +415,7 @@ fn symbols_filter_sort_and_page_definitions() {
                 let page = g.symbols(
                     "symbols",
                     &SymbolFilter {
-                        sort: Some("path".into()),
+                        sort: Some(canopy_core::graph::ops::SymbolSort::Path),
                         offset,
                         ..SymbolFilter::default()
                     },

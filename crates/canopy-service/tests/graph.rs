@@ -197,6 +197,19 @@ fn symbols_search_summaries_detail_and_scope_over_http() {
     assert_eq!(chain.first(), Some(&"file"), "{scope}");
     assert!(chain.len() >= 3, "file, impl, method: {scope}");
 
+    // A filter value the service does not know is refused, not ignored.
+    let resp = post(
+        &client,
+        "/graph",
+        &json!({"repo": id, "op": "symbols", "filter": {"sort": "size"}}),
+    );
+    assert_eq!(resp.status, 400, "{}", resp.text());
+    assert!(
+        resp.text().contains("sort") || resp.text().contains("size"),
+        "{}",
+        resp.text()
+    );
+
     // A scope target that is not a position is a 400 that says what to send.
     let resp = post(
         &client,

@@ -284,6 +284,7 @@ impl Graph<'_> {
         target: &str,
         outgoing: bool,
         max: usize,
+        edges: &BTreeMap<(String, String), u64>,
     ) -> Result<DepAnswer> {
         let mut a = DepAnswer {
             op: op.to_string(),
@@ -298,7 +299,6 @@ impl Graph<'_> {
             a.empty = Some(Empty::TargetNotFound);
             return Ok(a);
         };
-        let edges = self.dep_edges(level)?;
         let mut mine: Vec<DepEdge> = edges
             .iter()
             .filter(|((f, t), _)| if outgoing { *f == key } else { *t == key })
@@ -318,7 +318,7 @@ impl Graph<'_> {
         let max = max.clamp(1, MAX_RESULTS);
         a.truncated = mine.len() > max;
         mine.truncate(max);
-        let (fan_in, fan_out) = fans(&edges);
+        let (fan_in, fan_out) = fans(edges);
         for e in &mine {
             let other = if outgoing { &e.to } else { &e.from };
             a.nodes.push(DepNode {
@@ -341,12 +341,14 @@ impl Graph<'_> {
         level: Level,
         max_results: usize,
     ) -> Result<DepAnswer> {
-        self.dep_answer("dependencies", level, target, true, max_results)
+        let edges = self.dep_edges(level)?;
+        self.dep_answer("dependencies", level, target, true, max_results, &edges)
     }
 
     /// Files (or packages) that depend on `target`.
     pub fn dependents(&self, target: &str, level: Level, max_results: usize) -> Result<DepAnswer> {
-        self.dep_answer("dependents", level, target, false, max_results)
+        let edges = self.dep_edges(level)?;
+        self.dep_answer("dependents", level, target, false, max_results, &edges)
     }
 
     /// The dependency graph at `level`, restricted to paths under `prefix`, heaviest edges first.
@@ -799,6 +801,28 @@ fn parameters_of(signature: &str) -> Vec<String> {
 }
 
 impl Graph<'_> {
+    /// A node related to the answer's target by structure (enclosing scope,
+    /// member), not by a resolved edge: certain, with `edge_kind` = `how` = `kind`.
+    fn structural_node(
+        &self,
+        n: &NodeRecord,
+        depth: u32,
+        kind: &str,
+        parent: Option<HandleId>,
+    ) -> super::nav::GraphNode {
+        super::nav::GraphNode {
+            handle: self.handle(n),
+            qualified_name: n.qualified_name.clone(),
+            depth,
+            edge_kind: kind.into(),
+            confidence: 100,
+            status: "resolved".into(),
+            how: kind.into(),
+            sites: Vec::new(),
+            parent,
+        }
+    }
+
     /// The scope chain at `path:line[:col]`: the file, then every unit
     /// enclosing the line, outermost first (`depth` is the nesting level);
     /// `target` is the innermost.
@@ -816,20 +840,10 @@ impl Graph<'_> {
         chain.sort_by_key(|n| (n.start_byte, std::cmp::Reverse(n.end_byte)));
         let innermost = chain.last().cloned().unwrap_or_else(|| file.clone());
         a.target = Some(self.handle(&innermost));
-        let scope_node = |n: &NodeRecord, depth: u32| super::nav::GraphNode {
-            handle: self.handle(n),
-            qualified_name: n.qualified_name.clone(),
-            depth,
-            edge_kind: "scope".into(),
-            confidence: 100,
-            status: "resolved".into(),
-            how: "scope".into(),
-            sites: Vec::new(),
-            parent: None,
-        };
-        a.nodes.push(scope_node(&file, 0));
+        a.nodes.push(self.structural_node(&file, 0, "scope", None));
         for (i, n) in chain.iter().enumerate() {
-            a.nodes.push(scope_node(n, i as u32 + 1));
+            a.nodes
+                .push(self.structural_node(n, i as u32 + 1, "scope", None));
         }
         a.total = a.nodes.len();
         Ok(a)
@@ -858,27 +872,21 @@ impl Graph<'_> {
         };
         let mut members = self.store.children_of(&[node.rowid])?;
         members.retain(|m| m.name.is_some());
-        let uses = self.store.edges_to(node.rowid)?;
+        // Resolved edges only, as `symbols` counts them: an ambiguous site
+        // is a candidate, not a use.
+        let mut uses = self.store.edges_to(node.rowid)?;
+        uses.retain(|e| e.status == STATUS_RESOLVED);
         let callers = uses.iter().filter(|e| e.kind == SiteKind::Call).count();
         let callees = self
             .out_edges(&node)?
             .iter()
-            .filter(|e| e.kind == SiteKind::Call && e.dst.is_some())
+            .filter(|e| e.kind == SiteKind::Call && e.status == STATUS_RESOLVED && e.dst.is_some())
             .count();
         a.total = members.len();
         a.truncated = members.len() > max_results;
         for m in members.iter().take(max_results) {
-            a.nodes.push(super::nav::GraphNode {
-                handle: self.handle(m),
-                qualified_name: m.qualified_name.clone(),
-                depth: 1,
-                edge_kind: "member".into(),
-                confidence: 100,
-                status: "resolved".into(),
-                how: "member".into(),
-                sites: Vec::new(),
-                parent: HandleId::parse(&node.handle),
-            });
+            let parent = HandleId::parse(&node.handle);
+            a.nodes.push(self.structural_node(m, 1, "member", parent));
         }
         a.detail = Some(super::nav::UnitDetail {
             signature,
@@ -911,6 +919,32 @@ mod detail_tests {
     }
 }
 
+/// Which definitions `symbols` keeps by visibility.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Visibility {
+    /// Both.
+    #[default]
+    Any,
+    /// Public API only (not `_private`, not a lower-case Go name).
+    Exported,
+    /// Everything else.
+    Private,
+}
+
+/// How `symbols` orders its entries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SymbolSort {
+    /// Most resolved references first.
+    #[default]
+    Refs,
+    /// By qualified name.
+    Name,
+    /// By path, then position.
+    Path,
+}
+
 /// How `symbols` and `search` filter, sort and page definitions.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SymbolFilter {
@@ -924,18 +958,18 @@ pub struct SymbolFilter {
     /// Node types to keep (`function`, `method`, `class`, `struct`, …; empty: all).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kinds: Vec<String>,
-    /// `exported`, `private` or `any` (default).
+    /// Exported, private or any (default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub visibility: Option<String>,
+    pub visibility: Option<Visibility>,
     /// Least resolved references (inclusive).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_refs: Option<usize>,
     /// Most resolved references (inclusive).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_refs: Option<usize>,
-    /// `refs` (most referenced first, default), `name` or `path`.
+    /// Order of the entries (default: most referenced first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sort: Option<String>,
+    pub sort: Option<SymbolSort>,
     /// Entries to skip (pagination; pass `next_offset` back).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offset: Option<usize>,
@@ -1028,7 +1062,7 @@ impl Graph<'_> {
             .as_deref()
             .map(|p| p.trim().trim_start_matches("./"))
             .filter(|p| !p.is_empty() && *p != ".");
-        let visibility = filter.visibility.as_deref().unwrap_or("any");
+        let visibility = filter.visibility.unwrap_or_default();
         let mut kept: Vec<(NodeRecord, usize, bool)> = nodes
             .into_iter()
             .filter(|n| prefix.is_none_or(|p| n.file_path.starts_with(p)))
@@ -1053,22 +1087,22 @@ impl Graph<'_> {
             .filter(|(_, r, _)| filter.min_refs.is_none_or(|m| *r >= m))
             .filter(|(_, r, _)| filter.max_refs.is_none_or(|m| *r <= m))
             .filter(|(_, _, exported)| match visibility {
-                "exported" => *exported,
-                "private" => !*exported,
-                _ => true,
+                Visibility::Exported => *exported,
+                Visibility::Private => !*exported,
+                Visibility::Any => true,
             })
             .collect();
-        match filter.sort.as_deref().unwrap_or("refs") {
-            "name" => kept.sort_by(|a, b| {
+        match filter.sort.unwrap_or_default() {
+            SymbolSort::Name => kept.sort_by(|a, b| {
                 a.0.qualified_name
                     .cmp(&b.0.qualified_name)
                     .then(a.0.rowid.cmp(&b.0.rowid))
             }),
-            "path" => kept.sort_by(|a, b| {
+            SymbolSort::Path => kept.sort_by(|a, b| {
                 (a.0.file_path.as_str(), a.0.start_byte)
                     .cmp(&(b.0.file_path.as_str(), b.0.start_byte))
             }),
-            _ => kept.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.rowid.cmp(&b.0.rowid))),
+            SymbolSort::Refs => kept.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.rowid.cmp(&b.0.rowid))),
         }
         let total = kept.len();
         let offset = filter.offset.unwrap_or(0).min(total);
@@ -1209,8 +1243,14 @@ impl Graph<'_> {
         a.top_symbols = top;
         let level = if package { Level::Package } else { Level::File };
         let key = if target.is_empty() { "." } else { target };
-        a.dependencies = self.dependencies(key, level, max.min(20))?.nodes;
-        a.dependents = self.dependents(key, level, max.min(20))?.nodes;
+        // One pass over the edges serves both directions.
+        let edges = self.dep_edges(level)?;
+        a.dependencies = self
+            .dep_answer("dependencies", level, key, true, max.min(20), &edges)?
+            .nodes;
+        a.dependents = self
+            .dep_answer("dependents", level, key, false, max.min(20), &edges)?
+            .nodes;
         Ok(a)
     }
 }
