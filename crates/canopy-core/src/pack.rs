@@ -192,7 +192,7 @@ const TEST_FACTOR: f64 = 0.45;
 
 /// Drops what issue templates add and people do not write: HTML comments,
 /// carriage returns.
-fn clean_question(question: &str) -> String {
+pub(crate) fn clean_question(question: &str) -> String {
     let mut out = String::with_capacity(question.len());
     let mut rest = question;
     while let Some(start) = rest.find("<!--") {
@@ -327,7 +327,7 @@ struct Term {
 
 /// Identifier-like words of a question: written in code style (`snake_case`,
 /// `CamelCase`, `a.b`, `call()`, or inside backticks).
-fn code_identifiers(question: &str) -> HashSet<String> {
+pub(crate) fn code_identifiers(question: &str) -> HashSet<String> {
     let mut out = HashSet::new();
     for (i, part) in question.split('`').enumerate() {
         let in_tick = i % 2 == 1;

@@ -106,6 +106,16 @@ impl CanopyServer {
                     .await
                     .and_then(json)
             }
+            ToolName::Context => {
+                let params = args.context_params();
+                params.validate()?;
+                let probe = canopy_core::query::QueryParams {
+                    pattern: Some(params.task.clone()),
+                    ..Default::default()
+                };
+                ensure_indexed(&repo, &probe, &progress).await?;
+                run(&repo, move |e| e.context(&params)).await.and_then(json)
+            }
             ToolName::Expand => {
                 let ids = args.handle_ids.unwrap_or_default();
                 if ids.is_empty() {

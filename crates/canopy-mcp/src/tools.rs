@@ -47,12 +47,15 @@ pub(crate) enum ToolName {
     Graph,
     /// `canopy_analysis`: whole-repository analyses over the graph.
     Analysis,
+    /// `canopy_context`: the code a task needs, cut to a token budget.
+    Context,
 }
 
 impl ToolName {
     /// Every tool, in the order `tools/list` shows them.
-    pub(crate) const ALL: [ToolName; 9] = [
+    pub(crate) const ALL: [ToolName; 10] = [
         ToolName::EvidencePack,
+        ToolName::Context,
         ToolName::Query,
         ToolName::Expand,
         ToolName::Refine,
@@ -75,6 +78,7 @@ impl ToolName {
             ToolName::Refine => "canopy_refine",
             ToolName::Graph => "canopy_graph",
             ToolName::Analysis => "canopy_analysis",
+            ToolName::Context => "canopy_context",
         }
     }
 
@@ -100,6 +104,7 @@ impl ToolName {
             ToolName::Analysis => {
                 "hotspots, unused symbols, cycles, dependency graph, type hierarchy"
             }
+            ToolName::Context => "the code a task needs, as text cut to a token budget",
             ToolName::Status => "index statistics and coverage (never creates an index)",
             ToolName::Index => "index files (incremental), or rebuild a damaged index",
             ToolName::Invalidate => "force files to be re-indexed",
@@ -156,6 +161,14 @@ impl ToolName {
                  path:line:col. Nodes are handles with depth, edge_kind, confidence. ambiguous \
                  -> retry with a candidate's path:line. empty.kind: resolved (truly none), \
                  unresolved (same-named sites not resolvable; listed), target_not_found."
+            }
+            ToolName::Context => {
+                "The code to read before starting a task, as text within budget_tokens: \
+                 fragments (file, lines, detail full|signature|outline, strategy, reason, text), \
+                 best first, no repeats. Give task (the issue or plan) and optionally focus \
+                 (Type.method, a path, path:line). strategy: fused (default) | keyword | \
+                 semantic | graph (callers, callees) | history (git co-changes) | decisions \
+                 (docs). Expand a fragment's handle for the whole unit."
             }
             ToolName::Analysis => {
                 "Repository analysis over the code graph. op: symbols (definitions by filter, \
@@ -255,6 +268,16 @@ impl ToolName {
                 }),
                 vec!["path", "op", "target"],
             ),
+            ToolName::Context => (
+                json!({
+                    "path": path,
+                    "task": text,
+                    "focus": text,
+                    "budget_tokens": {"type": "integer", "minimum": canopy_core::context::MIN_BUDGET, "maximum": canopy_core::context::MAX_BUDGET, "default": canopy_core::context::DEFAULT_BUDGET},
+                    "strategy": {"type": "string", "enum": ["fused", "keyword", "semantic", "graph", "history", "decisions"], "default": "fused"},
+                }),
+                vec!["path", "task"],
+            ),
             ToolName::Analysis => (
                 json!({
                     "path": path,
@@ -324,9 +347,23 @@ pub(crate) struct Args {
     pub include_public: Option<bool>,
     pub filter: Option<canopy_core::graph::ops::SymbolFilter>,
     pub rebuild: Option<bool>,
+    pub task: Option<String>,
+    pub focus: Option<String>,
+    pub budget_tokens: Option<u64>,
+    pub strategy: Option<canopy_core::context::Strategy>,
 }
 
 impl Args {
+    /// The `canopy_context` parameters.
+    pub(crate) fn context_params(&self) -> canopy_core::context::ContextParams {
+        canopy_core::context::ContextParams {
+            task: self.task.clone().unwrap_or_default(),
+            focus: self.focus.clone(),
+            budget_tokens: self.budget_tokens,
+            strategy: self.strategy,
+        }
+    }
+
     /// The `canopy_query` parameters.
     pub(crate) fn query_params(&self) -> QueryParams {
         QueryParams {

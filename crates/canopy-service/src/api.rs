@@ -104,6 +104,31 @@ pub struct GraphHttpRequest {
     pub request: canopy_core::graph::request::GraphRequest,
 }
 
+/// `POST /context` body: the repo and the context-pack parameters; a
+/// `generation` (of the handle or position the focus came from) gets the
+/// same 409 semantics as `/graph`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextRequest {
+    /// Repo id or name.
+    pub repo: String,
+    /// Generation the focus was taken from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u64>,
+    /// What the agent is about to do.
+    #[serde(default)]
+    pub task: String,
+    /// Code to centre on (the graph's target rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub focus: Option<String>,
+    /// Most tokens the fragments may add up to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_tokens: Option<u64>,
+    /// Which strategy chooses candidates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<canopy_core::context::Strategy>,
+}
+
 /// `POST /evidence_pack` body: the repo, an optional session and the pack parameters.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct PackRequest {

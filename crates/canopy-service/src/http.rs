@@ -24,8 +24,8 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::{
-    AddRepoRequest, EventsResponse, ExpandRequest, GraphHttpRequest, PackRequest, QueryRequest,
-    ReindexRequest, SESSION_HEADER,
+    AddRepoRequest, ContextRequest, EventsResponse, ExpandRequest, GraphHttpRequest, PackRequest,
+    QueryRequest, ReindexRequest, SESSION_HEADER,
 };
 use crate::error::ApiError;
 use crate::service::Service;
@@ -50,6 +50,7 @@ fn table() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
         ("POST", "/reindex", post(reindex)),
         ("POST", "/query", post(query)),
         ("POST", "/evidence_pack", post(evidence_pack)),
+        ("POST", "/context", post(context)),
         ("POST", "/graph", post(graph)),
         ("POST", "/expand", post(expand)),
         ("GET", "/status", get(status)),
@@ -263,6 +264,12 @@ async fn evidence_pack(
     let req: PackRequest = parse_json(&svc, body)?;
     let session = session_header(&headers);
     let out = blocking(&svc, move |s| s.evidence_pack(req, session)).await?;
+    Ok(Json(out).into_response())
+}
+
+async fn context(State(svc): State<AppState>, body: Body) -> Result<Response, ApiError> {
+    let req: ContextRequest = parse_json(&svc, body)?;
+    let out = blocking(&svc, move |s| s.context(req)).await?;
     Ok(Json(out).into_response())
 }
 

@@ -52,7 +52,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::api::{
-    AddRepoRequest, AddRepoResponse, EventsResponse, ExpandRequest, ExpandResponse,
+    AddRepoRequest, AddRepoResponse, ContextRequest, EventsResponse, ExpandRequest, ExpandResponse,
     ExpandedContent, GraphHttpRequest, HealthResponse, PackRequest, QueryRequest, ReindexRequest,
     ReindexResponse, RepoHealth, RepoStatusView, RepoView, RunProgressView, StatusResponse,
 };
@@ -1040,6 +1040,43 @@ impl Service {
         let returned = answer.len();
         let mut value = serde_json::to_value(&answer).map_err(ApiError::internal)?;
         annotate_graph(&mut value, &entry.id, generation, &commit_sha);
+        self.metrics.returned(&entry.id, returned, &[]);
+        Ok(value)
+    }
+
+    /// `POST /context`.
+    pub fn context(&self, req: ContextRequest) -> Result<Value, ApiError> {
+        let entry = self.lookup(&req.repo)?;
+        let params = canopy_core::context::ContextParams {
+            task: req.task,
+            focus: req.focus,
+            budget_tokens: req.budget_tokens,
+            strategy: req.strategy,
+        };
+        params.validate()?;
+        let (engine, generation, commit_sha) = self.serving(&entry)?;
+        match req.generation {
+            Some(given) if given > generation => {
+                return Err(ApiError::Validation(format!(
+                    "generation {given} is newer than the current generation {generation} of {}; \
+                     pass a generation from a response of this service",
+                    entry.id
+                )));
+            }
+            Some(given) if given != generation => {
+                self.metrics.stale_rejection();
+                return Err(ApiError::StaleGeneration {
+                    ids: params.focus.clone().unwrap_or_default(),
+                    given,
+                    current: generation,
+                });
+            }
+            _ => {}
+        }
+        let pack = engine.context(&params)?;
+        let returned = pack.fragments.len();
+        let mut value = serde_json::to_value(&pack).map_err(ApiError::internal)?;
+        annotate(&mut value, &entry.id, generation, &commit_sha);
         self.metrics.returned(&entry.id, returned, &[]);
         Ok(value)
     }

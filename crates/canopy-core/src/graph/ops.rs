@@ -739,7 +739,7 @@ mod tests {
 
 /// The declaration of a unit up to its body: from the line its name is on,
 /// until a line that opens the body (`{`, `:`, `=>`, `=`) or 5 lines.
-fn signature_of(text: &str, n: &NodeRecord) -> String {
+pub(crate) fn signature_of(text: &str, n: &NodeRecord) -> String {
     let start = n.preview_start.min(text.len());
     let end = n.end_byte.min(text.len()).max(start);
     let mut out = Vec::new();

@@ -1,0 +1,295 @@
+//! Context packs: one call that returns the code a task needs, already cut
+//! to a token budget, each piece saying where it came from and why
+//! (SPEC §4, seed `002_…`).
+//!
+//! Pipeline: task (+ optional focus) → candidate lists from each strategy
+//! ([`strategies`]: keyword, semantic, graph, history, decisions) → fused by
+//! reciprocal rank when the strategy is `fused` → packed under the budget
+//! ([`budget`]): nested and overlapping units deduplicated, low-value
+//! fragments degraded (full body → signature or skeleton → outline) before
+//! any is dropped.
+//!
+//! Invariants, each tested:
+//! - the fragments' token counts (same tokenizer as every other count) add
+//!   up to `total_tokens`, and `total_tokens <= budget_tokens`;
+//! - no fragment's text is inside another fragment's text (a class whose
+//!   methods are fragments of their own is shown as a skeleton without them);
+//! - every fragment names its handle, path, lines, strategy, reason and score.
+//!
+//! Like every module below the engine, this one reads through a `Store` and
+//! a root the engine hands it and never names the engine.
+
+pub mod budget;
+pub mod strategies;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{CanopyError, Result};
+use crate::handle::HandleId;
+use crate::model::Handle;
+use crate::snapshot::Snapshot;
+
+/// Default `budget_tokens`.
+pub const DEFAULT_BUDGET: u64 = 4_000;
+/// Smallest accepted budget: below it not even an outline fits.
+pub const MIN_BUDGET: u64 = 50;
+/// Largest accepted budget.
+pub const MAX_BUDGET: u64 = 64_000;
+/// Longest accepted task text, in bytes.
+pub const MAX_TASK_BYTES: usize = 32_768;
+
+/// How candidates are chosen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// The evidence pack's ranking (BM25 over names, paths and text, definitions first).
+    Keyword,
+    /// Embedding similarity between the task and each unit (needs a model).
+    Semantic,
+    /// The focus symbols' neighbourhood in the code graph: callers, callees, types used.
+    Graph,
+    /// Git history of the focus code: files changed together with it.
+    History,
+    /// Design notes, ADRs and docs sections that mention the focus or the task's terms.
+    Decisions,
+    /// Every strategy, merged by reciprocal rank and deduplicated (default).
+    #[default]
+    Fused,
+}
+
+impl Strategy {
+    /// The strategies that produce candidates (all but `fused`).
+    pub const SOURCES: [Strategy; 5] = [
+        Strategy::Keyword,
+        Strategy::Semantic,
+        Strategy::Graph,
+        Strategy::History,
+        Strategy::Decisions,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Keyword => "keyword",
+            Strategy::Semantic => "semantic",
+            Strategy::Graph => "graph",
+            Strategy::History => "history",
+            Strategy::Decisions => "decisions",
+            Strategy::Fused => "fused",
+        }
+    }
+
+    /// The strategy with this wire name.
+    pub fn from_name(name: &str) -> Option<Strategy> {
+        Strategy::SOURCES
+            .into_iter()
+            .chain([Strategy::Fused])
+            .find(|s| s.as_str() == name)
+    }
+
+    /// Weight in the fused ranking: the keyword ranking is the best measured
+    /// single signal (evidence-pack eval), the others add what it misses.
+    pub(crate) fn fusion_weight(self) -> f64 {
+        match self {
+            Strategy::Keyword => 1.0,
+            Strategy::Semantic => 0.8,
+            Strategy::Graph => 0.7,
+            Strategy::History => 0.4,
+            Strategy::Decisions => 0.4,
+            Strategy::Fused => 0.0,
+        }
+    }
+}
+
+/// How much of a unit a fragment shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Detail {
+    /// Name, kind and location only.
+    Outline,
+    /// The declaration and its docstring; for a class, module or file, a
+    /// skeleton: its own declaration and its members' signatures.
+    Signature,
+    /// The whole text.
+    Full,
+}
+
+/// `canopy_context` parameters.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ContextParams {
+    /// What the agent is about to do, in its own words (an issue text is fine).
+    pub task: String,
+    /// Code to centre on: `Type.method`, `Type::method`, `pkg.Name`, a path,
+    /// or `path:line[:col]` (the graph's target rule).
+    pub focus: Option<String>,
+    /// Most tokens the fragments' text may add up to (default 4,000).
+    pub budget_tokens: Option<u64>,
+    /// Which strategy chooses candidates (default `fused`).
+    pub strategy: Option<Strategy>,
+}
+
+impl ContextParams {
+    /// The effective budget.
+    pub fn budget(&self) -> u64 {
+        self.budget_tokens.unwrap_or(DEFAULT_BUDGET)
+    }
+
+    /// Rejects what cannot be answered, with the reason.
+    pub fn validate(&self) -> Result<()> {
+        if self.task.trim().is_empty() && self.focus.as_deref().is_none_or(|f| f.trim().is_empty())
+        {
+            return Err(CanopyError::Validation(
+                "give a `task` (what you are about to do) or a `focus` (what to centre on)".into(),
+            ));
+        }
+        if self.task.len() > MAX_TASK_BYTES {
+            return Err(CanopyError::Validation(format!(
+                "`task` is {} bytes; the most is {MAX_TASK_BYTES}",
+                self.task.len()
+            )));
+        }
+        let budget = self.budget();
+        if !(MIN_BUDGET..=MAX_BUDGET).contains(&budget) {
+            return Err(CanopyError::Validation(format!(
+                "`budget_tokens` must be between {MIN_BUDGET} and {MAX_BUDGET}, not {budget}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// One piece of a context pack.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Fragment {
+    /// Handle of the unit (expand it for the exact span).
+    pub handle: HandleId,
+    /// Repo-relative path.
+    pub file_path: String,
+    /// `function`, `class`, `section`, …
+    pub node_type: String,
+    /// Qualified name, for named units.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// 1-based inclusive lines of the unit.
+    pub line_range: [u32; 2],
+    /// How much of the unit `text` shows.
+    pub detail: Detail,
+    /// The strategy that ranked it highest.
+    pub strategy: Strategy,
+    /// Why it is here, in a few words.
+    pub reason: String,
+    /// Relevance, 0..1 relative to the best candidate.
+    pub score: f64,
+    /// Tokens of `text`.
+    pub tokens: u32,
+    /// The text at `detail`.
+    pub text: String,
+    /// The file changed on disk since it was indexed: only the outline is
+    /// given (the indexed text is gone); re-index before expanding.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub stale: bool,
+}
+
+/// What one strategy contributed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StrategyReport {
+    /// The strategy.
+    pub strategy: Strategy,
+    /// `used`, `empty` (ran, found nothing) or `skipped` (could not run; see `note`).
+    pub status: String,
+    /// Candidates it proposed.
+    pub candidates: usize,
+    /// Fragments in the pack it chose.
+    pub fragments: usize,
+    /// Why it was skipped or empty, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// How the `focus` string resolved.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FocusReport {
+    /// The units it resolved to (several when it was ambiguous).
+    pub resolved: Vec<Handle>,
+    /// `one`, `ambiguous`, `not_found` or `inferred` (no focus given: the
+    /// task's best-ranked definitions stand in for it).
+    pub status: String,
+}
+
+/// A context pack.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ContextPack {
+    /// The budget asked for.
+    pub budget_tokens: u64,
+    /// Sum of the fragments' `tokens` (never above the budget).
+    pub total_tokens: u64,
+    /// The fragments, best first.
+    pub fragments: Vec<Fragment>,
+    /// The strategy asked for.
+    pub strategy: Strategy,
+    /// What each strategy contributed.
+    pub strategies: Vec<StrategyReport>,
+    /// How the focus resolved.
+    pub focus: FocusReport,
+    /// Candidates considered after merging.
+    pub candidates: usize,
+    /// Fragments shown at less than full detail to fit the budget.
+    pub degraded: usize,
+    /// Fragments dropped for the budget (only once every fragment left is an outline).
+    pub dropped: usize,
+    /// Candidates not packed: past the number the budget admits (one per
+    /// 120 tokens), or their text is already inside another fragment.
+    pub left_out: usize,
+    /// Share of the repository's files indexed; present only while the index is partial.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub index_coverage: Option<f64>,
+    /// Index generation, time, and the pack's files changed on disk.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub freshness: Option<crate::model::Freshness>,
+}
+
+/// Semantic candidates computed by the caller (the engine owns the model).
+#[derive(Clone, Debug, Default)]
+pub struct SemanticInput {
+    /// Units by similarity to the task, best first: (row id, cosine).
+    pub hits: Vec<(i64, f32)>,
+    /// Why semantic retrieval did not run, when it did not.
+    pub skipped: Option<String>,
+}
+
+/// Builds a context pack over one read snapshot.
+pub fn build(
+    snapshot: Snapshot<'_>,
+    params: &ContextParams,
+    semantic: SemanticInput,
+) -> Result<ContextPack> {
+    params.validate()?;
+    let strategy = params.strategy.unwrap_or_default();
+    let mut gathered = strategies::gather(snapshot, params, strategy, semantic)?;
+    let merged = strategies::fuse(&mut gathered.lists, strategy);
+    let candidates = merged.len();
+    let packed = budget::pack(snapshot, merged, params.budget())?;
+    let mut reports = gathered.reports;
+    for r in &mut reports {
+        r.fragments = packed
+            .fragments
+            .iter()
+            .filter(|f| f.strategy == r.strategy)
+            .count();
+    }
+    Ok(ContextPack {
+        budget_tokens: params.budget(),
+        total_tokens: packed.fragments.iter().map(|f| u64::from(f.tokens)).sum(),
+        degraded: packed.degraded,
+        dropped: packed.dropped,
+        left_out: candidates.saturating_sub(packed.fragments.len() + packed.dropped),
+        fragments: packed.fragments,
+        strategy,
+        strategies: reports,
+        focus: gathered.focus,
+        candidates,
+        index_coverage: None,
+        freshness: None,
+    })
+}

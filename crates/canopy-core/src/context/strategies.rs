@@ -1,0 +1,593 @@
+//! The candidate strategies of a context pack, and their fusion.
+//!
+//! Each strategy returns its own ranked list of units with a reason per
+//! unit; [`fuse`] merges the lists by weighted reciprocal rank (robust to score
+//! scales that differ per strategy), keeping
+//! for each unit the reason of the strategy that ranked it highest.
+
+use std::collections::{HashMap, HashSet};
+use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::context::{ContextParams, FocusReport, SemanticInput, Strategy, StrategyReport};
+use crate::error::Result;
+use crate::graph::nav::{Graph, TargetMatch};
+use crate::pack::{PackParams, code_identifiers, is_test_path};
+use crate::query::QueryParams;
+use crate::session::Session;
+use crate::snapshot::Snapshot;
+use crate::store::read::NodeRecord;
+use crate::text::{query_terms, split_identifier};
+
+/// Candidates one strategy proposes at most.
+const PER_STRATEGY: usize = 40;
+/// Focus units inferred from the keyword ranking when no focus is given.
+const INFERRED_FOCUS: usize = 3;
+/// Reciprocal-rank constant. Smaller than the usual 60: lists here are
+/// short (≤ 40), and with 60 the strategy weights alone decided the order,
+/// so a second strategy's runner-up fell below the first's twentieth.
+const RRF_K: f64 = 10.0;
+/// Commits of history read per focus file.
+const HISTORY_COMMITS: usize = 50;
+/// Globs of documentation files (the `decisions` strategy).
+const DOC_GLOB: &str = "**/*.{md,markdown,rst,txt,adoc}";
+
+/// One unit a strategy proposes.
+#[derive(Clone, Debug)]
+pub(crate) struct Candidate {
+    pub(crate) node: NodeRecord,
+    pub(crate) reason: String,
+}
+
+/// A unit after fusion.
+#[derive(Clone, Debug)]
+pub(crate) struct Merged {
+    pub(crate) node: NodeRecord,
+    pub(crate) strategy: Strategy,
+    pub(crate) reason: String,
+    /// 0..1, relative to the best.
+    pub(crate) score: f64,
+}
+
+/// Every strategy's list, with reports and the focus.
+pub(crate) struct Gathered {
+    pub(crate) lists: Vec<(Strategy, Vec<Candidate>)>,
+    pub(crate) reports: Vec<StrategyReport>,
+    pub(crate) focus: FocusReport,
+}
+
+fn report(strategy: Strategy, candidates: usize, note: Option<String>) -> StrategyReport {
+    let status = match (&note, candidates) {
+        (_, n) if n > 0 => "used",
+        (Some(_), 0) => "skipped",
+        _ => "empty",
+    };
+    StrategyReport {
+        strategy,
+        status: status.into(),
+        candidates,
+        fragments: 0,
+        note,
+    }
+}
+
+/// Whether a unit is a definition worth centring on.
+fn is_definition(n: &NodeRecord) -> bool {
+    n.name.is_some()
+        && !matches!(
+            n.node_type.as_str(),
+            "file" | "chunk" | "section" | "paragraph" | "code_block"
+        )
+}
+
+/// Runs the strategies `strategy` asks for.
+pub(crate) fn gather(
+    snapshot: Snapshot<'_>,
+    params: &ContextParams,
+    strategy: Strategy,
+    semantic: SemanticInput,
+) -> Result<Gathered> {
+    let store = snapshot.store();
+    let wants = |s: Strategy| strategy == Strategy::Fused || strategy == s;
+    let task = crate::pack::clean_question(&params.task);
+    let mut lists = Vec::new();
+    let mut reports = Vec::new();
+
+    // The keyword ranking runs whenever a strategy needs a focus inferred from it.
+    let needs_keyword = wants(Strategy::Keyword)
+        || (params.focus.is_none()
+            && (wants(Strategy::Graph) || wants(Strategy::History) || wants(Strategy::Decisions)));
+    let keyword = if needs_keyword && !task.trim().is_empty() {
+        keyword_candidates(snapshot, &task)?
+    } else {
+        Vec::new()
+    };
+
+    let graph = Graph::new(store, snapshot.root());
+    let (focus_nodes, focus) = resolve_focus(&graph, params.focus.as_deref(), &keyword)?;
+
+    if wants(Strategy::Keyword) {
+        let note = task
+            .trim()
+            .is_empty()
+            .then(|| "no task text to rank by".to_string());
+        reports.push(report(Strategy::Keyword, keyword.len(), note));
+        lists.push((Strategy::Keyword, keyword.clone()));
+    }
+    if wants(Strategy::Semantic) {
+        let nodes =
+            store.nodes_by_rowids(&semantic.hits.iter().map(|h| h.0).collect::<Vec<_>>())?;
+        let by_row: HashMap<i64, NodeRecord> = nodes.into_iter().map(|n| (n.rowid, n)).collect();
+        let list: Vec<Candidate> = semantic
+            .hits
+            .iter()
+            .filter_map(|(row, sim)| {
+                by_row.get(row).map(|n| Candidate {
+                    node: n.clone(),
+                    reason: format!("close in meaning to the task (cosine {sim:.2})"),
+                })
+            })
+            .take(PER_STRATEGY)
+            .collect();
+        reports.push(report(Strategy::Semantic, list.len(), semantic.skipped));
+        lists.push((Strategy::Semantic, list));
+    }
+    if wants(Strategy::Graph) {
+        let (list, note) = graph_candidates(&graph, &focus_nodes)?;
+        reports.push(report(Strategy::Graph, list.len(), note));
+        lists.push((Strategy::Graph, list));
+    }
+    if wants(Strategy::History) {
+        let (list, note) = history_candidates(snapshot, &focus_nodes)?;
+        reports.push(report(Strategy::History, list.len(), note));
+        lists.push((Strategy::History, list));
+    }
+    if wants(Strategy::Decisions) {
+        let list = decision_candidates(snapshot, &task, &focus_nodes)?;
+        reports.push(report(Strategy::Decisions, list.len(), None));
+        lists.push((Strategy::Decisions, list));
+    }
+    Ok(Gathered {
+        lists,
+        reports,
+        focus,
+    })
+}
+
+/// The evidence pack's ranking of the task, with a reason per unit.
+fn keyword_candidates(snapshot: Snapshot<'_>, task: &str) -> Result<Vec<Candidate>> {
+    let params = PackParams {
+        query: QueryParams {
+            pattern: Some(task.to_string()),
+            ..QueryParams::default()
+        },
+        max_handles: Some(8),
+        ..PackParams::default()
+    };
+    let pack = crate::pack::build(snapshot.store(), &params, &Session::default())?;
+    let identifiers: HashSet<String> = code_identifiers(task)
+        .into_iter()
+        .map(|s| s.to_lowercase())
+        .collect();
+    let terms: HashSet<String> = query_terms(task).into_iter().collect();
+    Ok(pack
+        .ranked
+        .into_iter()
+        .take(PER_STRATEGY)
+        .enumerate()
+        .map(|(i, node)| {
+            let reason = keyword_reason(&node, &identifiers, &terms, i);
+            Candidate { node, reason }
+        })
+        .collect())
+}
+
+fn keyword_reason(
+    node: &NodeRecord,
+    identifiers: &HashSet<String>,
+    terms: &HashSet<String>,
+    rank: usize,
+) -> String {
+    if let Some(name) = &node.name
+        && identifiers.contains(&name.to_lowercase())
+    {
+        return format!(
+            "defines `{}` named in the task",
+            node.qualified_name.as_deref().unwrap_or(name)
+        );
+    }
+    let mut words: Vec<String> = node
+        .qualified_name
+        .iter()
+        .flat_map(|q| split_identifier(q))
+        .chain(
+            node.file_path
+                .split(['/', '.', '_', '-'])
+                .map(str::to_lowercase),
+        )
+        .collect();
+    words.sort();
+    words.dedup();
+    let matched: Vec<&String> = words
+        .iter()
+        .filter(|w| terms.contains(*w))
+        .take(3)
+        .collect();
+    if matched.is_empty() {
+        format!("text matches the task's key terms (rank {})", rank + 1)
+    } else {
+        let list: Vec<String> = matched.iter().map(|w| format!("`{w}`")).collect();
+        format!("name or path has the task's terms {}", list.join(", "))
+    }
+}
+
+/// Resolves the focus string, or infers a focus from the keyword ranking.
+fn resolve_focus(
+    graph: &Graph<'_>,
+    focus: Option<&str>,
+    keyword: &[Candidate],
+) -> Result<(Vec<NodeRecord>, FocusReport)> {
+    let focus = focus.map(str::trim).filter(|f| !f.is_empty());
+    // A file path names the file (the graph's rule reads `a/b.py` as names).
+    if let Some(target) = focus
+        && let Some(file) = graph.store.file_node(target.trim_start_matches("./"))?
+    {
+        let report = FocusReport {
+            resolved: vec![graph.handle(&file)],
+            status: "one".into(),
+        };
+        return Ok((vec![file], report));
+    }
+    match focus {
+        Some(target) => Ok(match graph.resolve_target(target)? {
+            TargetMatch::One(n) => {
+                let report = FocusReport {
+                    resolved: vec![graph.handle(&n)],
+                    status: "one".into(),
+                };
+                (vec![n], report)
+            }
+            TargetMatch::Ambiguous(c) => {
+                let c: Vec<NodeRecord> = c.into_iter().take(5).collect();
+                let report = FocusReport {
+                    resolved: c.iter().map(|n| graph.handle(n)).collect(),
+                    status: "ambiguous".into(),
+                };
+                (c, report)
+            }
+            TargetMatch::NotFound => (
+                Vec::new(),
+                FocusReport {
+                    resolved: Vec::new(),
+                    status: "not_found".into(),
+                },
+            ),
+        }),
+        None => {
+            let nodes: Vec<NodeRecord> = keyword
+                .iter()
+                .map(|c| &c.node)
+                .filter(|n| is_definition(n) && !is_test_path(&n.file_path))
+                .take(INFERRED_FOCUS)
+                .cloned()
+                .collect();
+            let report = FocusReport {
+                resolved: nodes.iter().map(|n| graph.handle(n)).collect(),
+                status: "inferred".into(),
+            };
+            Ok((nodes, report))
+        }
+    }
+}
+
+fn display_name(n: &NodeRecord) -> String {
+    n.qualified_name
+        .clone()
+        .or_else(|| n.name.clone())
+        .unwrap_or_else(|| n.file_path.clone())
+}
+
+/// The focus units and their neighbourhood: callers, callees and type uses, one hop.
+fn graph_candidates(
+    graph: &Graph<'_>,
+    focus: &[NodeRecord],
+) -> Result<(Vec<Candidate>, Option<String>)> {
+    if focus.is_empty() {
+        return Ok((
+            Vec::new(),
+            Some("no focus: name one, or give a task that names code".into()),
+        ));
+    }
+    let store = graph.store;
+    let mut out: Vec<Candidate> = Vec::new();
+    let mut seen = HashSet::new();
+    let mut push = |node: NodeRecord, reason: String, out: &mut Vec<Candidate>| {
+        if seen.insert(node.rowid) {
+            out.push(Candidate { node, reason });
+        }
+    };
+    for f in focus {
+        push(
+            f.clone(),
+            format!("the focus `{}`", display_name(f)),
+            &mut out,
+        );
+    }
+    for f in focus {
+        if !is_definition(f) {
+            continue;
+        }
+        let target = format!("{}:{}", f.file_path, graph.name_line(f));
+        let name = display_name(f);
+        let per_focus = (PER_STRATEGY / focus.len()).max(4);
+        for (answer, reason) in [
+            (
+                graph.callers(&target, 1, per_focus)?,
+                format!("calls the focus `{name}`"),
+            ),
+            (
+                graph.callees(&target, 1, per_focus)?,
+                format!("called by the focus `{name}`"),
+            ),
+            (
+                graph.type_usages(&target, per_focus / 2)?,
+                format!("uses the focus type `{name}`"),
+            ),
+        ] {
+            for node in answer.nodes {
+                if let Some(n) = store.node_by_handle(node.handle.id.as_str())? {
+                    push(n, reason.clone(), &mut out);
+                }
+            }
+        }
+    }
+    out.truncate(PER_STRATEGY);
+    Ok((out, None))
+}
+
+/// Files changed in the same commits as the focus files, most often and
+/// most recently first; each as its file unit.
+fn history_candidates(
+    snapshot: Snapshot<'_>,
+    focus: &[NodeRecord],
+) -> Result<(Vec<Candidate>, Option<String>)> {
+    if focus.is_empty() {
+        return Ok((
+            Vec::new(),
+            Some("no focus code to follow in history".into()),
+        ));
+    }
+    let mut focus_files: Vec<&str> = focus.iter().map(|n| n.file_path.as_str()).collect();
+    focus_files.sort();
+    focus_files.dedup();
+    let commits = match git_log(snapshot.root(), &focus_files) {
+        Ok(c) => c,
+        Err(note) => return Ok((Vec::new(), Some(note))),
+    };
+    if commits.is_empty() {
+        return Ok((
+            Vec::new(),
+            Some("the focus files have no git history".into()),
+        ));
+    }
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    // path -> (times changed together, newest commit time, its subject)
+    let mut together: HashMap<String, (u32, i64, String)> = HashMap::new();
+    for c in &commits {
+        // A commit touching hundreds of files (a reformat, a rename sweep) says nothing of coupling.
+        if c.files.len() > 30 {
+            continue;
+        }
+        for f in &c.files {
+            if focus_files.contains(&f.as_str()) {
+                continue;
+            }
+            let e = together
+                .entry(f.clone())
+                .or_insert((0, c.time, c.subject.clone()));
+            e.0 += 1;
+            if c.time > e.1 {
+                e.1 = c.time;
+                e.2 = c.subject.clone();
+            }
+        }
+    }
+    let mut ranked: Vec<(String, (u32, i64, String))> = together.into_iter().collect();
+    ranked.sort_by(|a, b| {
+        b.1.0
+            .cmp(&a.1.0)
+            .then(b.1.1.cmp(&a.1.1))
+            .then(a.0.cmp(&b.0))
+    });
+    let store = snapshot.store();
+    let mut out = Vec::new();
+    for (path, (times, time, subject)) in ranked {
+        if out.len() >= PER_STRATEGY / 2 {
+            break;
+        }
+        let Some(node) = store.file_node(&path)? else {
+            continue; // deleted since, or not indexed
+        };
+        let days = ((now - time).max(0) / 86_400) as u64;
+        let when = match days {
+            0 => "today".to_string(),
+            1 => "1 day ago".to_string(),
+            d => format!("{d} days ago"),
+        };
+        let subject: String = subject.chars().take(60).collect();
+        out.push(Candidate {
+            node,
+            reason: format!("changed with the focus code {times}× (last {when}: \"{subject}\")"),
+        });
+    }
+    Ok((out, None))
+}
+
+struct Commit {
+    time: i64,
+    subject: String,
+    files: Vec<String>,
+}
+
+/// `git log` of the given files: each commit's time, subject and files.
+fn git_log(root: &std::path::Path, files: &[&str]) -> std::result::Result<Vec<Commit>, String> {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args([
+            "log",
+            "--no-merges",
+            "--no-renames",
+            "--full-diff",
+            &format!("-n{HISTORY_COMMITS}"),
+            "--format=%x1e%ct%x1f%s",
+            "--name-only",
+            "--",
+        ])
+        .args(files)
+        .output()
+        .map_err(|e| format!("git could not run: {e}"))?;
+    if !output.status.success() {
+        let err = String::from_utf8_lossy(&output.stderr);
+        return Err(format!(
+            "no git history here ({})",
+            err.lines().next().unwrap_or("git log failed").trim()
+        ));
+    }
+    let text = String::from_utf8_lossy(&output.stdout);
+    let mut commits = Vec::new();
+    for record in text.split('\u{1e}').filter(|r| !r.trim().is_empty()) {
+        let mut lines = record.lines();
+        let Some(head) = lines.next() else { continue };
+        let (time, subject) = head.split_once('\u{1f}').unwrap_or((head, ""));
+        commits.push(Commit {
+            time: time.trim().parse().unwrap_or(0),
+            subject: subject.to_string(),
+            files: lines
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(String::from)
+                .collect(),
+        });
+    }
+    Ok(commits)
+}
+
+/// Documentation sections that mention the focus names or the task's terms.
+fn decision_candidates(
+    snapshot: Snapshot<'_>,
+    task: &str,
+    focus: &[NodeRecord],
+) -> Result<Vec<Candidate>> {
+    let names: Vec<String> = focus.iter().filter_map(|n| n.name.clone()).collect();
+    let mut question = task.to_string();
+    for n in &names {
+        question.push_str(&format!(" `{n}`"));
+    }
+    if question.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let params = PackParams {
+        query: QueryParams {
+            pattern: Some(question),
+            glob: Some(DOC_GLOB.into()),
+            ..QueryParams::default()
+        },
+        max_handles: Some(8),
+        ..PackParams::default()
+    };
+    let pack = crate::pack::build(snapshot.store(), &params, &Session::default())?;
+    let names_lower: Vec<String> = names.iter().map(|n| n.to_lowercase()).collect();
+    let mut out = Vec::new();
+    for node in pack.ranked.into_iter().take(PER_STRATEGY / 4) {
+        // The file unit of a document is too coarse; its sections say more.
+        if node.node_type == "file" && node.end_line > 40 {
+            continue;
+        }
+        let path = node.file_path.to_lowercase();
+        let kind = if path.contains("adr") || path.contains("decision") {
+            "design decision"
+        } else if path.contains("architecture") || path.contains("design") {
+            "design note"
+        } else {
+            "docs section"
+        };
+        let heading = node.name.clone().unwrap_or_default().to_lowercase();
+        let reason = match names_lower.iter().find(|n| heading.contains(n.as_str())) {
+            Some(n) => format!("{kind} about `{n}`"),
+            None => format!("{kind} matching the task's terms"),
+        };
+        out.push(Candidate { node, reason });
+    }
+    Ok(out)
+}
+
+/// Merges the strategies' lists. A single strategy keeps its own order;
+/// `fused` sums weighted reciprocal ranks, and each strategy's best
+/// candidate is guaranteed a place near the top (the budget is shared
+/// between modes, not won by one).
+pub(crate) fn fuse(lists: &mut [(Strategy, Vec<Candidate>)], strategy: Strategy) -> Vec<Merged> {
+    let mut by_row: HashMap<i64, (f64, Strategy, f64, Candidate)> = HashMap::new();
+    for (s, list) in lists.iter_mut() {
+        let weight = if strategy == Strategy::Fused {
+            s.fusion_weight()
+        } else {
+            1.0
+        };
+        for (rank, c) in list.drain(..).enumerate() {
+            let contribution = weight / (RRF_K + rank as f64 + 1.0);
+            let e = by_row
+                .entry(c.node.rowid)
+                .or_insert((0.0, *s, 0.0, c.clone()));
+            e.0 += contribution;
+            if contribution > e.2 {
+                e.1 = *s;
+                e.2 = contribution;
+                e.3 = c;
+            }
+        }
+    }
+    let mut merged: Vec<Merged> = by_row
+        .into_values()
+        .map(|(score, strategy, _, c)| Merged {
+            node: c.node,
+            strategy,
+            reason: c.reason,
+            score,
+        })
+        .collect();
+    merged.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.node.file_path.cmp(&b.node.file_path))
+            .then_with(|| a.node.start_byte.cmp(&b.node.start_byte))
+    });
+    if strategy == Strategy::Fused {
+        // Each strategy's best candidate moves up to within the first few.
+        let mut firsts: Vec<usize> = Vec::new();
+        let mut seen_strategies = HashSet::new();
+        for (i, m) in merged.iter().enumerate() {
+            if seen_strategies.insert(m.strategy) {
+                firsts.push(i);
+            }
+        }
+        for (slot, i) in firsts.into_iter().enumerate() {
+            let target = slot * 2;
+            if i > target {
+                let m = merged.remove(i);
+                merged.insert(target, m);
+            }
+        }
+    }
+    let top = merged
+        .iter()
+        .map(|m| m.score)
+        .fold(0.0, f64::max)
+        .max(1e-12);
+    for m in &mut merged {
+        m.score = (m.score / top * 1000.0).round() / 1000.0;
+    }
+    merged
+}

@@ -1,0 +1,480 @@
+//! Integration tests of context packs: the budget is never exceeded,
+//! low-value fragments are degraded before anything is dropped, nested units
+//! are never repeated, every fragment says where it came from and why, and
+//! each strategy finds what it is for on a repository built by the test
+//! (history on a real git repository with real commits).
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use canopy_core::context::{ContextPack, ContextParams, Detail, Strategy};
+use canopy_core::index::NoProgress;
+use canopy_core::{CanopyError, Engine, EngineOptions};
+use proptest::prelude::*;
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let path = root.join(rel);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+}
+
+const PARSER: &str = "class Parser:\n    \"\"\"Turns configuration text into settings.\"\"\"\n\n    def parse(self, text):\n        \"\"\"Parses every line of the configuration.\"\"\"\n        settings = {}\n        for line in text.splitlines():\n            key, value = split_setting(line)\n            settings[key] = value\n        return settings\n\n    def parse_file(self, path):\n        with open(path) as handle:\n            return self.parse(handle.read())\n\n    def reset(self):\n        self.cache = None\n\n\ndef split_setting(line):\n    \"\"\"Splits `key = value`.\"\"\"\n    key, _, value = line.partition('=')\n    return key.strip(), value.strip()\n";
+
+const LOADER: &str = "from config.parser import Parser\n\n\ndef load_settings(path):\n    parser = Parser()\n    return parser.parse_file(path)\n\n\ndef reload_settings(path):\n    return load_settings(path)\n";
+
+const ADR: &str = "# ADR 7: configuration parsing\n\nWe parse configuration with `Parser` line by line instead of a grammar, because\nsettings files are flat key = value lists.\n\n# Unrelated decision\n\nLogs rotate daily.\n";
+
+fn git(root: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A small repository with a real git history: `config/parser.py` was
+/// changed twice together with `config/schema.py`, never with `web/app.py`.
+fn repo() -> (tempfile::TempDir, Engine) {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    git(r, &["init", "-q", "-b", "main"]);
+    write(r, "web/app.py", "def serve():\n    return 'ok'\n");
+    git(r, &["add", "."]);
+    git(r, &["commit", "-q", "-m", "web app"]);
+    write(r, "config/parser.py", PARSER);
+    write(r, "config/schema.py", "SCHEMA = {'name': str}\n");
+    git(r, &["add", "."]);
+    git(r, &["commit", "-q", "-m", "first version"]);
+    write(
+        r,
+        "config/parser.py",
+        &PARSER.replace("settings = {}", "settings = dict()"),
+    );
+    write(
+        r,
+        "config/schema.py",
+        "SCHEMA = {'name': str, 'port': int}\n",
+    );
+    git(
+        r,
+        &["commit", "-q", "-am", "add port to the schema and parser"],
+    );
+    write(r, "config/parser.py", PARSER);
+    write(
+        r,
+        "config/schema.py",
+        "SCHEMA = {'name': str, 'port': int, 'host': str}\n",
+    );
+    git(r, &["commit", "-q", "-am", "host setting"]);
+    write(r, "web/app.py", "def serve():\n    return 'ok!'\n");
+    git(r, &["commit", "-q", "-am", "web only"]);
+    write(r, "config/loader.py", LOADER);
+    write(r, "docs/adr/0007-config-parsing.md", ADR);
+    write(
+        r,
+        "metrics/report.py",
+        "def render_report(rows):\n    return '\\n'.join(str(r) for r in rows)\n",
+    );
+    git(r, &["add", "."]);
+    git(r, &["commit", "-q", "-m", "loader and docs"]);
+    let engine = Engine::open(r, EngineOptions::default()).unwrap();
+    engine.index(None, &NoProgress).unwrap();
+    (dir, engine)
+}
+
+fn context(
+    engine: &Engine,
+    task: &str,
+    focus: Option<&str>,
+    budget: u64,
+    strategy: Strategy,
+) -> ContextPack {
+    engine
+        .context(&ContextParams {
+            task: task.into(),
+            focus: focus.map(String::from),
+            budget_tokens: Some(budget),
+            strategy: Some(strategy),
+        })
+        .unwrap()
+}
+
+fn report(pack: &ContextPack, s: Strategy) -> &canopy_core::context::StrategyReport {
+    pack.strategies.iter().find(|r| r.strategy == s).unwrap()
+}
+
+/// The invariants every pack keeps.
+fn check_invariants(pack: &ContextPack) {
+    let sum: u64 = pack.fragments.iter().map(|f| u64::from(f.tokens)).sum();
+    assert_eq!(sum, pack.total_tokens);
+    assert!(
+        pack.total_tokens <= pack.budget_tokens,
+        "{} > {}",
+        pack.total_tokens,
+        pack.budget_tokens
+    );
+    for f in &pack.fragments {
+        assert!(
+            !f.reason.is_empty() && !f.text.is_empty() && f.line_range[0] >= 1,
+            "{f:?}"
+        );
+        assert!(f.handle.as_str().starts_with('h'));
+        assert!((0.0..=1.0).contains(&f.score));
+        assert_eq!(
+            f.tokens as usize,
+            canopy_core::tokens::count_tokens(&f.text)
+        );
+    }
+    // No fragment's text holds another's (nested units, overlaps).
+    for a in &pack.fragments {
+        for b in &pack.fragments {
+            if std::ptr::eq(a, b) || a.file_path != b.file_path || b.detail == Detail::Outline {
+                continue;
+            }
+            assert!(
+                !(a.detail != Detail::Outline
+                    && b.text.len() > 20
+                    && a.text.contains(b.text.trim())),
+                "{} ({:?}) repeats {} ({:?})",
+                a.name.as_deref().unwrap_or("?"),
+                a.detail,
+                b.name.as_deref().unwrap_or("?"),
+                b.detail
+            );
+        }
+    }
+}
+
+#[test]
+fn keyword_strategy_finds_the_definition_named_in_the_task_in_full() {
+    let (_d, engine) = repo();
+    let pack = context(
+        &engine,
+        "fix `split_setting` for values containing =",
+        None,
+        2_000,
+        Strategy::Keyword,
+    );
+    check_invariants(&pack);
+    let first = &pack.fragments[0];
+    assert_eq!(first.name.as_deref(), Some("split_setting"));
+    assert_eq!(first.detail, Detail::Full);
+    assert!(first.text.contains("line.partition('=')"));
+    assert!(
+        first.reason.contains("named in the task"),
+        "{}",
+        first.reason
+    );
+    assert_eq!(pack.strategies.len(), 1);
+}
+
+#[test]
+fn a_class_with_chosen_methods_is_a_skeleton_without_them() {
+    let (_d, engine) = repo();
+    let pack = context(
+        &engine,
+        "Parser parse parse_file reset class",
+        Some("Parser"),
+        4_000,
+        Strategy::Fused,
+    );
+    check_invariants(&pack);
+    let class = pack
+        .fragments
+        .iter()
+        .find(|f| f.name.as_deref() == Some("Parser"))
+        .expect("class");
+    let parse = pack
+        .fragments
+        .iter()
+        .find(|f| f.name.as_deref() == Some("Parser.parse"))
+        .expect("method");
+    assert_eq!(parse.detail, Detail::Full);
+    assert_eq!(class.detail, Detail::Signature, "{}", class.text);
+    assert!(class.text.starts_with("class Parser"), "{}", class.text);
+    assert!(
+        !class.text.contains("def parse(self, text)"),
+        "method text repeated: {}",
+        class.text
+    );
+}
+
+#[test]
+fn low_value_fragments_degrade_before_any_is_dropped() {
+    let (_d, engine) = repo();
+    let roomy = context(
+        &engine,
+        "Parser parse settings configuration",
+        None,
+        8_000,
+        Strategy::Keyword,
+    );
+    check_invariants(&roomy);
+    assert_eq!((roomy.degraded, roomy.dropped), (0, 0));
+    let full_cost: u64 = roomy.total_tokens;
+    // A budget well below the roomy pack's cost, but above its outlines' cost.
+    let tight = context(
+        &engine,
+        "Parser parse settings configuration",
+        None,
+        full_cost / 2,
+        Strategy::Keyword,
+    );
+    check_invariants(&tight);
+    assert!(tight.degraded > 0, "{tight:#?}");
+    assert_eq!(
+        tight.dropped, 0,
+        "nothing may be dropped while something can degrade"
+    );
+    // The best fragment keeps its body; what was degraded scores no higher.
+    assert_eq!(tight.fragments[0].detail, Detail::Full);
+    let best_degraded = tight
+        .fragments
+        .iter()
+        .filter(|f| f.detail < Detail::Full)
+        .map(|f| f.score)
+        .fold(0.0, f64::max);
+    assert!(best_degraded < tight.fragments[0].score);
+    // The smallest budget still holds the best fragment, in some detail,
+    // and drops nothing while anything can still degrade.
+    let tiny = context(
+        &engine,
+        "Parser parse settings configuration",
+        None,
+        50,
+        Strategy::Keyword,
+    );
+    check_invariants(&tiny);
+    assert_eq!(tiny.fragments[0].handle, roomy.fragments[0].handle);
+    if tiny.dropped > 0 {
+        assert!(
+            tiny.fragments.iter().all(|f| f.detail == Detail::Outline),
+            "{tiny:#?}"
+        );
+    }
+}
+
+#[test]
+fn graph_strategy_brings_callers_of_the_focus() {
+    let (_d, engine) = repo();
+    let pack = context(
+        &engine,
+        "change how configuration files are read",
+        Some("Parser.parse_file"),
+        4_000,
+        Strategy::Graph,
+    );
+    check_invariants(&pack);
+    assert_eq!(pack.focus.status, "one");
+    let caller = pack
+        .fragments
+        .iter()
+        .find(|f| f.name.as_deref() == Some("load_settings"))
+        .expect("caller");
+    assert!(
+        caller.reason.contains("calls the focus"),
+        "{}",
+        caller.reason
+    );
+    let callee = pack
+        .fragments
+        .iter()
+        .find(|f| f.name.as_deref() == Some("Parser.parse"))
+        .expect("callee");
+    assert!(
+        callee.reason.contains("called by the focus"),
+        "{}",
+        callee.reason
+    );
+    assert!(pack.fragments.iter().all(|f| f.strategy == Strategy::Graph));
+}
+
+#[test]
+fn history_strategy_follows_files_changed_together_in_git() {
+    let (_d, engine) = repo();
+    let pack = context(
+        &engine,
+        "parser",
+        Some("config/parser.py"),
+        4_000,
+        Strategy::History,
+    );
+    check_invariants(&pack);
+    let paths: Vec<&str> = pack
+        .fragments
+        .iter()
+        .map(|f| f.file_path.as_str())
+        .collect();
+    assert_eq!(paths.first(), Some(&"config/schema.py"), "{paths:?}");
+    let schema = &pack.fragments[0];
+    assert!(
+        schema.reason.contains("3×") && schema.reason.contains("host setting"),
+        "{}",
+        schema.reason
+    );
+    assert!(
+        !paths.contains(&"web/app.py"),
+        "never changed with the parser: {paths:?}"
+    );
+}
+
+#[test]
+fn history_outside_git_is_skipped_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.py", "def parse():\n    return 1\n");
+    let engine = Engine::open(dir.path(), EngineOptions::default()).unwrap();
+    engine.index(None, &NoProgress).unwrap();
+    let pack = context(&engine, "parse", Some("parse"), 1_000, Strategy::History);
+    let r = report(&pack, Strategy::History);
+    assert_eq!(r.status, "skipped");
+    assert!(
+        r.note.as_deref().unwrap_or_default().contains("git"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn decisions_strategy_finds_the_adr_about_the_focus() {
+    let (_d, engine) = repo();
+    let pack = context(
+        &engine,
+        "why is configuration parsed line by line",
+        Some("Parser"),
+        2_000,
+        Strategy::Decisions,
+    );
+    check_invariants(&pack);
+    let adr = pack.fragments.first().expect("a fragment");
+    assert_eq!(adr.file_path, "docs/adr/0007-config-parsing.md");
+    assert!(adr.text.contains("line by line"), "{}", adr.text);
+    assert!(adr.reason.contains("design decision"), "{}", adr.reason);
+}
+
+#[test]
+fn without_a_model_semantic_is_skipped_and_fused_still_answers() {
+    let (_d, engine) = repo();
+    let pack = context(
+        &engine,
+        "split a setting line into key and value",
+        None,
+        3_000,
+        Strategy::Fused,
+    );
+    check_invariants(&pack);
+    let r = report(&pack, Strategy::Semantic);
+    assert_eq!(r.status, "skipped");
+    assert!(
+        r.note.as_deref().unwrap_or_default().contains("model"),
+        "{r:?}"
+    );
+    assert!(
+        pack.fragments
+            .iter()
+            .any(|f| f.name.as_deref() == Some("split_setting"))
+    );
+    assert_eq!(report(&pack, Strategy::Keyword).status, "used");
+    assert_eq!(pack.strategies.len(), 5);
+}
+
+#[test]
+fn focus_that_matches_nothing_or_several_says_so() {
+    let (_d, engine) = repo();
+    let pack = context(
+        &engine,
+        "x",
+        Some("NoSuchThing.anywhere"),
+        1_000,
+        Strategy::Graph,
+    );
+    assert_eq!(pack.focus.status, "not_found");
+    assert!(pack.fragments.is_empty());
+    assert_eq!(report(&pack, Strategy::Graph).status, "skipped");
+}
+
+#[test]
+fn bad_requests_are_refused_with_the_reason() {
+    let (_d, engine) = repo();
+    for (params, needle) in [
+        (ContextParams::default(), "task"),
+        (
+            ContextParams {
+                task: "x".into(),
+                budget_tokens: Some(10),
+                ..Default::default()
+            },
+            "budget_tokens",
+        ),
+        (
+            ContextParams {
+                task: "x".into(),
+                budget_tokens: Some(1_000_000),
+                ..Default::default()
+            },
+            "budget_tokens",
+        ),
+        (
+            ContextParams {
+                task: "y".repeat(40_000),
+                ..Default::default()
+            },
+            "task",
+        ),
+    ] {
+        match engine.context(&params) {
+            Err(CanopyError::Validation(m)) => assert!(m.contains(needle), "{m}"),
+            other => panic!("expected a validation error, got {other:?}"),
+        }
+    }
+    let err =
+        serde_json::from_str::<ContextParams>(r#"{"task":"x","strategy":"magic"}"#).unwrap_err();
+    assert!(err.to_string().contains("magic"));
+}
+
+#[test]
+fn a_file_changed_on_disk_is_given_as_an_outline_marked_stale() {
+    let (d, engine) = repo();
+    write(d.path(), "config/parser.py", "# rewritten\n");
+    let pack = context(
+        &engine,
+        "fix `split_setting`",
+        None,
+        2_000,
+        Strategy::Keyword,
+    );
+    check_invariants(&pack);
+    let f = pack
+        .fragments
+        .iter()
+        .find(|f| f.file_path == "config/parser.py")
+        .expect("fragment");
+    assert!(f.stale);
+    assert_eq!(f.detail, Detail::Outline);
+    let fresh = pack.freshness.as_ref().unwrap();
+    assert_eq!(fresh.stale_files, 1);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    /// Whatever the budget and strategy, the fragments fit it exactly as reported.
+    #[test]
+    fn budgets_are_never_exceeded(budget in 50u64..6_000, s in 0usize..6, focus in proptest::option::of(0usize..3)) {
+        thread_local! { static REPO: (tempfile::TempDir, Engine) = repo(); }
+        let strategy = Strategy::SOURCES.into_iter().chain([Strategy::Fused]).nth(s).unwrap();
+        let focus = focus.map(|i| ["Parser", "config/loader.py", "config/parser.py:20"][i]);
+        REPO.with(|(_d, engine)| {
+            let pack = context(engine, "parse settings from a configuration file", focus, budget, strategy);
+            check_invariants(&pack);
+        });
+    }
+}
