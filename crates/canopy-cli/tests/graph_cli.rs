@@ -225,3 +225,46 @@ fn type_usages_finds_annotations() {
     // `def make() -> Parser` and `def main(p: Parser)` in app.py.
     assert_eq!(names, ["main", "make"], "{json}");
 }
+
+/// `canopy context`: human output (a header per fragment, then its text,
+/// then the totals) and `--json` with the budget kept.
+#[test]
+fn context_prints_fragments_within_the_budget() {
+    let dir = fixture();
+    let o = canopy(dir.path(), &["index"]);
+    stdout(&o);
+    let human = stdout(&canopy(
+        dir.path(),
+        &[
+            "context",
+            "how does the parser run its steps",
+            "--budget",
+            "500",
+        ],
+    ));
+    assert!(human.contains("── "), "{human}");
+    assert!(human.contains(" of 500 tokens"), "{human}");
+    let json = stdout(&canopy(
+        dir.path(),
+        &[
+            "--json",
+            "context",
+            "how does the parser run its steps",
+            "--budget",
+            "500",
+            "--strategy",
+            "keyword",
+        ],
+    ));
+    let pack: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    assert!(
+        pack["total_tokens"]
+            .as_u64()
+            .is_some_and(|t| t <= 500 && t > 0),
+        "{pack}"
+    );
+    assert_eq!(pack["strategy"], "keyword");
+    let bad = canopy(dir.path(), &["context", "x", "--budget", "3"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("budget_tokens"));
+}

@@ -326,3 +326,87 @@ async fn every_other_operation_answers_through_the_client() {
     assert_eq!(package["languages"]["python"], 2, "{package}");
     client.cancel().await.expect("close");
 }
+
+/// `canopy_context` through the real server: fragments with text that fit
+/// the budget, the focus's caller from the graph, semantic reported as
+/// skipped (no model), and a bad budget refused as a validation error.
+#[tokio::test(flavor = "multi_thread")]
+async fn context_packs_fit_their_budget_and_say_why() {
+    let repo = repo();
+    let client = connect().await;
+    let path = repo.path();
+    let pack = ok_json(
+        &call(
+            &client,
+            "canopy_context",
+            json!({"path": path, "task": "change what Parser.parse returns", "focus": "Parser.parse", "budget_tokens": 300, "strategy": "graph"}),
+        )
+        .await,
+    );
+    let total = pack["total_tokens"].as_u64().expect("total_tokens");
+    assert!(total <= 300, "{pack}");
+    let fragments = pack["fragments"].as_array().expect("fragments");
+    let sum: u64 = fragments
+        .iter()
+        .map(|f| f["tokens"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(sum, total, "{pack}");
+    let caller = fragments
+        .iter()
+        .find(|f| f["name"] == "use_parser")
+        .unwrap_or_else(|| panic!("the focus's caller: {pack}"));
+    assert!(
+        caller["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("p.parse()")),
+        "{caller}"
+    );
+    assert!(
+        caller["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("calls the focus")),
+        "{caller}"
+    );
+    for f in fragments {
+        for key in [
+            "handle",
+            "file_path",
+            "line_range",
+            "detail",
+            "strategy",
+            "reason",
+            "score",
+        ] {
+            assert!(!f[key].is_null(), "{key} missing: {f}");
+        }
+    }
+    assert!(fragments.iter().all(|f| f["strategy"] == "graph"), "{pack}");
+    // The default, fused: every strategy reports; semantic is skipped without a model.
+    let fused = ok_json(
+        &call(
+            &client,
+            "canopy_context",
+            json!({"path": path, "task": "change what Parser.parse returns"}),
+        )
+        .await,
+    );
+    let semantic = fused["strategies"]
+        .as_array()
+        .and_then(|s| s.iter().find(|r| r["strategy"] == "semantic"))
+        .unwrap_or_else(|| panic!("semantic report: {fused}"));
+    assert_eq!(semantic["status"], "skipped", "{semantic}");
+    assert!(
+        fused["total_tokens"]
+            .as_u64()
+            .is_some_and(|t| t > 0 && t <= 4_000),
+        "{fused}"
+    );
+
+    let bad = call(
+        &client,
+        "canopy_context",
+        json!({"path": path, "task": "x", "budget_tokens": 5}),
+    )
+    .await;
+    err_json(&bad, "Validation");
+}

@@ -283,3 +283,61 @@ fn every_other_operation_answers_over_http() {
     let unused = ask(json!({"repo": id, "op": "unused_symbols", "include_public": true}));
     assert!(unused["candidates"].is_array(), "{unused}");
 }
+
+/// `POST /context` over loopback: fragments within the budget, tagged with
+/// the repo and generation; 409 for an old generation, 400 for a bad budget.
+#[test]
+fn context_packs_over_http() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(data.path(), &Opts::default());
+    let client = server.client();
+    let repo = repo();
+    let id = add_and_index(&client, &repo);
+
+    let resp = post(
+        &client,
+        "/context",
+        &json!({"repo": id, "task": "square area is wrong", "focus": "Square::area", "budget_tokens": 400, "strategy": "graph"}),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let pack: Value = resp.json().unwrap();
+    assert!(
+        pack["total_tokens"].as_u64().is_some_and(|t| t <= 400),
+        "{pack}"
+    );
+    assert_eq!(pack["generation"], 1);
+    assert_eq!(pack["focus"]["status"], "one", "{pack}");
+    let names: Vec<&str> = pack["fragments"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{pack}"))
+        .iter()
+        .filter_map(|f| f["name"].as_str())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.ends_with("area_of_square")),
+        "{pack}"
+    );
+    assert!(
+        !names.iter().any(|n| n.ends_with("area_of_circle")),
+        "the other area's caller: {pack}"
+    );
+
+    let stale = post(
+        &client,
+        "/context",
+        &json!({"repo": id, "task": "x", "focus": "Square::area", "generation": 0}),
+    );
+    assert_error(&stale, 409, "stale_generation");
+    let bad = post(
+        &client,
+        "/context",
+        &json!({"repo": id, "task": "x", "budget_tokens": 1}),
+    );
+    assert_error(&bad, 400, "validation_error");
+    let unknown = post(
+        &client,
+        "/context",
+        &json!({"repo": id, "task": "x", "colour": "red"}),
+    );
+    assert_eq!(unknown.status, 400, "{}", unknown.text());
+}
