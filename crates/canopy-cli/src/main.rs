@@ -59,6 +59,11 @@ struct GlobalArgs {
     /// Skip files larger than this many bytes.
     #[arg(long, global = true, default_value_t = canopy_core::discover::DEFAULT_MAX_FILE_SIZE)]
     max_file_size: u64,
+    /// Static embedding model directory for semantic retrieval in context
+    /// packs (tokenizer.json or vocab.txt, and model.safetensors; see
+    /// README "Semantic retrieval"). Without one, semantic is skipped.
+    #[arg(long, global = true, env = "CANOPY_MODEL")]
+    model: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -340,6 +345,7 @@ fn options_for(global: &GlobalArgs, named: bool) -> EngineOptions {
 fn engine_options(global: &GlobalArgs) -> EngineOptions {
     EngineOptions {
         max_file_size: global.max_file_size,
+        embedding_model: global.model.clone(),
         ..EngineOptions::default()
     }
 }

@@ -49,6 +49,9 @@ pub struct EngineOptions {
     /// [`RootRule::Named`]: the caller chose it). Front ends use
     /// [`RootRule::Discovered`] for paths they did not get from a person.
     pub root_rule: RootRule,
+    /// A static embedding model directory (format: [`crate::embed`]); with
+    /// one, context packs use semantic retrieval (default: none).
+    pub embedding_model: Option<PathBuf>,
 }
 
 impl Default for EngineOptions {
@@ -58,6 +61,7 @@ impl Default for EngineOptions {
             auto_index: true,
             time_budget: DEFAULT_TIME_BUDGET,
             root_rule: RootRule::Named,
+            embedding_model: None,
         }
     }
 }
@@ -86,6 +90,9 @@ struct Inner {
     /// Queries waiting to index the files they point at: the background
     /// completion yields to them between chunks.
     queries_waiting: std::sync::atomic::AtomicUsize,
+    /// Unit vectors for semantic retrieval, loaded on first use (or why the
+    /// model could not be loaded).
+    semantic: Mutex<Option<std::result::Result<crate::semantic::SemanticIndex, String>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -121,6 +128,7 @@ impl Engine {
                 result_sets: Mutex::new(ResultSets::default()),
                 background: Mutex::new(None),
                 queries_waiting: std::sync::atomic::AtomicUsize::new(0),
+                semantic: Mutex::new(None),
             }),
         })
     }
@@ -697,13 +705,51 @@ impl Engine {
     /// no model is configured).
     fn semantic_input(
         &self,
-        _store: &Store,
+        store: &Store,
         params: &crate::context::ContextParams,
     ) -> Result<crate::context::SemanticInput> {
-        let _ = params;
-        Ok(crate::context::SemanticInput {
+        use crate::context::{SemanticInput, Strategy};
+        let skipped = |why: String| SemanticInput {
             hits: Vec::new(),
-            skipped: Some("no embedding model configured (see `canopy model --help`)".into()),
+            skipped: Some(why),
+        };
+        if !matches!(
+            params.strategy.unwrap_or_default(),
+            Strategy::Semantic | Strategy::Fused
+        ) {
+            return Ok(SemanticInput::default());
+        }
+        let Some(model_dir) = &self.inner.options.embedding_model else {
+            return Ok(skipped(
+                "no embedding model configured (--model PATH or CANOPY_MODEL)".into(),
+            ));
+        };
+        let mut state = lock(&self.inner.semantic);
+        let index = state.get_or_insert_with(|| {
+            crate::embed::StaticModel::load(model_dir)
+                .map(crate::semantic::SemanticIndex::new)
+                .map_err(|e| e.to_string())
+        });
+        let index = match index {
+            Ok(index) => index,
+            Err(why) => return Ok(skipped(why.clone())),
+        };
+        let report = index.sync(self.snapshot_of(store))?;
+        if report.files_embedded > 0 {
+            tracing::debug!(
+                files = report.files_embedded,
+                units = report.units_embedded,
+                "embedded units"
+            );
+        }
+        let mut text = params.task.clone();
+        if let Some(f) = &params.focus {
+            text.push(' ');
+            text.push_str(f);
+        }
+        Ok(SemanticInput {
+            hits: index.search(&text, 40),
+            skipped: None,
         })
     }
 

