@@ -31,6 +31,12 @@ use crate::error::{CanopyError, Result};
 const MAX_WORD_CHARS: usize = 100;
 /// Tokens embedded per text at most (the start of a unit names and documents it).
 const MAX_TOKENS: usize = 512;
+/// Words a [`WordCache`] remembers at most.
+const WORD_CACHE_ENTRIES: usize = 200_000;
+
+/// Words already split into WordPiece ids (see [`StaticModel::tokenize_cached`]).
+#[derive(Debug, Default)]
+pub struct WordCache(HashMap<String, Vec<u32>>);
 
 /// A loaded static embedding model.
 pub struct StaticModel {
@@ -93,6 +99,23 @@ impl StaticModel {
         })
     }
 
+    /// Identifies the model's content (vocabulary size, dimensions and the
+    /// start of its table), so vectors stored under another model are not reused.
+    pub fn fingerprint(&self) -> String {
+        let head: Vec<u8> = self
+            .table
+            .iter()
+            .take(8_192)
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        format!(
+            "static-{}x{}-{:016x}",
+            self.vocab.len(),
+            self.dim,
+            xxhash_rust::xxh3::xxh3_64(&head)
+        )
+    }
+
     /// Where it was loaded from.
     pub fn path(&self) -> &Path {
         &self.path
@@ -106,6 +129,12 @@ impl StaticModel {
     /// WordPiece token ids of a text (code-aware: `parseConfig` and
     /// `parse_config` become `parse config` first).
     pub fn tokenize(&self, text: &str) -> Vec<u32> {
+        self.tokenize_cached(text, &mut WordCache::default())
+    }
+
+    /// [`StaticModel::tokenize`] with a cache of words already split: code
+    /// repeats its identifiers, so most words are looked up once per run.
+    pub fn tokenize_cached(&self, text: &str, cache: &mut WordCache) -> Vec<u32> {
         let mut ids = Vec::new();
         for word in words(text) {
             let word = if self.lowercase {
@@ -113,7 +142,17 @@ impl StaticModel {
             } else {
                 word
             };
-            self.wordpiece(&word, &mut ids);
+            match cache.0.get(&word) {
+                Some(pieces) => ids.extend_from_slice(pieces),
+                None => {
+                    let mut pieces = Vec::new();
+                    self.wordpiece(&word, &mut pieces);
+                    ids.extend_from_slice(&pieces);
+                    if cache.0.len() < WORD_CACHE_ENTRIES {
+                        cache.0.insert(word, pieces);
+                    }
+                }
+            }
             if ids.len() >= MAX_TOKENS {
                 ids.truncate(MAX_TOKENS);
                 break;
@@ -122,24 +161,29 @@ impl StaticModel {
         ids
     }
 
+    /// Greedy longest-match-first WordPiece, as BERT: continuation pieces
+    /// carry `##`; a word with an unmatchable part is dropped whole.
     fn wordpiece(&self, word: &str, out: &mut Vec<u32>) {
-        let chars: Vec<char> = word.chars().collect();
-        if chars.len() > MAX_WORD_CHARS {
+        if word.chars().count() > MAX_WORD_CHARS {
             return;
         }
+        let mut buf = String::with_capacity(word.len() + 2);
         let mut start = 0;
         let mut pieces = Vec::new();
-        while start < chars.len() {
-            let mut end = chars.len();
+        while start < word.len() {
+            let mut end = word.len();
             let mut found = None;
             while start < end {
-                let mut piece: String = chars[start..end].iter().collect();
-                if start > 0 {
-                    piece.insert_str(0, "##");
-                }
-                if let Some(id) = self.vocab.get(&piece) {
-                    found = Some(*id);
-                    break;
+                if word.is_char_boundary(end) {
+                    buf.clear();
+                    if start > 0 {
+                        buf.push_str("##");
+                    }
+                    buf.push_str(&word[start..end]);
+                    if let Some(id) = self.vocab.get(buf.as_str()) {
+                        found = Some(*id);
+                        break;
+                    }
                 }
                 end -= 1;
             }
@@ -148,7 +192,6 @@ impl StaticModel {
                     pieces.push(id);
                     start = end;
                 }
-                // The whole word is unknown, as in BERT.
                 None => return,
             }
         }
@@ -157,9 +200,14 @@ impl StaticModel {
 
     /// The L2-normalised embedding of a text; `None` when no token of it is known.
     pub fn embed(&self, text: &str) -> Option<Vec<f32>> {
+        self.embed_cached(text, &mut WordCache::default())
+    }
+
+    /// [`StaticModel::embed`] with a word cache (see [`StaticModel::tokenize_cached`]).
+    pub fn embed_cached(&self, text: &str, cache: &mut WordCache) -> Option<Vec<f32>> {
         let mut sum = vec![0f32; self.dim];
         let mut weight_sum = 0f32;
-        for id in self.tokenize(text) {
+        for id in self.tokenize_cached(text, cache) {
             if self.special.contains(&id) {
                 continue;
             }
@@ -338,6 +386,41 @@ impl Quantized {
         self.values.len() + self.scales.len() * 4 + self.ids.len() * 8
     }
 
+    /// The vectors as bytes: `dim` (u32), then per vector its id (i64),
+    /// scale (f32) and `dim` int8 values, little-endian.
+    pub fn to_blob(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(4 + self.ids.len() * (12 + self.dim));
+        out.extend_from_slice(&(self.dim as u32).to_le_bytes());
+        for (i, (id, scale)) in self.ids.iter().zip(&self.scales).enumerate() {
+            out.extend_from_slice(&id.to_le_bytes());
+            out.extend_from_slice(&scale.to_le_bytes());
+            out.extend(
+                self.values[i * self.dim..(i + 1) * self.dim]
+                    .iter()
+                    .map(|v| *v as u8),
+            );
+        }
+        out
+    }
+
+    /// Reads [`Quantized::to_blob`]; `None` when the bytes are not such a blob of `dim`.
+    pub fn from_blob(blob: &[u8], dim: usize) -> Option<Quantized> {
+        let stored = u32::from_le_bytes(blob.get(..4)?.try_into().ok()?) as usize;
+        let row = 12 + dim;
+        let body = &blob[4..];
+        if stored != dim || body.len() % row != 0 {
+            return None;
+        }
+        let mut q = Quantized::new(dim);
+        for chunk in body.chunks_exact(row) {
+            q.ids.push(i64::from_le_bytes(chunk[..8].try_into().ok()?));
+            q.scales
+                .push(f32::from_le_bytes(chunk[8..12].try_into().ok()?));
+            q.values.extend(chunk[12..].iter().map(|b| *b as i8));
+        }
+        Some(q)
+    }
+
     /// Adds a vector for `id`.
     pub fn push(&mut self, id: i64, v: &[f32]) {
         let max = v.iter().fold(0f32, |m, x| m.max(x.abs())).max(1e-12);
@@ -449,6 +532,10 @@ mod tests {
         assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), vec![3, 2]);
         assert!((hits[0].1 - 1.0).abs() < 0.01);
         assert_eq!(q.bytes(), 6 + 12 + 24);
+        let back = Quantized::from_blob(&q.to_blob(), 2).unwrap();
+        assert_eq!(back.search(&[0.0, 1.0], 2), hits);
+        assert!(Quantized::from_blob(&q.to_blob(), 3).is_none());
+        assert!(Quantized::from_blob(&[1, 2], 2).is_none());
     }
 
     #[test]

@@ -66,6 +66,19 @@ impl Default for EngineOptions {
     }
 }
 
+/// See [`Engine::semantic_stats`].
+#[derive(Clone, Debug)]
+pub struct SemanticStats {
+    /// The model's fingerprint.
+    pub model: String,
+    /// Units with a vector in memory.
+    pub units: usize,
+    /// Bytes those vectors take.
+    pub bytes: usize,
+    /// What the last sync did.
+    pub last_sync: crate::semantic::SyncReport,
+}
+
 /// A repository's Canopy index and the operations on it.
 ///
 /// Cheap to share: clone it (it is an `Arc` inside) or put it behind a
@@ -93,6 +106,8 @@ struct Inner {
     /// Unit vectors for semantic retrieval, loaded on first use (or why the
     /// model could not be loaded).
     semantic: Mutex<Option<std::result::Result<crate::semantic::SemanticIndex, String>>>,
+    /// What the last sync of the semantic index did (without its blobs).
+    last_sync: Mutex<crate::semantic::SyncReport>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -129,6 +144,7 @@ impl Engine {
                 background: Mutex::new(None),
                 queries_waiting: std::sync::atomic::AtomicUsize::new(0),
                 semantic: Mutex::new(None),
+                last_sync: Mutex::new(Default::default()),
             }),
         })
     }
@@ -660,12 +676,12 @@ impl Engine {
             pattern: Some(params.task.clone()),
             ..QueryParams::default()
         };
-        let (mut pack, coverage) = self.guarded(|| {
+        let (mut pack, coverage, new_vectors) = self.guarded(|| {
             let coverage = self.prepare_for(&probe)?;
             let budget = self.inner.options.time_budget;
             let store = lock(&self.inner.reader);
             let snapshot = store.read_snapshot_within(budget)?;
-            let semantic = self.semantic_input(&snapshot, params)?;
+            let (semantic, new_vectors) = self.semantic_input(&snapshot, params)?;
             let mut pack = crate::context::build(self.snapshot_of(&snapshot), params, semantic)
                 .map_err(|e| e.or_budget(budget))?;
             // Freshness: every fragment's file was read and hash-checked by the packer.
@@ -695,8 +711,9 @@ impl Engine {
                 stale_paths: stale.into_iter().take(20).collect(),
                 checked_files,
             });
-            Ok((pack, coverage))
+            Ok((pack, coverage, new_vectors))
         })?;
+        self.store_vectors(new_vectors);
         pack.index_coverage = coverage;
         Ok(pack)
     }
@@ -707,7 +724,10 @@ impl Engine {
         &self,
         store: &Store,
         params: &crate::context::ContextParams,
-    ) -> Result<crate::context::SemanticInput> {
+    ) -> Result<(
+        crate::context::SemanticInput,
+        Vec<crate::store::write::UnitVectorRow>,
+    )> {
         use crate::context::{SemanticInput, Strategy};
         let skipped = |why: String| SemanticInput {
             hits: Vec::new(),
@@ -717,40 +737,68 @@ impl Engine {
             params.strategy.unwrap_or_default(),
             Strategy::Semantic | Strategy::Fused
         ) {
-            return Ok(SemanticInput::default());
+            return Ok((SemanticInput::default(), Vec::new()));
         }
-        let Some(model_dir) = &self.inner.options.embedding_model else {
-            return Ok(skipped(
-                "no embedding model configured (--model PATH or CANOPY_MODEL)".into(),
+        let Some(mut state) = self.inner.semantic_index() else {
+            return Ok((
+                skipped("no embedding model configured (--model PATH or CANOPY_MODEL)".into()),
+                Vec::new(),
             ));
         };
-        let mut state = lock(&self.inner.semantic);
-        let index = state.get_or_insert_with(|| {
-            crate::embed::StaticModel::load(model_dir)
-                .map(crate::semantic::SemanticIndex::new)
-                .map_err(|e| e.to_string())
-        });
-        let index = match index {
-            Ok(index) => index,
-            Err(why) => return Ok(skipped(why.clone())),
+        let index = match state.as_mut() {
+            Some(Ok(index)) => index,
+            Some(Err(why)) => return Ok((skipped(why.clone()), Vec::new())),
+            None => return Ok((skipped("the model is not loaded".into()), Vec::new())),
         };
-        let report = index.sync(self.snapshot_of(store))?;
-        if report.files_embedded > 0 {
-            tracing::debug!(
-                files = report.files_embedded,
-                units = report.units_embedded,
-                "embedded units"
-            );
-        }
+        let mut report = index.sync(self.snapshot_of(store))?;
+        let new_rows = std::mem::take(&mut report.new_rows);
+        *lock(&self.inner.last_sync) = report;
         let mut text = params.task.clone();
         if let Some(f) = &params.focus {
             text.push(' ');
             text.push_str(f);
         }
-        Ok(SemanticInput {
-            hits: index.search(&text, 40),
-            skipped: None,
+        Ok((
+            SemanticInput {
+                hits: index.search(&text, 40),
+                skipped: None,
+            },
+            new_rows,
+        ))
+    }
+
+    /// Semantic retrieval's state: the model, the units with a vector, and
+    /// what the last sync did (embedded, loaded from the index, removed).
+    /// `None` without a configured model; the load error when it failed.
+    pub fn semantic_stats(&self) -> Option<std::result::Result<SemanticStats, String>> {
+        let state = self.inner.semantic_index()?;
+        Some(match state.as_ref()? {
+            Ok(index) => Ok(SemanticStats {
+                model: index.fingerprint().to_string(),
+                units: index.len(),
+                bytes: index.bytes(),
+                last_sync: lock(&self.inner.last_sync).clone(),
+            }),
+            Err(e) => Err(e.clone()),
         })
+    }
+
+    /// Stores vectors computed while answering (files indexed before a
+    /// model was configured), so the next process loads them.
+    fn store_vectors(&self, rows: Vec<crate::store::write::UnitVectorRow>) {
+        if rows.is_empty() {
+            return;
+        }
+        let fingerprint = match self.inner.semantic_index().as_deref() {
+            Some(Some(Ok(index))) => index.fingerprint().to_string(),
+            _ => return,
+        };
+        let _guard = lock(&self.inner.index_lock);
+        let written = Store::open_for_writing(&self.inner.db_path)
+            .and_then(|(mut store, _)| store.write_unit_vectors(&fingerprint, &rows));
+        if let Err(e) = written {
+            tracing::warn!("could not store unit vectors: {e}");
+        }
     }
 
     /// Keeps ranked candidates as a result set; returns its id.
@@ -803,6 +851,48 @@ impl Engine {
 }
 
 impl Inner {
+    /// The semantic index, loading the model on first use; `None` without
+    /// a configured model, `Err` (the reason) when it cannot be loaded.
+    fn semantic_index(
+        &self,
+    ) -> Option<MutexGuard<'_, Option<std::result::Result<crate::semantic::SemanticIndex, String>>>>
+    {
+        let model_dir = self.options.embedding_model.as_ref()?;
+        let mut state = lock(&self.semantic);
+        if state.is_none() {
+            *state = Some(
+                crate::embed::StaticModel::load(model_dir)
+                    .map(crate::semantic::SemanticIndex::new)
+                    .map_err(|e| e.to_string()),
+            );
+        }
+        Some(state)
+    }
+
+    /// Embeds the units the last index run wrote and stores their vectors.
+    fn embed_indexed(&self, store: &mut Store) -> Result<()> {
+        let Some(mut state) = self.semantic_index() else {
+            return Ok(());
+        };
+        let Some(Ok(index)) = state.as_mut() else {
+            return Ok(());
+        };
+        let started = std::time::Instant::now();
+        let mut report = index.sync(Snapshot::new(store, &self.root))?;
+        if !report.new_rows.is_empty() {
+            store.write_unit_vectors(index.fingerprint(), &report.new_rows)?;
+            report.new_rows.clear();
+            tracing::debug!(
+                files = report.files_embedded,
+                units = report.units_embedded,
+                ms = started.elapsed().as_millis() as u64,
+                "embedded units"
+            );
+        }
+        *lock(&self.last_sync) = report;
+        Ok(())
+    }
+
     /// One index run with a fresh writer connection; runs are serialised.
     /// Completes a partial index in chunks of [`BACKGROUND_CHUNK`] files,
     /// letting queries that wait to index their own files go first between
@@ -853,6 +943,11 @@ impl Inner {
         }
         let mut report = run_index(&self.root, &mut store, &options, progress)?;
         report.rebuilt = rebuilt.or_else(|| lock(&self.pending_rebuild_note).take());
+        // Embedding is part of indexing when a model is configured; a failure
+        // there costs semantic retrieval, never the index run.
+        if let Err(e) = self.embed_indexed(&mut store) {
+            tracing::warn!("embedding the indexed units failed: {e}");
+        }
         Ok(report)
     }
 }

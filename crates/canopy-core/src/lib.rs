@@ -37,7 +37,7 @@ pub mod text;
 pub mod tokens;
 pub mod watch;
 
-pub use engine::{Engine, EngineOptions};
+pub use engine::{Engine, EngineOptions, SemanticStats};
 pub use error::{CanopyError, Result};
 pub use handle::HandleId;
 pub use lang::{Language, NodeType, RefType};

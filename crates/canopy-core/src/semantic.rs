@@ -1,53 +1,69 @@
 //! Unit vectors for semantic retrieval, kept in step with the index.
 //!
-//! The engine owns one [`SemanticIndex`] per repository (behind a lock) and
-//! calls [`SemanticIndex::sync`] before a semantic search: only files whose
-//! content hash or unit rows changed since the last sync are re-embedded,
-//! files gone from the index are forgotten, and a sync at an unchanged
-//! index generation does nothing. Vectors live in memory as int8 (see
-//! [`crate::embed::Quantized`]); search is exact (a scan: ~60,000 units ×
-//! 384 dims is ~23 MB and a few milliseconds). The first semantic request
-//! after the engine opens embeds every unit once.
+//! The engine owns one [`SemanticIndex`] per repository. After every index
+//! run it calls [`SemanticIndex::sync`] with the writer connection and
+//! stores what was computed (`unit_vectors` in the index, one int8 blob per
+//! file): embedding happens at index time, and only for files the run
+//! (re)parsed. Before a semantic search it syncs again with the read
+//! snapshot: a new process loads the stored blobs instead of re-embedding,
+//! and files indexed before a model was configured are embedded then (and
+//! stored by the engine). A sync at an unchanged generation does nothing.
+//!
+//! Search is exact: a scan of every vector (about 60,000 units × 384 int8
+//! dimensions on Django, a few milliseconds). Past [`EXACT_SEARCH_LIMIT`]
+//! units an approximate index would pay off; none is built yet (see the
+//! issue notes).
 
 use std::collections::HashMap;
 
-use crate::embed::{Quantized, StaticModel};
+use rayon::prelude::*;
+
+use crate::embed::{Quantized, StaticModel, WordCache};
 use crate::error::Result;
 use crate::lang::extract::text_view;
 use crate::snapshot::Snapshot;
+use crate::store::read::NodeRecord;
+use crate::store::write::UnitVectorRow;
 
 /// Bytes of a unit's text embedded (its name and the start of its body).
 const UNIT_BYTES: usize = 1_500;
+/// Units up to which the exact scan is the documented search.
+pub const EXACT_SEARCH_LIMIT: usize = 500_000;
 
 struct FileVectors {
     hash: String,
     first_row: i64,
-    /// Its units' vectors, int8.
     rows: Quantized,
 }
 
 /// The vectors of one repository's units under one model.
 pub struct SemanticIndex {
     model: StaticModel,
+    fingerprint: String,
     generation: Option<u64>,
     files: HashMap<String, FileVectors>,
 }
 
 /// What a sync did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct SyncReport {
-    /// Files whose units were (re-)embedded.
+    /// Files whose units were embedded now.
     pub files_embedded: usize,
-    /// Units embedded.
+    /// Units embedded now.
     pub units_embedded: usize,
+    /// Files whose stored vectors were loaded.
+    pub files_loaded: usize,
     /// Files forgotten (no longer indexed).
     pub files_removed: usize,
+    /// The blobs computed now, for the caller to store.
+    pub new_rows: Vec<UnitVectorRow>,
 }
 
 impl SemanticIndex {
     /// An empty index over `model`.
     pub fn new(model: StaticModel) -> SemanticIndex {
         SemanticIndex {
+            fingerprint: model.fingerprint(),
             model,
             generation: None,
             files: HashMap::new(),
@@ -57,6 +73,11 @@ impl SemanticIndex {
     /// The model.
     pub fn model(&self) -> &StaticModel {
         &self.model
+    }
+
+    /// The model's fingerprint, the key of its stored vectors.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
     }
 
     /// Units with a vector.
@@ -74,7 +95,9 @@ impl SemanticIndex {
         self.files.values().map(|f| f.rows.bytes()).sum()
     }
 
-    /// Brings the vectors in step with the snapshot (incremental by file).
+    /// Brings the vectors in step with the snapshot: loads stored vectors
+    /// of files it does not hold, embeds files with none (in parallel), and
+    /// returns the new blobs in the report.
     pub fn sync(&mut self, snapshot: Snapshot<'_>) -> Result<SyncReport> {
         let store = snapshot.store();
         let generation = store.generation()?;
@@ -86,51 +109,93 @@ impl SemanticIndex {
         let before = self.files.len();
         self.files.retain(|path, _| states.contains_key(path));
         report.files_removed = before - self.files.len();
+
+        // (path, file id, hash, first node) of files whose vectors are missing or stale.
+        let mut missing = Vec::new();
         for (path, state) in &states {
+            if state.content_hash.is_empty() {
+                continue; // invalidated: re-indexed soon
+            }
             let Some(file) = store.file_node(path)? else {
-                continue;
+                continue; // recorded as skipped
             };
-            if self
+            let held = self
                 .files
                 .get(path)
-                .is_some_and(|f| f.hash == state.content_hash && f.first_row == file.rowid)
-            {
-                continue;
+                .is_some_and(|f| f.hash == state.content_hash && f.first_row == file.rowid);
+            if !held {
+                missing.push((
+                    path.clone(),
+                    state.id,
+                    state.content_hash.clone(),
+                    file.rowid,
+                ));
             }
-            let (lo, hi) = store.file_node_range(path)?;
-            let nodes = store.nodes_by_rowids(&(lo..=hi).collect::<Vec<_>>())?;
-            let text = match snapshot.read_verified(path, &state.content_hash) {
-                Ok(bytes) => text_view(&bytes),
-                // Changed on disk since indexed: embed it when it is re-indexed.
-                Err(_) => {
-                    self.files.remove(path);
-                    continue;
-                }
-            };
-            let mut rows = Quantized::new(self.model.dim());
-            for n in nodes.iter().filter(|n| n.node_type != "file") {
-                let start = n.start_byte.min(text.len());
-                let mut end = n.end_byte.min(text.len()).min(start + UNIT_BYTES);
-                while !text.is_char_boundary(end) {
-                    end -= 1;
-                }
-                let mut doc = n.qualified_name.clone().unwrap_or_default();
-                doc.push('\n');
-                doc.push_str(&text[start..end]);
-                if let Some(v) = self.model.embed(&doc) {
-                    rows.push(n.rowid, &v);
+        }
+        if !missing.is_empty() {
+            let mut stored = store.unit_vectors(&self.fingerprint)?;
+            let dim = self.model.dim();
+            let mut to_embed = Vec::new();
+            for (path, file_id, hash, first) in missing {
+                let loaded = stored
+                    .remove(&file_id)
+                    .filter(|r| r.content_hash == hash && r.first_node == first)
+                    .and_then(|r| Quantized::from_blob(&r.data, dim));
+                match loaded {
+                    Some(rows) => {
+                        report.files_loaded += 1;
+                        self.files.insert(
+                            path,
+                            FileVectors {
+                                hash,
+                                first_row: first,
+                                rows,
+                            },
+                        );
+                    }
+                    None => to_embed.push((path, file_id, hash, first)),
                 }
             }
-            report.files_embedded += 1;
-            report.units_embedded += rows.len();
-            self.files.insert(
-                path.clone(),
-                FileVectors {
-                    hash: state.content_hash.clone(),
-                    first_row: file.rowid,
-                    rows,
-                },
-            );
+            // Read units and texts here (SQLite is single-threaded), embed in parallel.
+            let mut work = Vec::with_capacity(to_embed.len());
+            for (path, file_id, hash, first) in to_embed {
+                let Ok(bytes) = snapshot.read_verified(&path, &hash) else {
+                    continue; // changed on disk since indexed: embedded when re-indexed
+                };
+                let (lo, hi) = store.file_node_range(&path)?;
+                let nodes = store.nodes_by_rowids(&(lo..=hi).collect::<Vec<_>>())?;
+                work.push((path, file_id, hash, first, text_view(&bytes), nodes));
+            }
+            let model = &self.model;
+            let embedded: Vec<(String, UnitVectorRow, Quantized)> = work
+                .into_par_iter()
+                .map_init(
+                    WordCache::default,
+                    |cache, (path, file_id, hash, first, text, nodes)| {
+                        let rows = embed_units(model, &text, &nodes, cache);
+                        let row = UnitVectorRow {
+                            file_id,
+                            content_hash: hash,
+                            first_node: first,
+                            data: rows.to_blob(),
+                        };
+                        (path, row, rows)
+                    },
+                )
+                .collect();
+            for (path, row, rows) in embedded {
+                report.files_embedded += 1;
+                report.units_embedded += rows.len();
+                self.files.insert(
+                    path,
+                    FileVectors {
+                        hash: row.content_hash.clone(),
+                        first_row: row.first_node,
+                        rows,
+                    },
+                );
+                report.new_rows.push(row);
+            }
         }
         self.generation = Some(generation);
         Ok(report)
@@ -147,4 +212,36 @@ impl SemanticIndex {
         }
         crate::embed::top_k(scored, k)
     }
+}
+
+/// Every unit of a file but the file itself: its qualified name, then the
+/// start of its text.
+fn embed_units(
+    model: &StaticModel,
+    text: &str,
+    nodes: &[NodeRecord],
+    cache: &mut WordCache,
+) -> Quantized {
+    let mut rows = Quantized::new(model.dim());
+    let mut doc = String::new();
+    for n in nodes.iter().filter(|n| n.node_type != "file") {
+        let start = n.start_byte.min(text.len());
+        let mut end = n.end_byte.min(text.len()).min(start + UNIT_BYTES);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let start = if text.is_char_boundary(start) {
+            start
+        } else {
+            end
+        };
+        doc.clear();
+        doc.push_str(n.qualified_name.as_deref().unwrap_or_default());
+        doc.push('\n');
+        doc.push_str(&text[start..end]);
+        if let Some(v) = model.embed_cached(&doc, cache) {
+            rows.push(n.rowid, &v);
+        }
+    }
+    rows
 }

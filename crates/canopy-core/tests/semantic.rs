@@ -164,3 +164,68 @@ fn a_broken_model_path_is_reported_and_the_pack_still_answers() {
     );
     assert!(!pack.fragments.is_empty());
 }
+
+#[test]
+fn vectors_are_computed_at_index_time_stored_and_reused_incrementally() {
+    let Some(dir) = model_dir() else { return };
+    let repo = tempfile::tempdir().unwrap();
+    let r = repo.path();
+    for i in 0..5 {
+        write(
+            r,
+            &format!("m{i}.py"),
+            &format!("def handler_{i}(request):\n    return respond(request, {i})\n"),
+        );
+    }
+    let options = EngineOptions {
+        embedding_model: Some(dir),
+        ..EngineOptions::default()
+    };
+    let engine = Engine::open(r, options.clone()).unwrap();
+    engine.index(None, &NoProgress).unwrap();
+    let stats = engine.semantic_stats().unwrap().unwrap();
+    assert_eq!(stats.last_sync.files_embedded, 5, "{stats:?}");
+    assert!(stats.units >= 5 && stats.bytes > 0);
+    drop(engine);
+
+    // A new engine (a new process) loads the stored vectors: nothing is embedded again.
+    let engine = Engine::open(r, options.clone()).unwrap();
+    let ask = |e: &Engine| {
+        e.context(&ContextParams {
+            task: "respond to a request".into(),
+            strategy: Some(Strategy::Semantic),
+            ..ContextParams::default()
+        })
+        .unwrap()
+    };
+    assert!(!ask(&engine).fragments.is_empty());
+    let stats = engine.semantic_stats().unwrap().unwrap();
+    assert_eq!(
+        (stats.last_sync.files_loaded, stats.last_sync.files_embedded),
+        (5, 0),
+        "{stats:?}"
+    );
+
+    // One changed file: only it is embedded again, at index time; a deleted one is forgotten.
+    write(
+        r,
+        "m0.py",
+        "def handler_0(request):\n    return redirect(request)\n",
+    );
+    fs::remove_file(r.join("m1.py")).unwrap();
+    engine.index(None, &NoProgress).unwrap();
+    let stats = engine.semantic_stats().unwrap().unwrap();
+    assert_eq!(
+        (
+            stats.last_sync.files_embedded,
+            stats.last_sync.files_removed,
+            stats.last_sync.files_loaded
+        ),
+        (1, 1, 0),
+        "{stats:?}"
+    );
+    // A run that changed nothing does no embedding work.
+    engine.index(None, &NoProgress).unwrap();
+    let stats = engine.semantic_stats().unwrap().unwrap();
+    assert_eq!(stats.last_sync.files_embedded, 0, "{stats:?}");
+}

@@ -25,7 +25,7 @@ use crate::error::{CanopyError, Result};
 /// Version of the schema in `schema.sql`; stored in `PRAGMA user_version`.
 /// Bumped also when what is extracted into it changes meaning, so older
 /// indexes are rebuilt (8: names in Python annotations are `type` sites).
-pub const SCHEMA_VERSION: u32 = 8;
+pub const SCHEMA_VERSION: u32 = 9;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

@@ -134,7 +134,7 @@ pub enum NameMatch {
 /// Restricts an FTS query (`?3`: a [`FileScope`] as JSON) to the units of
 /// the scope's files.
 const SCOPE_CLAUSE: &str =
-    "AND rowid IN (SELECT n.id FROM nodes n WHERE n.file_id IN (SELECT value FROM json_each(?3)))";
+    "AND +rowid IN (SELECT n.id FROM nodes n WHERE n.file_id IN (SELECT value FROM json_each(?3)))";
 
 /// A set of files (by row id) that a search is restricted to: what a glob
 /// matched, computed once per request.
@@ -277,6 +277,30 @@ impl Store {
     }
 
     /// Looks a unit up by handle id.
+    /// Stored unit vectors computed with `model`, by file id.
+    pub fn unit_vectors(
+        &self,
+        model: &str,
+    ) -> Result<HashMap<i64, crate::store::write::UnitVectorRow>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT file_id, content_hash, first_node, data FROM unit_vectors WHERE model = ?1",
+        )?;
+        let rows = stmt.query_map([model], |r| {
+            Ok(crate::store::write::UnitVectorRow {
+                file_id: r.get(0)?,
+                content_hash: r.get(1)?,
+                first_node: r.get(2)?,
+                data: r.get(3)?,
+            })
+        })?;
+        let mut out = HashMap::new();
+        for row in rows {
+            let row = row?;
+            out.insert(row.file_id, row);
+        }
+        Ok(out)
+    }
+
     pub fn node_by_handle(&self, handle: &str) -> Result<Option<NodeRecord>> {
         let sql = format!(
             "SELECT {NODE_COLUMNS} FROM nodes n JOIN files f ON f.id = n.file_id WHERE n.handle = unhex(substr(?1, 2)) LIMIT 1"

@@ -152,3 +152,16 @@ CREATE TABLE graph_stale (
     old_id INTEGER PRIMARY KEY,
     handle BLOB NOT NULL
 );
+
+-- Unit vectors for semantic retrieval (semantic.rs): one row per file,
+-- written by the index run that (re)parsed it when an embedding model is
+-- configured. data is the file's units as int8 vectors (embed::Quantized
+-- blob); model, content_hash and first_node say which model embedded which
+-- version of the file, so a stale row is never used.
+CREATE TABLE unit_vectors (
+    file_id      INTEGER PRIMARY KEY,      -- files.id
+    model        TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    first_node   INTEGER NOT NULL,
+    data         BLOB NOT NULL
+);

@@ -57,6 +57,19 @@ pub enum FileWrite {
     },
 }
 
+/// One file's unit vectors, as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnitVectorRow {
+    /// `files.id`.
+    pub file_id: i64,
+    /// The file's content hash the vectors were computed from.
+    pub content_hash: String,
+    /// The file's first node id then (ids change when a file is re-parsed).
+    pub first_node: i64,
+    /// [`crate::embed::Quantized::to_blob`].
+    pub data: Vec<u8>,
+}
+
 /// Counts of what a batch wrote.
 #[derive(Default, Debug, Clone, Copy)]
 pub struct BatchStats {
@@ -106,6 +119,8 @@ fn delete_file_rows(tx: &Transaction, file_id: i64) -> Result<()> {
             .execute([file_id])?;
     }
     super::graph::forget_file(tx, file_id, first, last)?;
+    tx.prepare_cached("DELETE FROM unit_vectors WHERE file_id = ?1")?
+        .execute([file_id])?;
     tx.prepare_cached("DELETE FROM nodes WHERE id BETWEEN ?1 AND ?2")?
         .execute([first, last])?;
     Ok(())
@@ -134,6 +149,30 @@ fn file_id(tx: &Transaction, path: &str) -> Result<Option<i64>> {
 
 impl Store {
     /// Applies a batch of file writes in one transaction.
+    /// Stores unit-vector blobs (see `unit_vectors` in schema.sql), one per
+    /// file, replacing the file's earlier row. A file that left the index
+    /// since its vectors were computed is skipped.
+    pub fn write_unit_vectors(&mut self, model: &str, rows: &[UnitVectorRow]) -> Result<()> {
+        let tx = self.conn.transaction()?;
+        {
+            let mut put = tx.prepare_cached(
+                "INSERT OR REPLACE INTO unit_vectors(file_id, model, content_hash, first_node, data)
+                 SELECT id, ?2, ?3, ?4, ?5 FROM files WHERE id = ?1 AND content_hash = ?3",
+            )?;
+            for r in rows {
+                put.execute(rusqlite::params![
+                    r.file_id,
+                    model,
+                    r.content_hash,
+                    r.first_node,
+                    r.data
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
     pub fn write_batch(&mut self, writes: &[FileWrite], now_unix: i64) -> Result<BatchStats> {
         let tx = self
             .conn
