@@ -408,7 +408,7 @@ impl Quantized {
         let stored = u32::from_le_bytes(blob.get(..4)?.try_into().ok()?) as usize;
         let row = 12 + dim;
         let body = &blob[4..];
-        if stored != dim || body.len() % row != 0 {
+        if stored != dim || !body.len().is_multiple_of(row) {
             return None;
         }
         let mut q = Quantized::new(dim);
