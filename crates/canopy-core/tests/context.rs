@@ -478,3 +478,31 @@ proptest! {
         });
     }
 }
+
+#[test]
+fn fragments_are_dropped_only_once_all_are_outlines() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::new();
+    for i in 0..8 {
+        text.push_str(&format!(
+            "def parse_settings_from_the_configuration_file_with_a_long_descriptive_name_{i}(path):\n    return read_settings(path, {i})\n\n\n"
+        ));
+    }
+    write(dir.path(), "settings.py", &text);
+    let engine = Engine::open(dir.path(), EngineOptions::default()).unwrap();
+    engine.index(None, &NoProgress).unwrap();
+    let pack = context(
+        &engine,
+        "parse settings from the configuration file",
+        None,
+        50,
+        Strategy::Keyword,
+    );
+    check_invariants(&pack);
+    assert!(pack.dropped > 0, "{pack:#?}");
+    assert!(
+        pack.fragments.iter().all(|f| f.detail == Detail::Outline),
+        "{pack:#?}"
+    );
+    assert!(!pack.fragments.is_empty());
+}
