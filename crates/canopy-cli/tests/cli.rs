@@ -164,6 +164,14 @@ fn index_status_query_expand_speak_json() {
         String::from_utf8(out.stdout).unwrap(),
         "authenticate(req: Request) {\n    return validateToken(req.headers.token);\n  }"
     );
+    // --json: each expansion carries the generation and time of the index it came from.
+    let expanded = json(root, &["--json", "expand", id]);
+    assert_eq!(expanded[0]["handle_id"], id);
+    assert!(
+        expanded[0]["generation"].as_u64().is_some_and(|g| g >= 1),
+        "{expanded}"
+    );
+    assert!(expanded[0]["indexed_at"].is_string(), "{expanded}");
 
     let refs = json(
         root,

@@ -138,6 +138,14 @@ pub struct Expansion {
     pub token_count: u32,
     /// The span's text (lossy UTF-8 where the file is not valid UTF-8).
     pub content: String,
+    /// Index generation the handle was resolved at (the text itself was
+    /// just read and checked against the indexed hash: expansion never
+    /// returns text of a file changed since indexing).
+    #[serde(default)]
+    pub generation: u64,
+    /// When the last index run finished (RFC 3339, UTC).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub indexed_at: Option<String>,
     /// The exact bytes of the span.
     #[serde(skip)]
     pub bytes: Vec<u8>,

@@ -50,6 +50,12 @@ impl<'a> Snapshot<'a> {
     pub fn expand<S: AsRef<str>>(&self, ids: &[S]) -> Result<Vec<Expansion>> {
         let mut seen = std::collections::HashSet::new();
         let mut files: HashMap<String, std::sync::Arc<Vec<u8>>> = HashMap::new();
+        let generation = self.store.generation()?;
+        let indexed_at = self
+            .store
+            .meta(crate::store::meta_keys::LAST_INDEXED)?
+            .and_then(|s| s.parse::<i64>().ok())
+            .map(crate::model::rfc3339_utc);
         let mut out = Vec::new();
         for raw in ids {
             let raw = raw.as_ref();
@@ -85,6 +91,8 @@ impl<'a> Snapshot<'a> {
                 file_path: node.file_path.clone(),
                 line_range: [node.start_line, node.end_line],
                 content: String::from_utf8_lossy(slice).into_owned(),
+                generation,
+                indexed_at: indexed_at.clone(),
                 bytes: slice.to_vec(),
             });
         }

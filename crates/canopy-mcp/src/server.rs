@@ -125,9 +125,20 @@ impl CanopyServer {
                 }
                 let session = self.session.clone();
                 let out = run(&repo, move |e| e.expand_in_session(&ids, Some(&session))).await?;
-                Ok(CallToolResult::success(vec![ContentBlock::text(
-                    expansion_text(&out),
-                )]))
+                // The contract's text first; freshness in a second block, so
+                // a client that reads content[0] sees exactly the contract.
+                let freshness = out.first().map(|e| {
+                    serde_json::json!({"freshness": {
+                        "generation": e.generation,
+                        "indexed_at": e.indexed_at,
+                        "stale_files": 0,
+                        "checked_files": out.iter().map(|e| &e.file_path).collect::<std::collections::HashSet<_>>().len(),
+                    }})
+                    .to_string()
+                });
+                let mut content = vec![ContentBlock::text(expansion_text(&out))];
+                content.extend(freshness.map(ContentBlock::text));
+                Ok(CallToolResult::success(content))
             }
             ToolName::Status => run(&repo, Engine::status).await.and_then(json),
             ToolName::Refine => {

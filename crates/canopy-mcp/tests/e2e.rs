@@ -9,8 +9,9 @@ use common::*;
 use rmcp::model::ProtocolVersion;
 use serde_json::{Value, json};
 
-const TOOLS: [&str; 9] = [
+const TOOLS: [&str; 10] = [
     "canopy_analysis",
+    "canopy_context",
     "canopy_evidence_pack",
     "canopy_expand",
     "canopy_graph",
@@ -33,7 +34,7 @@ fn first_handle<'a>(result: &'a Value, file: &str) -> &'a Value {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn initializes_and_lists_the_six_tools() {
+async fn initializes_and_lists_every_tool() {
     let client = connect().await;
     let info = client.peer_info().expect("server info");
     assert_eq!(
@@ -333,6 +334,25 @@ async fn expand_returns_exact_text_blocks() {
         b_text
     );
     assert_eq!(text(&two), expected);
+    // Freshness in a second block: the generation the handles came from,
+    // and no stale file (expansion refuses text of a changed file).
+    let fresh: Value = serde_json::from_str(
+        two.content
+            .get(1)
+            .and_then(|c| c.as_text())
+            .map(|t| t.text.as_str())
+            .expect("a freshness block"),
+    )
+    .expect("JSON");
+    assert!(
+        fresh["freshness"]["generation"]
+            .as_u64()
+            .is_some_and(|g| g >= 1),
+        "{fresh}"
+    );
+    assert_eq!(fresh["freshness"]["stale_files"], 0);
+    assert_eq!(fresh["freshness"]["checked_files"], 2);
+    assert!(fresh["freshness"]["indexed_at"].is_string(), "{fresh}");
     client.cancel().await.expect("close");
 }
 
