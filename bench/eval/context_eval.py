@@ -20,6 +20,7 @@ BM25 + embedding ranking, to decide whether to build it into `pack.rs`.
 
   context_eval.py --out DIR [--instances FILE] [--n 60] [--bin canopy] [--model DIR]
                   [--budgets 2000,4000,8000] [--strategies fused,keyword,semantic,graph]
+                  [--variant NAME=SPEC]...   (fused with other fusion settings, same index)
   context_eval.py --out DIR --summary      (tables of a finished or partial run)
 
 Instances already in DIR/results.jsonl are skipped, so a stopped run resumes.
@@ -45,8 +46,8 @@ def prepare(inst, trees, mirror_root):
     return tree
 
 
-def canopy(bin_, args, stdin=None):
-    p = subprocess.run([bin_] + args, input=stdin, capture_output=True, text=True)
+def canopy(bin_, args, stdin=None, env=None):
+    p = subprocess.run([bin_] + args, input=stdin, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         raise RuntimeError(f"canopy {' '.join(args[:4])}: {p.stderr[-400:]}")
     return p.stdout
@@ -136,6 +137,16 @@ def run(a):
                     if s == "semantic" and b == budgets[-1]:
                         row["semantic_files"] = ranked_files([f["file_path"] for f in pack["fragments"]])
                     row[f"{s}@{b}"] = sc
+            for v in a.variant:
+                name, spec = v.split("=", 1)
+                env = dict(os.environ, CANOPY_CONTEXT_FUSION=spec)
+                for b in budgets:
+                    t = time.time()
+                    out = canopy(bin_, model + ["--root", tree, "--quiet", "--json", "context", "-",
+                                                "--budget", str(b), "--strategy", "fused"], stdin=task, env=env)
+                    sc = score_context(json.loads(out), inst)
+                    sc["seconds"] = round(time.time() - t, 3)
+                    row[f"fused[{name}]@{b}"] = sc
             out = canopy(bin_, ["--root", tree, "--quiet", "--json", "pack", "--pattern=" + task[:120_000]])
             pack = json.loads(out)
             row["pack_files"] = ranked_files([h["file_path"] for h in pack["handles"]])
@@ -195,6 +206,9 @@ if __name__ == "__main__":
     ap.add_argument("--model", default=os.environ.get("CANOPY_MODEL"))
     ap.add_argument("--budgets", default="2000,4000,8000")
     ap.add_argument("--strategies", default="fused,keyword,semantic")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="NAME=SPEC: also run the fused pack with CANOPY_CONTEXT_FUSION=SPEC "
+                         "(weights per strategy, lift=0|1), e.g. kw=keyword=1,semantic=0.3,lift=0")
     ap.add_argument("--trees")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--summary", action="store_true")

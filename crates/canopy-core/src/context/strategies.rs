@@ -529,10 +529,11 @@ fn decision_candidates(
 /// candidate is guaranteed a place near the top (the budget is shared
 /// between modes, not won by one).
 pub(crate) fn fuse(lists: &mut [(Strategy, Vec<Candidate>)], strategy: Strategy) -> Vec<Merged> {
+    let tuning = tuning();
     let mut by_row: HashMap<i64, (f64, Strategy, f64, Candidate)> = HashMap::new();
     for (s, list) in lists.iter_mut() {
         let weight = if strategy == Strategy::Fused {
-            s.fusion_weight()
+            tuning.weight(*s)
         } else {
             1.0
         };
@@ -564,7 +565,7 @@ pub(crate) fn fuse(lists: &mut [(Strategy, Vec<Candidate>)], strategy: Strategy)
             .then_with(|| a.node.file_path.cmp(&b.node.file_path))
             .then_with(|| a.node.start_byte.cmp(&b.node.start_byte))
     });
-    if strategy == Strategy::Fused {
+    if strategy == Strategy::Fused && tuning.lift_firsts {
         // Each strategy's best candidate moves up to within the first few.
         let mut firsts: Vec<usize> = Vec::new();
         let mut seen_strategies = HashSet::new();
@@ -590,4 +591,49 @@ pub(crate) fn fuse(lists: &mut [(Strategy, Vec<Candidate>)], strategy: Strategy)
         m.score = (m.score / top * 1000.0).round() / 1000.0;
     }
     merged
+}
+
+/// Fusion settings: the weights of [`Strategy::fusion_weight`] and whether
+/// each strategy's best candidate is lifted near the top. The evaluation
+/// (`bench/eval/context_eval.py --variant`) overrides them with the
+/// environment variable `CANOPY_CONTEXT_FUSION` (`keyword=1,semantic=0.5,…,lift=0`)
+/// to compare settings on one index; it is a measuring knob, not an interface.
+#[derive(Clone, Debug)]
+struct Tuning {
+    weights: HashMap<Strategy, f64>,
+    lift_firsts: bool,
+}
+
+impl Tuning {
+    fn weight(&self, s: Strategy) -> f64 {
+        self.weights
+            .get(&s)
+            .copied()
+            .unwrap_or_else(|| s.fusion_weight())
+    }
+}
+
+fn tuning() -> Tuning {
+    let mut t = Tuning {
+        weights: HashMap::new(),
+        lift_firsts: true,
+    };
+    if let Ok(spec) = std::env::var("CANOPY_CONTEXT_FUSION") {
+        for part in spec.split(',') {
+            let Some((k, v)) = part.split_once('=') else {
+                continue;
+            };
+            let Ok(v) = v.trim().parse::<f64>() else {
+                continue;
+            };
+            match (k.trim(), Strategy::from_name(k.trim())) {
+                ("lift", _) => t.lift_firsts = v != 0.0,
+                (_, Some(s)) => {
+                    t.weights.insert(s, v);
+                }
+                _ => {}
+            }
+        }
+    }
+    t
 }
