@@ -6,7 +6,6 @@
 mod follow_cmd;
 mod graph_cmd;
 mod output;
-mod overlay;
 mod remote;
 
 use std::io::IsTerminal;
@@ -418,10 +417,32 @@ fn run_remote(cli: Cli, url: &str) -> anyhow::Result<()> {
         )?
         .status(),
         Command::Follow(args) => follow_cmd::run(args, url, token, global.json, global.quiet),
+        Command::Context(args) => {
+            let params = context_params(args)?;
+            params.validate()?;
+            remote::Remote::connect(
+                url,
+                token,
+                &start_dir(global, None)?,
+                engine_options(global),
+            )?
+            .context(&params, global.json)
+        }
+        Command::Mcp(mut args) => {
+            // Each repository an agent names is answered by the service,
+            // with the agent's own uncommitted edits overlaid.
+            args.engine_options = EngineOptions {
+                root_rule: RootRule::Discovered,
+                ..engine_options(global)
+            };
+            args.service = Some(canopy_mcp::ServiceMode {
+                url: url.to_string(),
+                token,
+            });
+            canopy_mcp::run_stdio(args)
+        }
         Command::Invalidate { .. }
-        | Command::Context(_)
         | Command::Watch { .. }
-        | Command::Mcp(_)
         | Command::Serve(_)
         | Command::Graph(_) => {
             anyhow::bail!("this command does not work with --service-url; run it without the flag")
@@ -430,8 +451,10 @@ fn run_remote(cli: Cli, url: &str) -> anyhow::Result<()> {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
+    // `canopy serve` is the service; every other command with a service
+    // counterpart (the MCP server included) is answered by it.
     if let Some(url) = cli.global.service_url.clone()
-        && !matches!(cli.command, Command::Serve(_) | Command::Mcp(_))
+        && !matches!(cli.command, Command::Serve(_))
     {
         return run_remote(cli, &url);
     }

@@ -344,6 +344,29 @@ fn service_url_sends_commands_to_a_running_service() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Context packs come from the service too (POST /context).
+    let out = remote(&[
+        "context",
+        "validate token length",
+        "--budget",
+        "300",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ctx: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(ctx["generation"].as_u64().is_some_and(|g| g >= 1), "{ctx}");
+    assert!(
+        ctx["total_tokens"]
+            .as_u64()
+            .is_some_and(|t| t > 0 && t <= 300),
+        "{ctx}"
+    );
+    let human = remote(&["context", "validate token length", "--budget", "300"]);
+    assert!(String::from_utf8_lossy(&human.stdout).contains(" of 300 tokens"));
     let _ = server.kill();
     let _ = server.wait();
     let unregistered = tempfile::tempdir().unwrap();

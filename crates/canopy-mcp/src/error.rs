@@ -21,6 +21,12 @@ pub(crate) enum ToolError {
     /// A bug: a panicked or lost worker task.
     #[error("internal error: {0}")]
     Internal(String),
+    /// Service mode: the service failed or refused the call (its code is in the message).
+    #[error("{0:#}")]
+    Service(anyhow::Error),
+    /// Service mode: the tool has no service counterpart.
+    #[error("{0}")]
+    NotInServiceMode(String),
 }
 
 impl ToolError {
@@ -31,6 +37,8 @@ impl ToolError {
             ToolError::InvalidArguments(_) => "Validation",
             ToolError::InvalidPath(_) => "InvalidPath",
             ToolError::Internal(_) => "Internal",
+            ToolError::Service(_) => "ServiceError",
+            ToolError::NotInServiceMode(_) => "NotInServiceMode",
         }
     }
 
@@ -60,6 +68,14 @@ impl ToolError {
                 "pass the absolute path of an existing repository root, e.g. /home/me/project"
             }
             ToolError::Internal(_) => "retry once; if it persists, report a canopy bug",
+            ToolError::Service(_) => {
+                "the Canopy service (--service-url) answered with an error: the message has its code; \
+                 register the repository (canopy_index) if it is not, or retry once the service is up"
+            }
+            ToolError::NotInServiceMode(_) => {
+                "this server answers from a shared service: use canopy_query, canopy_evidence_pack, \
+                 canopy_context, canopy_expand, canopy_graph, canopy_analysis, canopy_status or canopy_index"
+            }
         }
     }
 

@@ -115,6 +115,23 @@ pub struct McpArgs {
     /// How every engine is opened (the binary's global flags, e.g. `--max-file-size`).
     #[arg(skip)]
     pub engine_options: EngineOptions,
+    /// Answer from a running `canopy serve` (the binary's global
+    /// `--service-url`), with the agent's uncommitted edits overlaid.
+    #[arg(skip)]
+    pub service: Option<ServiceMode>,
+}
+
+/// Service mode of the MCP server: every repository named in a call is the
+/// service's registered repository containing it; files `git status`
+/// reports as changed are indexed locally and merged over the answers
+/// (handles `source: "local"`), so line numbers never predate the agent's
+/// own edits.
+#[derive(Clone, Debug)]
+pub struct ServiceMode {
+    /// Base URL of the service.
+    pub url: String,
+    /// Bearer token, if the service wants one.
+    pub token: Option<String>,
 }
 
 impl Default for McpArgs {
@@ -124,6 +141,7 @@ impl Default for McpArgs {
             watch: true,
             structured_content: false,
             engine_options: EngineOptions::default(),
+            service: None,
         }
     }
 }
@@ -149,9 +167,11 @@ async fn serve_stdio(args: McpArgs) -> anyhow::Result<()> {
     let server = server::CanopyServer::new(
         args.max_engines,
         args.engine_options,
-        args.watch,
+        // In service mode the service keeps the index fresh; nothing local to watch.
+        args.watch && args.service.is_none(),
         args.structured_content,
-    );
+    )
+    .with_service(args.service);
     let running = server
         .serve(transport)
         .await

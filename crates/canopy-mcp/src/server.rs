@@ -42,6 +42,8 @@ pub(crate) struct CanopyServer {
     /// Whether results carry `structuredContent` besides the text (see
     /// `McpArgs::structured_content`).
     structured_content: bool,
+    /// Service mode: answer from a running `canopy serve` (see `crate::ServiceMode`).
+    service: Option<Arc<crate::ServiceMode>>,
 }
 
 impl CanopyServer {
@@ -62,6 +64,136 @@ impl CanopyServer {
             tools: Arc::new(ToolName::ALL.iter().map(|t| t.definition()).collect()),
             structured_content,
             session: session.into(),
+            service: None,
+        }
+    }
+
+    /// Answers from the service at `service` instead of local indexes.
+    pub(crate) fn with_service(mut self, service: Option<crate::ServiceMode>) -> CanopyServer {
+        self.service = service.map(Arc::new);
+        self
+    }
+
+    /// Service mode: the tool's service counterpart, with the overlay.
+    async fn dispatch_remote(
+        &self,
+        service: Arc<crate::ServiceMode>,
+        tool: ToolName,
+        args: Args,
+    ) -> Result<CallToolResult, ToolError> {
+        use canopy_service::remote::RemoteRepo;
+        let path = args.path.clone().unwrap_or_default();
+        let start = std::path::PathBuf::from(&path);
+        if !start.is_absolute() || !start.is_dir() {
+            return Err(ToolError::InvalidPath(format!(
+                "path must be the absolute path of a repository directory, not {path:?}"
+            )));
+        }
+        if matches!(tool, ToolName::Refine | ToolName::Invalidate) {
+            return Err(ToolError::NotInServiceMode(format!(
+                "{} works on a local index; this server answers from the service at {}",
+                tool.as_str(),
+                service.url
+            )));
+        }
+        let options = self.engines.options().clone();
+        let session = Some(self.session.to_string());
+        // Graph requests are parsed (and refused) here, before any network call.
+        let graph = match tool {
+            ToolName::Graph | ToolName::Analysis => {
+                let offered: &[GraphOp] = if tool == ToolName::Graph {
+                    &GraphOp::NAVIGATION
+                } else {
+                    &GraphOp::ANALYSIS
+                };
+                let request = args.graph_request(offered)?;
+                request.validate()?;
+                Some(
+                    serde_json::to_value(&request)
+                        .map_err(|e| ToolError::Internal(e.to_string()))?,
+                )
+            }
+            _ => None,
+        };
+        let outcome = tokio::task::spawn_blocking(move || -> Result<Remote, ToolError> {
+            let remote = |e: anyhow::Error| ToolError::Service(e);
+            if tool == ToolName::Index {
+                let view = RemoteRepo::index(&service.url, service.token.clone(), &start)
+                    .map_err(remote)?;
+                return Ok(Remote::Json(
+                    serde_json::to_value(view).map_err(|e| ToolError::Internal(e.to_string()))?,
+                ));
+            }
+            let repo = RemoteRepo::connect(
+                &service.url,
+                service.token.clone(),
+                session,
+                &start,
+                options,
+            )
+            .map_err(remote)?;
+            Ok(match tool {
+                ToolName::Query => {
+                    let params = args.query_params();
+                    params.validate()?;
+                    params.to_expr()?;
+                    Remote::Json(repo.query(&params).map_err(remote)?)
+                }
+                ToolName::EvidencePack => {
+                    let params = args.pack_params();
+                    params.query.validate()?;
+                    params.query.to_expr()?;
+                    Remote::Json(repo.pack(&params).map_err(remote)?)
+                }
+                ToolName::Context => {
+                    let params = args.context_params();
+                    params.validate()?;
+                    Remote::Json(repo.context(&params).map_err(remote)?)
+                }
+                ToolName::Expand => {
+                    let ids = args.handle_ids.clone().unwrap_or_default();
+                    if ids.is_empty() {
+                        return Err(ToolError::InvalidArguments(
+                            "handle_ids is empty: pass the ids of handles returned by a query"
+                                .into(),
+                        ));
+                    }
+                    let expanded = repo.expand(&ids).map_err(remote)?;
+                    let mut text = String::new();
+                    for (i, c) in expanded.contents.iter().enumerate() {
+                        if i > 0 {
+                            text.push_str(if text.ends_with('\n') { "\n" } else { "\n\n" });
+                        }
+                        text.push_str("// ");
+                        text.push_str(&c.handle_id);
+                        text.push('\n');
+                        text.push_str(&c.content);
+                    }
+                    let freshness = serde_json::json!({"freshness": {
+                        "generation": expanded.value.get("generation"),
+                        "commit_sha": expanded.value.get("commit_sha"),
+                        "overlay": expanded.value.get("overlay"),
+                    }});
+                    Remote::Text(text, freshness.to_string())
+                }
+                ToolName::Status => Remote::Json(repo.status().map_err(remote)?),
+                ToolName::Graph | ToolName::Analysis => Remote::Json(
+                    repo.graph(graph.as_ref().unwrap_or(&serde_json::Value::Null))
+                        .map_err(remote)?,
+                ),
+                ToolName::Index | ToolName::Refine | ToolName::Invalidate => {
+                    return Err(ToolError::Internal("handled above".into()));
+                }
+            })
+        })
+        .await
+        .map_err(|e| ToolError::Internal(e.to_string()))??;
+        match outcome {
+            Remote::Json(value) => Ok(CallToolResult::structured(value)),
+            Remote::Text(text, freshness) => Ok(CallToolResult::success(vec![
+                ContentBlock::text(text),
+                ContentBlock::text(freshness),
+            ])),
         }
     }
 
@@ -71,6 +203,9 @@ impl CanopyServer {
         args: Args,
         progress: Progress,
     ) -> Result<CallToolResult, ToolError> {
+        if let Some(service) = &self.service {
+            return self.dispatch_remote(service.clone(), tool, args).await;
+        }
         let path = args.path.clone().unwrap_or_default();
         if tool == ToolName::Status {
             // Read-only: a repository nobody indexed gets `indexed: false`,
@@ -263,6 +398,12 @@ fn json<T: Serialize>(value: T) -> Result<CallToolResult, ToolError> {
     serde_json::to_value(value)
         .map(CallToolResult::structured)
         .map_err(|e| ToolError::Internal(format!("cannot serialize the result: {e}")))
+}
+
+/// A service-mode answer: JSON, or `canopy_expand`'s text and its freshness block.
+enum Remote {
+    Json(serde_json::Value),
+    Text(String, String),
 }
 
 /// `canopy_expand`'s text: one `// <id>` block per handle.

@@ -503,6 +503,11 @@ impl ServiceClient {
         self.call("POST", "/expand", Some(&req))
     }
 
+    /// `POST` a JSON body to `path` (`/context`, `/graph`, …); the answer's JSON.
+    pub fn post_json(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
+        self.call("POST", path, Some(body))
+    }
+
     /// `GET /status` (all repositories, or one).
     pub fn status(&self, repo: Option<&str>) -> Result<StatusResponse, ClientError> {
         let path = match repo {

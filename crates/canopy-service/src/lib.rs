@@ -65,7 +65,9 @@ pub mod error;
 pub mod follow;
 pub mod http;
 pub mod metrics;
+pub mod overlay;
 pub mod registry;
+pub mod remote;
 pub mod service;
 
 use std::sync::Arc;

@@ -199,6 +199,67 @@ impl Overlay {
         );
     }
 
+    /// [`Overlay::merge`] for a context pack: the service's fragments in
+    /// changed files go, the overlay's fragments (marked `source: "local"`)
+    /// come in, interleaved by rank, and the last ones are dropped until
+    /// the total fits `budget` again.
+    pub fn merge_fragments(&self, answer: &mut Value, local: Option<Value>, budget: u64) {
+        let Some(obj) = answer.as_object_mut() else {
+            return;
+        };
+        let service: Vec<Value> = obj
+            .get("fragments")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let before = service.len();
+        let kept: Vec<Value> = service
+            .into_iter()
+            .filter(|f| !f["file_path"].as_str().is_some_and(|p| self.is_dirty(p)))
+            .collect();
+        let dropped = before - kept.len();
+        let mut local_fragments: Vec<Value> = local
+            .as_ref()
+            .and_then(|l| l.get("fragments"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for f in &mut local_fragments {
+            if let Some(f) = f.as_object_mut() {
+                f.insert("source".into(), json!("local"));
+            }
+        }
+        let added = local_fragments.len();
+        let mut merged = Vec::with_capacity(kept.len() + added);
+        let (mut l, mut s) = (local_fragments.into_iter(), kept.into_iter());
+        loop {
+            let (a, b) = (l.next(), s.next());
+            if a.is_none() && b.is_none() {
+                break;
+            }
+            merged.extend(a);
+            merged.extend(b);
+        }
+        let tokens = |f: &Value| f["tokens"].as_u64().unwrap_or(0);
+        let mut total: u64 = merged.iter().map(tokens).sum();
+        while total > budget {
+            match merged.pop() {
+                Some(f) => total -= tokens(&f),
+                None => break,
+            }
+        }
+        obj.insert("fragments".into(), Value::Array(merged));
+        obj.insert("total_tokens".into(), json!(total));
+        obj.insert(
+            "overlay".into(),
+            json!({
+                "dirty_files": self.dirty.len(),
+                "local_fragments": added,
+                "service_fragments_dropped": dropped,
+            }),
+        );
+    }
+
     /// The overlay's engine, when any changed file exists.
     pub fn engine(&self) -> Option<&Engine> {
         self.engine.as_ref()

@@ -1,0 +1,194 @@
+//! End-to-end: `canopy mcp --service-url` answering from a real `canopy
+//! serve` over loopback, driven by the real rmcp client, with the agent's
+//! uncommitted edit overlaid on the service's answers.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+
+struct Serve {
+    child: Child,
+    url: String,
+    _data: tempfile::TempDir,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(allow_root: &std::path::Path) -> Serve {
+    let data = tempfile::tempdir().expect("data dir");
+    let mut child = Command::new(canopy_bin())
+        .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
+        .arg(data.path())
+        .arg("--allow-root")
+        .arg(allow_root)
+        .env_remove("CANOPY_TOKEN")
+        .env("CANOPY_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn canopy serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if let Some(addr) = line.strip_prefix("listening on ")
+                && let Some(tx) = tx.take()
+            {
+                let _ = tx.send(addr.trim().to_string());
+            }
+        }
+    });
+    let url = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("canopy serve did not start");
+    Serve {
+        child,
+        url,
+        _data: data,
+    }
+}
+
+fn git(root: &std::path::Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .status()
+        .expect("git")
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_server_answers_from_the_service_with_local_edits_overlaid() {
+    let repo = Repo::with_files(&[
+        (
+            "src/billing.py",
+            "def compute_invoice_total(lines):\n    return sum(l.amount for l in lines)\n",
+        ),
+        (
+            "src/shipping.py",
+            "def track_parcel(code):\n    return carrier_lookup(code)\n",
+        ),
+    ]);
+    git(&repo.root(), &["add", "."]);
+    git(&repo.root(), &["commit", "-q", "-m", "init"]);
+    let service = serve(&repo.root());
+    let client = connect_with_args(
+        TestClient::default(),
+        &["--service-url", service.url.as_str()],
+    )
+    .await;
+    let path = repo.path();
+
+    // canopy_index registers the repository with the service and waits for it.
+    let view = ok_json(&call(&client, "canopy_index", json!({"path": path, "glob": "**"})).await);
+    assert!(
+        view["generation"].as_u64().is_some_and(|g| g >= 1),
+        "{view}"
+    );
+
+    // An answer from the service: handles carry its generation.
+    let q = ok_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": path, "symbol": "track_parcel"}),
+        )
+        .await,
+    );
+    let h = &q["handles"][0];
+    assert_eq!(h["source"], "service", "{q}");
+    assert!(h["generation"].is_u64(), "{q}");
+
+    // An uncommitted edit moves compute_invoice_total down two lines: the
+    // answer comes from the local overlay, with the new lines, never the
+    // service's old ones.
+    repo.write(
+        "src/billing.py",
+        "# Totals.\n\ndef compute_invoice_total(lines):\n    return sum(l.amount * l.qty for l in lines)\n",
+    );
+    let q = ok_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": path, "symbol": "compute_invoice_total"}),
+        )
+        .await,
+    );
+    let h = &q["handles"][0];
+    assert_eq!(h["source"], "local", "{q}");
+    assert_eq!(h["line_range"], json!([3, 4]), "{q}");
+    assert_eq!(q["overlay"]["dirty_files"], 1, "{q}");
+    let id = h["id"].as_str().expect("id").to_string();
+    let expanded = call(
+        &client,
+        "canopy_expand",
+        json!({"path": path, "handle_ids": [id]}),
+    )
+    .await;
+    assert!(
+        text(&expanded).contains("l.amount * l.qty"),
+        "{}",
+        text(&expanded)
+    );
+
+    // Context packs and the graph are answered too; a local-only tool says why not.
+    let ctx = ok_json(
+        &call(
+            &client,
+            "canopy_context",
+            json!({"path": path, "task": "fix how an invoice total is computed", "budget_tokens": 500}),
+        )
+        .await,
+    );
+    assert!(
+        ctx["total_tokens"].as_u64().is_some_and(|t| t <= 500),
+        "{ctx}"
+    );
+    let local = ctx["fragments"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["file_path"] == "src/billing.py"))
+        .unwrap_or_else(|| panic!("the edited file's fragment: {ctx}"));
+    assert_eq!(local["source"], "local", "{ctx}");
+    assert!(
+        local["text"].as_str().is_some_and(|t| t.contains("l.qty")),
+        "{ctx}"
+    );
+    let graph = ok_json(
+        &call(
+            &client,
+            "canopy_analysis",
+            json!({"path": path, "op": "summary", "target": "src/shipping.py"}),
+        )
+        .await,
+    );
+    assert!(graph.get("generation").is_some(), "{graph}");
+    let refused = call(&client, "canopy_invalidate", json!({"path": path})).await;
+    let err: Value = err_json(&refused, "NotInServiceMode");
+    assert!(
+        err["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("canopy_query")),
+        "{err}"
+    );
+    client.cancel().await.expect("close");
+}
