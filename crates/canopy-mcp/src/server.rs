@@ -100,19 +100,10 @@ impl CanopyServer {
         let session = Some(self.session.to_string());
         // Graph requests are parsed (and refused) here, before any network call.
         let graph = match tool {
-            ToolName::Graph | ToolName::Analysis => {
-                let offered: &[GraphOp] = if tool == ToolName::Graph {
-                    &GraphOp::NAVIGATION
-                } else {
-                    &GraphOp::ANALYSIS
-                };
-                let request = args.graph_request(offered)?;
-                request.validate()?;
-                Some(
-                    serde_json::to_value(&request)
-                        .map_err(|e| ToolError::Internal(e.to_string()))?,
-                )
-            }
+            ToolName::Graph | ToolName::Analysis => Some(
+                serde_json::to_value(graph_request(tool, &args)?)
+                    .map_err(|e| ToolError::Internal(e.to_string()))?,
+            ),
             _ => None,
         };
         let outcome = tokio::task::spawn_blocking(move || -> Result<Remote, ToolError> {
@@ -286,13 +277,7 @@ impl CanopyServer {
                 run(&repo, move |e| e.refine(&params)).await.and_then(json)
             }
             ToolName::Graph | ToolName::Analysis => {
-                let offered: &[GraphOp] = if tool == ToolName::Graph {
-                    &GraphOp::NAVIGATION
-                } else {
-                    &GraphOp::ANALYSIS
-                };
-                let request = args.graph_request(offered)?;
-                request.validate()?;
+                let request = graph_request(tool, &args)?;
                 ensure_complete(&repo, &progress).await?;
                 run(&repo, move |e| e.graph_request(&request))
                     .await
@@ -398,6 +383,22 @@ fn json<T: Serialize>(value: T) -> Result<CallToolResult, ToolError> {
     serde_json::to_value(value)
         .map(CallToolResult::structured)
         .map_err(|e| ToolError::Internal(format!("cannot serialize the result: {e}")))
+}
+
+/// The validated graph request of a `canopy_graph` (navigation operations
+/// only) or `canopy_analysis` (analysis operations only) call.
+fn graph_request(
+    tool: ToolName,
+    args: &Args,
+) -> Result<canopy_core::graph::request::GraphRequest, ToolError> {
+    let offered: &[GraphOp] = if tool == ToolName::Graph {
+        &GraphOp::NAVIGATION
+    } else {
+        &GraphOp::ANALYSIS
+    };
+    let request = args.graph_request(offered)?;
+    request.validate()?;
+    Ok(request)
 }
 
 /// A service-mode answer: JSON, or `canopy_expand`'s text and its freshness block.

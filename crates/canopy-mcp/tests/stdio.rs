@@ -88,7 +88,7 @@ async fn malformed_input_gets_errors_and_the_server_keeps_serving() {
     raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#)
         .await;
     let (wire, list) = raw.reply(json!(2)).await;
-    assert_eq!(list["result"]["tools"].as_array().map(Vec::len), Some(9));
+    assert_eq!(list["result"]["tools"].as_array().map(Vec::len), Some(10));
     let tokens = canopy_core::tokens::count_tokens(&wire);
     println!(
         "tools/list on the wire: {tokens} tokens, {} bytes",

@@ -129,50 +129,53 @@ impl Overlay {
         self.dirty.contains(path)
     }
 
-    /// Merges the overlay's answer to the same query into the service's
-    /// `answer` (a query result or an evidence pack, as JSON): service
-    /// handles in changed files go, local handles come in (interleaved by
-    /// rank: local first at equal rank), and `overlay` says what happened.
-    pub fn merge(&self, answer: &mut Value, local: Option<Value>, limit: usize) {
-        let Some(obj) = answer.as_object_mut() else {
-            return;
-        };
-        let service: Vec<Value> = obj
-            .get("handles")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
+    /// The service's `items` without those in changed files, interleaved
+    /// (local first at equal rank) with the overlay's, marked `source:
+    /// "local"`; with how many service items went and local ones came.
+    fn interleave(&self, service: Vec<Value>, mut local: Vec<Value>) -> (Vec<Value>, usize, usize) {
         let before = service.len();
         let kept: Vec<Value> = service
             .into_iter()
             .filter(|h| !h["file_path"].as_str().is_some_and(|p| self.is_dirty(p)))
             .collect();
         let dropped = before - kept.len();
-        let mut local_handles: Vec<Value> = local
-            .as_ref()
-            .and_then(|l| l.get("handles"))
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        for h in &mut local_handles {
-            if let Some(h) = h.as_object_mut() {
-                h.insert("source".into(), json!("local"));
-                h.remove("generation");
+        for item in &mut local {
+            if let Some(item) = item.as_object_mut() {
+                item.insert("source".into(), json!("local"));
+                item.remove("generation");
             }
         }
-        let added = local_handles.len();
-        let mut merged = Vec::with_capacity(kept.len() + local_handles.len());
-        let mut service_iter = kept.into_iter();
-        let mut local_iter = local_handles.into_iter();
+        let added = local.len();
+        let mut merged = Vec::with_capacity(kept.len() + added);
+        let (mut l, mut s) = (local.into_iter(), kept.into_iter());
         loop {
-            let l = local_iter.next();
-            let s = service_iter.next();
-            if l.is_none() && s.is_none() {
+            let (a, b) = (l.next(), s.next());
+            if a.is_none() && b.is_none() {
                 break;
             }
-            merged.extend(l);
-            merged.extend(s);
+            merged.extend(a);
+            merged.extend(b);
         }
+        (merged, dropped, added)
+    }
+
+    /// Merges the overlay's answer to the same query into the service's
+    /// `answer` (a query result or an evidence pack, as JSON): service
+    /// handles in changed files go, local handles come in (interleaved by
+    /// rank: local first at equal rank), and `overlay` says what happened.
+    pub fn merge(&self, answer: &mut Value, local: Option<Value>, limit: usize) {
+        let list = |v: Option<&Value>, key: &str| -> Vec<Value> {
+            v.and_then(|v| v.get(key))
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let service = list(Some(&*answer), "handles");
+        let (mut merged, dropped, added) =
+            self.interleave(service, list(local.as_ref(), "handles"));
+        let Some(obj) = answer.as_object_mut() else {
+            return;
+        };
         let truncated = merged.len() > limit;
         merged.truncate(limit);
         if let Some(total) = obj.get("total_matches").and_then(Value::as_u64) {
@@ -212,34 +215,13 @@ impl Overlay {
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
-        let before = service.len();
-        let kept: Vec<Value> = service
-            .into_iter()
-            .filter(|f| !f["file_path"].as_str().is_some_and(|p| self.is_dirty(p)))
-            .collect();
-        let dropped = before - kept.len();
-        let mut local_fragments: Vec<Value> = local
+        let local_fragments: Vec<Value> = local
             .as_ref()
             .and_then(|l| l.get("fragments"))
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
-        for f in &mut local_fragments {
-            if let Some(f) = f.as_object_mut() {
-                f.insert("source".into(), json!("local"));
-            }
-        }
-        let added = local_fragments.len();
-        let mut merged = Vec::with_capacity(kept.len() + added);
-        let (mut l, mut s) = (local_fragments.into_iter(), kept.into_iter());
-        loop {
-            let (a, b) = (l.next(), s.next());
-            if a.is_none() && b.is_none() {
-                break;
-            }
-            merged.extend(a);
-            merged.extend(b);
-        }
+        let (mut merged, dropped, added) = self.interleave(service, local_fragments);
         let tokens = |f: &Value| f["tokens"].as_u64().unwrap_or(0);
         let mut total: u64 = merged.iter().map(tokens).sum();
         while total > budget {

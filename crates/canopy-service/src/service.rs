@@ -1013,29 +1013,39 @@ impl Service {
         Ok(value)
     }
 
+    /// The generation a graph or context request's target came from: the
+    /// current one passes, an older one is 409 `stale_generation` (naming
+    /// `target`), a newer one is a 400.
+    fn check_generation(
+        &self,
+        repo_id: &str,
+        given: Option<u64>,
+        current: u64,
+        target: &str,
+    ) -> Result<(), ApiError> {
+        match given {
+            Some(given) if given > current => Err(ApiError::Validation(format!(
+                "generation {given} is newer than the current generation {current} of {repo_id}; \
+                 pass a generation from a response of this service"
+            ))),
+            Some(given) if given != current => {
+                self.metrics.stale_rejection();
+                Err(ApiError::StaleGeneration {
+                    ids: target.to_string(),
+                    given,
+                    current,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// `POST /graph`: one navigation request over the last complete generation.
     pub fn graph(&self, req: GraphHttpRequest) -> Result<Value, ApiError> {
         let entry = self.lookup(&req.repo)?;
         req.request.validate()?;
         let (engine, generation, commit_sha) = self.serving(&entry)?;
-        match req.generation {
-            Some(given) if given > generation => {
-                return Err(ApiError::Validation(format!(
-                    "generation {given} is newer than the current generation {generation} of {}; \
-                     pass a generation from a response of this service",
-                    entry.id
-                )));
-            }
-            Some(given) if given != generation => {
-                self.metrics.stale_rejection();
-                return Err(ApiError::StaleGeneration {
-                    ids: req.request.target.clone(),
-                    given,
-                    current: generation,
-                });
-            }
-            _ => {}
-        }
+        self.check_generation(&entry.id, req.generation, generation, &req.request.target)?;
         let answer = engine.graph_request(&req.request)?;
         let returned = answer.len();
         let mut value = serde_json::to_value(&answer).map_err(ApiError::internal)?;
@@ -1055,24 +1065,8 @@ impl Service {
         };
         params.validate()?;
         let (engine, generation, commit_sha) = self.serving(&entry)?;
-        match req.generation {
-            Some(given) if given > generation => {
-                return Err(ApiError::Validation(format!(
-                    "generation {given} is newer than the current generation {generation} of {}; \
-                     pass a generation from a response of this service",
-                    entry.id
-                )));
-            }
-            Some(given) if given != generation => {
-                self.metrics.stale_rejection();
-                return Err(ApiError::StaleGeneration {
-                    ids: params.focus.clone().unwrap_or_default(),
-                    given,
-                    current: generation,
-                });
-            }
-            _ => {}
-        }
+        let focus = params.focus.clone().unwrap_or_default();
+        self.check_generation(&entry.id, req.generation, generation, &focus)?;
         let pack = engine.context(&params)?;
         let returned = pack.fragments.len();
         let mut value = serde_json::to_value(&pack).map_err(ApiError::internal)?;
