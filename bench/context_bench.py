@@ -19,7 +19,7 @@ Needs a git checkout (for history), e.g. Django from the eval mirror:
     git clone -q --shared /work/.mirror/swe-bench+django__django/repo /tmp/django-git
     python3 bench/context_bench.py --repo /tmp/django-git --model ~/.cache/canopy/models/minilm-l6-v2
 """
-import argparse, json, os, re, sqlite3, statistics, subprocess, sys, tempfile, time
+import argparse, os, re, sqlite3, statistics, subprocess, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

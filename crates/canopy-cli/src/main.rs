@@ -361,6 +361,15 @@ fn start_dir(global: &GlobalArgs, path: Option<PathBuf>) -> anyhow::Result<PathB
 fn run_remote(cli: Cli, url: &str) -> anyhow::Result<()> {
     let global = &cli.global;
     let token = global.service_token.clone();
+    // The registered repository containing `path` (or --root, or the working directory).
+    let connect = |path: Option<PathBuf>| -> anyhow::Result<remote::Remote> {
+        remote::Remote::connect(
+            url,
+            global.service_token.clone(),
+            &start_dir(global, path)?,
+            engine_options(global),
+        )
+    };
     match cli.command {
         Command::Index {
             path,
@@ -383,50 +392,20 @@ fn run_remote(cli: Cli, url: &str) -> anyhow::Result<()> {
         Command::Query(args) => {
             let params = query_params(args);
             params.validate()?;
-            remote::Remote::connect(
-                url,
-                token,
-                &start_dir(global, None)?,
-                engine_options(global),
-            )?
-            .query(&params, global.json)
+            connect(None)?.query(&params, global.json)
         }
         Command::Pack(args) => {
             let params = pack_params(args);
             params.query.validate()?;
-            remote::Remote::connect(
-                url,
-                token,
-                &start_dir(global, None)?,
-                engine_options(global),
-            )?
-            .pack(&params, global.json)
+            connect(None)?.pack(&params, global.json)
         }
-        Command::Expand { ids } => remote::Remote::connect(
-            url,
-            token,
-            &start_dir(global, None)?,
-            engine_options(global),
-        )?
-        .expand(&ids, global.json),
-        Command::Status { path } => remote::Remote::connect(
-            url,
-            token,
-            &start_dir(global, path)?,
-            engine_options(global),
-        )?
-        .status(),
+        Command::Expand { ids } => connect(None)?.expand(&ids, global.json),
+        Command::Status { path } => connect(path)?.status(),
         Command::Follow(args) => follow_cmd::run(args, url, token, global.json, global.quiet),
         Command::Context(args) => {
             let params = context_params(args)?;
             params.validate()?;
-            remote::Remote::connect(
-                url,
-                token,
-                &start_dir(global, None)?,
-                engine_options(global),
-            )?
-            .context(&params, global.json)
+            connect(None)?.context(&params, global.json)
         }
         Command::Mcp(mut args) => {
             // Each repository an agent names is answered by the service,

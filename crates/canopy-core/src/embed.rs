@@ -290,25 +290,22 @@ fn read_table(bytes: &[u8]) -> std::result::Result<(usize, usize, Vec<f32>), Str
         .ok_or(
             "model.safetensors has neither `embeddings` nor `embeddings.word_embeddings.weight`",
         )?;
-    let shape: Vec<usize> = info["shape"]
-        .as_array()
-        .map(|s| {
-            s.iter()
-                .filter_map(|v| v.as_u64().map(|v| v as usize))
-                .collect()
-        })
-        .unwrap_or_default();
+    let numbers = |key: &str| -> Vec<usize> {
+        info[key]
+            .as_array()
+            .map(|s| {
+                s.iter()
+                    .filter_map(|v| v.as_u64())
+                    .map(|v| v as usize)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let shape = numbers("shape");
     let [rows, dim] = shape[..] else {
         return Err(format!("`{name}` is not a 2-D table"));
     };
-    let offsets: Vec<usize> = info["data_offsets"]
-        .as_array()
-        .map(|s| {
-            s.iter()
-                .filter_map(|v| v.as_u64().map(|v| v as usize))
-                .collect()
-        })
-        .unwrap_or_default();
+    let offsets = numbers("data_offsets");
     let [start, end] = offsets[..] else {
         return Err(format!("`{name}` has no data offsets"));
     };

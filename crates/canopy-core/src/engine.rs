@@ -410,10 +410,7 @@ impl Engine {
     fn status_once(&self) -> Result<Status> {
         let store = lock(&self.inner.reader);
         let counts = store.counts()?;
-        let last_indexed = store
-            .meta(meta_keys::LAST_INDEXED)?
-            .and_then(|s| s.parse::<i64>().ok())
-            .map(rfc3339_utc);
+        let last_indexed = store.indexed_at()?;
         let candidates = store
             .meta(meta_keys::CANDIDATE_FILES)?
             .and_then(|s| s.parse::<u64>().ok());
@@ -700,17 +697,7 @@ impl Engine {
                 .collect();
             stale.sort();
             stale.dedup();
-            let checked_files = checked.len();
-            pack.freshness = Some(crate::model::Freshness {
-                generation: snapshot.generation()?,
-                indexed_at: snapshot
-                    .meta(meta_keys::LAST_INDEXED)?
-                    .and_then(|s| s.parse::<i64>().ok())
-                    .map(crate::model::rfc3339_utc),
-                stale_files: stale.len(),
-                stale_paths: stale.into_iter().take(20).collect(),
-                checked_files,
-            });
+            pack.freshness = Some(crate::query::freshness_of(&snapshot, stale, checked.len())?);
             Ok((pack, coverage, new_vectors))
         })?;
         self.store_vectors(new_vectors);

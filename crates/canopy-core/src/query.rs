@@ -979,16 +979,22 @@ pub(crate) fn execute(snapshot: Snapshot<'_>, params: &QueryParams) -> Result<Ex
 
 /// The freshness block of an answer whose files `previews` read.
 pub(crate) fn freshness(store: &Store, previews: &Previews) -> Result<crate::model::Freshness> {
-    let stale = previews.stale_paths();
+    freshness_of(store, previews.stale_paths(), previews.checked_files())
+}
+
+/// The freshness block of an answer that checked `checked` files against
+/// the disk and found `stale` (sorted) changed since indexing.
+pub(crate) fn freshness_of(
+    store: &Store,
+    stale: Vec<String>,
+    checked: usize,
+) -> Result<crate::model::Freshness> {
     Ok(crate::model::Freshness {
         generation: store.generation()?,
-        indexed_at: store
-            .meta(crate::store::meta_keys::LAST_INDEXED)?
-            .and_then(|s| s.parse::<i64>().ok())
-            .map(crate::model::rfc3339_utc),
+        indexed_at: store.indexed_at()?,
         stale_files: stale.len(),
         stale_paths: stale.into_iter().take(20).collect(),
-        checked_files: previews.checked_files(),
+        checked_files: checked,
     })
 }
 

@@ -51,11 +51,7 @@ impl<'a> Snapshot<'a> {
         let mut seen = std::collections::HashSet::new();
         let mut files: HashMap<String, std::sync::Arc<Vec<u8>>> = HashMap::new();
         let generation = self.store.generation()?;
-        let indexed_at = self
-            .store
-            .meta(crate::store::meta_keys::LAST_INDEXED)?
-            .and_then(|s| s.parse::<i64>().ok())
-            .map(crate::model::rfc3339_utc);
+        let indexed_at = self.store.indexed_at()?;
         let mut out = Vec::new();
         for raw in ids {
             let raw = raw.as_ref();

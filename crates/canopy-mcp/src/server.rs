@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use canopy_core::discover::discover;
 use canopy_core::index::IndexProgress;
 use canopy_core::lazy::LAZY_THRESHOLD;
-use canopy_core::model::{Expansion, IndexReport};
+use canopy_core::model::IndexReport;
 use canopy_core::query::QueryParams;
 use canopy_core::{Engine, EngineOptions};
 use rmcp::model::{
@@ -150,16 +150,12 @@ impl CanopyServer {
                         ));
                     }
                     let expanded = repo.expand(&ids).map_err(remote)?;
-                    let mut text = String::new();
-                    for (i, c) in expanded.contents.iter().enumerate() {
-                        if i > 0 {
-                            text.push_str(if text.ends_with('\n') { "\n" } else { "\n\n" });
-                        }
-                        text.push_str("// ");
-                        text.push_str(&c.handle_id);
-                        text.push('\n');
-                        text.push_str(&c.content);
-                    }
+                    let text = expansion_text(
+                        expanded
+                            .contents
+                            .iter()
+                            .map(|c| (c.handle_id.as_str(), c.content.as_str())),
+                    );
                     let freshness = serde_json::json!({"freshness": {
                         "generation": expanded.value.get("generation"),
                         "commit_sha": expanded.value.get("commit_sha"),
@@ -262,7 +258,10 @@ impl CanopyServer {
                     }})
                     .to_string()
                 });
-                let mut content = vec![ContentBlock::text(expansion_text(&out))];
+                let mut content = vec![ContentBlock::text(expansion_text(
+                    out.iter()
+                        .map(|e| (e.handle_id.as_str(), e.content.as_str())),
+                ))];
                 content.extend(freshness.map(ContentBlock::text));
                 Ok(CallToolResult::success(content))
             }
@@ -408,16 +407,16 @@ enum Remote {
 }
 
 /// `canopy_expand`'s text: one `// <id>` block per handle.
-fn expansion_text(expansions: &[Expansion]) -> String {
+fn expansion_text<'a>(expansions: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
     let mut out = String::new();
-    for (i, e) in expansions.iter().enumerate() {
+    for (i, (id, content)) in expansions.into_iter().enumerate() {
         if i > 0 {
             out.push_str(if out.ends_with('\n') { "\n" } else { "\n\n" });
         }
         out.push_str("// ");
-        out.push_str(e.handle_id.as_str());
+        out.push_str(id);
         out.push('\n');
-        out.push_str(&e.content);
+        out.push_str(content);
     }
     out
 }

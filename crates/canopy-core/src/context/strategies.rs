@@ -112,7 +112,7 @@ pub(crate) fn gather(
             .is_empty()
             .then(|| "no task text to rank by".to_string());
         reports.push(report(Strategy::Keyword, keyword.len(), note));
-        lists.push((Strategy::Keyword, keyword.clone()));
+        lists.push((Strategy::Keyword, keyword));
     }
     if wants(Strategy::Semantic) {
         let nodes =

@@ -258,6 +258,14 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<HashMap<_, _>>>()?)
     }
 
+    /// When the last index run finished (RFC 3339, UTC), if one did.
+    pub fn indexed_at(&self) -> Result<Option<String>> {
+        Ok(self
+            .meta(meta_keys::LAST_INDEXED)?
+            .and_then(|s| s.parse::<i64>().ok())
+            .map(crate::model::rfc3339_utc))
+    }
+
     /// The index's generation (0 before the first run that wrote anything).
     pub fn generation(&self) -> Result<u64> {
         Ok(self
@@ -277,26 +285,34 @@ impl Store {
     }
 
     /// Looks a unit up by handle id.
-    /// Stored unit vectors computed with `model`, by file id.
+    /// Stored unit vectors of these files computed with `model`, by file id.
     pub fn unit_vectors(
         &self,
         model: &str,
+        file_ids: &[i64],
     ) -> Result<HashMap<i64, crate::store::write::UnitVectorRow>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT file_id, content_hash, first_node, data FROM unit_vectors WHERE model = ?1",
-        )?;
-        let rows = stmt.query_map([model], |r| {
-            Ok(crate::store::write::UnitVectorRow {
-                file_id: r.get(0)?,
-                content_hash: r.get(1)?,
-                first_node: r.get(2)?,
-                data: r.get(3)?,
-            })
-        })?;
         let mut out = HashMap::new();
-        for row in rows {
-            let row = row?;
-            out.insert(row.file_id, row);
+        for chunk in file_ids.chunks(500) {
+            let placeholders = vec!["?"; chunk.len()].join(",");
+            let sql = format!(
+                "SELECT file_id, content_hash, first_node, data FROM unit_vectors
+                 WHERE model = ? AND file_id IN ({placeholders})"
+            );
+            let mut stmt = self.conn.prepare(&sql)?;
+            let params = std::iter::once(rusqlite::types::Value::from(model.to_string()))
+                .chain(chunk.iter().map(|id| rusqlite::types::Value::from(*id)));
+            let rows = stmt.query_map(params_from_iter(params), |r| {
+                Ok(crate::store::write::UnitVectorRow {
+                    file_id: r.get(0)?,
+                    content_hash: r.get(1)?,
+                    first_node: r.get(2)?,
+                    data: r.get(3)?,
+                })
+            })?;
+            for row in rows {
+                let row = row?;
+                out.insert(row.file_id, row);
+            }
         }
         Ok(out)
     }
