@@ -21,6 +21,8 @@
     (generic_type type: (type_identifier) @name)
     (scoped_type_identifier name: (type_identifier) @name)
     (generic_type type: (scoped_type_identifier name: (type_identifier) @name))
+    (reference_type type: (type_identifier) @name)
+    (reference_type type: (generic_type type: (type_identifier) @name))
   ]) @definition.impl
 (impl_item
   !trait
@@ -29,6 +31,8 @@
     (generic_type type: (type_identifier) @name)
     (scoped_type_identifier name: (type_identifier) @name)
     (generic_type type: (scoped_type_identifier name: (type_identifier) @name))
+    (reference_type type: (type_identifier) @name)
+    (reference_type type: (generic_type type: (type_identifier) @name))
   ]) @definition.impl
 
 ; ---- calls ----------------------------------------------------------------

@@ -362,7 +362,7 @@ pub(crate) fn run_index(
     }
     // Resolution: only when something changed (or a killed run left work).
     let resolve_started = Instant::now();
-    let resolved = crate::graph::resolve_pending(store)?;
+    let resolved = crate::graph::resolve_pending(store, root)?;
     report.graph_files_resolved = resolved.files;
     report.graph_resolve_ms = resolve_started.elapsed().as_millis() as u64;
     if report.files_indexed + report.files_removed > 0 {

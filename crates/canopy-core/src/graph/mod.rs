@@ -38,7 +38,10 @@ pub struct ResolveStats {
 
 /// Resolves the files the last writes left dirty (and those they affect).
 /// Does nothing, and reads nothing but two empty tables, when no file changed.
-pub fn resolve_pending(store: &mut Store) -> Result<ResolveStats> {
+///
+/// `root` is the repository on disk: Rust's `Cargo.toml` files name the
+/// library crates that examples, tests and binaries import by name.
+pub fn resolve_pending(store: &mut Store, root: &std::path::Path) -> Result<ResolveStats> {
     if !store.graph_has_pending()? {
         return Ok(ResolveStats::default());
     }
@@ -49,7 +52,8 @@ pub fn resolve_pending(store: &mut Store) -> Result<ResolveStats> {
         return Ok(ResolveStats::default());
     }
     let (files, syms, index) = store.graph_world_rows()?;
-    let world = resolve::World::new(files, syms);
+    let mut world = resolve::World::new(files, syms);
+    world.set_rust_crates(resolve::rust::crate_names(root, world.rust_crate_roots()));
     let targets: Vec<(i64, usize)> = dirty
         .iter()
         .filter_map(|id| index.get(id).map(|&fi| (*id, fi)))

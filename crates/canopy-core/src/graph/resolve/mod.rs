@@ -197,6 +197,8 @@ pub struct World {
     rust_mod: Vec<(String, String)>,
     /// What (file, module, name) imports resolve to.
     import_cache: std::sync::RwLock<ImportCache>,
+    /// Rust library crate name → its `src/` folder.
+    rust_crates: HashMap<String, String>,
 }
 
 type ImportCache = HashMap<(usize, String, Option<String>), (u32, Vec<Val>)>;
@@ -260,6 +262,7 @@ impl World {
                 })
                 .collect(),
             import_cache: Default::default(),
+            rust_crates: HashMap::new(),
             files,
             syms,
         };
@@ -308,7 +311,9 @@ impl World {
         // Methods declared away from their type: Go receivers, Rust impl blocks.
         let mut owned: HashMap<(String, String), Vec<usize>> = HashMap::new();
         for (i, s) in w.syms.iter().enumerate() {
-            if !is_function(s.node_type) {
+            let assoc_type =
+                s.node_type == NodeType::TypeAlias && w.files[s.file].language == Language::Rust;
+            if !is_function(s.node_type) && !assoc_type {
                 continue;
             }
             let f = &w.files[s.file];
@@ -412,7 +417,9 @@ impl World {
         // (two private `State` structs in one crate keep their own methods).
         let mut by_type: HashMap<(String, String), Vec<usize>> = HashMap::new();
         for (i, s) in w.syms.iter().enumerate() {
-            if !is_function(s.node_type) || w.files[s.file].language != Language::Rust {
+            if !(is_function(s.node_type) || s.node_type == NodeType::TypeAlias)
+                || w.files[s.file].language != Language::Rust
+            {
                 continue;
             }
             let Some(p) = w.parent_of(i) else { continue };
@@ -432,6 +439,24 @@ impl World {
             .map(|i| is_classlike(w.syms[i].node_type).then(|| w.base_types_uncached(i, 0)))
             .collect();
         w
+    }
+
+    /// The `src/` folders of Rust library crates (those with a `src/lib.rs`).
+    pub fn rust_crate_roots(&self) -> Vec<String> {
+        self.files
+            .iter()
+            .filter(|f| f.language == Language::Rust)
+            .filter_map(|f| {
+                let (root, module) = rust::module_path(&f.path);
+                (module == "crate" && f.path.ends_with("src/lib.rs")).then_some(root)
+            })
+            .collect()
+    }
+
+    /// Library crates by name (see [`rust::crate_names`]): `use name::x` in
+    /// examples, tests and other crates of the repository.
+    pub fn set_rust_crates(&mut self, crates: HashMap<String, String>) {
+        self.rust_crates = crates;
     }
 
     /// Methods declared away from type `t` (Go receivers, Rust impl blocks).
@@ -649,6 +674,22 @@ impl World {
                 (self.defs_of(&vals), How::Import)
             }
             Some("?") => (Vec::new(), How::None),
+            Some(r) if lang == Language::Rust && r.contains(rust::UFCS_SEP) => {
+                let (path, first_arg) = r.split_once(rust::UFCS_SEP).unwrap_or((r, ""));
+                let found = self.resolve_site(cx, name, Some(path), kind);
+                if !found.0.is_empty() || !self.eval(cx, path, 0).is_empty() {
+                    return found;
+                }
+                // Only methods of `x`'s impls of the trait the path names
+                // (`toml::Span::new(a)` is no method of `a`).
+                let (cands, how) = self.resolve_site(cx, name, Some(first_arg), kind);
+                let tr = path.rsplit('.').next().unwrap_or(path);
+                let named: Vec<usize> = cands
+                    .into_iter()
+                    .filter(|&m| self.parent_of(m).is_some_and(|i| self.impl_trait_is(i, tr)))
+                    .collect();
+                (named, how)
+            }
             Some(r) => {
                 let vals = self.eval(cx, r, 0);
                 let mut out = Vec::new();
@@ -734,6 +775,11 @@ impl World {
 
     /// Members named `name` of a value, and whether they came from a base.
     fn member_defs(&self, v: &Val, name: &str, depth: u32) -> (Vec<usize>, bool) {
+        if let Val::Class(t) = v
+            && let Some(m) = self.rust_file_module(*t)
+        {
+            return (self.defs_of(&self.member(&m, name, depth + 1)), false);
+        }
         match v {
             Val::Inst(t) | Val::Class(t) => {
                 let mut seen = HashSet::new();
@@ -815,6 +861,19 @@ impl World {
         (Vec::new(), false)
     }
 
+    /// Whether Rust `impl_sym` implements a trait whose last path segment is `name`.
+    fn impl_trait_is(&self, impl_sym: usize, name: &str) -> bool {
+        self.impl_traits
+            .get(&self.syms[impl_sym].name)
+            .into_iter()
+            .flatten()
+            .filter(|(s, _)| *s == impl_sym)
+            .any(|(_, tr)| {
+                let tr = tr.split_once('\u{0}').map_or(tr.as_str(), |(_, t)| t);
+                tr.rsplit('.').next() == Some(name)
+            })
+    }
+
     fn impl_has_trait(&self, impl_sym: usize) -> bool {
         self.impl_traits
             .get(&self.syms[impl_sym].name)
@@ -862,6 +921,18 @@ impl World {
                 for v in self.eval_type(&icx, tr, depth + 1) {
                     if let Val::Inst(c) = v {
                         out.push(c);
+                    }
+                }
+                // Auto-deref: `impl Deref for T { type Target = U; }` gives `T` the methods of `U`.
+                if tr == "Deref" || tr.ends_with(".Deref") {
+                    for &target in self.named_children(*impl_sym, "Target") {
+                        for b in self.bases.get(&target).into_iter().flatten() {
+                            for v in self.eval_type(&icx, b, depth + 1) {
+                                if let Val::Inst(c) = v {
+                                    out.push(c);
+                                }
+                            }
+                        }
                     }
                 }
             }
@@ -996,7 +1067,35 @@ impl World {
             }
             let mut next = Vec::new();
             for v in &vals {
+                // Rust: `x.decor` is the field even when a method `decor()` exists.
+                if lang == Language::Rust
+                    && !called
+                    && let Val::Inst(t) = v
+                {
+                    let fields = self.field(*t, name, depth + 1);
+                    if !fields.is_empty() {
+                        next.extend(fields);
+                        continue;
+                    }
+                }
                 next.extend(self.member(v, name, depth + 1));
+            }
+            if next.is_empty() && called && lang == Language::Rust {
+                if rust::PASSTHROUGH.contains(&name) {
+                    // `x.unwrap()`, `x.as_ref()`, `x.clone()`: the value itself.
+                    continue;
+                }
+                if name == "default" {
+                    // `T::default()` of a derived `Default`: a `T`.
+                    vals = vals
+                        .iter()
+                        .filter_map(|v| match v {
+                            Val::Class(c) => Some(Val::Inst(self.type_of_impl(*c))),
+                            _ => None,
+                        })
+                        .collect();
+                    continue;
+                }
             }
             vals = next;
             if called {
@@ -1047,6 +1146,11 @@ impl World {
     fn member(&self, v: &Val, name: &str, depth: u32) -> Vec<Val> {
         if depth > MAX_DEPTH {
             return Vec::new();
+        }
+        if let Val::Class(t) = v
+            && let Some(m) = self.rust_file_module(*t)
+        {
+            return self.member(&m, name, depth + 1);
         }
         match v {
             Val::Inst(t) | Val::Class(t) | Val::Super(t) => {
@@ -1118,6 +1222,20 @@ impl World {
         Vec::new()
     }
 
+    /// Rust `mod key;` (a module unit without a body): the module in its own
+    /// file (`key.rs` / `key/mod.rs` beside the declaring module).
+    fn rust_file_module(&self, t: usize) -> Option<Val> {
+        let s = &self.syms[t];
+        if s.node_type != NodeType::Module || self.files[s.file].language != Language::Rust {
+            return None;
+        }
+        let (root, m) = &self.rust_mod[s.file];
+        let key = (root.clone(), format!("{m}.{}", s.name));
+        self.rust_modules
+            .contains_key(&key)
+            .then_some(Val::RMod(key.0, key.1))
+    }
+
     fn as_val(&self, s: usize) -> Val {
         let t = self.syms[s].node_type;
         if is_classlike(t) || t == NodeType::Module {
@@ -1153,6 +1271,25 @@ impl World {
             let us = &self.syms[u];
             // Class bodies are no scope for the functions inside them (Python, TS, Rust impls).
             let class_scope = is_classlike(us.node_type) || us.node_type == NodeType::Impl;
+            // Rust `impl<T: Trait>` / `where T: Trait`: type parameters are
+            // bindings of the impl that its methods see (its methods are not).
+            let impl_params = lang == Language::Rust && us.node_type == NodeType::Impl;
+            if impl_params && !first {
+                for &bi in self.bind_by_name[fi].get(name).into_iter().flatten() {
+                    let b = &facts.bindings[bi];
+                    if self.binding_scope[fi][bi] == u && b.is_type {
+                        let bcx = Ctx {
+                            file: fi,
+                            byte: b.byte,
+                            scope: u,
+                        };
+                        let vals = self.eval_type(&bcx, &b.expr, depth + 1);
+                        if !vals.is_empty() {
+                            return (vals, How::Inferred);
+                        }
+                    }
+                }
+            }
             if !class_scope || first {
                 // Local bindings of this scope: the last one before the site, else any.
                 let mut best: Option<usize> = None;
@@ -1186,11 +1323,14 @@ impl World {
                         return (Vec::new(), How::None);
                     }
                 }
-                // Nested definitions.
+                // Nested definitions (Rust: never the items of an `impl` or
+                // trait body, which are reached through `Self::` / a value).
+                let rust_body = lang == Language::Rust && class_scope;
                 let defs: Vec<usize> = self
                     .named_children(u, name)
                     .iter()
                     .copied()
+                    .filter(|_| !rust_body)
                     .filter(|&c| {
                         let s = &self.syms[c];
                         s.name == name
@@ -1249,6 +1389,12 @@ impl World {
                     return (vals, How::Import);
                 }
             }
+        }
+        // A library crate of the repository by its name (extern prelude).
+        if lang == Language::Rust
+            && let Some(src) = self.rust_crates.get(name)
+        {
+            return (vec![Val::RMod(src.clone(), "crate".into())], How::Import);
         }
         (Vec::new(), How::None)
     }

@@ -10,8 +10,52 @@ use tree_sitter::Node;
 
 use crate::graph::facts::{Cx, DefFactKind, SiteKind, walk_tree};
 
+/// Separates a path receiver from the call's first argument in a site's
+/// receiver (`serde::ser::SerializeSeq|self`): the resolver tries the
+/// path, then the argument's type, for fully qualified trait calls.
+pub(crate) const UFCS_SEP: char = '|';
+
 /// Smart pointers a method call sees through (`Box<T>` → `T`).
-const TRANSPARENT: &[&str] = &["Box", "Rc", "Arc", "RefCell", "Cow", "Pin", "ManuallyDrop"];
+///
+/// `Option` and `Result` are seen through too, so that `x?`, `if let Some(t) = x`
+/// and `x.unwrap()` reach the payload; [`PASSTHROUGH`] names the unwrapping methods.
+const TRANSPARENT: &[&str] = &[
+    "Box",
+    "Rc",
+    "Arc",
+    "RefCell",
+    "Cow",
+    "Pin",
+    "ManuallyDrop",
+    "Option",
+    "Result",
+];
+
+/// Methods of the [`TRANSPARENT`] wrappers and of references that give back
+/// (a reference to) the value they are called on, when the value's type does
+/// not define them itself: `t.unwrap().insert(..)` calls the payload's `insert`.
+pub(crate) const PASSTHROUGH: &[&str] = &[
+    "unwrap",
+    "expect",
+    "unwrap_or",
+    "unwrap_or_default",
+    "unwrap_or_else",
+    "unwrap_unchecked",
+    "as_ref",
+    "as_mut",
+    "as_deref",
+    "as_deref_mut",
+    "borrow",
+    "borrow_mut",
+    "clone",
+    "to_owned",
+    "ok",
+    "ok_or",
+    "ok_or_else",
+    "map_err",
+    "context",
+    "with_context",
+];
 
 fn path_text(cx: &Cx, n: Node) -> String {
     cx.t(n)
@@ -28,10 +72,17 @@ pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
             let v = expr(cx, n.child_by_field_name("value")?)?;
             Some(format!("{v}.{}", cx.t(n.child_by_field_name("field")?)))
         }
-        "call_expression" => Some(format!(
-            "{}()",
-            expr(cx, n.child_by_field_name("function")?)?
-        )),
+        "call_expression" => {
+            let f = expr(cx, n.child_by_field_name("function")?)?;
+            // `mem::take(x)` / `mem::replace(x, v)` give back a value of `x`'s type.
+            if matches!(f.rsplit('.').next(), Some("take" | "replace"))
+                && f.rsplit('.').nth(1) == Some("mem")
+            {
+                let first = n.child_by_field_name("arguments")?.named_child(0)?;
+                return expr(cx, first);
+            }
+            Some(format!("{f}()"))
+        }
         "scoped_identifier" => {
             let name = cx.t(n.child_by_field_name("name")?);
             match n.child_by_field_name("path") {
@@ -61,6 +112,14 @@ fn scoped_path(cx: &Cx, p: Node) -> Option<String> {
             expr(cx, p).or_else(|| Some(path_text(cx, p)))
         }
         "generic_type" => type_expr(cx, p),
+        // `<T as Trait>::f`: `f` of `T` (its trait impls are among its members).
+        "bracketed_type" => {
+            let inner = p.named_child(0)?;
+            match inner.kind() {
+                "qualified_type" => type_expr(cx, inner.child_by_field_name("type")?),
+                _ => type_expr(cx, inner),
+            }
+        }
         _ => Some(path_text(cx, p)).filter(|s| {
             s.chars()
                 .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
@@ -256,6 +315,218 @@ fn token_tree_calls(cx: &mut Cx, tt: Node) {
         };
         cx.site(*k, recv, SiteKind::Call);
     }
+    // Type names in macro arguments (`empty_visit!(visit_float, Formatted<f64>)`):
+    // a capitalised identifier not after `.` / `::` and not called.
+    for (i, k) in kids.iter().enumerate() {
+        if k.kind() != "identifier" || !cx.t(*k).starts_with(|c: char| c.is_ascii_uppercase()) {
+            continue;
+        }
+        let after_path = i >= 1 && matches!(cx.t(kids[i - 1]), "." | "::");
+        let called = kids
+            .get(i + 1)
+            .is_some_and(|nx| nx.kind() == "token_tree" && cx.t(*nx).starts_with('('));
+        if !after_path && !called {
+            cx.site(*k, None, SiteKind::Other);
+        }
+    }
+}
+
+/// Whether a (path of a) scoped identifier sits in a `use` tree.
+fn in_use_tree(n: Node) -> bool {
+    let mut cur = n.parent();
+    while let Some(p) = cur {
+        match p.kind() {
+            "scoped_identifier" => cur = p.parent(),
+            k => return k.starts_with("use") || k == "scoped_use_list",
+        }
+    }
+    false
+}
+
+/// A pattern with `ref` / `mut` / `ref mut` taken off.
+fn bare_pattern(mut p: Node) -> Node {
+    while matches!(p.kind(), "ref_pattern" | "mut_pattern") {
+        match p.named_child(p.named_child_count().saturating_sub(1)) {
+            Some(inner) => p = inner,
+            None => break,
+        }
+    }
+    p
+}
+
+/// The value a top-level pattern is matched against: the `match` scrutinee,
+/// the right side of `if let` / `while let` / `let … else`.
+fn scrutinee(cx: &Cx, pattern: Node) -> Option<String> {
+    scrutinee_node(pattern).and_then(|v| expr(cx, v))
+}
+
+/// Where a pattern's bindings start to be visible: after the value it
+/// matches (`let value = value(x)` and `if let Some(v) = v.get()` read the
+/// outer name on the right), else at the pattern.
+fn binding_start(pattern: Node, name: Node) -> usize {
+    let value_end = scrutinee_node(pattern).map(|v| v.end_byte()).unwrap_or(0);
+    value_end.max(name.start_byte())
+}
+
+fn scrutinee_node(pattern: Node) -> Option<Node> {
+    let parent = pattern.parent()?;
+    let value = match parent.kind() {
+        "match_pattern" => parent
+            .parent()? // match_arm
+            .parent()? // match_block
+            .parent()? // match_expression
+            .child_by_field_name("value")?,
+        "let_condition" | "let_declaration" => parent.child_by_field_name("value")?,
+        _ => return None,
+    };
+    Some(value)
+}
+
+/// Bindings of `Path::Variant(a, b)` / `Some(x)` patterns: `a` is the first
+/// payload of the variant (a field `Variant#0` of the enum), `x` the
+/// scrutinee itself (`Option` and `Result` are transparent). A name whose
+/// value is unknown still shadows outer names (`?`).
+fn tuple_struct_bindings(cx: &mut Cx, n: Node) {
+    let Some(ty) = n.child_by_field_name("type") else {
+        return;
+    };
+    let path = match ty.kind() {
+        "identifier" => Some(cx.t(ty).to_string()),
+        "scoped_identifier" => expr(cx, ty),
+        _ => None,
+    };
+    let mut c = n.walk();
+    let items: Vec<Node> = n
+        .named_children(&mut c)
+        .filter(|k| k.id() != ty.id())
+        .collect();
+    for (i, item) in items.into_iter().enumerate() {
+        if item.kind() == "remaining_field_pattern" {
+            break;
+        }
+        let p = bare_pattern(item);
+        if p.kind() != "identifier" {
+            continue;
+        }
+        let value = match path.as_deref() {
+            Some("Some" | "Ok") => scrutinee(cx, n),
+            Some("Err" | "None") | None => None,
+            Some(path) => Some(format!("{path}#{i}")),
+        };
+        let name = cx.t(p).to_string();
+        let at = binding_start(n, p);
+        cx.bind(at, &name, value.or_else(|| Some("?".into())), false, false);
+    }
+}
+
+/// Methods of `Option` / `Result` whose closure argument receives the
+/// payload (`opt.and_then(|r| r.span())`: `r` is what `opt` holds).
+const PAYLOAD_CLOSURES: &[&str] = &[
+    "map",
+    "and_then",
+    "filter",
+    "is_some_and",
+    "is_ok_and",
+    "is_none_or",
+    "map_or",
+    "map_or_else",
+    "inspect",
+    "take_if",
+];
+
+/// `recv.map(|x| …)` (see [`PAYLOAD_CLOSURES`]): `x` is `recv`'s payload,
+/// the receiver itself since `Option` and `Result` are transparent. An
+/// untyped parameter of any other closure is a local of unknown value.
+fn closure_bindings(cx: &mut Cx, n: Node) {
+    let Some(params) = n.child_by_field_name("parameters") else {
+        return;
+    };
+    let payload = n
+        .parent()
+        .filter(|a| a.kind() == "arguments")
+        .and_then(|a| a.parent())
+        .filter(|call| call.kind() == "call_expression")
+        .and_then(|call| call.child_by_field_name("function"))
+        .filter(|f| f.kind() == "field_expression")
+        .filter(|f| {
+            f.child_by_field_name("field")
+                .is_some_and(|m| PAYLOAD_CLOSURES.contains(&cx.t(m)))
+        })
+        .and_then(|f| f.child_by_field_name("value"))
+        .and_then(|v| expr(cx, v));
+    let mut c = params.walk();
+    let items: Vec<Node> = params.named_children(&mut c).collect();
+    for (i, item) in items.into_iter().enumerate() {
+        // Typed parameters (`|e: Error|`) are bound by the `parameter` rule.
+        let p = bare_pattern(item);
+        if p.kind() != "identifier" {
+            continue;
+        }
+        let value = if i == 0 { payload.clone() } else { None };
+        let name = cx.t(p).to_string();
+        cx.bind(
+            p.start_byte(),
+            &name,
+            value.or_else(|| Some("?".into())),
+            false,
+            false,
+        );
+    }
+}
+
+/// Bindings of `Type { a, b: x }` patterns: the fields of `Type`.
+fn struct_pattern_bindings(cx: &mut Cx, n: Node) {
+    let Some(path) = n.child_by_field_name("type").and_then(|t| type_expr(cx, t)) else {
+        return;
+    };
+    let mut c = n.walk();
+    let fields: Vec<Node> = n
+        .named_children(&mut c)
+        .filter(|k| k.kind() == "field_pattern")
+        .collect();
+    for f in fields {
+        let Some(field) = f.child_by_field_name("name") else {
+            continue;
+        };
+        let field_name = cx.t(field).to_string();
+        let bound = match f.child_by_field_name("pattern") {
+            Some(p) => bare_pattern(p),
+            None => field,
+        };
+        if matches!(bound.kind(), "identifier" | "shorthand_field_identifier") {
+            let name = cx.t(bound).to_string();
+            cx.bind(
+                bound.start_byte(),
+                &name,
+                Some(format!("{path}.{field_name}")),
+                false,
+                false,
+            );
+        }
+    }
+}
+
+/// `T: Trait` (a type parameter or `where` bound): `T` stands for its first trait.
+fn bind_bounded(cx: &mut Cx, at: Node, name: Node, bounds: Node) {
+    let mut c = bounds.walk();
+    let first = bounds.named_children(&mut c).find_map(|b| type_expr(cx, b));
+    let name = cx.t(name).to_string();
+    cx.bind(at.start_byte(), &name, first, true, false);
+}
+
+/// Positional fields of tuple structs (`0`, `1`, …) and enum variants
+/// (`Variant#0`, …), as typed fields of the struct / enum.
+fn ordered_fields(cx: &mut Cx, list: Node, variant: Option<&str>) {
+    let mut c = list.walk();
+    let types: Vec<Node> = list.children_by_field_name("type", &mut c).collect();
+    for (i, t) in types.into_iter().enumerate() {
+        let name = match variant {
+            Some(v) => format!("{v}#{i}"),
+            None => i.to_string(),
+        };
+        let t = type_expr(cx, t);
+        cx.bind(list.start_byte(), &name, t, true, true);
+    }
 }
 
 /// Walks one Rust tree.
@@ -284,6 +555,18 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
                         let recv = f
                             .child_by_field_name("path")
                             .and_then(|p| scoped_path(cx, p));
+                        // `Trait::method(x, …)`: when `Trait` is not in the
+                        // repository, the method is `x`'s (see `UFCS_SEP`).
+                        let first_arg = n
+                            .child_by_field_name("arguments")
+                            .and_then(|a| a.named_child(0))
+                            .and_then(|a| expr(cx, a));
+                        let recv = match (recv, first_arg) {
+                            (Some(r), Some(a)) if r.contains('.') => {
+                                Some(format!("{r}{UFCS_SEP}{a}"))
+                            }
+                            (r, _) => r,
+                        };
                         cx.site(name, recv.or_else(|| Some("?".into())), SiteKind::Call);
                     }
                 }
@@ -295,16 +578,66 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             let called = n.parent().is_some_and(|p| {
                 (p.kind() == "call_expression" && p.child_by_field_name("function") == Some(n))
                     || p.kind() == "generic_function"
-                    || p.kind() == "scoped_identifier"
                     || p.kind().starts_with("use")
                     || p.kind() == "scoped_use_list"
             });
-            if !called && let Some(name) = n.child_by_field_name("name") {
+            let in_use = in_use_tree(n);
+            if !called
+                && !in_use
+                && let Some(name) = n.child_by_field_name("name")
+            {
+                // Also the middle of a longer path: `Item` in `crate::Item::Value`.
                 let recv = n
                     .child_by_field_name("path")
                     .and_then(|p| scoped_path(cx, p));
                 cx.site(name, recv, SiteKind::Other);
             }
+            // The head of the path: `Table` in `Table::new()`, `Item` in `Item::Value(v)`.
+            if !in_use
+                && let Some(head) = n.child_by_field_name("path")
+                && head.kind() == "identifier"
+            {
+                cx.site(head, None, SiteKind::Other);
+            }
+        }
+        "tuple_struct_pattern" => tuple_struct_bindings(cx, n),
+        "closure_expression" => closure_bindings(cx, n),
+        "match_pattern" => {
+            // `e => …`: a catch-all arm names the scrutinee.
+            if let Some(p) = n.named_child(0)
+                && p.kind() == "identifier"
+                && !cx.t(p).starts_with(|c: char| c.is_ascii_uppercase())
+            {
+                let name = cx.t(p).to_string();
+                let value = scrutinee(cx, p).or_else(|| Some("?".into()));
+                cx.bind(p.start_byte(), &name, value, false, false);
+            }
+        }
+        "struct_pattern" => struct_pattern_bindings(cx, n),
+        "type_parameter" => {
+            if let (Some(name), Some(bounds)) = (
+                n.child_by_field_name("name"),
+                n.child_by_field_name("bounds"),
+            ) {
+                bind_bounded(cx, n, name, bounds);
+            }
+        }
+        "where_predicate" => {
+            if let (Some(left), Some(bounds)) = (
+                n.child_by_field_name("left"),
+                n.child_by_field_name("bounds"),
+            ) && left.kind() == "type_identifier"
+            {
+                bind_bounded(cx, n, left, bounds);
+            }
+        }
+        "ordered_field_declaration_list" => {
+            let variant = n
+                .parent()
+                .filter(|p| p.kind() == "enum_variant")
+                .and_then(|p| p.child_by_field_name("name"))
+                .map(|v| cx.t(v).to_string());
+            ordered_fields(cx, n, variant.as_deref());
         }
         "identifier" => {
             if let Some(p) = n.parent()
@@ -321,13 +654,15 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
                     "struct_item"
                         | "enum_item"
                         | "trait_item"
-                        | "type_item"
                         | "type_parameters"
-                        | "constrained_type_parameter"
                         | "scoped_type_identifier"
                         | "union_item"
                         | "associated_type"
                 )
+                // `type A = B;` and `<T: Trait = D>` name `A` and `T`; `B` and `D` are uses.
+                && !(matches!(p.kind(), "type_item" | "type_parameter")
+                    && p.child_by_field_name("name") == Some(n))
+                && !(p.kind() == "where_predicate" && p.child_by_field_name("left") == Some(n))
             {
                 cx.site(n, None, SiteKind::Type);
             }
@@ -360,10 +695,10 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             let name = cx.t(p).to_string();
             if let Some(t) = n.child_by_field_name("type") {
                 let t = type_expr(cx, t);
-                cx.bind(n.start_byte(), &name, t, true, false);
+                cx.bind(n.end_byte(), &name, t, true, false);
             } else if let Some(v) = n.child_by_field_name("value") {
                 let e = expr(cx, v);
-                cx.bind(n.start_byte(), &name, e, false, false);
+                cx.bind(n.end_byte(), &name, e, false, false);
             }
         }
         "parameter" => {
@@ -409,6 +744,10 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             ) else {
                 return;
             };
+            let t = match t.kind() {
+                "reference_type" => t.child_by_field_name("type").unwrap_or(t),
+                _ => t,
+            };
             let name = match t.kind() {
                 "generic_type" => t.child_by_field_name("type"),
                 _ => Some(t),
@@ -423,6 +762,15 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             if let Some(name) = name {
                 let e = type_expr(cx, tr);
                 cx.def_fact(name, e, DefFactKind::ImplTrait);
+            }
+        }
+        "type_item" => {
+            // `type A = B;`: members of `A` are those of `B`.
+            if let (Some(name), Some(t)) =
+                (n.child_by_field_name("name"), n.child_by_field_name("type"))
+            {
+                let e = type_expr(cx, t);
+                cx.def_fact(name, e, DefFactKind::Base);
             }
         }
         "trait_item" => {
@@ -459,4 +807,58 @@ pub(crate) fn module_path(path: &str) -> (String, String) {
         s => format!("crate.{}", s.replace('/', ".")),
     };
     (root.to_string(), module)
+}
+
+/// The library crates of the repository by the name other crates `use`
+/// them (`[lib] name`, else `[package] name` with `-` as `_`), read from
+/// the `Cargo.toml` beside each `src/lib.rs` root (`roots` are the `src/`
+/// folders, repository-relative). Unreadable manifests are left out.
+pub(crate) fn crate_names(
+    repo: &std::path::Path,
+    roots: Vec<String>,
+) -> std::collections::HashMap<String, String> {
+    let mut out = std::collections::HashMap::new();
+    for src in roots {
+        let dir = src.strip_suffix("src/").unwrap_or(&src);
+        let Ok(manifest) = std::fs::read_to_string(repo.join(dir).join("Cargo.toml")) else {
+            continue;
+        };
+        if let Some(name) = manifest_crate_name(&manifest) {
+            out.insert(name, src);
+        }
+    }
+    out
+}
+
+/// `[lib] name`, else `[package] name` (`-` → `_`), from a `Cargo.toml`.
+/// A line-based read: both keys are plain `name = "…"` lines in practice.
+fn manifest_crate_name(manifest: &str) -> Option<String> {
+    let mut section = "";
+    let (mut package, mut lib) = (None, None);
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            section = line;
+            continue;
+        }
+        let Some(rest) = line.strip_prefix("name") else {
+            continue;
+        };
+        let Some(value) = rest.trim_start().strip_prefix('=') else {
+            continue;
+        };
+        let value = value
+            .trim()
+            .trim_matches('"')
+            .trim_matches('\'')
+            .to_string();
+        match section {
+            "[package]" => package = Some(value),
+            "[lib]" => lib = Some(value),
+            _ => {}
+        }
+    }
+    lib.or(package)
+        .filter(|n| !n.is_empty())
+        .map(|n| n.replace('-', "_"))
 }
