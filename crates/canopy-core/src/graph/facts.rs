@@ -69,6 +69,10 @@ pub struct Import {
     pub module: String,
     /// The imported name inside the module; `None` when the module itself is bound.
     pub name: Option<String>,
+    /// Whether importers of this file see the name too: Python module
+    /// attributes, Rust `use` items, ES `export … from` / `export { x }`;
+    /// not a plain ES `import`.
+    pub exported: bool,
 }
 
 /// A name bound to a type or a value expression inside a scope.
@@ -204,8 +208,20 @@ impl Cx<'_> {
         });
     }
 
-    /// Records an import binding.
+    /// Records an import binding that importers of this file also see.
     pub fn import(&mut self, at: Node, local: &str, module: &str, name: Option<&str>) {
+        self.import_as(at, local, module, name, true);
+    }
+
+    /// Records an import binding; `exported`: see [`Import::exported`].
+    pub fn import_as(
+        &mut self,
+        at: Node,
+        local: &str,
+        module: &str,
+        name: Option<&str>,
+        exported: bool,
+    ) {
         if local.is_empty() {
             return;
         }
@@ -214,6 +230,7 @@ impl Cx<'_> {
             local: local.to_string(),
             module: module.to_string(),
             name: name.map(str::to_string),
+            exported,
         });
     }
 
@@ -330,7 +347,8 @@ impl Reader<'_> {
     }
 }
 
-const FORMAT: u64 = 1;
+/// 2: imports carry `exported`.
+const FORMAT: u64 = 2;
 
 impl FileFacts {
     /// The compact stored form: a string table, then each list as varints
@@ -360,7 +378,7 @@ impl FileFacts {
         put(&mut body, self.imports.len() as u64);
         for i in &self.imports {
             put(&mut body, u64::from(i.byte));
-            put(&mut body, strings.id(&i.local));
+            put(&mut body, strings.id(&i.local) << 1 | u64::from(i.exported));
             put(&mut body, strings.id(&i.module));
             put(&mut body, strings.opt(i.name.as_deref()));
         }
@@ -433,9 +451,12 @@ impl FileFacts {
         }
         let n = r.get()? as usize;
         for _ in 0..n.min(buf.len()) {
+            let byte = r.get()? as u32;
+            let local = r.get()?;
             facts.imports.push(Import {
-                byte: r.get()? as u32,
-                local: s(r.get()?)?,
+                byte,
+                local: s(local >> 1)?,
+                exported: local & 1 == 1,
                 module: s(r.get()?)?,
                 name: opt(r.get()?)?,
             });

@@ -365,7 +365,18 @@ pub fn parse_file(path: &str, source: &[u8]) -> ParsedFile {
         let tree = PARSER.with(|parser| {
             let mut parser = parser.borrow_mut();
             parser.set_language(&spec.grammar).ok()?;
-            parser.parse(&text, None)
+            let tree = parser.parse(&text, None)?;
+            if tree.root_node().has_error()
+                && matches!(language, Language::TypeScript | Language::Tsx)
+                && let Some(repaired) = ts_member_separators(&text)
+                && let Some(second) = parser.parse(&repaired, None)
+                && error_count(second.root_node()) < error_count(tree.root_node())
+            {
+                // Same bytes but for `;` in place of a space: every node range
+                // (and so every name, line and preview read from `text`) holds.
+                return Some(second);
+            }
+            Some(tree)
         });
         if let Some(tree) = tree {
             had_syntax_errors = tree.root_node().has_error();
@@ -378,6 +389,63 @@ pub fn parse_file(path: &str, source: &[u8]) -> ParsedFile {
     let mut parsed = assemble(path, language, &text, &lines, defs, refs, had_syntax_errors);
     parsed.facts = facts;
     parsed
+}
+
+/// ERROR and MISSING nodes in a tree.
+fn error_count(root: Node) -> usize {
+    let mut count = 0;
+    let mut cursor = root.walk();
+    loop {
+        let node = cursor.node();
+        if node.is_error() || node.is_missing() {
+            count += 1;
+        }
+        if node.has_error() && cursor.goto_first_child() {
+            continue;
+        }
+        loop {
+            if cursor.goto_next_sibling() {
+                break;
+            }
+            if !cursor.goto_parent() {
+                return count;
+            }
+        }
+    }
+}
+
+/// TypeScript lets interface and type-literal members be separated by line
+/// breaks alone; the grammar's automatic semicolons do not cover a member
+/// that starts with `(` or `<` (call and construct signatures), and one
+/// such member turns the rest of the file into an error. This puts a `;`
+/// in the first indentation byte of each such line after a line that can
+/// end a member; the caller keeps the result only if it parses with fewer
+/// errors. `None` when no line qualifies.
+fn ts_member_separators(text: &str) -> Option<String> {
+    let mut out = text.as_bytes().to_vec();
+    let mut changed = false;
+    let mut prev_can_end = false;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let body = line.trim_end();
+        let trimmed = body.trim_start();
+        let code = trimmed.split("//").next().unwrap_or_default().trim_end();
+        if !trimmed.is_empty() && !trimmed.starts_with("//") {
+            let indented = body.starts_with([' ', '\t']);
+            if prev_can_end && indented && trimmed.starts_with(['(', '<']) {
+                out[offset] = b';';
+                changed = true;
+            }
+            prev_can_end = code.ends_with(|c: char| {
+                c.is_alphanumeric() || matches!(c, '_' | '$' | '>' | ')' | ']' | '}')
+            }) && !code.ends_with("=>");
+        }
+        offset += line.len();
+    }
+    if !changed {
+        return None;
+    }
+    String::from_utf8(out).ok()
 }
 
 fn node_text(node: Node, text: &str) -> String {
@@ -971,6 +1039,37 @@ fn assign_enclosing(units: &[Unit], refs: &mut [Reference]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn call_signatures_get_separators_of_the_same_length() {
+        let text = "interface F {\n    <T>(fn: T): T\n    // named\n    (name: string): F\n    kind: string\n}\nconst a = f(\n    (x) => x\n)\n";
+        let repaired = ts_member_separators(text).expect("two signature lines qualify");
+        assert_eq!(repaired.len(), text.len());
+        assert_eq!(repaired.lines().count(), text.lines().count());
+        // After `{` and after `=>`/`(` nothing is inserted; after `T` and `F`… only before `(`/`<` lines.
+        assert!(
+            repaired.contains("\n    <T>(fn: T): T\n"),
+            "after `{{`: {repaired}"
+        );
+        assert!(repaired.contains("\n;   (name: string): F\n"), "{repaired}");
+        assert!(
+            repaired.contains("\n    (x) => x\n"),
+            "after `f(`: {repaired}"
+        );
+        assert_eq!(ts_member_separators("const a = 1\nfoo()\n"), None);
+    }
+
+    #[test]
+    fn units_after_an_interface_with_call_signatures_are_found() {
+        let text = "export interface F extends B {\n    // nameless\n    <T extends Function | undefined>(fn: T): T\n    <T>(name: string, fn: T): T\n\n    (customName: string): F\n}\n\nexport function isAction(x: any) {\n    return 1\n}\n";
+        let parsed = parse_file("a.ts", text.as_bytes());
+        let names: Vec<&str> = parsed
+            .units
+            .iter()
+            .filter_map(|u| u.name.as_deref())
+            .collect();
+        assert!(names.contains(&"isAction"), "{names:?}");
+    }
 
     #[test]
     fn text_files_chunk_with_overlap() {

@@ -24,8 +24,10 @@ use crate::error::{CanopyError, Result};
 
 /// Version of the schema in `schema.sql`; stored in `PRAGMA user_version`.
 /// Bumped also when what is extracted into it changes meaning, so older
-/// indexes are rebuilt (8: names in Python annotations are `type` sites).
-pub const SCHEMA_VERSION: u32 = 9;
+/// indexes are rebuilt (8: names in Python annotations are `type` sites;
+/// 10: Rust pattern and closure bindings, path heads and impls for `&T`,
+/// ES imports marked exported or not, TypeScript call signatures repaired).
+pub const SCHEMA_VERSION: u32 = 10;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

@@ -95,6 +95,36 @@ fn string_content(cx: &Cx, n: Node) -> String {
         .to_string()
 }
 
+/// `export { a, b as c }` without `from`: imported names it lists become
+/// members of this module for its importers (under the exported name).
+fn export_local_imports(cx: &mut Cx, n: Node) {
+    let mut c = n.walk();
+    let Some(clause) = n
+        .named_children(&mut c)
+        .find(|c| c.kind() == "export_clause")
+    else {
+        return;
+    };
+    let mut c = clause.walk();
+    let specs: Vec<Node> = clause.named_children(&mut c).collect();
+    for spec in specs {
+        let Some(name) = spec.child_by_field_name("name") else {
+            continue;
+        };
+        let alias = spec.child_by_field_name("alias").unwrap_or(name);
+        let (local, exported) = (cx.t(name).to_string(), cx.t(alias).to_string());
+        let found = cx
+            .facts
+            .imports
+            .iter()
+            .find(|i| i.local == local)
+            .map(|i| (i.module.clone(), i.name.clone()));
+        if let Some((module, imported)) = found {
+            cx.import(n, &exported, &module, imported.as_deref());
+        }
+    }
+}
+
 /// Walks one TypeScript / JavaScript tree.
 pub(crate) fn walk(cx: &mut Cx, root: Node) {
     walk_tree(root, &mut |n| match n.kind() {
@@ -185,12 +215,12 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
                     match part.kind() {
                         "identifier" => {
                             let local = cx.t(part).to_string();
-                            cx.import(n, &local, &module, Some("default"));
+                            cx.import_as(n, &local, &module, Some("default"), false);
                         }
                         "namespace_import" => {
                             if let Some(id) = part.named_child(0) {
                                 let local = cx.t(id).to_string();
-                                cx.import(n, &local, &module, None);
+                                cx.import_as(n, &local, &module, None, false);
                             }
                         }
                         "named_imports" => {
@@ -204,7 +234,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
                                 };
                                 let alias = spec.child_by_field_name("alias").unwrap_or(name);
                                 let (o, a) = (cx.t(name).to_string(), cx.t(alias).to_string());
-                                cx.import(n, &a, &module, Some(&o));
+                                cx.import_as(n, &a, &module, Some(&o), false);
                                 cx.site(name, Some(format!("import:{module}")), SiteKind::Import);
                             }
                         }
@@ -215,6 +245,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         }
         "export_statement" => {
             let Some(source) = n.child_by_field_name("source") else {
+                export_local_imports(cx, n);
                 return;
             };
             let module = string_content(cx, source);

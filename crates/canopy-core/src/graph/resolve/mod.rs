@@ -1487,7 +1487,7 @@ impl World {
             .get(name)
             .into_iter()
             .flatten()
-            .filter(|(_, scope)| *scope == fu)
+            .filter(|(ii, scope)| *scope == fu && file.facts.imports[*ii].exported)
             .flat_map(|(ii, _)| {
                 let i = &file.facts.imports[*ii];
                 self.import_target(f, &i.module, i.name.as_deref(), depth + 1)
@@ -1510,7 +1510,12 @@ impl World {
             }
         }
         let _ = cx;
-        for i in file.facts.imports.iter().filter(|i| i.local == "*") {
+        for i in file
+            .facts
+            .imports
+            .iter()
+            .filter(|i| i.local == "*" && i.exported)
+        {
             for m in self.import_target(f, &i.module, None, depth + 1) {
                 if m == Val::File(f) {
                     continue;
