@@ -52,8 +52,8 @@ pub fn resolve_pending(store: &mut Store, root: &std::path::Path) -> Result<Reso
         return Ok(ResolveStats::default());
     }
     let (files, syms, index) = store.graph_world_rows()?;
-    let mut world = resolve::World::new(files, syms);
-    world.set_rust_crates(resolve::rust::crate_names(root, world.rust_crate_roots()));
+    let crates = resolve::rust::crate_names(root, resolve::rust_crate_roots(&files));
+    let world = resolve::World::new(files, syms, crates);
     let targets: Vec<(i64, usize)> = dirty
         .iter()
         .filter_map(|id| index.get(id).map(|&fi| (*id, fi)))

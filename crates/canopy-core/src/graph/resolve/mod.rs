@@ -225,7 +225,13 @@ const MAX_DEPTH: u32 = 12;
 
 impl World {
     /// Builds the world from every file and unit of the index.
-    pub fn new(files: Vec<FileRow>, syms: Vec<SymRow>) -> World {
+    /// `rust_crates`: library crates by name (see [`rust::crate_names`]),
+    /// for `use name::x` in examples, tests and other crates of the repository.
+    pub fn new(
+        files: Vec<FileRow>,
+        syms: Vec<SymRow>,
+        rust_crates: HashMap<String, String>,
+    ) -> World {
         let mut w = World {
             by_id: syms.iter().enumerate().map(|(i, s)| (s.id, i)).collect(),
             file_syms: vec![Vec::new(); files.len()],
@@ -262,7 +268,7 @@ impl World {
                 })
                 .collect(),
             import_cache: Default::default(),
-            rust_crates: HashMap::new(),
+            rust_crates,
             files,
             syms,
         };
@@ -439,24 +445,6 @@ impl World {
             .map(|i| is_classlike(w.syms[i].node_type).then(|| w.base_types_uncached(i, 0)))
             .collect();
         w
-    }
-
-    /// The `src/` folders of Rust library crates (those with a `src/lib.rs`).
-    pub fn rust_crate_roots(&self) -> Vec<String> {
-        self.files
-            .iter()
-            .filter(|f| f.language == Language::Rust)
-            .filter_map(|f| {
-                let (root, module) = rust::module_path(&f.path);
-                (module == "crate" && f.path.ends_with("src/lib.rs")).then_some(root)
-            })
-            .collect()
-    }
-
-    /// Library crates by name (see [`rust::crate_names`]): `use name::x` in
-    /// examples, tests and other crates of the repository.
-    pub fn set_rust_crates(&mut self, crates: HashMap<String, String>) {
-        self.rust_crates = crates;
     }
 
     /// Methods declared away from type `t` (Go receivers, Rust impl blocks).
@@ -674,6 +662,16 @@ impl World {
                 (self.defs_of(&vals), How::Import)
             }
             Some("?") => (Vec::new(), How::None),
+            Some(r) if lang == Language::Rust && r.contains(rust::TRAIT_HINT) => {
+                let (t, tr) = r.split_once(rust::TRAIT_HINT).unwrap_or((r, ""));
+                let (cands, how) = self.resolve_site(cx, name, Some(t), kind);
+                let of_trait = self.trait_methods(cx, t, name, tr);
+                if of_trait.is_empty() {
+                    (cands, how)
+                } else {
+                    (of_trait, How::Inferred)
+                }
+            }
             Some(r) if lang == Language::Rust && r.contains(rust::UFCS_SEP) => {
                 let (path, first_arg) = r.split_once(rust::UFCS_SEP).unwrap_or((r, ""));
                 let found = self.resolve_site(cx, name, Some(path), kind);
@@ -682,13 +680,8 @@ impl World {
                 }
                 // Only methods of `x`'s impls of the trait the path names
                 // (`toml::Span::new(a)` is no method of `a`).
-                let (cands, how) = self.resolve_site(cx, name, Some(first_arg), kind);
                 let tr = path.rsplit('.').next().unwrap_or(path);
-                let named: Vec<usize> = cands
-                    .into_iter()
-                    .filter(|&m| self.parent_of(m).is_some_and(|i| self.impl_trait_is(i, tr)))
-                    .collect();
-                (named, how)
+                (self.trait_methods(cx, first_arg, name, tr), How::Inferred)
             }
             Some(r) => {
                 let vals = self.eval(cx, r, 0);
@@ -719,6 +712,25 @@ impl World {
                     let root = r.split('.').next().unwrap_or_default();
                     root == r || self.eval(cx, root, 0).is_empty()
                 };
+                if out.len() > 1 && lang == Language::Rust {
+                    // Methods of several traits: inside `impl Trait for X`,
+                    // the same trait's (`s.end()` in `SerializeStruct::end`).
+                    out.sort_unstable();
+                    out.dedup();
+                    if let Some(tr) = self.enclosing_impl_trait(cx) {
+                        let same: Vec<usize> = out
+                            .iter()
+                            .copied()
+                            .filter(|&m| {
+                                self.parent_of(m)
+                                    .is_some_and(|i| self.impl_trait_is(i, &tr))
+                            })
+                            .collect();
+                        if same.len() == 1 {
+                            out = same;
+                        }
+                    }
+                }
                 if out.is_empty() && vals.is_empty() && kind == SiteKind::Call && root_unknown() {
                     // Unknown receiver: a method name defined once in the repository.
                     if let Some(only) = self.unique_method(cx.file, name) {
@@ -728,7 +740,14 @@ impl World {
                 (out, how)
             }
             None => {
-                let (vals, how) = self.lookup(cx, name, 0);
+                let (mut vals, how) = self.lookup(cx, name, 0);
+                if lang == Language::Rust
+                    && kind == SiteKind::Call
+                    && vals.iter().any(|v| !self.is_rust_module(v))
+                {
+                    // `value(x)` calls the function, not the module of that name.
+                    vals.retain(|v| !self.is_rust_module(v));
+                }
                 (self.defs_of(&vals), how)
             }
         }
@@ -859,6 +878,46 @@ impl World {
             }
         }
         (Vec::new(), false)
+    }
+
+    /// Rust: the methods `name` of the value `e`'s type that come from its
+    /// impls of the trait whose last path segment is `tr`.
+    fn trait_methods(&self, cx: &Ctx, e: &str, name: &str, tr: &str) -> Vec<usize> {
+        let mut out = Vec::new();
+        for v in self.eval(cx, e, 0) {
+            if let Val::Class(c) | Val::Inst(c) = v {
+                out.extend(
+                    self.owned_methods(self.type_of_impl(c))
+                        .iter()
+                        .copied()
+                        .filter(|&m| {
+                            self.syms[m].name == name
+                                && self.parent_of(m).is_some_and(|i| self.impl_trait_is(i, tr))
+                        }),
+                );
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// The last path segment of the trait the innermost Rust `impl` around `cx` implements.
+    fn enclosing_impl_trait(&self, cx: &Ctx) -> Option<String> {
+        let mut cur = Some(cx.scope);
+        while let Some(c) = cur {
+            if self.syms[c].node_type == NodeType::Impl {
+                let (_, tr) = self
+                    .impl_traits
+                    .get(&self.syms[c].name)?
+                    .iter()
+                    .find(|(s, _)| *s == c)?;
+                let tr = tr.split_once('\u{0}').map_or(tr.as_str(), |(_, t)| t);
+                return tr.rsplit('.').next().map(str::to_string);
+            }
+            cur = self.parent_of(c);
+        }
+        None
     }
 
     /// Whether Rust `impl_sym` implements a trait whose last path segment is `name`.
@@ -993,6 +1052,10 @@ impl World {
         if depth > MAX_DEPTH {
             return Vec::new();
         }
+        if let Some((t, _)) = e.split_once(rust::TRAIT_HINT) {
+            // `<T as Trait>` as a value is `T` (the hint only steers method choice).
+            return self.eval_path(cx, t, depth, value);
+        }
         let lang = self.files[cx.file].language;
         let mut segs = e.split('.');
         let Some(first) = segs.next() else {
@@ -1054,14 +1117,36 @@ impl World {
             }
             _ => self.lookup(cx, head, depth).0,
         };
+        if called && lang == Language::Rust && vals.iter().any(|v| !self.is_rust_module(v)) {
+            // `value(x)`: the function, not the module of that name.
+            vals.retain(|v| !self.is_rust_module(v));
+        }
         if called && !matches!(vals.first(), Some(Val::Super(_))) {
             vals = self.call_result(&vals, depth);
         }
+        let mut prefix = first.to_string();
         for seg in segs {
             let (name, called) = match seg.strip_suffix("()") {
                 Some(h) => (h, true),
                 None => (seg, false),
             };
+            let next_prefix = format!("{prefix}.{seg}");
+            let before = std::mem::replace(&mut prefix, next_prefix);
+            if called
+                && lang == Language::Rust
+                && rust::ITEM_METHODS.contains(&name)
+                && !before.ends_with(')')
+                && vals.iter().all(|v| !matches!(v, Val::Inst(_)))
+            {
+                // `self.values.remove(i)` (`values: Vec<Item>`, no type of its
+                // own here): an item of the collection.
+                let items =
+                    self.eval_path(cx, &format!("{before}{}", rust::ELEM), depth + 1, value);
+                if !items.is_empty() {
+                    vals = items;
+                    continue;
+                }
+            }
             if vals.is_empty() {
                 return vals;
             }
@@ -1070,7 +1155,7 @@ impl World {
                 // Rust: `x.decor` is the field even when a method `decor()` exists.
                 if lang == Language::Rust
                     && !called
-                    && let Val::Inst(t) = v
+                    && let Val::Inst(t) | Val::Class(t) = v
                 {
                     let fields = self.field(*t, name, depth + 1);
                     if !fields.is_empty() {
@@ -1168,15 +1253,23 @@ impl World {
             }
             Val::Dir(d) => self.dir_member(d, name),
             Val::RMod(root, path) => {
-                // A submodule in its own file (`mod key;`) before the declaration unit.
+                // A submodule in its own file (`mod key;`) before the declaration
+                // unit; also what the module names so in the value namespace
+                // (`crate::value` is both `mod value` and a re-exported `fn value`).
                 let sub = format!("{path}.{name}");
-                if self.rust_modules.contains_key(&(root.clone(), sub.clone())) {
-                    return vec![Val::RMod(root.clone(), sub)];
+                let mut out = Vec::new();
+                let has_sub = self.rust_modules.contains_key(&(root.clone(), sub.clone()));
+                if has_sub {
+                    out.push(Val::RMod(root.clone(), sub));
                 }
-                match self.rust_modules.get(&(root.clone(), path.clone())) {
-                    Some(&f) => self.module_member(f, name, depth),
-                    None => Vec::new(),
+                if let Some(&f) = self.rust_modules.get(&(root.clone(), path.clone())) {
+                    out.extend(
+                        self.module_member(f, name, depth)
+                            .into_iter()
+                            .filter(|v| !(has_sub && self.is_rust_module(v))),
+                    );
                 }
+                out
             }
             Val::Func(_) => Vec::new(),
         }
@@ -1234,6 +1327,18 @@ impl World {
         self.rust_modules
             .contains_key(&key)
             .then_some(Val::RMod(key.0, key.1))
+    }
+
+    /// A Rust module value (a module path or a `mod` unit).
+    fn is_rust_module(&self, v: &Val) -> bool {
+        match v {
+            Val::RMod(..) => true,
+            Val::Class(c) => {
+                self.syms[*c].node_type == NodeType::Module
+                    && self.files[self.syms[*c].file].language == Language::Rust
+            }
+            _ => false,
+        }
     }
 
     fn as_val(&self, s: usize) -> Val {
@@ -1295,15 +1400,20 @@ impl World {
                 let mut best: Option<usize> = None;
                 for &bi in self.bind_by_name[fi].get(name).into_iter().flatten() {
                     let b = &facts.bindings[bi];
-                    if self.binding_scope[fi][bi] == u && (b.byte <= cx.byte || best.is_none()) {
+                    // Rust locals exist only after their `let`; elsewhere a
+                    // later binding stands in when none comes before.
+                    let visible = b.byte <= cx.byte || (best.is_none() && lang != Language::Rust);
+                    if self.binding_scope[fi][bi] == u && visible {
                         best = Some(bi);
                     }
                 }
                 if let Some(bi) = best {
                     let b = &facts.bindings[bi];
+                    // The value is read where the binding starts, before it
+                    // exists: `let value = value(x)` calls the outer `value`.
                     let bcx = Ctx {
                         file: fi,
-                        byte: b.byte,
+                        byte: b.byte.saturating_sub(1),
                         scope: u,
                     };
                     let vals = if b.is_type {
@@ -1339,6 +1449,31 @@ impl World {
                             && !(lang == Language::Go && s.node_type == NodeType::Method)
                     })
                     .collect();
+                // Rust: `mod value;` beside `use …::value` (a function): two
+                // namespaces; both are meant and the use site picks.
+                let only_modules = lang == Language::Rust
+                    && !defs.is_empty()
+                    && defs
+                        .iter()
+                        .all(|&d| self.syms[d].node_type == NodeType::Module);
+                if only_modules {
+                    let mut vals: Vec<Val> = defs.iter().map(|&d| self.as_val(d)).collect();
+                    for (ii, _) in self.import_by_local[fi]
+                        .get(name)
+                        .into_iter()
+                        .flatten()
+                        .filter(|(_, scope)| *scope == u)
+                    {
+                        let i = &facts.imports[*ii];
+                        vals.extend(self.import_target(
+                            fi,
+                            &i.module,
+                            i.name.as_deref(),
+                            depth + 1,
+                        ));
+                    }
+                    return (vals, How::Scope);
+                }
                 if !defs.is_empty() {
                     let defs = if lang == Language::Python && defs.len() > 1 {
                         // Redefinitions (`@overload`, conditional defs): the last one before the site.
@@ -1477,7 +1612,10 @@ impl World {
             })
             .map(|d| self.as_val(d))
             .collect();
-        if !direct.is_empty() {
+        let only_modules = file.language == Language::Rust
+            && !direct.is_empty()
+            && direct.iter().all(|v| self.is_rust_module(v));
+        if !direct.is_empty() && !only_modules {
             if file.language == Language::Python && direct.len() > 1 {
                 return direct.last().cloned().into_iter().collect();
             }
@@ -1493,6 +1631,12 @@ impl World {
                 self.import_target(f, &i.module, i.name.as_deref(), depth + 1)
             })
             .collect();
+        if only_modules {
+            // `mod value;` and `pub use item::value;`: two namespaces, both meant.
+            let mut both = direct;
+            both.extend(imported);
+            return both;
+        }
         if !imported.is_empty() {
             return imported;
         }
@@ -1694,6 +1838,15 @@ impl World {
             Some(n) => self.member(&m, n, depth + 1),
         }
     }
+}
+
+/// The `src/` folders of Rust library crates (those with a `src/lib.rs`).
+pub fn rust_crate_roots(files: &[FileRow]) -> Vec<String> {
+    files
+        .iter()
+        .filter(|f| f.language == Language::Rust && f.path.ends_with("src/lib.rs"))
+        .map(|f| rust::module_path(&f.path).0)
+        .collect()
 }
 
 fn same_family(a: Language, b: Language) -> bool {

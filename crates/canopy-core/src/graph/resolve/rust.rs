@@ -10,6 +10,33 @@ use tree_sitter::Node;
 
 use crate::graph::facts::{Cx, DefFactKind, SiteKind, walk_tree};
 
+/// `S { f: Default::default(), ..Default::default() }`: the type whose
+/// `default` is called, as an expression (`S.f` — the field's type — or `S()`).
+fn default_target(cx: &Cx, call: Node) -> Option<String> {
+    let parent = call.parent()?;
+    let (strukt, field) = match parent.kind() {
+        "field_initializer" => (
+            parent.parent()?.parent()?,
+            Some(parent.child_by_field_name("field")?),
+        ),
+        "base_field_initializer" => (parent.parent()?.parent()?, None),
+        _ => return None,
+    };
+    if strukt.kind() != "struct_expression" {
+        return None;
+    }
+    let name = type_expr(cx, strukt.child_by_field_name("name")?)?;
+    Some(match field {
+        Some(f) => format!("{name}.{}", cx.t(f)),
+        None => format!("{name}()"),
+    })
+}
+
+/// Marks the trait of a qualified path's type (`Error~Error` for
+/// `<Error as serde::de::Error>`): the resolver prefers that trait's impl
+/// over an inherent method of the same name, and ignores it otherwise.
+pub(crate) const TRAIT_HINT: char = '~';
+
 /// Separates a path receiver from the call's first argument in a site's
 /// receiver (`serde::ser::SerializeSeq|self`): the resolver tries the
 /// path, then the argument's type, for fully qualified trait calls.
@@ -112,11 +139,21 @@ fn scoped_path(cx: &Cx, p: Node) -> Option<String> {
             expr(cx, p).or_else(|| Some(path_text(cx, p)))
         }
         "generic_type" => type_expr(cx, p),
-        // `<T as Trait>::f`: `f` of `T` (its trait impls are among its members).
+        // `<T as Trait>::f`: `f` of `T`'s impl of `Trait` (`T~Trait`, see `TRAIT_HINT`).
         "bracketed_type" => {
             let inner = p.named_child(0)?;
             match inner.kind() {
-                "qualified_type" => type_expr(cx, inner.child_by_field_name("type")?),
+                "qualified_type" => {
+                    let t = type_expr(cx, inner.child_by_field_name("type")?)?;
+                    let tr = inner
+                        .child_by_field_name("alias")
+                        .and_then(|a| type_expr(cx, a))
+                        .map(|a| a.rsplit('.').next().unwrap_or_default().to_string());
+                    Some(match tr {
+                        Some(tr) if !tr.is_empty() => format!("{t}{TRAIT_HINT}{tr}"),
+                        _ => t,
+                    })
+                }
                 _ => type_expr(cx, inner),
             }
         }
@@ -385,7 +422,8 @@ fn scrutinee_node(pattern: Node) -> Option<Node> {
 /// Bindings of `Path::Variant(a, b)` / `Some(x)` patterns: `a` is the first
 /// payload of the variant (a field `Variant#0` of the enum), `x` the
 /// scrutinee itself (`Option` and `Result` are transparent). A name whose
-/// value is unknown still shadows outer names (`?`).
+/// value is unknown is not bound: the binding would outlive its arm, as
+/// bindings are scoped to the enclosing function.
 fn tuple_struct_bindings(cx: &mut Cx, n: Node) {
     let Some(ty) = n.child_by_field_name("type") else {
         return;
@@ -415,9 +453,242 @@ fn tuple_struct_bindings(cx: &mut Cx, n: Node) {
         };
         let name = cx.t(p).to_string();
         let at = binding_start(n, p);
-        cx.bind(at, &name, value.or_else(|| Some("?".into())), false, false);
+        cx.bind(at, &name, value, false, false);
     }
 }
+
+/// Collections whose items are their first type argument.
+const SEQUENCES: &[&str] = &[
+    "Vec",
+    "VecDeque",
+    "LinkedList",
+    "BinaryHeap",
+    "HashSet",
+    "BTreeSet",
+    "IndexSet",
+    "SmallVec",
+];
+
+/// Maps: keys are the first type argument, values the second.
+const MAPS: &[&str] = &["HashMap", "BTreeMap", "IndexMap"];
+
+/// Pseudo-fields that name what a collection holds: `values#elem` is an
+/// item of the `values: Vec<Item>` field (or local), `m#k` / `m#v` a key /
+/// value of a map. Bindings of `for` patterns and iterator closures point
+/// at them, so `for v in &self.values { v.f() }` finds `Item::f`.
+pub(crate) const ELEM: &str = "#elem";
+const KEY: &str = "#k";
+const VALUE: &str = "#v";
+
+/// The item types of a collection type: `[(suffix, item type)]`.
+fn item_types(cx: &Cx, t: Node) -> Vec<(&'static str, String)> {
+    let t = match t.kind() {
+        "reference_type" => match t.child_by_field_name("type") {
+            Some(inner) => inner,
+            None => return Vec::new(),
+        },
+        _ => t,
+    };
+    match t.kind() {
+        "array_type" => t
+            .child_by_field_name("element")
+            .and_then(|e| type_expr(cx, e))
+            .map(|e| vec![(ELEM, e)])
+            .unwrap_or_default(),
+        "generic_type" => {
+            let Some(name) = t.child_by_field_name("type").and_then(|n| type_expr(cx, n)) else {
+                return Vec::new();
+            };
+            let name = name.rsplit('.').next().unwrap_or_default().to_string();
+            let Some(args) = t.child_by_field_name("type_arguments") else {
+                return Vec::new();
+            };
+            let mut c = args.walk();
+            let args: Vec<Node> = args
+                .named_children(&mut c)
+                .filter(|a| a.kind() != "lifetime")
+                .collect();
+            let arg = |i: usize| args.get(i).and_then(|a| type_expr(cx, *a));
+            if SEQUENCES.contains(&name.as_str()) {
+                arg(0).map(|e| vec![(ELEM, e)]).unwrap_or_default()
+            } else if MAPS.contains(&name.as_str()) {
+                [(KEY, arg(0)), (VALUE, arg(1))]
+                    .into_iter()
+                    .filter_map(|(k, v)| v.map(|v| (k, v)))
+                    .collect()
+            } else if name == "Box" || name == "Rc" || name == "Arc" {
+                args.first().map(|a| item_types(cx, *a)).unwrap_or_default()
+            } else {
+                Vec::new()
+            }
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Binds the item pseudo-names of `name: t` (see [`ELEM`]).
+fn bind_items(cx: &mut Cx, at: usize, name: &str, t: Node, field: bool) {
+    for (suffix, item) in item_types(cx, t) {
+        cx.bind(at, &format!("{name}{suffix}"), Some(item), true, field);
+    }
+}
+
+/// Collection methods that give back (a reference to, an `Option` of) an item.
+pub(crate) const ITEM_METHODS: &[&str] = &[
+    "first",
+    "last",
+    "get",
+    "get_mut",
+    "first_mut",
+    "last_mut",
+    "remove",
+    "swap_remove",
+    "pop",
+    "pop_front",
+    "pop_back",
+    "front",
+    "back",
+    "front_mut",
+    "back_mut",
+];
+
+/// Iterator adapters that keep the items as they are.
+const ADAPTERS: &[&str] = &[
+    "iter",
+    "iter_mut",
+    "into_iter",
+    "drain",
+    "rev",
+    "skip",
+    "take",
+    "cloned",
+    "copied",
+    "peekable",
+    "step_by",
+    "filter",
+    "skip_while",
+    "take_while",
+    "inspect",
+];
+
+/// How a loop or closure sees the items of a collection.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Items {
+    /// Each item (`iter()`, a sequence, `&v`).
+    Each,
+    /// `(index, item)` from `enumerate()`.
+    Enumerated,
+    /// Map values (`values()`).
+    Values,
+    /// Map keys (`keys()`).
+    Keys,
+}
+
+/// `&self.values.iter().enumerate()` → (`self.values`, Enumerated), when the
+/// base is a field or local path (no calls) and `adapted` says whether any
+/// iterator method was seen.
+fn iteration_source(cx: &Cx, mut n: Node) -> Option<(String, Items, bool)> {
+    let mut items = Items::Each;
+    let mut adapted = false;
+    loop {
+        match n.kind() {
+            "reference_expression" | "parenthesized_expression" => {
+                n = n
+                    .child_by_field_name("value")
+                    .or_else(|| n.named_child(0))?;
+            }
+            "call_expression" => {
+                let f = n.child_by_field_name("function")?;
+                if f.kind() != "field_expression" {
+                    return None;
+                }
+                let m = cx.t(f.child_by_field_name("field")?);
+                match m {
+                    "enumerate" if items == Items::Each => items = Items::Enumerated,
+                    "values" | "values_mut" | "into_values" => items = Items::Values,
+                    "keys" | "into_keys" => items = Items::Keys,
+                    m if ADAPTERS.contains(&m) => {}
+                    _ => return None,
+                }
+                adapted = true;
+                n = f.child_by_field_name("value")?;
+            }
+            _ => {
+                let base = expr(cx, n)?;
+                return (!base.contains("()")).then_some((base, items, adapted));
+            }
+        }
+    }
+}
+
+/// Binds the names a loop pattern or closure parameter gets from `items` of `base`.
+fn bind_iteration(cx: &mut Cx, pattern: Node, base: &str, items: Items) {
+    let p = bare_pattern(pattern);
+    let item = |suffix: &str| Some(format!("{base}{suffix}"));
+    match (p.kind(), items) {
+        ("identifier", Items::Each) => {
+            let name = cx.t(p).to_string();
+            cx.bind(p.start_byte(), &name, item(ELEM), false, false);
+        }
+        ("identifier", Items::Values) => {
+            let name = cx.t(p).to_string();
+            cx.bind(p.start_byte(), &name, item(VALUE), false, false);
+        }
+        ("identifier", Items::Keys) => {
+            let name = cx.t(p).to_string();
+            cx.bind(p.start_byte(), &name, item(KEY), false, false);
+        }
+        ("tuple_pattern", Items::Enumerated | Items::Each) => {
+            // `(i, x)` of `enumerate()`; `(k, v)` of a map.
+            let mut c = p.walk();
+            let parts: Vec<Node> = p.named_children(&mut c).collect();
+            let suffixes: [&str; 2] = if items == Items::Enumerated {
+                ["", ELEM]
+            } else {
+                [KEY, VALUE]
+            };
+            for (part, suffix) in parts.into_iter().zip(suffixes) {
+                let part = bare_pattern(part);
+                if part.kind() == "identifier" && !suffix.is_empty() {
+                    let name = cx.t(part).to_string();
+                    cx.bind(part.start_byte(), &name, item(suffix), false, false);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Closure-taking methods of iterators and collections whose first
+/// parameter is an item.
+const ITEM_CLOSURES: &[&str] = &[
+    "map",
+    "filter",
+    "for_each",
+    "any",
+    "all",
+    "find",
+    "find_map",
+    "filter_map",
+    "flat_map",
+    "position",
+    "take_while",
+    "skip_while",
+    "inspect",
+    "max_by_key",
+    "min_by_key",
+    "partition",
+    "fold",
+];
+
+/// Closure-taking methods of the collections themselves (no iterator in between).
+const COLLECTION_CLOSURES: &[&str] = &[
+    "retain",
+    "retain_mut",
+    "sort_by_key",
+    "sort_by",
+    "dedup_by_key",
+];
 
 /// Methods of `Option` / `Result` whose closure argument receives the
 /// payload (`opt.and_then(|r| r.span())`: `r` is what `opt` holds).
@@ -435,12 +706,44 @@ const PAYLOAD_CLOSURES: &[&str] = &[
 ];
 
 /// `recv.map(|x| …)` (see [`PAYLOAD_CLOSURES`]): `x` is `recv`'s payload,
-/// the receiver itself since `Option` and `Result` are transparent. An
-/// untyped parameter of any other closure is a local of unknown value.
+/// the receiver itself since `Option` and `Result` are transparent.
 fn closure_bindings(cx: &mut Cx, n: Node) {
     let Some(params) = n.child_by_field_name("parameters") else {
         return;
     };
+    // `v.iter().map(|x| …)`, `v.retain(|x| …)`: `x` is an item of `v`.
+    let method = n
+        .parent()
+        .filter(|a| a.kind() == "arguments")
+        .and_then(|a| a.parent())
+        .filter(|call| call.kind() == "call_expression")
+        .and_then(|call| call.child_by_field_name("function"))
+        .filter(|f| f.kind() == "field_expression");
+    if let Some(f) = method
+        && let (Some(m), Some(recv)) = (
+            f.child_by_field_name("field"),
+            f.child_by_field_name("value"),
+        )
+        && let Some((base, items, adapted)) = iteration_source(cx, recv)
+    {
+        let m = cx.t(m);
+        let first = params.named_child(0);
+        let (fold, collection) = (m == "fold", COLLECTION_CLOSURES.contains(&m));
+        if ((adapted && ITEM_CLOSURES.contains(&m)) || (!adapted && collection))
+            && let Some(first) = first
+        {
+            // `fold(init, |acc, x| …)`: the item is the second parameter.
+            let target = if fold {
+                params.named_child(1)
+            } else {
+                Some(first)
+            };
+            if let Some(target) = target {
+                bind_iteration(cx, target, &base, items);
+                return;
+            }
+        }
+    }
     let payload = n
         .parent()
         .filter(|a| a.kind() == "arguments")
@@ -464,13 +767,7 @@ fn closure_bindings(cx: &mut Cx, n: Node) {
         }
         let value = if i == 0 { payload.clone() } else { None };
         let name = cx.t(p).to_string();
-        cx.bind(
-            p.start_byte(),
-            &name,
-            value.or_else(|| Some("?".into())),
-            false,
-            false,
-        );
+        cx.bind(p.start_byte(), &name, value, false, false);
     }
 }
 
@@ -565,6 +862,9 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
                             (Some(r), Some(a)) if r.contains('.') => {
                                 Some(format!("{r}{UFCS_SEP}{a}"))
                             }
+                            (Some(r), _) if r == "Default" && cx.t(name) == "default" => {
+                                default_target(cx, n).or(Some(r))
+                            }
                             (r, _) => r,
                         };
                         cx.site(name, recv.or_else(|| Some("?".into())), SiteKind::Call);
@@ -609,7 +909,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
                 && !cx.t(p).starts_with(|c: char| c.is_ascii_uppercase())
             {
                 let name = cx.t(p).to_string();
-                let value = scrutinee(cx, p).or_else(|| Some("?".into()));
+                let value = scrutinee(cx, p);
                 cx.bind(p.start_byte(), &name, value, false, false);
             }
         }
@@ -628,7 +928,10 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
                 n.child_by_field_name("bounds"),
             ) && left.kind() == "type_identifier"
             {
-                bind_bounded(cx, n, left, bounds);
+                // Visible from the start of the item it constrains: the
+                // parameters before the `where` use it.
+                let item = n.parent().and_then(|w| w.parent()).unwrap_or(n);
+                bind_bounded(cx, item, left, bounds);
             }
         }
         "ordered_field_declaration_list" => {
@@ -694,6 +997,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             }
             let name = cx.t(p).to_string();
             if let Some(t) = n.child_by_field_name("type") {
+                bind_items(cx, n.end_byte(), &name, t, false);
                 let t = type_expr(cx, t);
                 cx.bind(n.end_byte(), &name, t, true, false);
             } else if let Some(v) = n.child_by_field_name("value") {
@@ -715,6 +1019,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             };
             if p.kind() == "identifier" {
                 let name = cx.t(p).to_string();
+                bind_items(cx, n.start_byte(), &name, t, false);
                 let t = type_expr(cx, t);
                 cx.bind(n.start_byte(), &name, t, true, false);
             }
@@ -724,8 +1029,18 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
                 (n.child_by_field_name("name"), n.child_by_field_name("type"))
             {
                 let name = cx.t(name).to_string();
+                bind_items(cx, n.start_byte(), &name, t, true);
                 let t = type_expr(cx, t);
                 cx.bind(n.start_byte(), &name, t, true, true);
+            }
+        }
+        "for_expression" => {
+            if let (Some(p), Some(v)) = (
+                n.child_by_field_name("pattern"),
+                n.child_by_field_name("value"),
+            ) && let Some((base, items, _)) = iteration_source(cx, v)
+            {
+                bind_iteration(cx, p, &base, items);
             }
         }
         "function_item" | "function_signature_item" => {
