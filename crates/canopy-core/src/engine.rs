@@ -108,6 +108,8 @@ struct Inner {
     semantic: Mutex<Option<std::result::Result<crate::semantic::SemanticIndex, String>>>,
     /// What the last sync of the semantic index did (without its blobs).
     last_sync: Mutex<crate::semantic::SyncReport>,
+    /// Whole-graph results that stay valid for one index state (hotspots).
+    graph_cache: crate::graph::GraphCache,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -145,6 +147,7 @@ impl Engine {
                 queries_waiting: std::sync::atomic::AtomicUsize::new(0),
                 semantic: Mutex::new(None),
                 last_sync: Mutex::new(Default::default()),
+                graph_cache: Default::default(),
             }),
         })
     }
@@ -175,7 +178,8 @@ impl Engine {
         })?;
         let store = lock(&self.inner.reader);
         let snapshot = store.read_snapshot_within(budget)?;
-        let graph = crate::graph::nav::Graph::new(&snapshot, self.root());
+        let graph =
+            crate::graph::nav::Graph::with_cache(&snapshot, self.root(), &self.inner.graph_cache);
         f(&graph)
             .map_err(|e| e.or_budget(budget))
             .map_err(|e| self.diagnose(e))

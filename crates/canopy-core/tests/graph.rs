@@ -499,3 +499,66 @@ fn summaries_describe_a_file_and_a_package() {
         })
         .expect("graph");
 }
+
+#[test]
+fn unresolved_call_sites_are_counted_and_hotspots_follow_the_index() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path();
+    std::fs::write(
+        root.join("a.py"),
+        "class Store:\n    def save(self):\n        return 1\n\n\ndef helper():\n    return 2\n\n\ndef main(s: Store, x):\n    s.save()\n    x.save()\n    x.save()\n    helper()\n",
+    )
+    .expect("write");
+    std::fs::write(
+        root.join("b.py"),
+        "class Other:\n    def save(self):\n        return 3\n\n\ndef other(y):\n    y.save()\n    return y\n",
+    )
+    .expect("write");
+    let engine = Engine::open(root, EngineOptions::default()).expect("open");
+    engine.index(None, &NoProgress).expect("index");
+    engine
+        .graph(|g| {
+            // One resolved caller; three `save` calls on unknown receivers (two
+            // classes define `save`, so no unique-name guess), in two files.
+            let callers = g.callers("Store.save", 1, 50)?;
+            assert_eq!(callers.nodes.len(), 1, "{:?}", callers.nodes);
+            assert_eq!(callers.unresolved_count, 3, "{:?}", callers.unresolved);
+            let lines: BTreeSet<(String, u32)> = callers
+                .unresolved
+                .iter()
+                .map(|u| (u.file_path.clone(), u.line))
+                .collect();
+            assert_eq!(
+                lines,
+                BTreeSet::from([
+                    ("a.py".to_string(), 12),
+                    ("a.py".to_string(), 13),
+                    ("b.py".to_string(), 7)
+                ])
+            );
+            let hot = g.hotspots(1)?;
+            assert_eq!(hot.hotspots[0].handle.file_path, "a.py");
+            Ok(())
+        })
+        .expect("graph");
+    let top = |engine: &Engine| {
+        engine
+            .graph(|g| Ok(g.hotspots(1)?.hotspots[0].handle.clone()))
+            .expect("hotspots")
+    };
+    let before = top(&engine);
+    // A new file whose function calls `helper` from many places: the warm
+    // engine's cached degrees must not survive the re-index.
+    let mut calls = String::from("from a import helper\n\n\n");
+    for i in 0..6 {
+        calls.push_str(&format!("def caller_{i}():\n    return helper()\n\n\n"));
+    }
+    std::fs::write(root.join("c.py"), calls).expect("write");
+    engine.index(None, &NoProgress).expect("reindex");
+    let after = top(&engine);
+    assert_ne!(
+        before.id, after.id,
+        "hotspots answered from before the edit"
+    );
+    assert!(after.preview.contains("def helper"), "{after:?}");
+}

@@ -79,3 +79,33 @@ pub fn resolve_pending(store: &mut Store, root: &std::path::Path) -> Result<Reso
     );
     Ok(stats)
 }
+
+/// Whole-graph results that hold for one index state, kept by the engine
+/// across requests: the fan-in / fan-out of every unit (hotspots) costs a
+/// pass over every edge (~60 ms on Django), which a warm process need not
+/// pay again until the index changes. Keyed by the snapshot's generation and
+/// last-indexed stamp, so a rebuilt or re-indexed database is never answered
+/// from an older one.
+#[derive(Default)]
+pub struct GraphCache {
+    degrees: std::sync::Mutex<Option<(String, std::sync::Arc<Vec<ops::Degree>>)>>,
+}
+
+impl GraphCache {
+    /// The cached degrees for `key`, or computes and keeps them.
+    pub(crate) fn degrees(
+        &self,
+        key: String,
+        compute: impl FnOnce() -> Result<Vec<ops::Degree>>,
+    ) -> Result<std::sync::Arc<Vec<ops::Degree>>> {
+        let mut slot = self.degrees.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((k, v)) = slot.as_ref()
+            && *k == key
+        {
+            return Ok(v.clone());
+        }
+        let v = std::sync::Arc::new(compute()?);
+        *slot = Some((key, v.clone()));
+        Ok(v)
+    }
+}

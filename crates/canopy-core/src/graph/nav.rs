@@ -28,7 +28,7 @@ use crate::handle::HandleId;
 use crate::lang::extract::{preview_text, text_view};
 use crate::model::{Handle, Span};
 use crate::store::Store;
-use crate::store::graph::{RawCall, STATUS_AMBIGUOUS, STATUS_UNRESOLVED, StoredEdge};
+use crate::store::graph::{STATUS_AMBIGUOUS, STATUS_UNRESOLVED, StoredEdge};
 use crate::store::read::NodeRecord;
 
 /// Default traversal depth, and the most a caller may ask for.
@@ -190,6 +190,8 @@ pub struct Graph<'s> {
     pub(crate) store: &'s Store,
     root: PathBuf,
     texts: std::cell::RefCell<HashMap<String, Option<String>>>,
+    /// The engine's cache of whole-graph results, when there is one.
+    pub(crate) cache: Option<&'s super::GraphCache>,
 }
 
 fn kind_name(k: SiteKind) -> &'static str {
@@ -229,6 +231,20 @@ impl<'s> Graph<'s> {
             store,
             root: root.into(),
             texts: Default::default(),
+            cache: None,
+        }
+    }
+
+    /// A graph whose whole-graph results (hotspots) are kept in `cache`
+    /// between requests, for as long as the index does not change.
+    pub fn with_cache(
+        store: &'s Store,
+        root: impl Into<PathBuf>,
+        cache: &'s super::GraphCache,
+    ) -> Graph<'s> {
+        Graph {
+            cache: Some(cache),
+            ..Graph::new(store, root)
         }
     }
 
@@ -784,64 +800,64 @@ impl<'s> Graph<'s> {
         name: &str,
         cap: usize,
     ) -> Result<(Vec<UnresolvedSite>, u64)> {
-        let mut out = Vec::new();
+        // Resolved call edges into any unit of that name, as (src, line),
+        // sorted so that a file's are one range (a file's units are a node id range).
+        let mut resolved: Vec<(i64, u32)> = Vec::new();
+        for n in self
+            .store
+            .nodes_by_name(name, crate::store::read::NameMatch::Equal, 1_000_000)?
+            .into_iter()
+            .filter(|n| n.name.as_deref() == Some(name))
+        {
+            resolved.extend(
+                self.store
+                    .edges_to(n.rowid)?
+                    .into_iter()
+                    .filter(|e| e.kind == SiteKind::Call)
+                    .map(|e| (e.src, e.line)),
+            );
+        }
+        resolved.sort_unstable();
         let mut count = 0u64;
+        let mut listed: Vec<(i64, u32)> = Vec::new();
         for file_id in self.store.files_using_name(name)? {
-            let calls: Vec<RawCall> = self
-                .store
-                .raw_calls_in_file(file_id)?
-                .into_iter()
-                .filter(|c| c.name == name)
-                .collect();
-            let Some(first) = calls.first() else { continue };
-            let Some(unit) = self.node(first.src)? else {
+            let calls = self.store.raw_calls_named(file_id, name)?;
+            if calls.is_empty() {
                 continue;
-            };
-            let (lo, hi) = self.store.file_node_range(&unit.file_path)?;
-            let lines: HashSet<u32> = calls.iter().map(|c| c.line).collect();
-            let on_lines: Vec<StoredEdge> = self
-                .store
-                .edges_from_range(lo, hi)?
-                .into_iter()
-                .filter(|e| e.kind == SiteKind::Call && e.dst.is_some() && lines.contains(&e.line))
-                .collect();
-            let dsts: Vec<i64> = on_lines.iter().filter_map(|e| e.dst).collect();
-            let named: HashSet<i64> = self
-                .store
-                .nodes_by_rowids(&dsts)?
-                .into_iter()
-                .filter(|n| n.name.as_deref() == Some(name))
-                .map(|n| n.rowid)
-                .collect();
-            let resolved: HashSet<u32> = on_lines
-                .iter()
-                .filter(|e| e.dst.is_some_and(|d| named.contains(&d)))
-                .map(|e| e.line)
-                .collect();
-            let srcs: Vec<i64> = calls.iter().map(|c| c.src).collect();
-            let units: HashMap<i64, NodeRecord> = self
-                .store
-                .nodes_by_rowids(&srcs)?
-                .into_iter()
-                .map(|n| (n.rowid, n))
-                .collect();
+            }
+            let (lo, hi) = self.store.file_node_range_by_id(file_id)?;
+            let from = resolved.partition_point(|&(src, _)| src < lo);
+            let to = resolved.partition_point(|&(src, _)| src <= hi);
+            let lines: HashSet<u32> = resolved[from..to.max(from)].iter().map(|r| r.1).collect();
             for c in calls {
-                if resolved.contains(&c.line) {
+                if lines.contains(&c.1) {
                     continue;
                 }
                 count += 1;
-                if out.len() < cap
-                    && let Some(u) = units.get(&c.src)
-                {
-                    out.push(UnresolvedSite {
-                        name: name.to_string(),
-                        file_path: u.file_path.clone(),
-                        line: c.line,
-                        source_handle: self.handle(u).id,
-                    });
+                if listed.len() < cap {
+                    listed.push(c);
                 }
             }
         }
+        let srcs: Vec<i64> = listed.iter().map(|c| c.0).collect();
+        let units: HashMap<i64, NodeRecord> = self
+            .store
+            .nodes_by_rowids(&srcs)?
+            .into_iter()
+            .map(|n| (n.rowid, n))
+            .collect();
+        let out = listed
+            .into_iter()
+            .filter_map(|(src, line)| {
+                let u = units.get(&src)?;
+                Some(UnresolvedSite {
+                    name: name.to_string(),
+                    file_path: u.file_path.clone(),
+                    line,
+                    source_handle: self.handle(u).id,
+                })
+            })
+            .collect();
         Ok((out, count))
     }
 

@@ -208,6 +208,9 @@ pub fn tarjan_scc(n: usize, adj: &[Vec<usize>]) -> Vec<Vec<usize>> {
     out
 }
 
+/// A unit's call degrees: (unit id, distinct callers, distinct callees).
+pub(crate) type Degree = (i64, usize, usize);
+
 impl Graph<'_> {
     /// Every file's (id, path, node range), and a lookup from a node id to its index there.
     fn node_files(&self) -> Result<(FileRanges, impl Fn(i64) -> Option<usize> + '_)> {
@@ -441,8 +444,9 @@ impl Graph<'_> {
         })
     }
 
-    /// Units with the most distinct callers plus callees (resolved call edges).
-    pub fn hotspots(&self, top: usize) -> Result<HotspotAnswer> {
+    /// Every unit with resolved call edges as (unit, distinct callers,
+    /// distinct callees), the busiest first (ties by id).
+    pub(crate) fn degrees(&self) -> Result<Vec<Degree>> {
         let mut callers: HashMap<i64, HashSet<i64>> = HashMap::new();
         let mut callees: HashMap<i64, HashSet<i64>> = HashMap::new();
         for e in self.store.all_edges()? {
@@ -453,7 +457,7 @@ impl Graph<'_> {
             callers.entry(d).or_default().insert(e.src);
             callees.entry(e.src).or_default().insert(d);
         }
-        let mut all: Vec<(i64, usize, usize)> = callers
+        let mut all: Vec<Degree> = callers
             .keys()
             .chain(callees.keys())
             .copied()
@@ -467,9 +471,31 @@ impl Graph<'_> {
                 )
             })
             .collect();
-        let total = all.len();
         all.sort_by(|a, b| (b.1 + b.2).cmp(&(a.1 + a.2)).then(a.0.cmp(&b.0)));
-        all.truncate(top.clamp(1, MAX_RESULTS));
+        Ok(all)
+    }
+
+    /// Units with the most distinct callers plus callees (resolved call edges).
+    pub fn hotspots(&self, top: usize) -> Result<HotspotAnswer> {
+        let degrees = match self.cache {
+            Some(cache) => {
+                let key = format!(
+                    "{}\u{0}{}",
+                    self.store.generation()?,
+                    self.store
+                        .meta(crate::store::meta_keys::LAST_INDEXED)?
+                        .unwrap_or_default()
+                );
+                cache.degrees(key, || self.degrees())?
+            }
+            None => std::sync::Arc::new(self.degrees()?),
+        };
+        let total = degrees.len();
+        let all: Vec<Degree> = degrees
+            .iter()
+            .take(top.clamp(1, MAX_RESULTS))
+            .copied()
+            .collect();
         let ids: Vec<i64> = all.iter().map(|a| a.0).collect();
         let nodes: HashMap<i64, NodeRecord> = self
             .store

@@ -479,6 +479,38 @@ impl Store {
         Ok(out)
     }
 
+    /// The call sites named `name` among a file's raw references, as
+    /// (enclosing unit, line); the name is matched by id, never read back.
+    pub fn raw_calls_named(&self, file_id: i64, name: &str) -> Result<Vec<(i64, u32)>> {
+        let Some(name_id) = self
+            .conn
+            .prepare_cached(
+                "SELECT id FROM ref_names WHERE text = ?1 COLLATE NOCASE AND text = ?1",
+            )?
+            .query_row([name], |r| r.get::<_, i64>(0))
+            .optional()?
+        else {
+            return Ok(Vec::new());
+        };
+        let call = super::ref_type_code("call") as u8;
+        Ok(self
+            .file_refs(file_id)?
+            .into_iter()
+            .filter(|r| r.ref_type == call && r.name_id == name_id)
+            .map(|r| (r.source_node_id, r.line))
+            .collect())
+    }
+
+    /// The node id range of the file with id `file_id` (`(1, 0)`, empty, when unknown).
+    pub fn file_node_range_by_id(&self, file_id: i64) -> Result<(i64, i64)> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT first_node_id, last_node_id FROM files WHERE id = ?1")?
+            .query_row([file_id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?
+            .unwrap_or((1, 0)))
+    }
+
     /// Files whose raw references use `name` (as a name, not only a qualifier).
     pub fn files_using_name(&self, name: &str) -> Result<Vec<i64>> {
         let mut stmt = self.conn.prepare_cached(
