@@ -46,12 +46,22 @@ extract() {
   local ex=crates/canopy-core/examples/graph_perf.rs
   [ -f "$1/$ex" ] || cp "$ROOT/$ex" "$1/$ex"
   find "$1" -type f -exec touch {} +
+  STAMP="$1/Cargo.toml"
+}
+
+# Fails unless $1 was written after the sources were extracted.
+fresh() {
+  [ "$1" -nt "$STAMP" ] || { log "$1 was not rebuilt from $REV"; exit 1; }
 }
 
 log "building $(git -C "$ROOT" rev-parse --short "$REV") (release)"
 extract "$WORK/src/head"
-(cd "$WORK/src/head" && nice -n 10 cargo build --release --quiet -p canopy-cli -p canopy-core --example graph_perf)
+# Two commands: `--example` would apply to canopy-cli too and build no binary there.
+(cd "$WORK/src/head" && nice -n 10 cargo build --release --quiet -p canopy-cli)
+fresh "$CARGO_TARGET_DIR/release/canopy"
 cp "$CARGO_TARGET_DIR/release/canopy" "$WORK/bin/canopy"
+(cd "$WORK/src/head" && nice -n 10 cargo build --release --quiet -p canopy-core --example graph_perf)
+fresh "$CARGO_TARGET_DIR/release/examples/graph_perf"
 cp "$CARGO_TARGET_DIR/release/examples/graph_perf" "$WORK/bin/graph_perf"
 
 log "building the comparison binary without graph facts"
@@ -61,6 +71,7 @@ LINE='facts = crate::graph::facts::extract(language, root, &text);'
 grep -qF "$LINE" "$EXTRACT_RS" || { log "cannot find '$LINE' in lang/extract.rs: update the patch"; exit 1; }
 sed -i "s|$LINE|let _ = \\&mut facts; // graph-perf: no graph facts, nothing to resolve|" "$EXTRACT_RS"
 (cd "$WORK/src/nofacts" && nice -n 10 cargo build --release --quiet -p canopy-cli)
+fresh "$CARGO_TARGET_DIR/release/canopy"
 cp "$CARGO_TARGET_DIR/release/canopy" "$WORK/bin/canopy-nofacts"
 cmp -s "$WORK/bin/canopy" "$WORK/bin/canopy-nofacts" && { log "comparison binary is identical: not rebuilt"; exit 1; }
 [ "${BUILD_ONLY:-0}" = 1 ] && exit 0
