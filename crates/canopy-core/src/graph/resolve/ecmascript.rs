@@ -127,7 +127,7 @@ fn export_local_imports(cx: &mut Cx, n: Node) {
 
 /// Walks one TypeScript / JavaScript tree.
 pub(crate) fn walk(cx: &mut Cx, root: Node) {
-    walk_tree(root, &mut |n| match n.kind() {
+    walk_tree(root, &mut |n, up| match n.kind() {
         "call_expression" | "new_expression" => {
             let field = if n.kind() == "call_expression" {
                 "function"
@@ -155,7 +155,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             }
         }
         "member_expression" => {
-            let called = n.parent().is_some_and(|p| {
+            let called = up.parent().is_some_and(|p| {
                 (p.kind() == "call_expression" && p.child_by_field_name("function") == Some(n))
                     || (p.kind() == "new_expression"
                         && p.child_by_field_name("constructor") == Some(n))
@@ -168,7 +168,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             }
         }
         "identifier" => {
-            if let Some(p) = n.parent()
+            if let Some(p) = up.parent()
                 && !is_declaration_name(n, p)
                 && !matches!(cx.t(n), "undefined" | "arguments")
             {
@@ -176,7 +176,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             }
         }
         "type_identifier" => {
-            if let Some(p) = n.parent()
+            if let Some(p) = up.parent()
                 && !matches!(
                     p.kind(),
                     "class_declaration"

@@ -81,7 +81,7 @@ fn is_declaration_name(n: Node, parent: Node) -> bool {
 
 /// Walks one Go tree.
 pub(crate) fn walk(cx: &mut Cx, root: Node) {
-    walk_tree(root, &mut |n| match n.kind() {
+    walk_tree(root, &mut |n, up| match n.kind() {
         "package_clause" => {
             if let Some(id) = n.named_child(0) {
                 cx.facts.package = Some(cx.t(id).to_string());
@@ -103,7 +103,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             }
         }
         "selector_expression" => {
-            let called = n.parent().is_some_and(|p| {
+            let called = up.parent().is_some_and(|p| {
                 p.kind() == "call_expression" && p.child_by_field_name("function") == Some(n)
             });
             if !called && let Some(field) = n.child_by_field_name("field") {
@@ -114,13 +114,13 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             }
         }
         "identifier" => {
-            if let Some(p) = n.parent()
+            if let Some(p) = up.parent()
                 && !is_declaration_name(n, p)
                 && !matches!(cx.t(n), "nil" | "true" | "false" | "_" | "iota")
             {
                 // `x := …` declares x; `x = …` uses it.
                 let declared = p.kind() == "expression_list"
-                    && p.parent().is_some_and(|d| {
+                    && up.nth(1).is_some_and(|d| {
                         d.kind() == "short_var_declaration"
                             && d.child_by_field_name("left") == Some(p)
                     });
@@ -130,7 +130,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             }
         }
         "type_identifier" => {
-            if let Some(p) = n.parent()
+            if let Some(p) = up.parent()
                 && !(p.kind() == "type_spec" && p.child_by_field_name("name") == Some(n))
                 && p.kind() != "qualified_type"
                 && p.kind() != "type_parameter_declaration"
@@ -227,7 +227,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             }
         }
         "type_elem" | "constraint_elem" => {
-            if n.parent().is_some_and(|p| p.kind() == "interface_type")
+            if up.parent().is_some_and(|p| p.kind() == "interface_type")
                 && let Some(spec) = ancestor(n, "type_spec")
                 && let Some(name) = spec.child_by_field_name("name")
                 && let Some(t) = n.named_child(0)

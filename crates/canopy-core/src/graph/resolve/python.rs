@@ -8,7 +8,7 @@
 
 use tree_sitter::Node;
 
-use crate::graph::facts::{Cx, DefFactKind, SiteKind, walk_tree};
+use crate::graph::facts::{Cx, DefFactKind, SiteKind, Up, walk_tree};
 
 /// Receiver names that mean "the enclosing class's instance" / "the class".
 pub(crate) const SELF_NAMES: &[&str] = &["self"];
@@ -123,10 +123,8 @@ fn is_declaration_name(n: Node, parent: Node) -> bool {
 /// `Type` for a name inside an annotation (`p: Parser`, `-> Optional[Parser]`,
 /// `x: models.Parser = …`; tree-sitter wraps each in a `type` node a few
 /// levels up), `Other` for any other non-call use.
-fn use_kind(n: Node) -> SiteKind {
-    let in_annotation = std::iter::successors(n.parent(), |p| p.parent())
-        .take(5)
-        .any(|p| p.kind() == "type");
+fn use_kind(up: &Up) -> SiteKind {
+    let in_annotation = up.iter().take(5).any(|p| p.kind() == "type");
     if in_annotation {
         SiteKind::Type
     } else {
@@ -136,7 +134,7 @@ fn use_kind(n: Node) -> SiteKind {
 
 /// Walks one Python tree.
 pub(crate) fn walk(cx: &mut Cx, root: Node) {
-    walk_tree(root, &mut |n| match n.kind() {
+    walk_tree(root, &mut |n, up| match n.kind() {
         "call" => {
             let Some(f) = n.child_by_field_name("function") else {
                 return;
@@ -154,10 +152,10 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             }
         }
         "attribute" => {
-            let called = n.parent().is_some_and(|p| {
+            let called = up.parent().is_some_and(|p| {
                 p.kind() == "call" && p.child_by_field_name("function") == Some(n)
             });
-            let assigned = n.parent().is_some_and(|p| {
+            let assigned = up.parent().is_some_and(|p| {
                 p.kind() == "assignment" && p.child_by_field_name("left") == Some(n)
             });
             if !called
@@ -166,16 +164,16 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             {
                 let recv = n.child_by_field_name("object").and_then(|o| expr(cx, o));
                 if let Some(recv) = recv {
-                    cx.site(attr, Some(recv), use_kind(n));
+                    cx.site(attr, Some(recv), use_kind(up));
                 }
             }
         }
         "identifier" => {
-            if let Some(p) = n.parent()
+            if let Some(p) = up.parent()
                 && !is_declaration_name(n, p)
                 && !matches!(cx.t(n), "self" | "cls" | "None" | "True" | "False")
             {
-                cx.site(n, None, use_kind(n));
+                cx.site(n, None, use_kind(up));
             }
         }
         "import_statement" => {

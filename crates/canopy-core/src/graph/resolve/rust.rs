@@ -8,7 +8,7 @@
 
 use tree_sitter::Node;
 
-use crate::graph::facts::{Cx, DefFactKind, SiteKind, walk_tree};
+use crate::graph::facts::{Cx, DefFactKind, SiteKind, Up, walk_tree};
 
 /// `S { f: Default::default(), ..Default::default() }`: the type whose
 /// `default` is called, as an expression (`S.f` — the field's type — or `S()`).
@@ -369,11 +369,10 @@ fn token_tree_calls(cx: &mut Cx, tt: Node) {
 }
 
 /// Whether a (path of a) scoped identifier sits in a `use` tree.
-fn in_use_tree(n: Node) -> bool {
-    let mut cur = n.parent();
-    while let Some(p) = cur {
+fn in_use_tree(up: &Up) -> bool {
+    for p in up.iter() {
         match p.kind() {
-            "scoped_identifier" => cur = p.parent(),
+            "scoped_identifier" => continue,
             k => return k.starts_with("use") || k == "scoped_use_list",
         }
     }
@@ -828,7 +827,7 @@ fn ordered_fields(cx: &mut Cx, list: Node, variant: Option<&str>) {
 
 /// Walks one Rust tree.
 pub(crate) fn walk(cx: &mut Cx, root: Node) {
-    walk_tree(root, &mut |n| match n.kind() {
+    walk_tree(root, &mut |n, up| match n.kind() {
         "call_expression" => {
             let Some(mut f) = n.child_by_field_name("function") else {
                 return;
@@ -875,13 +874,13 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         }
         "token_tree" => token_tree_calls(cx, n),
         "scoped_identifier" => {
-            let called = n.parent().is_some_and(|p| {
+            let called = up.parent().is_some_and(|p| {
                 (p.kind() == "call_expression" && p.child_by_field_name("function") == Some(n))
                     || p.kind() == "generic_function"
                     || p.kind().starts_with("use")
                     || p.kind() == "scoped_use_list"
             });
-            let in_use = in_use_tree(n);
+            let in_use = in_use_tree(up);
             if !called
                 && !in_use
                 && let Some(name) = n.child_by_field_name("name")
@@ -930,12 +929,12 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             {
                 // Visible from the start of the item it constrains: the
                 // parameters before the `where` use it.
-                let item = n.parent().and_then(|w| w.parent()).unwrap_or(n);
+                let item = up.nth(1).unwrap_or(n);
                 bind_bounded(cx, item, left, bounds);
             }
         }
         "ordered_field_declaration_list" => {
-            let variant = n
+            let variant = up
                 .parent()
                 .filter(|p| p.kind() == "enum_variant")
                 .and_then(|p| p.child_by_field_name("name"))
@@ -943,7 +942,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             ordered_fields(cx, n, variant.as_deref());
         }
         "identifier" => {
-            if let Some(p) = n.parent()
+            if let Some(p) = up.parent()
                 && !is_declaration_name(n, p)
                 && p.kind() != "field_expression"
             {
@@ -951,7 +950,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             }
         }
         "type_identifier" => {
-            if let Some(p) = n.parent()
+            if let Some(p) = up.parent()
                 && !matches!(
                     p.kind(),
                     "struct_item"
