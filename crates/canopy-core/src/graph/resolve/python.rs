@@ -309,6 +309,11 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             };
             let mut c = bases.walk();
             for b in bases.named_children(&mut c) {
+                // `Base[T]` (a generic base): the class `Base`.
+                let b = match b.kind() {
+                    "subscript" => b.child_by_field_name("value").unwrap_or(b),
+                    _ => b,
+                };
                 let e = expr(cx, b);
                 cx.def_fact(name, e, DefFactKind::Base);
             }
