@@ -430,7 +430,12 @@ fn ts_member_separators(text: &str) -> Option<String> {
         let body = line.trim_end();
         let trimmed = body.trim_start();
         let code = trimmed.split("//").next().unwrap_or_default().trim_end();
-        if !trimmed.is_empty() && !trimmed.starts_with("//") {
+        // Comment lines (`//`, `/** … */`, ` * …`) neither end a member nor start one.
+        let comment = trimmed.starts_with("//")
+            || trimmed.starts_with("/*")
+            || trimmed.starts_with('*')
+            || trimmed.ends_with("*/");
+        if !trimmed.is_empty() && !comment {
             let indented = body.starts_with([' ', '\t']);
             if prev_can_end && indented && trimmed.starts_with(['(', '<']) {
                 out[offset] = b';';
@@ -1057,6 +1062,10 @@ mod tests {
             "after `f(`: {repaired}"
         );
         assert_eq!(ts_member_separators("const a = 1\nfoo()\n"), None);
+        // A doc comment between two members does not hide the line before it.
+        let doc = "interface P {\n\t(a: A): B\n\n\t/** curried */\n\t<R>(r: R): R\n}\n";
+        let repaired = ts_member_separators(doc).expect("the second signature qualifies");
+        assert!(repaired.contains("\n;<R>(r: R): R\n"), "{repaired}");
     }
 
     #[test]

@@ -863,6 +863,9 @@ impl World {
                 out = inherent;
             }
         }
+        if out.len() > 1 && is_ecmascript(lang) {
+            out = overload_implementation(&self.syms, out);
+        }
         if out.len() > 1 && lang == Language::Python {
             // Several definitions in one class body (`@overload`, property setters): the last wins.
             out.sort_by_key(|&m| self.syms[m].start);
@@ -1475,7 +1478,9 @@ impl World {
                     return (vals, How::Scope);
                 }
                 if !defs.is_empty() {
-                    let defs = if lang == Language::Python && defs.len() > 1 {
+                    let defs = if is_ecmascript(lang) && defs.len() > 1 {
+                        overload_implementation(&self.syms, defs)
+                    } else if lang == Language::Python && defs.len() > 1 {
                         // Redefinitions (`@overload`, conditional defs): the last one before the site.
                         let before: Vec<usize> = defs
                             .iter()
@@ -1618,6 +1623,21 @@ impl World {
         if !direct.is_empty() && !only_modules {
             if file.language == Language::Python && direct.len() > 1 {
                 return direct.last().cloned().into_iter().collect();
+            }
+            if is_ecmascript(file.language) && direct.len() > 1 {
+                let ids: Vec<usize> = direct
+                    .iter()
+                    .filter_map(|v| match v {
+                        Val::Func(i) => Some(*i),
+                        _ => None,
+                    })
+                    .collect();
+                if ids.len() == direct.len() {
+                    return overload_implementation(&self.syms, ids)
+                        .into_iter()
+                        .map(|d| self.as_val(d))
+                        .collect();
+                }
             }
             return direct;
         }
@@ -1846,6 +1866,31 @@ pub fn rust_crate_roots(files: &[FileRow]) -> Vec<String> {
         .iter()
         .filter(|f| f.language == Language::Rust && f.path.ends_with("src/lib.rs"))
         .map(|f| rust::module_path(&f.path).0)
+        .collect()
+}
+
+fn is_ecmascript(l: Language) -> bool {
+    matches!(
+        l,
+        Language::JavaScript | Language::TypeScript | Language::Tsx
+    )
+}
+
+/// TypeScript overloads: signatures, then the implementation, all functions
+/// of one kind and name in one file; a use means the implementation (the
+/// last). Anything else (a class and a namespace of one name…) stays as it is.
+fn overload_implementation(syms: &[SymRow], defs: Vec<usize>) -> Vec<usize> {
+    let first = &syms[defs[0]];
+    let overloads = defs.iter().all(|&d| {
+        let s = &syms[d];
+        s.node_type == first.node_type && is_function(s.node_type) && s.file == first.file
+    });
+    if !overloads {
+        return defs;
+    }
+    defs.into_iter()
+        .max_by_key(|&d| syms[d].start)
+        .into_iter()
         .collect()
 }
 
