@@ -743,30 +743,20 @@ fn closure_bindings(cx: &mut Cx, n: Node) {
             }
         }
     }
-    let payload = n
-        .parent()
-        .filter(|a| a.kind() == "arguments")
-        .and_then(|a| a.parent())
-        .filter(|call| call.kind() == "call_expression")
-        .and_then(|call| call.child_by_field_name("function"))
-        .filter(|f| f.kind() == "field_expression")
+    // `opt.map(|x| …)`: `x` is the payload. Typed parameters (`|e: Error|`)
+    // are bound by the `parameter` rule; untyped others stay unknown.
+    let payload = method
         .filter(|f| {
             f.child_by_field_name("field")
                 .is_some_and(|m| PAYLOAD_CLOSURES.contains(&cx.t(m)))
         })
         .and_then(|f| f.child_by_field_name("value"))
         .and_then(|v| expr(cx, v));
-    let mut c = params.walk();
-    let items: Vec<Node> = params.named_children(&mut c).collect();
-    for (i, item) in items.into_iter().enumerate() {
-        // Typed parameters (`|e: Error|`) are bound by the `parameter` rule.
-        let p = bare_pattern(item);
-        if p.kind() != "identifier" {
-            continue;
-        }
-        let value = if i == 0 { payload.clone() } else { None };
-        let name = cx.t(p).to_string();
-        cx.bind(p.start_byte(), &name, value, false, false);
+    if let Some(first) = params.named_child(0).map(bare_pattern)
+        && first.kind() == "identifier"
+    {
+        let name = cx.t(first).to_string();
+        cx.bind(first.start_byte(), &name, payload, false, false);
     }
 }
 
