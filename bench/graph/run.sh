@@ -5,8 +5,8 @@
 #
 # Held-out corpora (not the ones the rules were written against; the oracle
 # and its gold are built here, as the eval folder's README describes):
-#   SKIP_RUST=1 SKIP_GO=1 bash /work/shared/eval/graph/build_oracle.sh /tmp/heldout bench/graph/heldout.json
-#   GOLD=/tmp/heldout/gold TARGETS=/tmp/heldout/targets.jsonl CORPORA="itsdangerous tomli immer" bash bench/graph/run.sh /tmp/heldout
+#   SKIP_GO=1 bash /work/shared/eval/graph/build_oracle.sh /tmp/heldout bench/graph/heldout.json
+#   GOLD=/tmp/heldout/gold TARGETS=/tmp/heldout/targets.jsonl CORPORA="itsdangerous tomli immer semver" bash bench/graph/run.sh /tmp/heldout
 set -euo pipefail
 DATA=${1:-/work/graph-data}
 EVAL=${EVAL:-/work/shared/eval/graph}

@@ -1036,7 +1036,10 @@ impl World {
             byte: s.start,
             scope: self.parent_of(c).unwrap_or(c),
         };
-        self.lookup(&cx, &s.name.clone(), MAX_DEPTH - 1)
+        // Half the depth budget: enough for `use crate::{X}` and a re-export
+        // or two (an impl in another file than its type), and a bound on the
+        // recursion while the impl-type cache is being filled.
+        self.lookup(&cx, &s.name.clone(), MAX_DEPTH / 2)
             .0
             .into_iter()
             .find_map(|v| match v {
@@ -1105,7 +1108,14 @@ impl World {
                 .into_iter()
                 .collect(),
             (Language::Rust, "crate") => {
-                vec![Val::RMod(self.rust_mod[cx.file].clone().0, "crate".into())]
+                let (root, module) = &self.rust_mod[cx.file];
+                if module == "crate" && !root.ends_with("src/") && !root.is_empty() {
+                    // A one-file crate (an integration test, an example):
+                    // its siblings are other crates.
+                    vec![Val::File(cx.file)]
+                } else {
+                    vec![Val::RMod(root.clone(), "crate".into())]
+                }
             }
             (Language::Rust, "self_mod" | "self") => {
                 let (root, m) = self.rust_mod[cx.file].clone();

@@ -1096,21 +1096,47 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
 
 /// The module path of a file (`src/lib.rs` → `crate`, `src/a/b.rs` and
 /// `src/a/b/mod.rs` → `crate.a.b`), relative to its crate's `src/`.
+/// Integration tests, examples and benches are crates of one file each
+/// (`tests/a.rs` → `crate`), whose `mod util;` is `tests/util/mod.rs` or
+/// `tests/util.rs` (`crate.util`, shared by the files that declare it).
 pub(crate) fn module_path(path: &str) -> (String, String) {
-    let (root, rel) = match path.rfind("src/") {
-        Some(i) if i == 0 || path.as_bytes()[i - 1] == b'/' => (&path[..i + 4], &path[i + 4..]),
-        _ => match path.rfind('/') {
-            Some(i) => (&path[..i + 1], &path[i + 1..]),
-            None => ("", path),
-        },
+    let segment_at = |name: &str| {
+        path.rfind(name)
+            .filter(|&i| i == 0 || path.as_bytes()[i - 1] == b'/')
     };
+    if let Some(i) = segment_at("src/") {
+        let (root, rel) = (&path[..i + 4], &path[i + 4..]);
+        return (root.to_string(), module_of(rel, &["lib", "main"]));
+    }
+    if let Some(i) = ["tests/", "examples/", "benches/"]
+        .iter()
+        .filter_map(|d| segment_at(d).map(|i| i + d.len()))
+        .max()
+    {
+        let (root, rel) = (&path[..i], &path[i..]);
+        let module = if rel.contains('/') {
+            module_of(rel, &[])
+        } else {
+            "crate".to_string()
+        };
+        return (root.to_string(), module);
+    }
+    let (root, rel) = match path.rfind('/') {
+        Some(i) => (&path[..i + 1], &path[i + 1..]),
+        None => ("", path),
+    };
+    (root.to_string(), module_of(rel, &["lib", "main"]))
+}
+
+/// `a/b.rs`, `a/b/mod.rs` → `crate.a.b`; a `roots` stem → `crate`.
+fn module_of(rel: &str, roots: &[&str]) -> String {
     let stem = rel.strip_suffix(".rs").unwrap_or(rel);
     let stem = stem.strip_suffix("/mod").unwrap_or(stem);
-    let module = match stem {
-        "lib" | "main" => "crate".to_string(),
-        s => format!("crate.{}", s.replace('/', ".")),
-    };
-    (root.to_string(), module)
+    if roots.contains(&stem) {
+        "crate".to_string()
+    } else {
+        format!("crate.{}", stem.replace('/', "."))
+    }
 }
 
 /// The library crates of the repository by the name other crates `use`
