@@ -848,7 +848,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
                             .and_then(|a| a.named_child(0))
                             .and_then(|a| expr(cx, a));
                         let recv = match (recv, first_arg) {
-                            (Some(r), Some(a)) if r.contains('.') => {
+                            (Some(r), Some(a)) if r != "Self" && !r.contains(TRAIT_HINT) => {
                                 Some(format!("{r}{UFCS_SEP}{a}"))
                             }
                             (Some(r), _) if r == "Default" && cx.t(name) == "default" => {
