@@ -289,6 +289,11 @@ impl<'t> Up<'_, 't> {
         self.0.len().checked_sub(k + 1).map(|i| self.0[i])
     }
 
+    /// The ancestors of the parent (this list without the parent).
+    pub fn above(&self) -> Up<'_, 't> {
+        Up(&self.0[..self.0.len().saturating_sub(1)])
+    }
+
     /// Ancestors, nearest first.
     pub fn iter(&self) -> impl Iterator<Item = Node<'t>> + '_ {
         self.0.iter().rev().copied()

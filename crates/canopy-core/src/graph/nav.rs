@@ -820,8 +820,11 @@ impl<'s> Graph<'s> {
         resolved.sort_unstable();
         let mut count = 0u64;
         let mut listed: Vec<(i64, u32)> = Vec::new();
+        let Some(name_id) = self.store.ref_name_id(name)? else {
+            return Ok((Vec::new(), 0));
+        };
         for file_id in self.store.files_using_name(name)? {
-            let calls = self.store.raw_calls_named(file_id, name)?;
+            let calls = self.store.raw_calls_named(file_id, name_id)?;
             if calls.is_empty() {
                 continue;
             }

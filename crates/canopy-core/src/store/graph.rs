@@ -479,19 +479,20 @@ impl Store {
         Ok(out)
     }
 
-    /// The call sites named `name` among a file's raw references, as
-    /// (enclosing unit, line); the name is matched by id, never read back.
-    pub fn raw_calls_named(&self, file_id: i64, name: &str) -> Result<Vec<(i64, u32)>> {
-        let Some(name_id) = self
+    /// The id of a raw-reference name (`ref_names`), if any reference uses it.
+    pub fn ref_name_id(&self, name: &str) -> Result<Option<i64>> {
+        Ok(self
             .conn
             .prepare_cached(
                 "SELECT id FROM ref_names WHERE text = ?1 COLLATE NOCASE AND text = ?1",
             )?
             .query_row([name], |r| r.get::<_, i64>(0))
-            .optional()?
-        else {
-            return Ok(Vec::new());
-        };
+            .optional()?)
+    }
+
+    /// The call sites named by `name_id` (see [`Store::ref_name_id`]) among a
+    /// file's raw references, as (enclosing unit, line); names are never read back.
+    pub fn raw_calls_named(&self, file_id: i64, name_id: i64) -> Result<Vec<(i64, u32)>> {
         let call = super::ref_type_code("call") as u8;
         Ok(self
             .file_refs(file_id)?

@@ -214,7 +214,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             let ty = n.child_by_field_name("type").and_then(|t| type_expr(cx, t));
             if names.is_empty() {
                 // An embedded field: its methods are promoted to the struct.
-                if let Some(spec) = ancestor(n, "type_spec")
+                if let Some(spec) = up.iter().find(|p| p.kind() == "type_spec")
                     && let Some(name) = spec.child_by_field_name("name")
                 {
                     cx.def_fact(name, ty, DefFactKind::Base);
@@ -228,7 +228,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         }
         "type_elem" | "constraint_elem" => {
             if up.parent().is_some_and(|p| p.kind() == "interface_type")
-                && let Some(spec) = ancestor(n, "type_spec")
+                && let Some(spec) = up.iter().find(|p| p.kind() == "type_spec")
                 && let Some(name) = spec.child_by_field_name("name")
                 && let Some(t) = n.named_child(0)
             {
@@ -247,15 +247,4 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         }
         _ => {}
     });
-}
-
-fn ancestor<'t>(n: Node<'t>, kind: &str) -> Option<Node<'t>> {
-    let mut p = n.parent();
-    while let Some(x) = p {
-        if x.kind() == kind {
-            return Some(x);
-        }
-        p = x.parent();
-    }
-    None
 }

@@ -664,10 +664,9 @@ impl World {
             Some("?") => (Vec::new(), How::None),
             Some(r) if lang == Language::Rust && r.contains(rust::TRAIT_HINT) => {
                 let (t, tr) = r.split_once(rust::TRAIT_HINT).unwrap_or((r, ""));
-                let (cands, how) = self.resolve_site(cx, name, Some(t), kind);
                 let of_trait = self.trait_methods(cx, t, name, tr);
                 if of_trait.is_empty() {
-                    (cands, how)
+                    self.resolve_site(cx, name, Some(t), kind)
                 } else {
                     (of_trait, How::Inferred)
                 }
@@ -722,8 +721,7 @@ impl World {
                             .iter()
                             .copied()
                             .filter(|&m| {
-                                self.parent_of(m)
-                                    .is_some_and(|i| self.impl_trait_is(i, &tr))
+                                self.parent_of(m).is_some_and(|i| self.impl_trait_is(i, tr))
                             })
                             .collect();
                         if same.len() == 1 {
@@ -906,34 +904,32 @@ impl World {
     }
 
     /// The last path segment of the trait the innermost Rust `impl` around `cx` implements.
-    fn enclosing_impl_trait(&self, cx: &Ctx) -> Option<String> {
+    fn enclosing_impl_trait(&self, cx: &Ctx) -> Option<&str> {
         let mut cur = Some(cx.scope);
         while let Some(c) = cur {
             if self.syms[c].node_type == NodeType::Impl {
-                let (_, tr) = self
-                    .impl_traits
-                    .get(&self.syms[c].name)?
-                    .iter()
-                    .find(|(s, _)| *s == c)?;
-                let tr = tr.split_once('\u{0}').map_or(tr.as_str(), |(_, t)| t);
-                return tr.rsplit('.').next().map(str::to_string);
+                return self.impl_trait_name(c);
             }
             cur = self.parent_of(c);
         }
         None
     }
 
+    /// The last path segment of the trait Rust `impl_sym` implements
+    /// (`Deref` for `impl std::ops::Deref for T`), if it implements one.
+    fn impl_trait_name(&self, impl_sym: usize) -> Option<&str> {
+        let (_, tr) = self
+            .impl_traits
+            .get(&self.syms[impl_sym].name)?
+            .iter()
+            .find(|(s, _)| *s == impl_sym)?;
+        let tr = tr.split_once('\u{0}').map_or(tr.as_str(), |(_, t)| t);
+        tr.rsplit('.').next()
+    }
+
     /// Whether Rust `impl_sym` implements a trait whose last path segment is `name`.
     fn impl_trait_is(&self, impl_sym: usize, name: &str) -> bool {
-        self.impl_traits
-            .get(&self.syms[impl_sym].name)
-            .into_iter()
-            .flatten()
-            .filter(|(s, _)| *s == impl_sym)
-            .any(|(_, tr)| {
-                let tr = tr.split_once('\u{0}').map_or(tr.as_str(), |(_, t)| t);
-                tr.rsplit('.').next() == Some(name)
-            })
+        self.impl_trait_name(impl_sym) == Some(name)
     }
 
     fn impl_has_trait(&self, impl_sym: usize) -> bool {
@@ -986,7 +982,7 @@ impl World {
                     }
                 }
                 // Auto-deref: `impl Deref for T { type Target = U; }` gives `T` the methods of `U`.
-                if tr == "Deref" || tr.ends_with(".Deref") {
+                if self.impl_trait_is(*impl_sym, "Deref") {
                     for &target in self.named_children(*impl_sym, "Target") {
                         for b in self.bases.get(&target).into_iter().flatten() {
                             for v in self.eval_type(&icx, b, depth + 1) {
@@ -1137,14 +1133,15 @@ impl World {
         if called && !matches!(vals.first(), Some(Val::Super(_))) {
             vals = self.call_result(&vals, depth);
         }
-        let mut prefix = first.to_string();
+        // `e[..end]`: the path before the current segment.
+        let mut end = first.len();
         for seg in segs {
             let (name, called) = match seg.strip_suffix("()") {
                 Some(h) => (h, true),
                 None => (seg, false),
             };
-            let next_prefix = format!("{prefix}.{seg}");
-            let before = std::mem::replace(&mut prefix, next_prefix);
+            let before = &e[..end];
+            end += 1 + seg.len();
             if called
                 && lang == Language::Rust
                 && rust::ITEM_METHODS.contains(&name)
@@ -1342,6 +1339,30 @@ impl World {
             .then_some(Val::RMod(key.0, key.1))
     }
 
+    /// What the imports of scope `u` in file `fi` bind `name` to
+    /// (`exported_only`: only those importers of the file see, see
+    /// [`super::facts::Import::exported`]).
+    fn scope_imports(
+        &self,
+        fi: usize,
+        u: usize,
+        name: &str,
+        exported_only: bool,
+        depth: u32,
+    ) -> Vec<Val> {
+        let imports = &self.files[fi].facts.imports;
+        self.import_by_local[fi]
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter(|(ii, scope)| *scope == u && (!exported_only || imports[*ii].exported))
+            .flat_map(|(ii, _)| {
+                let i = &imports[*ii];
+                self.import_target(fi, &i.module, i.name.as_deref(), depth)
+            })
+            .collect()
+    }
+
     /// A Rust module value (a module path or a `mod` unit).
     fn is_rust_module(&self, v: &Val) -> bool {
         match v {
@@ -1471,20 +1492,7 @@ impl World {
                         .all(|&d| self.syms[d].node_type == NodeType::Module);
                 if only_modules {
                     let mut vals: Vec<Val> = defs.iter().map(|&d| self.as_val(d)).collect();
-                    for (ii, _) in self.import_by_local[fi]
-                        .get(name)
-                        .into_iter()
-                        .flatten()
-                        .filter(|(_, scope)| *scope == u)
-                    {
-                        let i = &facts.imports[*ii];
-                        vals.extend(self.import_target(
-                            fi,
-                            &i.module,
-                            i.name.as_deref(),
-                            depth + 1,
-                        ));
-                    }
+                    vals.extend(self.scope_imports(fi, u, name, false, depth + 1));
                     return (vals, How::Scope);
                 }
                 if !defs.is_empty() {
@@ -1507,16 +1515,7 @@ impl World {
                     );
                 }
                 // Imports in this scope.
-                let vals: Vec<Val> = self.import_by_local[fi]
-                    .get(name)
-                    .into_iter()
-                    .flatten()
-                    .filter(|(_, scope)| *scope == u)
-                    .flat_map(|(ii, _)| {
-                        let i = &facts.imports[*ii];
-                        self.import_target(fi, &i.module, i.name.as_deref(), depth + 1)
-                    })
-                    .collect();
+                let vals = self.scope_imports(fi, u, name, false, depth + 1);
                 if !vals.is_empty() {
                     return (vals, How::Import);
                 }
@@ -1614,7 +1613,7 @@ impl World {
             scope: fu,
         };
         let file = &self.files[f];
-        let direct: Vec<Val> = self
+        let mut direct: Vec<usize> = self
             .named_children(fu, name)
             .iter()
             .copied()
@@ -1625,42 +1624,23 @@ impl World {
                     && s.node_type != NodeType::Impl
                     && !(file.language == Language::Go && s.node_type == NodeType::Method)
             })
-            .map(|d| self.as_val(d))
             .collect();
+        if direct.len() > 1 {
+            if file.language == Language::Python {
+                // Redefinitions: the last one.
+                direct = direct.split_off(direct.len() - 1);
+            } else if is_ecmascript(file.language) {
+                direct = overload_implementation(&self.syms, direct);
+            }
+        }
+        let direct: Vec<Val> = direct.into_iter().map(|d| self.as_val(d)).collect();
         let only_modules = file.language == Language::Rust
             && !direct.is_empty()
             && direct.iter().all(|v| self.is_rust_module(v));
         if !direct.is_empty() && !only_modules {
-            if file.language == Language::Python && direct.len() > 1 {
-                return direct.last().cloned().into_iter().collect();
-            }
-            if is_ecmascript(file.language) && direct.len() > 1 {
-                let ids: Vec<usize> = direct
-                    .iter()
-                    .filter_map(|v| match v {
-                        Val::Func(i) => Some(*i),
-                        _ => None,
-                    })
-                    .collect();
-                if ids.len() == direct.len() {
-                    return overload_implementation(&self.syms, ids)
-                        .into_iter()
-                        .map(|d| self.as_val(d))
-                        .collect();
-                }
-            }
             return direct;
         }
-        let imported: Vec<Val> = self.import_by_local[f]
-            .get(name)
-            .into_iter()
-            .flatten()
-            .filter(|(ii, scope)| *scope == fu && file.facts.imports[*ii].exported)
-            .flat_map(|(ii, _)| {
-                let i = &file.facts.imports[*ii];
-                self.import_target(f, &i.module, i.name.as_deref(), depth + 1)
-            })
-            .collect();
+        let imported = self.scope_imports(f, fu, name, true, depth + 1);
         if only_modules {
             // `mod value;` and `pub use item::value;`: two namespaces, both meant.
             let mut both = direct;

@@ -12,14 +12,14 @@ use crate::graph::facts::{Cx, DefFactKind, SiteKind, Up, walk_tree};
 
 /// `S { f: Default::default(), ..Default::default() }`: the type whose
 /// `default` is called, as an expression (`S.f` — the field's type — or `S()`).
-fn default_target(cx: &Cx, call: Node) -> Option<String> {
-    let parent = call.parent()?;
-    let (strukt, field) = match parent.kind() {
-        "field_initializer" => (
-            parent.parent()?.parent()?,
-            Some(parent.child_by_field_name("field")?),
-        ),
-        "base_field_initializer" => (parent.parent()?.parent()?, None),
+/// `up`: the call's ancestors.
+fn default_target(cx: &Cx, up: &Up) -> Option<String> {
+    let parent = up.parent()?;
+    // Both initializers sit in a field_initializer_list of the struct expression.
+    let strukt = up.nth(2)?;
+    let field = match parent.kind() {
+        "field_initializer" => Some(parent.child_by_field_name("field")?),
+        "base_field_initializer" => None,
         _ => return None,
     };
     if strukt.kind() != "struct_expression" {
@@ -390,32 +390,16 @@ fn bare_pattern(mut p: Node) -> Node {
     p
 }
 
-/// The value a top-level pattern is matched against: the `match` scrutinee,
-/// the right side of `if let` / `while let` / `let … else`.
-fn scrutinee(cx: &Cx, pattern: Node) -> Option<String> {
-    scrutinee_node(pattern).and_then(|v| expr(cx, v))
-}
-
-/// Where a pattern's bindings start to be visible: after the value it
-/// matches (`let value = value(x)` and `if let Some(v) = v.get()` read the
-/// outer name on the right), else at the pattern.
-fn binding_start(pattern: Node, name: Node) -> usize {
-    let value_end = scrutinee_node(pattern).map(|v| v.end_byte()).unwrap_or(0);
-    value_end.max(name.start_byte())
-}
-
-fn scrutinee_node(pattern: Node) -> Option<Node> {
-    let parent = pattern.parent()?;
-    let value = match parent.kind() {
-        "match_pattern" => parent
-            .parent()? // match_arm
-            .parent()? // match_block
-            .parent()? // match_expression
-            .child_by_field_name("value")?,
-        "let_condition" | "let_declaration" => parent.child_by_field_name("value")?,
-        _ => return None,
-    };
-    Some(value)
+/// The value a top-level pattern is matched against — the `match`
+/// scrutinee, the right side of `if let` / `while let` / `let … else` —
+/// given the pattern's `parent` and the ancestors `above` it.
+fn scrutinee_node<'t>(parent: Node<'t>, above: &Up<'_, 't>) -> Option<Node<'t>> {
+    match parent.kind() {
+        // match_pattern < match_arm < match_block < match_expression
+        "match_pattern" => above.nth(2)?.child_by_field_name("value"),
+        "let_condition" | "let_declaration" => parent.child_by_field_name("value"),
+        _ => None,
+    }
 }
 
 /// Bindings of `Path::Variant(a, b)` / `Some(x)` patterns: `a` is the first
@@ -423,10 +407,15 @@ fn scrutinee_node(pattern: Node) -> Option<Node> {
 /// scrutinee itself (`Option` and `Result` are transparent). A name whose
 /// value is unknown is not bound: the binding would outlive its arm, as
 /// bindings are scoped to the enclosing function.
-fn tuple_struct_bindings(cx: &mut Cx, n: Node) {
+///
+/// Bindings start to be visible after the value matched (`if let Some(v) =
+/// v.get()` reads the outer `v` on the right).
+fn tuple_struct_bindings(cx: &mut Cx, n: Node, up: &Up) {
     let Some(ty) = n.child_by_field_name("type") else {
         return;
     };
+    let matched = up.parent().and_then(|p| scrutinee_node(p, &up.above()));
+    let value_end = matched.map_or(0, |v| v.end_byte());
     let path = match ty.kind() {
         "identifier" => Some(cx.t(ty).to_string()),
         "scoped_identifier" => expr(cx, ty),
@@ -446,12 +435,12 @@ fn tuple_struct_bindings(cx: &mut Cx, n: Node) {
             continue;
         }
         let value = match path.as_deref() {
-            Some("Some" | "Ok") => scrutinee(cx, n),
+            Some("Some" | "Ok") => matched.and_then(|v| expr(cx, v)),
             Some("Err" | "None") | None => None,
             Some(path) => Some(format!("{path}#{i}")),
         };
         let name = cx.t(p).to_string();
-        let at = binding_start(n, p);
+        let at = value_end.max(p.start_byte());
         cx.bind(at, &name, value, false, false);
     }
 }
@@ -706,15 +695,15 @@ const PAYLOAD_CLOSURES: &[&str] = &[
 
 /// `recv.map(|x| …)` (see [`PAYLOAD_CLOSURES`]): `x` is `recv`'s payload,
 /// the receiver itself since `Option` and `Result` are transparent.
-fn closure_bindings(cx: &mut Cx, n: Node) {
+fn closure_bindings(cx: &mut Cx, n: Node, up: &Up) {
     let Some(params) = n.child_by_field_name("parameters") else {
         return;
     };
     // `v.iter().map(|x| …)`, `v.retain(|x| …)`: `x` is an item of `v`.
-    let method = n
+    let method = up
         .parent()
         .filter(|a| a.kind() == "arguments")
-        .and_then(|a| a.parent())
+        .and_then(|_| up.nth(1))
         .filter(|call| call.kind() == "call_expression")
         .and_then(|call| call.child_by_field_name("function"))
         .filter(|f| f.kind() == "field_expression");
@@ -852,7 +841,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
                                 Some(format!("{r}{UFCS_SEP}{a}"))
                             }
                             (Some(r), _) if r == "Default" && cx.t(name) == "default" => {
-                                default_target(cx, n).or(Some(r))
+                                default_target(cx, up).or(Some(r))
                             }
                             (r, _) => r,
                         };
@@ -889,8 +878,8 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
                 cx.site(head, None, SiteKind::Other);
             }
         }
-        "tuple_struct_pattern" => tuple_struct_bindings(cx, n),
-        "closure_expression" => closure_bindings(cx, n),
+        "tuple_struct_pattern" => tuple_struct_bindings(cx, n, up),
+        "closure_expression" => closure_bindings(cx, n, up),
         "match_pattern" => {
             // `e => …`: a catch-all arm names the scrutinee.
             if let Some(p) = n.named_child(0)
@@ -898,7 +887,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
                 && !cx.t(p).starts_with(|c: char| c.is_ascii_uppercase())
             {
                 let name = cx.t(p).to_string();
-                let value = scrutinee(cx, p);
+                let value = scrutinee_node(n, up).and_then(|v| expr(cx, v));
                 cx.bind(p.start_byte(), &name, value, false, false);
             }
         }
