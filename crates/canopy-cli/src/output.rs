@@ -258,12 +258,14 @@ pub fn context(pack: &canopy_core::context::ContextPack, json: bool) -> anyhow::
     for f in &pack.fragments {
         writeln!(
             out,
-            "── {}:{}-{} {} {} [{} · {:?} · {}t · score {:.2}{}] {}",
+            "── {}:{}-{} {} [{} · {:?} · {}t · score {:.2}{}] {}",
             f.file_path,
             f.line_range[0],
             f.line_range[1],
-            f.node_type,
-            f.name.as_deref().unwrap_or("-"),
+            match &f.name {
+                Some(name) => format!("{} {name}", f.node_type),
+                None => f.node_type.clone(),
+            },
             f.strategy.as_str(),
             f.detail,
             f.tokens,

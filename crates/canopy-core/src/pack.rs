@@ -320,9 +320,11 @@ const STOP_WORDS: &[&str] = &[
 
 /// A key term of the question.
 #[derive(Clone, Debug)]
-struct Term {
-    text: String,
-    weight: f64,
+pub(crate) struct Term {
+    /// The lower-cased word.
+    pub(crate) text: String,
+    /// IDF × log-TF, doubled for words written as code.
+    pub(crate) weight: f64,
 }
 
 /// Identifier-like words of a question: written in code style (`snake_case`,
@@ -352,7 +354,9 @@ pub(crate) fn code_identifiers(question: &str) -> HashSet<String> {
     out
 }
 
-fn key_terms(store: &Store, question: &str) -> Result<(Vec<Term>, HashSet<String>)> {
+/// The question's key terms, heaviest first (rare words, words written as
+/// code), and its code-style identifiers.
+pub(crate) fn key_terms(store: &Store, question: &str) -> Result<(Vec<Term>, HashSet<String>)> {
     let identifiers = code_identifiers(question);
     let ident_lower: HashSet<String> = identifiers.iter().map(|s| s.to_lowercase()).collect();
     let total = store.unit_count()?.max(1) as f64;

@@ -362,6 +362,88 @@ fn decisions_strategy_finds_the_adr_about_the_focus() {
 }
 
 #[test]
+fn decisions_strategy_finds_code_comments_about_the_focus() {
+    let (d, engine) = repo();
+    // The why lives next to the code that depends on it, in another file.
+    write(
+        d.path(),
+        "config/cache.py",
+        "import os\n\n\ndef cached_settings(path):\n    # One Parser per process: Parser keeps no state between files,\n    # and building it again for every file was the slow part.\n    global _parser\n    return _parser.parse_file(path)\n\n\ndef unrelated():\n    # Logs rotate daily at midnight.\n    return os.getpid()\n",
+    );
+    engine.index(None, &NoProgress).unwrap();
+    let pack = context(
+        &engine,
+        "why is one configuration parser shared",
+        Some("Parser"),
+        2_000,
+        Strategy::Decisions,
+    );
+    check_invariants(&pack);
+    let comment = pack
+        .fragments
+        .iter()
+        .find(|f| f.node_type == "comment")
+        .unwrap_or_else(|| panic!("a comment fragment: {:#?}", pack.fragments));
+    assert_eq!(comment.file_path, "config/cache.py");
+    assert_eq!(comment.line_range, [5, 6]);
+    assert!(
+        comment.text.contains("One Parser per process"),
+        "{}",
+        comment.text
+    );
+    assert!(comment.text.contains("slow part"), "{}", comment.text);
+    assert!(
+        comment.reason.contains("comment in `cached_settings`")
+            && comment.reason.contains("`Parser`"),
+        "{}",
+        comment.reason
+    );
+    // Its handle is the function around it: expanding it shows the code.
+    let around = engine.expand(&[comment.handle.as_str()]).unwrap();
+    assert!(
+        format!("{around:?}").contains("def cached_settings"),
+        "{around:?}"
+    );
+    // A comment that shares no word with the task or the focus is not proposed.
+    assert!(
+        pack.fragments
+            .iter()
+            .all(|f| !f.text.contains("rotate daily at midnight")),
+        "{:#?}",
+        pack.fragments
+    );
+    // The comment about the focus ranks above the ADR, which is about the task's terms.
+    let first = pack.fragments.first().unwrap();
+    assert_eq!(first.node_type, "comment", "{:#?}", pack.fragments);
+
+    // In the fused pack, a unit holding the comment replaces it (never both).
+    let fused = context(
+        &engine,
+        "cached_settings shares one Parser per process",
+        Some("cached_settings"),
+        4_000,
+        Strategy::Fused,
+    );
+    check_invariants(&fused);
+    assert!(
+        fused
+            .fragments
+            .iter()
+            .any(|f| f.name.as_deref() == Some("cached_settings") && f.detail == Detail::Full),
+        "{:#?}",
+        fused.fragments
+    );
+    assert!(
+        fused
+            .fragments
+            .iter()
+            .all(|f| f.node_type != "comment" || f.file_path != "config/cache.py"),
+        "{:#?}",
+        fused.fragments
+    );
+}
+
+#[test]
 fn without_a_model_semantic_is_skipped_and_fused_still_answers() {
     let (_d, engine) = repo();
     let pack = context(

@@ -168,7 +168,7 @@ impl ToolName {
                  best first, no repeats. Give task (the issue or plan) and optionally focus \
                  (Type.method, a path, path:line). strategy: fused (default) | keyword | \
                  semantic | graph (callers, callees) | history (git co-changes) | decisions \
-                 (docs). Expand a fragment's handle for the whole unit."
+                 (docs, code comments). Expand a fragment's handle for the whole unit."
             }
             ToolName::Analysis => {
                 "Repository analysis over the code graph. op: symbols (definitions by filter, \

@@ -17,6 +17,7 @@
 
 use std::collections::HashMap;
 
+use crate::context::comments::COMMENT;
 use crate::context::strategies::Merged;
 use crate::context::{Detail, Fragment};
 use crate::error::{CanopyError, Result};
@@ -31,6 +32,8 @@ use crate::tokens::count_tokens;
 const TOKENS_PER_CANDIDATE: u64 = 120;
 /// Members listed in a skeleton at most.
 const SKELETON_MEMBERS: usize = 40;
+/// Lines of a comment block shown at signature detail.
+const COMMENT_HEAD_LINES: usize = 3;
 /// Docstring lines kept in a signature at most.
 const DOC_LINES: usize = 8;
 
@@ -66,6 +69,18 @@ struct Slot {
 }
 
 impl Slot {
+    fn new(m: Merged, cap: Detail, excluded: Vec<(usize, usize)>) -> Slot {
+        Slot {
+            m,
+            cap,
+            excluded,
+            detail: cap,
+            stale: false,
+            empty_skeleton: false,
+            texts: HashMap::new(),
+        }
+    }
+
     fn cost(&self, d: Detail) -> u32 {
         self.texts.get(&d).map_or(0, |t| t.1)
     }
@@ -94,51 +109,7 @@ fn overlaps(a: &NodeRecord, b: &NodeRecord) -> bool {
 /// Packs `merged` (best first) under `budget` tokens.
 pub(crate) fn pack(snapshot: Snapshot<'_>, merged: Vec<Merged>, budget: u64) -> Result<Packed> {
     let admit = (budget / TOKENS_PER_CANDIDATE).clamp(5, 40) as usize;
-    let mut slots: Vec<Slot> = Vec::new();
-    for m in merged {
-        if slots.len() >= admit {
-            break;
-        }
-        let c = &m.node;
-        // Refused: same span as a chosen unit, inside a chosen non-container
-        // (its text is there already), or partly overlapping one.
-        let refused = slots.iter().any(|s| {
-            let p = &s.m.node;
-            overlaps(p, c)
-                && ((p.start_byte == c.start_byte && p.end_byte == c.end_byte)
-                    || (contains(p, c) && !is_container(&p.node_type))
-                    || (!contains(p, c) && !contains(c, p)))
-        });
-        if refused {
-            continue;
-        }
-        let mut cap = Detail::Full;
-        let mut excluded = Vec::new();
-        for s in &mut slots {
-            let p = &s.m.node;
-            if !overlaps(p, c) {
-                continue;
-            }
-            if contains(p, c) {
-                s.cap = s.cap.min(Detail::Signature);
-                s.detail = s.cap;
-                s.excluded.push((c.start_byte, c.end_byte));
-            } else {
-                cap = Detail::Signature;
-                excluded.push((p.start_byte, p.end_byte));
-            }
-        }
-        slots.push(Slot {
-            m,
-            cap,
-            excluded,
-            detail: cap,
-            stale: false,
-            empty_skeleton: false,
-            texts: HashMap::new(),
-        });
-    }
-
+    let mut slots = choose(merged, admit);
     render(snapshot, &mut slots)?;
     // A skeleton whose every member is a fragment of its own says nothing more than they do.
     slots.retain(|s| !s.empty_skeleton);
@@ -205,6 +176,59 @@ pub(crate) fn pack(snapshot: Snapshot<'_>, merged: Vec<Merged>, budget: u64) -> 
     })
 }
 
+/// The candidates that enter the pack (at most `admit`, best first), each
+/// with the most detail it may have: the dedupe step.
+fn choose(merged: Vec<Merged>, admit: usize) -> Vec<Slot> {
+    let mut slots: Vec<Slot> = Vec::new();
+    for m in merged {
+        if slots.len() >= admit {
+            break;
+        }
+        let c = &m.node;
+        // A comment block is only worth a fragment where no chosen text holds
+        // it; a unit chosen later that holds it replaces it.
+        if c.node_type == COMMENT {
+            if slots.iter().any(|s| overlaps(&s.m.node, c)) {
+                continue;
+            }
+            slots.push(Slot::new(m, Detail::Full, Vec::new()));
+            continue;
+        }
+        // Refused: same span as a chosen unit, inside a chosen non-container
+        // (its text is there already), or partly overlapping one.
+        let refused = slots.iter().any(|s| {
+            let p = &s.m.node;
+            p.node_type != COMMENT
+                && overlaps(p, c)
+                && ((p.start_byte == c.start_byte && p.end_byte == c.end_byte)
+                    || (contains(p, c) && !is_container(&p.node_type))
+                    || (!contains(p, c) && !contains(c, p)))
+        });
+        if refused {
+            continue;
+        }
+        slots.retain(|s| s.m.node.node_type != COMMENT || !overlaps(&s.m.node, c));
+        let mut cap = Detail::Full;
+        let mut excluded = Vec::new();
+        for s in &mut slots {
+            let p = &s.m.node;
+            if !overlaps(p, c) {
+                continue;
+            }
+            if contains(p, c) {
+                s.cap = s.cap.min(Detail::Signature);
+                s.detail = s.cap;
+                s.excluded.push((c.start_byte, c.end_byte));
+            } else {
+                cap = Detail::Signature;
+                excluded.push((p.start_byte, p.end_byte));
+            }
+        }
+        slots.push(Slot::new(m, cap, excluded));
+    }
+    slots
+}
+
 /// Renders every slot's text at each level it may take.
 fn render(snapshot: Snapshot<'_>, slots: &mut [Slot]) -> Result<()> {
     let store = snapshot.store();
@@ -242,7 +266,9 @@ fn render(snapshot: Snapshot<'_>, slots: &mut [Slot]) -> Result<()> {
             s.detail = Detail::Outline;
             continue;
         };
-        let signature = if is_container(&n.node_type) {
+        let signature = if n.node_type == COMMENT {
+            comment_head(&text, n)
+        } else if is_container(&n.node_type) {
             let (skeleton, listed) = skeleton_of(
                 &text,
                 n,
@@ -266,6 +292,19 @@ fn render(snapshot: Snapshot<'_>, slots: &mut [Slot]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The first lines of a comment block.
+fn comment_head(text: &str, n: &NodeRecord) -> String {
+    let block = text
+        .get(n.start_byte.min(text.len())..n.end_byte.min(text.len()))
+        .unwrap_or_default();
+    let mut lines = block.lines();
+    let mut out: Vec<&str> = lines.by_ref().take(COMMENT_HEAD_LINES).collect();
+    if lines.next().is_some() {
+        out.push("…");
+    }
+    out.join("\n")
 }
 
 /// `kind name`, or the path for a file.
@@ -367,4 +406,71 @@ fn skeleton_of(
     }
     // A documented declaration says something even with every member elsewhere.
     (out, if documented { listed.max(1) } else { listed })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::Strategy;
+
+    fn unit(rowid: i64, node_type: &str, span: (usize, usize)) -> Merged {
+        Merged {
+            node: NodeRecord {
+                rowid,
+                handle: format!("h{rowid}"),
+                file_path: "a.py".into(),
+                content_hash: String::new(),
+                node_type: node_type.into(),
+                name: Some(format!("u{rowid}")),
+                qualified_name: None,
+                parent_rowid: None,
+                start_byte: span.0,
+                end_byte: span.1,
+                start_line: 1,
+                end_line: 1,
+                token_count: 1,
+                preview_start: span.0,
+                score: 0.0,
+            },
+            strategy: Strategy::Keyword,
+            reason: "r".into(),
+            score: 1.0,
+        }
+    }
+
+    fn chosen(slots: &[Slot]) -> Vec<(i64, Detail)> {
+        slots.iter().map(|s| (s.m.node.rowid, s.cap)).collect()
+    }
+
+    #[test]
+    fn a_comment_inside_chosen_text_is_left_out_and_a_unit_holding_it_replaces_it() {
+        // Comment first, then the function around it: the function replaces it.
+        let slots = choose(
+            vec![unit(-1, COMMENT, (10, 20)), unit(1, "function", (0, 50))],
+            10,
+        );
+        assert_eq!(chosen(&slots), [(1, Detail::Full)]);
+        // Function first: the comment inside it is refused.
+        let slots = choose(
+            vec![unit(1, "function", (0, 50)), unit(-1, COMMENT, (10, 20))],
+            10,
+        );
+        assert_eq!(chosen(&slots), [(1, Detail::Full)]);
+        // A comment elsewhere stays; a comment never caps a class to its skeleton.
+        let slots = choose(
+            vec![
+                unit(-1, COMMENT, (10, 20)),
+                unit(-2, COMMENT, (60, 70)),
+                unit(2, "class", (0, 55)),
+            ],
+            10,
+        );
+        assert_eq!(chosen(&slots), [(-2, Detail::Full), (2, Detail::Full)]);
+        // A method chosen inside a class still caps it.
+        let slots = choose(
+            vec![unit(3, "function", (5, 30)), unit(2, "class", (0, 55))],
+            10,
+        );
+        assert_eq!(chosen(&slots), [(3, Detail::Full), (2, Detail::Signature)]);
+    }
 }

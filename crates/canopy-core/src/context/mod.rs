@@ -20,6 +20,7 @@
 //! a root the engine hands it and never names the engine.
 
 pub mod budget;
+mod comments;
 pub mod strategies;
 
 use serde::{Deserialize, Serialize};
@@ -50,7 +51,8 @@ pub enum Strategy {
     Graph,
     /// Git history of the focus code: files changed together with it.
     History,
-    /// Design notes, ADRs and docs sections that mention the focus or the task's terms.
+    /// Design notes, ADRs, docs sections and code comments that mention the
+    /// focus or the task's terms.
     Decisions,
     /// Every strategy, merged by weighted reciprocal rank and deduplicated (default).
     #[default]
@@ -171,12 +173,13 @@ pub struct Fragment {
     pub handle: HandleId,
     /// Repo-relative path.
     pub file_path: String,
-    /// `function`, `class`, `section`, …
+    /// `function`, `class`, `section`, … or `comment`: a comment block in
+    /// code (the `decisions` strategy); its handle is the unit around it.
     pub node_type: String,
     /// Qualified name, for named units.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// 1-based inclusive lines of the unit.
+    /// 1-based inclusive lines of the unit (of the block, for a `comment`).
     pub line_range: [u32; 2],
     /// How much of the unit `text` shows.
     pub detail: Detail,

@@ -475,7 +475,8 @@ fn git_log(root: &std::path::Path, files: &[&str]) -> std::result::Result<Vec<Co
     Ok(commits)
 }
 
-/// Documentation sections that mention the focus names or the task's terms.
+/// Documentation sections and code comments that mention the focus names
+/// or the task's terms.
 fn decision_candidates(
     snapshot: Snapshot<'_>,
     task: &str,
@@ -521,7 +522,11 @@ fn decision_candidates(
         };
         out.push(Candidate { node, reason });
     }
-    Ok(out)
+    // Comments in code next: a comment about the focus first, then the
+    // documents, then comments that only share the task's terms.
+    let (about_focus, on_terms) =
+        crate::context::comments::comment_candidates(snapshot, task, focus)?;
+    Ok(about_focus.into_iter().chain(out).chain(on_terms).collect())
 }
 
 /// Merges the strategies' lists. A single strategy keeps its own order;
