@@ -157,6 +157,9 @@ fn editing_one_file_re_resolves_the_files_that_used_it() {
     std::fs::write(&models, text).expect("write");
     engine.index(None, &NoProgress).expect("reindex");
     assert_eq!(resolved_calls(&engine).get(&site), before.get(&site));
+    // Every edge is back as it was: the re-resolved files (their sites read
+    // back from the store, not re-parsed) agree with the first full pass.
+    assert_eq!(resolved_calls(&engine), before);
 }
 
 #[test]

@@ -378,34 +378,53 @@ impl Reader<'_> {
     }
 }
 
-/// 2: imports carry `exported`.
-const FORMAT: u64 = 2;
+/// 2: imports carry `exported`. 3: sites in a blob of their own.
+const FORMAT: u64 = 3;
+
+/// A file's facts as stored: what resolving other files needs of it
+/// (`world`: imports, bindings, definition facts, package) apart from its
+/// sites (`sites`), so that a pass which resolves a few files after an edit
+/// reads every file's `world` but only those files' `sites`. One string
+/// table spans both: `world` holds the strings its facts use, `sites` only
+/// the strings no world fact uses (its ids continue after `world`'s).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredFacts {
+    /// Imports, bindings, definition facts and package.
+    pub world: Vec<u8>,
+    /// Uses of names.
+    pub sites: Vec<u8>,
+}
+
+fn put_strings(out: &mut Vec<u8>, list: &[&str]) {
+    put(out, list.len() as u64);
+    for s in list {
+        put(out, s.len() as u64);
+        out.extend_from_slice(s.as_bytes());
+    }
+}
+
+/// Reads a string table (borrowed from `buf`).
+fn get_strings<'b>(r: &mut Reader<'b>) -> Option<Vec<&'b str>> {
+    let n = r.get()? as usize;
+    let mut list = Vec::with_capacity(n.min(r.buf.len()));
+    for _ in 0..n {
+        let len = r.get()? as usize;
+        let bytes = r.buf.get(r.pos..r.pos.checked_add(len)?)?;
+        list.push(std::str::from_utf8(bytes).ok()?);
+        r.pos += len;
+    }
+    Some(list)
+}
 
 impl FileFacts {
-    /// The compact stored form: a string table, then each list as varints
-    /// (positions delta-coded in source order).
-    pub fn encode(&self) -> Vec<u8> {
+    /// The compact stored form: string tables, then each list as varints
+    /// (site positions delta-coded in source order).
+    pub fn encode(&self) -> StoredFacts {
         let mut strings = Strings {
             ids: Default::default(),
             list: Vec::new(),
         };
         let mut body = Vec::new();
-        put(&mut body, self.sites.len() as u64);
-        let (mut last_byte, mut last_line) = (0u64, 0u64);
-        for s in &self.sites {
-            let byte = u64::from(s.byte);
-            put(&mut body, byte.wrapping_sub(last_byte) & 0xffff_ffff);
-            put(
-                &mut body,
-                u64::from(s.line).wrapping_sub(last_line) & 0xffff_ffff,
-            );
-            put(&mut body, u64::from(s.col));
-            last_byte = byte;
-            last_line = u64::from(s.line);
-            let name = strings.id(&s.name);
-            put(&mut body, name << 2 | s.kind as u64);
-            put(&mut body, strings.opt(s.recv.as_deref()));
-        }
         put(&mut body, self.imports.len() as u64);
         for i in &self.imports {
             put(&mut body, u64::from(i.byte));
@@ -429,43 +448,121 @@ impl FileFacts {
             put(&mut body, strings.id(&d.expr) << 2 | d.what as u64);
         }
         put(&mut body, strings.opt(self.package.as_deref()));
-        let mut out = Vec::with_capacity(body.len() + 64);
-        put(&mut out, FORMAT);
-        put(&mut out, strings.list.len() as u64);
-        for s in &strings.list {
-            put(&mut out, s.len() as u64);
-            out.extend_from_slice(s.as_bytes());
+        let world_strings = strings.list.len();
+
+        let mut site_body = Vec::new();
+        put(&mut site_body, self.sites.len() as u64);
+        let (mut last_byte, mut last_line) = (0u64, 0u64);
+        for s in &self.sites {
+            let byte = u64::from(s.byte);
+            put(&mut site_body, byte.wrapping_sub(last_byte) & 0xffff_ffff);
+            put(
+                &mut site_body,
+                u64::from(s.line).wrapping_sub(last_line) & 0xffff_ffff,
+            );
+            put(&mut site_body, u64::from(s.col));
+            last_byte = byte;
+            last_line = u64::from(s.line);
+            let name = strings.id(&s.name);
+            put(&mut site_body, name << 2 | s.kind as u64);
+            put(&mut site_body, strings.opt(s.recv.as_deref()));
         }
-        out.extend_from_slice(&body);
-        out
+
+        let mut world = Vec::with_capacity(body.len() + 64);
+        put(&mut world, FORMAT);
+        put_strings(&mut world, &strings.list[..world_strings]);
+        world.extend_from_slice(&body);
+        let mut sites = Vec::with_capacity(site_body.len() + 64);
+        put(&mut sites, FORMAT);
+        put_strings(&mut sites, &strings.list[world_strings..]);
+        sites.extend_from_slice(&site_body);
+        StoredFacts { world, sites }
     }
 
-    /// Reads the stored form; `None` when the blob is damaged or of another format.
-    pub fn decode(buf: &[u8]) -> Option<FileFacts> {
-        let mut r = Reader { buf, pos: 0 };
+    /// Reads the stored form: always the `world` part, the sites only when
+    /// `sites` is given (resolving other files needs no site of this one).
+    /// `None` when a blob is damaged or of another format.
+    pub fn decode(world: &[u8], sites: Option<&[u8]>) -> Option<FileFacts> {
+        let mut r = Reader { buf: world, pos: 0 };
         if r.get()? != FORMAT {
             return None;
         }
-        let n = r.get()? as usize;
-        let mut list: Vec<String> = Vec::with_capacity(n.min(buf.len()));
-        for _ in 0..n {
-            let len = r.get()? as usize;
-            let bytes = buf.get(r.pos..r.pos.checked_add(len)?)?;
-            list.push(String::from_utf8(bytes.to_vec()).ok()?);
-            r.pos += len;
+        // Borrowed: a string is copied only when a decoded fact uses it.
+        let mut list = get_strings(&mut r)?;
+        let world_strings = list.len();
+        let mut facts = FileFacts::default();
+        {
+            let s = |id: u64| list.get(id as usize).map(|s| s.to_string());
+            let opt = |id: u64| -> Option<Option<String>> {
+                if id == 0 {
+                    Some(None)
+                } else {
+                    s(id - 1).map(Some)
+                }
+            };
+            let n = r.get()? as usize;
+            for _ in 0..n.min(world.len()) {
+                let byte = r.get()? as u32;
+                let local = r.get()?;
+                facts.imports.push(Import {
+                    byte,
+                    local: s(local >> 1)?,
+                    exported: local & 1 == 1,
+                    module: s(r.get()?)?,
+                    name: opt(r.get()?)?,
+                });
+            }
+            let n = r.get()? as usize;
+            for _ in 0..n.min(world.len()) {
+                let byte = r.get()? as u32;
+                let name = s(r.get()?)?;
+                let e = r.get()?;
+                facts.bindings.push(Binding {
+                    byte,
+                    name,
+                    expr: s(e >> 2)?,
+                    is_type: e & 1 == 1,
+                    field: e & 2 == 2,
+                });
+            }
+            let n = r.get()? as usize;
+            for _ in 0..n.min(world.len()) {
+                let byte = r.get()? as u32;
+                let name = s(r.get()?)?;
+                let e = r.get()?;
+                facts.defs.push(DefFact {
+                    byte,
+                    name,
+                    expr: s(e >> 2)?,
+                    what: match e & 3 {
+                        0 => DefFactKind::Base,
+                        1 => DefFactKind::Returns,
+                        _ => DefFactKind::ImplTrait,
+                    },
+                });
+            }
+            facts.package = opt(r.get()?)?;
         }
-        let s = |id: u64| list.get(id as usize).cloned();
+        let Some(sites) = sites else {
+            return Some(facts);
+        };
+        let mut r = Reader { buf: sites, pos: 0 };
+        if r.get()? != FORMAT {
+            return None;
+        }
+        list.extend(get_strings(&mut r)?);
+        debug_assert!(list.len() >= world_strings);
+        let s = |id: u64| list.get(id as usize).map(|s| s.to_string());
         let opt = |id: u64| -> Option<Option<String>> {
             if id == 0 {
                 Some(None)
             } else {
-                list.get(id as usize - 1).cloned().map(Some)
+                s(id - 1).map(Some)
             }
         };
-        let mut facts = FileFacts::default();
         let n = r.get()? as usize;
         let (mut byte, mut line) = (0u64, 0u64);
-        for _ in 0..n.min(buf.len()) {
+        for _ in 0..n.min(sites.len()) {
             byte = (byte + r.get()?) & 0xffff_ffff;
             line = (line + r.get()?) & 0xffff_ffff;
             let col = r.get()? as u32;
@@ -480,48 +577,6 @@ impl FileFacts {
                 kind: SiteKind::from_code(nk & 3),
             });
         }
-        let n = r.get()? as usize;
-        for _ in 0..n.min(buf.len()) {
-            let byte = r.get()? as u32;
-            let local = r.get()?;
-            facts.imports.push(Import {
-                byte,
-                local: s(local >> 1)?,
-                exported: local & 1 == 1,
-                module: s(r.get()?)?,
-                name: opt(r.get()?)?,
-            });
-        }
-        let n = r.get()? as usize;
-        for _ in 0..n.min(buf.len()) {
-            let byte = r.get()? as u32;
-            let name = s(r.get()?)?;
-            let e = r.get()?;
-            facts.bindings.push(Binding {
-                byte,
-                name,
-                expr: s(e >> 2)?,
-                is_type: e & 1 == 1,
-                field: e & 2 == 2,
-            });
-        }
-        let n = r.get()? as usize;
-        for _ in 0..n.min(buf.len()) {
-            let byte = r.get()? as u32;
-            let name = s(r.get()?)?;
-            let e = r.get()?;
-            facts.defs.push(DefFact {
-                byte,
-                name,
-                expr: s(e >> 2)?,
-                what: match e & 3 {
-                    0 => DefFactKind::Base,
-                    1 => DefFactKind::Returns,
-                    _ => DefFactKind::ImplTrait,
-                },
-            });
-        }
-        facts.package = opt(r.get()?)?;
         Some(facts)
     }
 }
@@ -537,11 +592,33 @@ mod tests {
         let facts = parsed.facts.expect("python has fact rules");
         assert!(facts.sites.len() >= 4, "{facts:?}");
         assert!(!facts.imports.is_empty() && !facts.bindings.is_empty());
-        let decoded = FileFacts::decode(&facts.encode()).expect("decodes");
+        let stored = facts.encode();
+        let decoded = FileFacts::decode(&stored.world, Some(&stored.sites)).expect("decodes");
         assert_eq!(decoded, facts);
-        assert!(FileFacts::decode(&[9, 9, 9]).is_none());
-        let mut damaged = facts.encode();
-        damaged.truncate(damaged.len() / 2);
-        assert!(FileFacts::decode(&damaged).is_none());
+        assert!(FileFacts::decode(&[9, 9, 9], None).is_none());
+        let mut damaged = stored.clone();
+        damaged.sites.truncate(damaged.sites.len() / 2);
+        assert!(FileFacts::decode(&damaged.world, Some(&damaged.sites)).is_none());
+        damaged.world.truncate(damaged.world.len() / 2);
+        assert!(FileFacts::decode(&damaged.world, None).is_none());
+        // Without sites: everything else, the same; and the site blob holds
+        // no string the world part already has.
+        let rest = FileFacts::decode(&stored.world, None).expect("decodes");
+        assert_eq!(
+            rest,
+            FileFacts {
+                sites: Vec::new(),
+                ..facts.clone()
+            }
+        );
+        // `run` (a return-type fact and the site `p.run`) is stored once, in
+        // the world part; `join` (a site only) only in the sites part.
+        let has = |blob: &[u8], s: &str| {
+            let mut entry = vec![s.len() as u8];
+            entry.extend_from_slice(s.as_bytes());
+            blob.windows(entry.len()).any(|w| w == entry.as_slice())
+        };
+        assert!(has(&stored.world, "run") && !has(&stored.sites, "run"));
+        assert!(has(&stored.sites, "join") && !has(&stored.world, "join"));
     }
 }

@@ -51,9 +51,13 @@ pub fn resolve_pending(store: &mut Store, root: &std::path::Path) -> Result<Reso
         store.graph_finish()?;
         return Ok(ResolveStats::default());
     }
-    let (files, syms, index) = store.graph_world_rows()?;
+    let t_rows = std::time::Instant::now();
+    let (files, syms, index) = store.graph_world_rows(&dirty)?;
+    let rows_ms = t_rows.elapsed().as_millis() as u64;
+    let t_world = std::time::Instant::now();
     let crates = resolve::rust::crate_names(root, resolve::rust_crate_roots(&files));
     let world = resolve::World::new(files, syms, crates);
+    let world_ms = t_world.elapsed().as_millis() as u64;
     let targets: Vec<(i64, usize)> = dirty
         .iter()
         .filter_map(|id| index.get(id).map(|&fi| (*id, fi)))
@@ -71,10 +75,15 @@ pub fn resolve_pending(store: &mut Store, root: &std::path::Path) -> Result<Reso
         stats.edges += store.graph_write_edges(chunk)?;
     }
     store.graph_finish()?;
+    // Freeing the world's tables took a sixth of a one-line-edit re-index
+    // on Django; nothing waits for it (a CLI run exits before it is done).
+    std::thread::spawn(move || drop(world));
     tracing::debug!(
         files = stats.files,
         edges = stats.edges,
         ms = t0.elapsed().as_millis() as u64,
+        rows_ms,
+        world_ms,
         "resolved"
     );
     Ok(stats)

@@ -30,6 +30,8 @@ pub(crate) fn pack_info(kind: SiteKind, status: u8, how: How, confidence: u8) ->
 /// Files, units, and the file index of each `files.id`.
 pub type WorldRows = (Vec<FileRow>, Vec<SymRow>, HashMap<i64, usize>);
 
+type Blob = Vec<u8>;
+
 /// One stored edge, unpacked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredEdge {
@@ -76,8 +78,11 @@ fn unpack(src: i64, dst: i64, line: i64, col: i64, info: i64, name: Option<Strin
 /// Stores a parsed file's facts and marks it for resolution (writer side).
 pub(crate) fn write_facts(tx: &Transaction, file_id: i64, facts: Option<&FileFacts>) -> Result<()> {
     if let Some(facts) = facts {
-        tx.prepare_cached("INSERT OR REPLACE INTO graph_facts(file_id, facts) VALUES (?1, ?2)")?
-            .execute(params![file_id, facts.encode()])?;
+        let stored = facts.encode();
+        tx.prepare_cached(
+            "INSERT OR REPLACE INTO graph_facts(file_id, facts, sites) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![file_id, stored.world, stored.sites])?;
         tx.prepare_cached("INSERT OR IGNORE INTO graph_dirty(file_id) VALUES (?1)")?
             .execute([file_id])?;
     }
@@ -203,9 +208,15 @@ impl Store {
     }
 
     /// Every file with its facts and every unit, for [`crate::graph::resolve::World`].
-    pub fn graph_world_rows(&self) -> Result<WorldRows> {
+    /// Only the files in `with_sites` (the ones about to be resolved) get
+    /// their sites; the others' are skipped while decoding.
+    pub fn graph_world_rows(&self, with_sites: &BTreeSet<i64>) -> Result<WorldRows> {
+        use rayon::prelude::*;
         let mut files = Vec::new();
         let mut index = HashMap::new();
+        // (world blob, sites blob) per file, decoded on other threads while
+        // this one reads the units (SQLite is single-threaded per connection).
+        let mut blobs: Vec<(Option<Blob>, Option<Blob>)> = Vec::new();
         {
             let mut stmt = self.conn.prepare(
                 "SELECT f.id, f.path, f.language, g.facts FROM files f LEFT JOIN graph_facts g ON g.file_id = f.id ORDER BY f.id",
@@ -214,25 +225,55 @@ impl Store {
                 Ok((
                     r.get::<_, i64>(0)?,
                     r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
+                    Language::from_name(r.get_ref(2)?.as_str()?).unwrap_or(Language::Text),
                     r.get::<_, Option<Vec<u8>>>(3)?,
                 ))
             })?;
             for row in rows {
-                let (id, path, language, facts) = row?;
-                let language = Language::from_name(&language).unwrap_or(Language::Text);
-                let facts = facts
-                    .and_then(|b| FileFacts::decode(&b))
-                    .unwrap_or_default();
+                let (id, path, language, world) = row?;
                 index.insert(id, files.len());
                 files.push(FileRow {
                     id,
                     path,
                     language,
-                    facts,
+                    facts: FileFacts::default(),
                 });
+                blobs.push((world, None));
+            }
+            // The files about to be resolved: their sites too.
+            let mut stmt = self
+                .conn
+                .prepare_cached("SELECT sites FROM graph_facts WHERE file_id = ?1")?;
+            for id in with_sites {
+                let Some(&fi) = index.get(id) else { continue };
+                blobs[fi].1 = stmt
+                    .query_row([id], |r| r.get::<_, Vec<u8>>(0))
+                    .optional()?;
             }
         }
+        let mut decoded: Vec<FileFacts> = Vec::new();
+        let syms = rayon::in_place_scope(|scope| {
+            scope.spawn(|_| {
+                decoded = blobs
+                    .par_iter()
+                    .map(|(world, sites)| {
+                        world
+                            .as_deref()
+                            .and_then(|w| FileFacts::decode(w, sites.as_deref()))
+                            .unwrap_or_default()
+                    })
+                    .collect();
+            });
+            self.graph_sym_rows(&index)
+        })?;
+        for (file, facts) in files.iter_mut().zip(decoded) {
+            file.facts = facts;
+        }
+        Ok((files, syms, index))
+    }
+
+    /// Every named unit and every file unit, as resolution sees them.
+    fn graph_sym_rows(&self, index: &HashMap<i64, usize>) -> Result<Vec<SymRow>> {
         let mut syms = Vec::new();
         {
             let mut stmt = self.conn.prepare(
@@ -244,7 +285,8 @@ impl Store {
                     r.get::<_, i64>(0)?,
                     r.get::<_, i64>(1)?,
                     r.get::<_, Option<i64>>(2)?,
-                    r.get::<_, String>(3)?,
+                    // Parsed here: no String per row for the kind.
+                    NodeType::from_name(r.get_ref(3)?.as_str()?),
                     r.get::<_, String>(4)?,
                     r.get::<_, String>(5)?,
                     r.get::<_, i64>(6)?,
@@ -256,7 +298,7 @@ impl Store {
                 let Some(&file) = index.get(&file_id) else {
                     continue;
                 };
-                let Some(node_type) = NodeType::from_name(&node_type) else {
+                let Some(node_type) = node_type else {
                     continue;
                 };
                 syms.push(SymRow {
@@ -271,7 +313,7 @@ impl Store {
                 });
             }
         }
-        Ok((files, syms, index))
+        Ok(syms)
     }
 
     /// Replaces the edges of the given files (by their node ranges) and clears

@@ -26,8 +26,9 @@ use crate::error::{CanopyError, Result};
 /// Bumped also when what is extracted into it changes meaning, so older
 /// indexes are rebuilt (8: names in Python annotations are `type` sites;
 /// 10: Rust pattern and closure bindings, path heads and impls for `&T`,
-/// ES imports marked exported or not, TypeScript call signatures repaired).
-pub const SCHEMA_VERSION: u32 = 10;
+/// ES imports marked exported or not, TypeScript call signatures repaired;
+/// 11: graph facts stored as two blobs, sites apart).
+pub const SCHEMA_VERSION: u32 = 11;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

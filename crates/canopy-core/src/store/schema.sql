@@ -115,12 +115,16 @@ CREATE VIRTUAL TABLE fts USING fts5(
 CREATE VIRTUAL TABLE fts_vocab USING fts5vocab(fts, 'row');
 
 -- ---- the code graph (crate::graph) ----------------------------------------
--- Resolution facts of a file (graph::facts, a compact varint blob): the uses
--- of names, imports, bindings, bases and return types. Kept so that
--- resolution can run again when another file changes, without re-parsing.
+-- Resolution facts of a file (graph::facts::StoredFacts, compact varint
+-- blobs): imports, bindings, bases and return types in `facts`, the uses of
+-- names in `sites`. Kept so that resolution can run again when another file
+-- changes, without re-parsing. `sites` is last: a pass reads every file's
+-- `facts` but only the resolved files' `sites`, and SQLite does not load a
+-- trailing column a query does not ask for.
 CREATE TABLE graph_facts (
     file_id INTEGER PRIMARY KEY,           -- files.id
-    facts   BLOB NOT NULL
+    facts   BLOB NOT NULL,
+    sites   BLOB NOT NULL
 );
 
 -- Resolved references: one row per (site, target). src is the innermost

@@ -20,7 +20,11 @@ pub(crate) mod go;
 pub(crate) mod python;
 pub(crate) mod rust;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+
+// The resolver builds and probes large string-keyed tables on every pass;
+// SipHash was a tenth of a one-line-edit re-index.
+use foldhash::{HashMap, HashMapExt};
 
 use super::facts::{DefFactKind, FileFacts, SiteKind};
 use crate::lang::{Language, NodeType};
@@ -166,8 +170,8 @@ pub struct World {
     by_id: HashMap<i64, usize>,
     /// Per file: indices of its syms, sorted by start.
     file_syms: Vec<Vec<usize>>,
-    /// Children of a sym (and of file units).
-    children: HashMap<usize, Vec<usize>>,
+    /// Children of each sym (file units included), in source order.
+    children: Vec<Vec<usize>>,
     by_name: HashMap<String, Vec<usize>>,
     file_by_path: HashMap<String, usize>,
     py_modules: HashMap<String, Vec<usize>>,
@@ -187,12 +191,15 @@ pub struct World {
     bind_by_name: Vec<HashMap<String, Vec<usize>>>,
     /// Per file: imports by local name, with the unit whose scope they bind in.
     import_by_local: Vec<HashMap<String, Vec<(usize, usize)>>>,
-    /// Children by (parent, name).
-    child_index: HashMap<(usize, String), Vec<usize>>,
+    /// Named children of each sym, sorted by name (stable: source order
+    /// within a name), for a binary search; no string is copied to build it.
+    child_index: Vec<Vec<usize>>,
     /// The type each `impl` unit is for (computed once in `new`).
     impl_type_cache: Vec<Option<usize>>,
-    /// The base types of each class-like unit (computed once in `new`).
-    base_cache: Vec<Option<Vec<usize>>>,
+    /// The base types of each unit, computed on first use: a pass after a
+    /// small edit needs the bases of few classes, and computing every
+    /// class's in `new` was a third of building the world.
+    base_cache: Vec<std::sync::OnceLock<Vec<usize>>>,
     /// Per file: Rust crate root and module path.
     rust_mod: Vec<(String, String)>,
     /// What (file, module, name) imports resolve to.
@@ -202,6 +209,21 @@ pub struct World {
 }
 
 type ImportCache = HashMap<(usize, String, Option<String>), (u32, Vec<Val>)>;
+
+/// One file's share of the world's tables, computed in parallel.
+#[derive(Default)]
+struct FilePart {
+    /// (unit, kind, name, expression) of its definition facts.
+    defs: Vec<(usize, DefFactKind, String, String)>,
+    /// Fields found: (owner unit, (name, expression, is a type)).
+    fields: Vec<(usize, (String, String, bool))>,
+    /// Per binding: the sym index of its scope.
+    scopes: Vec<usize>,
+    /// Non-field bindings by name.
+    by_name: HashMap<String, Vec<usize>>,
+    /// Imports by local name, with the unit whose scope they bind in.
+    imports: HashMap<String, Vec<(usize, usize)>>,
+}
 
 fn is_classlike(t: NodeType) -> bool {
     matches!(
@@ -230,12 +252,12 @@ impl World {
     pub fn new(
         files: Vec<FileRow>,
         syms: Vec<SymRow>,
-        rust_crates: HashMap<String, String>,
+        rust_crates: std::collections::HashMap<String, String>,
     ) -> World {
         let mut w = World {
             by_id: syms.iter().enumerate().map(|(i, s)| (s.id, i)).collect(),
             file_syms: vec![Vec::new(); files.len()],
-            children: HashMap::new(),
+            children: vec![Vec::new(); syms.len()],
             by_name: HashMap::new(),
             file_by_path: files
                 .iter()
@@ -254,7 +276,7 @@ impl World {
             file_unit: vec![None; files.len()],
             bind_by_name: Vec::new(),
             import_by_local: Vec::new(),
-            child_index: HashMap::new(),
+            child_index: Vec::new(),
             impl_type_cache: Vec::new(),
             base_cache: Vec::new(),
             rust_mod: files
@@ -268,7 +290,7 @@ impl World {
                 })
                 .collect(),
             import_cache: Default::default(),
-            rust_crates,
+            rust_crates: rust_crates.into_iter().collect(),
             files,
             syms,
         };
@@ -278,18 +300,25 @@ impl World {
                 w.file_unit[s.file] = Some(i);
             }
             if let Some(p) = s.parent.and_then(|p| w.by_id.get(&p)) {
-                w.children.entry(*p).or_default().push(i);
-                if !s.name.is_empty() {
-                    w.child_index
-                        .entry((*p, s.name.clone()))
-                        .or_default()
-                        .push(i);
-                }
+                w.children[*p].push(i);
             }
             if !s.name.is_empty() && s.node_type.is_symbol() {
                 w.by_name.entry(s.name.clone()).or_default().push(i);
             }
         }
+        w.child_index = w
+            .children
+            .iter()
+            .map(|kids| {
+                let mut named: Vec<usize> = kids
+                    .iter()
+                    .copied()
+                    .filter(|&c| !w.syms[c].name.is_empty())
+                    .collect();
+                named.sort_by(|&a, &b| w.syms[a].name.cmp(&w.syms[b].name));
+                named
+            })
+            .collect();
         for v in &mut w.file_syms {
             let syms = &w.syms;
             v.sort_by_key(|&i| (syms[i].start, std::cmp::Reverse(syms[i].end)));
@@ -345,74 +374,35 @@ impl World {
         }
         w.owned = owned;
         // Definition facts: bases, return types, implemented traits; fields.
+        // Each file's share is computed in parallel (it only reads the
+        // world so far), then merged in file order, as a sequential pass would.
+        let parts: Vec<FilePart> = {
+            use rayon::prelude::*;
+            let w = &w;
+            (0..w.files.len())
+                .into_par_iter()
+                .map(|fi| w.file_part(fi))
+                .collect()
+        };
         let mut binding_scope = Vec::with_capacity(w.files.len());
-        for fi in 0..w.files.len() {
-            let facts = std::mem::take(&mut w.files[fi].facts);
-            for d in &facts.defs {
-                let Some(si) = w.def_at(fi, d.byte, &d.name) else {
-                    continue;
-                };
-                match d.what {
-                    DefFactKind::Base => w.bases.entry(si).or_default().push(d.expr.clone()),
+        for part in parts {
+            for (si, what, name, expr) in part.defs {
+                match what {
+                    DefFactKind::Base => w.bases.entry(si).or_default().push(expr),
                     DefFactKind::Returns => {
-                        w.returns.insert(si, d.expr.clone());
+                        w.returns.insert(si, expr);
                     }
                     DefFactKind::ImplTrait => {
-                        let key = w.scope_key(fi);
-                        w.impl_traits
-                            .entry(d.name.clone())
-                            .or_default()
-                            .push((si, format!("{key}\u{0}{}", d.expr)));
+                        w.impl_traits.entry(name).or_default().push((si, expr));
                     }
                 }
             }
-            let mut scopes = Vec::with_capacity(facts.bindings.len());
-            for b in &facts.bindings {
-                let scope = w.innermost(fi, b.byte).unwrap_or(0);
-                scopes.push(scope);
-                if b.field {
-                    let owner = w.innermost_where(fi, b.byte, |s| {
-                        is_classlike(s.node_type) || s.node_type == NodeType::Impl
-                    });
-                    if let Some(owner) = owner {
-                        w.fields.entry(owner).or_default().push((
-                            b.name.clone(),
-                            b.expr.clone(),
-                            b.is_type,
-                        ));
-                    }
-                } else if let Some(&scope_sym) = Some(&scope)
-                    && w.syms
-                        .get(scope_sym)
-                        .is_some_and(|s| is_classlike(s.node_type))
-                {
-                    // A class-level annotated or assigned name is a field too.
-                    w.fields.entry(scope_sym).or_default().push((
-                        b.name.clone(),
-                        b.expr.clone(),
-                        b.is_type,
-                    ));
-                }
+            for (owner, field) in part.fields {
+                w.fields.entry(owner).or_default().push(field);
             }
-            let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
-            for (bi, b) in facts.bindings.iter().enumerate() {
-                if !b.field {
-                    by_name.entry(b.name.clone()).or_default().push(bi);
-                }
-            }
-            let mut imports: HashMap<String, Vec<(usize, usize)>> = HashMap::new();
-            for (ii, i) in facts.imports.iter().enumerate() {
-                if let Some(scope) = w.innermost(fi, i.byte) {
-                    imports
-                        .entry(i.local.clone())
-                        .or_default()
-                        .push((ii, scope));
-                }
-            }
-            w.bind_by_name.push(by_name);
-            w.import_by_local.push(imports);
-            binding_scope.push(scopes);
-            w.files[fi].facts = facts;
+            w.bind_by_name.push(part.by_name);
+            w.import_by_local.push(part.imports);
+            binding_scope.push(part.scopes);
         }
         w.binding_scope = binding_scope;
         // Memoised type relations: every site's member lookups go through them.
@@ -442,9 +432,60 @@ impl World {
         }
         w.owned.extend(by_type);
         w.base_cache = (0..w.syms.len())
-            .map(|i| is_classlike(w.syms[i].node_type).then(|| w.base_types_uncached(i, 0)))
+            .map(|_| std::sync::OnceLock::new())
             .collect();
         w
+    }
+
+    /// What file `fi`'s facts add to the world (see [`World::new`]).
+    fn file_part(&self, fi: usize) -> FilePart {
+        let facts = &self.files[fi].facts;
+        let mut part = FilePart::default();
+        for d in &facts.defs {
+            let Some(si) = self.def_at(fi, d.byte, &d.name) else {
+                continue;
+            };
+            let expr = match d.what {
+                DefFactKind::ImplTrait => format!("{}\u{0}{}", self.scope_key(fi), d.expr),
+                _ => d.expr.clone(),
+            };
+            part.defs.push((si, d.what, d.name.clone(), expr));
+        }
+        part.scopes = Vec::with_capacity(facts.bindings.len());
+        for b in &facts.bindings {
+            let scope = self.innermost(fi, b.byte).unwrap_or(0);
+            part.scopes.push(scope);
+            let field = || (b.name.clone(), b.expr.clone(), b.is_type);
+            if b.field {
+                let owner = self.innermost_where(fi, b.byte, |s| {
+                    is_classlike(s.node_type) || s.node_type == NodeType::Impl
+                });
+                if let Some(owner) = owner {
+                    part.fields.push((owner, field()));
+                }
+            } else if self
+                .syms
+                .get(scope)
+                .is_some_and(|s| is_classlike(s.node_type))
+            {
+                // A class-level annotated or assigned name is a field too.
+                part.fields.push((scope, field()));
+            }
+        }
+        for (bi, b) in facts.bindings.iter().enumerate() {
+            if !b.field {
+                part.by_name.entry(b.name.clone()).or_default().push(bi);
+            }
+        }
+        for (ii, i) in facts.imports.iter().enumerate() {
+            if let Some(scope) = self.innermost(fi, i.byte) {
+                part.imports
+                    .entry(i.local.clone())
+                    .or_default()
+                    .push((ii, scope));
+            }
+        }
+        part
     }
 
     /// Methods declared away from type `t` (Go receivers, Rust impl blocks).
@@ -462,9 +503,12 @@ impl World {
 
     /// Children of `parent` named `name`.
     fn named_children(&self, parent: usize, name: &str) -> &[usize] {
-        self.child_index
-            .get(&(parent, name.to_string()))
-            .map_or(&[], Vec::as_slice)
+        let Some(named) = self.child_index.get(parent) else {
+            return &[];
+        };
+        let lo = named.partition_point(|&c| self.syms[c].name.as_str() < name);
+        let hi = lo + named[lo..].partition_point(|&c| self.syms[c].name == name);
+        &named[lo..hi]
     }
 
     /// The package / crate a file belongs to, for methods declared away from their type.
@@ -485,7 +529,38 @@ impl World {
     fn innermost_where(&self, fi: usize, byte: u32, ok: impl Fn(&SymRow) -> bool) -> Option<usize> {
         let list = &self.file_syms[fi];
         let upto = list.partition_point(|&i| self.syms[i].start <= byte);
-        list[..upto]
+        // Units nest, so every unit containing `byte` is the last unit that
+        // starts before it or one of its ancestors: climb from there instead
+        // of scanning back over every earlier sibling (a module-level name
+        // at the end of a long file passed every function before it).
+        let mut cur = upto.checked_sub(1).map(|k| list[k]);
+        while let Some(i) = cur {
+            let s = &self.syms[i];
+            if s.end > byte && !s.node_type.is_anonymous() && ok(s) {
+                return Some(i);
+            }
+            cur = match s.parent {
+                None => None,
+                Some(p) => match self.by_id.get(&p) {
+                    Some(&pi) => Some(pi),
+                    // A parent resolution does not load (an anonymous unit):
+                    // fall back to the scan.
+                    None => return self.innermost_scan(fi, byte, upto, ok),
+                },
+            };
+        }
+        self.file_unit[fi].filter(|&f| ok(&self.syms[f]))
+    }
+
+    /// [`World::innermost_where`] by scanning back from `upto`.
+    fn innermost_scan(
+        &self,
+        fi: usize,
+        byte: u32,
+        upto: usize,
+        ok: impl Fn(&SymRow) -> bool,
+    ) -> Option<usize> {
+        self.file_syms[fi][..upto]
             .iter()
             .rev()
             .copied()
@@ -605,11 +680,8 @@ impl World {
                         {
                             continue;
                         }
-                        let wanted: Vec<&str> = self
-                            .children
-                            .get(&i)
-                            .into_iter()
-                            .flatten()
+                        let wanted: Vec<&str> = self.children[i]
+                            .iter()
                             .map(|&m| self.syms[m].name.as_str())
                             .collect();
                         if !wanted.is_empty() && wanted.iter().all(|m| methods.contains(m)) {
@@ -940,10 +1012,31 @@ impl World {
 
     /// The class-like units `t` inherits from: bases, embedded types, implemented traits.
     fn base_types(&self, t: usize, depth: u32) -> Vec<usize> {
-        if let Some(Some(v)) = self.base_cache.get(t) {
+        thread_local! {
+            /// Units whose bases this thread is computing for the cache: a
+            /// cycle (`A(B)`, `B(A)`) evaluates uncached below them, bounded
+            /// by the depth, instead of waiting on its own cell.
+            static COMPUTING: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let Some(cell) = self
+            .base_cache
+            .get(t)
+            .filter(|_| is_classlike(self.syms[t].node_type))
+        else {
+            return self.base_types_uncached(t, depth);
+        };
+        if let Some(v) = cell.get() {
             return v.clone();
         }
-        self.base_types_uncached(t, depth)
+        if COMPUTING.with(|c| c.borrow().contains(&t)) {
+            return self.base_types_uncached(t, depth);
+        }
+        COMPUTING.with(|c| c.borrow_mut().push(t));
+        let v = self.base_types_uncached(t, 0);
+        COMPUTING.with(|c| {
+            c.borrow_mut().pop();
+        });
+        cell.get_or_init(|| v).clone()
     }
 
     fn base_types_uncached(&self, t: usize, depth: u32) -> Vec<usize> {
@@ -1582,16 +1675,10 @@ impl World {
             let Some(fu) = self.file_unit[f] else {
                 continue;
             };
-            let found = self
-                .children
-                .get(&fu)
-                .into_iter()
-                .flatten()
-                .copied()
-                .find(|&c| {
-                    let s = &self.syms[c];
-                    s.name == name && s.node_type == NodeType::Function
-                });
+            let found = self.children[fu].iter().copied().find(|&c| {
+                let s = &self.syms[c];
+                s.name == name && s.node_type == NodeType::Function
+            });
             if let Some(fx) = found {
                 return self.call_result(&[Val::Func(fx)], depth);
             }
