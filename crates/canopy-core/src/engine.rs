@@ -873,6 +873,9 @@ impl Inner {
                     .map(|model| {
                         let mut index = crate::semantic::SemanticIndex::new(model);
                         index.set_ann_min_units(ann_min_units);
+                        // A request never waits for the graph: it scans
+                        // until the graph is ready.
+                        index.set_build_in_background(true);
                         index
                     })
                     .map_err(|e| e.to_string()),

@@ -344,6 +344,13 @@ fn the_approximate_index_answers_as_the_exact_scan_and_follows_edits() {
         },
     )
     .unwrap();
+    // The graph is built in the background: until then searches scan.
+    let started = std::time::Instant::now();
+    while engine.semantic_stats().unwrap().unwrap().ann.is_none() {
+        assert!(started.elapsed().as_secs() < 300, "no approximate index");
+        top_unit(&engine, tasks[0]);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     for (task, want) in tasks.iter().zip(&expected) {
         assert!(want.is_some(), "{task}");
         assert_eq!(&top_unit(&engine, task), want, "{task}");
