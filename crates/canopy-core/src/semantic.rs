@@ -22,11 +22,10 @@
 //! new to this one's, itself included, rayon shared; 11 s to compile on 2
 //! cores, against 48 crates and 81 s for `hnsw_rs`, whose tree brings a
 //! logger, mmap and regex), run in production by its authors, and its
-//! `Point` trait lets the graph compare
-//! the stored int8 rows in place (a point is a file's rows and an offset),
-//! so the index adds its links, not a second copy of the vectors. It builds
-//! once over a fixed set of points; the changes since are handled here
-//! (see [`UnitVectors`]).
+//! `Point` trait lets the graph compare the stored int8 rows in place (a
+//! point is a file's rows and an offset), so the index adds its links, not
+//! a second copy of the vectors. It builds once over a fixed set of points;
+//! the changes since are handled here (see [`UnitVectors`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
