@@ -351,7 +351,7 @@ fn f16_to_f32(h: u16) -> f32 {
 }
 
 /// Unit vectors stored as int8 with a scale per vector; searched exactly.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Quantized {
     dim: usize,
     ids: Vec<i64>,
@@ -446,10 +446,65 @@ impl Quantized {
             .zip(&self.ids)
             .zip(&self.scales)
         {
-            let dot: f32 = row.iter().zip(query).map(|(a, b)| f32::from(*a) * b).sum();
-            out.push((*id, dot * scale));
+            out.push((*id, cosine_i8_f32(row, *scale, query)));
         }
     }
+
+    /// Dimensions of a vector.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The ids, in row order.
+    pub fn ids(&self) -> &[i64] {
+        &self.ids
+    }
+
+    /// Row `i` as floats (its int8 values times its scale); `None` past the end.
+    pub fn vector(&self, i: usize) -> Option<Vec<f32>> {
+        let scale = *self.scales.get(i)?;
+        let row = self.values.get(i * self.dim..(i + 1) * self.dim)?;
+        Some(row.iter().map(|v| f32::from(*v) * scale).collect())
+    }
+
+    /// Row `i`'s cosine to `query`, the score [`Quantized::score_into`]
+    /// gives it (so a rerank scores exactly as the scan does); `None` past the end.
+    pub(crate) fn score(&self, i: usize, query: &[f32]) -> Option<f32> {
+        let scale = *self.scales.get(i)?;
+        let row = self.values.get(i * self.dim..(i + 1) * self.dim)?;
+        Some(cosine_i8_f32(row, scale, query))
+    }
+
+    /// The cosine of row `i` and row `j` of `other`, in integer arithmetic
+    /// (what the approximate index compares while it walks its graph).
+    /// 0 when either is past the end or the dimensions differ.
+    pub(crate) fn cosine_rows(&self, i: usize, other: &Quantized, j: usize) -> f32 {
+        let (Some(a), Some(b), Some(sa), Some(sb)) = (
+            self.values.get(i * self.dim..(i + 1) * self.dim),
+            other.values.get(j * other.dim..(j + 1) * other.dim),
+            self.scales.get(i),
+            other.scales.get(j),
+        ) else {
+            return 0.0;
+        };
+        if a.len() != b.len() {
+            return 0.0;
+        }
+        // i8 × i8 summed in i32 cannot overflow below 133,000 dimensions, and
+        // the compiler vectorises this loop, unlike one in floats.
+        let dot: i32 = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| i32::from(*x) * i32::from(*y))
+            .sum();
+        dot as f32 * sa * sb
+    }
+}
+
+/// The cosine of one int8 row (times `scale`) and a float query.
+fn cosine_i8_f32(row: &[i8], scale: f32, query: &[f32]) -> f32 {
+    let dot: f32 = row.iter().zip(query).map(|(a, b)| f32::from(*a) * b).sum();
+    dot * scale
 }
 
 /// The `k` best of scored ids, best first (ties by id).

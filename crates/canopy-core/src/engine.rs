@@ -52,6 +52,12 @@ pub struct EngineOptions {
     /// A static embedding model directory (format: [`crate::embed`]); with
     /// one, context packs use semantic retrieval (default: none).
     pub embedding_model: Option<PathBuf>,
+    /// Units of a repository from which semantic search uses an approximate
+    /// nearest-neighbour index instead of an exact scan (see
+    /// [`crate::semantic::UnitVectors`]). `None` (the default) reads
+    /// `CANOPY_ANN_MIN_UNITS`, else [`crate::semantic::ANN_MIN_UNITS`];
+    /// `Some(0)` always uses the index (tests of small repositories do).
+    pub ann_min_units: Option<usize>,
 }
 
 impl Default for EngineOptions {
@@ -62,6 +68,7 @@ impl Default for EngineOptions {
             time_budget: DEFAULT_TIME_BUDGET,
             root_rule: RootRule::Named,
             embedding_model: None,
+            ann_min_units: None,
         }
     }
 }
@@ -77,6 +84,10 @@ pub struct SemanticStats {
     pub bytes: usize,
     /// What the last sync did.
     pub last_sync: crate::semantic::SyncReport,
+    /// Units from which search uses the approximate index.
+    pub ann_min_units: usize,
+    /// The approximate index, once a search past that size built it.
+    pub ann: Option<crate::semantic::AnnStats>,
 }
 
 /// A repository's Canopy index and the operations on it.
@@ -769,6 +780,8 @@ impl Engine {
                 units: index.len(),
                 bytes: index.bytes(),
                 last_sync: lock(&self.inner.last_sync).clone(),
+                ann_min_units: index.vectors().ann_min_units(),
+                ann: index.vectors().ann_stats(),
             }),
             Err(e) => Err(e.clone()),
         })
@@ -851,9 +864,20 @@ impl Inner {
         let model_dir = self.options.embedding_model.as_ref()?;
         let mut state = lock(&self.semantic);
         if state.is_none() {
+            let ann_min_units = self
+                .options
+                .ann_min_units
+                .unwrap_or_else(ann_min_units_from_env);
             *state = Some(
                 crate::embed::StaticModel::load(model_dir)
-                    .map(crate::semantic::SemanticIndex::new)
+                    .map(|model| {
+                        let mut index = crate::semantic::SemanticIndex::new(model);
+                        index.set_ann_min_units(ann_min_units);
+                        // A request never waits for the graph: it scans
+                        // until the graph is ready.
+                        index.set_build_in_background(true);
+                        index
+                    })
                     .map_err(|e| e.to_string()),
             );
         }
@@ -940,6 +964,19 @@ impl Inner {
             tracing::warn!("embedding the indexed units failed: {e}");
         }
         Ok(report)
+    }
+}
+
+/// `CANOPY_ANN_MIN_UNITS` when set to a number, else
+/// [`crate::semantic::ANN_MIN_UNITS`] (a value that is not a number is
+/// reported and ignored: a typo must not turn the index on or off).
+fn ann_min_units_from_env() -> usize {
+    match std::env::var("CANOPY_ANN_MIN_UNITS") {
+        Ok(v) => v.trim().parse().unwrap_or_else(|_| {
+            tracing::warn!("CANOPY_ANN_MIN_UNITS={v:?} is not a number of units; ignored");
+            crate::semantic::ANN_MIN_UNITS
+        }),
+        Err(_) => crate::semantic::ANN_MIN_UNITS,
     }
 }
 

@@ -229,3 +229,174 @@ fn vectors_are_computed_at_index_time_stored_and_reused_incrementally() {
     let stats = engine.semantic_stats().unwrap().unwrap();
     assert_eq!(stats.last_sync.files_embedded, 0, "{stats:?}");
 }
+
+/// The units of a semantic-only pack for `task`, best first, as
+/// `path:first-last name` (a unit without a name, an impl block, is still one unit).
+fn units_for(engine: &Engine, task: &str) -> Vec<String> {
+    let pack = engine
+        .context(&ContextParams {
+            task: task.into(),
+            strategy: Some(Strategy::Semantic),
+            budget_tokens: Some(2_000),
+            ..ContextParams::default()
+        })
+        .unwrap();
+    pack.fragments
+        .into_iter()
+        .map(|f| {
+            format!(
+                "{}:{}-{} {}",
+                f.file_path,
+                f.line_range[0],
+                f.line_range[1],
+                f.name.unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+/// How many of the 40 hits semantic search returned for `task` are units
+/// of the index now (a hit on a row deleted since is dropped by the pack).
+fn live_hits(engine: &Engine, task: &str) -> usize {
+    let pack = engine
+        .context(&ContextParams {
+            task: task.into(),
+            strategy: Some(Strategy::Semantic),
+            ..ContextParams::default()
+        })
+        .unwrap();
+    pack.strategies[0].candidates
+}
+
+/// The first unit of a semantic-only pack for `task`.
+fn top_unit(engine: &Engine, task: &str) -> Option<String> {
+    units_for(engine, task).into_iter().next()
+}
+
+/// Real code to search: this crate's own sources (a few thousand units),
+/// plus four small Python files whose meanings are far apart.
+fn fixture_repo(root: &Path) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut stack = vec![src.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let rel = path.strip_prefix(&src).unwrap();
+                write(
+                    root,
+                    &format!("core/{}", rel.display()),
+                    &fs::read_to_string(&path).unwrap(),
+                );
+            }
+        }
+    }
+    write(root, "auth/credentials.py", CREDENTIALS);
+    write(root, "charts/render.py", CHART);
+    write(
+        root,
+        "billing/invoice.py",
+        "def total_amount(lines):\n    return sum(line.price * line.quantity for line in lines)\n",
+    );
+    write(
+        root,
+        "geo/distance.py",
+        "def haversine(lat1, lon1, lat2, lon2):\n    return 6371 * central_angle(lat1, lon1, lat2, lon2)\n",
+    );
+}
+
+const CREDENTIALS: &str = "def verify_credentials(username, secret):\n    account = lookup_account(username)\n    return account is not None and account.hash == digest(secret)\n";
+const CHART: &str =
+    "def render_chart(rows, colour):\n    return [draw_bar(row, colour) for row in rows]\n";
+const RESET: &str =
+    "def send_password_reset_email(user):\n    return mailer.send(user.email, reset_link(user))\n";
+
+#[test]
+fn the_approximate_index_answers_as_the_exact_scan_and_follows_edits() {
+    let Some(dir) = model_dir() else { return };
+    let repo = tempfile::tempdir().unwrap();
+    let r = repo.path();
+    fixture_repo(r);
+    let tasks = [
+        "check the password when a user logs in",
+        "draw a bar chart of the rows",
+        "sum the price of every invoice line",
+        "great circle distance between two coordinates",
+        "count the tokens of a text",
+        "parse a handle id",
+        "rank candidates by reciprocal rank fusion",
+        "watch files for changes",
+    ];
+
+    // The exact scan, whatever the size.
+    let exact = Engine::open(
+        r,
+        EngineOptions {
+            embedding_model: Some(dir.clone()),
+            ann_min_units: Some(usize::MAX),
+            ..EngineOptions::default()
+        },
+    )
+    .unwrap();
+    exact.index(None, &NoProgress).unwrap();
+    let expected: Vec<Option<String>> = tasks.iter().map(|t| top_unit(&exact, t)).collect();
+    let stats = exact.semantic_stats().unwrap().unwrap();
+    assert!(stats.units > 1_000, "{stats:?}");
+    assert_eq!(stats.ann, None);
+    drop(exact);
+
+    // The approximate index from the first unit on: the same first hits.
+    let engine = Engine::open(
+        r,
+        EngineOptions {
+            embedding_model: Some(dir),
+            ann_min_units: Some(0),
+            ..EngineOptions::default()
+        },
+    )
+    .unwrap();
+    // The graph is built in the background: until then searches scan.
+    let started = std::time::Instant::now();
+    while engine.semantic_stats().unwrap().unwrap().ann.is_none() {
+        assert!(started.elapsed().as_secs() < 300, "no approximate index");
+        top_unit(&engine, tasks[0]);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for (task, want) in tasks.iter().zip(&expected) {
+        assert!(want.is_some(), "{task}");
+        assert_eq!(&top_unit(&engine, task), want, "{task}");
+    }
+    let stats = engine.semantic_stats().unwrap().unwrap();
+    let ann = stats.ann.clone().expect("the approximate index answered");
+    assert_eq!((ann.units, ann.builds), (stats.units, 1), "{stats:?}");
+    // A unit's own text finds it.
+    let top = top_unit(&engine, CREDENTIALS).unwrap_or_default();
+    assert!(top.ends_with(" verify_credentials"), "{top}");
+
+    // One file edited, one removed: the old units never come back, the new
+    // one is found, from the exact scan of the changes beside the index
+    // (no rebuild for 3 units of thousands).
+    write(r, "auth/credentials.py", RESET);
+    fs::remove_file(r.join("charts/render.py")).unwrap();
+    engine.index(None, &NoProgress).unwrap();
+    for _ in 0..2 {
+        let top = top_unit(&engine, RESET).unwrap_or_default();
+        assert!(top.ends_with(" send_password_reset_email"), "{top}");
+        for task in tasks.iter().chain(&[CREDENTIALS, CHART]) {
+            // Search itself drops the old rows: all 40 hits are live units.
+            assert_eq!(live_hits(&engine, task), 40, "{task}");
+            let units = units_for(&engine, task);
+            assert!(
+                units
+                    .iter()
+                    .all(|u| !u.ends_with(" verify_credentials") && !u.ends_with(" render_chart")),
+                "{task}: {units:?}"
+            );
+        }
+    }
+    let ann = engine.semantic_stats().unwrap().unwrap().ann.unwrap();
+    assert_eq!(ann.builds, 1, "{ann:?}");
+    assert!(ann.delta_units >= 1 && ann.dead_units >= 2, "{ann:?}");
+}
