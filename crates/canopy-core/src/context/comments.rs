@@ -372,7 +372,11 @@ pub(crate) fn comment_candidates(
 /// id no stored unit has (negative).
 fn comment_node(around: &NodeRecord, block: &Block) -> NodeRecord {
     NodeRecord {
-        rowid: -(around.rowid.saturating_mul(1 << 20) + i64::from(block.start_line & 0xF_FFFF)) - 1,
+        rowid: -around
+            .rowid
+            .saturating_mul(1 << 20)
+            .saturating_add(i64::from(block.start_line & 0xF_FFFF))
+            .saturating_add(1),
         handle: around.handle.clone(),
         file_path: around.file_path.clone(),
         content_hash: around.content_hash.clone(),

@@ -403,6 +403,19 @@ fn put_strings(out: &mut Vec<u8>, list: &[&str]) {
     }
 }
 
+/// String `id` of a table, copied; `None` past its end (a damaged blob).
+fn string_at(list: &[&str], id: u64) -> Option<String> {
+    list.get(id as usize).map(|s| s.to_string())
+}
+
+/// An optional string (0 = none, else id + 1); `None` past the table's end.
+fn opt_string_at(list: &[&str], id: u64) -> Option<Option<String>> {
+    match id {
+        0 => Some(None),
+        id => string_at(list, id - 1).map(Some),
+    }
+}
+
 /// Reads a string table (borrowed from `buf`).
 fn get_strings<'b>(r: &mut Reader<'b>) -> Option<Vec<&'b str>> {
     let n = r.get()? as usize;
@@ -492,14 +505,8 @@ impl FileFacts {
         let world_strings = list.len();
         let mut facts = FileFacts::default();
         {
-            let s = |id: u64| list.get(id as usize).map(|s| s.to_string());
-            let opt = |id: u64| -> Option<Option<String>> {
-                if id == 0 {
-                    Some(None)
-                } else {
-                    s(id - 1).map(Some)
-                }
-            };
+            let s = |id: u64| string_at(&list, id);
+            let opt = |id: u64| opt_string_at(&list, id);
             let n = r.get()? as usize;
             for _ in 0..n.min(world.len()) {
                 let byte = r.get()? as u32;
@@ -552,14 +559,8 @@ impl FileFacts {
         }
         list.extend(get_strings(&mut r)?);
         debug_assert!(list.len() >= world_strings);
-        let s = |id: u64| list.get(id as usize).map(|s| s.to_string());
-        let opt = |id: u64| -> Option<Option<String>> {
-            if id == 0 {
-                Some(None)
-            } else {
-                s(id - 1).map(Some)
-            }
-        };
+        let s = |id: u64| string_at(&list, id);
+        let opt = |id: u64| opt_string_at(&list, id);
         let n = r.get()? as usize;
         let (mut byte, mut line) = (0u64, 0u64);
         for _ in 0..n.min(sites.len()) {

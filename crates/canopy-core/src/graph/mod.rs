@@ -77,7 +77,10 @@ pub fn resolve_pending(store: &mut Store, root: &std::path::Path) -> Result<Reso
     store.graph_finish()?;
     // Freeing the world's tables took a sixth of a one-line-edit re-index
     // on Django; nothing waits for it (a CLI run exits before it is done).
-    std::thread::spawn(move || drop(world));
+    // If no thread can be started, the closure, world included, is dropped here.
+    let _ = std::thread::Builder::new()
+        .name("canopy-free-world".into())
+        .spawn(move || drop(world));
     tracing::debug!(
         files = stats.files,
         edges = stats.edges,
