@@ -128,6 +128,10 @@ pub struct FileFacts {
     pub defs: Vec<DefFact>,
     /// The file's package (Go `package x`), if the language declares one.
     pub package: Option<String>,
+    /// Byte ranges of code compiled out (Rust items under a `cfg` that is
+    /// false in a default build): no facts come from them, and resolution
+    /// ignores the units inside them.
+    pub disabled: Vec<(u32, u32)>,
 }
 
 /// Extracts the facts of one parsed file; `None` for languages without rules.
@@ -379,7 +383,8 @@ impl Reader<'_> {
 }
 
 /// 2: imports carry `exported`. 3: sites in a blob of their own.
-const FORMAT: u64 = 3;
+/// 4: compiled-out ranges.
+const FORMAT: u64 = 4;
 
 /// A file's facts as stored: what resolving other files needs of it
 /// (`world`: imports, bindings, definition facts, package) apart from its
@@ -461,6 +466,11 @@ impl FileFacts {
             put(&mut body, strings.id(&d.expr) << 2 | d.what as u64);
         }
         put(&mut body, strings.opt(self.package.as_deref()));
+        put(&mut body, self.disabled.len() as u64);
+        for &(start, end) in &self.disabled {
+            put(&mut body, u64::from(start));
+            put(&mut body, u64::from(end.saturating_sub(start)));
+        }
         let world_strings = strings.list.len();
 
         let mut site_body = Vec::new();
@@ -549,6 +559,12 @@ impl FileFacts {
                 });
             }
             facts.package = opt(r.get()?)?;
+            let n = r.get()? as usize;
+            for _ in 0..n.min(world.len()) {
+                let start = r.get()? as u32;
+                let len = r.get()? as u32;
+                facts.disabled.push((start, start.saturating_add(len)));
+            }
         }
         let Some(sites) = sites else {
             return Some(facts);
@@ -590,7 +606,8 @@ mod tests {
     fn facts_round_trip_through_the_stored_form() {
         let source = b"import os\nfrom a.b import c as d\n\nclass P(Base):\n    def __init__(self):\n        self.x = Q()\n\n    def run(self, y: Z) -> R:\n        p = P()\n        p.run(d(1))\n        os.path.join('a')\n";
         let parsed = crate::lang::parse_file("m.py", source);
-        let facts = parsed.facts.expect("python has fact rules");
+        let mut facts = parsed.facts.expect("python has fact rules");
+        facts.disabled = vec![(3, 9), (40, 41)];
         assert!(facts.sites.len() >= 4, "{facts:?}");
         assert!(!facts.imports.is_empty() && !facts.bindings.is_empty());
         let stored = facts.encode();

@@ -27,8 +27,9 @@ use crate::error::{CanopyError, Result};
 /// indexes are rebuilt (8: names in Python annotations are `type` sites;
 /// 10: Rust pattern and closure bindings, path heads and impls for `&T`,
 /// ES imports marked exported or not, TypeScript call signatures repaired;
-/// 11: graph facts stored as two blobs, sites apart).
-pub const SCHEMA_VERSION: u32 = 11;
+/// 11: graph facts stored as two blobs, sites apart; 12: Rust code compiled
+/// out by `cfg` recorded).
+pub const SCHEMA_VERSION: u32 = 12;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

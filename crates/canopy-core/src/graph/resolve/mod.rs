@@ -254,6 +254,15 @@ impl World {
         syms: Vec<SymRow>,
         rust_crates: std::collections::HashMap<String, String>,
     ) -> World {
+        // Units in code compiled out by a `cfg` are not definitions (Rust).
+        let mut syms = syms;
+        syms.retain(|s| {
+            files[s.file]
+                .facts
+                .disabled
+                .iter()
+                .all(|&(start, end)| s.start < start || s.end > end)
+        });
         let mut w = World {
             by_id: syms.iter().enumerate().map(|(i, s)| (s.id, i)).collect(),
             file_syms: vec![Vec::new(); files.len()],
