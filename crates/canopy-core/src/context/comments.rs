@@ -29,8 +29,10 @@ use crate::tokens::count_tokens;
 const SEARCH_UNITS: usize = 40;
 /// Files read at most (the search's best units come from few files).
 const MAX_FILES: usize = 24;
-/// Key terms of the task searched for.
+/// Key terms of the task that score a comment.
 const SEARCH_TERMS: usize = 6;
+/// Key terms searched for when there is no focus name.
+const TERMS_WITHOUT_FOCUS: usize = 3;
 /// Lines of one comment block kept at most.
 const MAX_BLOCK_LINES: usize = 30;
 /// Comment blocks proposed at most.
@@ -264,22 +266,34 @@ pub(crate) fn comment_candidates(
             clauses.push(quoted.join(" + "));
         }
     }
-    clauses.extend(terms.iter().map(|(t, _)| fts_quote(t)));
+    // The focus names when there are some (rare words: a cheap search);
+    // only without them the task's heaviest terms (an OR of common words
+    // ranks tens of thousands of units).
+    if clauses.is_empty() {
+        clauses.extend(
+            terms
+                .iter()
+                .take(TERMS_WITHOUT_FOCUS)
+                .map(|(t, _)| fts_quote(t)),
+        );
+    }
     clauses.sort();
     clauses.dedup();
     if clauses.is_empty() {
         return Ok(Default::default());
     }
-    let scope = store.file_scope(|p| markers(Language::from_path(p)).is_some())?;
-    if scope.is_empty() {
-        return Ok(Default::default());
-    }
-    let hits = store.fts_search(&clauses.join(" OR "), SEARCH_UNITS, Some(&scope))?;
+    // No file scope (listing every file costs more than it saves): units of
+    // files without comment syntax are skipped below.
+    let hits = store.fts_search(&clauses.join(" OR "), SEARCH_UNITS, None)?;
 
     let mut texts: HashMap<String, Option<String>> = HashMap::new();
     // (path, first line) → (block, smallest unit around it)
     let mut found: HashMap<(String, u32), (Block, NodeRecord)> = HashMap::new();
     for unit in hits {
+        let language = Language::from_path(&unit.file_path);
+        if markers(language).is_none() {
+            continue;
+        }
         if !texts.contains_key(&unit.file_path) {
             if texts.len() >= MAX_FILES {
                 continue;
@@ -294,7 +308,6 @@ pub(crate) fn comment_candidates(
         let Some(Some(text)) = texts.get(&unit.file_path) else {
             continue;
         };
-        let language = Language::from_path(&unit.file_path);
         for block in comment_blocks(text, language, unit.start_byte, unit.end_byte) {
             let key = (unit.file_path.clone(), block.start_line);
             match found.get_mut(&key) {
