@@ -408,7 +408,8 @@ pub struct AnnStats {
     pub dead_units: usize,
     /// Times the index was built since the vectors were loaded.
     pub builds: usize,
-    /// Bytes the graph and its points take (besides the vectors).
+    /// Bytes the graph and its points take besides the vectors, estimated
+    /// (64 links a point on the crate's zero layer; upper layers left out).
     pub bytes: usize,
 }
 
@@ -601,7 +602,15 @@ impl UnitVectors {
         }
         let files = self.snapshot();
         if self.in_background {
-            self.pending = Some(std::thread::spawn(move || build_ann(files)));
+            // The build needs its own thread; without one (a resource
+            // limit), the next search past the threshold tries again.
+            match std::thread::Builder::new()
+                .name("canopy-ann-build".into())
+                .spawn(move || build_ann(files))
+            {
+                Ok(handle) => self.pending = Some(handle),
+                Err(e) => tracing::warn!("no thread to build the approximate index: {e}"),
+            }
         } else {
             let ann = build_ann(files);
             self.install(ann);

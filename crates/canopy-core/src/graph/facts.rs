@@ -512,7 +512,6 @@ impl FileFacts {
         }
         // Borrowed: a string is copied only when a decoded fact uses it.
         let mut list = get_strings(&mut r)?;
-        let world_strings = list.len();
         let mut facts = FileFacts::default();
         {
             let s = |id: u64| string_at(&list, id);
@@ -574,7 +573,6 @@ impl FileFacts {
             return None;
         }
         list.extend(get_strings(&mut r)?);
-        debug_assert!(list.len() >= world_strings);
         let s = |id: u64| string_at(&list, id);
         let opt = |id: u64| opt_string_at(&list, id);
         let n = r.get()? as usize;

@@ -213,8 +213,10 @@ type ImportCache = HashMap<(usize, String, Option<String>), (u32, Vec<Val>)>;
 /// One file's share of the world's tables, computed in parallel.
 #[derive(Default)]
 struct FilePart {
-    /// (unit, kind, name, expression) of its definition facts.
-    defs: Vec<(usize, DefFactKind, String, String)>,
+    /// (unit, kind, expression) of its base and return-type facts.
+    defs: Vec<(usize, DefFactKind, String)>,
+    /// (trait name, `impl` unit, scope key and type) of its trait impls.
+    impl_traits: Vec<(String, usize, String)>,
     /// Fields found: (owner unit, (name, expression, is a type)).
     fields: Vec<(usize, (String, String, bool))>,
     /// Per binding: the sym index of its scope.
@@ -395,16 +397,15 @@ impl World {
         };
         let mut binding_scope = Vec::with_capacity(w.files.len());
         for part in parts {
-            for (si, what, name, expr) in part.defs {
-                match what {
-                    DefFactKind::Base => w.bases.entry(si).or_default().push(expr),
-                    DefFactKind::Returns => {
-                        w.returns.insert(si, expr);
-                    }
-                    DefFactKind::ImplTrait => {
-                        w.impl_traits.entry(name).or_default().push((si, expr));
-                    }
+            for (si, what, expr) in part.defs {
+                if what == DefFactKind::Base {
+                    w.bases.entry(si).or_default().push(expr);
+                } else {
+                    w.returns.insert(si, expr);
                 }
+            }
+            for (name, si, expr) in part.impl_traits {
+                w.impl_traits.entry(name).or_default().push((si, expr));
             }
             for (owner, field) in part.fields {
                 w.fields.entry(owner).or_default().push(field);
@@ -454,11 +455,14 @@ impl World {
             let Some(si) = self.def_at(fi, d.byte, &d.name) else {
                 continue;
             };
-            let expr = match d.what {
-                DefFactKind::ImplTrait => format!("{}\u{0}{}", self.scope_key(fi), d.expr),
-                _ => d.expr.clone(),
-            };
-            part.defs.push((si, d.what, d.name.clone(), expr));
+            match d.what {
+                DefFactKind::ImplTrait => part.impl_traits.push((
+                    d.name.clone(),
+                    si,
+                    format!("{}\u{0}{}", self.scope_key(fi), d.expr),
+                )),
+                what => part.defs.push((si, what, d.expr.clone())),
+            }
         }
         part.scopes = Vec::with_capacity(facts.bindings.len());
         for b in &facts.bindings {

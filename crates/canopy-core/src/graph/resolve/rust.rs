@@ -1239,6 +1239,18 @@ fn compile_out(cx: &mut Cx, attr_item: Node) {
     }
 }
 
+/// `all` (`absorbing` false) or `any` (true) over three-valued operands:
+/// one absorbing value decides; otherwise known only when every one is.
+fn combine(values: &[Option<bool>], absorbing: bool) -> Option<bool> {
+    if values.contains(&Some(absorbing)) {
+        Some(absorbing)
+    } else if values.iter().all(|v| *v == Some(!absorbing)) {
+        Some(!absorbing)
+    } else {
+        None
+    }
+}
+
 /// A `cfg` predicate reader: `name`, `key = "value"`, `not(p)`,
 /// `all(p, …)`, `any(p, …)`, evaluated as a default `cargo build` on a
 /// 64-bit Linux host sees them (what rust-analyzer shows by default):
@@ -1295,20 +1307,8 @@ impl CfgParser<'_> {
             }
             return match name.as_str() {
                 "not" if values.len() == 1 => Some(values[0].map(|v| !v)),
-                "all" => Some(if values.contains(&Some(false)) {
-                    Some(false)
-                } else if values.iter().all(|v| *v == Some(true)) {
-                    Some(true)
-                } else {
-                    None
-                }),
-                "any" => Some(if values.contains(&Some(true)) {
-                    Some(true)
-                } else if values.iter().all(|v| *v == Some(false)) {
-                    Some(false)
-                } else {
-                    None
-                }),
+                "all" => Some(combine(&values, false)),
+                "any" => Some(combine(&values, true)),
                 _ => None,
             };
         }
