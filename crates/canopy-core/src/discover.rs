@@ -326,6 +326,18 @@ fn is_internal(path: &str) -> bool {
 
 /// Lists the files of the repository at `root`.
 pub fn discover(root: &Path, max_file_size: u64, filter: Option<&PathFilter>) -> Result<Discovery> {
+    discover_with(root, max_file_size, filter, &mut |_| {})
+}
+
+/// [`discover`], calling `on_file` with each file as soon as it is listed
+/// (in listing order, before the result is sorted): an index run starts
+/// work a changed file will need while the rest of the tree is listed.
+pub fn discover_with(
+    root: &Path,
+    max_file_size: u64,
+    filter: Option<&PathFilter>,
+    on_file: &mut dyn FnMut(&Candidate),
+) -> Result<Discovery> {
     let (method, paths) = match git_ls_files(root) {
         Some(paths) => (DiscoveryMethod::GitLsFiles, paths),
         None => (DiscoveryMethod::Walk, walk(root)),
@@ -386,6 +398,9 @@ pub fn discover(root: &Path, max_file_size: u64, filter: Option<&PathFilter>) ->
             size: meta.len(),
             mtime_ns,
         });
+        if let Some(listed) = files.last() {
+            on_file(listed);
+        }
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     files.dedup_by(|a, b| a.path == b.path);

@@ -15,9 +15,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::discover::{Candidate, PathFilter, SkipReason, discover};
+use crate::discover::{Candidate, PathFilter, SkipReason, discover_with};
 use crate::error::Result;
-use crate::lang::parse_file;
+use crate::lang::{Language, parse_file};
 use crate::model::IndexReport;
 use crate::store::write::{FileWrite, ParsedWrite};
 use crate::store::{Store, meta_keys};
@@ -154,7 +154,20 @@ pub(crate) fn run_index(
     if started_empty {
         store.drop_unused_ref_names()?;
     }
-    let mut discovery = discover(root, options.max_file_size, filter.as_ref())?;
+    // The first changed file of each language starts compiling that
+    // language's query while the rest of the tree is listed (see
+    // `Language::warm_up_in_background`).
+    let mut discovery = discover_with(root, options.max_file_size, filter.as_ref(), &mut |c| {
+        let unchanged = stored
+            .get(&c.path)
+            .is_some_and(|s| s.size == c.size && s.mtime_ns == c.mtime_ns)
+            || known_skips
+                .get(&c.path)
+                .is_some_and(|(size, mtime, _)| *size == c.size && *mtime == c.mtime_ns);
+        if !unchanged {
+            Language::from_path(&c.path).warm_up_in_background();
+        }
+    })?;
     let candidates_in_repo = discovery.files.len();
     // Known from the start, so coverage is right while a first run is still
     // writing (queries and status read it then); a glob's run counts what

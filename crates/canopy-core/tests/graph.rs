@@ -162,6 +162,74 @@ fn editing_one_file_re_resolves_the_files_that_used_it() {
     assert_eq!(resolved_calls(&engine), before);
 }
 
+/// (row id, qualified name) of every unit of `path`, by id.
+fn unit_rows(root: &Path, path: &str) -> Vec<(i64, Option<String>)> {
+    let db = rusqlite::Connection::open(root.join(".canopy/index.db")).expect("db");
+    let mut stmt = db
+        .prepare(
+            "SELECT n.id, n.qualified_name FROM nodes n JOIN files f ON f.id = n.file_id
+             WHERE f.path = ?1 ORDER BY n.id",
+        )
+        .expect("prepare");
+    stmt.query_map([path], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows")
+}
+
+#[test]
+fn an_edit_inside_a_body_keeps_unit_ids_so_edges_into_them_stay() {
+    let (_tmp, root) = fixture("python");
+    let engine = Engine::open(&root, EngineOptions::default()).expect("open");
+    engine.index(None, &NoProgress).expect("index");
+    let before = resolved_calls(&engine);
+    let units_before = unit_rows(&root, "pkg/models.py");
+    assert!(units_before.len() >= 8, "{units_before:?}");
+
+    // Same units, same names, one body longer: the units keep their row ids.
+    let models = root.join("pkg/models.py");
+    let text = std::fs::read_to_string(&models).expect("read");
+    let edited = text.replace(
+        "    def step(self):\n        return 1\n",
+        "    def step(self):\n        total = 1\n        return total\n",
+    );
+    assert_ne!(text, edited);
+    std::fs::write(&models, &edited).expect("write");
+    let report = engine.index(None, &NoProgress).expect("reindex");
+    assert_eq!(report.files_indexed, 1);
+    assert_eq!(unit_rows(&root, "pkg/models.py"), units_before);
+    // The edited file's own sites below the edit moved down a line.
+    let shifted = |calls: BTreeMap<(String, u32), BTreeSet<String>>| {
+        calls
+            .into_iter()
+            .map(|((path, line), names)| {
+                let moved = path == "pkg/models.py" && line > 6;
+                ((path, if moved { line - 1 } else { line }), names)
+            })
+            .collect::<BTreeMap<_, _>>()
+    };
+    assert_eq!(shifted(resolved_calls(&engine)), before);
+
+    // A unit added: new ids for the file, and edges into its other units
+    // follow them by handle.
+    let added = edited.replace(
+        "class Lexer:\n",
+        "class Lexer:\n    def reset(self):\n        return None\n\n",
+    );
+    std::fs::write(&models, added).expect("write");
+    engine.index(None, &NoProgress).expect("reindex");
+    let units_added = unit_rows(&root, "pkg/models.py");
+    assert_eq!(units_added.len(), units_before.len() + 1);
+    assert!(units_added[0].0 > units_before.last().expect("units").0);
+    let outside = |calls: BTreeMap<(String, u32), BTreeSet<String>>| {
+        calls
+            .into_iter()
+            .filter(|((path, _), _)| path != "pkg/models.py")
+            .collect::<BTreeMap<_, _>>()
+    };
+    assert_eq!(outside(resolved_calls(&engine)), outside(before));
+}
+
 #[test]
 fn answers_say_which_kind_of_empty_they_are() {
     let (_tmp, root) = fixture("python");

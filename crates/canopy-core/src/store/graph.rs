@@ -9,7 +9,7 @@ use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 use super::Store;
 use crate::error::Result;
 use crate::graph::facts::{FileFacts, SiteKind};
-use crate::graph::resolve::{EdgeRow, FileRow, How, SymRow, Target};
+use crate::graph::resolve::{EdgeRow, FileRow, How, LazyFacts, SymRow, Target};
 use crate::lang::{Language, NodeType};
 
 /// Edge status codes (bits 2-3 of `edges.info`).
@@ -89,20 +89,26 @@ pub(crate) fn write_facts(tx: &Transaction, file_id: i64, facts: Option<&FileFac
     Ok(())
 }
 
-/// Drops a file's facts and outgoing edges, and remembers the handles of its
-/// units so edges into them can follow them (writer side, before the nodes go).
-pub(crate) fn forget_file(tx: &Transaction, file_id: i64, first: i64, last: i64) -> Result<()> {
+/// Drops a file's facts and outgoing edges, and (with `remember_handles`)
+/// the handles of its units so edges into them can follow them to their new
+/// ids (writer side, before the nodes go). Without it the units come back
+/// with the same ids and handles, and edges into them need nothing.
+pub(crate) fn forget_file(
+    tx: &Transaction,
+    file_id: i64,
+    first: i64,
+    last: i64,
+    remember_handles: bool,
+) -> Result<()> {
     tx.prepare_cached("DELETE FROM graph_facts WHERE file_id = ?1")?
         .execute([file_id])?;
     tx.prepare_cached("DELETE FROM edges WHERE src BETWEEN ?1 AND ?2")?
         .execute([first, last])?;
-    let pointed_at: Option<i64> = tx
-        .prepare_cached("SELECT 1 FROM edges WHERE dst BETWEEN ?1 AND ?2 LIMIT 1")?
-        .query_row([first, last], |r| r.get(0))
-        .optional()?;
+    if !remember_handles {
+        return Ok(());
+    }
     // Handles of every old unit (also those no edge points at yet): a unit
     // whose handle is new after the re-parse is an added definition.
-    let _ = pointed_at;
     tx.prepare_cached(
         "INSERT OR IGNORE INTO graph_stale(old_id, handle) SELECT id, handle FROM nodes WHERE id BETWEEN ?1 AND ?2 AND name IS NOT NULL",
     )?
@@ -236,7 +242,7 @@ impl Store {
                     id,
                     path,
                     language,
-                    facts: FileFacts::default(),
+                    facts: LazyFacts::default(),
                 });
                 blobs.push((world, None));
             }
@@ -251,24 +257,27 @@ impl Store {
                     .optional()?;
             }
         }
-        let mut decoded: Vec<FileFacts> = Vec::new();
+        for (file, (world, sites)) in files.iter_mut().zip(blobs) {
+            if let Some(world) = world {
+                file.facts = LazyFacts::stored(world, sites);
+            }
+        }
+        // Decoded now, on other threads while this one reads the units
+        // (SQLite is single-threaded per connection): the facts every
+        // pass reads (Rust's, for `cfg` ranges and trait impls) and those
+        // of the files about to be resolved. The rest wait for first use.
         let syms = rayon::in_place_scope(|scope| {
+            let files = &files;
             scope.spawn(|_| {
-                decoded = blobs
+                files
                     .par_iter()
-                    .map(|(world, sites)| {
-                        world
-                            .as_deref()
-                            .and_then(|w| FileFacts::decode(w, sites.as_deref()))
-                            .unwrap_or_default()
-                    })
-                    .collect();
+                    .filter(|f| f.language == Language::Rust || with_sites.contains(&f.id))
+                    .for_each(|f| {
+                        f.facts.get();
+                    });
             });
             self.graph_sym_rows(&index)
         })?;
-        for (file, facts) in files.iter_mut().zip(decoded) {
-            file.facts = facts;
-        }
         Ok((files, syms, index))
     }
 

@@ -84,7 +84,11 @@ pub struct BatchStats {
     pub rows_replaced: u64,
 }
 
-fn delete_file_rows(tx: &Transaction, file_id: i64) -> Result<()> {
+/// Deletes an indexed file's units and everything keyed by them (text
+/// index, references, graph facts and outgoing edges, vectors).
+/// `keeps_ids`: the file's new units will get the same ids (see
+/// [`same_units_first_id`]), so edges into them stay valid as they are.
+fn delete_file_rows(tx: &Transaction, file_id: i64, keeps_ids: bool) -> Result<()> {
     use rusqlite::OptionalExtension;
     let (first, last): (i64, i64) = tx
         .prepare_cached("SELECT first_node_id, last_node_id FROM files WHERE id = ?1")?
@@ -118,7 +122,7 @@ fn delete_file_rows(tx: &Transaction, file_id: i64) -> Result<()> {
         tx.prepare_cached("DELETE FROM file_refs WHERE file_id = ?1")?
             .execute([file_id])?;
     }
-    super::graph::forget_file(tx, file_id, first, last)?;
+    super::graph::forget_file(tx, file_id, first, last, !keeps_ids)?;
     tx.prepare_cached("DELETE FROM unit_vectors WHERE file_id = ?1")?
         .execute([file_id])?;
     tx.prepare_cached("DELETE FROM nodes WHERE id BETWEEN ?1 AND ?2")?
@@ -256,7 +260,7 @@ impl Store {
 fn remove_file(tx: &Transaction, path: &str) -> Result<u64> {
     match file_id(tx, path)? {
         Some(id) => {
-            delete_file_rows(tx, id)?;
+            delete_file_rows(tx, id, false)?;
             tx.prepare_cached("DELETE FROM files WHERE id = ?1")?
                 .execute([id])?;
             tx.prepare_cached("DELETE FROM graph_dirty WHERE file_id = ?1")?
@@ -265,6 +269,38 @@ fn remove_file(tx: &Transaction, path: &str) -> Result<u64> {
         }
         None => Ok(0),
     }
+}
+
+/// The first row id of file `file_id`'s units when `units` are the same
+/// units in the same order (same handles), so the re-parsed file can take
+/// the same ids; `None` when any unit was added, removed, renamed or moved.
+fn same_units_first_id(
+    tx: &Transaction,
+    file_id: i64,
+    units: &[crate::lang::Unit],
+) -> Result<Option<i64>> {
+    let (first, last): (i64, i64) = tx
+        .prepare_cached("SELECT first_node_id, last_node_id FROM files WHERE id = ?1")?
+        .query_row([file_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    if units.is_empty() || last - first + 1 != units.len() as i64 {
+        return Ok(None);
+    }
+    let mut stmt = tx.prepare_cached(
+        "SELECT id, lower(hex(handle)) FROM nodes WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
+    )?;
+    let mut rows = stmt.query([first, last])?;
+    let mut expected = units.iter().zip(first..);
+    while let Some(row) = rows.next()? {
+        let Some((unit, id)) = expected.next() else {
+            return Ok(None);
+        };
+        let stored_id: i64 = row.get(0)?;
+        let stored_handle: String = row.get(1)?;
+        if stored_id != id || unit.id.as_str().get(1..) != Some(stored_handle.as_str()) {
+            return Ok(None);
+        }
+    }
+    Ok(expected.next().is_none().then_some(first))
 }
 
 /// `ref_names` ids (names and qualifiers) this connection looked up or created, kept across the
@@ -334,12 +370,22 @@ fn write_parsed(
         .execute([&w.path])?;
     let file_token_count = w.parsed.units.first().map_or(0, |u| u.token_count);
     let previous_id = file_id(tx, &w.path)?;
-    let first_node_id = *next_node_id;
+    // Most re-parses (an edit inside a body) keep every unit: the units
+    // keep their row ids too, so the edges other files hold into them stay
+    // as they are instead of being re-pointed one by one (thousands for a
+    // popular test helper).
+    let kept_first_id = match previous_id {
+        Some(id) => same_units_first_id(tx, id, &w.parsed.units)?,
+        None => None,
+    };
+    let first_node_id = kept_first_id.unwrap_or(*next_node_id);
     let last_node_id = first_node_id + w.parsed.units.len() as i64 - 1;
-    *next_node_id = last_node_id + 1;
+    if kept_first_id.is_none() {
+        *next_node_id = last_node_id + 1;
+    }
     let id = match previous_id {
         Some(id) => {
-            delete_file_rows(tx, id)?;
+            delete_file_rows(tx, id, kept_first_id.is_some())?;
             tx.prepare_cached(
                 "UPDATE files SET language = ?2, size = ?3, mtime_ns = ?4, content_hash = ?5,
                  line_count = ?6, token_count = ?7, syntax_errors = ?8, indexed_at = ?9,

@@ -51,7 +51,7 @@ pub struct SymRow {
 }
 
 /// A file as resolution sees it.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct FileRow {
     /// `files.id`.
     pub id: i64,
@@ -60,7 +60,54 @@ pub struct FileRow {
     /// Language.
     pub language: Language,
     /// Its facts (empty when the language has no rules).
-    pub facts: FileFacts,
+    pub facts: LazyFacts,
+}
+
+/// A file's facts, decoded from their stored form on first use: a pass
+/// after a small edit reads the facts of the few files the edited one
+/// reaches, and decoding every file's was a third of reading the world.
+#[derive(Debug, Default)]
+pub struct LazyFacts {
+    /// The stored blobs (`graph_facts.facts`, and `sites` when wanted).
+    stored: Option<(Vec<u8>, Option<Vec<u8>>)>,
+    decoded: std::sync::OnceLock<FileFacts>,
+}
+
+impl LazyFacts {
+    /// Facts read from the store, decoded when first used (a damaged blob
+    /// or one of another format reads as no facts).
+    pub fn stored(facts: Vec<u8>, sites: Option<Vec<u8>>) -> LazyFacts {
+        LazyFacts {
+            stored: Some((facts, sites)),
+            decoded: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The decoded facts.
+    pub fn get(&self) -> &FileFacts {
+        self.decoded.get_or_init(|| {
+            self.stored
+                .as_ref()
+                .and_then(|(facts, sites)| FileFacts::decode(facts, sites.as_deref()))
+                .unwrap_or_default()
+        })
+    }
+}
+
+impl From<FileFacts> for LazyFacts {
+    fn from(facts: FileFacts) -> LazyFacts {
+        LazyFacts {
+            stored: None,
+            decoded: facts.into(),
+        }
+    }
+}
+
+impl std::ops::Deref for LazyFacts {
+    type Target = FileFacts;
+    fn deref(&self) -> &FileFacts {
+        self.get()
+    }
 }
 
 /// Where a resolved site points.
@@ -179,18 +226,15 @@ pub struct World {
     rust_modules: HashMap<(String, String), usize>,
     /// Methods by (scope key, owner type name): Go receivers and Rust `impl` blocks anywhere in the package / crate.
     owned: HashMap<(String, String), Vec<usize>>,
-    bases: HashMap<usize, Vec<String>>,
-    returns: HashMap<usize, String>,
+    /// Trait name → (`impl` unit, scope key and type) of every trait impl.
     impl_traits: HashMap<String, Vec<(usize, String)>>,
-    fields: HashMap<usize, Vec<(String, String, bool)>>,
-    /// Per file: for each binding, the sym index of its scope.
-    binding_scope: Vec<Vec<usize>>,
+    /// Per file: what its facts add (bases, bindings, imports, …), computed
+    /// on first use. A pass after a small edit reads the facts of the few
+    /// files the edited one reaches, and computing every file's share in
+    /// `new` was most of building the world.
+    parts: Vec<std::sync::OnceLock<FilePart>>,
     /// Per file: the sym index of the file unit.
     file_unit: Vec<Option<usize>>,
-    /// Per file: non-field bindings by name.
-    bind_by_name: Vec<HashMap<String, Vec<usize>>>,
-    /// Per file: imports by local name, with the unit whose scope they bind in.
-    import_by_local: Vec<HashMap<String, Vec<(usize, usize)>>>,
     /// Named children of each sym, sorted by name (stable: source order
     /// within a name), for a binary search; no string is copied to build it.
     child_index: Vec<Vec<usize>>,
@@ -210,15 +254,31 @@ pub struct World {
 
 type ImportCache = HashMap<(usize, String, Option<String>), (u32, Vec<Val>)>;
 
-/// One file's share of the world's tables, computed in parallel.
+/// (units of each file, file unit of each file, children, named children).
+type TreeTables = (
+    Vec<Vec<usize>>,
+    Vec<Option<usize>>,
+    Vec<Vec<usize>>,
+    Vec<Vec<usize>>,
+);
+
+/// (Python modules, Go package folders, Rust module paths).
+type ModuleTables = (
+    HashMap<String, Vec<usize>>,
+    HashMap<String, Vec<usize>>,
+    HashMap<(String, String), usize>,
+);
+
+/// One file's share of the world's tables (see [`World::part`]). Every
+/// unit it is keyed by is one of the file's own units.
 #[derive(Default)]
 struct FilePart {
-    /// (unit, kind, expression) of its base and return-type facts.
-    defs: Vec<(usize, DefFactKind, String)>,
-    /// (trait name, `impl` unit, scope key and type) of its trait impls.
-    impl_traits: Vec<(String, usize, String)>,
-    /// Fields found: (owner unit, (name, expression, is a type)).
-    fields: Vec<(usize, (String, String, bool))>,
+    /// Base-type expressions of its class-like units, in source order.
+    bases: HashMap<usize, Vec<String>>,
+    /// Return-type expression of its functions (the last fact wins).
+    returns: HashMap<usize, String>,
+    /// Fields of its class-like units: (name, expression, is a type).
+    fields: HashMap<usize, Vec<(String, String, bool)>>,
     /// Per binding: the sym index of its scope.
     scopes: Vec<usize>,
     /// Non-field bindings by name.
@@ -256,14 +316,18 @@ impl World {
         syms: Vec<SymRow>,
         rust_crates: std::collections::HashMap<String, String>,
     ) -> World {
-        // Units in code compiled out by a `cfg` are not definitions (Rust).
+        // Units in code compiled out by a `cfg` are not definitions (Rust:
+        // only Rust facts have such ranges, and other files' facts are
+        // decoded only when used).
         let mut syms = syms;
         syms.retain(|s| {
-            files[s.file]
-                .facts
-                .disabled
-                .iter()
-                .all(|&(start, end)| s.start < start || s.end > end)
+            let file = &files[s.file];
+            file.language != Language::Rust
+                || file
+                    .facts
+                    .disabled
+                    .iter()
+                    .all(|&(start, end)| s.start < start || s.end > end)
         });
         let mut w = World {
             by_id: syms.iter().enumerate().map(|(i, s)| (s.id, i)).collect(),
@@ -279,14 +343,11 @@ impl World {
             go_dirs: HashMap::new(),
             rust_modules: HashMap::new(),
             owned: HashMap::new(),
-            bases: HashMap::new(),
-            returns: HashMap::new(),
             impl_traits: HashMap::new(),
-            fields: HashMap::new(),
-            binding_scope: Vec::new(),
+            parts: (0..files.len())
+                .map(|_| std::sync::OnceLock::new())
+                .collect(),
             file_unit: vec![None; files.len()],
-            bind_by_name: Vec::new(),
-            import_by_local: Vec::new(),
             child_index: Vec::new(),
             impl_type_cache: Vec::new(),
             base_cache: Vec::new(),
@@ -305,120 +366,49 @@ impl World {
             files,
             syms,
         };
-        for (i, s) in w.syms.iter().enumerate() {
-            w.file_syms[s.file].push(i);
-            if s.node_type == NodeType::File {
-                w.file_unit[s.file] = Some(i);
-            }
-            if let Some(p) = s.parent.and_then(|p| w.by_id.get(&p)) {
-                w.children[*p].push(i);
-            }
-            if !s.name.is_empty() && s.node_type.is_symbol() {
-                w.by_name.entry(s.name.clone()).or_default().push(i);
-            }
-        }
-        w.child_index = w
-            .children
-            .iter()
-            .map(|kids| {
-                let mut named: Vec<usize> = kids
-                    .iter()
-                    .copied()
-                    .filter(|&c| !w.syms[c].name.is_empty())
-                    .collect();
-                named.sort_by(|&a, &b| w.syms[a].name.cmp(&w.syms[b].name));
-                named
-            })
-            .collect();
-        for v in &mut w.file_syms {
-            let syms = &w.syms;
-            v.sort_by_key(|&i| (syms[i].start, std::cmp::Reverse(syms[i].end)));
-        }
-        for (fi, f) in w.files.iter().enumerate() {
-            match f.language {
-                Language::Python => {
-                    for m in python::module_names(&f.path) {
-                        w.py_modules.entry(m).or_default().push(fi);
-                    }
-                }
-                Language::Go => {
-                    w.go_dirs
-                        .entry(dir_of(&f.path).to_string())
-                        .or_default()
-                        .push(fi);
-                }
-                Language::Rust => {
-                    let (root, module) = rust::module_path(&f.path);
-                    w.rust_modules.insert((root, module), fi);
-                }
-                _ => {}
-            }
-        }
-        // Methods declared away from their type: Go receivers, Rust impl blocks.
-        let mut owned: HashMap<(String, String), Vec<usize>> = HashMap::new();
-        for (i, s) in w.syms.iter().enumerate() {
-            let assoc_type =
-                s.node_type == NodeType::TypeAlias && w.files[s.file].language == Language::Rust;
-            if !is_function(s.node_type) && !assoc_type {
-                continue;
-            }
-            let f = &w.files[s.file];
-            let parent = s.parent.and_then(|p| w.by_id.get(&p)).map(|&p| &w.syms[p]);
-            let owner = match (f.language, parent) {
-                (Language::Rust, Some(p)) if p.node_type == NodeType::Impl => p.name.clone(),
-                (Language::Go, _) if s.node_type == NodeType::Method => {
-                    match s.qualified_name.split_once('.') {
-                        Some((o, _))
-                            if parent.is_none_or(|p| p.node_type != NodeType::Interface) =>
-                        {
-                            o.to_string()
-                        }
-                        _ => continue,
-                    }
-                }
-                _ => continue,
-            };
-            owned
-                .entry((w.scope_key(s.file), owner))
-                .or_default()
-                .push(i);
-        }
+        // Four independent tables, built two at a time (each only reads
+        // what the constructor above set).
+        let ((by_name, owned), (tree, modules)) = rayon::join(
+            || rayon::join(|| w.names_table(), || w.owned_table()),
+            || rayon::join(|| w.tree_tables(), || w.module_tables()),
+        );
+        w.by_name = by_name;
         w.owned = owned;
-        // Definition facts: bases, return types, implemented traits; fields.
-        // Each file's share is computed in parallel (it only reads the
-        // world so far), then merged in file order, as a sequential pass would.
-        let parts: Vec<FilePart> = {
+        (w.file_syms, w.file_unit, w.children, w.child_index) = tree;
+        (w.py_modules, w.go_dirs, w.rust_modules) = modules;
+        // Trait impls are looked up by trait name from anywhere: every
+        // file's are listed now (the rest of a file's facts wait for `part`).
+        let mut impl_traits: HashMap<String, Vec<(usize, String)>> = HashMap::new();
+        for fi in 0..w.files.len() {
+            if w.files[fi].language != Language::Rust {
+                continue; // trait impls are Rust's
+            }
+            for d in &w.files[fi].facts.defs {
+                if d.what != DefFactKind::ImplTrait {
+                    continue;
+                }
+                if let Some(si) = w.def_at(fi, d.byte, &d.name) {
+                    impl_traits
+                        .entry(d.name.clone())
+                        .or_default()
+                        .push((si, format!("{}\u{0}{}", w.scope_key(fi), d.expr)));
+                }
+            }
+        }
+        w.impl_traits = impl_traits;
+        // Memoised type relations: every site's member lookups go through them.
+        // In parallel: each looks its type up through its file's scopes and
+        // imports, which computes those files' parts.
+        w.impl_type_cache = {
             use rayon::prelude::*;
             let w = &w;
-            (0..w.files.len())
+            (0..w.syms.len())
                 .into_par_iter()
-                .map(|fi| w.file_part(fi))
+                .map(|i| {
+                    (w.syms[i].node_type == NodeType::Impl).then(|| w.type_of_impl_uncached(i))
+                })
                 .collect()
         };
-        let mut binding_scope = Vec::with_capacity(w.files.len());
-        for part in parts {
-            for (si, what, expr) in part.defs {
-                if what == DefFactKind::Base {
-                    w.bases.entry(si).or_default().push(expr);
-                } else {
-                    w.returns.insert(si, expr);
-                }
-            }
-            for (name, si, expr) in part.impl_traits {
-                w.impl_traits.entry(name).or_default().push((si, expr));
-            }
-            for (owner, field) in part.fields {
-                w.fields.entry(owner).or_default().push(field);
-            }
-            w.bind_by_name.push(part.by_name);
-            w.import_by_local.push(part.imports);
-            binding_scope.push(part.scopes);
-        }
-        w.binding_scope = binding_scope;
-        // Memoised type relations: every site's member lookups go through them.
-        w.impl_type_cache = (0..w.syms.len())
-            .map(|i| (w.syms[i].node_type == NodeType::Impl).then(|| w.type_of_impl_uncached(i)))
-            .collect();
         // Rust: methods of `impl T` belong to the `T` the impl's scope sees
         // (two private `State` structs in one crate keep their own methods).
         let mut by_type: HashMap<(String, String), Vec<usize>> = HashMap::new();
@@ -447,7 +437,136 @@ impl World {
         w
     }
 
-    /// What file `fi`'s facts add to the world (see [`World::new`]).
+    /// Symbols by name (see [`World::new`]).
+    fn names_table(&self) -> HashMap<String, Vec<usize>> {
+        let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, s) in self.syms.iter().enumerate() {
+            if !s.name.is_empty() && s.node_type.is_symbol() {
+                by_name.entry(s.name.clone()).or_default().push(i);
+            }
+        }
+        by_name
+    }
+
+    /// Per file its units sorted by start and its file unit; per unit its
+    /// children in source order and its named children sorted by name.
+    fn tree_tables(&self) -> TreeTables {
+        let mut file_syms = vec![Vec::new(); self.files.len()];
+        let mut file_unit = vec![None; self.files.len()];
+        let mut children = vec![Vec::new(); self.syms.len()];
+        for (i, s) in self.syms.iter().enumerate() {
+            file_syms[s.file].push(i);
+            if s.node_type == NodeType::File {
+                file_unit[s.file] = Some(i);
+            }
+            if let Some(&p) = s.parent.and_then(|p| self.by_id.get(&p)) {
+                children[p].push(i);
+            }
+        }
+        let syms = &self.syms;
+        let child_index = children
+            .iter()
+            .map(|kids: &Vec<usize>| {
+                let mut named: Vec<usize> = kids
+                    .iter()
+                    .copied()
+                    .filter(|&c| !syms[c].name.is_empty())
+                    .collect();
+                named.sort_by(|&a, &b| syms[a].name.cmp(&syms[b].name));
+                named
+            })
+            .collect();
+        for v in &mut file_syms {
+            v.sort_by_key(|&i| (syms[i].start, std::cmp::Reverse(syms[i].end)));
+        }
+        (file_syms, file_unit, children, child_index)
+    }
+
+    /// Python modules, Go package folders and Rust module paths to files.
+    fn module_tables(&self) -> ModuleTables {
+        let mut py_modules: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut go_dirs: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut rust_modules = HashMap::new();
+        for (fi, f) in self.files.iter().enumerate() {
+            match f.language {
+                Language::Python => {
+                    for m in python::module_names(&f.path) {
+                        py_modules.entry(m).or_default().push(fi);
+                    }
+                }
+                Language::Go => {
+                    go_dirs
+                        .entry(dir_of(&f.path).to_string())
+                        .or_default()
+                        .push(fi);
+                }
+                Language::Rust => {
+                    rust_modules.insert(self.rust_mod[fi].clone(), fi);
+                }
+                _ => {}
+            }
+        }
+        (py_modules, go_dirs, rust_modules)
+    }
+
+    /// Methods declared away from their type: Go receivers, Rust impl blocks.
+    fn owned_table(&self) -> HashMap<(String, String), Vec<usize>> {
+        let mut owned: HashMap<(String, String), Vec<usize>> = HashMap::new();
+        for (i, s) in self.syms.iter().enumerate() {
+            let assoc_type =
+                s.node_type == NodeType::TypeAlias && self.files[s.file].language == Language::Rust;
+            if !is_function(s.node_type) && !assoc_type {
+                continue;
+            }
+            let f = &self.files[s.file];
+            let parent = s
+                .parent
+                .and_then(|p| self.by_id.get(&p))
+                .map(|&p| &self.syms[p]);
+            let owner = match (f.language, parent) {
+                (Language::Rust, Some(p)) if p.node_type == NodeType::Impl => p.name.clone(),
+                (Language::Go, _) if s.node_type == NodeType::Method => {
+                    match s.qualified_name.split_once('.') {
+                        Some((o, _))
+                            if parent.is_none_or(|p| p.node_type != NodeType::Interface) =>
+                        {
+                            o.to_string()
+                        }
+                        _ => continue,
+                    }
+                }
+                _ => continue,
+            };
+            owned
+                .entry((self.scope_key(s.file), owner))
+                .or_default()
+                .push(i);
+        }
+        owned
+    }
+
+    /// What file `fi`'s facts add to the world, computed on first use.
+    fn part(&self, fi: usize) -> &FilePart {
+        self.parts[fi].get_or_init(|| self.file_part(fi))
+    }
+
+    /// Base-type expressions of unit `t`, if it has any.
+    fn bases_of(&self, t: usize) -> Option<&Vec<String>> {
+        self.part(self.syms[t].file).bases.get(&t)
+    }
+
+    /// Return-type expression of function `f`.
+    fn returns_of(&self, f: usize) -> Option<&String> {
+        self.part(self.syms[f].file).returns.get(&f)
+    }
+
+    /// Fields of class-like unit `o`: (name, expression, is a type).
+    fn fields_of(&self, o: usize) -> Option<&Vec<(String, String, bool)>> {
+        self.part(self.syms[o].file).fields.get(&o)
+    }
+
+    /// The part of the world file `fi`'s facts make (see [`World::part`]);
+    /// reads only what [`World::new`] built, never another part.
     fn file_part(&self, fi: usize) -> FilePart {
         let facts = &self.files[fi].facts;
         let mut part = FilePart::default();
@@ -456,12 +575,11 @@ impl World {
                 continue;
             };
             match d.what {
-                DefFactKind::ImplTrait => part.impl_traits.push((
-                    d.name.clone(),
-                    si,
-                    format!("{}\u{0}{}", self.scope_key(fi), d.expr),
-                )),
-                what => part.defs.push((si, what, d.expr.clone())),
+                DefFactKind::ImplTrait => {} // in `World::impl_traits`
+                DefFactKind::Base => part.bases.entry(si).or_default().push(d.expr.clone()),
+                _ => {
+                    part.returns.insert(si, d.expr.clone());
+                }
             }
         }
         part.scopes = Vec::with_capacity(facts.bindings.len());
@@ -474,7 +592,7 @@ impl World {
                     is_classlike(s.node_type) || s.node_type == NodeType::Impl
                 });
                 if let Some(owner) = owner {
-                    part.fields.push((owner, field()));
+                    part.fields.entry(owner).or_default().push(field());
                 }
             } else if self
                 .syms
@@ -482,7 +600,7 @@ impl World {
                 .is_some_and(|s| is_classlike(s.node_type))
             {
                 // A class-level annotated or assigned name is a field too.
-                part.fields.push((scope, field()));
+                part.fields.entry(scope).or_default().push(field());
             }
         }
         for (bi, b) in facts.bindings.iter().enumerate() {
@@ -678,7 +796,7 @@ impl World {
                         }
                     }
                 }
-            } else if self.bases.contains_key(&t) {
+            } else if self.bases_of(t).is_some() {
                 targets.extend(self.base_types(t, 0).into_iter().filter(|&b| b != t));
             }
             if lang == Language::Go && ts.node_type == NodeType::Struct {
@@ -1060,7 +1178,7 @@ impl World {
             byte: ts.start,
             scope: self.parent_of(t).unwrap_or(t),
         };
-        for b in self.bases.get(&t).into_iter().flatten() {
+        for b in self.bases_of(t).into_iter().flatten() {
             for v in self.eval_type(&cx, b, depth + 1) {
                 if let Val::Inst(c) = v {
                     out.push(c);
@@ -1090,7 +1208,7 @@ impl World {
                 // Auto-deref: `impl Deref for T { type Target = U; }` gives `T` the methods of `U`.
                 if self.impl_trait_is(*impl_sym, "Deref") {
                     for &target in self.named_children(*impl_sym, "Target") {
-                        for b in self.bases.get(&target).into_iter().flatten() {
+                        for b in self.bases_of(target).into_iter().flatten() {
                             for v in self.eval_type(&icx, b, depth + 1) {
                                 if let Val::Inst(c) = v {
                                     out.push(c);
@@ -1316,11 +1434,11 @@ impl World {
                 Val::Func(f) => {
                     let s = &self.syms[*f];
                     // Overloads share a qualified name: any of them may carry the annotation.
-                    let ret = self.returns.get(f).or_else(|| {
+                    let ret = self.returns_of(*f).or_else(|| {
                         self.file_syms[s.file].iter().find_map(|&o| {
                             let os = &self.syms[o];
                             (o != *f && os.qualified_name == s.qualified_name)
-                                .then(|| self.returns.get(&o))
+                                .then(|| self.returns_of(o))
                                 .flatten()
                         })
                     });
@@ -1406,7 +1524,7 @@ impl World {
                 owners.push(self.type_of_impl(c));
             }
             for o in owners {
-                for (n, e, is_type) in self.fields.get(&o).into_iter().flatten() {
+                for (n, e, is_type) in self.fields_of(o).into_iter().flatten() {
                     if n != name {
                         continue;
                     }
@@ -1457,7 +1575,8 @@ impl World {
         depth: u32,
     ) -> Vec<Val> {
         let imports = &self.files[fi].facts.imports;
-        self.import_by_local[fi]
+        self.part(fi)
+            .imports
             .get(name)
             .into_iter()
             .flatten()
@@ -1520,9 +1639,9 @@ impl World {
             // bindings of the impl that its methods see (its methods are not).
             let impl_params = lang == Language::Rust && us.node_type == NodeType::Impl;
             if impl_params && !first {
-                for &bi in self.bind_by_name[fi].get(name).into_iter().flatten() {
+                for &bi in self.part(fi).by_name.get(name).into_iter().flatten() {
                     let b = &facts.bindings[bi];
-                    if self.binding_scope[fi][bi] == u && b.is_type {
+                    if self.part(fi).scopes[bi] == u && b.is_type {
                         let bcx = Ctx {
                             file: fi,
                             byte: b.byte,
@@ -1538,12 +1657,12 @@ impl World {
             if !class_scope || first {
                 // Local bindings of this scope: the last one before the site, else any.
                 let mut best: Option<usize> = None;
-                for &bi in self.bind_by_name[fi].get(name).into_iter().flatten() {
+                for &bi in self.part(fi).by_name.get(name).into_iter().flatten() {
                     let b = &facts.bindings[bi];
                     // Rust locals exist only after their `let`; elsewhere a
                     // later binding stands in when none comes before.
                     let visible = b.byte <= cx.byte || (best.is_none() && lang != Language::Rust);
-                    if self.binding_scope[fi][bi] == u && visible {
+                    if self.part(fi).scopes[bi] == u && visible {
                         best = Some(bi);
                     }
                 }
