@@ -36,6 +36,9 @@ pub struct ResolveStats {
     pub edges: u64,
 }
 
+/// Files resolved per chunk (and per edge-writing transaction).
+const RESOLVE_CHUNK_FILES: usize = 256;
+
 /// Resolves the files the last writes left dirty (and those they affect).
 /// Does nothing, and reads nothing but two empty tables, when no file changed.
 ///
@@ -62,18 +65,35 @@ pub fn resolve_pending(store: &mut Store, root: &std::path::Path) -> Result<Reso
         .iter()
         .filter_map(|id| index.get(id).map(|&fi| (*id, fi)))
         .collect();
-    use rayon::prelude::*;
-    let per_file: Vec<(i64, Vec<resolve::EdgeRow>)> = targets
-        .par_iter()
-        .map(|&(id, fi)| (id, world.resolve_file(fi)))
-        .collect();
-    let mut stats = ResolveStats {
-        files: per_file.len() as u64,
-        edges: 0,
-    };
-    for chunk in per_file.chunks(512) {
-        stats.edges += store.graph_write_edges(chunk)?;
-    }
+    // Resolved a chunk of files at a time on the pool while this thread
+    // writes the chunk before: in a cold index of Django writing the edges
+    // took two thirds as long as resolving them. Chunks are written in
+    // order, so the stored rows are the same as one after the other.
+    let mut stats = ResolveStats::default();
+    let mut write_ms = 0u64;
+    std::thread::scope(|scope| -> Result<()> {
+        let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+        let (world, targets) = (&world, &targets);
+        scope.spawn(move || {
+            use rayon::prelude::*;
+            for chunk in targets.chunks(RESOLVE_CHUNK_FILES) {
+                let part: Vec<(i64, Vec<resolve::EdgeRow>)> = chunk
+                    .par_iter()
+                    .map(|&(id, fi)| (id, world.resolve_file(fi)))
+                    .collect();
+                if sender.send(part).is_err() {
+                    return; // the writer failed: its error ends the pass
+                }
+            }
+        });
+        for part in receiver {
+            let t_write = std::time::Instant::now();
+            stats.files += part.len() as u64;
+            stats.edges += store.graph_write_edges(&part)?;
+            write_ms += t_write.elapsed().as_millis() as u64;
+        }
+        Ok(())
+    })?;
     store.graph_finish()?;
     // Freeing the world's tables took a sixth of a one-line-edit re-index
     // on Django; nothing waits for it (a CLI run exits before it is done).
@@ -87,6 +107,7 @@ pub fn resolve_pending(store: &mut Store, root: &std::path::Path) -> Result<Reso
         ms = t0.elapsed().as_millis() as u64,
         rows_ms,
         world_ms,
+        write_ms,
         "resolved"
     );
     Ok(stats)
