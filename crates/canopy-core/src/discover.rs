@@ -326,80 +326,58 @@ fn is_internal(path: &str) -> bool {
 
 /// Lists the files of the repository at `root`.
 pub fn discover(root: &Path, max_file_size: u64, filter: Option<&PathFilter>) -> Result<Discovery> {
-    discover_with(root, max_file_size, filter, &mut |_| {})
+    discover_with(root, max_file_size, filter, &|_| {})
+}
+
+/// What discovery makes of one listed path.
+enum Listed {
+    /// Canopy's own or git's files.
+    Internal,
+    /// Left out by the glob filter.
+    FilteredOut,
+    /// Not indexed, and counted.
+    Skipped(SkipReason),
+    /// Gone from the work tree, or not a regular file: not counted.
+    Ignored,
+    File(Candidate),
 }
 
 /// [`discover`], calling `on_file` with each file as soon as it is listed
-/// (in listing order, before the result is sorted): an index run starts
+/// (from several threads, in no particular order): an index run starts
 /// work a changed file will need while the rest of the tree is listed.
 pub fn discover_with(
     root: &Path,
     max_file_size: u64,
     filter: Option<&PathFilter>,
-    on_file: &mut dyn FnMut(&Candidate),
+    on_file: &(dyn Fn(&Candidate) + Sync),
 ) -> Result<Discovery> {
+    use rayon::prelude::*;
     let (method, paths) = match git_ls_files(root) {
         Some(paths) => (DiscoveryMethod::GitLsFiles, paths),
         None => (DiscoveryMethod::Walk, walk(root)),
     };
     let root_canonical = root.canonicalize().map_err(|e| CanopyError::io(root, e))?;
-    let mut files = Vec::with_capacity(paths.len());
+    // One `lstat` per file (and more for a symlink): in parallel, since on a
+    // 5,000-file tree they are most of a no-change re-index.
+    let listed: Vec<Listed> = paths
+        .into_par_iter()
+        .map(|path| {
+            let listed = list_one(root, &root_canonical, path, max_file_size, filter);
+            if let Listed::File(c) = &listed {
+                on_file(c);
+            }
+            listed
+        })
+        .collect();
+    let mut files = Vec::with_capacity(listed.len());
     let mut skipped = BTreeMap::new();
     let mut filtered_out = 0;
-    for path in paths {
-        if is_internal(&path) {
-            continue;
-        }
-        if filter.is_some_and(|f| !f.is_match(&path)) {
-            filtered_out += 1;
-            continue;
-        }
-        if is_secret(&path) {
-            *skipped.entry(SkipReason::Secret).or_insert(0) += 1;
-            continue;
-        }
-        let abs = root.join(&path);
-        let Ok(link_meta) = std::fs::symlink_metadata(&abs) else {
-            continue; // deleted from the work tree but still in git's index
-        };
-        let (abs_path, meta) = if link_meta.file_type().is_symlink() {
-            match abs.canonicalize() {
-                Ok(target) if target.starts_with(&root_canonical) => match target.metadata() {
-                    Ok(meta) => (target, meta),
-                    Err(_) => {
-                        *skipped.entry(SkipReason::Unreadable).or_insert(0) += 1;
-                        continue;
-                    }
-                },
-                _ => {
-                    *skipped.entry(SkipReason::SymlinkOutsideRepo).or_insert(0) += 1;
-                    continue;
-                }
-            }
-        } else {
-            (abs, link_meta)
-        };
-        if !meta.is_file() {
-            continue; // submodules (gitlinks) and other non-files
-        }
-        if meta.len() > max_file_size {
-            *skipped.entry(SkipReason::TooLarge).or_insert(0) += 1;
-            continue;
-        }
-        let mtime_ns = meta
-            .modified()
-            .ok()
-            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-            .map(|d| d.as_nanos() as i64)
-            .unwrap_or(0);
-        files.push(Candidate {
-            path,
-            abs_path,
-            size: meta.len(),
-            mtime_ns,
-        });
-        if let Some(listed) = files.last() {
-            on_file(listed);
+    for l in listed {
+        match l {
+            Listed::File(c) => files.push(c),
+            Listed::Skipped(reason) => *skipped.entry(reason).or_insert(0) += 1,
+            Listed::FilteredOut => filtered_out += 1,
+            Listed::Internal | Listed::Ignored => {}
         }
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -409,6 +387,58 @@ pub fn discover_with(
         files,
         skipped,
         filtered_out,
+    })
+}
+
+/// Classifies one listed path (see [`discover_with`]).
+fn list_one(
+    root: &Path,
+    root_canonical: &Path,
+    path: String,
+    max_file_size: u64,
+    filter: Option<&PathFilter>,
+) -> Listed {
+    if is_internal(&path) {
+        return Listed::Internal;
+    }
+    if filter.is_some_and(|f| !f.is_match(&path)) {
+        return Listed::FilteredOut;
+    }
+    if is_secret(&path) {
+        return Listed::Skipped(SkipReason::Secret);
+    }
+    let abs = root.join(&path);
+    let Ok(link_meta) = std::fs::symlink_metadata(&abs) else {
+        return Listed::Ignored; // deleted from the work tree but still in git's index
+    };
+    let (abs_path, meta) = if link_meta.file_type().is_symlink() {
+        match abs.canonicalize() {
+            Ok(target) if target.starts_with(root_canonical) => match target.metadata() {
+                Ok(meta) => (target, meta),
+                Err(_) => return Listed::Skipped(SkipReason::Unreadable),
+            },
+            _ => return Listed::Skipped(SkipReason::SymlinkOutsideRepo),
+        }
+    } else {
+        (abs, link_meta)
+    };
+    if !meta.is_file() {
+        return Listed::Ignored; // submodules (gitlinks) and other non-files
+    }
+    if meta.len() > max_file_size {
+        return Listed::Skipped(SkipReason::TooLarge);
+    }
+    let mtime_ns = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0);
+    Listed::File(Candidate {
+        path,
+        abs_path,
+        size: meta.len(),
+        mtime_ns,
     })
 }
 
@@ -450,26 +480,58 @@ fn git_ls_files(root: &Path) -> Option<Vec<String>> {
     }
 }
 
+/// One walking thread's paths, added to the shared list when dropped.
+struct Collected<'a> {
+    into: &'a std::sync::Mutex<Vec<String>>,
+    paths: Vec<String>,
+}
+
+impl Drop for Collected<'_> {
+    fn drop(&mut self) {
+        self.into
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .append(&mut self.paths);
+    }
+}
+
 fn walk(root: &Path) -> Vec<String> {
+    // Two threads read directories: on a 5,500-file tree without git the
+    // walk was most of a no-change re-index.
     let walker = ignore::WalkBuilder::new(root)
         .hidden(false)
         .follow_links(false)
         .require_git(false)
+        .threads(2)
         .filter_entry(|e| {
             let name = e.file_name();
             !(e.depth() == 1 && (name == ".git" || name == CANOPY_DIR))
         })
-        .build();
-    walker
-        .filter_map(|entry| entry.ok())
-        .filter(|e| e.depth() > 0 && !e.file_type().is_some_and(|t| t.is_dir()))
-        .filter_map(|e| {
-            let rel = e.path().strip_prefix(root).ok()?;
-            let parts: Option<Vec<&str>> =
-                rel.components().map(|c| c.as_os_str().to_str()).collect();
-            Some(parts?.join("/"))
+        .build_parallel();
+    let found = std::sync::Mutex::new(Vec::new());
+    walker.run(|| {
+        // Each thread collects its own paths; they join the list when the
+        // thread's visitor is dropped, at the end of the walk.
+        let mut mine = Collected {
+            into: &found,
+            paths: Vec::new(),
+        };
+        Box::new(move |entry| {
+            if let Ok(e) = entry
+                && e.depth() > 0
+                && !e.file_type().is_some_and(|t| t.is_dir())
+                && let Ok(rel) = e.path().strip_prefix(root)
+                && let Some(parts) = rel
+                    .components()
+                    .map(|c| c.as_os_str().to_str())
+                    .collect::<Option<Vec<&str>>>()
+            {
+                mine.paths.push(parts.join("/"));
+            }
+            ignore::WalkState::Continue
         })
-        .collect()
+    });
+    found.into_inner().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

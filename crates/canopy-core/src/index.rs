@@ -157,7 +157,7 @@ pub(crate) fn run_index(
     // The first changed file of each language starts compiling that
     // language's query while the rest of the tree is listed (see
     // `Language::warm_up_in_background`).
-    let mut discovery = discover_with(root, options.max_file_size, filter.as_ref(), &mut |c| {
+    let mut discovery = discover_with(root, options.max_file_size, filter.as_ref(), &|c| {
         let unchanged = stored
             .get(&c.path)
             .is_some_and(|s| s.size == c.size && s.mtime_ns == c.mtime_ns)

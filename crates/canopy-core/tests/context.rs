@@ -182,25 +182,56 @@ fn keyword_strategy_finds_the_definition_named_in_the_task_in_full() {
 #[test]
 fn a_class_with_chosen_methods_is_a_skeleton_without_them() {
     let (_d, engine) = repo();
-    let pack = context(
-        &engine,
-        "Parser parse parse_file reset class",
-        Some("Parser"),
-        4_000,
-        Strategy::Fused,
-    );
-    check_invariants(&pack);
-    let class = pack
+    let task = "Parser parse parse_file reset class";
+    // Room for all of it: the class once, whole, holding its methods, which
+    // no other fragment repeats; its reason names the methods it holds.
+    let roomy = context(&engine, task, Some("Parser"), 4_000, Strategy::Fused);
+    check_invariants(&roomy);
+    let whole = roomy
         .fragments
         .iter()
         .find(|f| f.name.as_deref() == Some("Parser"))
         .expect("class");
-    let parse = pack
+    assert_eq!(whole.detail, Detail::Full, "{}", whole.text);
+    assert!(
+        whole.text.contains("def parse(self, text)"),
+        "{}",
+        whole.text
+    );
+    assert!(
+        whole.reason.contains("holds `Parser.parse`"),
+        "{}",
+        whole.reason
+    );
+    assert!(
+        roomy
+            .fragments
+            .iter()
+            .all(|f| f.name.as_deref() != Some("Parser.parse")),
+        "a method beside its whole class"
+    );
+    // Less room than the whole class takes: its skeleton, without the
+    // methods shown beside it.
+    let tight = (50..u64::from(whole.tokens))
+        .rev()
+        .step_by(5)
+        .map(|budget| context(&engine, task, Some("Parser"), budget, Strategy::Fused))
+        .find(|p| {
+            p.fragments.iter().any(|f| {
+                f.name.as_deref().is_some_and(|n| n.starts_with("Parser."))
+                    && f.detail == Detail::Full
+            }) && p
+                .fragments
+                .iter()
+                .any(|f| f.name.as_deref() == Some("Parser"))
+        })
+        .expect("a budget with a method in full and its class");
+    check_invariants(&tight);
+    let class = tight
         .fragments
         .iter()
-        .find(|f| f.name.as_deref() == Some("Parser.parse"))
-        .expect("method");
-    assert_eq!(parse.detail, Detail::Full);
+        .find(|f| f.name.as_deref() == Some("Parser"))
+        .expect("class");
     assert_eq!(class.detail, Detail::Signature, "{}", class.text);
     assert!(class.text.starts_with("class Parser"), "{}", class.text);
     assert!(
@@ -256,7 +287,20 @@ fn low_value_fragments_degrade_before_any_is_dropped() {
         Strategy::Keyword,
     );
     check_invariants(&tiny);
-    assert_eq!(tiny.fragments[0].handle, roomy.fragments[0].handle);
+    // The roomy pack's first fragment is the best unit, or the class that
+    // holds it whole (and says so).
+    let (best, first) = (&roomy.fragments[0], &tiny.fragments[0]);
+    assert!(
+        first.handle == best.handle
+            || (first.file_path == best.file_path
+                && best.line_range[0] <= first.line_range[0]
+                && first.line_range[1] <= best.line_range[1]
+                && best.reason.contains(&format!(
+                    "holds `{}`",
+                    first.name.as_deref().unwrap_or_default()
+                ))),
+        "{first:?} is not {best:?}"
+    );
     if tiny.dropped > 0 {
         assert!(
             tiny.fragments.iter().all(|f| f.detail == Detail::Outline),
@@ -287,13 +331,19 @@ fn graph_strategy_brings_callers_of_the_focus() {
         "{}",
         caller.reason
     );
+    // The callee in full, alone or inside its whole class (whose reason
+    // then says it holds it).
     let callee = pack
         .fragments
         .iter()
-        .find(|f| f.name.as_deref() == Some("Parser.parse"))
+        .find(|f| f.detail == Detail::Full && f.text.contains("def parse(self, text)"))
         .expect("callee");
     assert!(
-        callee.reason.contains("called by the focus"),
+        callee.reason.contains("called by the focus")
+            && (callee.name.as_deref() == Some("Parser.parse")
+                || callee
+                    .reason
+                    .contains("holds `Parser.parse`: called by the focus")),
         "{}",
         callee.reason
     );

@@ -14,6 +14,15 @@
 //!    one dropped. How many
 //!    candidates enter is bounded by the budget (one per 120 tokens, 5 to
 //!    40), so outlines never crowd out the bodies.
+//! 3. **Fill what is left.** Degrading one level at a time from the lowest
+//!    score can leave room once a large fragment finally shrinks: best
+//!    first, degraded fragments get their detail back while it fits. Then a
+//!    container shown as a skeleton beside units of its own becomes its
+//!    whole text, which holds them (best-scored first, while it fits): the
+//!    lines between the methods — class attributes, module constants — are
+//!    often what a change touches, and an unused budget shows none of them.
+//!    Last, a chosen member whose class (struct, impl, …) is not in the pack
+//!    brings in the class's whole text in its place when that fits.
 
 use std::collections::HashMap;
 
@@ -30,6 +39,8 @@ use crate::tokens::count_tokens;
 
 /// Budget tokens per candidate admitted.
 const TOKENS_PER_CANDIDATE: u64 = 120;
+/// Held units whose reasons a merged fragment repeats.
+const HELD_REASONS: usize = 3;
 /// Members listed in a skeleton at most.
 const SKELETON_MEMBERS: usize = 40;
 /// Lines of a comment block shown at signature detail.
@@ -85,6 +96,16 @@ impl Slot {
         self.texts.get(&d).map_or(0, |t| t.1)
     }
 
+    /// The next richer level, up to its cap (none for a stale file).
+    fn next_higher(&self) -> Option<Detail> {
+        if self.stale {
+            return None;
+        }
+        [Detail::Signature, Detail::Full]
+            .into_iter()
+            .find(|d| *d > self.detail && *d <= self.cap && self.texts.contains_key(d))
+    }
+
     /// The next cheaper level that actually saves tokens.
     fn next_lower(&self) -> Option<Detail> {
         let cur = self.cost(self.detail);
@@ -110,7 +131,7 @@ fn overlaps(a: &NodeRecord, b: &NodeRecord) -> bool {
 pub(crate) fn pack(snapshot: Snapshot<'_>, merged: Vec<Merged>, budget: u64) -> Result<Packed> {
     let admit = (budget / TOKENS_PER_CANDIDATE).clamp(5, 40) as usize;
     let mut slots = choose(merged, admit);
-    render(snapshot, &mut slots)?;
+    render(snapshot, &mut slots, budget)?;
     // A skeleton whose every member is a fragment of its own says nothing more than they do.
     slots.retain(|s| !s.empty_skeleton);
 
@@ -141,6 +162,13 @@ pub(crate) fn pack(snapshot: Snapshot<'_>, merged: Vec<Merged>, budget: u64) -> 
                 }
             }
         }
+    }
+
+    // After a drop what is left is less than an outline: nothing to fill
+    // (and nothing may regain detail a dropped fragment paid for).
+    if dropped == 0 {
+        fill(&mut slots, budget);
+        enclose(snapshot, &mut slots, budget)?;
     }
 
     let degraded = slots
@@ -174,6 +202,210 @@ pub(crate) fn pack(snapshot: Snapshot<'_>, merged: Vec<Merged>, budget: u64) -> 
         degraded,
         dropped,
     })
+}
+
+/// Step 3: while room is left, the best-scored container shown as a
+/// skeleton whose whole text fits in place of its skeleton and of the
+/// fragments inside it becomes that whole text; those fragments go (their
+/// text is in it). It takes the place of the first of them, with the best
+/// score among them.
+fn fill(slots: &mut Vec<Slot>, budget: u64) {
+    let mut used: u64 = slots.iter().map(|s| u64::from(s.cost(s.detail))).sum();
+    let mut best_first: Vec<usize> = (0..slots.len()).collect();
+    best_first.sort_by(|&a, &b| {
+        slots[b]
+            .m
+            .score
+            .total_cmp(&slots[a].m.score)
+            .then(a.cmp(&b))
+    });
+    for i in best_first {
+        let s = &mut slots[i];
+        while let Some(up) = s.next_higher() {
+            let grown = used - u64::from(s.cost(s.detail)) + u64::from(s.cost(up));
+            if grown > budget {
+                break;
+            }
+            used = grown;
+            s.detail = up;
+        }
+    }
+    loop {
+        let used: u64 = slots.iter().map(|s| u64::from(s.cost(s.detail))).sum();
+        let inside = |i: usize| -> Vec<usize> {
+            (0..slots.len())
+                .filter(|&j| j != i && contains(&slots[i].m.node, &slots[j].m.node))
+                .collect()
+        };
+        let best = (0..slots.len())
+            .filter(|&i| {
+                let s = &slots[i];
+                s.detail == Detail::Signature
+                    && s.cap == Detail::Signature
+                    && !s.stale
+                    && s.texts.contains_key(&Detail::Full)
+            })
+            .filter(|&i| {
+                let freed: u64 = inside(i)
+                    .iter()
+                    .map(|&j| u64::from(slots[j].cost(slots[j].detail)))
+                    .sum();
+                let s = &slots[i];
+                let grown = u64::from(s.cost(Detail::Full)) + used;
+                grown <= budget + u64::from(s.cost(s.detail)) + freed
+            })
+            .max_by(|&a, &b| {
+                slots[a]
+                    .m
+                    .score
+                    .total_cmp(&slots[b].m.score)
+                    .then(b.cmp(&a))
+            });
+        let Some(i) = best else { return };
+        let held = inside(i);
+        let first = held.iter().copied().chain([i]).min().unwrap_or(i);
+        let score = held
+            .iter()
+            .map(|&j| slots[j].m.score)
+            .fold(slots[i].m.score, f64::max);
+        let held_reasons = held_reasons(slots, &held);
+        let mut whole = slots.remove(i);
+        whole.cap = Detail::Full;
+        whole.detail = Detail::Full;
+        whole.excluded.clear();
+        whole.m.score = score;
+        if !held_reasons.is_empty() {
+            whole.m.reason = format!("{}; {held_reasons}", whole.m.reason);
+        }
+        // Removing from the back keeps the indices before valid.
+        let mut gone: Vec<usize> = held
+            .iter()
+            .map(|&j| if j > i { j - 1 } else { j })
+            .collect();
+        gone.sort_unstable();
+        for j in gone.into_iter().rev() {
+            slots.remove(j);
+        }
+        // `first` is the smallest index removed, so nothing before it moved.
+        slots.insert(first.min(slots.len()), whole);
+    }
+}
+
+/// Provenance of a fragment that took the place of the `held` slots: each
+/// unit's name and reason, best first (three at most; the fragment holds
+/// the others' text too).
+fn held_reasons(slots: &[Slot], held: &[usize]) -> String {
+    let mut best_first: Vec<&Slot> = held.iter().map(|&j| &slots[j]).collect();
+    best_first.sort_by(|a, b| b.m.score.total_cmp(&a.m.score));
+    let mut parts: Vec<String> = best_first
+        .iter()
+        .take(HELD_REASONS)
+        .map(|s| {
+            let n = &s.m.node;
+            match n.qualified_name.as_deref().or(n.name.as_deref()) {
+                Some(name) => format!("holds `{name}`: {}", s.m.reason),
+                None => s.m.reason.clone(),
+            }
+        })
+        .collect();
+    if best_first.len() > HELD_REASONS {
+        parts.push(format!("and {} more", best_first.len() - HELD_REASONS));
+    }
+    parts.join("; ")
+}
+
+/// The last fill: the container (not a file) just around a chosen unit,
+/// when it is not in the pack, becomes a fragment of its whole text in
+/// place of the chosen units inside it, best-scored unit first, while it
+/// fits. Its provenance is that of its best unit.
+fn enclose(snapshot: Snapshot<'_>, slots: &mut Vec<Slot>, budget: u64) -> Result<()> {
+    let mut tried: std::collections::HashSet<i64> = std::collections::HashSet::new();
+    loop {
+        let used: u64 = slots.iter().map(|s| u64::from(s.cost(s.detail))).sum();
+        let spare = budget.saturating_sub(used);
+        if spare == 0 {
+            return Ok(());
+        }
+        let in_pack: std::collections::HashSet<i64> =
+            slots.iter().map(|s| s.m.node.rowid).collect();
+        let mut best_first: Vec<usize> = (0..slots.len())
+            .filter(|&i| {
+                let s = &slots[i];
+                !s.stale
+                    && s.m.node.node_type != COMMENT
+                    && s.m
+                        .node
+                        .parent_rowid
+                        .is_some_and(|p| !in_pack.contains(&p) && !tried.contains(&p))
+            })
+            .collect();
+        best_first.sort_by(|&a, &b| {
+            slots[b]
+                .m
+                .score
+                .total_cmp(&slots[a].m.score)
+                .then(a.cmp(&b))
+        });
+        let Some(&i) = best_first.first() else {
+            return Ok(());
+        };
+        let Some(parent) = slots[i].m.node.parent_rowid else {
+            return Ok(());
+        };
+        tried.insert(parent);
+        let Some(outer) = snapshot
+            .store()
+            .nodes_by_rowids(&[parent])?
+            .into_iter()
+            .next()
+        else {
+            continue;
+        };
+        let held: Vec<usize> = (0..slots.len())
+            .filter(|&j| contains(&outer, &slots[j].m.node))
+            .collect();
+        let freed: u64 = held
+            .iter()
+            .map(|&j| u64::from(slots[j].cost(slots[j].detail)))
+            .sum();
+        if !is_container(&outer.node_type)
+            || outer.node_type == "file"
+            || u64::from(outer.token_count) > spare + freed
+            // Partly overlapping a fragment: the text would repeat.
+            || slots.iter().any(|s| overlaps(&outer, &s.m.node) && !contains(&outer, &s.m.node))
+        {
+            continue;
+        }
+        let Ok(bytes) = snapshot.read_verified(&outer.file_path, &outer.content_hash) else {
+            continue;
+        };
+        let text = text_view(&bytes);
+        let body = text
+            .get(outer.start_byte.min(text.len())..outer.end_byte.min(text.len()))
+            .unwrap_or_default()
+            .to_string();
+        let tokens = count_tokens(&body) as u32;
+        if u64::from(tokens) > spare + freed {
+            continue;
+        }
+        let best = &slots[i].m;
+        let mut whole = Slot::new(
+            Merged {
+                node: outer,
+                strategy: best.strategy,
+                reason: held_reasons(slots, &held),
+                score: best.score,
+            },
+            Detail::Full,
+            Vec::new(),
+        );
+        whole.texts.insert(Detail::Full, (body, tokens));
+        let first = held.iter().copied().min().unwrap_or(slots.len());
+        for j in held.into_iter().rev() {
+            slots.remove(j);
+        }
+        slots.insert(first.min(slots.len()), whole);
+    }
 }
 
 /// The candidates that enter the pack (at most `admit`, best first), each
@@ -229,8 +461,9 @@ fn choose(merged: Vec<Merged>, admit: usize) -> Vec<Slot> {
     slots
 }
 
-/// Renders every slot's text at each level it may take.
-fn render(snapshot: Snapshot<'_>, slots: &mut [Slot]) -> Result<()> {
+/// Renders every slot's text at each level it may take, and the whole text
+/// of a container capped at its skeleton when it could fit (see [`fill`]).
+fn render(snapshot: Snapshot<'_>, slots: &mut [Slot], budget: u64) -> Result<()> {
     let store = snapshot.store();
     let mut files: HashMap<String, Option<String>> = HashMap::new();
     let containers: Vec<i64> = slots
@@ -282,7 +515,8 @@ fn render(snapshot: Snapshot<'_>, slots: &mut [Slot]) -> Result<()> {
         };
         let sig_tokens = count_tokens(&signature) as u32;
         s.texts.insert(Detail::Signature, (signature, sig_tokens));
-        if s.cap == Detail::Full {
+        let may_fill = is_container(&n.node_type) && u64::from(n.token_count) <= budget;
+        if s.cap == Detail::Full || may_fill {
             let body = text
                 .get(n.start_byte.min(text.len())..n.end_byte.min(text.len()))
                 .unwrap_or_default()
@@ -440,6 +674,85 @@ mod tests {
 
     fn chosen(slots: &[Slot]) -> Vec<(i64, Detail)> {
         slots.iter().map(|s| (s.m.node.rowid, s.cap)).collect()
+    }
+
+    /// A slot already rendered: `(level, tokens)` for each level it has.
+    fn rendered(m: Merged, cap: Detail, detail: Detail, costs: &[(Detail, u32)]) -> Slot {
+        let mut s = Slot::new(m, cap, Vec::new());
+        s.detail = detail;
+        for &(d, t) in costs {
+            s.texts.insert(d, (format!("{d:?}"), t));
+        }
+        s
+    }
+
+    fn levels(slots: &[Slot]) -> Vec<(i64, Detail)> {
+        slots.iter().map(|s| (s.m.node.rowid, s.detail)).collect()
+    }
+
+    #[test]
+    fn room_left_gives_detail_back_then_makes_a_skeleton_whole() {
+        let all = [
+            (Detail::Outline, 2),
+            (Detail::Signature, 10),
+            (Detail::Full, 60),
+        ];
+        let make = || {
+            let mut method = unit(2, "function", (10, 40));
+            method.score = 0.9;
+            let mut other = unit(3, "function", (200, 260));
+            other.score = 0.5;
+            vec![
+                // A class capped at its skeleton by the method chosen inside it.
+                rendered(
+                    unit(1, "class", (0, 100)),
+                    Detail::Signature,
+                    Detail::Signature,
+                    &all,
+                ),
+                rendered(method, Detail::Full, Detail::Full, &[(Detail::Full, 30)]),
+                // Degraded to its outline while the pack was over budget.
+                rendered(
+                    other,
+                    Detail::Full,
+                    Detail::Outline,
+                    &[
+                        (Detail::Outline, 2),
+                        (Detail::Signature, 5),
+                        (Detail::Full, 20),
+                    ],
+                ),
+            ]
+        };
+        // 42 used: the outline gets its body back (60); the whole class
+        // (60 in place of 10 + 30) would make 80.
+        let mut slots = make();
+        fill(&mut slots, 70);
+        assert_eq!(
+            levels(&slots),
+            [(1, Detail::Signature), (2, Detail::Full), (3, Detail::Full)]
+        );
+        // With room for it, the class is whole and the method inside goes.
+        let mut slots = make();
+        fill(&mut slots, 100);
+        assert_eq!(levels(&slots), [(1, Detail::Full), (3, Detail::Full)]);
+        assert!(
+            slots[0].m.reason.contains("holds `u2`: r"),
+            "{}",
+            slots[0].m.reason
+        );
+        assert_eq!(slots[0].m.score, 1.0);
+        // No room at all: nothing changes.
+        let mut slots = make();
+        fill(&mut slots, 42);
+        assert_eq!(
+            levels(&slots),
+            [
+                (1, Detail::Signature),
+                (2, Detail::Full),
+                (3, Detail::Outline)
+            ]
+        );
     }
 
     #[test]
