@@ -136,6 +136,7 @@ pub struct FileFacts {
 
 /// Extracts the facts of one parsed file; `None` for languages without rules.
 pub fn extract(language: Language, root: Node, text: &str) -> Option<FileFacts> {
+    let _fields = FieldsOf::set(language);
     let mut cx = Cx {
         text,
         facts: FileFacts::default(),
@@ -154,6 +155,87 @@ pub fn extract(language: Language, root: Node, text: &str) -> Option<FileFacts> 
     facts.sites.sort_by_key(|s| (s.byte, s.kind as u8));
     facts.sites.dedup_by_key(|s| s.byte);
     Some(facts)
+}
+
+/// Field ids by name of one grammar, and its node kinds by id.
+struct FieldIds {
+    fields: foldhash::HashMap<&'static str, std::num::NonZeroU16>,
+    kinds: Vec<&'static str>,
+}
+
+thread_local! {
+    /// The field ids of the grammar whose tree this thread is walking.
+    static FIELDS: std::cell::Cell<Option<&'static FieldIds>> = const { std::cell::Cell::new(None) };
+}
+
+/// The field ids of `language`'s grammar, built once.
+fn field_ids(language: Language) -> Option<&'static FieldIds> {
+    static TABLES: [std::sync::OnceLock<FieldIds>; Language::ALL.len()] =
+        [const { std::sync::OnceLock::new() }; Language::ALL.len()];
+    let grammar = &language.spec()?.grammar;
+    Some(TABLES[language as usize].get_or_init(|| {
+        FieldIds {
+            fields: (1..=grammar.field_count() as u16)
+                .filter_map(|id| {
+                    let name = grammar.field_name_for_id(id)?;
+                    Some((name, std::num::NonZeroU16::new(id)?))
+                })
+                .collect(),
+            kinds: (0..grammar.node_kind_count() as u16)
+                .map(|id| grammar.node_kind_for_id(id).unwrap_or_default())
+                .collect(),
+        }
+    }))
+}
+
+/// Makes [`FieldOf::field`] use `language`'s field ids on this thread
+/// until dropped.
+struct FieldsOf(Option<&'static FieldIds>);
+
+impl FieldsOf {
+    fn set(language: Language) -> FieldsOf {
+        FieldsOf(FIELDS.with(|f| f.replace(field_ids(language))))
+    }
+}
+
+impl Drop for FieldsOf {
+    fn drop(&mut self) {
+        FIELDS.with(|f| f.set(self.0));
+    }
+}
+
+/// A node's child by field name, and its kind, from the walked grammar's
+/// tables. `Node::child_by_field_name` finds the field's id by comparing the
+/// name with every field name of the grammar (`strncmp`, a hundred for
+/// Rust), and `Node::kind` measures and checks the kind's C string, on
+/// every call; the walkers ask several times per node.
+pub(crate) trait FieldOf<'t> {
+    /// The child in field `name` (`child_by_field_name`).
+    fn field(&self, name: &str) -> Option<Node<'t>>;
+    /// The node's kind (`kind`).
+    fn kind_name(&self) -> &'static str;
+}
+
+impl<'t> FieldOf<'t> for Node<'t> {
+    fn field(&self, name: &str) -> Option<Node<'t>> {
+        let child = match FIELDS.with(|f| f.get()).and_then(|t| t.fields.get(name)) {
+            Some(id) => self.child_by_field_id(id.get()),
+            None => self.child_by_field_name(name),
+        };
+        // The tables must be those of the grammar that made the tree.
+        debug_assert_eq!(child, self.child_by_field_name(name));
+        child
+    }
+
+    fn kind_name(&self) -> &'static str {
+        let kind = FIELDS
+            .with(|f| f.get())
+            .and_then(|t| t.kinds.get(usize::from(self.kind_id())).copied())
+            .filter(|k| !k.is_empty())
+            .unwrap_or_else(|| self.kind());
+        debug_assert_eq!(kind, self.kind());
+        kind
+    }
 }
 
 fn line_starts(text: &str) -> Vec<usize> {
@@ -341,7 +423,7 @@ fn put(out: &mut Vec<u8>, mut v: u64) {
 }
 
 struct Strings<'a> {
-    ids: std::collections::HashMap<&'a str, u64>,
+    ids: foldhash::HashMap<&'a str, u64>,
     list: Vec<&'a str>,
 }
 

@@ -9,25 +9,19 @@
 
 use tree_sitter::Node;
 
-use crate::graph::facts::{Cx, DefFactKind, SiteKind, walk_tree};
+use crate::graph::facts::{Cx, DefFactKind, FieldOf, SiteKind, walk_tree};
 
 /// The normalised expression of a value node.
 pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
-    match n.kind() {
+    match n.kind_name() {
         "identifier" | "this" | "super" => Some(cx.t(n).to_string()),
         "member_expression" => {
-            let obj = expr(cx, n.child_by_field_name("object")?)?;
-            let prop = cx.t(n.child_by_field_name("property")?);
+            let obj = expr(cx, n.field("object")?)?;
+            let prop = cx.t(n.field("property")?);
             Some(format!("{obj}.{prop}"))
         }
-        "call_expression" => Some(format!(
-            "{}()",
-            expr(cx, n.child_by_field_name("function")?)?
-        )),
-        "new_expression" => Some(format!(
-            "{}()",
-            expr(cx, n.child_by_field_name("constructor")?)?
-        )),
+        "call_expression" => Some(format!("{}()", expr(cx, n.field("function")?)?)),
+        "new_expression" => Some(format!("{}()", expr(cx, n.field("constructor")?)?)),
         "parenthesized_expression"
         | "non_null_expression"
         | "await_expression"
@@ -40,13 +34,13 @@ pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
 
 /// The normalised name of a type node.
 pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
-    match n.kind() {
+    match n.kind_name() {
         "type_annotation" | "parenthesized_type" | "readonly_type" => {
             type_expr(cx, n.named_child(0)?)
         }
         "type_identifier" | "identifier" => Some(cx.t(n).to_string()),
         "nested_type_identifier" | "member_expression" => Some(cx.t(n).replace(' ', "")),
-        "generic_type" => type_expr(cx, n.child_by_field_name("name").or(n.named_child(0))?),
+        "generic_type" => type_expr(cx, n.field("name").or(n.named_child(0))?),
         "union_type" => {
             let mut c = n.walk();
             let parts: Vec<Node> = n.named_children(&mut c).collect();
@@ -64,8 +58,8 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
 }
 
 fn is_declaration_name(n: Node, parent: Node) -> bool {
-    let field_is = |f: &str| parent.child_by_field_name(f) == Some(n);
-    match parent.kind() {
+    let field_is = |f: &str| parent.field(f) == Some(n);
+    match parent.kind_name() {
         "function_declaration"
         | "class_declaration"
         | "method_definition"
@@ -101,17 +95,17 @@ fn export_local_imports(cx: &mut Cx, n: Node) {
     let mut c = n.walk();
     let Some(clause) = n
         .named_children(&mut c)
-        .find(|c| c.kind() == "export_clause")
+        .find(|c| c.kind_name() == "export_clause")
     else {
         return;
     };
     let mut c = clause.walk();
     let specs: Vec<Node> = clause.named_children(&mut c).collect();
     for spec in specs {
-        let Some(name) = spec.child_by_field_name("name") else {
+        let Some(name) = spec.field("name") else {
             continue;
         };
-        let alias = spec.child_by_field_name("alias").unwrap_or(name);
+        let alias = spec.field("alias").unwrap_or(name);
         let (local, exported) = (cx.t(name).to_string(), cx.t(alias).to_string());
         let found = cx
             .facts
@@ -127,21 +121,21 @@ fn export_local_imports(cx: &mut Cx, n: Node) {
 
 /// Walks one TypeScript / JavaScript tree.
 pub(crate) fn walk(cx: &mut Cx, root: Node) {
-    walk_tree(root, &mut |n, up| match n.kind() {
+    walk_tree(root, &mut |n, up| match n.kind_name() {
         "call_expression" | "new_expression" => {
-            let field = if n.kind() == "call_expression" {
+            let field = if n.kind_name() == "call_expression" {
                 "function"
             } else {
                 "constructor"
             };
-            let Some(f) = n.child_by_field_name(field) else {
+            let Some(f) = n.field(field) else {
                 return;
             };
-            match f.kind() {
+            match f.kind_name() {
                 "identifier" => cx.site(f, None, SiteKind::Call),
                 "member_expression" => {
-                    if let Some(p) = f.child_by_field_name("property") {
-                        let recv = f.child_by_field_name("object").and_then(|o| expr(cx, o));
+                    if let Some(p) = f.field("property") {
+                        let recv = f.field("object").and_then(|o| expr(cx, o));
                         cx.site(p, recv.or_else(|| Some("?".into())), SiteKind::Call);
                     }
                 }
@@ -156,12 +150,11 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         }
         "member_expression" => {
             let called = up.parent().is_some_and(|p| {
-                (p.kind() == "call_expression" && p.child_by_field_name("function") == Some(n))
-                    || (p.kind() == "new_expression"
-                        && p.child_by_field_name("constructor") == Some(n))
+                (p.kind_name() == "call_expression" && p.field("function") == Some(n))
+                    || (p.kind_name() == "new_expression" && p.field("constructor") == Some(n))
             });
-            if !called && let Some(p) = n.child_by_field_name("property") {
-                let recv = n.child_by_field_name("object").and_then(|o| expr(cx, o));
+            if !called && let Some(p) = n.field("property") {
+                let recv = n.field("object").and_then(|o| expr(cx, o));
                 if let Some(recv) = recv {
                     cx.site(p, Some(recv), SiteKind::Other);
                 }
@@ -178,7 +171,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         "type_identifier" => {
             if let Some(p) = up.parent()
                 && !matches!(
-                    p.kind(),
+                    p.kind_name(),
                     "class_declaration"
                         | "interface_declaration"
                         | "type_alias_declaration"
@@ -191,28 +184,25 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             }
         }
         "nested_type_identifier" => {
-            if let (Some(m), Some(name)) = (
-                n.child_by_field_name("module"),
-                n.child_by_field_name("name"),
-            ) {
+            if let (Some(m), Some(name)) = (n.field("module"), n.field("name")) {
                 let recv = cx.t(m).replace(' ', "");
                 cx.site(name, Some(recv), SiteKind::Type);
             }
         }
         "import_statement" => {
-            let Some(source) = n.child_by_field_name("source") else {
+            let Some(source) = n.field("source") else {
                 return;
             };
             let module = string_content(cx, source);
             let mut c = n.walk();
             let clauses: Vec<Node> = n
                 .named_children(&mut c)
-                .filter(|c| c.kind() == "import_clause")
+                .filter(|c| c.kind_name() == "import_clause")
                 .collect();
             for clause in clauses {
                 let mut c = clause.walk();
                 for part in clause.named_children(&mut c) {
-                    match part.kind() {
+                    match part.kind_name() {
                         "identifier" => {
                             let local = cx.t(part).to_string();
                             cx.import_as(n, &local, &module, Some("default"), false);
@@ -226,13 +216,13 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
                         "named_imports" => {
                             let mut c = part.walk();
                             for spec in part.named_children(&mut c) {
-                                if spec.kind() != "import_specifier" {
+                                if spec.kind_name() != "import_specifier" {
                                     continue;
                                 }
-                                let Some(name) = spec.child_by_field_name("name") else {
+                                let Some(name) = spec.field("name") else {
                                     continue;
                                 };
-                                let alias = spec.child_by_field_name("alias").unwrap_or(name);
+                                let alias = spec.field("alias").unwrap_or(name);
                                 let (o, a) = (cx.t(name).to_string(), cx.t(alias).to_string());
                                 cx.import_as(n, &a, &module, Some(&o), false);
                                 cx.site(name, Some(format!("import:{module}")), SiteKind::Import);
@@ -244,7 +234,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             }
         }
         "export_statement" => {
-            let Some(source) = n.child_by_field_name("source") else {
+            let Some(source) = n.field("source") else {
                 export_local_imports(cx, n);
                 return;
             };
@@ -252,15 +242,15 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             let mut c = n.walk();
             let clause = n
                 .named_children(&mut c)
-                .find(|c| c.kind() == "export_clause");
+                .find(|c| c.kind_name() == "export_clause");
             match clause {
                 Some(clause) => {
                     let mut c = clause.walk();
                     for spec in clause.named_children(&mut c) {
-                        let Some(name) = spec.child_by_field_name("name") else {
+                        let Some(name) = spec.field("name") else {
                             continue;
                         };
-                        let alias = spec.child_by_field_name("alias").unwrap_or(name);
+                        let alias = spec.field("alias").unwrap_or(name);
                         let (o, a) = (cx.t(name).to_string(), cx.t(alias).to_string());
                         cx.import(n, &a, &module, Some(&o));
                         cx.site(name, Some(format!("import:{module}")), SiteKind::Import);
@@ -270,29 +260,23 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             }
         }
         "variable_declarator" => {
-            let Some(name) = n
-                .child_by_field_name("name")
-                .filter(|x| x.kind() == "identifier")
-            else {
+            let Some(name) = n.field("name").filter(|x| x.kind_name() == "identifier") else {
                 return;
             };
             let name = cx.t(name).to_string();
-            if let Some(t) = n.child_by_field_name("type") {
+            if let Some(t) = n.field("type") {
                 let t = type_expr(cx, t);
                 cx.bind(n.start_byte(), &name, t, true, false);
-            } else if let Some(v) = n.child_by_field_name("value") {
+            } else if let Some(v) = n.field("value") {
                 let e = expr(cx, v);
                 cx.bind(n.start_byte(), &name, e, false, false);
             }
         }
         "required_parameter" | "optional_parameter" => {
-            let (Some(p), Some(t)) = (
-                n.child_by_field_name("pattern"),
-                n.child_by_field_name("type"),
-            ) else {
+            let (Some(p), Some(t)) = (n.field("pattern"), n.field("type")) else {
                 return;
             };
-            if p.kind() != "identifier" {
+            if p.kind_name() != "identifier" {
                 return;
             }
             let name = cx.t(p).to_string();
@@ -300,36 +284,32 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             let mut c = n.walk();
             let is_property = n
                 .children(&mut c)
-                .any(|c| c.kind() == "accessibility_modifier" || c.kind() == "readonly");
+                .any(|c| c.kind_name() == "accessibility_modifier" || c.kind_name() == "readonly");
             cx.bind(n.start_byte(), &name, t.clone(), true, false);
             if is_property {
                 cx.bind(n.start_byte(), &name, t, true, true);
             }
         }
         "public_field_definition" | "property_signature" => {
-            let Some(name) = n.child_by_field_name("name") else {
+            let Some(name) = n.field("name") else {
                 return;
             };
             let name = cx.t(name).to_string();
-            if let Some(t) = n.child_by_field_name("type") {
+            if let Some(t) = n.field("type") {
                 let t = type_expr(cx, t);
                 cx.bind(n.start_byte(), &name, t, true, true);
-            } else if let Some(v) = n.child_by_field_name("value") {
+            } else if let Some(v) = n.field("value") {
                 let e = expr(cx, v);
                 cx.bind(n.start_byte(), &name, e, false, true);
             }
         }
         "assignment_expression" => {
-            let (Some(l), Some(r)) = (
-                n.child_by_field_name("left"),
-                n.child_by_field_name("right"),
-            ) else {
+            let (Some(l), Some(r)) = (n.field("left"), n.field("right")) else {
                 return;
             };
-            if l.kind() == "member_expression"
-                && l.child_by_field_name("object")
-                    .is_some_and(|o| o.kind() == "this")
-                && let Some(p) = l.child_by_field_name("property")
+            if l.kind_name() == "member_expression"
+                && l.field("object").is_some_and(|o| o.kind_name() == "this")
+                && let Some(p) = l.field("property")
             {
                 let name = cx.t(p).to_string();
                 let e = expr(cx, r);
@@ -341,21 +321,18 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         | "method_signature"
         | "abstract_method_signature"
         | "function_signature" => {
-            if let (Some(name), Some(r)) = (
-                n.child_by_field_name("name"),
-                n.child_by_field_name("return_type"),
-            ) {
+            if let (Some(name), Some(r)) = (n.field("name"), n.field("return_type")) {
                 let t = type_expr(cx, r);
                 cx.def_fact(name, t, DefFactKind::Returns);
             }
         }
         "class_declaration" | "abstract_class_declaration" | "class" | "interface_declaration" => {
-            let Some(name) = n.child_by_field_name("name") else {
+            let Some(name) = n.field("name") else {
                 return;
             };
             let mut c = n.walk();
             for ch in n.named_children(&mut c) {
-                match ch.kind() {
+                match ch.kind_name() {
                     "class_heritage" => {
                         let mut c = ch.walk();
                         for clause in ch.named_children(&mut c) {

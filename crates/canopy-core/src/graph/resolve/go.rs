@@ -8,63 +8,54 @@
 
 use tree_sitter::Node;
 
-use crate::graph::facts::{Cx, DefFactKind, SiteKind, walk_tree};
+use crate::graph::facts::{Cx, DefFactKind, FieldOf, SiteKind, walk_tree};
 
 /// The normalised expression of a value node.
 pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
-    match n.kind() {
+    match n.kind_name() {
         "identifier" => Some(cx.t(n).to_string()),
         "selector_expression" => {
-            let o = expr(cx, n.child_by_field_name("operand")?)?;
-            Some(format!("{o}.{}", cx.t(n.child_by_field_name("field")?)))
+            let o = expr(cx, n.field("operand")?)?;
+            Some(format!("{o}.{}", cx.t(n.field("field")?)))
         }
-        "call_expression" => Some(format!(
-            "{}()",
-            expr(cx, n.child_by_field_name("function")?)?
-        )),
-        "composite_literal" => Some(format!(
-            "{}()",
-            type_expr(cx, n.child_by_field_name("type")?)?
-        )),
-        "unary_expression" => expr(cx, n.child_by_field_name("operand")?),
+        "call_expression" => Some(format!("{}()", expr(cx, n.field("function")?)?)),
+        "composite_literal" => Some(format!("{}()", type_expr(cx, n.field("type")?)?)),
+        "unary_expression" => expr(cx, n.field("operand")?),
         "parenthesized_expression" => expr(cx, n.named_child(0)?),
-        "type_assertion_expression" => Some(format!(
-            "{}()",
-            type_expr(cx, n.child_by_field_name("type")?)?
-        )),
+        "type_assertion_expression" => Some(format!("{}()", type_expr(cx, n.field("type")?)?)),
         _ => None,
     }
 }
 
 /// The normalised name of a type node (`*pkg.T[int]` → `pkg.T`).
 pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
-    match n.kind() {
+    match n.kind_name() {
         "type_identifier" | "identifier" => Some(cx.t(n).to_string()),
         "pointer_type" | "parenthesized_type" => type_expr(cx, n.named_child(0)?),
         "qualified_type" => Some(format!(
             "{}.{}",
-            cx.t(n.child_by_field_name("package")?),
-            cx.t(n.child_by_field_name("name")?)
+            cx.t(n.field("package")?),
+            cx.t(n.field("name")?)
         )),
-        "generic_type" => type_expr(cx, n.child_by_field_name("type")?),
+        "generic_type" => type_expr(cx, n.field("type")?),
         "parameter_list" => {
             let first = n.named_child(0)?;
-            type_expr(cx, first.child_by_field_name("type")?)
+            type_expr(cx, first.field("type")?)
         }
         _ => None,
     }
 }
 
 fn is_declaration_name(n: Node, parent: Node) -> bool {
-    let field_is = |f: &str| parent.child_by_field_name(f) == Some(n);
-    match parent.kind() {
+    let field_is = |f: &str| parent.field(f) == Some(n);
+    match parent.kind_name() {
         "function_declaration"
         | "const_spec"
         | "var_spec"
         | "parameter_declaration"
         | "variadic_parameter_declaration" => {
             field_is("name")
-                || parent.kind() != "function_declaration" && {
+                || parent.kind_name() != "function_declaration" && {
                     let mut c = parent.walk();
                     parent
                         .children_by_field_name("name", &mut c)
@@ -81,21 +72,21 @@ fn is_declaration_name(n: Node, parent: Node) -> bool {
 
 /// Walks one Go tree.
 pub(crate) fn walk(cx: &mut Cx, root: Node) {
-    walk_tree(root, &mut |n, up| match n.kind() {
+    walk_tree(root, &mut |n, up| match n.kind_name() {
         "package_clause" => {
             if let Some(id) = n.named_child(0) {
                 cx.facts.package = Some(cx.t(id).to_string());
             }
         }
         "call_expression" => {
-            let Some(f) = n.child_by_field_name("function") else {
+            let Some(f) = n.field("function") else {
                 return;
             };
-            match f.kind() {
+            match f.kind_name() {
                 "identifier" => cx.site(f, None, SiteKind::Call),
                 "selector_expression" => {
-                    if let Some(field) = f.child_by_field_name("field") {
-                        let recv = f.child_by_field_name("operand").and_then(|o| expr(cx, o));
+                    if let Some(field) = f.field("field") {
+                        let recv = f.field("operand").and_then(|o| expr(cx, o));
                         cx.site(field, recv.or_else(|| Some("?".into())), SiteKind::Call);
                     }
                 }
@@ -104,10 +95,10 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         }
         "selector_expression" => {
             let called = up.parent().is_some_and(|p| {
-                p.kind() == "call_expression" && p.child_by_field_name("function") == Some(n)
+                p.kind_name() == "call_expression" && p.field("function") == Some(n)
             });
-            if !called && let Some(field) = n.child_by_field_name("field") {
-                let recv = n.child_by_field_name("operand").and_then(|o| expr(cx, o));
+            if !called && let Some(field) = n.field("field") {
+                let recv = n.field("operand").and_then(|o| expr(cx, o));
                 if let Some(recv) = recv {
                     cx.site(field, Some(recv), SiteKind::Other);
                 }
@@ -119,10 +110,9 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
                 && !matches!(cx.t(n), "nil" | "true" | "false" | "_" | "iota")
             {
                 // `x := …` declares x; `x = …` uses it.
-                let declared = p.kind() == "expression_list"
+                let declared = p.kind_name() == "expression_list"
                     && up.nth(1).is_some_and(|d| {
-                        d.kind() == "short_var_declaration"
-                            && d.child_by_field_name("left") == Some(p)
+                        d.kind_name() == "short_var_declaration" && d.field("left") == Some(p)
                     });
                 if !declared {
                     cx.site(n, None, SiteKind::Other);
@@ -131,31 +121,28 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         }
         "type_identifier" => {
             if let Some(p) = up.parent()
-                && !(p.kind() == "type_spec" && p.child_by_field_name("name") == Some(n))
-                && p.kind() != "qualified_type"
-                && p.kind() != "type_parameter_declaration"
+                && !(p.kind_name() == "type_spec" && p.field("name") == Some(n))
+                && p.kind_name() != "qualified_type"
+                && p.kind_name() != "type_parameter_declaration"
             {
                 cx.site(n, None, SiteKind::Type);
             }
         }
         "qualified_type" => {
-            if let (Some(p), Some(name)) = (
-                n.child_by_field_name("package"),
-                n.child_by_field_name("name"),
-            ) {
+            if let (Some(p), Some(name)) = (n.field("package"), n.field("name")) {
                 let recv = cx.t(p).to_string();
                 cx.site(name, Some(recv), SiteKind::Type);
             }
         }
         "import_spec" => {
-            let Some(path) = n.child_by_field_name("path") else {
+            let Some(path) = n.field("path") else {
                 return;
             };
             let module = cx
                 .t(path)
                 .trim_matches(|c| c == '"' || c == '`')
                 .to_string();
-            let local = match n.child_by_field_name("name") {
+            let local = match n.field("name") {
                 Some(name) => cx.t(name).to_string(),
                 None => module.rsplit('/').next().unwrap_or_default().to_string(),
             };
@@ -166,10 +153,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             cx.import(n, &local, &module, None);
         }
         "short_var_declaration" | "assignment_statement" => {
-            let (Some(l), Some(r)) = (
-                n.child_by_field_name("left"),
-                n.child_by_field_name("right"),
-            ) else {
+            let (Some(l), Some(r)) = (n.field("left"), n.field("right")) else {
                 return;
             };
             let mut c = l.walk();
@@ -184,7 +168,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
                 Vec::new()
             };
             for (l, r) in pairs {
-                if l.kind() == "identifier" {
+                if l.kind_name() == "identifier" {
                     let name = cx.t(l).to_string();
                     let e = expr(cx, r);
                     cx.bind(n.start_byte(), &name, e, false, false);
@@ -194,9 +178,9 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         "var_spec" | "parameter_declaration" | "variadic_parameter_declaration" => {
             let mut c = n.walk();
             let names: Vec<Node> = n.children_by_field_name("name", &mut c).collect();
-            let ty = n.child_by_field_name("type").and_then(|t| type_expr(cx, t));
+            let ty = n.field("type").and_then(|t| type_expr(cx, t));
             let value = n
-                .child_by_field_name("value")
+                .field("value")
                 .and_then(|v| v.named_child(0))
                 .and_then(|v| expr(cx, v));
             for name in names {
@@ -211,11 +195,11 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         "field_declaration" => {
             let mut c = n.walk();
             let names: Vec<Node> = n.children_by_field_name("name", &mut c).collect();
-            let ty = n.child_by_field_name("type").and_then(|t| type_expr(cx, t));
+            let ty = n.field("type").and_then(|t| type_expr(cx, t));
             if names.is_empty() {
                 // An embedded field: its methods are promoted to the struct.
-                if let Some(spec) = up.iter().find(|p| p.kind() == "type_spec")
-                    && let Some(name) = spec.child_by_field_name("name")
+                if let Some(spec) = up.iter().find(|p| p.kind_name() == "type_spec")
+                    && let Some(name) = spec.field("name")
                 {
                     cx.def_fact(name, ty, DefFactKind::Base);
                 }
@@ -227,9 +211,11 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             }
         }
         "type_elem" | "constraint_elem" => {
-            if up.parent().is_some_and(|p| p.kind() == "interface_type")
-                && let Some(spec) = up.iter().find(|p| p.kind() == "type_spec")
-                && let Some(name) = spec.child_by_field_name("name")
+            if up
+                .parent()
+                .is_some_and(|p| p.kind_name() == "interface_type")
+                && let Some(spec) = up.iter().find(|p| p.kind_name() == "type_spec")
+                && let Some(name) = spec.field("name")
                 && let Some(t) = n.named_child(0)
             {
                 let e = type_expr(cx, t);
@@ -237,10 +223,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             }
         }
         "function_declaration" | "method_declaration" | "method_elem" => {
-            if let (Some(name), Some(r)) = (
-                n.child_by_field_name("name"),
-                n.child_by_field_name("result"),
-            ) {
+            if let (Some(name), Some(r)) = (n.field("name"), n.field("result")) {
                 let t = type_expr(cx, r);
                 cx.def_fact(name, t, DefFactKind::Returns);
             }

@@ -8,7 +8,7 @@
 
 use tree_sitter::Node;
 
-use crate::graph::facts::{Cx, DefFactKind, SiteKind, Up, walk_tree};
+use crate::graph::facts::{Cx, DefFactKind, FieldOf, SiteKind, Up, walk_tree};
 
 /// Receiver names that mean "the enclosing class's instance" / "the class".
 pub(crate) const SELF_NAMES: &[&str] = &["self"];
@@ -17,17 +17,14 @@ pub(crate) const CLS_NAMES: &[&str] = &["cls"];
 
 /// The normalised expression of a value node (see [`crate::graph::facts`]).
 pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
-    match n.kind() {
+    match n.kind_name() {
         "identifier" => Some(cx.t(n).to_string()),
         "attribute" => {
-            let obj = expr(cx, n.child_by_field_name("object")?)?;
-            let attr = cx.t(n.child_by_field_name("attribute")?);
+            let obj = expr(cx, n.field("object")?)?;
+            let attr = cx.t(n.field("attribute")?);
             Some(format!("{obj}.{attr}"))
         }
-        "call" => Some(format!(
-            "{}()",
-            expr(cx, n.child_by_field_name("function")?)?
-        )),
+        "call" => Some(format!("{}()", expr(cx, n.field("function")?)?)),
         "parenthesized_expression" | "await" => expr(cx, n.named_child(0)?),
         _ => None,
     }
@@ -35,7 +32,7 @@ pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
 
 /// The normalised name of a type annotation (`Optional[X]`, `"X"`, `X | None` → `X`).
 pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
-    match n.kind() {
+    match n.kind_name() {
         "type" => type_expr(cx, n.named_child(0)?),
         "identifier" | "attribute" => expr(cx, n),
         "string" => {
@@ -49,8 +46,8 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
                 .map(str::to_string)
         }
         "binary_operator" => {
-            let left = n.child_by_field_name("left")?;
-            let right = n.child_by_field_name("right")?;
+            let left = n.field("left")?;
+            let right = n.field("right")?;
             if cx.t(left) == "None" {
                 type_expr(cx, right)
             } else {
@@ -62,7 +59,7 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
             let name = cx.t(head);
             if name.ends_with("Optional") || name.ends_with("Union") {
                 let inner = n.named_child(1)?;
-                let inner = if inner.kind() == "type_parameter" {
+                let inner = if inner.kind_name() == "type_parameter" {
                     inner.named_child(0)?
                 } else {
                     inner
@@ -83,7 +80,7 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
 fn returned_value(cx: &Cx, body: Node) -> Option<String> {
     let mut stack = vec![body];
     while let Some(n) = stack.pop() {
-        match n.kind() {
+        match n.kind_name() {
             "function_definition" | "class_definition" | "lambda" => continue,
             "return_statement" | "yield" => {
                 if let Some(v) = n.named_child(0).and_then(|v| expr(cx, v)) {
@@ -101,19 +98,19 @@ fn returned_value(cx: &Cx, body: Node) -> Option<String> {
 }
 
 fn is_declaration_name(n: Node, parent: Node) -> bool {
-    match parent.kind() {
-        "function_definition" | "class_definition" => parent.child_by_field_name("name") == Some(n),
+    match parent.kind_name() {
+        "function_definition" | "class_definition" => parent.field("name") == Some(n),
         "parameters" | "lambda_parameters" | "list_splat_pattern" | "dictionary_splat_pattern" => {
             true
         }
         "typed_parameter" | "default_parameter" | "typed_default_parameter" => {
-            parent.child_by_field_name("name") == Some(n) || parent.named_child(0) == Some(n)
+            parent.field("name") == Some(n) || parent.named_child(0) == Some(n)
         }
-        "keyword_argument" => parent.child_by_field_name("name") == Some(n),
-        "attribute" => parent.child_by_field_name("attribute") == Some(n),
-        "call" => parent.child_by_field_name("function") == Some(n),
+        "keyword_argument" => parent.field("name") == Some(n),
+        "attribute" => parent.field("attribute") == Some(n),
+        "call" => parent.field("function") == Some(n),
         "dotted_name" | "aliased_import" | "global_statement" | "nonlocal_statement" => true,
-        "assignment" | "augmented_assignment" => parent.child_by_field_name("left") == Some(n),
+        "assignment" | "augmented_assignment" => parent.field("left") == Some(n),
         "pattern_list" | "tuple_pattern" | "for_statement" | "for_in_clause"
         | "as_pattern_target" => true,
         _ => false,
@@ -124,7 +121,7 @@ fn is_declaration_name(n: Node, parent: Node) -> bool {
 /// `x: models.Parser = …`; tree-sitter wraps each in a `type` node a few
 /// levels up), `Other` for any other non-call use.
 fn use_kind(up: &Up) -> SiteKind {
-    let in_annotation = up.iter().take(5).any(|p| p.kind() == "type");
+    let in_annotation = up.iter().take(5).any(|p| p.kind_name() == "type");
     if in_annotation {
         SiteKind::Type
     } else {
@@ -134,16 +131,16 @@ fn use_kind(up: &Up) -> SiteKind {
 
 /// Walks one Python tree.
 pub(crate) fn walk(cx: &mut Cx, root: Node) {
-    walk_tree(root, &mut |n, up| match n.kind() {
+    walk_tree(root, &mut |n, up| match n.kind_name() {
         "call" => {
-            let Some(f) = n.child_by_field_name("function") else {
+            let Some(f) = n.field("function") else {
                 return;
             };
-            match f.kind() {
+            match f.kind_name() {
                 "identifier" => cx.site(f, None, SiteKind::Call),
                 "attribute" => {
-                    if let Some(attr) = f.child_by_field_name("attribute") {
-                        let recv = f.child_by_field_name("object").and_then(|o| expr(cx, o));
+                    if let Some(attr) = f.field("attribute") {
+                        let recv = f.field("object").and_then(|o| expr(cx, o));
                         let recv = recv.or_else(|| Some("?".to_string()));
                         cx.site(attr, recv, SiteKind::Call);
                     }
@@ -152,17 +149,17 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             }
         }
         "attribute" => {
-            let called = up.parent().is_some_and(|p| {
-                p.kind() == "call" && p.child_by_field_name("function") == Some(n)
-            });
-            let assigned = up.parent().is_some_and(|p| {
-                p.kind() == "assignment" && p.child_by_field_name("left") == Some(n)
-            });
+            let called = up
+                .parent()
+                .is_some_and(|p| p.kind_name() == "call" && p.field("function") == Some(n));
+            let assigned = up
+                .parent()
+                .is_some_and(|p| p.kind_name() == "assignment" && p.field("left") == Some(n));
             if !called
                 && !assigned
-                && let Some(attr) = n.child_by_field_name("attribute")
+                && let Some(attr) = n.field("attribute")
             {
-                let recv = n.child_by_field_name("object").and_then(|o| expr(cx, o));
+                let recv = n.field("object").and_then(|o| expr(cx, o));
                 if let Some(recv) = recv {
                     cx.site(attr, Some(recv), use_kind(up));
                 }
@@ -179,17 +176,14 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         "import_statement" => {
             let mut c = n.walk();
             for name in n.children_by_field_name("name", &mut c) {
-                match name.kind() {
+                match name.kind_name() {
                     "dotted_name" => {
                         let full = cx.t(name).to_string();
                         let top = full.split('.').next().unwrap_or_default().to_string();
                         cx.import(n, &top, &top, None);
                     }
                     "aliased_import" => {
-                        let (Some(m), Some(a)) = (
-                            name.child_by_field_name("name"),
-                            name.child_by_field_name("alias"),
-                        ) else {
+                        let (Some(m), Some(a)) = (name.field("name"), name.field("alias")) else {
                             continue;
                         };
                         let (m, a) = (cx.t(m).to_string(), cx.t(a).to_string());
@@ -200,19 +194,16 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             }
         }
         "import_from_statement" => {
-            let Some(module) = n.child_by_field_name("module_name") else {
+            let Some(module) = n.field("module_name") else {
                 return;
             };
             let module = cx.t(module).to_string();
             let mut c = n.walk();
             let names: Vec<Node> = n.children_by_field_name("name", &mut c).collect();
             for name in names {
-                let (orig, alias) = match name.kind() {
+                let (orig, alias) = match name.kind_name() {
                     "dotted_name" => (name, name),
-                    "aliased_import" => match (
-                        name.child_by_field_name("name"),
-                        name.child_by_field_name("alias"),
-                    ) {
+                    "aliased_import" => match (name.field("name"), name.field("alias")) {
                         (Some(o), Some(a)) => (o, a),
                         _ => continue,
                     },
@@ -223,24 +214,23 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
                 cx.site(orig, Some(module.clone()), SiteKind::Import);
             }
             let mut c = n.walk();
-            if n.children(&mut c).any(|ch| ch.kind() == "wildcard_import") {
+            if n.children(&mut c)
+                .any(|ch| ch.kind_name() == "wildcard_import")
+            {
                 cx.import(n, "*", &module, None);
             }
         }
         "assignment" => {
-            let (Some(left), right) = (
-                n.child_by_field_name("left"),
-                n.child_by_field_name("right"),
-            ) else {
+            let (Some(left), right) = (n.field("left"), n.field("right")) else {
                 return;
             };
-            let annotation = n.child_by_field_name("type");
-            let (name, field) = match left.kind() {
+            let annotation = n.field("type");
+            let (name, field) = match left.kind_name() {
                 "identifier" => (cx.t(left).to_string(), false),
                 "attribute" => {
-                    let obj = left.child_by_field_name("object");
+                    let obj = left.field("object");
                     if obj.is_some_and(|o| SELF_NAMES.contains(&cx.t(o))) {
-                        match left.child_by_field_name("attribute") {
+                        match left.field("attribute") {
                             Some(a) => (cx.t(a).to_string(), true),
                             None => return,
                         }
@@ -260,34 +250,34 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         }
         "typed_parameter" | "typed_default_parameter" => {
             let name = n
-                .child_by_field_name("name")
+                .field("name")
                 .or_else(|| n.named_child(0))
-                .filter(|x| x.kind() == "identifier");
-            if let (Some(name), Some(t)) = (name, n.child_by_field_name("type")) {
+                .filter(|x| x.kind_name() == "identifier");
+            if let (Some(name), Some(t)) = (name, n.field("type")) {
                 let name = cx.t(name).to_string();
                 let t = type_expr(cx, t);
                 cx.bind(n.start_byte(), &name, t, true, false);
             }
         }
         "function_definition" => {
-            let Some(name) = n.child_by_field_name("name") else {
+            let Some(name) = n.field("name") else {
                 return;
             };
-            if let Some(r) = n.child_by_field_name("return_type") {
+            if let Some(r) = n.field("return_type") {
                 let t = type_expr(cx, r);
                 cx.def_fact(name, t, DefFactKind::Returns);
-            } else if let Some(body) = n.child_by_field_name("body") {
+            } else if let Some(body) = n.field("body") {
                 // Unannotated: what the body returns, as a value (`=` marks a value expression).
                 let v = returned_value(cx, body).map(|v| format!("={v}"));
                 cx.def_fact(name, v, DefFactKind::Returns);
             }
             // Unannotated parameters shadow outer names (and may be pytest fixtures).
-            if let Some(params) = n.child_by_field_name("parameters") {
+            if let Some(params) = n.field("parameters") {
                 let mut c = params.walk();
                 for p in params.named_children(&mut c) {
-                    let id = match p.kind() {
+                    let id = match p.kind_name() {
                         "identifier" => Some(p),
-                        "default_parameter" => p.child_by_field_name("name"),
+                        "default_parameter" => p.field("name"),
                         _ => None,
                     };
                     if let Some(id) = id {
@@ -301,17 +291,14 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             }
         }
         "class_definition" => {
-            let (Some(name), Some(bases)) = (
-                n.child_by_field_name("name"),
-                n.child_by_field_name("superclasses"),
-            ) else {
+            let (Some(name), Some(bases)) = (n.field("name"), n.field("superclasses")) else {
                 return;
             };
             let mut c = bases.walk();
             for b in bases.named_children(&mut c) {
                 // `Base[T]` (a generic base): the class `Base`.
-                let b = match b.kind() {
-                    "subscript" => b.child_by_field_name("value").unwrap_or(b),
+                let b = match b.kind_name() {
+                    "subscript" => b.field("value").unwrap_or(b),
                     _ => b,
                 };
                 let e = expr(cx, b);

@@ -8,7 +8,7 @@
 
 use tree_sitter::Node;
 
-use crate::graph::facts::{Cx, DefFactKind, SiteKind, Up, walk_tree};
+use crate::graph::facts::{Cx, DefFactKind, FieldOf, SiteKind, Up, walk_tree};
 
 /// `S { f: Default::default(), ..Default::default() }`: the type whose
 /// `default` is called, as an expression (`S.f` — the field's type — or `S()`).
@@ -17,15 +17,15 @@ fn default_target(cx: &Cx, up: &Up) -> Option<String> {
     let parent = up.parent()?;
     // Both initializers sit in a field_initializer_list of the struct expression.
     let strukt = up.nth(2)?;
-    let field = match parent.kind() {
-        "field_initializer" => Some(parent.child_by_field_name("field")?),
+    let field = match parent.kind_name() {
+        "field_initializer" => Some(parent.field("field")?),
         "base_field_initializer" => None,
         _ => return None,
     };
-    if strukt.kind() != "struct_expression" {
+    if strukt.kind_name() != "struct_expression" {
         return None;
     }
-    let name = type_expr(cx, strukt.child_by_field_name("name")?)?;
+    let name = type_expr(cx, strukt.field("name")?)?;
     Some(match field {
         Some(f) => format!("{name}.{}", cx.t(f)),
         None => format!("{name}()"),
@@ -93,36 +93,36 @@ fn path_text(cx: &Cx, n: Node) -> String {
 
 /// The normalised expression of a value node.
 pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
-    match n.kind() {
+    match n.kind_name() {
         "identifier" | "self" | "crate" | "super" => Some(cx.t(n).to_string()),
         "field_expression" => {
-            let v = expr(cx, n.child_by_field_name("value")?)?;
-            Some(format!("{v}.{}", cx.t(n.child_by_field_name("field")?)))
+            let v = expr(cx, n.field("value")?)?;
+            Some(format!("{v}.{}", cx.t(n.field("field")?)))
         }
         "call_expression" => {
-            let f = expr(cx, n.child_by_field_name("function")?)?;
+            let f = expr(cx, n.field("function")?)?;
             // `mem::take(x)` / `mem::replace(x, v)` give back a value of `x`'s type.
             if matches!(f.rsplit('.').next(), Some("take" | "replace"))
                 && f.rsplit('.').nth(1) == Some("mem")
             {
-                let first = n.child_by_field_name("arguments")?.named_child(0)?;
+                let first = n.field("arguments")?.named_child(0)?;
                 return expr(cx, first);
             }
             Some(format!("{f}()"))
         }
         "scoped_identifier" => {
-            let name = cx.t(n.child_by_field_name("name")?);
-            match n.child_by_field_name("path") {
+            let name = cx.t(n.field("name")?);
+            match n.field("path") {
                 Some(p) => Some(format!("{}.{name}", scoped_path(cx, p)?)),
                 None => Some(name.to_string()),
             }
         }
-        "generic_function" => expr(cx, n.child_by_field_name("function")?),
+        "generic_function" => expr(cx, n.field("function")?),
         "struct_expression" => {
-            let name = n.child_by_field_name("name")?;
+            let name = n.field("name")?;
             Some(format!("{}()", type_expr(cx, name)?))
         }
-        "reference_expression" => expr(cx, n.child_by_field_name("value")?),
+        "reference_expression" => expr(cx, n.field("value")?),
         "try_expression" | "parenthesized_expression" | "unary_expression" => {
             expr(cx, n.named_child(0)?)
         }
@@ -132,7 +132,7 @@ pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
 }
 
 fn scoped_path(cx: &Cx, p: Node) -> Option<String> {
-    match p.kind() {
+    match p.kind_name() {
         "self" => Some("self_mod".to_string()),
         "identifier" | "crate" | "super" | "type_identifier" => Some(cx.t(p).to_string()),
         "scoped_identifier" | "scoped_type_identifier" => {
@@ -142,11 +142,11 @@ fn scoped_path(cx: &Cx, p: Node) -> Option<String> {
         // `<T as Trait>::f`: `f` of `T`'s impl of `Trait` (`T~Trait`, see `TRAIT_HINT`).
         "bracketed_type" => {
             let inner = p.named_child(0)?;
-            match inner.kind() {
+            match inner.kind_name() {
                 "qualified_type" => {
-                    let t = type_expr(cx, inner.child_by_field_name("type")?)?;
+                    let t = type_expr(cx, inner.field("type")?)?;
                     let tr = inner
-                        .child_by_field_name("alias")
+                        .field("alias")
                         .and_then(|a| type_expr(cx, a))
                         .map(|a| a.rsplit('.').next().unwrap_or_default().to_string());
                     Some(match tr {
@@ -166,31 +166,29 @@ fn scoped_path(cx: &Cx, p: Node) -> Option<String> {
 
 /// The normalised name of a type node (`&mut Box<Foo<T>>` → `Foo`).
 pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
-    match n.kind() {
+    match n.kind_name() {
         "type_identifier" | "identifier" => Some(cx.t(n).to_string()),
         "scoped_type_identifier" | "scoped_identifier" => {
-            let name = cx.t(n.child_by_field_name("name")?);
-            match n.child_by_field_name("path") {
+            let name = cx.t(n.field("name")?);
+            match n.field("path") {
                 Some(p) => Some(format!("{}.{name}", scoped_path(cx, p)?)),
                 None => Some(name.to_string()),
             }
         }
         "generic_type" => {
-            let t = n.child_by_field_name("type")?;
+            let t = n.field("type")?;
             let name = type_expr(cx, t)?;
             if TRANSPARENT.contains(&name.as_str())
-                && let Some(args) = n.child_by_field_name("type_arguments")
+                && let Some(args) = n.field("type_arguments")
                 && let Some(first) = args.named_child(0)
             {
                 return type_expr(cx, first);
             }
             Some(name)
         }
-        "reference_type" | "pointer_type" => type_expr(cx, n.child_by_field_name("type")?),
+        "reference_type" | "pointer_type" => type_expr(cx, n.field("type")?),
         "abstract_type" | "dynamic_type" => {
-            let t = n
-                .child_by_field_name("trait")
-                .or_else(|| n.named_child(0))?;
+            let t = n.field("trait").or_else(|| n.named_child(0))?;
             type_expr(cx, t)
         }
         "bounded_type" => type_expr(cx, n.named_child(0)?),
@@ -199,8 +197,8 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
 }
 
 fn is_declaration_name(n: Node, parent: Node) -> bool {
-    let field_is = |f: &str| parent.child_by_field_name(f) == Some(n);
-    match parent.kind() {
+    let field_is = |f: &str| parent.field(f) == Some(n);
+    match parent.kind_name() {
         "function_item"
         | "function_signature_item"
         | "const_item"
@@ -208,7 +206,7 @@ fn is_declaration_name(n: Node, parent: Node) -> bool {
         | "mod_item"
         | "macro_definition" => field_is("name"),
         "let_declaration" | "parameter" | "closure_parameters" | "for_expression" => {
-            field_is("pattern") || parent.kind() == "closure_parameters"
+            field_is("pattern") || parent.kind_name() == "closure_parameters"
         }
         "call_expression" => field_is("function"),
         "scoped_identifier" => true,
@@ -238,7 +236,7 @@ fn use_tree(cx: &mut Cx, stmt: Node, n: Node, prefix: &str) {
             format!("{p}.{s}")
         }
     };
-    match n.kind() {
+    match n.kind_name() {
         "identifier" | "crate" | "self" | "super" => {
             let name = cx.t(n).to_string();
             if name == "self" {
@@ -250,11 +248,11 @@ fn use_tree(cx: &mut Cx, stmt: Node, n: Node, prefix: &str) {
             }
         }
         "scoped_identifier" => {
-            let Some(name) = n.child_by_field_name("name") else {
+            let Some(name) = n.field("name") else {
                 return;
             };
             let path = n
-                .child_by_field_name("path")
+                .field("path")
                 .and_then(|p| scoped_path(cx, p))
                 .unwrap_or_default();
             let module = join(prefix, &path);
@@ -268,20 +266,17 @@ fn use_tree(cx: &mut Cx, stmt: Node, n: Node, prefix: &str) {
             }
         }
         "use_as_clause" => {
-            let (Some(path), Some(alias)) = (
-                n.child_by_field_name("path"),
-                n.child_by_field_name("alias"),
-            ) else {
+            let (Some(path), Some(alias)) = (n.field("path"), n.field("alias")) else {
                 return;
             };
             let alias = cx.t(alias).to_string();
-            let (module, name) = match path.kind() {
+            let (module, name) = match path.kind_name() {
                 "scoped_identifier" => {
                     let m = path
-                        .child_by_field_name("path")
+                        .field("path")
                         .and_then(|p| scoped_path(cx, p))
                         .unwrap_or_default();
-                    let name = path.child_by_field_name("name");
+                    let name = path.field("name");
                     (join(prefix, &m), name)
                 }
                 _ => (prefix.to_string(), Some(path)),
@@ -294,11 +289,11 @@ fn use_tree(cx: &mut Cx, stmt: Node, n: Node, prefix: &str) {
         }
         "scoped_use_list" => {
             let p = n
-                .child_by_field_name("path")
+                .field("path")
                 .and_then(|p| scoped_path(cx, p))
                 .unwrap_or_default();
             let module = join(prefix, &p);
-            if let Some(list) = n.child_by_field_name("list") {
+            if let Some(list) = n.field("list") {
                 let mut c = list.walk();
                 let items: Vec<Node> = list.named_children(&mut c).collect();
                 for item in items {
@@ -329,18 +324,18 @@ fn token_tree_calls(cx: &mut Cx, tt: Node) {
     let mut c = tt.walk();
     let kids: Vec<Node> = tt.children(&mut c).collect();
     for (i, k) in kids.iter().enumerate() {
-        if k.kind() != "identifier" {
+        if k.kind_name() != "identifier" {
             continue;
         }
         let next_is_call = kids
             .get(i + 1)
-            .is_some_and(|nx| nx.kind() == "token_tree" && cx.t(*nx).starts_with('('));
+            .is_some_and(|nx| nx.kind_name() == "token_tree" && cx.t(*nx).starts_with('('));
         if !next_is_call {
             continue;
         }
         let recv = if i >= 2 && matches!(cx.t(kids[i - 1]), "." | "::") {
             let r = kids[i - 2];
-            matches!(r.kind(), "identifier" | "self" | "crate" | "super")
+            matches!(r.kind_name(), "identifier" | "self" | "crate" | "super")
                 .then(|| cx.t(r).to_string())
         } else {
             None
@@ -355,13 +350,14 @@ fn token_tree_calls(cx: &mut Cx, tt: Node) {
     // Type names in macro arguments (`empty_visit!(visit_float, Formatted<f64>)`):
     // a capitalised identifier not after `.` / `::` and not called.
     for (i, k) in kids.iter().enumerate() {
-        if k.kind() != "identifier" || !cx.t(*k).starts_with(|c: char| c.is_ascii_uppercase()) {
+        if k.kind_name() != "identifier" || !cx.t(*k).starts_with(|c: char| c.is_ascii_uppercase())
+        {
             continue;
         }
         let after_path = i >= 1 && matches!(cx.t(kids[i - 1]), "." | "::");
         let called = kids
             .get(i + 1)
-            .is_some_and(|nx| nx.kind() == "token_tree" && cx.t(*nx).starts_with('('));
+            .is_some_and(|nx| nx.kind_name() == "token_tree" && cx.t(*nx).starts_with('('));
         if !after_path && !called {
             cx.site(*k, None, SiteKind::Other);
         }
@@ -371,7 +367,7 @@ fn token_tree_calls(cx: &mut Cx, tt: Node) {
 /// Whether a (path of a) scoped identifier sits in a `use` tree.
 fn in_use_tree(up: &Up) -> bool {
     for p in up.iter() {
-        match p.kind() {
+        match p.kind_name() {
             "scoped_identifier" => continue,
             k => return k.starts_with("use") || k == "scoped_use_list",
         }
@@ -381,7 +377,7 @@ fn in_use_tree(up: &Up) -> bool {
 
 /// A pattern with `ref` / `mut` / `ref mut` taken off.
 fn bare_pattern(mut p: Node) -> Node {
-    while matches!(p.kind(), "ref_pattern" | "mut_pattern") {
+    while matches!(p.kind_name(), "ref_pattern" | "mut_pattern") {
         match p.named_child(p.named_child_count().saturating_sub(1)) {
             Some(inner) => p = inner,
             None => break,
@@ -394,10 +390,10 @@ fn bare_pattern(mut p: Node) -> Node {
 /// scrutinee, the right side of `if let` / `while let` / `let … else` —
 /// given the pattern's `parent` and the ancestors `above` it.
 fn scrutinee_node<'t>(parent: Node<'t>, above: &Up<'_, 't>) -> Option<Node<'t>> {
-    match parent.kind() {
+    match parent.kind_name() {
         // match_pattern < match_arm < match_block < match_expression
-        "match_pattern" => above.nth(2)?.child_by_field_name("value"),
-        "let_condition" | "let_declaration" => parent.child_by_field_name("value"),
+        "match_pattern" => above.nth(2)?.field("value"),
+        "let_condition" | "let_declaration" => parent.field("value"),
         _ => None,
     }
 }
@@ -411,12 +407,12 @@ fn scrutinee_node<'t>(parent: Node<'t>, above: &Up<'_, 't>) -> Option<Node<'t>> 
 /// Bindings start to be visible after the value matched (`if let Some(v) =
 /// v.get()` reads the outer `v` on the right).
 fn tuple_struct_bindings(cx: &mut Cx, n: Node, up: &Up) {
-    let Some(ty) = n.child_by_field_name("type") else {
+    let Some(ty) = n.field("type") else {
         return;
     };
     let matched = up.parent().and_then(|p| scrutinee_node(p, &up.above()));
     let value_end = matched.map_or(0, |v| v.end_byte());
-    let path = match ty.kind() {
+    let path = match ty.kind_name() {
         "identifier" => Some(cx.t(ty).to_string()),
         "scoped_identifier" => expr(cx, ty),
         _ => None,
@@ -427,11 +423,11 @@ fn tuple_struct_bindings(cx: &mut Cx, n: Node, up: &Up) {
         .filter(|k| k.id() != ty.id())
         .collect();
     for (i, item) in items.into_iter().enumerate() {
-        if item.kind() == "remaining_field_pattern" {
+        if item.kind_name() == "remaining_field_pattern" {
             break;
         }
         let p = bare_pattern(item);
-        if p.kind() != "identifier" {
+        if p.kind_name() != "identifier" {
             continue;
         }
         let value = match path.as_deref() {
@@ -470,31 +466,31 @@ const VALUE: &str = "#v";
 
 /// The item types of a collection type: `[(suffix, item type)]`.
 fn item_types(cx: &Cx, t: Node) -> Vec<(&'static str, String)> {
-    let t = match t.kind() {
-        "reference_type" => match t.child_by_field_name("type") {
+    let t = match t.kind_name() {
+        "reference_type" => match t.field("type") {
             Some(inner) => inner,
             None => return Vec::new(),
         },
         _ => t,
     };
-    match t.kind() {
+    match t.kind_name() {
         "array_type" => t
-            .child_by_field_name("element")
+            .field("element")
             .and_then(|e| type_expr(cx, e))
             .map(|e| vec![(ELEM, e)])
             .unwrap_or_default(),
         "generic_type" => {
-            let Some(name) = t.child_by_field_name("type").and_then(|n| type_expr(cx, n)) else {
+            let Some(name) = t.field("type").and_then(|n| type_expr(cx, n)) else {
                 return Vec::new();
             };
             let name = name.rsplit('.').next().unwrap_or_default().to_string();
-            let Some(args) = t.child_by_field_name("type_arguments") else {
+            let Some(args) = t.field("type_arguments") else {
                 return Vec::new();
             };
             let mut c = args.walk();
             let args: Vec<Node> = args
                 .named_children(&mut c)
-                .filter(|a| a.kind() != "lifetime")
+                .filter(|a| a.kind_name() != "lifetime")
                 .collect();
             let arg = |i: usize| args.get(i).and_then(|a| type_expr(cx, *a));
             if SEQUENCES.contains(&name.as_str()) {
@@ -579,18 +575,16 @@ fn iteration_source(cx: &Cx, mut n: Node) -> Option<(String, Items, bool)> {
     let mut items = Items::Each;
     let mut adapted = false;
     loop {
-        match n.kind() {
+        match n.kind_name() {
             "reference_expression" | "parenthesized_expression" => {
-                n = n
-                    .child_by_field_name("value")
-                    .or_else(|| n.named_child(0))?;
+                n = n.field("value").or_else(|| n.named_child(0))?;
             }
             "call_expression" => {
-                let f = n.child_by_field_name("function")?;
-                if f.kind() != "field_expression" {
+                let f = n.field("function")?;
+                if f.kind_name() != "field_expression" {
                     return None;
                 }
-                let m = cx.t(f.child_by_field_name("field")?);
+                let m = cx.t(f.field("field")?);
                 match m {
                     "enumerate" if items == Items::Each => items = Items::Enumerated,
                     "values" | "values_mut" | "into_values" => items = Items::Values,
@@ -599,7 +593,7 @@ fn iteration_source(cx: &Cx, mut n: Node) -> Option<(String, Items, bool)> {
                     _ => return None,
                 }
                 adapted = true;
-                n = f.child_by_field_name("value")?;
+                n = f.field("value")?;
             }
             _ => {
                 let base = expr(cx, n)?;
@@ -613,7 +607,7 @@ fn iteration_source(cx: &Cx, mut n: Node) -> Option<(String, Items, bool)> {
 fn bind_iteration(cx: &mut Cx, pattern: Node, base: &str, items: Items) {
     let p = bare_pattern(pattern);
     let item = |suffix: &str| Some(format!("{base}{suffix}"));
-    match (p.kind(), items) {
+    match (p.kind_name(), items) {
         ("identifier", Items::Each) => {
             let name = cx.t(p).to_string();
             cx.bind(p.start_byte(), &name, item(ELEM), false, false);
@@ -637,7 +631,7 @@ fn bind_iteration(cx: &mut Cx, pattern: Node, base: &str, items: Items) {
             };
             for (part, suffix) in parts.into_iter().zip(suffixes) {
                 let part = bare_pattern(part);
-                if part.kind() == "identifier" && !suffix.is_empty() {
+                if part.kind_name() == "identifier" && !suffix.is_empty() {
                     let name = cx.t(part).to_string();
                     cx.bind(part.start_byte(), &name, item(suffix), false, false);
                 }
@@ -696,22 +690,19 @@ const PAYLOAD_CLOSURES: &[&str] = &[
 /// `recv.map(|x| …)` (see [`PAYLOAD_CLOSURES`]): `x` is `recv`'s payload,
 /// the receiver itself since `Option` and `Result` are transparent.
 fn closure_bindings(cx: &mut Cx, n: Node, up: &Up) {
-    let Some(params) = n.child_by_field_name("parameters") else {
+    let Some(params) = n.field("parameters") else {
         return;
     };
     // `v.iter().map(|x| …)`, `v.retain(|x| …)`: `x` is an item of `v`.
     let method = up
         .parent()
-        .filter(|a| a.kind() == "arguments")
+        .filter(|a| a.kind_name() == "arguments")
         .and_then(|_| up.nth(1))
-        .filter(|call| call.kind() == "call_expression")
-        .and_then(|call| call.child_by_field_name("function"))
-        .filter(|f| f.kind() == "field_expression");
+        .filter(|call| call.kind_name() == "call_expression")
+        .and_then(|call| call.field("function"))
+        .filter(|f| f.kind_name() == "field_expression");
     if let Some(f) = method
-        && let (Some(m), Some(recv)) = (
-            f.child_by_field_name("field"),
-            f.child_by_field_name("value"),
-        )
+        && let (Some(m), Some(recv)) = (f.field("field"), f.field("value"))
         && let Some((base, items, adapted)) = iteration_source(cx, recv)
     {
         let m = cx.t(m);
@@ -736,13 +727,13 @@ fn closure_bindings(cx: &mut Cx, n: Node, up: &Up) {
     // are bound by the `parameter` rule; untyped others stay unknown.
     let payload = method
         .filter(|f| {
-            f.child_by_field_name("field")
+            f.field("field")
                 .is_some_and(|m| PAYLOAD_CLOSURES.contains(&cx.t(m)))
         })
-        .and_then(|f| f.child_by_field_name("value"))
+        .and_then(|f| f.field("value"))
         .and_then(|v| expr(cx, v));
     if let Some(first) = params.named_child(0).map(bare_pattern)
-        && first.kind() == "identifier"
+        && first.kind_name() == "identifier"
     {
         let name = cx.t(first).to_string();
         cx.bind(first.start_byte(), &name, payload, false, false);
@@ -751,24 +742,27 @@ fn closure_bindings(cx: &mut Cx, n: Node, up: &Up) {
 
 /// Bindings of `Type { a, b: x }` patterns: the fields of `Type`.
 fn struct_pattern_bindings(cx: &mut Cx, n: Node) {
-    let Some(path) = n.child_by_field_name("type").and_then(|t| type_expr(cx, t)) else {
+    let Some(path) = n.field("type").and_then(|t| type_expr(cx, t)) else {
         return;
     };
     let mut c = n.walk();
     let fields: Vec<Node> = n
         .named_children(&mut c)
-        .filter(|k| k.kind() == "field_pattern")
+        .filter(|k| k.kind_name() == "field_pattern")
         .collect();
     for f in fields {
-        let Some(field) = f.child_by_field_name("name") else {
+        let Some(field) = f.field("name") else {
             continue;
         };
         let field_name = cx.t(field).to_string();
-        let bound = match f.child_by_field_name("pattern") {
+        let bound = match f.field("pattern") {
             Some(p) => bare_pattern(p),
             None => field,
         };
-        if matches!(bound.kind(), "identifier" | "shorthand_field_identifier") {
+        if matches!(
+            bound.kind_name(),
+            "identifier" | "shorthand_field_identifier"
+        ) {
             let name = cx.t(bound).to_string();
             cx.bind(
                 bound.start_byte(),
@@ -821,37 +815,35 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
 }
 
 fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
-    match n.kind() {
+    match n.kind_name() {
         "attribute_item" | "inner_attribute_item" if cfg_attribute(cx, n) == Some(false) => {
             compile_out(cx, n);
         }
         "call_expression" => {
-            let Some(mut f) = n.child_by_field_name("function") else {
+            let Some(mut f) = n.field("function") else {
                 return;
             };
-            if f.kind() == "generic_function" {
-                match f.child_by_field_name("function") {
+            if f.kind_name() == "generic_function" {
+                match f.field("function") {
                     Some(g) => f = g,
                     None => return,
                 }
             }
-            match f.kind() {
+            match f.kind_name() {
                 "identifier" => cx.site(f, None, SiteKind::Call),
                 "field_expression" => {
-                    if let Some(field) = f.child_by_field_name("field") {
-                        let recv = f.child_by_field_name("value").and_then(|v| expr(cx, v));
+                    if let Some(field) = f.field("field") {
+                        let recv = f.field("value").and_then(|v| expr(cx, v));
                         cx.site(field, recv.or_else(|| Some("?".into())), SiteKind::Call);
                     }
                 }
                 "scoped_identifier" => {
-                    if let Some(name) = f.child_by_field_name("name") {
-                        let recv = f
-                            .child_by_field_name("path")
-                            .and_then(|p| scoped_path(cx, p));
+                    if let Some(name) = f.field("name") {
+                        let recv = f.field("path").and_then(|p| scoped_path(cx, p));
                         // `Trait::method(x, …)`: when `Trait` is not in the
                         // repository, the method is `x`'s (see `UFCS_SEP`).
                         let first_arg = n
-                            .child_by_field_name("arguments")
+                            .field("arguments")
                             .and_then(|a| a.named_child(0))
                             .and_then(|a| expr(cx, a));
                         let recv = match (recv, first_arg) {
@@ -872,26 +864,24 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
         "token_tree" => token_tree_calls(cx, n),
         "scoped_identifier" => {
             let called = up.parent().is_some_and(|p| {
-                (p.kind() == "call_expression" && p.child_by_field_name("function") == Some(n))
-                    || p.kind() == "generic_function"
-                    || p.kind().starts_with("use")
-                    || p.kind() == "scoped_use_list"
+                (p.kind_name() == "call_expression" && p.field("function") == Some(n))
+                    || p.kind_name() == "generic_function"
+                    || p.kind_name().starts_with("use")
+                    || p.kind_name() == "scoped_use_list"
             });
             let in_use = in_use_tree(up);
             if !called
                 && !in_use
-                && let Some(name) = n.child_by_field_name("name")
+                && let Some(name) = n.field("name")
             {
                 // Also the middle of a longer path: `Item` in `crate::Item::Value`.
-                let recv = n
-                    .child_by_field_name("path")
-                    .and_then(|p| scoped_path(cx, p));
+                let recv = n.field("path").and_then(|p| scoped_path(cx, p));
                 cx.site(name, recv, SiteKind::Other);
             }
             // The head of the path: `Table` in `Table::new()`, `Item` in `Item::Value(v)`.
             if !in_use
-                && let Some(head) = n.child_by_field_name("path")
-                && head.kind() == "identifier"
+                && let Some(head) = n.field("path")
+                && head.kind_name() == "identifier"
             {
                 cx.site(head, None, SiteKind::Other);
             }
@@ -901,7 +891,7 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
         "match_pattern" => {
             // `e => …`: a catch-all arm names the scrutinee.
             if let Some(p) = n.named_child(0)
-                && p.kind() == "identifier"
+                && p.kind_name() == "identifier"
                 && !cx.t(p).starts_with(|c: char| c.is_ascii_uppercase())
             {
                 let name = cx.t(p).to_string();
@@ -911,18 +901,13 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
         }
         "struct_pattern" => struct_pattern_bindings(cx, n),
         "type_parameter" => {
-            if let (Some(name), Some(bounds)) = (
-                n.child_by_field_name("name"),
-                n.child_by_field_name("bounds"),
-            ) {
+            if let (Some(name), Some(bounds)) = (n.field("name"), n.field("bounds")) {
                 bind_bounded(cx, n, name, bounds);
             }
         }
         "where_predicate" => {
-            if let (Some(left), Some(bounds)) = (
-                n.child_by_field_name("left"),
-                n.child_by_field_name("bounds"),
-            ) && left.kind() == "type_identifier"
+            if let (Some(left), Some(bounds)) = (n.field("left"), n.field("bounds"))
+                && left.kind_name() == "type_identifier"
             {
                 // Visible from the start of the item it constrains: the
                 // parameters before the `where` use it.
@@ -933,15 +918,15 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
         "ordered_field_declaration_list" => {
             let variant = up
                 .parent()
-                .filter(|p| p.kind() == "enum_variant")
-                .and_then(|p| p.child_by_field_name("name"))
+                .filter(|p| p.kind_name() == "enum_variant")
+                .and_then(|p| p.field("name"))
                 .map(|v| cx.t(v).to_string());
             ordered_fields(cx, n, variant.as_deref());
         }
         "identifier" => {
             if let Some(p) = up.parent()
                 && !is_declaration_name(n, p)
-                && p.kind() != "field_expression"
+                && p.kind_name() != "field_expression"
             {
                 cx.site(n, None, SiteKind::Other);
             }
@@ -949,7 +934,7 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
         "type_identifier" => {
             if let Some(p) = up.parent()
                 && !matches!(
-                    p.kind(),
+                    p.kind_name(),
                     "struct_item"
                         | "enum_item"
                         | "trait_item"
@@ -959,61 +944,56 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
                         | "associated_type"
                 )
                 // `type A = B;` and `<T: Trait = D>` name `A` and `T`; `B` and `D` are uses.
-                && !(matches!(p.kind(), "type_item" | "type_parameter")
-                    && p.child_by_field_name("name") == Some(n))
-                && !(p.kind() == "where_predicate" && p.child_by_field_name("left") == Some(n))
+                && !(matches!(p.kind_name(), "type_item" | "type_parameter")
+                    && p.field("name") == Some(n))
+                && !(p.kind_name() == "where_predicate" && p.field("left") == Some(n))
             {
                 cx.site(n, None, SiteKind::Type);
             }
         }
         "scoped_type_identifier" => {
-            if let Some(name) = n.child_by_field_name("name") {
-                let recv = n
-                    .child_by_field_name("path")
-                    .and_then(|p| scoped_path(cx, p));
+            if let Some(name) = n.field("name") {
+                let recv = n.field("path").and_then(|p| scoped_path(cx, p));
                 cx.site(name, recv, SiteKind::Type);
             }
         }
         "use_declaration" => {
-            if let Some(arg) = n.child_by_field_name("argument") {
+            if let Some(arg) = n.field("argument") {
                 use_tree(cx, n, arg, "");
             }
         }
         "let_declaration" => {
-            let Some(p) = n.child_by_field_name("pattern") else {
+            let Some(p) = n.field("pattern") else {
                 return;
             };
-            let p = if p.kind() == "mut_pattern" {
+            let p = if p.kind_name() == "mut_pattern" {
                 p.named_child(0).unwrap_or(p)
             } else {
                 p
             };
-            if p.kind() != "identifier" {
+            if p.kind_name() != "identifier" {
                 return;
             }
             let name = cx.t(p).to_string();
-            if let Some(t) = n.child_by_field_name("type") {
+            if let Some(t) = n.field("type") {
                 bind_items(cx, n.end_byte(), &name, t, false);
                 let t = type_expr(cx, t);
                 cx.bind(n.end_byte(), &name, t, true, false);
-            } else if let Some(v) = n.child_by_field_name("value") {
+            } else if let Some(v) = n.field("value") {
                 let e = expr(cx, v);
                 cx.bind(n.end_byte(), &name, e, false, false);
             }
         }
         "parameter" => {
-            let (Some(p), Some(t)) = (
-                n.child_by_field_name("pattern"),
-                n.child_by_field_name("type"),
-            ) else {
+            let (Some(p), Some(t)) = (n.field("pattern"), n.field("type")) else {
                 return;
             };
-            let p = if p.kind() == "mut_pattern" {
+            let p = if p.kind_name() == "mut_pattern" {
                 p.named_child(0).unwrap_or(p)
             } else {
                 p
             };
-            if p.kind() == "identifier" {
+            if p.kind_name() == "identifier" {
                 let name = cx.t(p).to_string();
                 bind_items(cx, n.start_byte(), &name, t, false);
                 let t = type_expr(cx, t);
@@ -1021,9 +1001,7 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
             }
         }
         "field_declaration" => {
-            if let (Some(name), Some(t)) =
-                (n.child_by_field_name("name"), n.child_by_field_name("type"))
-            {
+            if let (Some(name), Some(t)) = (n.field("name"), n.field("type")) {
                 let name = cx.t(name).to_string();
                 bind_items(cx, n.start_byte(), &name, t, true);
                 let t = type_expr(cx, t);
@@ -1031,41 +1009,33 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
             }
         }
         "for_expression" => {
-            if let (Some(p), Some(v)) = (
-                n.child_by_field_name("pattern"),
-                n.child_by_field_name("value"),
-            ) && let Some((base, items, _)) = iteration_source(cx, v)
+            if let (Some(p), Some(v)) = (n.field("pattern"), n.field("value"))
+                && let Some((base, items, _)) = iteration_source(cx, v)
             {
                 bind_iteration(cx, p, &base, items);
             }
         }
         "function_item" | "function_signature_item" => {
-            if let (Some(name), Some(r)) = (
-                n.child_by_field_name("name"),
-                n.child_by_field_name("return_type"),
-            ) {
+            if let (Some(name), Some(r)) = (n.field("name"), n.field("return_type")) {
                 let t = type_expr(cx, r);
                 cx.def_fact(name, t, DefFactKind::Returns);
             }
         }
         "impl_item" => {
-            let (Some(t), Some(tr)) = (
-                n.child_by_field_name("type"),
-                n.child_by_field_name("trait"),
-            ) else {
+            let (Some(t), Some(tr)) = (n.field("type"), n.field("trait")) else {
                 return;
             };
-            let t = match t.kind() {
-                "reference_type" => t.child_by_field_name("type").unwrap_or(t),
+            let t = match t.kind_name() {
+                "reference_type" => t.field("type").unwrap_or(t),
                 _ => t,
             };
-            let name = match t.kind() {
-                "generic_type" => t.child_by_field_name("type"),
+            let name = match t.kind_name() {
+                "generic_type" => t.field("type"),
                 _ => Some(t),
             };
             let name = name.map(|x| {
-                if x.kind() == "scoped_type_identifier" {
-                    x.child_by_field_name("name").unwrap_or(x)
+                if x.kind_name() == "scoped_type_identifier" {
+                    x.field("name").unwrap_or(x)
                 } else {
                     x
                 }
@@ -1077,18 +1047,13 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
         }
         "type_item" => {
             // `type A = B;`: members of `A` are those of `B`.
-            if let (Some(name), Some(t)) =
-                (n.child_by_field_name("name"), n.child_by_field_name("type"))
-            {
+            if let (Some(name), Some(t)) = (n.field("name"), n.field("type")) {
                 let e = type_expr(cx, t);
                 cx.def_fact(name, e, DefFactKind::Base);
             }
         }
         "trait_item" => {
-            let (Some(name), Some(bounds)) = (
-                n.child_by_field_name("name"),
-                n.child_by_field_name("bounds"),
-            ) else {
+            let (Some(name), Some(bounds)) = (n.field("name"), n.field("bounds")) else {
                 return;
             };
             let mut c = bounds.walk();
@@ -1206,7 +1171,7 @@ fn cfg_attribute(cx: &Cx, attr_item: Node) -> Option<bool> {
     let mut c = attr_item.walk();
     let attr = attr_item
         .named_children(&mut c)
-        .find(|k| k.kind() == "attribute")?;
+        .find(|k| k.kind_name() == "attribute")?;
     let text = cx.t(attr).trim();
     let args = text.strip_prefix("cfg")?.trim_start();
     let inner = args.strip_prefix('(')?.strip_suffix(')')?;
@@ -1220,13 +1185,13 @@ fn cfg_attribute(cx: &Cx, attr_item: Node) -> Option<bool> {
 /// it), or everything around an inner one (`#![cfg(x)]` at the top of a
 /// file or module).
 fn compile_out(cx: &mut Cx, attr_item: Node) {
-    let range = if attr_item.kind() == "inner_attribute_item" {
+    let range = if attr_item.kind_name() == "inner_attribute_item" {
         attr_item.parent().map(|p| (p.start_byte(), p.end_byte()))
     } else {
         let mut next = attr_item.next_named_sibling();
         while let Some(k) = next
             && matches!(
-                k.kind(),
+                k.kind_name(),
                 "attribute_item" | "line_comment" | "block_comment"
             )
         {
