@@ -331,14 +331,14 @@ pub fn discover(root: &Path, max_file_size: u64, filter: Option<&PathFilter>) ->
 
 /// What discovery makes of one listed path.
 enum Listed {
-    /// Canopy's own or git's files.
-    Internal,
+    /// Canopy's or git's own files, files gone from the work tree, and
+    /// what is not a regular file: not counted anywhere.
+    Ignored,
     /// Left out by the glob filter.
     FilteredOut,
     /// Not indexed, and counted.
     Skipped(SkipReason),
-    /// Gone from the work tree, or not a regular file: not counted.
-    Ignored,
+    /// A file to index.
     File(Candidate),
 }
 
@@ -377,7 +377,7 @@ pub fn discover_with(
             Listed::File(c) => files.push(c),
             Listed::Skipped(reason) => *skipped.entry(reason).or_insert(0) += 1,
             Listed::FilteredOut => filtered_out += 1,
-            Listed::Internal | Listed::Ignored => {}
+            Listed::Ignored => {}
         }
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -399,7 +399,7 @@ fn list_one(
     filter: Option<&PathFilter>,
 ) -> Listed {
     if is_internal(&path) {
-        return Listed::Internal;
+        return Listed::Ignored;
     }
     if filter.is_some_and(|f| !f.is_match(&path)) {
         return Listed::FilteredOut;

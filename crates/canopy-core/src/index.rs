@@ -19,6 +19,7 @@ use crate::discover::{Candidate, PathFilter, SkipReason, discover_with};
 use crate::error::Result;
 use crate::lang::{Language, parse_file};
 use crate::model::IndexReport;
+use crate::store::read::StoredFile;
 use crate::store::write::{FileWrite, ParsedWrite};
 use crate::store::{Store, meta_keys};
 use crate::tokens;
@@ -130,6 +131,14 @@ fn process(candidate: &Candidate, old_hash: Option<&str>, max_file_size: u64) ->
     )
 }
 
+/// Whether an indexed file is as it was: same size and modification time,
+/// and not invalidated since (no content hash).
+fn is_unchanged(stored: &StoredFile, candidate: &Candidate) -> bool {
+    stored.size == candidate.size
+        && stored.mtime_ns == candidate.mtime_ns
+        && !stored.content_hash.is_empty()
+}
+
 /// Runs one index pass over the repository at `root` into `store`.
 pub(crate) fn run_index(
     root: &Path,
@@ -158,9 +167,7 @@ pub(crate) fn run_index(
     // language's query while the rest of the tree is listed (see
     // `Language::warm_up_in_background`).
     let mut discovery = discover_with(root, options.max_file_size, filter.as_ref(), &|c| {
-        let unchanged = stored
-            .get(&c.path)
-            .is_some_and(|s| s.size == c.size && s.mtime_ns == c.mtime_ns)
+        let unchanged = stored.get(&c.path).is_some_and(|s| is_unchanged(s, c))
             || known_skips
                 .get(&c.path)
                 .is_some_and(|(size, mtime, _)| *size == c.size && *mtime == c.mtime_ns);
@@ -247,11 +254,7 @@ pub(crate) fn run_index(
             continue;
         }
         match stored.get(&candidate.path) {
-            Some(s)
-                if s.size == candidate.size
-                    && s.mtime_ns == candidate.mtime_ns
-                    && !s.content_hash.is_empty() =>
-            {
+            Some(s) if is_unchanged(s, candidate) => {
                 report.files_unchanged += 1;
             }
             Some(s) => work.push((candidate, Some(s.content_hash.as_str()))),

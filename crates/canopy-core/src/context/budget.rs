@@ -131,7 +131,8 @@ fn overlaps(a: &NodeRecord, b: &NodeRecord) -> bool {
 pub(crate) fn pack(snapshot: Snapshot<'_>, merged: Vec<Merged>, budget: u64) -> Result<Packed> {
     let admit = (budget / TOKENS_PER_CANDIDATE).clamp(5, 40) as usize;
     let mut slots = choose(merged, admit);
-    render(snapshot, &mut slots, budget)?;
+    let mut files = FileTexts::default();
+    render(snapshot, &mut files, &mut slots, budget)?;
     // A skeleton whose every member is a fragment of its own says nothing more than they do.
     slots.retain(|s| !s.empty_skeleton);
 
@@ -168,7 +169,7 @@ pub(crate) fn pack(snapshot: Snapshot<'_>, merged: Vec<Merged>, budget: u64) -> 
     // (and nothing may regain detail a dropped fragment paid for).
     if dropped == 0 {
         fill(&mut slots, budget);
-        enclose(snapshot, &mut slots, budget)?;
+        enclose(snapshot, &mut files, &mut slots, budget)?;
     }
 
     let degraded = slots
@@ -263,32 +264,31 @@ fn fill(slots: &mut Vec<Slot>, budget: u64) {
             });
         let Some(i) = best else { return };
         let held = inside(i);
-        let first = held.iter().copied().chain([i]).min().unwrap_or(i);
         let score = held
             .iter()
             .map(|&j| slots[j].m.score)
             .fold(slots[i].m.score, f64::max);
         let held_reasons = held_reasons(slots, &held);
-        let mut whole = slots.remove(i);
-        whole.cap = Detail::Full;
-        whole.detail = Detail::Full;
-        whole.excluded.clear();
+        let mut whole = Slot::new(slots[i].m.clone(), Detail::Full, Vec::new());
+        whole.texts = std::mem::take(&mut slots[i].texts);
         whole.m.score = score;
         if !held_reasons.is_empty() {
             whole.m.reason = format!("{}; {held_reasons}", whole.m.reason);
         }
-        // Removing from the back keeps the indices before valid.
-        let mut gone: Vec<usize> = held
-            .iter()
-            .map(|&j| if j > i { j - 1 } else { j })
-            .collect();
-        gone.sort_unstable();
-        for j in gone.into_iter().rev() {
-            slots.remove(j);
-        }
-        // `first` is the smallest index removed, so nothing before it moved.
-        slots.insert(first.min(slots.len()), whole);
+        replace(slots, held.into_iter().chain([i]).collect(), whole);
     }
+}
+
+/// Puts `whole` where the first of the `held` slots was, and removes them
+/// (their text is in it).
+fn replace(slots: &mut Vec<Slot>, mut held: Vec<usize>, whole: Slot) {
+    held.sort_unstable();
+    let first = held.first().copied().unwrap_or(slots.len());
+    // From the back, so the indices still to remove stay valid.
+    for j in held.into_iter().rev() {
+        slots.remove(j);
+    }
+    slots.insert(first.min(slots.len()), whole);
 }
 
 /// Provenance of a fragment that took the place of the `held` slots: each
@@ -317,8 +317,14 @@ fn held_reasons(slots: &[Slot], held: &[usize]) -> String {
 /// The last fill: the container (not a file) just around a chosen unit,
 /// when it is not in the pack, becomes a fragment of its whole text in
 /// place of the chosen units inside it, best-scored unit first, while it
-/// fits. Its provenance is that of its best unit.
-fn enclose(snapshot: Snapshot<'_>, slots: &mut Vec<Slot>, budget: u64) -> Result<()> {
+/// fits. It keeps that unit's strategy and score; its reason lists the
+/// units it holds.
+fn enclose(
+    snapshot: Snapshot<'_>,
+    files: &mut FileTexts,
+    slots: &mut Vec<Slot>,
+    budget: u64,
+) -> Result<()> {
     let mut tried: std::collections::HashSet<i64> = std::collections::HashSet::new();
     loop {
         let used: u64 = slots.iter().map(|s| u64::from(s.cost(s.detail))).sum();
@@ -376,10 +382,9 @@ fn enclose(snapshot: Snapshot<'_>, slots: &mut Vec<Slot>, budget: u64) -> Result
         {
             continue;
         }
-        let Ok(bytes) = snapshot.read_verified(&outer.file_path, &outer.content_hash) else {
-            continue;
+        let Some(text) = files.get(snapshot, &outer.file_path, &outer.content_hash)? else {
+            continue; // changed on disk since indexed
         };
-        let text = text_view(&bytes);
         let body = text
             .get(outer.start_byte.min(text.len())..outer.end_byte.min(text.len()))
             .unwrap_or_default()
@@ -400,11 +405,26 @@ fn enclose(snapshot: Snapshot<'_>, slots: &mut Vec<Slot>, budget: u64) -> Result
             Vec::new(),
         );
         whole.texts.insert(Detail::Full, (body, tokens));
-        let first = held.iter().copied().min().unwrap_or(slots.len());
-        for j in held.into_iter().rev() {
-            slots.remove(j);
+        replace(slots, held, whole);
+    }
+}
+
+/// The text of each file a pack reads, read and hash-checked once.
+#[derive(Default)]
+struct FileTexts(HashMap<String, Option<String>>);
+
+impl FileTexts {
+    /// `None` when the file changed on disk since it was indexed.
+    fn get(&mut self, snapshot: Snapshot<'_>, path: &str, hash: &str) -> Result<Option<&str>> {
+        if !self.0.contains_key(path) {
+            let text = match snapshot.read_verified(path, hash) {
+                Ok(bytes) => Some(text_view(&bytes)),
+                Err(CanopyError::StaleIndex { .. }) => None,
+                Err(e) => return Err(e),
+            };
+            self.0.insert(path.to_string(), text);
         }
-        slots.insert(first.min(slots.len()), whole);
+        Ok(self.0.get(path).and_then(|t| t.as_deref()))
     }
 }
 
@@ -463,9 +483,13 @@ fn choose(merged: Vec<Merged>, admit: usize) -> Vec<Slot> {
 
 /// Renders every slot's text at each level it may take, and the whole text
 /// of a container capped at its skeleton when it could fit (see [`fill`]).
-fn render(snapshot: Snapshot<'_>, slots: &mut [Slot], budget: u64) -> Result<()> {
+fn render(
+    snapshot: Snapshot<'_>,
+    files: &mut FileTexts,
+    slots: &mut [Slot],
+    budget: u64,
+) -> Result<()> {
     let store = snapshot.store();
-    let mut files: HashMap<String, Option<String>> = HashMap::new();
     let containers: Vec<i64> = slots
         .iter()
         .filter(|s| is_container(&s.m.node.node_type))
@@ -479,18 +503,7 @@ fn render(snapshot: Snapshot<'_>, slots: &mut [Slot], budget: u64) -> Result<()>
     }
     for s in slots.iter_mut() {
         let n = &s.m.node;
-        let text = match files.get(&n.file_path) {
-            Some(t) => t.clone(),
-            None => {
-                let t = match snapshot.read_verified(&n.file_path, &n.content_hash) {
-                    Ok(bytes) => Some(text_view(&bytes)),
-                    Err(CanopyError::StaleIndex { .. }) => None,
-                    Err(e) => return Err(e),
-                };
-                files.insert(n.file_path.clone(), t.clone());
-                t
-            }
-        };
+        let text = files.get(snapshot, &n.file_path, &n.content_hash)?;
         let outline = outline_of(n);
         let outline_tokens = count_tokens(&outline) as u32;
         s.texts.insert(Detail::Outline, (outline, outline_tokens));
@@ -500,10 +513,10 @@ fn render(snapshot: Snapshot<'_>, slots: &mut [Slot], budget: u64) -> Result<()>
             continue;
         };
         let signature = if n.node_type == COMMENT {
-            comment_head(&text, n)
+            comment_head(text, n)
         } else if is_container(&n.node_type) {
             let (skeleton, listed) = skeleton_of(
-                &text,
+                text,
                 n,
                 children.get(&n.rowid).map_or(&[][..], |c| &c[..]),
                 &s.excluded,
@@ -511,7 +524,7 @@ fn render(snapshot: Snapshot<'_>, slots: &mut [Slot], budget: u64) -> Result<()>
             s.empty_skeleton = listed == 0 && !s.excluded.is_empty();
             skeleton
         } else {
-            signature_with_doc(&text, n)
+            signature_with_doc(text, n)
         };
         let sig_tokens = count_tokens(&signature) as u32;
         s.texts.insert(Detail::Signature, (signature, sig_tokens));

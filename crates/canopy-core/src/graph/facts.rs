@@ -136,7 +136,7 @@ pub struct FileFacts {
 
 /// Extracts the facts of one parsed file; `None` for languages without rules.
 pub fn extract(language: Language, root: Node, text: &str) -> Option<FileFacts> {
-    let _fields = FieldsOf::set(language);
+    let _grammar = WalkedGrammar::set(language);
     let mut cx = Cx {
         text,
         facts: FileFacts::default(),
@@ -158,23 +158,23 @@ pub fn extract(language: Language, root: Node, text: &str) -> Option<FileFacts> 
 }
 
 /// Field ids by name of one grammar, and its node kinds by id.
-struct FieldIds {
+struct GrammarTables {
     fields: foldhash::HashMap<&'static str, std::num::NonZeroU16>,
     kinds: Vec<&'static str>,
 }
 
 thread_local! {
-    /// The field ids of the grammar whose tree this thread is walking.
-    static FIELDS: std::cell::Cell<Option<&'static FieldIds>> = const { std::cell::Cell::new(None) };
+    /// The tables of the grammar whose tree this thread is walking.
+    static WALKED: std::cell::Cell<Option<&'static GrammarTables>> = const { std::cell::Cell::new(None) };
 }
 
-/// The field ids of `language`'s grammar, built once.
-fn field_ids(language: Language) -> Option<&'static FieldIds> {
-    static TABLES: [std::sync::OnceLock<FieldIds>; Language::ALL.len()] =
+/// The tables of `language`'s grammar, built once.
+fn grammar_tables(language: Language) -> Option<&'static GrammarTables> {
+    static TABLES: [std::sync::OnceLock<GrammarTables>; Language::ALL.len()] =
         [const { std::sync::OnceLock::new() }; Language::ALL.len()];
     let grammar = &language.spec()?.grammar;
     Some(TABLES[language as usize].get_or_init(|| {
-        FieldIds {
+        GrammarTables {
             fields: (1..=grammar.field_count() as u16)
                 .filter_map(|id| {
                     let name = grammar.field_name_for_id(id)?;
@@ -188,19 +188,19 @@ fn field_ids(language: Language) -> Option<&'static FieldIds> {
     }))
 }
 
-/// Makes [`FieldOf::field`] use `language`'s field ids on this thread
-/// until dropped.
-struct FieldsOf(Option<&'static FieldIds>);
+/// Makes [`GrammarLookup`] use `language`'s tables on this thread until
+/// dropped (then the tables before come back).
+struct WalkedGrammar(Option<&'static GrammarTables>);
 
-impl FieldsOf {
-    fn set(language: Language) -> FieldsOf {
-        FieldsOf(FIELDS.with(|f| f.replace(field_ids(language))))
+impl WalkedGrammar {
+    fn set(language: Language) -> WalkedGrammar {
+        WalkedGrammar(WALKED.with(|w| w.replace(grammar_tables(language))))
     }
 }
 
-impl Drop for FieldsOf {
+impl Drop for WalkedGrammar {
     fn drop(&mut self) {
-        FIELDS.with(|f| f.set(self.0));
+        WALKED.with(|w| w.set(self.0));
     }
 }
 
@@ -209,16 +209,16 @@ impl Drop for FieldsOf {
 /// name with every field name of the grammar (`strncmp`, a hundred for
 /// Rust), and `Node::kind` measures and checks the kind's C string, on
 /// every call; the walkers ask several times per node.
-pub(crate) trait FieldOf<'t> {
+pub(crate) trait GrammarLookup<'t> {
     /// The child in field `name` (`child_by_field_name`).
     fn field(&self, name: &str) -> Option<Node<'t>>;
     /// The node's kind (`kind`).
     fn kind_name(&self) -> &'static str;
 }
 
-impl<'t> FieldOf<'t> for Node<'t> {
+impl<'t> GrammarLookup<'t> for Node<'t> {
     fn field(&self, name: &str) -> Option<Node<'t>> {
-        let child = match FIELDS.with(|f| f.get()).and_then(|t| t.fields.get(name)) {
+        let child = match WALKED.with(|w| w.get()).and_then(|t| t.fields.get(name)) {
             Some(id) => self.child_by_field_id(id.get()),
             None => self.child_by_field_name(name),
         };
@@ -228,8 +228,8 @@ impl<'t> FieldOf<'t> for Node<'t> {
     }
 
     fn kind_name(&self) -> &'static str {
-        let kind = FIELDS
-            .with(|f| f.get())
+        let kind = WALKED
+            .with(|w| w.get())
             .and_then(|t| t.kinds.get(usize::from(self.kind_id())).copied())
             .filter(|k| !k.is_empty())
             .unwrap_or_else(|| self.kind());

@@ -50,6 +50,7 @@ pub fn resolve_pending(store: &mut Store, root: &std::path::Path) -> Result<Reso
     }
     let t0 = std::time::Instant::now();
     let dirty = store.graph_prepare()?;
+    let prepare_ms = t0.elapsed().as_millis() as u64;
     if dirty.is_empty() {
         store.graph_finish()?;
         return Ok(ResolveStats::default());
@@ -105,6 +106,7 @@ pub fn resolve_pending(store: &mut Store, root: &std::path::Path) -> Result<Reso
         files = stats.files,
         edges = stats.edges,
         ms = t0.elapsed().as_millis() as u64,
+        prepare_ms,
         rows_ms,
         world_ms,
         write_ms,

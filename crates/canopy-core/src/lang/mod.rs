@@ -108,8 +108,8 @@ impl Language {
     }
 
     /// Compiles this language's extraction query on a background thread,
-    /// at most once per process. Compiling takes longer than parsing a file
-    /// (~20 ms for Rust, ~40 ms for TSX on one core): an index run starts it
+    /// at most once per process. Compiling takes longer than parsing a
+    /// typical file: an index run starts it
     /// as soon as discovery lists a changed file, so it is ready, or nearly,
     /// when that file is parsed.
     pub(crate) fn warm_up_in_background(self) {

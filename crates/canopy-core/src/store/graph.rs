@@ -9,7 +9,7 @@ use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 use super::Store;
 use crate::error::Result;
 use crate::graph::facts::{FileFacts, SiteKind};
-use crate::graph::resolve::{EdgeRow, FileRow, How, LazyFacts, SymRow, Target};
+use crate::graph::resolve::{self, EdgeRow, FileRow, How, LazyFacts, SymRow, Target};
 use crate::lang::{Language, NodeType};
 
 /// Edge status codes (bits 2-3 of `edges.info`).
@@ -271,7 +271,9 @@ impl Store {
             scope.spawn(|_| {
                 files
                     .par_iter()
-                    .filter(|f| f.language == Language::Rust || with_sites.contains(&f.id))
+                    .filter(|f| {
+                        resolve::facts_read_by_every_pass(f.language) || with_sites.contains(&f.id)
+                    })
                     .for_each(|f| {
                         f.facts.get();
                     });

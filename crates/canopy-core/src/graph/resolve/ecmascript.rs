@@ -9,7 +9,7 @@
 
 use tree_sitter::Node;
 
-use crate::graph::facts::{Cx, DefFactKind, FieldOf, SiteKind, walk_tree};
+use crate::graph::facts::{Cx, DefFactKind, GrammarLookup, SiteKind, walk_tree};
 
 /// The normalised expression of a value node.
 pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {

@@ -94,13 +94,11 @@ impl LazyFacts {
     }
 }
 
-impl From<FileFacts> for LazyFacts {
-    fn from(facts: FileFacts) -> LazyFacts {
-        LazyFacts {
-            stored: None,
-            decoded: facts.into(),
-        }
-    }
+/// Whether every pass reads this language's facts, whatever it resolves:
+/// Rust's `cfg` ranges drop units from the world and its trait impls are
+/// looked up by name from anywhere (no other language has either).
+pub(crate) fn facts_read_by_every_pass(language: Language) -> bool {
+    language == Language::Rust
 }
 
 impl std::ops::Deref for LazyFacts {
@@ -316,13 +314,12 @@ impl World {
         syms: Vec<SymRow>,
         rust_crates: std::collections::HashMap<String, String>,
     ) -> World {
-        // Units in code compiled out by a `cfg` are not definitions (Rust:
-        // only Rust facts have such ranges, and other files' facts are
-        // decoded only when used).
+        // Units in code compiled out by a `cfg` are not definitions (Rust;
+        // other files' facts are decoded only when used).
         let mut syms = syms;
         syms.retain(|s| {
             let file = &files[s.file];
-            file.language != Language::Rust
+            !facts_read_by_every_pass(file.language)
                 || file
                     .facts
                     .disabled
@@ -380,7 +377,7 @@ impl World {
         // file's are listed now (the rest of a file's facts wait for `part`).
         let mut impl_traits: HashMap<String, Vec<(usize, String)>> = HashMap::new();
         for fi in 0..w.files.len() {
-            if w.files[fi].language != Language::Rust {
+            if !facts_read_by_every_pass(w.files[fi].language) {
                 continue; // trait impls are Rust's
             }
             for d in &w.files[fi].facts.defs {
@@ -1629,6 +1626,7 @@ impl World {
         let fi = cx.file;
         let lang = self.files[fi].language;
         let facts = &self.files[fi].facts;
+        let part = self.part(fi);
         let mut cur = Some(cx.scope);
         let mut first = true;
         while let Some(u) = cur {
@@ -1639,9 +1637,9 @@ impl World {
             // bindings of the impl that its methods see (its methods are not).
             let impl_params = lang == Language::Rust && us.node_type == NodeType::Impl;
             if impl_params && !first {
-                for &bi in self.part(fi).by_name.get(name).into_iter().flatten() {
+                for &bi in part.by_name.get(name).into_iter().flatten() {
                     let b = &facts.bindings[bi];
-                    if self.part(fi).scopes[bi] == u && b.is_type {
+                    if part.scopes[bi] == u && b.is_type {
                         let bcx = Ctx {
                             file: fi,
                             byte: b.byte,
@@ -1657,12 +1655,12 @@ impl World {
             if !class_scope || first {
                 // Local bindings of this scope: the last one before the site, else any.
                 let mut best: Option<usize> = None;
-                for &bi in self.part(fi).by_name.get(name).into_iter().flatten() {
+                for &bi in part.by_name.get(name).into_iter().flatten() {
                     let b = &facts.bindings[bi];
                     // Rust locals exist only after their `let`; elsewhere a
                     // later binding stands in when none comes before.
                     let visible = b.byte <= cx.byte || (best.is_none() && lang != Language::Rust);
-                    if self.part(fi).scopes[bi] == u && visible {
+                    if part.scopes[bi] == u && visible {
                         best = Some(bi);
                     }
                 }

@@ -8,7 +8,7 @@
 
 use tree_sitter::Node;
 
-use crate::graph::facts::{Cx, DefFactKind, FieldOf, SiteKind, Up, walk_tree};
+use crate::graph::facts::{Cx, DefFactKind, GrammarLookup, SiteKind, Up, walk_tree};
 
 /// Receiver names that mean "the enclosing class's instance" / "the class".
 pub(crate) const SELF_NAMES: &[&str] = &["self"];
@@ -76,9 +76,8 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
     }
 }
 
-/// The first `return X` / `yield X` directly in a function body (not in a nested function).
-/// One cursor walks the body in source order (a cursor and a list per node
-/// were a tenth of the Python fact walk).
+/// The first `return X` / `yield X` directly in a function body (not in a nested function),
+/// in source order, with one cursor (not a cursor and a list per node).
 fn returned_value(cx: &Cx, body: Node) -> Option<String> {
     let mut cursor = body.walk();
     loop {

@@ -8,7 +8,7 @@
 
 use tree_sitter::Node;
 
-use crate::graph::facts::{Cx, DefFactKind, FieldOf, SiteKind, Up, walk_tree};
+use crate::graph::facts::{Cx, DefFactKind, GrammarLookup, SiteKind, Up, walk_tree};
 
 /// `S { f: Default::default(), ..Default::default() }`: the type whose
 /// `default` is called, as an expression (`S.f` — the field's type — or `S()`).
