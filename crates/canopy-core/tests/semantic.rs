@@ -268,9 +268,32 @@ fn live_hits(engine: &Engine, task: &str) -> usize {
     pack.strategies[0].candidates
 }
 
-/// The first unit of a semantic-only pack for `task`.
+/// The best-ranked unit of a semantic-only pack for `task`, as
+/// `path name`. When the packer showed it inside its class (the class's
+/// whole text took its place; the reason then begins with
+/// "holds `name`", best held unit first), the name is that unit's: which
+/// fragments are enclosed depends on the room the other 39 hits leave,
+/// and the approximate index may rank those differently from the scan.
 fn top_unit(engine: &Engine, task: &str) -> Option<String> {
-    units_for(engine, task).into_iter().next()
+    let pack = engine
+        .context(&ContextParams {
+            task: task.into(),
+            strategy: Some(Strategy::Semantic),
+            budget_tokens: Some(2_000),
+            ..ContextParams::default()
+        })
+        .unwrap();
+    let first = pack.fragments.into_iter().next()?;
+    let held = first
+        .reason
+        .strip_prefix("holds `")
+        .and_then(|rest| rest.split('`').next())
+        .map(str::to_string);
+    Some(format!(
+        "{} {}",
+        first.file_path,
+        held.or(first.name).unwrap_or_default()
+    ))
 }
 
 /// Real code to search: this crate's own sources (a few thousand units),
