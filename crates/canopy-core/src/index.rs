@@ -115,7 +115,8 @@ fn process(candidate: &Candidate, old_hash: Option<&str>, max_file_size: u64) ->
     // The first file that needs parsing starts compiling the tokenizer's
     // regex (unless a fresh index already did), while tree-sitter parses it.
     tokens::warm_up_in_background();
-    let parsed = parse_file(&candidate.path, &bytes);
+    let mut parsed = parse_file(&candidate.path, &bytes);
+    let facts = parsed.facts.take().map(|f| f.encode());
     let line_count = bytes.iter().filter(|&&b| b == b'\n').count() as u32
         + u32::from(!bytes.is_empty() && !bytes.ends_with(b"\n"));
     Outcome::Write(
@@ -126,6 +127,7 @@ fn process(candidate: &Candidate, old_hash: Option<&str>, max_file_size: u64) ->
             content_hash,
             line_count,
             parsed,
+            facts,
         })),
         size,
     )
@@ -163,6 +165,9 @@ pub(crate) fn run_index(
     if started_empty {
         store.drop_unused_ref_names()?;
     }
+    // A build that was killed or failed may have left the indexes it
+    // defers missing.
+    store.ensure_indexes()?;
     // The first changed file of each language starts compiling that
     // language's query while the rest of the tree is listed (see
     // `Language::warm_up_in_background`).
@@ -266,6 +271,12 @@ pub(crate) fn run_index(
         // Until this run finishes, the index is known to be partial.
         store.set_meta(meta_keys::INDEX_COMPLETE, "0")?;
     }
+    // A first build creates its secondary indexes once, at the end, from
+    // the finished tables.
+    let bulk_build = started_empty && !work.is_empty();
+    if bulk_build {
+        store.defer_indexes()?;
+    }
 
     let max_file_size = options.max_file_size;
     let (sender, receiver) = sync_channel::<Outcome>(BATCH_FILES);
@@ -344,6 +355,9 @@ pub(crate) fn run_index(
         // index is consistent per file), the index says it is partial, and
         // readers learn it changed. Resolution of the written files is
         // pending and runs with the next run.
+        if bulk_build {
+            store.ensure_indexes()?;
+        }
         if report.files_indexed + report.files_removed > 0 {
             let generation = store.generation()? + 1;
             store.set_meta(meta_keys::GENERATION, &generation.to_string())?;
@@ -381,6 +395,9 @@ pub(crate) fn run_index(
     let resolved = crate::graph::resolve_pending(store, root)?;
     report.graph_files_resolved = resolved.files;
     report.graph_resolve_ms = resolve_started.elapsed().as_millis() as u64;
+    if bulk_build {
+        store.ensure_indexes()?;
+    }
     if report.files_indexed + report.files_removed > 0 {
         let generation = store.generation()? + 1;
         store.set_meta(meta_keys::GENERATION, &generation.to_string())?;

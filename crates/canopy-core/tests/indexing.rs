@@ -733,3 +733,117 @@ fn a_cancelled_run_stops_keeps_what_it_wrote_and_the_next_run_finishes() {
         );
     }
 }
+
+/// The indexes of `canopy_core::store::BULK_BUILT_INDEXES` present in the index at `root`.
+fn bulk_built_indexes(root: &Path) -> Vec<String> {
+    let db = rusqlite::Connection::open(root.join(".canopy/index.db")).unwrap();
+    let mut present = Vec::new();
+    for name in canopy_core::store::BULK_BUILT_INDEXES {
+        let found: bool = db
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'index' AND name = ?1)",
+                [name],
+                |r| r.get(0),
+            )
+            .unwrap();
+        if found {
+            present.push(name.to_string());
+        }
+    }
+    present
+}
+
+/// Records, at the 20th file written, which deferred indexes exist then.
+struct IndexesMidway {
+    root: std::path::PathBuf,
+    seen: std::sync::atomic::AtomicU64,
+    midway: std::sync::Mutex<Option<Vec<String>>>,
+}
+
+impl canopy_core::index::IndexProgress for IndexesMidway {
+    fn start(&self, _to_parse: u64) {}
+    fn advance(&self, _path: &str, _bytes: u64) {
+        let seen = self.seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if seen == 20 {
+            *self.midway.lock().unwrap() = Some(bulk_built_indexes(&self.root));
+        }
+    }
+    fn finish(&self, _report: &canopy_core::model::IndexReport) {}
+}
+
+#[test]
+fn a_first_build_creates_its_indexes_at_the_end_and_a_killed_one_leaves_them_to_the_next_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for i in 0..600 {
+        write(
+            root,
+            &format!("pkg/m{i}.py"),
+            format!(
+                "from pkg.m0 import shared_{i}\n\ndef bulk_probe_{i}(x):\n    return shared_{i}(x) + {i}\n"
+            ),
+        );
+    }
+    let all: Vec<String> = canopy_core::store::BULK_BUILT_INDEXES
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let engine = engine(root);
+    let progress = IndexesMidway {
+        root: root.to_path_buf(),
+        seen: Default::default(),
+        midway: Default::default(),
+    };
+    engine.index(None, &progress).unwrap();
+    // Written without them (the first batches commit before the 20th file
+    // is reported: the tables exist, the indexes do not) …
+    let midway = progress.midway.lock().unwrap().clone();
+    assert_eq!(
+        midway,
+        Some(Vec::new()),
+        "indexes kept up during a first build"
+    );
+    // … and there at the end, built from the finished tables.
+    assert_eq!(bulk_built_indexes(root), all);
+    let found = symbol(&engine, "bulk_probe_599");
+    assert_eq!(found.len(), 1, "{found:?}");
+    let expanded = engine.expand(&[found[0].id.as_str()]).unwrap();
+    assert_eq!(expanded.len(), 1);
+
+    // A build killed before its end leaves them missing: the next run,
+    // even one with nothing to parse, creates them again.
+    let db = rusqlite::Connection::open(root.join(".canopy/index.db")).unwrap();
+    for name in canopy_core::store::BULK_BUILT_INDEXES {
+        db.execute_batch(&format!("DROP INDEX {name};")).unwrap();
+    }
+    drop(db);
+    assert!(bulk_built_indexes(root).is_empty());
+    let report = engine.index(None, &NoProgress).unwrap();
+    assert_eq!(report.files_indexed, 0);
+    assert_eq!(bulk_built_indexes(root), all);
+    assert_eq!(engine.orphan_rows().unwrap(), 0);
+
+    // Reference names written while their index was missing are found by
+    // text (each once: no name was inserted twice for want of a lookup).
+    let db = rusqlite::Connection::open(root.join(".canopy/index.db")).unwrap();
+    let (names, distinct): (i64, i64) = db
+        .query_row(
+            "SELECT COUNT(*), COUNT(DISTINCT text) FROM ref_names",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(names, distinct);
+    let refs = engine
+        .query(&QueryParams {
+            symbol: Some("shared_7".into()),
+            kind: Some(QueryKind::Reference),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(
+        refs.ref_handles.unwrap_or_default().len(),
+        2,
+        "import and call"
+    );
+}

@@ -465,7 +465,8 @@ impl Reader<'_> {
 }
 
 /// 2: imports carry `exported`. 3: sites in a blob of their own.
-/// 4: compiled-out ranges.
+/// 4: compiled-out ranges. (Both blobs are stored compressed,
+/// [`crate::store::blob`]; the format is that of what they inflate to.)
 const FORMAT: u64 = 4;
 
 /// A file's facts as stored: what resolving other files needs of it
@@ -581,13 +582,18 @@ impl FileFacts {
         put(&mut sites, FORMAT);
         put_strings(&mut sites, &strings.list[world_strings..]);
         sites.extend_from_slice(&site_body);
-        StoredFacts { world, sites }
+        StoredFacts {
+            world: crate::store::blob::pack(&world),
+            sites: crate::store::blob::pack(&sites),
+        }
     }
 
     /// Reads the stored form: always the `world` part, the sites only when
     /// `sites` is given (resolving other files needs no site of this one).
     /// `None` when a blob is damaged or of another format.
     pub fn decode(world: &[u8], sites: Option<&[u8]>) -> Option<FileFacts> {
+        let world = crate::store::blob::unpack(world)?;
+        let world = &*world;
         let mut r = Reader { buf: world, pos: 0 };
         if r.get()? != FORMAT {
             return None;
@@ -650,6 +656,8 @@ impl FileFacts {
         let Some(sites) = sites else {
             return Some(facts);
         };
+        let sites = crate::store::blob::unpack(sites)?;
+        let sites = &*sites;
         let mut r = Reader { buf: sites, pos: 0 };
         if r.get()? != FORMAT {
             return None;

@@ -8,7 +8,7 @@ use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::Store;
 use crate::error::Result;
-use crate::graph::facts::{FileFacts, SiteKind};
+use crate::graph::facts::{SiteKind, StoredFacts};
 use crate::graph::resolve::{self, EdgeRow, FileRow, How, LazyFacts, SymRow, Target};
 use crate::lang::{Language, NodeType};
 
@@ -76,9 +76,12 @@ fn unpack(src: i64, dst: i64, line: i64, col: i64, info: i64, name: Option<Strin
 }
 
 /// Stores a parsed file's facts and marks it for resolution (writer side).
-pub(crate) fn write_facts(tx: &Transaction, file_id: i64, facts: Option<&FileFacts>) -> Result<()> {
-    if let Some(facts) = facts {
-        let stored = facts.encode();
+pub(crate) fn write_facts(
+    tx: &Transaction,
+    file_id: i64,
+    facts: Option<&StoredFacts>,
+) -> Result<()> {
+    if let Some(stored) = facts {
         tx.prepare_cached(
             "INSERT OR REPLACE INTO graph_facts(file_id, facts, sites) VALUES (?1, ?2, ?3)",
         )?
@@ -155,8 +158,13 @@ impl Store {
                     .optional()?;
                 match new_id {
                     Some(n) => {
-                        tx.prepare_cached("UPDATE edges SET dst = ?2 WHERE dst = ?1")?
+                        // A site that already reaches the new unit (an
+                        // ambiguous one, with both among its candidates)
+                        // keeps that edge; the one to the old id goes.
+                        tx.prepare_cached("UPDATE OR IGNORE edges SET dst = ?2 WHERE dst = ?1")?
                             .execute([old_id, &n])?;
+                        tx.prepare_cached("DELETE FROM edges WHERE dst = ?1")?
+                            .execute([old_id])?;
                     }
                     None => {
                         // The definition is gone: its users resolve again.
@@ -345,30 +353,28 @@ impl Store {
             tx.prepare_cached("DELETE FROM edges WHERE src BETWEEN ?1 AND ?2")?
                 .execute([lo, hi])?;
             let mut insert = tx.prepare_cached(
-                "INSERT INTO edges(src, dst, line, col, info) VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT OR IGNORE INTO edges(src, dst, line, col, info) VALUES (?1, ?2, ?3, ?4, ?5)",
             )?;
             for e in edges {
                 match &e.target {
                     Target::Resolved(d) => {
-                        insert.execute(params![
+                        written += insert.execute(params![
                             e.src,
                             d,
                             e.line,
                             e.col,
                             pack_info(e.kind, STATUS_RESOLVED, e.how, e.confidence)
-                        ])?;
-                        written += 1;
+                        ])? as u64;
                     }
                     Target::Ambiguous(ds) => {
                         for d in ds {
-                            insert.execute(params![
+                            written += insert.execute(params![
                                 e.src,
                                 d,
                                 e.line,
                                 e.col,
                                 pack_info(e.kind, STATUS_AMBIGUOUS, e.how, e.confidence)
-                            ])?;
-                            written += 1;
+                            ])? as u64;
                         }
                     }
                     // Unresolved sites are not stored: the raw references

@@ -135,15 +135,19 @@ CREATE TABLE graph_facts (
 -- kind (bits 0-1: call, import, type, other), status (bits 2-3: resolved,
 -- ambiguous, unresolved), how (bits 4-6, graph::resolve::How), confidence
 -- (bits 7-13, 0..=100).
+-- Keyed by where the site is and what it reaches, without a rowid: the
+-- table is its own index by source ("callees", a file's edges), and the
+-- index by target holds the key ("callers" in source order). A site and
+-- target make one edge (a second insert of the pair is ignored).
 CREATE TABLE edges (
     src  INTEGER NOT NULL,
-    dst  INTEGER NOT NULL,
     line INTEGER NOT NULL,
     col  INTEGER NOT NULL,
-    info INTEGER NOT NULL
-);
+    dst  INTEGER NOT NULL,
+    info INTEGER NOT NULL,
+    PRIMARY KEY (src, line, col, dst)
+) WITHOUT ROWID;
 CREATE INDEX edges_dst ON edges(dst);
-CREATE INDEX edges_src ON edges(src);
 
 -- Work left for resolution by the writer (so a killed run resumes it):
 -- files whose sites need resolving, and the handles of units deleted since

@@ -22,8 +22,11 @@ pub struct ParsedWrite {
     pub content_hash: String,
     /// Number of lines.
     pub line_count: u32,
-    /// The parse result.
+    /// The parse result (its `facts` are in `facts`, encoded).
     pub parsed: ParsedFile,
+    /// The parse's graph facts in their stored form: encoded and compressed
+    /// by the worker that parsed the file, not by the single writer.
+    pub facts: Option<crate::graph::facts::StoredFacts>,
 }
 
 /// One change to the index, applied inside a batch transaction.
@@ -311,17 +314,33 @@ fn same_units_first_id(
 /// `PRAGMA data_version` it was filled under and is emptied when that moves
 /// (checked inside each batch's write transaction, where no one else can
 /// commit).
+///
+/// When the table was empty as the map started (a build into an empty
+/// index, [`Store::defer_indexes`]), the map is `complete`: a name it does
+/// not hold is new, and no lookup by text is needed (none could use an
+/// index then: the build creates `ref_names_nocase` at its end).
 #[derive(Debug, Default)]
 pub(crate) struct NameIds {
     data_version: i64,
     ids: HashMap<String, i64>,
+    complete: bool,
 }
 
 impl NameIds {
+    /// An empty map of an empty `ref_names` table, as of `data_version`.
+    pub(crate) fn complete(data_version: i64) -> NameIds {
+        NameIds {
+            data_version,
+            ids: HashMap::new(),
+            complete: true,
+        }
+    }
+
     fn revalidate(&mut self, tx: &Transaction) -> Result<()> {
         let version: i64 = tx.query_row("PRAGMA data_version", [], |r| r.get(0))?;
         if version != self.data_version {
             self.ids.clear();
+            self.complete = false;
             self.data_version = version;
         }
         Ok(())
@@ -330,6 +349,13 @@ impl NameIds {
     fn id(&mut self, tx: &Transaction, name: &str) -> Result<i64> {
         use rusqlite::OptionalExtension;
         if let Some(&id) = self.ids.get(name) {
+            return Ok(id);
+        }
+        if self.complete {
+            tx.prepare_cached("INSERT INTO ref_names(text) VALUES (?1)")?
+                .execute([name])?;
+            let id = tx.last_insert_rowid();
+            self.ids.insert(name.to_string(), id);
             return Ok(id);
         }
         let existing: Option<i64> = tx
@@ -505,7 +531,7 @@ fn write_parsed(
             insert_posting.execute(params![name_id, id, uses as i64])?;
         }
     }
-    super::graph::write_facts(tx, id, w.parsed.facts.as_ref())?;
+    super::graph::write_facts(tx, id, w.facts.as_ref())?;
     Ok(ParsedWritten {
         units: w.parsed.units.len() as u64,
         refs: packed.len() as u64,
