@@ -847,3 +847,50 @@ fn a_first_build_creates_its_indexes_at_the_end_and_a_killed_one_leaves_them_to_
         "import and call"
     );
 }
+
+#[test]
+fn references_follow_an_edit_of_their_file_through_the_same_engine() {
+    // The reader keeps decoded reference blobs; an edited file keeps its
+    // row id, so only a check of the stored blob can tell its references
+    // changed.
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.py", "def caller():\n    moved_target()\n");
+    write(dir.path(), "b.py", "def other():\n    moved_target()\n");
+    let e = engine(dir.path());
+    e.index(None, &NoProgress).unwrap();
+    let sites = |e: &Engine| {
+        let mut found: Vec<(String, u32)> = e
+            .query(&QueryParams {
+                symbol: Some("moved_target".into()),
+                kind: Some(QueryKind::Reference),
+                ..Default::default()
+            })
+            .unwrap()
+            .ref_handles
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| (r.file_path, r.line_range[0]))
+            .collect();
+        found.sort();
+        found
+    };
+    assert_eq!(sites(&e), [("a.py".into(), 2), ("b.py".into(), 2)]);
+    let a_id = |dir: &Path| -> i64 {
+        let db = rusqlite::Connection::open(dir.join(".canopy/index.db")).unwrap();
+        db.query_row("SELECT id FROM files WHERE path = 'a.py'", [], |r| r.get(0))
+            .unwrap()
+    };
+    let before = a_id(dir.path());
+
+    write(
+        dir.path(),
+        "a.py",
+        "def caller():\n    x = 1\n    moved_target()\n    moved_target(x)\n",
+    );
+    e.index(None, &NoProgress).unwrap();
+    assert_eq!(a_id(dir.path()), before, "the file kept its row id");
+    assert_eq!(
+        sites(&e),
+        [("a.py".into(), 3), ("a.py".into(), 4), ("b.py".into(), 2)]
+    );
+}

@@ -76,6 +76,8 @@ pub struct Store {
     path: PathBuf,
     /// Distinct unit names, for substring symbol search (see [`read::NameCatalog`]).
     names: read::NameCatalogCache,
+    /// Decoded reference blobs (see [`read::DecodedRefsCache`]).
+    decoded_refs: read::DecodedRefsCache,
     /// Reference-name ids known to this (writer) connection (see [`write::NameIds`]).
     ref_name_ids: write::NameIds,
 }
@@ -179,6 +181,7 @@ impl Store {
             conn,
             path: PathBuf::from(":memory:"),
             names: Default::default(),
+            decoded_refs: Default::default(),
             ref_name_ids: Default::default(),
         })
     }
@@ -230,6 +233,7 @@ impl Store {
                 conn,
                 path: db_path.to_path_buf(),
                 names: Default::default(),
+                decoded_refs: Default::default(),
                 ref_name_ids: Default::default(),
             }));
         }
@@ -250,6 +254,7 @@ impl Store {
             conn,
             path: db_path.to_path_buf(),
             names: Default::default(),
+            decoded_refs: Default::default(),
             ref_name_ids: Default::default(),
         }))
     }

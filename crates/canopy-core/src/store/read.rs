@@ -226,6 +226,22 @@ pub(crate) struct NameCatalogCache {
     searched_without: Cell<bool>,
 }
 
+/// A connection's decoded reference blobs (`file_refs`), by file id, with
+/// a hash of the stored blob they came from: a blob is read from SQLite
+/// every time (cheap), inflated and decoded only when it changed since.
+/// Callers and references queries read the blobs of every file that uses
+/// a name; inflating and decoding them was half of a Django `callers`
+/// answer. Checked by content, so it never needs invalidating.
+#[derive(Debug, Default)]
+pub(crate) struct DecodedRefsCache {
+    files: RefCell<HashMap<i64, (u64, Vec<PackedRef>)>>,
+    refs: Cell<usize>,
+}
+
+/// References a connection keeps decoded at most (a little over 10 MB; the
+/// Django sdist has 214,590): past it the cache starts again empty.
+const DECODED_REFS_MAX: usize = 262_144;
+
 /// Escapes `%`, `_` and `\` for a `LIKE … ESCAPE '\'` pattern.
 fn like_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -722,10 +738,28 @@ impl Store {
             .prepare_cached("SELECT refs FROM file_refs WHERE file_id = ?1")?
             .query_row([file_id], |r| r.get(0))
             .optional()?;
-        match blob {
-            Some(blob) => packed_refs::decode(&blob, file_id),
-            None => Ok(vec![]),
+        let Some(blob) = blob else {
+            return Ok(vec![]);
+        };
+        let hash = xxhash_rust::xxh3::xxh3_64(&blob);
+        let cache = &self.decoded_refs;
+        if let Some((stored, refs)) = cache.files.borrow().get(&file_id)
+            && *stored == hash
+        {
+            return Ok(refs.clone());
         }
+        let refs = packed_refs::decode(&blob, file_id)?;
+        let mut files = cache.files.borrow_mut();
+        if let Some((_, old)) = files.remove(&file_id) {
+            cache.refs.set(cache.refs.get() - old.len());
+        }
+        if cache.refs.get() + refs.len() > DECODED_REFS_MAX {
+            files.clear();
+            cache.refs.set(0);
+        }
+        cache.refs.set(cache.refs.get() + refs.len());
+        files.insert(file_id, (hash, refs.clone()));
+        Ok(refs)
     }
 
     /// Totals for `status`.
