@@ -22,14 +22,22 @@ const LEVEL: u8 = 1;
 /// Inflated size at most: a damaged blob must not claim gigabytes (no file
 /// Canopy indexes yields blobs near this).
 const MAX_INFLATED: usize = 1 << 28;
+/// Blobs shorter than this are stored raw: deflate saves them a few bytes
+/// at about the fixed cost per call of a large one (Django: 3,325 of its
+/// 8,069 blobs, 13 KB more stored; tokio 1.5 KB).
+const MIN_DEFLATED: usize = 128;
 
-/// The stored form of `raw`: deflated, or raw when that is not smaller.
+/// The stored form of `raw`: deflated, or raw when it is short or deflate
+/// does not make it smaller.
 pub(crate) fn pack(raw: &[u8]) -> Vec<u8> {
-    let deflated = miniz_oxide::deflate::compress_to_vec(raw, LEVEL);
-    let (tag, body) = if deflated.len() < raw.len() {
-        (DEFLATE, deflated.as_slice())
+    let deflated = if raw.len() < MIN_DEFLATED {
+        None
     } else {
-        (RAW, raw)
+        Some(miniz_oxide::deflate::compress_to_vec(raw, LEVEL)).filter(|d| d.len() < raw.len())
+    };
+    let (tag, body) = match &deflated {
+        Some(d) => (DEFLATE, d.as_slice()),
+        None => (RAW, raw),
     };
     let mut out = Vec::with_capacity(body.len() + 1);
     out.push(tag);
@@ -61,12 +69,28 @@ mod tests {
         assert!(stored.len() < repetitive.len() / 4, "{}", stored.len());
         assert_eq!(unpack(&stored).as_deref(), Some(repetitive.as_slice()));
 
-        // Deflate cannot shrink two bytes: they are kept as they are.
+        // Short blobs, and those deflate cannot shrink, are kept as they are.
         let tiny = [5u8, 9];
         let stored = pack(&tiny);
         assert_eq!(stored, vec![RAW, 5, 9]);
         assert_eq!(unpack(&stored).as_deref(), Some(&tiny[..]));
         assert_eq!(unpack(&pack(&[])).as_deref(), Some(&[][..]));
+        let short = vec![7u8; MIN_DEFLATED - 1];
+        assert_eq!(pack(&short)[0], RAW);
+        assert_eq!(pack(&[7u8; MIN_DEFLATED])[0], DEFLATE);
+        // xorshift64: bytes without repeats or skew for deflate to use.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let noise: Vec<u8> = (0..4_000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 24) as u8
+            })
+            .collect();
+        let stored = pack(&noise);
+        assert_eq!((stored[0], stored.len()), (RAW, noise.len() + 1));
+        assert_eq!(unpack(&stored).as_deref(), Some(noise.as_slice()));
     }
 
     #[test]
