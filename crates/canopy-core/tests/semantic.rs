@@ -230,18 +230,23 @@ fn vectors_are_computed_at_index_time_stored_and_reused_incrementally() {
     assert_eq!(stats.last_sync.files_embedded, 0, "{stats:?}");
 }
 
-/// The units of a semantic-only pack for `task`, best first, as
-/// `path:first-last name` (a unit without a name, an impl block, is still one unit).
-fn units_for(engine: &Engine, task: &str) -> Vec<String> {
-    let pack = engine
+/// A semantic-only pack for `task` in 2,000 tokens.
+fn semantic_pack(engine: &Engine, task: &str) -> canopy_core::context::ContextPack {
+    engine
         .context(&ContextParams {
             task: task.into(),
             strategy: Some(Strategy::Semantic),
             budget_tokens: Some(2_000),
             ..ContextParams::default()
         })
-        .unwrap();
-    pack.fragments
+        .unwrap()
+}
+
+/// The units of a semantic-only pack for `task`, best first, as
+/// `path:first-last name` (a unit without a name, an impl block, is still one unit).
+fn units_for(engine: &Engine, task: &str) -> Vec<String> {
+    semantic_pack(engine, task)
+        .fragments
         .into_iter()
         .map(|f| {
             format!(
@@ -275,15 +280,7 @@ fn live_hits(engine: &Engine, task: &str) -> usize {
 /// fragments are enclosed depends on the room the other 39 hits leave,
 /// and the approximate index may rank those differently from the scan.
 fn top_unit(engine: &Engine, task: &str) -> Option<String> {
-    let pack = engine
-        .context(&ContextParams {
-            task: task.into(),
-            strategy: Some(Strategy::Semantic),
-            budget_tokens: Some(2_000),
-            ..ContextParams::default()
-        })
-        .unwrap();
-    let first = pack.fragments.into_iter().next()?;
+    let first = semantic_pack(engine, task).fragments.into_iter().next()?;
     let held = first
         .reason
         .strip_prefix("holds `")
