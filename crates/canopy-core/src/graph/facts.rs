@@ -720,6 +720,7 @@ mod tests {
         // `run` (a return-type fact and the site `p.run`) is stored once, in
         // the world part; `join` (a site only) only in the sites part.
         let has = |blob: &[u8], s: &str| {
+            let blob = crate::store::blob::unpack(blob).expect("a stored blob");
             let mut entry = vec![s.len() as u8];
             entry.extend_from_slice(s.as_bytes());
             blob.windows(entry.len()).any(|w| w == entry.as_slice())

@@ -8,7 +8,7 @@
 
 use tree_sitter::Node;
 
-use crate::graph::facts::{Cx, DefFactKind, GrammarLookup, SiteKind, Up, walk_tree};
+use crate::graph::facts::{Cx, DefFact, DefFactKind, GrammarLookup, SiteKind, Up, walk_tree};
 
 /// Receiver names that mean "the enclosing class's instance" / "the class".
 pub(crate) const SELF_NAMES: &[&str] = &["self"];
@@ -76,34 +76,66 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
     }
 }
 
-/// The first `return X` / `yield X` directly in a function body (not in a nested function),
-/// in source order, with one cursor (not a cursor and a list per node).
-fn returned_value(cx: &Cx, body: Node) -> Option<String> {
-    let mut cursor = body.walk();
-    loop {
-        let n = cursor.node();
-        let mut descend = n.is_named();
-        if descend {
-            match n.kind_name() {
-                "function_definition" | "class_definition" | "lambda" => descend = false,
-                "return_statement" | "yield" => {
-                    if let Some(v) = n.named_child(0).and_then(|v| expr(cx, v)) {
-                        return Some(v);
-                    }
-                    descend = false;
-                }
-                _ => {}
-            }
+/// What an unannotated function returns: the value of the first `return`
+/// or `yield` of its body (in source order) that has one, found while the
+/// walk passes it (a second walk over every body to look for it was a
+/// quarter of Python's fact extraction). A `return` or `yield` counts for
+/// the nearest enclosing function unless a class, lambda, `return` or
+/// `yield` lies in between; one without a value, or with one `expr` cannot
+/// read, does not end the search.
+#[derive(Default)]
+struct FirstReturns {
+    /// Function node id → index of its placeholder in `facts.defs`.
+    pending: foldhash::HashMap<usize, usize>,
+}
+
+impl FirstReturns {
+    /// At an unannotated function with a body: a placeholder `Returns` fact
+    /// where the fact goes (its place among the facts is the function's).
+    fn open(&mut self, cx: &mut Cx, function: Node, name: Node) {
+        self.pending.insert(function.id(), cx.facts.defs.len());
+        cx.facts.defs.push(DefFact {
+            byte: name.start_byte() as u32,
+            name: cx.t(name).to_string(),
+            expr: String::new(),
+            what: DefFactKind::Returns,
+        });
+    }
+
+    /// At a `return` or `yield`.
+    fn found(&mut self, cx: &mut Cx, node: Node, up: &Up) {
+        let Some(function) = up.iter().find(|p| {
+            matches!(
+                p.kind_name(),
+                "function_definition"
+                    | "class_definition"
+                    | "lambda"
+                    | "return_statement"
+                    | "yield"
+            )
+        }) else {
+            return;
+        };
+        if function.kind_name() != "function_definition"
+            || function
+                .field("body")
+                .is_none_or(|body| node.start_byte() < body.start_byte())
+        {
+            return;
         }
-        if descend && cursor.goto_first_child() {
-            continue;
+        let Some(&slot) = self.pending.get(&function.id()) else {
+            return;
+        };
+        if let Some(v) = node.named_child(0).and_then(|v| expr(cx, v)) {
+            cx.facts.defs[slot].expr = format!("={v}");
+            self.pending.remove(&function.id());
         }
-        // Next in source order: a sibling, or a sibling of an ancestor; the
-        // cursor never leaves `body` (its root).
-        while !cursor.goto_next_sibling() {
-            if !cursor.goto_parent() {
-                return None;
-            }
+    }
+
+    /// After the walk: placeholders of functions that return no value go.
+    fn close(self, cx: &mut Cx) {
+        if !self.pending.is_empty() {
+            cx.facts.defs.retain(|d| !d.expr.is_empty());
         }
     }
 }
@@ -142,7 +174,9 @@ fn use_kind(up: &Up) -> SiteKind {
 
 /// Walks one Python tree.
 pub(crate) fn walk(cx: &mut Cx, root: Node) {
+    let mut returns = FirstReturns::default();
     walk_tree(root, &mut |n, up| match n.kind_name() {
+        "return_statement" | "yield" => returns.found(cx, n, up),
         "call" => {
             let Some(f) = n.field("function") else {
                 return;
@@ -277,10 +311,10 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             if let Some(r) = n.field("return_type") {
                 let t = type_expr(cx, r);
                 cx.def_fact(name, t, DefFactKind::Returns);
-            } else if let Some(body) = n.field("body") {
-                // Unannotated: what the body returns, as a value (`=` marks a value expression).
-                let v = returned_value(cx, body).map(|v| format!("={v}"));
-                cx.def_fact(name, v, DefFactKind::Returns);
+            } else if n.field("body").is_some() {
+                // Unannotated: what the body returns, as a value (`=` marks
+                // a value expression), once the walk reaches it.
+                returns.open(cx, n, name);
             }
             // Unannotated parameters shadow outer names (and may be pytest fixtures).
             if let Some(params) = n.field("parameters") {
@@ -318,6 +352,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         }
         _ => {}
     });
+    returns.close(cx);
 }
 
 /// The dotted module names a file can be imported as (`src/click/core.py` →
@@ -352,4 +387,77 @@ pub(crate) fn resolve_relative(path: &str, module: &str) -> Option<String> {
         out.push_str(rest);
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::graph::facts::DefFactKind;
+
+    /// (function, what it returns) for every unannotated function with a value.
+    fn returns(source: &str) -> Vec<(String, String)> {
+        let parsed = crate::lang::parse_file("m.py", source.as_bytes());
+        let facts = parsed.facts.expect("python has fact rules");
+        facts
+            .defs
+            .into_iter()
+            .filter(|d| d.what == DefFactKind::Returns)
+            .map(|d| (d.name, d.expr))
+            .collect()
+    }
+
+    #[test]
+    fn an_unannotated_function_returns_its_first_returned_value() {
+        let source = "\
+def outer():
+    def inner():
+        return Inner()
+    k = lambda: Lambda()
+    class Local:
+        def method(self):
+            return Method()
+    return Outer()
+
+def bare_then_value():
+    if x:
+        return
+    return Second()
+
+def generator():
+    yield Made()
+    return Later()
+
+def nothing():
+    pass
+
+def annotated() -> Declared:
+    return Ignored()
+
+def nested_yield():
+    return (yield Inside())
+";
+        let got = returns(source);
+        let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+        // In the order of the functions; `nothing` returns no value and
+        // `nested_yield`'s `return` holds a `yield`, which is not looked into.
+        assert_eq!(
+            names,
+            [
+                "outer",
+                "inner",
+                "method",
+                "bare_then_value",
+                "generator",
+                "annotated"
+            ],
+            "{got:?}"
+        );
+        let of = |name: &str| &got.iter().find(|(n, _)| n == name).unwrap().1;
+        assert!(of("outer").contains("Outer"), "{got:?}");
+        assert!(of("inner").contains("Inner"), "{got:?}");
+        assert!(of("method").contains("Method"), "{got:?}");
+        assert!(of("bare_then_value").contains("Second"), "{got:?}");
+        assert!(of("generator").contains("Made"), "{got:?}");
+        assert!(of("outer").starts_with('='), "a value, not a type: {got:?}");
+        assert!(of("annotated").contains("Declared") && !of("annotated").starts_with('='));
+    }
 }
