@@ -104,7 +104,9 @@ impl FirstReturns {
 
     /// At a `return` or `yield`.
     fn found(&mut self, cx: &mut Cx, node: Node, up: &Up) {
-        let Some(function) = up.iter().find(|p| {
+        // The nearest ancestor that ends the search: only a function's own
+        // body counts.
+        let Some(owner) = up.iter().find(|p| {
             matches!(
                 p.kind_name(),
                 "function_definition"
@@ -116,19 +118,18 @@ impl FirstReturns {
         }) else {
             return;
         };
-        if function.kind_name() != "function_definition"
-            || function
-                .field("body")
-                .is_none_or(|body| node.start_byte() < body.start_byte())
+        let Some(&slot) = self.pending.get(&owner.id()) else {
+            return; // not an unannotated function, or its value is known
+        };
+        if owner
+            .field("body")
+            .is_none_or(|body| node.start_byte() < body.start_byte())
         {
             return;
         }
-        let Some(&slot) = self.pending.get(&function.id()) else {
-            return;
-        };
         if let Some(v) = node.named_child(0).and_then(|v| expr(cx, v)) {
             cx.facts.defs[slot].expr = format!("={v}");
-            self.pending.remove(&function.id());
+            self.pending.remove(&owner.id());
         }
     }
 
