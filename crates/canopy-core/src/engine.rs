@@ -755,11 +755,7 @@ impl Engine {
         let mut report = index.sync(self.snapshot_of(store))?;
         let new_rows = std::mem::take(&mut report.new_rows);
         *lock(&self.inner.last_sync) = report;
-        let mut text = params.task.clone();
-        if let Some(f) = &params.focus {
-            text.push(' ');
-            text.push_str(f);
-        }
+        let text = crate::context::semantic_query(&params.task, params.focus.as_deref());
         Ok((
             SemanticInput {
                 hits: index.search(&text, 40),

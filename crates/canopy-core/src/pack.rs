@@ -190,6 +190,45 @@ impl EvidencePack {
 /// Tests usually show a problem; the fix lives in the code they test.
 const TEST_FACTOR: f64 = 0.45;
 
+/// Ranking settings. The evaluation (`bench/eval/pack_eval.py --variant`)
+/// overrides them with the environment variable `CANOPY_PACK_TUNING`
+/// (`summary=0`) to compare settings on one index; it is a measuring knob,
+/// not an interface.
+#[derive(Clone, Copy, Debug)]
+struct Tuning {
+    /// Weight of the summary line's own query (0: not asked). 1.0 was the
+    /// best of 0.3, 0.5, 1, 1.5, 2 and 3 on 100 dev instances (file R@5
+    /// 0.710 without it, 0.802 with it; `bench/eval/README.md`).
+    summary: f64,
+}
+
+impl Tuning {
+    fn get() -> Tuning {
+        let mut t = Tuning { summary: 1.0 };
+        if let Ok(spec) = std::env::var("CANOPY_PACK_TUNING") {
+            for part in spec.split(',') {
+                if let Some((k, v)) = part.split_once('=')
+                    && let Ok(v) = v.trim().parse::<f64>()
+                    && k.trim() == "summary"
+                {
+                    t.summary = v;
+                }
+            }
+        }
+        t
+    }
+}
+
+/// The question's summary: its first non-empty line when more lines follow
+/// and it is short enough to be a title (an issue's title, a commit
+/// subject, a one-line goal above its details).
+pub(crate) fn summary_line(question: &str) -> Option<&str> {
+    let mut lines = question.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next()?;
+    lines.next()?;
+    (first.len() <= 200).then_some(first)
+}
+
 /// Drops what issue templates add and people do not write: HTML comments,
 /// carriage returns.
 pub(crate) fn clean_question(question: &str) -> String {
@@ -478,6 +517,31 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
             add(node, s, &mut scored);
         }
     }
+    // The summary line (an issue's title) says what the question is about;
+    // the rest often quotes code, logs and reproduction steps whose words
+    // weigh as much in the one OR query above. A second query on the
+    // summary's own terms adds its normalised score.
+    let tuning = Tuning::get();
+    let mut summary_bonus: HashMap<i64, f64> = HashMap::new();
+    if tuning.summary > 0.0
+        && let Some(summary) = summary_line(&question)
+    {
+        let (summary_terms, _) = key_terms(store, summary)?;
+        if !summary_terms.is_empty() {
+            let expr = summary_terms
+                .iter()
+                .map(|t| fts_quote(&t.text))
+                .collect::<Vec<_>>()
+                .join(" OR ");
+            let hits = store.fts_search(&expr, CANDIDATES, scope.as_ref())?;
+            let best = hits.first().map_or(1.0, |n| -n.score).max(1e-9);
+            for node in hits {
+                let s = (-node.score / best).max(0.0);
+                summary_bonus.insert(node.rowid, tuning.summary * s);
+                add(node, 0.0, &mut scored);
+            }
+        }
+    }
     // Identifiers named in the question: their definitions are evidence, the
     // stronger the rarer the name (`filter` is defined everywhere, `_resolve_lookup` is not).
     let mut identifier_hit = false;
@@ -532,6 +596,7 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
         })
         .map(|mut s| {
             s.score += ident_bonus.get(&s.node.rowid).copied().unwrap_or(0.0);
+            s.score += summary_bonus.get(&s.node.rowid).copied().unwrap_or(0.0);
             s.score *= type_factor(&s.node.node_type) * size_factor(s.node.token_count);
             if !wants_tests && is_test_path(&s.node.file_path) {
                 s.score *= TEST_FACTOR;
@@ -874,6 +939,19 @@ mod tests {
     fn questions_are_cleaned_of_template_comments() {
         let q = clean_question("Bug <!-- please describe -->in `parse`\r\n<!-- unterminated");
         assert_eq!(q, "Bug in `parse`\n");
+    }
+
+    #[test]
+    fn the_summary_is_the_first_line_of_several() {
+        assert_eq!(
+            summary_line("\n  Parcel lookup fails  \n\nSteps:\n1. track"),
+            Some("Parcel lookup fails")
+        );
+        // A one-line question is all summary: nothing to weigh it against.
+        assert_eq!(summary_line("why does parcel lookup fail?"), None);
+        // A first line too long for a title is a paragraph.
+        let long = format!("{}\nmore", "word ".repeat(50));
+        assert_eq!(summary_line(&long), None);
     }
 
     #[test]

@@ -167,6 +167,24 @@ fn definitions_named_in_the_question_come_first() {
 }
 
 #[test]
+fn the_summary_line_outweighs_the_report_below_it() {
+    let (_d, e) = repo();
+    // An issue's title names the problem; its report wanders through what
+    // the user did, in words that match other code better.
+    let question = "Parcel tracking asks the wrong carrier\n\n\
+        I rendered an invoice, rendered the invoice header and the invoice footer, \
+        computed the invoice total for every invoice line, refreshed my session token, \
+        rendered the invoice again and printed an invoice report. Then the page for \
+        my parcel showed the status from another company.";
+    let p = pack(&e, question, None);
+    assert_eq!(
+        p.handles[0].file_path, "shipping/tracker.py",
+        "{:#?}",
+        p.handles
+    );
+}
+
+#[test]
 fn session_memory_lowers_novelty_and_converges() {
     let (_d, e) = repo();
     let q = "how is the invoice total computed when rendering an invoice?";

@@ -129,6 +129,53 @@ fn semantic_strategy_ranks_units_by_meaning() {
 }
 
 #[test]
+fn a_task_with_a_title_is_searched_by_its_title() {
+    let Some(dir) = model_dir() else { return };
+    let repo = tempfile::tempdir().unwrap();
+    let r = repo.path();
+    write(
+        r,
+        "auth/credentials.py",
+        "def verify_credentials(username, secret):\n    account = lookup_account(username)\n    return account is not None and account.hash == digest(secret)\n",
+    );
+    write(
+        r,
+        "charts/render.py",
+        "def render_chart(rows, colour):\n    return [draw_bar(row, colour) for row in rows]\n",
+    );
+    write(
+        r,
+        "billing/invoice.py",
+        "def total_amount(lines):\n    return sum(line.price * line.quantity for line in lines)\n",
+    );
+    let options = EngineOptions {
+        embedding_model: Some(dir),
+        ..EngineOptions::default()
+    };
+    let engine = Engine::open(r, options).unwrap();
+    engine.index(None, &NoProgress).unwrap();
+    // The report below the title is about what the user was doing, not
+    // about the bug; averaged with it, the title's meaning is lost.
+    let task = "Login accepts a wrong password\n\n\
+        Steps: I drew a bar chart of the invoice lines in red, rendered the chart rows \
+        with each colour, summed the price and quantity of every invoice line for the \
+        total amount, drew another bar chart, rendered the rows again, then signed in.";
+    let pack = engine
+        .context(&ContextParams {
+            task: task.into(),
+            strategy: Some(Strategy::Semantic),
+            budget_tokens: Some(500),
+            ..ContextParams::default()
+        })
+        .unwrap();
+    assert_eq!(
+        pack.fragments.first().and_then(|f| f.name.as_deref()),
+        Some("verify_credentials"),
+        "{pack:#?}"
+    );
+}
+
+#[test]
 fn a_broken_model_path_is_reported_and_the_pack_still_answers() {
     let repo = tempfile::tempdir().unwrap();
     write(
