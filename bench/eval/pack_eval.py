@@ -14,12 +14,12 @@ table for all instances, one per instances file.
 
   pack_eval.py --trees DIR --instances FILE [FILE...] [--bin canopy] [--model DIR]
                [--variant "NAME=VAR=VALUE[;VAR=VALUE...]"]... [--context 4000[,8000]]
-               [--context-strategy fused] [--hybrid] [--per-instance]
+               [--context-strategy fused] [--hybrid] [--time N] [--per-instance]
 
 Packs only read the index, so the variants of one run see the same index.
 Needs MIRROR_ROOT (see bench/eval/README.md). Trees are kept (~40 MB each).
 """
-import argparse, json, os, subprocess, sys
+import argparse, json, os, statistics, subprocess, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -45,6 +45,9 @@ def main():
     ap.add_argument("--hybrid", action="store_true",
                     help="also score the pack's files fused (reciprocal rank, k=10) with the files of an "
                          "8,000-token `semantic` context pack: a simulated BM25 + embedding ranking")
+    ap.add_argument("--time", type=int, default=0, metavar="N",
+                    help="run each pack N more times and report the wall time of a `canopy pack` process "
+                         "(median of the N per instance; p50/p95 over instances)")
     ap.add_argument("--per-instance", action="store_true", help="print each instance's rank of its gold file")
     a = ap.parse_args()
     variants = [("base", {})]
@@ -75,7 +78,16 @@ def main():
             pack = json.loads(run(a.bin, ["--root", tree, "--quiet", "--json", "pack",
                                           "--pattern=" + inst["query"][:120_000]], env=env))
             files = ranked_files([h["file_path"] for h in pack["handles"]])
+            if a.time:
+                walls = []
+                for _ in range(a.time):
+                    t0 = time.perf_counter()
+                    run(a.bin, ["--root", tree, "--quiet", "--json", "pack",
+                                "--pattern=" + inst["query"][:120_000]], env=env)
+                    walls.append((time.perf_counter() - t0) * 1000)
             row = {k: recall_at(files, gold, k) for k in (1, 5, 10)}
+            if a.time:
+                row["ms"] = statistics.median(walls)
             row["tokens"] = pack["total_tokens"]
             row["group"] = inst["_group"]
             if a.hybrid:
@@ -119,6 +131,11 @@ def table(variants, scores, budgets, group, total):
             have = [r[f"body@{b}"] for r in rows if r[f"body@{b}"] is not None]
             cells.append(f"{mean([1.0 if x else 0.0 for x in have]):.3f}")
         print(f"| {name} | " + " | ".join(cells) + " |")
+    if any("ms" in r for name, _ in variants for r in scores[name]):
+        print("\n| variant | pack process p50 ms | p95 ms |\n|---|---|---|")
+        for name, _ in variants:
+            ms = sorted(r["ms"] for r in pick(scores[name]))
+            print(f"| {name} | {ms[len(ms) // 2]:.1f} | {ms[min(len(ms) - 1, int(len(ms) * 0.95))]:.1f} |")
     if any("hybrid1" in r for name, _ in variants for r in scores[name]):
         print("\n| variant | hybrid file R@1 | R@5 | R@10 |\n|---|---|---|---|")
         for name, _ in variants:

@@ -130,7 +130,8 @@ enum Command {
 
 #[derive(Args, Debug)]
 struct ContextArgs {
-    /// What you are about to do (an issue text is fine; "-" reads it from stdin).
+    /// What you are about to do (an issue text is fine; "-" reads it from stdin). Of several
+    /// lines, the first is taken as the summary and weighs most.
     task: String,
     /// Code to centre on: Type.method, Type::method, a path, or path:line[:col].
     #[arg(long)]

@@ -118,7 +118,8 @@ impl ToolName {
                  tokens, score; no text) grouped by file, expand_suggestion and guidance. Follow \
                  guidance: expand_then_answer -> canopy_expand the suggested handles, then answer; \
                  refine_query -> one narrower query (symbol, glob, terms). Stop querying when \
-                 stop_querying=true or novelty is low. Use instead of grep/find."
+                 stop_querying=true or novelty is low. Use instead of grep/find. A long \
+                 pattern: one-line summary first (it weighs most)."
             }
             ToolName::Query => {
                 "Search the index: handles (id, file_path, line_range, token_count, preview), no \
@@ -165,7 +166,8 @@ impl ToolName {
             ToolName::Context => {
                 "The code to read before starting a task, as text within budget_tokens: \
                  fragments (file, lines, detail full|signature|outline, strategy, reason, text), \
-                 best first, no repeats. Give task (the issue or plan) and optionally focus \
+                 best first, no repeats. Give task (a one-line summary first, it weighs most; \
+                 then the issue or plan) and optionally focus \
                  (Type.method, a path, path:line). strategy: fused (default) | keyword | \
                  semantic | graph (callers, callees) | history (git co-changes) | decisions \
                  (docs, code comments). Expand a fragment's handle for the whole unit."
