@@ -518,6 +518,30 @@ fn get_strings<'b>(r: &mut Reader<'b>) -> Option<Vec<&'b str>> {
 }
 
 impl FileFacts {
+    /// Takes the facts of a macro body parsed on its own (bytes
+    /// `start..end` of the file, see `lang::extract`) in place of what the
+    /// walk of the whole file saw there, which was tokens.
+    pub(crate) fn merge_body(&mut self, body: FileFacts, start: usize, end: usize) {
+        let outside = |b: u32| (b as usize) < start || (b as usize) >= end;
+        // Each list keeps its order: the body's facts go where its bytes are.
+        fn splice<T>(list: &mut Vec<T>, body: Vec<T>, start: usize, byte: impl Fn(&T) -> u32) {
+            let at = list.partition_point(|x| (byte(x) as usize) < start);
+            list.splice(at..at, body);
+        }
+        self.sites.retain(|x| outside(x.byte));
+        self.imports.retain(|x| outside(x.byte));
+        self.bindings.retain(|x| outside(x.byte));
+        self.defs.retain(|x| outside(x.byte));
+        splice(&mut self.imports, body.imports, start, |x| x.byte);
+        splice(&mut self.bindings, body.bindings, start, |x| x.byte);
+        splice(&mut self.defs, body.defs, start, |x| x.byte);
+        self.sites.extend(body.sites);
+        self.sites.sort_by_key(|s| (s.byte, s.kind as u8));
+        self.sites.dedup_by_key(|s| s.byte);
+        self.disabled.extend(body.disabled);
+        self.disabled.sort_unstable();
+    }
+
     /// The compact stored form: string tables, then each list as varints
     /// (site positions delta-coded in source order).
     pub fn encode(&self) -> StoredFacts {

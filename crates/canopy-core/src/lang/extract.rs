@@ -384,11 +384,126 @@ pub fn parse_file(path: &str, source: &[u8]) -> ParsedFile {
             let root = tree.root_node();
             run_query(spec, separator, root, &text, &lines, &mut defs, &mut refs);
             facts = crate::graph::facts::extract(language, root, &text);
+            if language == Language::Rust {
+                for body in item_macro_bodies(spec, root, &text, 0) {
+                    let inside = |b: usize| body.range.start_byte <= b && b < body.range.end_byte;
+                    let root = body.tree.root_node();
+                    let mut body_refs = Vec::new();
+                    run_query(
+                        spec,
+                        separator,
+                        root,
+                        &text,
+                        &lines,
+                        &mut defs,
+                        &mut body_refs,
+                    );
+                    // The token-tree patterns found calls in the body by name only;
+                    // the parsed items give them with qualifiers, and types and imports too.
+                    refs.retain(|r| !inside(r.start_byte));
+                    refs.extend(body_refs);
+                    if let (Some(all), Some(more)) = (
+                        facts.as_mut(),
+                        crate::graph::facts::extract(language, root, &text),
+                    ) {
+                        all.merge_body(more, body.range.start_byte, body.range.end_byte);
+                    }
+                }
+            }
         }
     }
     let mut parsed = assemble(path, language, &text, &lines, defs, refs, had_syntax_errors);
     parsed.facts = facts;
     parsed
+}
+
+/// The items of one Rust macro body, parsed on their own.
+struct MacroBody {
+    range: tree_sitter::Range,
+    tree: tree_sitter::Tree,
+}
+
+/// Deepest macro-in-macro nesting whose items are parsed (`cfg_rt! {
+/// cfg_unstable! { … } }`).
+const MAX_MACRO_DEPTH: usize = 3;
+
+/// Rust macro invocations that stand where items go and wrap items in
+/// braces (`cfg_rt! { pub fn spawn… }`, tokio's and many crates' way to put
+/// items under a feature): tree-sitter keeps a macro's body as a token tree,
+/// so without this `spawn` would be no unit and no definition. Each body is
+/// parsed again with only its bytes included (node positions stay those of
+/// the file) and kept when it parses as items without error; a body that is
+/// not Rust items (a DSL, `$`-patterns) is left as tokens. Bodies inside
+/// kept bodies follow, up to [`MAX_MACRO_DEPTH`].
+fn item_macro_bodies(spec: &LanguageSpec, root: Node, text: &str, depth: usize) -> Vec<MacroBody> {
+    if depth >= MAX_MACRO_DEPTH {
+        return Vec::new();
+    }
+    let mut ranges = Vec::new();
+    let mut item_lists = vec![root];
+    let mut cursor = root.walk();
+    // Item lists: the file, and the bodies of `mod`, `impl`, `trait` (and
+    // of `extern` blocks), at any depth.
+    let mut i = 0;
+    while i < item_lists.len() {
+        let list = item_lists[i];
+        i += 1;
+        for child in list.children(&mut cursor) {
+            match child.kind() {
+                "mod_item" | "impl_item" | "trait_item" | "foreign_mod_item" => {
+                    if let Some(body) = child.child_by_field_name("body") {
+                        item_lists.push(body);
+                    }
+                }
+                "macro_invocation" => {
+                    if let Some(range) = brace_body(child) {
+                        ranges.push(range);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut bodies = Vec::new();
+    for range in ranges {
+        let tree = PARSER.with(|parser| {
+            let mut parser = parser.borrow_mut();
+            parser.set_language(&spec.grammar).ok()?;
+            parser.set_included_ranges(&[range]).ok()?;
+            let tree = parser.parse(text, None);
+            // The parser is shared by every file of this thread.
+            parser.set_included_ranges(&[]).ok()?;
+            tree
+        });
+        let Some(tree) = tree else { continue };
+        let body_root = tree.root_node();
+        if body_root.has_error() || body_root.named_child_count() == 0 {
+            continue;
+        }
+        let inner = item_macro_bodies(spec, body_root, text, depth + 1);
+        bodies.push(MacroBody { range, tree });
+        bodies.extend(inner);
+    }
+    bodies
+}
+
+/// The bytes between the braces of `name! { … }`.
+fn brace_body(invocation: Node) -> Option<tree_sitter::Range> {
+    let mut cursor = invocation.walk();
+    let tokens = invocation
+        .children(&mut cursor)
+        .find(|c| c.kind() == "token_tree")?;
+    let open = tokens.child(0)?;
+    let close = tokens.child(tokens.child_count().checked_sub(1)?)?;
+    if open.kind() != "{" || close.kind() != "}" || close.start_byte() <= open.end_byte() {
+        return None;
+    }
+    Some(tree_sitter::Range {
+        start_byte: open.end_byte(),
+        end_byte: close.start_byte(),
+        start_point: open.end_position(),
+        end_point: close.start_position(),
+    })
 }
 
 /// ERROR and MISSING nodes in a tree.
@@ -1091,6 +1206,62 @@ mod tests {
             .map(|u| (u.start_line, u.end_line))
             .collect();
         assert_eq!(chunks, [(1, 50), (41, 90), (81, 120)]);
+    }
+
+    #[test]
+    fn items_inside_item_macros_are_units_and_other_macro_bodies_stay_tokens() {
+        let text = "cfg_rt! {\n    /// Runs it.\n    pub fn spawn(x: u8) -> u8 { helper(x) }\n}\n\
+                    impl Pool {\n    cfg_stats! {\n        fn count(&self) -> usize { 0 }\n    }\n}\n\
+                    html! { <div>{ render(x) }</div> }\n\
+                    macro_rules! gen { ($n:ident) => { fn $n() {} }; }\n";
+        let parsed = parse_file("src/lib.rs", text.as_bytes());
+        let names: Vec<(Option<&str>, NodeType)> = parsed
+            .units
+            .iter()
+            .map(|u| (u.qualified_name.as_deref(), u.node_type))
+            .collect();
+        assert!(
+            names.contains(&(Some("spawn"), NodeType::Function)),
+            "{names:?}"
+        );
+        assert!(
+            names.contains(&(Some("Pool.count"), NodeType::Method)),
+            "{names:?}"
+        );
+        let spawn = parsed
+            .units
+            .iter()
+            .find(|u| u.name.as_deref() == Some("spawn"))
+            .unwrap();
+        assert_eq!(
+            &text[spawn.start_byte..spawn.start_byte + 12],
+            "/// Runs it."
+        );
+        // A body that is not items is left alone; its calls are still seen by name.
+        assert!(
+            !names.iter().any(|(n, _)| *n == Some("render")),
+            "{names:?}"
+        );
+        let calls: Vec<&str> = parsed.refs.iter().map(|r| r.name.as_str()).collect();
+        assert!(
+            calls.contains(&"helper") && calls.contains(&"render"),
+            "{calls:?}"
+        );
+        assert_eq!(
+            calls.iter().filter(|c| **c == "helper").count(),
+            1,
+            "{calls:?}"
+        );
+        // The thread's parser is back to whole files.
+        let after = parse_file("src/b.rs", b"fn after() {}\n");
+        assert_eq!(
+            after
+                .units
+                .iter()
+                .filter(|u| u.name.as_deref() == Some("after"))
+                .count(),
+            1
+        );
     }
 
     #[test]
