@@ -360,7 +360,7 @@ pub fn parse_file(path: &str, source: &[u8]) -> ParsedFile {
     let mut had_syntax_errors = false;
     let mut defs = Vec::new();
     let mut refs = Vec::new();
-    let mut facts = None;
+    let mut facts: Option<crate::graph::facts::FileFacts> = None;
     if let Some(spec) = language.spec() {
         let tree = PARSER.with(|parser| {
             let mut parser = parser.borrow_mut();
