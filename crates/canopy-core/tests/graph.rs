@@ -273,6 +273,44 @@ fn answers_say_which_kind_of_empty_they_are() {
 }
 
 #[test]
+fn rust_paths_follow_the_crate_and_its_reexports() {
+    let (_tmp, root) = fixture("rust");
+    let engine = Engine::open(&root, EngineOptions::default()).expect("open");
+    engine.index(None, &NoProgress).expect("index");
+    let file_of = |m: TargetMatch| match m {
+        TargetMatch::One(n) => n.file_path,
+        _ => "not exactly one".to_string(),
+    };
+    engine
+        .graph(|g| {
+            // `pub use parser::Parser;` in lib.rs: the path a user of the crate writes.
+            assert_eq!(
+                file_of(g.resolve_target("graph_fixture::Parser")?),
+                "src/parser.rs"
+            );
+            // An item written inside a macro body is a definition like any other.
+            assert_eq!(
+                file_of(g.resolve_target("graph_fixture::gated::spawn_task")?),
+                "src/gated.rs"
+            );
+            let callers = g.callers("graph_fixture::gated::spawn_task", 1, 50)?;
+            assert!(
+                callers
+                    .nodes
+                    .iter()
+                    .any(|n| n.qualified_name.as_deref() == Some("start")),
+                "{callers:?}"
+            );
+            assert!(matches!(
+                g.resolve_target("graph_fixture::no_such_thing")?,
+                TargetMatch::NotFound
+            ));
+            Ok(())
+        })
+        .expect("graph");
+}
+
+#[test]
 fn hierarchy_impact_dependencies_cycles_hotspots_unused() {
     use canopy_core::graph::ops::Level;
     let (_tmp, root) = fixture("python");

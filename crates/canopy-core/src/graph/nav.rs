@@ -14,7 +14,9 @@
 //! qualifiers. Exact qualified matches beat suffix matches, definitions
 //! beat other units (modules, constants), exported (non-`_`, capitalised in
 //! Go) beat private. Several left after that: the answer is `ambiguous`
-//! and lists them.
+//! and lists them. A Rust path that matches nothing that way
+//! (`tokio::spawn`) is followed from the library crate it names through
+//! modules and `pub use` re-exports, as a `use` of it would be.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
@@ -384,11 +386,31 @@ impl<'s> Graph<'s> {
                 best = exported;
             }
         }
+        if best.is_empty() && target.contains("::") {
+            best = self.rust_path_target(&parts)?;
+        }
         Ok(match best.len() {
             0 => TargetMatch::NotFound,
             1 => TargetMatch::One(best.remove(0)),
             _ => TargetMatch::Ambiguous(best),
         })
+    }
+
+    /// `crate_name::path::Name` through the crate's module tree and its
+    /// re-exports (`tokio::spawn` is `tokio/src/task/spawn.rs`'s `spawn`,
+    /// re-exported by `pub use task::spawn`): a last resort, since it builds
+    /// the resolver's world of the whole index.
+    fn rust_path_target(&self, parts: &[&str]) -> Result<Vec<NodeRecord>> {
+        let (files, syms, _) = self
+            .store
+            .graph_world_rows(&std::collections::BTreeSet::new())?;
+        let crates = crate::graph::resolve::rust::crate_names(
+            &self.root,
+            crate::graph::resolve::rust_crate_roots(&files),
+        );
+        let world = crate::graph::resolve::World::new(files, syms, crates);
+        let ids = world.rust_path_units(parts);
+        self.store.nodes_by_rowids(&ids)
     }
 
     /// `path:line[:col]`: the definition a site there resolves to, else the innermost unit there.

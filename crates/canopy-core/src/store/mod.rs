@@ -30,8 +30,9 @@ use crate::error::{CanopyError, Result};
 /// ES imports marked exported or not, TypeScript call signatures repaired;
 /// 11: graph facts stored as two blobs, sites apart; 12: Rust code compiled
 /// out by `cfg` recorded; 13: per-file blobs compressed, edges keyed by
-/// site and target without a rowid).
-pub const SCHEMA_VERSION: u32 = 13;
+/// site and target without a rowid; 14: Rust items inside item-level
+/// macro bodies extracted).
+pub const SCHEMA_VERSION: u32 = 14;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

@@ -1459,6 +1459,34 @@ impl World {
     }
 
     /// The members named `name` of a value, as values.
+    /// The units a Rust path names as a user of its crate would write it
+    /// (`tokio::spawn`: the library crate the repository's `Cargo.toml`
+    /// names `tokio`, then its members, following `pub use` re-exports the
+    /// way `use tokio::spawn` does). Empty when the first segment is no
+    /// library crate of the repository.
+    pub fn rust_path_units(&self, segments: &[&str]) -> Vec<i64> {
+        let Some((first, rest)) = segments.split_first() else {
+            return Vec::new();
+        };
+        let Some(src) = self.rust_crates.get(*first) else {
+            return Vec::new();
+        };
+        let mut vals = vec![Val::RMod(src.clone(), "crate".into())];
+        for seg in rest {
+            vals = vals.iter().flat_map(|v| self.member(v, seg, 1)).collect();
+        }
+        let mut ids: Vec<i64> = vals
+            .iter()
+            .filter_map(|v| match v {
+                Val::Class(i) | Val::Func(i) => Some(self.syms[*i].id),
+                _ => None,
+            })
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
     fn member(&self, v: &Val, name: &str, depth: u32) -> Vec<Val> {
         if depth > MAX_DEPTH {
             return Vec::new();
