@@ -356,6 +356,32 @@ fn aggregate_by_file(ranked: &mut [Scored]) {
     }
 }
 
+/// The units matching any of `terms` (an OR query), best first, each with
+/// its BM25 score divided by the best one (so 1.0 for the first).
+fn bm25_hits(
+    store: &Store,
+    terms: &[Term],
+    scope: Option<&crate::store::read::FileScope>,
+) -> Result<Vec<(NodeRecord, f64)>> {
+    if terms.is_empty() {
+        return Ok(Vec::new());
+    }
+    let expr = terms
+        .iter()
+        .map(|t| fts_quote(&t.text))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    let hits = store.fts_search(&expr, CANDIDATES, scope)?;
+    let best = hits.first().map_or(1.0, |n| -n.score).max(1e-9);
+    Ok(hits
+        .into_iter()
+        .map(|node| {
+            let s = (-node.score / best).max(0.0);
+            (node, s)
+        })
+        .collect())
+}
+
 /// Candidates the code graph links to the best ones (resolved calls either
 /// way, type uses) gain a share of their scores: the fix for a reported
 /// symptom often sits one call away from where its words match.
@@ -560,19 +586,9 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
             .or_insert(Scored { node, score: 0.0 });
         entry.score = entry.score.max(score);
     };
-    if !terms.is_empty() {
-        // One OR query weighted by BM25; the key terms are already the informative ones.
-        let expr = terms
-            .iter()
-            .map(|t| fts_quote(&t.text))
-            .collect::<Vec<_>>()
-            .join(" OR ");
-        let hits = store.fts_search(&expr, CANDIDATES, scope.as_ref())?;
-        let best = hits.first().map_or(1.0, |n| -n.score).max(1e-9);
-        for node in hits {
-            let s = (-node.score / best).max(0.0);
-            add(node, s, &mut scored);
-        }
+    // One OR query weighted by BM25; the key terms are already the informative ones.
+    for (node, s) in bm25_hits(store, &terms, scope.as_ref())? {
+        add(node, s, &mut scored);
     }
     // The summary line (an issue's title) says what the question is about;
     // the rest often quotes code, logs and reproduction steps whose words
@@ -584,19 +600,9 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
         && let Some(summary) = summary_line(&question)
     {
         let (summary_terms, _) = key_terms(store, summary)?;
-        if !summary_terms.is_empty() {
-            let expr = summary_terms
-                .iter()
-                .map(|t| fts_quote(&t.text))
-                .collect::<Vec<_>>()
-                .join(" OR ");
-            let hits = store.fts_search(&expr, CANDIDATES, scope.as_ref())?;
-            let best = hits.first().map_or(1.0, |n| -n.score).max(1e-9);
-            for node in hits {
-                let s = (-node.score / best).max(0.0);
-                summary_bonus.insert(node.rowid, tuning.summary * s);
-                add(node, 0.0, &mut scored);
-            }
+        for (node, s) in bm25_hits(store, &summary_terms, scope.as_ref())? {
+            summary_bonus.insert(node.rowid, tuning.summary * s);
+            add(node, 0.0, &mut scored);
         }
     }
     // Identifiers named in the question: their definitions are evidence, the

@@ -33,6 +33,38 @@ fn write(root: &Path, rel: &str, text: &str) {
     fs::write(path, text).unwrap();
 }
 
+/// Three files about different things (logging in, charts, invoices) and
+/// `more`, indexed by an engine with the model at `dir`.
+fn meaning_repo(dir: PathBuf, more: &[(&str, &str)]) -> (tempfile::TempDir, Engine) {
+    let repo = tempfile::tempdir().unwrap();
+    let r = repo.path();
+    write(
+        r,
+        "auth/credentials.py",
+        "def verify_credentials(username, secret):\n    account = lookup_account(username)\n    return account is not None and account.hash == digest(secret)\n",
+    );
+    write(
+        r,
+        "charts/render.py",
+        "def render_chart(rows, colour):\n    return [draw_bar(row, colour) for row in rows]\n",
+    );
+    write(
+        r,
+        "billing/invoice.py",
+        "def total_amount(lines):\n    return sum(line.price * line.quantity for line in lines)\n",
+    );
+    for (rel, text) in more {
+        write(r, rel, text);
+    }
+    let options = EngineOptions {
+        embedding_model: Some(dir),
+        ..EngineOptions::default()
+    };
+    let engine = Engine::open(r, options).unwrap();
+    engine.index(None, &NoProgress).unwrap();
+    (repo, engine)
+}
+
 #[test]
 fn the_real_model_puts_related_texts_closer_than_unrelated_ones() {
     let Some(dir) = model_dir() else { return };
@@ -56,34 +88,14 @@ fn the_real_model_puts_related_texts_closer_than_unrelated_ones() {
 #[test]
 fn semantic_strategy_ranks_units_by_meaning() {
     let Some(dir) = model_dir() else { return };
-    let repo = tempfile::tempdir().unwrap();
+    let (repo, engine) = meaning_repo(
+        dir,
+        &[(
+            "geo/distance.py",
+            "def haversine(lat1, lon1, lat2, lon2):\n    return 6371 * central_angle(lat1, lon1, lat2, lon2)\n",
+        )],
+    );
     let r = repo.path();
-    write(
-        r,
-        "auth/credentials.py",
-        "def verify_credentials(username, secret):\n    account = lookup_account(username)\n    return account is not None and account.hash == digest(secret)\n",
-    );
-    write(
-        r,
-        "charts/render.py",
-        "def render_chart(rows, colour):\n    return [draw_bar(row, colour) for row in rows]\n",
-    );
-    write(
-        r,
-        "billing/invoice.py",
-        "def total_amount(lines):\n    return sum(line.price * line.quantity for line in lines)\n",
-    );
-    write(
-        r,
-        "geo/distance.py",
-        "def haversine(lat1, lon1, lat2, lon2):\n    return 6371 * central_angle(lat1, lon1, lat2, lon2)\n",
-    );
-    let options = EngineOptions {
-        embedding_model: Some(dir),
-        ..EngineOptions::default()
-    };
-    let engine = Engine::open(r, options).unwrap();
-    engine.index(None, &NoProgress).unwrap();
     let pack = engine
         .context(&ContextParams {
             task: "check the password when a user logs in".into(),
@@ -131,29 +143,7 @@ fn semantic_strategy_ranks_units_by_meaning() {
 #[test]
 fn a_task_with_a_title_is_searched_by_its_title() {
     let Some(dir) = model_dir() else { return };
-    let repo = tempfile::tempdir().unwrap();
-    let r = repo.path();
-    write(
-        r,
-        "auth/credentials.py",
-        "def verify_credentials(username, secret):\n    account = lookup_account(username)\n    return account is not None and account.hash == digest(secret)\n",
-    );
-    write(
-        r,
-        "charts/render.py",
-        "def render_chart(rows, colour):\n    return [draw_bar(row, colour) for row in rows]\n",
-    );
-    write(
-        r,
-        "billing/invoice.py",
-        "def total_amount(lines):\n    return sum(line.price * line.quantity for line in lines)\n",
-    );
-    let options = EngineOptions {
-        embedding_model: Some(dir),
-        ..EngineOptions::default()
-    };
-    let engine = Engine::open(r, options).unwrap();
-    engine.index(None, &NoProgress).unwrap();
+    let (_repo, engine) = meaning_repo(dir, &[]);
     // The report below the title is about what the user was doing, not
     // about the bug; averaged with it, the title's meaning is lost.
     let task = "Login accepts a wrong password\n\n\
