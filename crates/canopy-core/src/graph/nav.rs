@@ -401,13 +401,19 @@ impl<'s> Graph<'s> {
     /// re-exported by `pub use task::spawn`): a last resort, since it builds
     /// the resolver's world of the whole index.
     fn rust_path_target(&self, parts: &[&str]) -> Result<Vec<NodeRecord>> {
+        // Crate names first (paths and `Cargo.toml`s only): a path that names
+        // no crate of the repository never loads the world.
+        let paths = self.store.file_ranges()?;
+        let crates = crate::graph::resolve::rust::crate_names(
+            &self.root,
+            crate::graph::resolve::rust_crate_roots(paths.iter().map(|(_, p, ..)| p.as_str())),
+        );
+        if parts.first().is_none_or(|c| !crates.contains_key(*c)) {
+            return Ok(Vec::new());
+        }
         let (files, syms, _) = self
             .store
             .graph_world_rows(&std::collections::BTreeSet::new())?;
-        let crates = crate::graph::resolve::rust::crate_names(
-            &self.root,
-            crate::graph::resolve::rust_crate_roots(&files),
-        );
         let world = crate::graph::resolve::World::new(files, syms, crates);
         let ids = world.rust_path_units(parts);
         self.store.nodes_by_rowids(&ids)

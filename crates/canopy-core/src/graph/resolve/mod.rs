@@ -2095,12 +2095,13 @@ impl World {
     }
 }
 
-/// The `src/` folders of Rust library crates (those with a `src/lib.rs`).
-pub fn rust_crate_roots(files: &[FileRow]) -> Vec<String> {
-    files
-        .iter()
-        .filter(|f| f.language == Language::Rust && f.path.ends_with("src/lib.rs"))
-        .map(|f| rust::module_path(&f.path).0)
+/// The `src/` folders of Rust library crates (those with a `src/lib.rs`),
+/// from the repository's file paths.
+pub fn rust_crate_roots<'a>(paths: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    paths
+        .into_iter()
+        .filter(|p| p.ends_with("src/lib.rs"))
+        .map(|p| rust::module_path(p).0)
         .collect()
 }
 
