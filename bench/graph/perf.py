@@ -65,6 +65,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from edges_dump import stored_edges  # noqa: E402  (the packed edge lists, decoded)
 
 DJANGO_TARGETS = [
     "QuerySet.filter", "QuerySet.get", "QuerySet.create", "QuerySet.exclude",
@@ -336,14 +338,25 @@ def edit_position(text, ext, start, end):
     return None
 
 
-def file_functions(repo, path):
-    """A file's functions and methods, most used (edges pointing at them) first."""
-    q = ("SELECT n.start_line, n.end_line, n.qualified_name, "
-         "(SELECT count(*) FROM edges e WHERE e.dst = n.id) AS uses "
-         "FROM files f JOIN nodes n ON n.id BETWEEN f.first_node_id AND f.last_node_id "
-         "WHERE f.path = ? AND n.node_type IN ('function', 'method') ORDER BY uses DESC, n.start_line")
+def edge_uses(repo):
+    """nodes.id -> number of edges pointing at it."""
+    uses = {}
     with ro(repo) as c:
-        return c.execute(q, (path,)).fetchall()
+        for _, dst, _, _, _ in stored_edges(c):
+            if dst > 0:
+                uses[dst] = uses.get(dst, 0) + 1
+    return uses
+
+
+def file_functions(repo, path, uses):
+    """A file's functions and methods, most used (`uses`: edges pointing at
+    them) first."""
+    q = ("SELECT n.id, n.start_line, n.end_line, n.qualified_name "
+         "FROM files f JOIN nodes n ON n.id BETWEEN f.first_node_id AND f.last_node_id "
+         "WHERE f.path = ? AND n.node_type IN ('function', 'method')")
+    with ro(repo) as c:
+        rows = [(start, end, q, uses.get(i, 0)) for i, start, end, q in c.execute(q, (path,))]
+    return sorted(rows, key=lambda r: (-r[3], r[0]))
 
 
 def dependent_files(repo):
@@ -359,7 +372,9 @@ def dependent_files(repo):
             return i if i >= 0 and node <= files[i][1] else None
 
         deps = {}
-        for src, dst in c.execute("SELECT src, dst FROM edges WHERE dst > 0"):
+        for src, dst, _, _, _ in stored_edges(c):
+            if dst <= 0:
+                continue
             a, b = file_of(src), file_of(dst)
             if a is not None and b is not None and a != b:
                 deps.setdefault(b, set()).add(a)
@@ -371,14 +386,17 @@ def edit_candidates(repo, want):
     body of its most used function (or method)."""
     out = []
     ranked = sorted(dependent_files(repo).items(), key=lambda kv: (-kv[1], kv[0]))
+    use_counts = edge_uses(repo)
     # Then (a corpus whose files have no edges between them, like synth) the
     # files of the most used functions.
+    best = {}
     with ro(repo) as c:
-        most_used = c.execute(
-            "SELECT f.path, max(u.k) AS k FROM (SELECT dst, count(*) AS k FROM edges WHERE dst > 0 "
-            "GROUP BY dst) u JOIN nodes n ON n.id = u.dst JOIN files f ON f.id = n.file_id "
-            "WHERE n.node_type IN ('function', 'method') GROUP BY f.path ORDER BY k DESC, f.path "
-            "LIMIT 200").fetchall()
+        for i, path in c.execute(
+                "SELECT n.id, f.path FROM nodes n JOIN files f ON f.id = n.file_id "
+                "WHERE n.node_type IN ('function', 'method')"):
+            if use_counts.get(i):
+                best[path] = max(best.get(path, 0), use_counts[i])
+    most_used = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:200]
     listed = {p for p, _ in ranked}
     for path, _ in most_used:
         if path not in listed:
@@ -392,7 +410,7 @@ def edit_candidates(repo, want):
             continue
         with open(os.path.join(repo, path), encoding="utf-8", errors="surrogateescape", newline="") as f:
             text = f.read()
-        for start, end, qualified, uses in file_functions(repo, path):
+        for start, end, qualified, uses in file_functions(repo, path, use_counts):
             pos = edit_position(text, ext, start, end)
             if pos is not None:
                 out.append({"path": path, "unit": qualified, "uses": uses, "line": pos[0] + 1,

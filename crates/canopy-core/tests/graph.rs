@@ -147,6 +147,8 @@ fn editing_one_file_re_resolves_the_files_that_used_it() {
     assert_eq!(report.files_indexed, 1);
     let after = resolved_calls(&engine);
     assert_eq!(after.get(&site), None, "stale edge to a removed method");
+    // The edge lists and the index of their targets agree after the edit.
+    assert_eq!(engine.orphan_rows().expect("check"), 0);
     // Edges into unchanged definitions of the edited file still resolve (followed by handle).
     assert_eq!(
         after.get(&("app.py".to_string(), 11)),
@@ -160,6 +162,7 @@ fn editing_one_file_re_resolves_the_files_that_used_it() {
     // Every edge is back as it was: the re-resolved files (their sites read
     // back from the store, not re-parsed) agree with the first full pass.
     assert_eq!(resolved_calls(&engine), before);
+    assert_eq!(engine.orphan_rows().expect("check"), 0);
 }
 
 /// (row id, qualified name) of every unit of `path`, by id.
@@ -228,6 +231,93 @@ fn an_edit_inside_a_body_keeps_unit_ids_so_edges_into_them_stay() {
             .collect::<BTreeMap<_, _>>()
     };
     assert_eq!(outside(resolved_calls(&engine)), outside(before));
+    // Other files' edge lists were rewritten to the new ids, and the index
+    // of targets with them.
+    assert_eq!(engine.orphan_rows().expect("check"), 0);
+}
+
+#[test]
+fn damaged_edge_rows_are_reported_and_repaired_by_reindexing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path();
+    std::fs::write(
+        root.join("a.py"),
+        "from b import target
+
+
+def caller():
+    target()
+",
+    )
+    .expect("write");
+    std::fs::write(
+        root.join("b.py"),
+        "def target():
+    return 1
+",
+    )
+    .expect("write");
+    let engine = Engine::open(root, EngineOptions::default()).expect("open");
+    engine.index(None, &NoProgress).expect("index");
+    let callers = |engine: &Engine| {
+        engine.graph(|g| {
+            Ok(g.callers("target", 1, 50)?
+                .nodes
+                .iter()
+                .map(|n| n.handle.file_path.clone())
+                .collect::<Vec<_>>())
+        })
+    };
+    assert_eq!(callers(&engine).expect("callers"), ["a.py"]);
+    assert_eq!(engine.orphan_rows().expect("check"), 0);
+
+    let db = rusqlite::Connection::open(root.join(".canopy/index.db")).expect("db");
+    let a_id: i64 = db
+        .query_row("SELECT id FROM files WHERE path = 'a.py'", [], |r| r.get(0))
+        .expect("a.py");
+    // The index of targets loses a.py's row: the check sees it.
+    let gone = db
+        .execute("DELETE FROM edge_targets WHERE file_id = ?1", [a_id])
+        .expect("delete");
+    assert!(gone > 0);
+    assert!(engine.orphan_rows().expect("check") > 0);
+    // A row no list accounts for: seen too.
+    db.execute(
+        "INSERT INTO edge_targets(dst, file_id) SELECT id, ?1 + 1000 FROM nodes LIMIT 1",
+        [a_id],
+    )
+    .expect("insert");
+    let with_extra = engine.orphan_rows().expect("check");
+    db.execute("DELETE FROM edge_targets WHERE file_id = ?1", [a_id + 1000])
+        .expect("delete");
+    assert!(with_extra > engine.orphan_rows().expect("check"));
+
+    // A damaged list: a clear error naming the cure, never a panic or a
+    // wrong answer.
+    db.execute(
+        "UPDATE edge_lists SET edges = x'01ffffff' WHERE file_id = ?1",
+        [a_id],
+    )
+    .expect("damage");
+    db.execute(
+        "INSERT INTO edge_targets(dst, file_id) SELECT id, ?1 FROM nodes WHERE name = 'target'",
+        [a_id],
+    )
+    .expect("insert");
+    let err = callers(&engine).expect_err("damaged").to_string();
+    assert!(
+        err.contains("damaged") && err.contains("canopy invalidate"),
+        "{err}"
+    );
+    assert!(engine.orphan_rows().is_err());
+    drop(db);
+
+    let report = engine
+        .invalidate(Some("a.py"), &NoProgress)
+        .expect("invalidate");
+    assert_eq!(report.files_indexed, 1);
+    assert_eq!(callers(&engine).expect("callers"), ["a.py"]);
+    assert_eq!(engine.orphan_rows().expect("check"), 0);
 }
 
 #[test]

@@ -7,6 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::Store;
+use super::packed_edges::{self, PackedEdge};
 use crate::error::Result;
 use crate::graph::facts::{SiteKind, StoredFacts};
 use crate::graph::resolve::{self, EdgeRow, FileRow, How, LazyFacts, SymRow, Target};
@@ -55,7 +56,8 @@ pub struct StoredEdge {
     pub confidence: u8,
 }
 
-fn unpack(src: i64, dst: i64, line: i64, col: i64, info: i64, name: Option<String>) -> StoredEdge {
+fn unpack(e: &PackedEdge) -> StoredEdge {
+    let info = e.info;
     let kind = match info & 3 {
         0 => SiteKind::Call,
         1 => SiteKind::Import,
@@ -63,15 +65,72 @@ fn unpack(src: i64, dst: i64, line: i64, col: i64, info: i64, name: Option<Strin
         _ => SiteKind::Other,
     };
     StoredEdge {
-        src,
-        dst: (dst > 0).then_some(dst),
-        unresolved_name: name,
-        line: line as u32,
-        col: col as u32,
+        src: e.src,
+        dst: (e.dst > 0).then_some(e.dst),
+        unresolved_name: None,
+        line: e.line,
+        col: e.col,
         kind,
         status: ((info >> 2) & 3) as u8,
         how: ((info >> 4) & 7) as u8,
         confidence: ((info >> 7) & 127) as u8,
+    }
+}
+
+/// Replaces file `file_id`'s edge list, and its `edge_targets` rows, with
+/// `edges` (stored sorted, one per key: the first given wins). Returns how
+/// many edges were stored.
+fn put_edge_list(tx: &Transaction, file_id: i64, mut edges: Vec<PackedEdge>) -> Result<u64> {
+    drop_edge_list(tx, file_id)?;
+    if edges.is_empty() {
+        return Ok(0);
+    }
+    let blob = packed_edges::encode(&mut edges);
+    tx.prepare_cached("INSERT INTO edge_lists(file_id, count, edges) VALUES (?1, ?2, ?3)")?
+        .execute(params![file_id, edges.len() as i64, blob])?;
+    let mut dsts: Vec<i64> = edges.iter().map(|e| e.dst).collect();
+    dsts.sort_unstable();
+    dsts.dedup();
+    let mut insert =
+        tx.prepare_cached("INSERT OR IGNORE INTO edge_targets(dst, file_id) VALUES (?1, ?2)")?;
+    for dst in dsts {
+        insert.execute([dst, file_id])?;
+    }
+    Ok(edges.len() as u64)
+}
+
+/// Deletes file `file_id`'s edge list and its `edge_targets` rows; returns
+/// the edges it held. A damaged list holds nothing readable: its
+/// `edge_targets` rows are found by a scan, and the file's next resolution
+/// writes its edges again.
+fn drop_edge_list(tx: &Transaction, file_id: i64) -> Result<Vec<PackedEdge>> {
+    let blob: Option<Vec<u8>> = tx
+        .prepare_cached("SELECT edges FROM edge_lists WHERE file_id = ?1")?
+        .query_row([file_id], |r| r.get(0))
+        .optional()?;
+    let Some(blob) = blob else {
+        return Ok(Vec::new());
+    };
+    tx.prepare_cached("DELETE FROM edge_lists WHERE file_id = ?1")?
+        .execute([file_id])?;
+    match packed_edges::decode(&blob, file_id) {
+        Ok(edges) => {
+            let mut dsts: Vec<i64> = edges.iter().map(|e| e.dst).collect();
+            dsts.sort_unstable();
+            dsts.dedup();
+            let mut delete =
+                tx.prepare_cached("DELETE FROM edge_targets WHERE dst = ?1 AND file_id = ?2")?;
+            for dst in dsts {
+                delete.execute([dst, file_id])?;
+            }
+            Ok(edges)
+        }
+        Err(e) => {
+            tracing::warn!(file_id, "dropping a damaged edge list: {e}");
+            tx.prepare_cached("DELETE FROM edge_targets WHERE file_id = ?1")?
+                .execute([file_id])?;
+            Ok(Vec::new())
+        }
     }
 }
 
@@ -105,8 +164,7 @@ pub(crate) fn forget_file(
 ) -> Result<()> {
     tx.prepare_cached("DELETE FROM graph_facts WHERE file_id = ?1")?
         .execute([file_id])?;
-    tx.prepare_cached("DELETE FROM edges WHERE src BETWEEN ?1 AND ?2")?
-        .execute([first, last])?;
+    drop_edge_list(tx, file_id)?;
     if !remember_handles {
         return Ok(());
     }
@@ -150,39 +208,46 @@ impl Store {
         };
         if !stale.is_empty() {
             let mut old_handles = std::collections::HashSet::new();
+            // Each deleted unit's new id (the unit with its handle), or
+            // `None` when the definition is gone.
+            let mut moved: HashMap<i64, Option<i64>> = HashMap::new();
             for (old_id, handle) in &stale {
                 old_handles.insert(handle.clone());
                 let new_id: Option<i64> = tx
                     .prepare_cached("SELECT id FROM nodes WHERE handle = ?1 LIMIT 1")?
                     .query_row([handle], |r| r.get(0))
                     .optional()?;
-                match new_id {
-                    Some(n) => {
-                        // A site that already reaches the new unit (an
-                        // ambiguous one, with both among its candidates)
-                        // keeps that edge; the one to the old id goes.
-                        tx.prepare_cached("UPDATE OR IGNORE edges SET dst = ?2 WHERE dst = ?1")?
-                            .execute([old_id, &n])?;
-                        tx.prepare_cached("DELETE FROM edges WHERE dst = ?1")?
-                            .execute([old_id])?;
-                    }
-                    None => {
-                        // The definition is gone: its users resolve again.
-                        let srcs: Vec<i64> = {
-                            let mut stmt =
-                                tx.prepare_cached("SELECT DISTINCT src FROM edges WHERE dst = ?1")?;
-                            let rows = stmt.query_map([old_id], |r| r.get(0))?;
-                            rows.collect::<rusqlite::Result<_>>()?
-                        };
-                        for s in srcs {
-                            if let Some(f) = file_of_node(&tx, s)? {
-                                dirty.insert(f);
-                            }
-                        }
-                        tx.prepare_cached("DELETE FROM edges WHERE dst = ?1")?
-                            .execute([old_id])?;
+                moved.insert(*old_id, new_id);
+            }
+            // The files whose lists hold an edge into a deleted unit; those
+            // whose target is gone resolve again.
+            let mut holders = BTreeSet::new();
+            for (&old_id, new_id) in &moved {
+                let mut stmt =
+                    tx.prepare_cached("SELECT file_id FROM edge_targets WHERE dst = ?1")?;
+                for f in stmt.query_map([old_id], |r| r.get::<_, i64>(0))? {
+                    let f = f?;
+                    holders.insert(f);
+                    if new_id.is_none() {
+                        dirty.insert(f);
                     }
                 }
+            }
+            // Each list rewritten once, every move applied together.
+            for f in holders {
+                let mut edges: Vec<(bool, PackedEdge)> = drop_edge_list(&tx, f)?
+                    .into_iter()
+                    .filter_map(|e| match moved.get(&e.dst) {
+                        None => Some((false, e)),
+                        Some(Some(n)) => Some((true, PackedEdge { dst: *n, ..e })),
+                        Some(None) => None,
+                    })
+                    .collect();
+                // A site that already reaches the new unit (an ambiguous
+                // one, with both among its candidates) keeps that edge: the
+                // unmoved one sorts first, and the list keeps the first.
+                edges.sort_by_key(|&(was_moved, e)| (e.key(), was_moved));
+                put_edge_list(&tx, f, edges.into_iter().map(|(_, e)| e).collect())?;
             }
             // Definitions that are new: files whose references use their names resolve again.
             let mut new_names = BTreeSet::new();
@@ -343,40 +408,28 @@ impl Store {
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut written = 0u64;
         for (file_id, edges) in per_file {
-            let range: Option<(i64, i64)> = tx
-                .prepare_cached("SELECT first_node_id, last_node_id FROM files WHERE id = ?1")?
-                .query_row([file_id], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()?;
+            let exists = tx
+                .prepare_cached("SELECT 1 FROM files WHERE id = ?1")?
+                .exists([file_id])?;
             tx.prepare_cached("DELETE FROM graph_dirty WHERE file_id = ?1")?
                 .execute([file_id])?;
-            let Some((lo, hi)) = range else { continue };
-            tx.prepare_cached("DELETE FROM edges WHERE src BETWEEN ?1 AND ?2")?
-                .execute([lo, hi])?;
-            let mut insert = tx.prepare_cached(
-                "INSERT OR IGNORE INTO edges(src, dst, line, col, info) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?;
+            if !exists {
+                continue;
+            }
+            let mut list = Vec::with_capacity(edges.len());
             for e in edges {
+                let mut add = |dst: i64, status: u8| {
+                    list.push(PackedEdge {
+                        src: e.src,
+                        line: e.line,
+                        col: e.col,
+                        dst,
+                        info: pack_info(e.kind, status, e.how, e.confidence),
+                    })
+                };
                 match &e.target {
-                    Target::Resolved(d) => {
-                        written += insert.execute(params![
-                            e.src,
-                            d,
-                            e.line,
-                            e.col,
-                            pack_info(e.kind, STATUS_RESOLVED, e.how, e.confidence)
-                        ])? as u64;
-                    }
-                    Target::Ambiguous(ds) => {
-                        for d in ds {
-                            written += insert.execute(params![
-                                e.src,
-                                d,
-                                e.line,
-                                e.col,
-                                pack_info(e.kind, STATUS_AMBIGUOUS, e.how, e.confidence)
-                            ])? as u64;
-                        }
-                    }
+                    Target::Resolved(d) => add(*d, STATUS_RESOLVED),
+                    Target::Ambiguous(ds) => ds.iter().for_each(|d| add(*d, STATUS_AMBIGUOUS)),
                     // Unresolved sites are not stored: the raw references
                     // (`file_refs`) already hold every call site by name, and
                     // answers derive "N sites named X could not be resolved"
@@ -384,6 +437,7 @@ impl Store {
                     Target::Unresolved => {}
                 }
             }
+            written += put_edge_list(&tx, *file_id, list)?;
         }
         tx.commit()?;
         Ok(written)
@@ -396,73 +450,156 @@ impl Store {
         Ok(())
     }
 
-    /// Edges into a unit (`nodes.id`), resolved and ambiguous.
-    pub fn edges_to(&self, dst: i64) -> Result<Vec<StoredEdge>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT src, dst, line, col, info FROM edges WHERE dst = ?1 ORDER BY src, line, col",
-        )?;
-        let rows = stmt.query_map([dst], |r| {
-            Ok(unpack(
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                None,
-            ))
-        })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
-    }
-
-    /// Edges out of units `lo..=hi` (one unit, or a file's range), unresolved ones with their names.
-    pub fn edges_from_range(&self, lo: i64, hi: i64) -> Result<Vec<StoredEdge>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT src, dst, line, col, info FROM edges WHERE src BETWEEN ?1 AND ?2 ORDER BY src, line, col",
-        )?;
-        let rows = stmt.query_map([lo, hi], |r| {
-            Ok(unpack(
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                None,
-            ))
-        })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
-    }
-
-    /// Every edge (for whole-graph operations: hotspots, cycles, exports).
-    pub fn all_edges(&self) -> Result<Vec<StoredEdge>> {
-        let mut stmt = self
+    /// The edges file `file_id`'s units start (stored order: src, line,
+    /// col, dst); none when it has no list.
+    fn edge_list(&self, file_id: i64) -> Result<Vec<PackedEdge>> {
+        let blob: Option<Vec<u8>> = self
             .conn
-            .prepare("SELECT src, dst, line, col, info FROM edges WHERE dst > 0")?;
-        let rows = stmt.query_map([], |r| {
-            Ok(unpack(
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                None,
-            ))
-        })?;
+            .prepare_cached("SELECT edges FROM edge_lists WHERE file_id = ?1")?
+            .query_row([file_id], |r| r.get(0))
+            .optional()?;
+        match blob {
+            Some(blob) => packed_edges::decode(&blob, file_id),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Edges into a unit (`nodes.id`), resolved and ambiguous, by source
+    /// unit, line and column.
+    pub fn edges_to(&self, dst: i64) -> Result<Vec<StoredEdge>> {
+        let files: Vec<i64> = {
+            let mut stmt = self
+                .conn
+                .prepare_cached("SELECT file_id FROM edge_targets WHERE dst = ?1")?;
+            let rows = stmt.query_map([dst], |r| r.get(0))?;
+            rows.collect::<rusqlite::Result<_>>()?
+        };
+        let mut out = Vec::new();
+        for f in files {
+            out.extend(
+                self.edge_list(f)?
+                    .iter()
+                    .filter(|e| e.dst == dst)
+                    .map(unpack),
+            );
+        }
+        out.sort_by_key(|e| (e.src, e.line, e.col));
+        Ok(out)
+    }
+
+    /// Edges out of units `lo..=hi` (one unit, or a file's range), by
+    /// source unit, line, column and target.
+    pub fn edges_from_range(&self, lo: i64, hi: i64) -> Result<Vec<StoredEdge>> {
+        let mut out: Vec<StoredEdge> = Vec::new();
+        let files = self.files_holding_units(lo, hi)?;
+        for &f in &files {
+            out.extend(
+                self.edge_list(f)?
+                    .iter()
+                    .filter(|e| (lo..=hi).contains(&e.src))
+                    .map(unpack),
+            );
+        }
+        if files.len() > 1 {
+            out.sort_by_key(|e| (e.src, e.line, e.col, e.dst));
+        }
+        Ok(out)
+    }
+
+    /// The files whose node ranges meet `lo..=hi`: usually the one file of
+    /// `lo` (a unit, or a file's own range), else found by a scan.
+    fn files_holding_units(&self, lo: i64, hi: i64) -> Result<Vec<i64>> {
+        if lo > hi {
+            return Ok(Vec::new());
+        }
+        if let Some(f) = self.file_of_unit(lo)? {
+            let (first, last) = self.file_node_range_by_id(f)?;
+            if first <= lo && hi <= last {
+                return Ok(vec![f]);
+            }
+        }
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id FROM files WHERE first_node_id <= ?2 AND last_node_id >= ?1 ORDER BY first_node_id",
+        )?;
+        let rows = stmt.query_map([lo, hi], |r| r.get(0))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// Number of edge rows.
+    /// Every edge (for whole-graph operations: hotspots, cycles, exports),
+    /// by source unit, line, column and target.
+    pub fn all_edges(&self) -> Result<Vec<StoredEdge>> {
+        // Files' node ranges do not overlap: in range order, the lists
+        // concatenate in source order.
+        let mut stmt = self.conn.prepare(
+            "SELECT l.file_id, l.edges FROM edge_lists l LEFT JOIN files f ON f.id = l.file_id
+             ORDER BY f.first_node_id",
+        )?;
+        let mut rows = stmt.query([])?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            let file_id: i64 = row.get(0)?;
+            let blob = row.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
+            out.extend(
+                packed_edges::decode(blob, file_id)?
+                    .iter()
+                    .filter(|e| e.dst > 0)
+                    .map(unpack),
+            );
+        }
+        Ok(out)
+    }
+
+    /// The graph part of [`Store::orphan_rows`]: edge lists without a
+    /// file, edges whose source unit is not one of their file's, and
+    /// `edge_targets` rows that differ from what the lists hold (missing or
+    /// extra). A damaged list is an error, as a damaged reference blob is.
+    pub(crate) fn orphan_edges(&self) -> Result<u64> {
+        let mut targets: BTreeSet<(i64, i64)> = {
+            let mut stmt = self.conn.prepare("SELECT dst, file_id FROM edge_targets")?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect::<rusqlite::Result<_>>()?
+        };
+        let mut orphans = 0u64;
+        let mut stmt = self.conn.prepare(
+            "SELECT l.file_id, l.edges, f.first_node_id, f.last_node_id
+             FROM edge_lists l LEFT JOIN files f ON f.id = l.file_id",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            let file_id: i64 = row.get(0)?;
+            let blob = row.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
+            let range: Option<(i64, i64)> = match (row.get(2)?, row.get(3)?) {
+                (Some(a), Some(b)) => Some((a, b)),
+                _ => None,
+            };
+            let Some((first, last)) = range else {
+                orphans += 1;
+                continue;
+            };
+            let edges = packed_edges::decode(blob, file_id)?;
+            orphans += edges
+                .iter()
+                .filter(|e| !(first..=last).contains(&e.src))
+                .count() as u64;
+            let dsts: BTreeSet<i64> = edges.iter().map(|e| e.dst).collect();
+            for dst in dsts {
+                if !targets.remove(&(dst, file_id)) {
+                    orphans += 1;
+                }
+            }
+        }
+        // Rows no list accounts for.
+        Ok(orphans + targets.len() as u64)
+    }
+
+    /// Number of stored edges.
     pub fn edge_count(&self) -> Result<u64> {
         Ok(self
             .conn
-            .query_row("SELECT COUNT(*) FROM edges", [], |r| r.get::<_, i64>(0))? as u64)
+            .query_row("SELECT COALESCE(SUM(count), 0) FROM edge_lists", [], |r| {
+                r.get::<_, i64>(0)
+            })? as u64)
     }
-}
-
-fn file_of_node(tx: &Transaction, node: i64) -> Result<Option<i64>> {
-    Ok(tx
-        .prepare_cached("SELECT file_id FROM nodes WHERE id = ?1")?
-        .query_row([node], |r| r.get(0))
-        .optional()?)
 }
 
 impl Store {

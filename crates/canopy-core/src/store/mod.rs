@@ -12,6 +12,7 @@
 
 pub(crate) mod blob;
 pub mod graph;
+pub(crate) mod packed_edges;
 pub(crate) mod packed_refs;
 pub mod read;
 pub mod write;
@@ -31,19 +32,15 @@ use crate::error::{CanopyError, Result};
 /// 11: graph facts stored as two blobs, sites apart; 12: Rust code compiled
 /// out by `cfg` recorded; 13: per-file blobs compressed, edges keyed by
 /// site and target without a rowid; 14: Rust items inside item-level
-/// macro bodies extracted).
-pub const SCHEMA_VERSION: u32 = 14;
+/// macro bodies extracted; 15: edges stored as one packed list per file,
+/// `edge_lists` and `edge_targets`).
+pub const SCHEMA_VERSION: u32 = 15;
 
 const SCHEMA: &str = include_str!("schema.sql");
 
 /// Secondary indexes a build into an empty index creates at its end
 /// instead of keeping them up while it writes (see [`Store::defer_indexes`]).
-pub const BULK_BUILT_INDEXES: [&str; 4] = [
-    "nodes_handle",
-    "nodes_name",
-    "ref_names_nocase",
-    "edges_dst",
-];
+pub const BULK_BUILT_INDEXES: [&str; 3] = ["nodes_handle", "nodes_name", "ref_names_nocase"];
 
 /// `CREATE INDEX IF NOT EXISTS …` for an index of `schema.sql`, from its
 /// definition there (one statement, up to its `;`).

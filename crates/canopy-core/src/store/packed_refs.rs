@@ -125,7 +125,8 @@ pub(crate) fn decode(blob: &[u8], file_id: i64) -> Result<Vec<PackedRef>> {
     Ok(out)
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+/// Appends `v` as a LEB128 varint (also [`super::packed_edges`]'s encoding).
+pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -133,22 +134,27 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-fn zigzag(v: i64) -> u64 {
+/// Signed to unsigned, small magnitudes small.
+pub(super) fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
 
-fn unzigzag(v: u64) -> i64 {
+/// The inverse of [`zigzag`].
+pub(super) fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
-struct Reader<'a> {
-    blob: &'a [u8],
-    pos: usize,
+/// Reads varints from a blob, front to back.
+pub(super) struct Reader<'a> {
+    /// The bytes.
+    pub blob: &'a [u8],
+    /// The next byte to read.
+    pub pos: usize,
 }
 
 impl Reader<'_> {
     /// The next LEB128 varint; `None` past the end or beyond 64 bits.
-    fn varint(&mut self) -> Option<u64> {
+    pub(super) fn varint(&mut self) -> Option<u64> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
             let byte = *self.blob.get(self.pos)?;

@@ -841,7 +841,8 @@ impl Store {
             [],
             |r| r.get(0),
         )?;
-        Ok((nodes + refs + fts + fts_missing + names) as u64)
+        let edges = self.orphan_edges()?;
+        Ok((nodes + refs + fts + fts_missing + names) as u64 + edges)
     }
 
     /// The reference part of [`Store::orphan_rows`]: blobs and postings

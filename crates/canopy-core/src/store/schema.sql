@@ -127,27 +127,29 @@ CREATE TABLE graph_facts (
     sites   BLOB NOT NULL
 );
 
--- Resolved references: one row per (site, target). src is the innermost
--- named unit containing the site (nodes.id, so a file's edges are the rows
--- with src in its node range); dst is the target's nodes.id. Sites that
--- resolve to nothing are not stored: file_refs has every call site by name.
--- An ambiguous site has one row per candidate. info packs:
--- kind (bits 0-1: call, import, type, other), status (bits 2-3: resolved,
--- ambiguous, unresolved), how (bits 4-6, graph::resolve::How), confidence
--- (bits 7-13, 0..=100).
--- Keyed by where the site is and what it reaches, without a rowid: the
--- table is its own index by source ("callees", a file's edges), and the
--- index by target holds the key ("callers" in source order). A site and
--- target make one edge (a second insert of the pair is ignored).
-CREATE TABLE edges (
-    src  INTEGER NOT NULL,
-    line INTEGER NOT NULL,
-    col  INTEGER NOT NULL,
-    dst  INTEGER NOT NULL,
-    info INTEGER NOT NULL,
-    PRIMARY KEY (src, line, col, dst)
+-- Resolved references: one edge per (site, target), stored a file at a
+-- time. An edge's src is the innermost named unit containing the site
+-- (nodes.id, in the file's node range); dst is the target's nodes.id; line
+-- and col place the site. Sites that resolve to nothing are not stored:
+-- file_refs has every call site by name. An ambiguous site has one edge per
+-- candidate. info packs: kind (bits 0-1: call, import, type, other), status
+-- (bits 2-3: resolved, ambiguous, unresolved), how (bits 4-6,
+-- graph::resolve::How), confidence (bits 7-13, 0..=100).
+-- edge_lists holds a file's edges as one packed blob (store::packed_edges:
+-- (src, line, col, dst) order, one edge per key); `count` is the number of
+-- edges in it. edge_targets says which files' lists hold an edge into a
+-- unit ("callers" opens only those). Invariant: (dst, file_id) is a row of
+-- edge_targets exactly when file_id's list has an edge to dst.
+CREATE TABLE edge_lists (
+    file_id INTEGER PRIMARY KEY,           -- files.id: edges whose src is one of its units
+    count   INTEGER NOT NULL,
+    edges   BLOB NOT NULL
+);
+CREATE TABLE edge_targets (
+    dst     INTEGER NOT NULL,              -- nodes.id
+    file_id INTEGER NOT NULL,              -- edge_lists.file_id
+    PRIMARY KEY (dst, file_id)
 ) WITHOUT ROWID;
-CREATE INDEX edges_dst ON edges(dst);
 
 -- Work left for resolution by the writer (so a killed run resumes it):
 -- files whose sites need resolving, and the handles of units deleted since
