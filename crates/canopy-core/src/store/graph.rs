@@ -459,7 +459,9 @@ impl Store {
             .query_row([file_id], |r| r.get(0))
             .optional()?;
         match blob {
-            Some(blob) => packed_edges::decode(&blob, file_id),
+            Some(blob) => self
+                .decoded_edges
+                .get_or_decode(file_id, &blob, |b| packed_edges::decode(b, file_id)),
             None => Ok(Vec::new()),
         }
     }

@@ -74,8 +74,10 @@ pub struct Store {
     path: PathBuf,
     /// Distinct unit names, for substring symbol search (see [`read::NameCatalog`]).
     names: read::NameCatalogCache,
-    /// Decoded reference blobs (see [`read::DecodedRefsCache`]).
-    decoded_refs: read::DecodedRefsCache,
+    /// Decoded reference blobs (see [`read::DecodedCache`]).
+    decoded_refs: read::DecodedCache<packed_refs::PackedRef, { read::DECODED_REFS_MAX }>,
+    /// Decoded edge lists (see [`read::DecodedCache`]).
+    decoded_edges: read::DecodedCache<packed_edges::PackedEdge, { read::DECODED_EDGES_MAX }>,
     /// Reference-name ids known to this (writer) connection (see [`write::NameIds`]).
     ref_name_ids: write::NameIds,
 }
@@ -180,6 +182,7 @@ impl Store {
             path: PathBuf::from(":memory:"),
             names: Default::default(),
             decoded_refs: Default::default(),
+            decoded_edges: Default::default(),
             ref_name_ids: Default::default(),
         })
     }
@@ -232,6 +235,7 @@ impl Store {
                 path: db_path.to_path_buf(),
                 names: Default::default(),
                 decoded_refs: Default::default(),
+                decoded_edges: Default::default(),
                 ref_name_ids: Default::default(),
             }));
         }
@@ -253,6 +257,7 @@ impl Store {
             path: db_path.to_path_buf(),
             names: Default::default(),
             decoded_refs: Default::default(),
+            decoded_edges: Default::default(),
             ref_name_ids: Default::default(),
         }))
     }

@@ -226,21 +226,66 @@ pub(crate) struct NameCatalogCache {
     searched_without: Cell<bool>,
 }
 
-/// A connection's decoded reference blobs (`file_refs`), by file id, with
-/// a hash of the stored blob they came from: a blob is read from SQLite
-/// every time (cheap), inflated and decoded only when it changed since.
-/// Callers and references queries read the blobs of every file that uses
-/// a name; inflating and decoding them was half of a Django `callers`
-/// answer. Checked by content, so it never needs invalidating.
-#[derive(Debug, Default)]
-pub(crate) struct DecodedRefsCache {
-    files: RefCell<HashMap<i64, (u64, Vec<PackedRef>)>>,
-    refs: Cell<usize>,
+/// A connection's decoded per-file blobs (references of `file_refs`, edge
+/// lists of `edge_lists`), by file id, with a hash of the stored blob they
+/// came from: a blob is read from SQLite every time (cheap), inflated and
+/// decoded only when it changed since. Callers and references queries read
+/// the blobs of every file that uses a name; inflating and decoding them
+/// was half of a Django `callers` answer, and a `callers` walk at depth 3
+/// opens the same edge lists again at each level. Checked by content, so it
+/// never needs invalidating. Holds at most `MAX` items: past it, it starts
+/// again empty.
+#[derive(Debug)]
+pub(crate) struct DecodedCache<T, const MAX: usize> {
+    files: RefCell<HashMap<i64, (u64, Vec<T>)>>,
+    items: Cell<usize>,
+}
+
+impl<T, const MAX: usize> Default for DecodedCache<T, MAX> {
+    fn default() -> Self {
+        DecodedCache {
+            files: RefCell::default(),
+            items: Cell::new(0),
+        }
+    }
+}
+
+impl<T: Clone, const MAX: usize> DecodedCache<T, MAX> {
+    /// The items of file `file_id`'s `blob`: kept ones when the blob is the
+    /// one they were decoded from, else `decode(blob)`'s, then kept.
+    pub(crate) fn get_or_decode(
+        &self,
+        file_id: i64,
+        blob: &[u8],
+        decode: impl FnOnce(&[u8]) -> Result<Vec<T>>,
+    ) -> Result<Vec<T>> {
+        let hash = xxhash_rust::xxh3::xxh3_64(blob);
+        if let Some((stored, items)) = self.files.borrow().get(&file_id)
+            && *stored == hash
+        {
+            return Ok(items.clone());
+        }
+        let items = decode(blob)?;
+        let mut files = self.files.borrow_mut();
+        if let Some((_, old)) = files.remove(&file_id) {
+            self.items.set(self.items.get() - old.len());
+        }
+        if self.items.get() + items.len() > MAX {
+            files.clear();
+            self.items.set(0);
+        }
+        self.items.set(self.items.get() + items.len());
+        files.insert(file_id, (hash, items.clone()));
+        Ok(items)
+    }
 }
 
 /// References a connection keeps decoded at most (a little over 10 MB; the
-/// Django sdist has 214,590): past it the cache starts again empty.
-const DECODED_REFS_MAX: usize = 262_144;
+/// Django sdist has 214,590).
+pub(crate) const DECODED_REFS_MAX: usize = 262_144;
+/// Edges a connection keeps decoded at most (8 MB; the Django sdist has
+/// 153,206).
+pub(crate) const DECODED_EDGES_MAX: usize = 262_144;
 
 /// Escapes `%`, `_` and `\` for a `LIKE … ESCAPE '\'` pattern.
 fn like_escape(text: &str) -> String {
@@ -741,25 +786,8 @@ impl Store {
         let Some(blob) = blob else {
             return Ok(vec![]);
         };
-        let hash = xxhash_rust::xxh3::xxh3_64(&blob);
-        let cache = &self.decoded_refs;
-        if let Some((stored, refs)) = cache.files.borrow().get(&file_id)
-            && *stored == hash
-        {
-            return Ok(refs.clone());
-        }
-        let refs = packed_refs::decode(&blob, file_id)?;
-        let mut files = cache.files.borrow_mut();
-        if let Some((_, old)) = files.remove(&file_id) {
-            cache.refs.set(cache.refs.get() - old.len());
-        }
-        if cache.refs.get() + refs.len() > DECODED_REFS_MAX {
-            files.clear();
-            cache.refs.set(0);
-        }
-        cache.refs.set(cache.refs.get() + refs.len());
-        files.insert(file_id, (hash, refs.clone()));
-        Ok(refs)
+        self.decoded_refs
+            .get_or_decode(file_id, &blob, |b| packed_refs::decode(b, file_id))
     }
 
     /// Totals for `status`.
