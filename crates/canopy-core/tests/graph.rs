@@ -242,21 +242,10 @@ fn damaged_edge_rows_are_reported_and_repaired_by_reindexing() {
     let root = tmp.path();
     std::fs::write(
         root.join("a.py"),
-        "from b import target
-
-
-def caller():
-    target()
-",
+        "from b import target\n\n\ndef caller():\n    target()\n",
     )
     .expect("write");
-    std::fs::write(
-        root.join("b.py"),
-        "def target():
-    return 1
-",
-    )
-    .expect("write");
+    std::fs::write(root.join("b.py"), "def target():\n    return 1\n").expect("write");
     let engine = Engine::open(root, EngineOptions::default()).expect("open");
     engine.index(None, &NoProgress).expect("index");
     let callers = |engine: &Engine| {
@@ -343,6 +332,12 @@ fn answers_say_which_kind_of_empty_they_are() {
             // `parse` names methods of two classes: the target is ambiguous.
             let amb = g.callers("parse", 1, 50)?;
             assert!(amb.candidates.len() >= 2 && amb.nodes.is_empty());
+            assert_eq!(amb.total, amb.candidates.len());
+            // The same when the ambiguous one is a path's end: the answer
+            // counts the candidates it lists.
+            let to = g.path("main", "parse")?;
+            assert_eq!(to.candidates.len(), amb.candidates.len());
+            assert_eq!(to.total, to.candidates.len());
             assert!(matches!(
                 g.resolve_target("Lexer.tokens")?,
                 TargetMatch::One(_)

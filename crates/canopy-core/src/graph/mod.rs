@@ -63,7 +63,14 @@ pub fn resolve_pending(store: &mut Store, root: &std::path::Path) -> Result<Reso
         root,
         resolve::rust_crate_roots(files.iter().map(|f| f.path.as_str())),
     );
-    let world = resolve::World::new(files, syms, crates);
+    let packages = resolve::rust::packages(
+        root,
+        files
+            .iter()
+            .map(|f| f.path.as_str())
+            .filter(|p| *p == "Cargo.toml" || p.ends_with("/Cargo.toml")),
+    );
+    let world = resolve::World::new(files, syms, crates).with_rust_packages(packages);
     let world_ms = t_world.elapsed().as_millis() as u64;
     let targets: Vec<(i64, usize)> = dirty
         .iter()

@@ -899,6 +899,7 @@ impl<'s> Graph<'s> {
         let (b, t) = self.with_target("path", to)?;
         let Some(t) = t else {
             a.candidates = b.candidates;
+            a.total = b.total;
             a.empty = b.empty;
             return Ok(a);
         };

@@ -248,6 +248,8 @@ pub struct World {
     import_cache: std::sync::RwLock<ImportCache>,
     /// Rust library crate name → its `src/` folder.
     rust_crates: HashMap<String, String>,
+    /// Cargo packages (see [`World::with_rust_packages`]).
+    rust_packages: Vec<rust::Package>,
 }
 
 type ImportCache = HashMap<(usize, String, Option<String>), (u32, Vec<Val>)>;
@@ -306,6 +308,16 @@ fn is_function(t: NodeType) -> bool {
 const MAX_DEPTH: u32 = 12;
 
 impl World {
+    /// The Cargo packages of the repository ([`rust::packages`]): a Rust
+    /// method call on a receiver of unknown type is guessed only among the
+    /// packages the caller's package depends on (a proc-macro crate and a
+    /// sibling that is no dependency are out of its reach). Without them,
+    /// every package reaches every other.
+    pub fn with_rust_packages(mut self, packages: Vec<rust::Package>) -> World {
+        self.rust_packages = packages;
+        self
+    }
+
     /// Builds the world from every file and unit of the index.
     /// `rust_crates`: library crates by name (see [`rust::crate_names`]),
     /// for `use name::x` in examples, tests and other crates of the repository.
@@ -360,6 +372,7 @@ impl World {
                 .collect(),
             import_cache: Default::default(),
             rust_crates: rust_crates.into_iter().collect(),
+            rust_packages: Vec::new(),
             files,
             syms,
         };
@@ -965,6 +978,13 @@ impl World {
         }
     }
 
+    /// The method named `name` that a call in file `fi` on a receiver of
+    /// unknown type is guessed to reach: the only method of that name in
+    /// the repository (same language family), and in Rust only when the
+    /// file's package reaches its package. Uniqueness is over the whole
+    /// repository, not over what the caller reaches: a name defined once is
+    /// what makes the guess likely (`waker()` has one definition in tokio's
+    /// own package and is mostly called on `std`'s `Context`).
     fn unique_method(&self, fi: usize, name: &str) -> Option<usize> {
         let lang = self.files[fi].language;
         let c: Vec<usize> = self
@@ -977,7 +997,29 @@ impl World {
                 s.node_type == NodeType::Method && same_family(self.files[s.file].language, lang)
             })
             .collect();
-        (c.len() == 1).then(|| c[0])
+        let &[only] = c.as_slice() else {
+            return None;
+        };
+        if lang == Language::Rust
+            && let (Some(caller), Some(target)) = (
+                self.rust_package(fi),
+                self.rust_package(self.syms[only].file),
+            )
+            && !caller.reaches(&self.files[fi].path, target)
+        {
+            return None;
+        }
+        Some(only)
+    }
+
+    /// The Cargo package a file belongs to: the one whose folder is the
+    /// longest prefix of its path.
+    fn rust_package(&self, fi: usize) -> Option<&rust::Package> {
+        let path = &self.files[fi].path;
+        self.rust_packages
+            .iter()
+            .filter(|p| path.starts_with(&p.dir))
+            .max_by_key(|p| p.dir.len())
     }
 
     /// Definitions a list of values stands for.
