@@ -290,7 +290,7 @@ fn run_ops(engine: &Engine, cmd: &GraphCommand, json: bool) -> anyhow::Result<bo
 /// A target and a result cap.
 #[derive(Args, Debug)]
 pub struct TargetArgs {
-    /// `Type.method`, `Type::method`, `pkg.Name`, a path, or `path:line:col`.
+    /// `Type.method`, `Type::method`, `pkg.Name`, `file.py:Type.method`, a path, or `path:line:col`.
     pub target: String,
     /// Most nodes in the answer.
     #[arg(long, default_value_t = DEFAULT_MAX_RESULTS)]

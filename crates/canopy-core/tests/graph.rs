@@ -342,6 +342,17 @@ fn answers_say_which_kind_of_empty_they_are() {
                 g.resolve_target("Lexer.tokens")?,
                 TargetMatch::One(_)
             ));
+            // A file path with its extension, then the qualified name.
+            for t in ["pkg/models.py:Lexer.tokens", "pkg/models.Lexer.tokens"] {
+                match g.resolve_target(t)? {
+                    TargetMatch::One(n) => assert_eq!(n.file_path, "pkg/models.py", "{t}"),
+                    other => panic!("{t}: {other:?}"),
+                }
+            }
+            assert!(matches!(
+                g.resolve_target("pkg/other.py:Lexer.tokens")?,
+                TargetMatch::NotFound
+            ));
             let callees = g.callees("main", 1, 50)?;
             assert!(
                 callees

@@ -158,7 +158,7 @@ impl ToolName {
                  op: callers/callees (depth 1-10), references, definition (target=path:line:col, \
                  col 0-based), type_usages, implementations, implements, impact (must change vs \
                  review), path (call chain target -> to), dependencies/dependents (level \
-                 file|package). target: Type.method, Type::method, pkg.Name, a path, or \
+                 file|package). target: Type.method, Type::method, pkg.Name, file.py:Type.method, a path, or \
                  path:line:col. Nodes are handles with depth, edge_kind, confidence. ambiguous \
                  -> retry with a candidate's path:line. empty.kind: resolved (truly none), \
                  unresolved (same-named sites not resolvable; listed), target_not_found."

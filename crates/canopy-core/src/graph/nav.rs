@@ -11,7 +11,8 @@
 //! there (or the definition its site resolves to); otherwise the string is
 //! split on `.` / `::` / `/` into a name and its qualifiers, and candidates
 //! are units with that name whose qualified name or path ends with the
-//! qualifiers. Exact qualified matches beat suffix matches, definitions
+//! qualifiers; the path may keep its extension (`src/parser.rs:Parser.parse`
+//! and `src/parser.Parser.parse` are the same target). Exact qualified matches beat suffix matches, definitions
 //! beat other units (modules, constants), exported (non-`_`, capitalised in
 //! Go) beat private. Several left after that: the answer is `ambiguous`
 //! and lists them. A Rust path that matches nothing that way
@@ -329,24 +330,41 @@ impl<'s> Graph<'s> {
             let q = n.qualified_name.clone().unwrap_or_default();
             let mut hay: Vec<String> = q.split('.').map(str::to_string).collect();
             hay.pop();
-            let path = n
-                .file_path
-                .trim_end_matches(|c| c != '.')
-                .trim_end_matches('.');
-            let mut full: Vec<String> = path.split('/').map(str::to_string).collect();
-            full.extend(hay.iter().cloned());
+            let (path, ext) = match n.file_path.rsplit_once('.') {
+                Some((p, e)) if !e.contains('/') => (p, Some(e)),
+                _ => (n.file_path.as_str(), None),
+            };
+            // The path's folders and stem, then (with the extension written
+            // as in `parser.rs:Parser.parse`, or without it) the qualifiers.
+            let ends_with = |full: &[&str]| {
+                quals.len() <= full.len()
+                    && quals
+                        .iter()
+                        .rev()
+                        .zip(full.iter().rev())
+                        .all(|(a, b)| a == b)
+            };
+            let mut full: Vec<&str> = path.split('/').collect();
+            let plain_len = full.len();
+            full.extend(ext);
+            let with_ext: Vec<&str> = full
+                .iter()
+                .copied()
+                .chain(hay.iter().map(String::as_str))
+                .collect();
+            let plain: Vec<&str> = full[..plain_len]
+                .iter()
+                .copied()
+                .chain(hay.iter().map(String::as_str))
+                .collect();
             quals
                 .iter()
                 .rev()
                 .zip(hay.iter().rev())
                 .all(|(a, b)| a == b)
                 && hay.len() >= quals.len()
-                || (quals.len() <= full.len()
-                    && quals
-                        .iter()
-                        .rev()
-                        .zip(full.iter().rev())
-                        .all(|(a, b)| a == b))
+                || ends_with(&plain)
+                || ends_with(&with_ext)
         };
         let mut best: Vec<NodeRecord> = cands.into_iter().filter(matches_quals).collect();
         if best.len() > 1 {

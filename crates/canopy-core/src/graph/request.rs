@@ -155,8 +155,8 @@ impl GraphOp {
 pub struct GraphRequest {
     /// The operation.
     pub op: GraphOp,
-    /// `Type.method`, `Type::method`, `pkg.Name`, a path prefix, or
-    /// `path:line:col`; for `dependency_graph` an optional path prefix.
+    /// `Type.method`, `Type::method`, `pkg.Name`, `file.py:Type.method`, a
+    /// path prefix, or `path:line:col`; for `dependency_graph` an optional path prefix.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub target: String,
     /// The end of a `path` request.
