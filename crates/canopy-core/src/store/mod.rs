@@ -33,8 +33,9 @@ use crate::error::{CanopyError, Result};
 /// out by `cfg` recorded; 13: per-file blobs compressed, edges keyed by
 /// site and target without a rowid; 14: Rust items inside item-level
 /// macro bodies extracted; 15: edges stored as one packed list per file,
-/// `edge_lists` and `edge_targets`).
-pub const SCHEMA_VERSION: u32 = 15;
+/// `edge_lists` and `edge_targets`; 16: Rust tuple returns and tuple
+/// `let` patterns, `_` counted in positional patterns).
+pub const SCHEMA_VERSION: u32 = 16;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

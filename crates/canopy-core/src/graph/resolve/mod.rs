@@ -1572,8 +1572,34 @@ impl World {
                 }
                 out
             }
-            Val::Func(_) => Vec::new(),
+            Val::Func(f) => self.tuple_element(*f, name, depth),
         }
+    }
+
+    /// `f.#i`: element `i` of the tuple function `f` returns
+    /// ([`rust::TUPLE`]), as a value; nothing for any other member of a
+    /// function.
+    fn tuple_element(&self, f: usize, name: &str, depth: u32) -> Vec<Val> {
+        let Some(i) = name.strip_prefix('#').and_then(|i| i.parse::<usize>().ok()) else {
+            return Vec::new();
+        };
+        let Some(elems) = self
+            .returns_of(f)
+            .and_then(|r| r.strip_prefix(rust::TUPLE))
+            .and_then(|r| r.strip_suffix(')'))
+        else {
+            return Vec::new();
+        };
+        let Some(t) = elems.split(';').nth(i).filter(|t| !t.is_empty()) else {
+            return Vec::new();
+        };
+        let s = &self.syms[f];
+        let cx = Ctx {
+            file: s.file,
+            byte: s.end.saturating_sub(1),
+            scope: f,
+        };
+        self.eval_type(&cx, t, depth + 1)
     }
 
     /// The field `name` of class-like `t` (and its bases), evaluated.

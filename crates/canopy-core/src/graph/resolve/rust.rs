@@ -166,6 +166,93 @@ fn scoped_path(cx: &Cx, p: Node) -> Option<String> {
     }
 }
 
+/// The stored return type of a function returning a tuple (`-> (A, B)`,
+/// also inside `Result` / `Option`): this prefix, then the element types
+/// separated by `;` (empty where unknown), then `)`. A call of such a
+/// function is no value itself; `f.#0` is its first element (the binding
+/// of `let (a, b) = f(x)?`, see [`tuple_bindings`]).
+pub(crate) const TUPLE: &str = "#tuple(";
+
+/// The element types of a tuple type, through references and the
+/// [`TRANSPARENT`] wrappers (`Result<(A, B), E>` → `A`, `B`).
+fn tuple_elements<'t>(cx: &Cx, n: Node<'t>) -> Option<Vec<Node<'t>>> {
+    match n.kind_name() {
+        "tuple_type" => {
+            let mut c = n.walk();
+            Some(n.named_children(&mut c).collect())
+        }
+        "reference_type" => tuple_elements(cx, n.field("type")?),
+        "generic_type" if TRANSPARENT.contains(&cx.t(n.field("type")?)) => {
+            tuple_elements(cx, n.field("type_arguments")?.named_child(0)?)
+        }
+        _ => None,
+    }
+}
+
+/// What a function's `-> T` stores: the type's name, or a [`TUPLE`].
+fn return_type(cx: &Cx, r: Node) -> Option<String> {
+    if let Some(elems) = tuple_elements(cx, r) {
+        let names: Vec<String> = elems
+            .iter()
+            .map(|e| type_expr(cx, *e).unwrap_or_default())
+            .collect();
+        return names
+            .iter()
+            .any(|n| !n.is_empty())
+            .then(|| format!("{TUPLE}{})", names.join(";")));
+    }
+    type_expr(cx, r)
+}
+
+/// `let (a, b) = f(x)?;` binds `a` to `f.#0` and `b` to `f.#1` (the
+/// elements of what `f` returns, [`TUPLE`]); `let (a, b): (A, B) = …` binds
+/// them to the element types. Elements after a `..` are not bound.
+fn tuple_bindings(cx: &mut Cx, decl: Node, pattern: Node) {
+    let parts = pattern_elements(pattern);
+    let typed: Option<Vec<Node>> = decl.field("type").and_then(|t| tuple_elements(cx, t));
+    // The call whose result is destructured, without the payload-passing
+    // methods after it (`f(x).unwrap()` is `f(x)`'s tuple).
+    let base = decl
+        .field("value")
+        .and_then(|v| expr(cx, v))
+        .and_then(|mut v| {
+            while let Some(head) = v.strip_suffix("()")
+                && let Some((before, m)) = head.rsplit_once('.')
+                && PASSTHROUGH.contains(&m)
+                && before.ends_with(')')
+            {
+                v = before.to_string();
+            }
+            v.strip_suffix("()").map(str::to_string)
+        });
+    for (i, part) in parts.into_iter().enumerate() {
+        if part.kind_name() == "remaining_field_pattern" {
+            break;
+        }
+        let p = bare_pattern(part);
+        if p.kind_name() != "identifier" {
+            continue;
+        }
+        let name = cx.t(p).to_string();
+        match (&typed, &base) {
+            (Some(types), _) => {
+                let t = types.get(i).and_then(|t| type_expr(cx, *t));
+                cx.bind(decl.end_byte(), &name, t, true, false);
+            }
+            (None, Some(base)) => {
+                cx.bind(
+                    decl.end_byte(),
+                    &name,
+                    Some(format!("{base}.#{i}")),
+                    false,
+                    false,
+                );
+            }
+            (None, None) => {}
+        }
+    }
+}
+
 /// The normalised name of a type node (`&mut Box<Foo<T>>` → `Foo`).
 pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
     match n.kind_name() {
@@ -378,6 +465,19 @@ fn in_use_tree(up: &Up) -> bool {
 }
 
 /// A pattern with `ref` / `mut` / `ref mut` taken off.
+/// The elements of a tuple or tuple-struct pattern, in order, `_` included:
+/// tree-sitter makes `_` an anonymous node, so the named children alone
+/// would number `(_, x)`'s `x` as the first element. A tuple struct's path
+/// is not an element.
+fn pattern_elements(p: Node) -> Vec<Node> {
+    let ty = p.field("type").map(|t| t.id());
+    let mut c = p.walk();
+    p.children(&mut c)
+        .filter(|k| !k.is_extra() && Some(k.id()) != ty)
+        .filter(|k| k.is_named() || k.kind_name() == "_")
+        .collect()
+}
+
 fn bare_pattern(mut p: Node) -> Node {
     while matches!(p.kind_name(), "ref_pattern" | "mut_pattern") {
         match p.named_child(p.named_child_count().saturating_sub(1)) {
@@ -419,12 +519,7 @@ fn tuple_struct_bindings(cx: &mut Cx, n: Node, up: &Up) {
         "scoped_identifier" => expr(cx, ty),
         _ => None,
     };
-    let mut c = n.walk();
-    let items: Vec<Node> = n
-        .named_children(&mut c)
-        .filter(|k| k.id() != ty.id())
-        .collect();
-    for (i, item) in items.into_iter().enumerate() {
+    for (i, item) in pattern_elements(n).into_iter().enumerate() {
         if item.kind_name() == "remaining_field_pattern" {
             break;
         }
@@ -624,8 +719,7 @@ fn bind_iteration(cx: &mut Cx, pattern: Node, base: &str, items: Items) {
         }
         ("tuple_pattern", Items::Enumerated | Items::Each) => {
             // `(i, x)` of `enumerate()`; `(k, v)` of a map.
-            let mut c = p.walk();
-            let parts: Vec<Node> = p.named_children(&mut c).collect();
+            let parts = pattern_elements(p);
             let suffixes: [&str; 2] = if items == Items::Enumerated {
                 ["", ELEM]
             } else {
@@ -973,6 +1067,10 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
             } else {
                 p
             };
+            if p.kind_name() == "tuple_pattern" {
+                tuple_bindings(cx, n, p);
+                return;
+            }
             if p.kind_name() != "identifier" {
                 return;
             }
@@ -1019,7 +1117,7 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
         }
         "function_item" | "function_signature_item" => {
             if let (Some(name), Some(r)) = (n.field("name"), n.field("return_type")) {
-                let t = type_expr(cx, r);
+                let t = return_type(cx, r);
                 cx.def_fact(name, t, DefFactKind::Returns);
             }
         }
