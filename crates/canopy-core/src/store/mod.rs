@@ -34,8 +34,9 @@ use crate::error::{CanopyError, Result};
 /// site and target without a rowid; 14: Rust items inside item-level
 /// macro bodies extracted; 15: edges stored as one packed list per file,
 /// `edge_lists` and `edge_targets`; 16: Rust tuple returns and tuple
-/// `let` patterns, `_` counted in positional patterns).
-pub const SCHEMA_VERSION: u32 = 16;
+/// `let` patterns, `_` counted in positional patterns; 17: Rust path heads
+/// a local of the same name could hide, marked).
+pub const SCHEMA_VERSION: u32 = 17;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

@@ -893,6 +893,7 @@ impl World {
                 // Only methods of `x`'s impls of the trait the path names
                 // (`toml::Span::new(a)` is no method of `a`).
                 let tr = path.rsplit('.').next().unwrap_or(path);
+                let tr = tr.trim_end_matches(rust::PATH_HEAD);
                 (self.trait_methods(cx, first_arg, name, tr), How::Inferred)
             }
             Some(r) => {
@@ -1330,6 +1331,12 @@ impl World {
             Some(h) => (h, true),
             None => (first, false),
         };
+        // A path's head that a local of its name could be taken for
+        // (`rust::PATH_HEAD`): looked up past the locals.
+        let (head, path_head) = match head.strip_suffix(rust::PATH_HEAD) {
+            Some(h) => (h, true),
+            None => (head, false),
+        };
         let mut vals: Vec<Val> = match (lang, head) {
             (Language::Python, "super") if called => self
                 .enclosing_class(cx)
@@ -1387,7 +1394,7 @@ impl World {
                     None => Vec::new(),
                 }
             }
-            _ => self.lookup(cx, head, depth).0,
+            _ => self.lookup_in(cx, head, depth, path_head).0,
         };
         if called && lang == Language::Rust && vals.iter().any(|v| !self.is_rust_module(v)) {
             // `value(x)`: the function, not the module of that name.
@@ -1716,6 +1723,12 @@ impl World {
 
     /// A name in lexical scope at `cx`.
     fn lookup(&self, cx: &Ctx, name: &str, depth: u32) -> (Vec<Val>, How) {
+        self.lookup_in(cx, name, depth, false)
+    }
+
+    /// [`World::lookup`]; `past_locals`: a Rust path's head, which no local
+    /// value binding names (type bindings, generic parameters, still do).
+    fn lookup_in(&self, cx: &Ctx, name: &str, depth: u32, past_locals: bool) -> (Vec<Val>, How) {
         if depth > MAX_DEPTH {
             return (Vec::new(), How::None);
         }
@@ -1753,6 +1766,9 @@ impl World {
                 let mut best: Option<usize> = None;
                 for &bi in part.by_name.get(name).into_iter().flatten() {
                     let b = &facts.bindings[bi];
+                    if past_locals && !b.is_type {
+                        continue;
+                    }
                     // Rust locals exist only after their `let`; elsewhere a
                     // later binding stands in when none comes before.
                     let visible = b.byte <= cx.byte || (best.is_none() && lang != Language::Rust);

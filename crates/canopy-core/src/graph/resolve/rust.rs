@@ -115,7 +115,7 @@ pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
         "scoped_identifier" => {
             let name = cx.t(n.field("name")?);
             match n.field("path") {
-                Some(p) => Some(format!("{}.{name}", scoped_path(cx, p)?)),
+                Some(p) => Some(format!("{}.{name}", path_head(cx, p)?)),
                 None => Some(name.to_string()),
             }
         }
@@ -131,6 +131,42 @@ pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
         "await_expression" => expr(cx, n.named_child(0)?),
         _ => None,
     }
+}
+
+/// Marks the first segment of a path that a local of the same name could be
+/// mistaken for (`scheduler^.Handle`): see [`path_head`].
+pub(crate) const PATH_HEAD: char = '^';
+
+/// The path `p` (the part before a `::name`) as [`scoped_path`] writes it,
+/// with its first segment marked [`PATH_HEAD`] when a local of that name is
+/// bound before it in the same function: after `let (scheduler, handle) =
+/// …`, `scheduler::Handle` still names the module, since a path is read
+/// where locals do not exist, while the expressions the resolver reads
+/// write `a::b` and the field `a.b` alike. Only then, so every other
+/// expression stays as it was.
+fn path_head(cx: &Cx, p: Node) -> Option<String> {
+    if p.kind_name() != "identifier" {
+        return scoped_path(cx, p);
+    }
+    let name = cx.t(p);
+    let at = p.start_byte() as u32;
+    let mut f = p.parent();
+    while let Some(n) = f
+        && n.kind_name() != "function_item"
+    {
+        f = n.parent();
+    }
+    let start = f.map_or(u32::MAX, |f| f.start_byte() as u32);
+    let shadowed = cx
+        .facts
+        .bindings
+        .iter()
+        .any(|b| !b.field && !b.is_type && (start..=at).contains(&b.byte) && b.name == name);
+    Some(if shadowed {
+        format!("{name}{PATH_HEAD}")
+    } else {
+        name.to_string()
+    })
 }
 
 fn scoped_path(cx: &Cx, p: Node) -> Option<String> {
@@ -260,7 +296,7 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
         "scoped_type_identifier" | "scoped_identifier" => {
             let name = cx.t(n.field("name")?);
             match n.field("path") {
-                Some(p) => Some(format!("{}.{name}", scoped_path(cx, p)?)),
+                Some(p) => Some(format!("{}.{name}", path_head(cx, p)?)),
                 None => Some(name.to_string()),
             }
         }
@@ -935,7 +971,7 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
                 }
                 "scoped_identifier" => {
                     if let Some(name) = f.field("name") {
-                        let recv = f.field("path").and_then(|p| scoped_path(cx, p));
+                        let recv = f.field("path").and_then(|p| path_head(cx, p));
                         // `Trait::method(x, …)`: when `Trait` is not in the
                         // repository, the method is `x`'s (see `UFCS_SEP`).
                         let first_arg = n
@@ -971,7 +1007,7 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
                 && let Some(name) = n.field("name")
             {
                 // Also the middle of a longer path: `Item` in `crate::Item::Value`.
-                let recv = n.field("path").and_then(|p| scoped_path(cx, p));
+                let recv = n.field("path").and_then(|p| path_head(cx, p));
                 cx.site(name, recv, SiteKind::Other);
             }
             // The head of the path: `Table` in `Table::new()`, `Item` in `Item::Value(v)`.
@@ -1049,7 +1085,7 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
         }
         "scoped_type_identifier" => {
             if let Some(name) = n.field("name") {
-                let recv = n.field("path").and_then(|p| scoped_path(cx, p));
+                let recv = n.field("path").and_then(|p| path_head(cx, p));
                 cx.site(name, recv, SiteKind::Type);
             }
         }
