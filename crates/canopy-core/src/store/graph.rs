@@ -88,15 +88,17 @@ fn put_edge_list(tx: &Transaction, file_id: i64, mut edges: Vec<PackedEdge>) -> 
     let blob = packed_edges::encode(&mut edges);
     tx.prepare_cached("INSERT INTO edge_lists(file_id, count, edges) VALUES (?1, ?2, ?3)")?
         .execute(params![file_id, edges.len() as i64, blob])?;
-    let mut dsts: Vec<i64> = edges.iter().map(|e| e.dst).collect();
-    dsts.sort_unstable();
-    dsts.dedup();
     let mut insert =
         tx.prepare_cached("INSERT OR IGNORE INTO edge_targets(dst, file_id) VALUES (?1, ?2)")?;
-    for dst in dsts {
+    for dst in targets_of(&edges) {
         insert.execute([dst, file_id])?;
     }
     Ok(edges.len() as u64)
+}
+
+/// The distinct targets of a list's edges: its `edge_targets` rows.
+fn targets_of(edges: &[PackedEdge]) -> BTreeSet<i64> {
+    edges.iter().map(|e| e.dst).collect()
 }
 
 /// Deletes file `file_id`'s edge list and its `edge_targets` rows; returns
@@ -115,12 +117,9 @@ fn drop_edge_list(tx: &Transaction, file_id: i64) -> Result<Vec<PackedEdge>> {
         .execute([file_id])?;
     match packed_edges::decode(&blob, file_id) {
         Ok(edges) => {
-            let mut dsts: Vec<i64> = edges.iter().map(|e| e.dst).collect();
-            dsts.sort_unstable();
-            dsts.dedup();
             let mut delete =
                 tx.prepare_cached("DELETE FROM edge_targets WHERE dst = ?1 AND file_id = ?2")?;
-            for dst in dsts {
+            for dst in targets_of(&edges) {
                 delete.execute([dst, file_id])?;
             }
             Ok(edges)

@@ -22,8 +22,8 @@
 //! Invariant: at most one edge per `(src, line, col, dst)`; [`encode`] keeps
 //! the first one given.
 
-use super::packed_refs::{Reader, put_varint, unzigzag, zigzag};
-use crate::error::{CanopyError, Result};
+use super::packed_refs::{decode_list, put_varint, unzigzag, zigzag};
+use crate::error::Result;
 
 /// One stored edge, packed fields as in `store::graph`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,41 +71,18 @@ pub(crate) fn encode(edges: &mut Vec<PackedEdge>) -> Vec<u8> {
 /// Decodes a blob written by [`encode`]. `file_id` only names the file in
 /// the error a damaged blob gives.
 pub(crate) fn decode(blob: &[u8], file_id: i64) -> Result<Vec<PackedEdge>> {
-    let corrupt = || {
-        CanopyError::Internal(format!(
-            "the stored graph edges of file #{file_id} are damaged; \
-             run `canopy invalidate` and `canopy index` to rebuild them"
-        ))
-    };
-    let blob = super::blob::unpack(blob).ok_or_else(corrupt)?;
-    let blob = &*blob;
-    let mut reader = Reader { blob, pos: 0 };
-    let count = reader.varint().ok_or_else(corrupt)?;
-    // Each edge takes at least 5 bytes: a count beyond the bytes present is
-    // damage, not a reason to reserve memory.
-    if count > blob.len() as u64 {
-        return Err(corrupt());
-    }
-    let mut out = Vec::with_capacity(count as usize);
     let (mut src, mut line) = (0i64, 0i64);
-    for _ in 0..count {
-        let step = (|| {
-            src = src.checked_add(unzigzag(reader.varint()?))?;
-            line = line.checked_add(unzigzag(reader.varint()?))?;
-            Some(PackedEdge {
-                src,
-                line: u32::try_from(line).ok()?,
-                col: u32::try_from(reader.varint()?).ok()?,
-                dst: i64::try_from(reader.varint()?).ok()?,
-                info: i64::try_from(reader.varint()?).ok()?,
-            })
-        })();
-        out.push(step.ok_or_else(corrupt)?);
-    }
-    if reader.pos != blob.len() {
-        return Err(corrupt());
-    }
-    Ok(out)
+    decode_list(blob, "graph edges", file_id, |reader| {
+        src = src.checked_add(unzigzag(reader.varint()?))?;
+        line = line.checked_add(unzigzag(reader.varint()?))?;
+        Some(PackedEdge {
+            src,
+            line: u32::try_from(line).ok()?,
+            col: u32::try_from(reader.varint()?).ok()?,
+            dst: i64::try_from(reader.varint()?).ok()?,
+            info: i64::try_from(reader.varint()?).ok()?,
+        })
+    })
 }
 
 #[cfg(test)]

@@ -79,9 +79,44 @@ pub(crate) fn encode(refs: &mut Vec<PackedRef>) -> Vec<u8> {
 /// Decodes a blob written by [`encode`]. `file_id` only names the file in
 /// the error a damaged blob gives.
 pub(crate) fn decode(blob: &[u8], file_id: i64) -> Result<Vec<PackedRef>> {
+    let (mut end, mut line, mut source) = (0u64, 0i64, 0i64);
+    // Each reference takes at least 6 bytes.
+    decode_list(blob, "references", file_id, |reader| {
+        end = end.checked_add(reader.varint()?)?;
+        let length_and_type = reader.varint()?;
+        line = line.checked_add(unzigzag(reader.varint()?))?;
+        source = source.checked_add(unzigzag(reader.varint()?))?;
+        let name_id = i64::try_from(reader.varint()?).ok()?;
+        let qualifier = reader.varint()?;
+        Some(PackedRef {
+            end_byte: end,
+            length: length_and_type >> 2,
+            ref_type: (length_and_type & 3) as u8,
+            line: u32::try_from(line).ok()?,
+            source_node_id: source,
+            name_id,
+            qualifier_id: match qualifier {
+                0 => None,
+                q => Some(i64::try_from(q - 1).ok()?),
+            },
+        })
+    })
+}
+
+/// The frame both per-file lists share ([`decode`], and
+/// [`super::packed_edges::decode`]): a [`super::blob`] holding
+/// `varint(count)` then `count` items, each read by `item` (`None`: damaged),
+/// and nothing after them. `what` and `file_id` name the list in the error
+/// a damaged blob gives.
+pub(super) fn decode_list<T>(
+    blob: &[u8],
+    what: &str,
+    file_id: i64,
+    mut item: impl FnMut(&mut Reader) -> Option<T>,
+) -> Result<Vec<T>> {
     let corrupt = || {
         CanopyError::Internal(format!(
-            "the stored references of file #{file_id} are damaged; \
+            "the stored {what} of file #{file_id} are damaged; \
              run `canopy invalidate` and `canopy index` to rebuild them"
         ))
     };
@@ -89,35 +124,14 @@ pub(crate) fn decode(blob: &[u8], file_id: i64) -> Result<Vec<PackedRef>> {
     let blob = &*blob;
     let mut reader = Reader { blob, pos: 0 };
     let count = reader.varint().ok_or_else(corrupt)?;
-    // Each reference takes at least 6 bytes: a count beyond that is damage,
-    // not a reason to reserve memory.
+    // Every item takes at least one byte: a count beyond the bytes present
+    // is damage, not a reason to reserve memory.
     if count > blob.len() as u64 {
         return Err(corrupt());
     }
     let mut out = Vec::with_capacity(count as usize);
-    let (mut end, mut line, mut source) = (0u64, 0i64, 0i64);
     for _ in 0..count {
-        let step = (|| {
-            end = end.checked_add(reader.varint()?)?;
-            let length_and_type = reader.varint()?;
-            line = line.checked_add(unzigzag(reader.varint()?))?;
-            source = source.checked_add(unzigzag(reader.varint()?))?;
-            let name_id = i64::try_from(reader.varint()?).ok()?;
-            let qualifier = reader.varint()?;
-            Some(PackedRef {
-                end_byte: end,
-                length: length_and_type >> 2,
-                ref_type: (length_and_type & 3) as u8,
-                line: u32::try_from(line).ok()?,
-                source_node_id: source,
-                name_id,
-                qualifier_id: match qualifier {
-                    0 => None,
-                    q => Some(i64::try_from(q - 1).ok()?),
-                },
-            })
-        })();
-        out.push(step.ok_or_else(corrupt)?);
+        out.push(item(&mut reader).ok_or_else(corrupt)?);
     }
     if reader.pos != blob.len() {
         return Err(corrupt());
@@ -146,10 +160,8 @@ pub(super) fn unzigzag(v: u64) -> i64 {
 
 /// Reads varints from a blob, front to back.
 pub(super) struct Reader<'a> {
-    /// The bytes.
-    pub blob: &'a [u8],
-    /// The next byte to read.
-    pub pos: usize,
+    blob: &'a [u8],
+    pos: usize,
 }
 
 impl Reader<'_> {
