@@ -309,9 +309,10 @@ const MAX_DEPTH: u32 = 12;
 
 impl World {
     /// The Cargo packages of the repository ([`rust::packages`]): a Rust
-    /// method call on a receiver of unknown type is guessed only among the
-    /// packages the caller's package depends on (a proc-macro crate and a
-    /// sibling that is no dependency are out of its reach). Without them,
+    /// method call on a receiver of unknown type is guessed to reach the
+    /// one method of its name only when that method's package is in reach
+    /// of the caller's (a proc-macro crate and a sibling that is no
+    /// dependency are not; see [`World::unique_method`]). Without them,
     /// every package reaches every other.
     pub fn with_rust_packages(mut self, packages: Vec<rust::Package>) -> World {
         self.rust_packages = packages;
