@@ -10,7 +10,7 @@ use std::collections::HashSet;
 
 use tree_sitter::Node;
 
-use crate::graph::facts::{Cx, DefFactKind, GrammarLookup, SiteKind, Up, walk_tree};
+use crate::graph::facts::{Binding, Cx, DefFactKind, GrammarLookup, SiteKind, Up, walk_tree};
 
 /// `S { f: Default::default(), ..Default::default() }`: the type whose
 /// `default` is called, as an expression (`S.f` — the field's type — or `S()`).
@@ -150,6 +150,12 @@ fn path_head(cx: &Cx, p: Node) -> Option<String> {
     }
     let name = cx.t(p);
     let at = p.start_byte() as u32;
+    let local = |b: &&Binding| !b.field && !b.is_type && b.byte <= at && b.name == name;
+    // Most heads have no local of their name at all: no walk up the tree
+    // (each `parent()` descends from the root again).
+    if !cx.facts.bindings.iter().any(|b| local(&b)) {
+        return Some(name.to_string());
+    }
     let mut f = p.parent();
     while let Some(n) = f
         && n.kind_name() != "function_item"
@@ -161,7 +167,8 @@ fn path_head(cx: &Cx, p: Node) -> Option<String> {
         .facts
         .bindings
         .iter()
-        .any(|b| !b.field && !b.is_type && (start..=at).contains(&b.byte) && b.name == name);
+        .filter(local)
+        .any(|b| b.byte >= start);
     Some(if shadowed {
         format!("{name}{PATH_HEAD}")
     } else {
