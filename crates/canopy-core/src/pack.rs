@@ -192,46 +192,22 @@ const TEST_FACTOR: f64 = 0.45;
 
 /// Ranking settings. The evaluation (`bench/eval/pack_eval.py --variant`)
 /// overrides them with the environment variable `CANOPY_PACK_TUNING`
-/// (`summary=0`, `graph=0.2,graph_top=40`) to compare settings on one
-/// index; it is a measuring knob, not an interface.
+/// (`summary=0`) to compare settings on one index; it is a measuring knob,
+/// not an interface.
 #[derive(Clone, Copy, Debug)]
 struct Tuning {
     /// Weight of the summary line's own query (0: not asked). 1.0 was the
     /// best of 0.3, 0.5, 1, 1.5, 2 and 3 on 100 dev instances (file R@5
     /// 0.710 without it, 0.802 with it; `bench/eval/README.md`).
     summary: f64,
-    /// Weight of the graph link bonus ([`link_bonus`]; 0: off). Off because
-    /// the dev eval did not show it helps: weight 0.2 over the best 40 raised
-    /// file R@1 on the 100 instances the choice was made on (0.522 → 0.572,
-    /// R@5 equal) and lowered it on 60 others (0.608 → 0.583, R@5 0.808 →
-    /// 0.800); heavier weights lowered R@5 (0.5: 0.782, 1: 0.727) and put
-    /// units over the 1,500-token budget first (a pack's first handle is
-    /// always kept; mean pack 2,101 tokens at 0.5; `bench/eval/README.md`).
-    /// Kept to measure again: `graph=W,graph_top=N`.
-    graph: f64,
-    /// How many of the best candidates lend the link bonus.
-    graph_top: usize,
 }
 
 impl Tuning {
     fn get() -> Tuning {
-        let mut t = Tuning {
-            summary: 1.0,
-            graph: 0.0,
-            graph_top: 20,
-        };
-        if let Ok(spec) = std::env::var("CANOPY_PACK_TUNING") {
-            for part in spec.split(',') {
-                if let Some((k, v)) = part.split_once('=')
-                    && let Ok(v) = v.trim().parse::<f64>()
-                {
-                    match k.trim() {
-                        "summary" => t.summary = v,
-                        "graph" => t.graph = v,
-                        "graph_top" => t.graph_top = v as usize,
-                        _ => {}
-                    }
-                }
+        let mut t = Tuning { summary: 1.0 };
+        for (k, v) in crate::measuring_knobs("CANOPY_PACK_TUNING") {
+            if k == "summary" {
+                t.summary = v;
             }
         }
         t
@@ -380,44 +356,6 @@ fn bm25_hits(
             (node, s)
         })
         .collect())
-}
-
-/// Candidates the code graph links to the best ones (resolved calls either
-/// way, type uses) gain a share of their scores: the fix for a reported
-/// symptom often sits one call away from where its words match.
-fn link_bonus(store: &Store, ranked: &mut [Scored], weight: f64, top: usize) -> Result<()> {
-    let mut order: Vec<usize> = (0..ranked.len()).collect();
-    order.sort_by(|&a, &b| ranked[b].score.total_cmp(&ranked[a].score));
-    let best = order.first().map_or(1.0, |&i| ranked[i].score).max(1e-9);
-    let index: HashMap<i64, usize> = ranked
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.node.rowid, i))
-        .collect();
-    let mut bonus = vec![0.0f64; ranked.len()];
-    for &i in order.iter().take(top) {
-        let id = ranked[i].node.rowid;
-        let share = weight * ranked[i].score / best;
-        let mut linked: HashSet<usize> = HashSet::new();
-        for e in store.edges_to(id)? {
-            if let Some(&j) = index.get(&e.src) {
-                linked.insert(j);
-            }
-        }
-        for e in store.edges_from_range(id, id)? {
-            if let Some(&j) = e.dst.and_then(|d| index.get(&d)) {
-                linked.insert(j);
-            }
-        }
-        linked.remove(&i);
-        for j in linked {
-            bonus[j] += share;
-        }
-    }
-    for (s, b) in ranked.iter_mut().zip(bonus) {
-        s.score += b;
-    }
-    Ok(())
 }
 
 /// Words that carry no retrieval signal in questions about code.
@@ -673,9 +611,6 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
             s
         })
         .collect();
-    if tuning.graph > 0.0 {
-        link_bonus(store, &mut ranked, tuning.graph, tuning.graph_top)?;
-    }
     aggregate_by_file(&mut ranked);
     ranked.sort_by(|a, b| {
         b.score

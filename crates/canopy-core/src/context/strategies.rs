@@ -625,21 +625,13 @@ fn tuning() -> Tuning {
         // measured share (dev eval, `kwdom` vs `kwdomlift`).
         lift_firsts: false,
     };
-    if let Ok(spec) = std::env::var("CANOPY_CONTEXT_FUSION") {
-        for part in spec.split(',') {
-            let Some((k, v)) = part.split_once('=') else {
-                continue;
-            };
-            let Ok(v) = v.trim().parse::<f64>() else {
-                continue;
-            };
-            match (k.trim(), Strategy::from_name(k.trim())) {
-                ("lift", _) => t.lift_firsts = v != 0.0,
-                (_, Some(s)) => {
-                    t.weights.insert(s, v);
-                }
-                _ => {}
+    for (k, v) in crate::measuring_knobs("CANOPY_CONTEXT_FUSION") {
+        match (k.as_str(), Strategy::from_name(&k)) {
+            ("lift", _) => t.lift_firsts = v != 0.0,
+            (_, Some(s)) => {
+                t.weights.insert(s, v);
             }
+            _ => {}
         }
     }
     t

@@ -59,17 +59,7 @@ pub fn resolve_pending(store: &mut Store, root: &std::path::Path) -> Result<Reso
     let (files, syms, index) = store.graph_world_rows(&dirty)?;
     let rows_ms = t_rows.elapsed().as_millis() as u64;
     let t_world = std::time::Instant::now();
-    let crates = resolve::rust::crate_names(
-        root,
-        resolve::rust_crate_roots(files.iter().map(|f| f.path.as_str())),
-    );
-    let packages = resolve::rust::packages(
-        root,
-        files
-            .iter()
-            .map(|f| f.path.as_str())
-            .filter(|p| *p == "Cargo.toml" || p.ends_with("/Cargo.toml")),
-    );
+    let (crates, packages) = resolve::rust::cargo(root, files.iter().map(|f| f.path.as_str()));
     let world = resolve::World::new(files, syms, crates).with_rust_packages(packages);
     let world_ms = t_world.elapsed().as_millis() as u64;
     let targets: Vec<(i64, usize)> = dirty

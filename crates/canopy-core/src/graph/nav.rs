@@ -12,8 +12,8 @@
 //! split on `.` / `::` / `/` into a name and its qualifiers, and candidates
 //! are units with that name whose qualified name or path ends with the
 //! qualifiers; the path may keep its extension (`src/parser.rs:Parser.parse`
-//! and `src/parser.Parser.parse` are the same target). Exact qualified matches beat suffix matches, definitions
-//! beat other units (modules, constants), exported (non-`_`, capitalised in
+//! and `src/parser.Parser.parse` are the same target). Exact qualified
+//! matches beat suffix matches, definitions beat other units (modules, constants), exported (non-`_`, capitalised in
 //! Go) beat private. Several left after that: the answer is `ambiguous`
 //! and lists them. A Rust path that matches nothing that way
 //! (`tokio::spawn`) is followed from the library crate it names through
@@ -422,9 +422,9 @@ impl<'s> Graph<'s> {
         // Crate names first (paths and `Cargo.toml`s only): a path that names
         // no crate of the repository never loads the world.
         let paths = self.store.file_ranges()?;
-        let crates = crate::graph::resolve::rust::crate_names(
+        let (crates, _) = crate::graph::resolve::rust::cargo(
             &self.root,
-            crate::graph::resolve::rust_crate_roots(paths.iter().map(|(_, p, ..)| p.as_str())),
+            paths.iter().map(|(_, p, ..)| p.as_str()),
         );
         if parts.first().is_none_or(|c| !crates.contains_key(*c)) {
             return Ok(Vec::new());

@@ -513,11 +513,18 @@ impl Store {
         if lo > hi {
             return Ok(Vec::new());
         }
-        if let Some(f) = self.file_of_unit(lo)? {
-            let (first, last) = self.file_node_range_by_id(f)?;
-            if first <= lo && hi <= last {
-                return Ok(vec![f]);
-            }
+        let of_lo: Option<(i64, i64, i64)> = self
+            .conn
+            .prepare_cached(
+                "SELECT f.id, f.first_node_id, f.last_node_id FROM nodes n JOIN files f ON f.id = n.file_id WHERE n.id = ?1",
+            )?
+            .query_row([lo], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()?;
+        if let Some((f, first, last)) = of_lo
+            && first <= lo
+            && hi <= last
+        {
+            return Ok(vec![f]);
         }
         let mut stmt = self.conn.prepare_cached(
             "SELECT id FROM files WHERE first_node_id <= ?2 AND last_node_id >= ?1 ORDER BY first_node_id",

@@ -320,7 +320,7 @@ impl World {
     }
 
     /// Builds the world from every file and unit of the index.
-    /// `rust_crates`: library crates by name (see [`rust::crate_names`]),
+    /// `rust_crates`: library crates by name (see [`rust::cargo`]),
     /// for `use name::x` in examples, tests and other crates of the repository.
     pub fn new(
         files: Vec<FileRow>,
@@ -2178,16 +2178,6 @@ impl World {
             Some(n) => self.member(&m, n, depth + 1),
         }
     }
-}
-
-/// The `src/` folders of Rust library crates (those with a `src/lib.rs`),
-/// from the repository's file paths.
-pub fn rust_crate_roots<'a>(paths: impl IntoIterator<Item = &'a str>) -> Vec<String> {
-    paths
-        .into_iter()
-        .filter(|p| p.ends_with("src/lib.rs"))
-        .map(|p| rust::module_path(p).0)
-        .collect()
 }
 
 fn is_ecmascript(l: Language) -> bool {

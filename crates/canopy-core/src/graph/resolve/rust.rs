@@ -1254,25 +1254,39 @@ fn module_of(rel: &str, roots: &[&str]) -> String {
     }
 }
 
-/// The library crates of the repository by the name other crates `use`
-/// them (`[lib] name`, else `[package] name` with `-` as `_`), read from
-/// the `Cargo.toml` beside each `src/lib.rs` root (`roots` are the `src/`
-/// folders, repository-relative). Unreadable manifests are left out.
-pub(crate) fn crate_names(
+/// The Cargo side of a Rust repository, from its file paths: the library
+/// crates by the name other crates `use` them (`[lib] name`, else
+/// `[package] name`, `-` as `_`) → their `src/` folder (those with a
+/// `src/lib.rs`), and every package ([`packages`]). Each manifest is read
+/// once: the indexed `Cargo.toml`s and the one beside each `src/lib.rs`.
+pub(crate) fn cargo<'a>(
     repo: &std::path::Path,
-    roots: Vec<String>,
-) -> std::collections::HashMap<String, String> {
-    let mut out = std::collections::HashMap::new();
-    for src in roots {
-        let dir = src.strip_suffix("src/").unwrap_or(&src);
-        let Ok(manifest) = std::fs::read_to_string(repo.join(dir).join("Cargo.toml")) else {
-            continue;
-        };
-        if let Some(name) = manifest_crate_name(&manifest) {
-            out.insert(name, src);
+    paths: impl IntoIterator<Item = &'a str>,
+) -> (std::collections::HashMap<String, String>, Vec<Package>) {
+    let mut roots = Vec::new();
+    let mut manifests = std::collections::BTreeSet::new();
+    for p in paths {
+        if p == "Cargo.toml" || p.ends_with("/Cargo.toml") {
+            manifests.insert(p.to_string());
+        } else if p.ends_with("src/lib.rs") {
+            let (root, _) = module_path(p);
+            manifests.insert(format!(
+                "{}Cargo.toml",
+                root.strip_suffix("src/").unwrap_or(&root)
+            ));
+            roots.push(root);
         }
     }
-    out
+    let packages = packages(repo, manifests.iter().map(String::as_str));
+    let crates = roots
+        .into_iter()
+        .filter_map(|src| {
+            let dir = src.strip_suffix("src/").unwrap_or(&src);
+            let p = packages.iter().find(|p| p.dir == dir)?;
+            Some((p.lib_name.clone().unwrap_or_else(|| p.name.clone()), src))
+        })
+        .collect();
+    (crates, packages)
 }
 
 /// A Cargo package of the repository, as far as it limits which other
@@ -1285,6 +1299,8 @@ pub struct Package {
     pub dir: String,
     /// `[package] name`, `-` as `_`.
     pub name: String,
+    /// `[lib] name` when it differs, `-` as `_`: what other crates `use`.
+    pub lib_name: Option<String>,
     /// `[lib] proc-macro = true`.
     pub proc_macro: bool,
     /// Packages its library and binaries use (`[dependencies]`, also per
@@ -1332,8 +1348,8 @@ pub fn packages<'a>(
         .collect()
 }
 
-/// What [`packages`] reads from one manifest. Line-based, as
-/// [`manifest_crate_name`]: dependency tables as `[dependencies]` with one
+/// What [`packages`] reads from one manifest. Line-based (the keys read
+/// are plain `key = …` lines in practice): dependency tables as `[dependencies]` with one
 /// `key = …` line each (`key.workspace = true` too), or one
 /// `[dependencies.key]` table each (the form `cargo publish` writes).
 fn parse_manifest(dir: &str, manifest: &str) -> Option<Package> {
@@ -1415,6 +1431,7 @@ fn parse_manifest(dir: &str, manifest: &str) -> Option<Package> {
         let key = key.trim();
         match table {
             Table::Package if key == "name" => pkg.name = norm(value),
+            Table::Lib if key == "name" => pkg.lib_name = Some(norm(value)),
             Table::Lib if key == "proc-macro" || key == "proc_macro" => {
                 pkg.proc_macro = value.trim() == "true";
             }
@@ -1443,39 +1460,6 @@ impl Package {
             &mut self.deps
         }
     }
-}
-
-/// `[lib] name`, else `[package] name` (`-` → `_`), from a `Cargo.toml`.
-/// A line-based read: both keys are plain `name = "…"` lines in practice.
-fn manifest_crate_name(manifest: &str) -> Option<String> {
-    let mut section = "";
-    let (mut package, mut lib) = (None, None);
-    for line in manifest.lines() {
-        let line = line.trim();
-        if line.starts_with('[') {
-            section = line;
-            continue;
-        }
-        let Some(rest) = line.strip_prefix("name") else {
-            continue;
-        };
-        let Some(value) = rest.trim_start().strip_prefix('=') else {
-            continue;
-        };
-        let value = value
-            .trim()
-            .trim_matches('"')
-            .trim_matches('\'')
-            .to_string();
-        match section {
-            "[package]" => package = Some(value),
-            "[lib]" => lib = Some(value),
-            _ => {}
-        }
-    }
-    lib.or(package)
-        .filter(|n| !n.is_empty())
-        .map(|n| n.replace('-', "_"))
 }
 
 /// The value of a `#[cfg(…)]` / `#![cfg(…)]` attribute in a default build
@@ -1640,6 +1624,17 @@ mod tests {
         assert_eq!(lib.dev_deps, HashSet::from(["nix".to_string()]));
         assert!(!lib.proc_macro);
         let util = parse_manifest("u/", "[package]\nname = \"my-util\"\n").expect("a package");
+        // `[lib] name` is what other crates `use`.
+        let renamed_lib = parse_manifest(
+            "r/",
+            "[package]\nname = \"r-pkg\"\n[lib]\nname = \"r_core\"\n",
+        )
+        .expect("a package");
+        assert_eq!(
+            (renamed_lib.name.as_str(), renamed_lib.lib_name.as_deref()),
+            ("r_pkg", Some("r_core"))
+        );
+        assert_eq!(lib.lib_name, None);
         // A workspace-only manifest is no package.
         assert_eq!(parse_manifest("", "[workspace]\nmembers = [\"a\"]\n"), None);
 
