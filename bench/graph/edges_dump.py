@@ -4,6 +4,10 @@ handle (row ids differ between builds; handles do not):
 
     src-handle dst-handle line col info
 
+or, with --names, by path and qualified name (for reading a diff):
+
+    src-path line col how=N -> dst-path dst-qualified-name
+
 Used to check that a change to resolution (or to how edges are stored) left
 its answers alone: index the same tree with both binaries, dump both, `cmp`
 the dumps.
@@ -70,14 +74,24 @@ def stored_edges(conn):
 
 
 def main():
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    names = "--names" in args
+    args = [a for a in args if a != "--names"]
+    if len(args) != 1:
         sys.exit(__doc__)
-    c = sqlite3.connect(sys.argv[1])
-    handle = {i: h.hex() if isinstance(h, bytes) else str(h)
-              for i, h in c.execute("SELECT id, handle FROM nodes")}
-    rows = sorted(
-        (handle.get(s, str(s)), handle.get(d, str(d)), line, col, info)
-        for s, d, line, col, info in stored_edges(c))
+    c = sqlite3.connect(args[0])
+    if names:
+        unit = {i: (p, q) for i, p, q in c.execute(
+            "SELECT n.id, f.path, n.qualified_name FROM nodes n JOIN files f ON f.id = n.file_id")}
+        rows = sorted(
+            (unit[s][0], line, col, "how=%d" % ((info >> 4) & 7), "->", unit[d][0], unit[d][1] or "")
+            for s, d, line, col, info in stored_edges(c))
+    else:
+        handle = {i: h.hex() if isinstance(h, bytes) else str(h)
+                  for i, h in c.execute("SELECT id, handle FROM nodes")}
+        rows = sorted(
+            (handle.get(s, str(s)), handle.get(d, str(d)), line, col, info)
+            for s, d, line, col, info in stored_edges(c))
     out = sys.stdout
     for r in rows:
         out.write(" ".join(map(str, r)) + "\n")
