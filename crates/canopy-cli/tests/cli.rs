@@ -232,6 +232,17 @@ fn errors_are_clear_and_not_on_stdout() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected ')'"));
 }
 
+/// A child process killed when the test ends, failed assertions included,
+/// so a failing test never leaves an indexer running after its tempdir is gone.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn a_killed_indexer_leaves_a_consistent_queryable_index() {
     let dir = tempfile::tempdir().unwrap();
@@ -249,17 +260,22 @@ fn a_killed_indexer_leaves_a_consistent_queryable_index() {
             ),
         );
     }
-    let mut child = Command::new(env!("CARGO_BIN_EXE_canopy"))
-        .current_dir(root)
-        .args(["index", "--quiet"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_canopy"))
+            .current_dir(root)
+            .args(["index", "--quiet"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     // Wait until some batches are committed (or the run ends), then SIGKILL.
+    // The status polls beside the build are what an agent does while it
+    // waits: they must neither wait for the indexer nor slow it (N10: each
+    // poll took the write lock and turned the build into table scans).
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        if let Ok(Some(_)) = child.try_wait() {
+        if let Ok(Some(_)) = child.0.try_wait() {
             break;
         }
         let out = canopy(root, &["status", "--json"]);
@@ -272,8 +288,8 @@ fn a_killed_indexer_leaves_a_consistent_queryable_index() {
         assert!(Instant::now() < deadline, "indexer made no progress");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let _ = child.kill(); // SIGKILL on Unix
-    let _ = child.wait();
+    let _ = child.0.kill(); // SIGKILL on Unix
+    let _ = child.0.wait();
 
     // The index opens, answers status and queries consistently.
     let status = json(root, &["status", "--json"]);

@@ -101,8 +101,20 @@ fn configure(conn: &Connection) -> Result<()> {
     // system after each run instead of staying in the file (15% of a fresh
     // tokio index before this). SQLite accepts the setting only while the
     // file is still empty, so it must come before the switch to WAL, which
-    // writes the first page; on an existing database it changes nothing.
-    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+    // writes the first page.
+    //
+    // Only on an empty file: on an existing database `PRAGMA auto_vacuum =
+    // INCREMENTAL` is not read-only, it runs a *write* transaction that
+    // stores the mode in the header again. Every reader opening the index
+    // (a `canopy status` poll) then queued for the write lock behind the
+    // indexer and, once it had it, moved the indexer's `data_version`, which
+    // made a first build drop its complete name map and look names up in a
+    // table whose index it had deferred: full scans, a build that never
+    // finished (issue N10). Readers must never write.
+    let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+    if pages == 0 {
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+    }
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
@@ -544,6 +556,38 @@ mod tests {
         assert_eq!(version, SCHEMA_VERSION);
         let (_, rebuilt_again) = Store::open(&db).unwrap();
         assert!(rebuilt_again.is_none());
+    }
+
+    #[test]
+    fn opening_an_existing_index_writes_nothing() {
+        // A reader that wrote on open (N10: `PRAGMA auto_vacuum` on an
+        // existing file is a write transaction) queued behind the indexer
+        // for the write lock and moved its `data_version`.
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("index.db");
+        let (writer, _) = Store::open_for_writing(&db).unwrap();
+        let version = |s: &Store| -> i64 {
+            s.conn
+                .query_row("PRAGMA data_version", [], |r| r.get(0))
+                .unwrap()
+        };
+        let before = version(&writer);
+        // Another connection holds the write lock: an open that needs it
+        // would wait (and then fail, with no busy timeout).
+        let holder = Connection::open(&db).unwrap();
+        holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+        for _ in 0..3 {
+            let (reader, rebuilt) = Store::open(&db).unwrap();
+            assert!(rebuilt.is_none());
+            reader.conn.busy_timeout(Duration::ZERO).unwrap();
+            reader.counts().unwrap();
+        }
+        holder.execute_batch("ROLLBACK").unwrap();
+        assert_eq!(
+            version(&writer),
+            before,
+            "a reader's open committed a write"
+        );
     }
 
     #[test]

@@ -339,6 +339,18 @@ impl NameIds {
     fn revalidate(&mut self, tx: &Transaction) -> Result<()> {
         let version: i64 = tx.query_row("PRAGMA data_version", [], |r| r.get(0))?;
         if version != self.data_version {
+            if self.complete {
+                // Another connection committed during a build into an empty
+                // index: names are looked up by text from now on, so the
+                // index the build deferred must exist first, or every
+                // lookup is a scan of `ref_names`.
+                let sql = super::index_definition("ref_names_nocase").ok_or_else(|| {
+                    crate::CanopyError::Internal(
+                        "index ref_names_nocase is not in the schema".into(),
+                    )
+                })?;
+                tx.execute_batch(&sql)?;
+            }
             self.ids.clear();
             self.complete = false;
             self.data_version = version;
