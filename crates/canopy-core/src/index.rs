@@ -141,7 +141,38 @@ fn is_unchanged(stored: &StoredFile, candidate: &Candidate) -> bool {
         && !stored.content_hash.is_empty()
 }
 
-/// Runs one index pass over the repository at `root` into `store`.
+/// What a run found to do, before it writes anything: the discovery, the
+/// files to (re)read, the removals, and the repository-wide facts it will
+/// record when it finishes.
+struct RunPlan {
+    discovery: crate::discover::Discovery,
+    /// Indexes of `discovery.files` to read, each with its stored content
+    /// hash when the file was indexed before.
+    work: Vec<(usize, Option<String>)>,
+    removals: Vec<FileWrite>,
+    skipped: BTreeMap<SkipReason, u64>,
+    files_unchanged: u64,
+    candidates_in_repo: usize,
+    filtered: bool,
+    was_complete: bool,
+    /// The run records repository-wide facts (candidates, skip counts,
+    /// completeness): no filter, or a glob that keeps every path.
+    covers_repository: bool,
+    started_empty: bool,
+}
+
+/// Totals the writer keeps while batches commit.
+#[derive(Default)]
+struct WriteTotals {
+    report: IndexReport,
+    /// Files whose earlier rows this run deleted (see `BatchStats::rows_replaced`).
+    rows_replaced: u64,
+    skipped: BTreeMap<SkipReason, u64>,
+}
+
+/// Runs one index pass over the repository at `root` into `store`:
+/// plan (discover, compare with the index), remove what is gone, parse and
+/// write in batches, record what the run covered, resolve the graph, finish.
 pub(crate) fn run_index(
     root: &Path,
     store: &mut Store,
@@ -149,6 +180,76 @@ pub(crate) fn run_index(
     progress: &dyn IndexProgress,
 ) -> Result<IndexReport> {
     let started = Instant::now();
+    let plan = plan_run(root, store, options)?;
+    let mut totals = WriteTotals {
+        report: IndexReport {
+            files_discovered: plan.discovery.files.len() as u64,
+            file_discovery: plan.discovery.method.as_str().to_string(),
+            files_unchanged: plan.files_unchanged,
+            ..IndexReport::default()
+        },
+        rows_replaced: 0,
+        skipped: plan.skipped.clone(),
+    };
+    if !plan.removals.is_empty() {
+        for removal in &plan.removals {
+            if let FileWrite::Remove { path } = removal {
+                totals.report.note_changed(path);
+            }
+        }
+        let stats = store.write_batch(&plan.removals, now_unix())?;
+        totals.report.files_removed += stats.removed;
+        totals.rows_replaced += stats.rows_replaced;
+    }
+    progress.start(plan.work.len() as u64);
+    if !plan.work.is_empty() && options.is_full() {
+        // Until this run finishes, the index is known to be partial.
+        store.set_meta(meta_keys::INDEX_COMPLETE, "0")?;
+    }
+    // A first build creates its secondary indexes once, at the end, from
+    // the finished tables.
+    let bulk_build = plan.started_empty && !plan.work.is_empty();
+    if bulk_build {
+        store.defer_indexes()?;
+    }
+    let work: Vec<(&Candidate, Option<&str>)> = plan
+        .work
+        .iter()
+        .map(|(i, hash)| (&plan.discovery.files[*i], hash.as_deref()))
+        .collect();
+    let cancelled = parse_and_write(store, &work, options.max_file_size, progress, &mut totals)?;
+    if cancelled {
+        return finish_cancelled(store, options, bulk_build, &totals.report);
+    }
+    record_coverage(store, &plan, &totals.skipped)?;
+    // Resolution: only when something changed (or a killed run left work).
+    let resolve_started = Instant::now();
+    let resolved = crate::graph::resolve_pending(store, root)?;
+    let mut report = totals.report;
+    report.graph_files_resolved = resolved.files;
+    report.graph_resolve_ms = resolve_started.elapsed().as_millis() as u64;
+    if bulk_build {
+        store.ensure_indexes()?;
+    }
+    if report.files_indexed + report.files_removed > 0 {
+        bump_generation(store)?;
+        if totals.rows_replaced > 0 || !plan.started_empty {
+            store.drop_unused_ref_names()?;
+        }
+        store.release_free_pages()?;
+    }
+    if report.files_indexed > 1000 {
+        store.checkpoint()?;
+    }
+    report.skipped = skip_counts(&totals.skipped);
+    report.duration_ms = started.elapsed().as_millis() as u64;
+    progress.finish(&report);
+    Ok(report)
+}
+
+/// Discovers the repository's files and compares them with the index:
+/// which to read, which are unchanged, which left the listing.
+fn plan_run(root: &Path, store: &mut Store, options: &IndexOptions) -> Result<RunPlan> {
     let filter = options.glob.as_deref().map(PathFilter::new).transpose()?;
     let stored = store.file_states()?;
     let known_skips = store.skipped_files()?;
@@ -204,8 +305,6 @@ pub(crate) fn run_index(
                     .chain(known_skips.keys())
                     .all(|p| f.is_match(p))
             }));
-    let mut skipped: BTreeMap<SkipReason, u64> = discovery.skipped.clone();
-
     // Files gone from the listing (deleted, ignored, now too large, …) leave the index.
     let listed: HashSet<&str> = discovery.files.iter().map(|c| c.path.as_str()).collect();
     let removals: Vec<FileWrite> = stored
@@ -221,68 +320,63 @@ pub(crate) fn run_index(
         .filter(|p| !listed.contains(p.as_str()))
         .map(|p| FileWrite::Remove { path: p.clone() })
         .collect();
-    let mut report = IndexReport {
-        files_discovered: discovery.files.len() as u64,
-        file_discovery: discovery.method.as_str().to_string(),
-        ..IndexReport::default()
-    };
-    // Files whose earlier rows this run deleted (see `BatchStats::rows_replaced`).
-    let mut rows_replaced = 0u64;
-    if !removals.is_empty() {
-        for removal in &removals {
-            if let FileWrite::Remove { path } = removal {
-                report.note_changed(path);
-            }
-        }
-        let stats = store.write_batch(&removals, now_unix())?;
-        report.files_removed += stats.removed;
-        rows_replaced += stats.rows_replaced;
-    }
-
-    let mut work: Vec<(&Candidate, Option<&str>)> = Vec::new();
-    for candidate in &discovery.files {
+    let mut skipped: BTreeMap<SkipReason, u64> = discovery.skipped.clone();
+    let mut files_unchanged = 0;
+    let mut work = Vec::new();
+    for (i, candidate) in discovery.files.iter().enumerate() {
         if let Some((size, mtime, reason)) = known_skips.get(&candidate.path)
             && *size == candidate.size
             && *mtime == candidate.mtime_ns
         {
             // Skipped before and unchanged since: not read again.
-            let reason = [
-                SkipReason::Binary,
-                SkipReason::TooLarge,
-                SkipReason::Unreadable,
-                SkipReason::Secret,
-            ]
-            .into_iter()
-            .find(|r| r.as_str() == reason)
-            .unwrap_or(SkipReason::Unreadable);
-            *skipped.entry(reason).or_insert(0) += 1;
+            *skipped.entry(stored_skip_reason(reason)).or_insert(0) += 1;
             continue;
         }
         match stored.get(&candidate.path) {
-            Some(s) if is_unchanged(s, candidate) => {
-                report.files_unchanged += 1;
-            }
-            Some(s) => work.push((candidate, Some(s.content_hash.as_str()))),
-            None => work.push((candidate, None)),
+            Some(s) if is_unchanged(s, candidate) => files_unchanged += 1,
+            Some(s) => work.push((i, Some(s.content_hash.clone()))),
+            None => work.push((i, None)),
         }
     }
-    progress.start(work.len() as u64);
-    if !work.is_empty() && options.is_full() {
-        // Until this run finishes, the index is known to be partial.
-        store.set_meta(meta_keys::INDEX_COMPLETE, "0")?;
-    }
-    // A first build creates its secondary indexes once, at the end, from
-    // the finished tables.
-    let bulk_build = started_empty && !work.is_empty();
-    if bulk_build {
-        store.defer_indexes()?;
-    }
+    Ok(RunPlan {
+        discovery,
+        work,
+        removals,
+        skipped,
+        files_unchanged,
+        candidates_in_repo,
+        filtered: filter.is_some(),
+        was_complete,
+        covers_repository,
+        started_empty,
+    })
+}
 
-    let max_file_size = options.max_file_size;
+/// A skip reason as the index stored it.
+fn stored_skip_reason(reason: &str) -> SkipReason {
+    [
+        SkipReason::Binary,
+        SkipReason::TooLarge,
+        SkipReason::Unreadable,
+        SkipReason::Secret,
+    ]
+    .into_iter()
+    .find(|r| r.as_str() == reason)
+    .unwrap_or(SkipReason::Unreadable)
+}
+
+/// Reads and parses `work` on rayon's pool while this thread, the only
+/// writer, commits the outcomes in batches of whole files. Returns whether
+/// the run was cancelled (what was written stays: whole files).
+fn parse_and_write(
+    store: &mut Store,
+    work: &[(&Candidate, Option<&str>)],
+    max_file_size: u64,
+    progress: &dyn IndexProgress,
+    totals: &mut WriteTotals,
+) -> Result<bool> {
     let (sender, receiver) = sync_channel::<Outcome>(BATCH_FILES);
-    let mut cancelled = false;
-    let write_result: Result<()> = std::thread::scope(|scope| {
-        let work = &work;
+    std::thread::scope(|scope| {
         scope.spawn(move || {
             // A send error means the writer stopped (it failed or the run
             // was cancelled): the error ends the parallel loop early.
@@ -294,123 +388,139 @@ pub(crate) fn run_index(
         });
         let mut batch: Vec<FileWrite> = Vec::new();
         let mut batch_bytes = 0u64;
-        let mut flush = |batch: &mut Vec<FileWrite>, report: &mut IndexReport| -> Result<()> {
-            if batch.is_empty() {
-                return Ok(());
-            }
-            let stats = store.write_batch(batch, now_unix())?;
-            report.units_written += stats.units;
-            report.refs_written += stats.refs;
-            report.files_removed += stats.removed;
-            rows_replaced += stats.rows_replaced;
-            batch.clear();
-            Ok(())
-        };
         for outcome in receiver {
             if crate::cancel::requested() {
                 // What is in `batch` is complete per file: keep it, stop
                 // reading (dropping the receiver stops the parsers).
-                cancelled = true;
-                break;
+                flush(store, &mut batch, totals)?;
+                return Ok(true);
             }
-            match outcome {
-                Outcome::Write(write, bytes) => {
-                    let path = match &write {
-                        FileWrite::Parsed(w) => {
-                            report.files_indexed += 1;
-                            report.bytes_parsed += bytes;
-                            report.note_changed(&w.path);
-                            w.path.clone()
-                        }
-                        FileWrite::Touch { path, .. } => {
-                            report.files_unchanged += 1;
-                            path.clone()
-                        }
-                        FileWrite::Remove { path } => {
-                            report.note_changed(path);
-                            path.clone()
-                        }
-                        FileWrite::Skipped { path, .. } => path.clone(),
-                    };
-                    progress.advance(&path, bytes);
-                    batch_bytes += bytes;
-                    batch.push(write);
-                }
-                Outcome::Skip(reason, write) => {
-                    *skipped.entry(reason).or_insert(0) += 1;
-                    progress.advance("", 0);
-                    batch.push(write);
-                }
-            }
+            let bytes = count_outcome(&outcome, progress, totals);
+            batch_bytes += bytes;
+            batch.push(match outcome {
+                Outcome::Write(write, _) | Outcome::Skip(_, write) => write,
+            });
             if batch.len() >= BATCH_FILES || batch_bytes >= BATCH_BYTES {
-                flush(&mut batch, &mut report)?;
+                flush(store, &mut batch, totals)?;
                 batch_bytes = 0;
             }
         }
-        flush(&mut batch, &mut report)
-    });
-    write_result?;
-    if cancelled {
-        // Like a killed run, minus the kill: the batches written stay (the
-        // index is consistent per file), the index says it is partial, and
-        // readers learn it changed. Resolution of the written files is
-        // pending and runs with the next run.
-        if bulk_build {
-            store.ensure_indexes()?;
-        }
-        if report.files_indexed + report.files_removed > 0 {
-            let generation = store.generation()? + 1;
-            store.set_meta(meta_keys::GENERATION, &generation.to_string())?;
-        }
-        if options.is_full() {
-            store.set_meta(meta_keys::INDEX_COMPLETE, "0")?;
-        }
-        return Err(crate::CanopyError::Cancelled);
-    }
+        flush(store, &mut batch, totals)?;
+        Ok(false)
+    })
+}
 
-    let skipped: BTreeMap<String, u64> = skipped
-        .into_iter()
-        .map(|(k, v)| (k.as_str().to_string(), v))
-        .collect();
-    store.set_meta(meta_keys::LAST_INDEXED, &now_unix().to_string())?;
-    store.set_meta(meta_keys::FILE_DISCOVERY, discovery.method.as_str())?;
-    if filter.is_none() || covers_repository {
-        store.set_meta(meta_keys::CANDIDATE_FILES, &candidates_in_repo.to_string())?;
+/// Counts one outcome into the report and the progress sink; returns the
+/// source bytes it parsed.
+fn count_outcome(outcome: &Outcome, progress: &dyn IndexProgress, totals: &mut WriteTotals) -> u64 {
+    let report = &mut totals.report;
+    match outcome {
+        Outcome::Write(write, bytes) => {
+            let path = match write {
+                FileWrite::Parsed(w) => {
+                    report.files_indexed += 1;
+                    report.bytes_parsed += bytes;
+                    report.note_changed(&w.path);
+                    w.path.as_str()
+                }
+                FileWrite::Touch { path, .. } => {
+                    report.files_unchanged += 1;
+                    path.as_str()
+                }
+                FileWrite::Remove { path } => {
+                    report.note_changed(path);
+                    path.as_str()
+                }
+                FileWrite::Skipped { path, .. } => path.as_str(),
+            };
+            progress.advance(path, *bytes);
+            *bytes
+        }
+        Outcome::Skip(reason, _) => {
+            *totals.skipped.entry(*reason).or_insert(0) += 1;
+            progress.advance("", 0);
+            0
+        }
     }
-    if covers_repository {
+}
+
+/// Commits one batch of whole files.
+fn flush(store: &mut Store, batch: &mut Vec<FileWrite>, totals: &mut WriteTotals) -> Result<()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let stats = store.write_batch(batch, now_unix())?;
+    totals.report.units_written += stats.units;
+    totals.report.refs_written += stats.refs;
+    totals.report.files_removed += stats.removed;
+    totals.rows_replaced += stats.rows_replaced;
+    batch.clear();
+    Ok(())
+}
+
+/// Ends a cancelled run like a killed one, minus the kill: the batches
+/// written stay (the index is consistent per file), the index says it is
+/// partial, and readers learn it changed. Resolution of the written files
+/// is pending and runs with the next run.
+fn finish_cancelled(
+    store: &mut Store,
+    options: &IndexOptions,
+    bulk_build: bool,
+    report: &IndexReport,
+) -> Result<IndexReport> {
+    if bulk_build {
+        store.ensure_indexes()?;
+    }
+    if report.files_indexed + report.files_removed > 0 {
+        bump_generation(store)?;
+    }
+    if options.is_full() {
+        store.set_meta(meta_keys::INDEX_COMPLETE, "0")?;
+    }
+    Err(crate::CanopyError::Cancelled)
+}
+
+/// Records what a finished run covered: when it ran, how files were
+/// listed, and for a run over the whole repository the candidates, skip
+/// counts and completeness.
+fn record_coverage(
+    store: &mut Store,
+    plan: &RunPlan,
+    skipped: &BTreeMap<SkipReason, u64>,
+) -> Result<()> {
+    store.set_meta(meta_keys::LAST_INDEXED, &now_unix().to_string())?;
+    store.set_meta(meta_keys::FILE_DISCOVERY, plan.discovery.method.as_str())?;
+    if !plan.filtered || plan.covers_repository {
+        store.set_meta(
+            meta_keys::CANDIDATE_FILES,
+            &plan.candidates_in_repo.to_string(),
+        )?;
+    }
+    if plan.covers_repository {
         store.set_meta(
             meta_keys::SKIPPED,
-            &serde_json::to_string(&skipped).unwrap_or_else(|_| "{}".into()),
+            &serde_json::to_string(&skip_counts(skipped)).unwrap_or_else(|_| "{}".into()),
         )?;
         store.set_meta(meta_keys::INDEX_COMPLETE, "1")?;
     } else {
         // A partial run keeps a complete index complete and a partial one partial.
         store.set_meta(
             meta_keys::INDEX_COMPLETE,
-            if was_complete { "1" } else { "0" },
+            if plan.was_complete { "1" } else { "0" },
         )?;
     }
-    // Resolution: only when something changed (or a killed run left work).
-    let resolve_started = Instant::now();
-    let resolved = crate::graph::resolve_pending(store, root)?;
-    report.graph_files_resolved = resolved.files;
-    report.graph_resolve_ms = resolve_started.elapsed().as_millis() as u64;
-    if bulk_build {
-        store.ensure_indexes()?;
-    }
-    if report.files_indexed + report.files_removed > 0 {
-        let generation = store.generation()? + 1;
-        store.set_meta(meta_keys::GENERATION, &generation.to_string())?;
-        if rows_replaced > 0 || !started_empty {
-            store.drop_unused_ref_names()?;
-        }
-        store.release_free_pages()?;
-    }
-    if report.files_indexed > 1000 {
-        store.checkpoint()?;
-    }
-    report.skipped = skipped;
-    report.duration_ms = started.elapsed().as_millis() as u64;
-    progress.finish(&report);
-    Ok(report)
+    Ok(())
+}
+
+/// Readers learn the index changed.
+fn bump_generation(store: &mut Store) -> Result<()> {
+    let generation = store.generation()? + 1;
+    store.set_meta(meta_keys::GENERATION, &generation.to_string())
+}
+
+fn skip_counts(skipped: &BTreeMap<SkipReason, u64>) -> BTreeMap<String, u64> {
+    skipped
+        .iter()
+        .map(|(k, v)| (k.as_str().to_string(), *v))
+        .collect()
 }

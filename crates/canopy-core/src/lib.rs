@@ -23,6 +23,7 @@ pub mod error;
 pub mod graph;
 pub mod handle;
 pub mod index;
+mod knobs;
 pub mod lang;
 pub mod lazy;
 pub mod model;
@@ -41,22 +42,6 @@ pub use engine::{Engine, EngineOptions, SemanticStats};
 pub use error::{CanopyError, Result};
 pub use handle::HandleId;
 pub use lang::{Language, NodeType, RefType};
-
-/// The `key=value,…` pairs (numbers) of a measuring knob: an environment
-/// variable the evaluation sets to compare ranking settings on one index
-/// (`CANOPY_PACK_TUNING`, `CANOPY_CONTEXT_FUSION`), not an interface. Pairs
-/// that do not parse are skipped; keys are trimmed.
-pub(crate) fn measuring_knobs(var: &str) -> Vec<(String, f64)> {
-    let Ok(spec) = std::env::var(var) else {
-        return Vec::new();
-    };
-    spec.split(',')
-        .filter_map(|part| {
-            let (k, v) = part.split_once('=')?;
-            Some((k.trim().to_string(), v.trim().parse::<f64>().ok()?))
-        })
-        .collect()
-}
 
 /// Architecture invariant: `Engine` sits on top. The modules below it
 /// read through a [`snapshot::Snapshot`] (or a `Store` and a root) that the

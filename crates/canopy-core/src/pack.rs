@@ -205,7 +205,7 @@ struct Tuning {
 impl Tuning {
     fn get() -> Tuning {
         let mut t = Tuning { summary: 1.0 };
-        for (k, v) in crate::measuring_knobs("CANOPY_PACK_TUNING") {
+        for (k, v) in crate::knobs::measuring_knobs("CANOPY_PACK_TUNING") {
             if k == "summary" {
                 t.summary = v;
             }
@@ -483,7 +483,62 @@ struct Scored {
     score: f64,
 }
 
-/// Builds an evidence pack. `session` is the caller's convergence memory.
+/// What the question asks, read once: its cleaned text, key terms,
+/// identifiers, and what it says about tests and paths.
+struct Question {
+    text: String,
+    terms: Vec<Term>,
+    identifiers: HashSet<String>,
+    wants_tests: bool,
+    mentioned_paths: Vec<String>,
+}
+
+impl Question {
+    fn read(store: &Store, q: &QueryParams) -> Result<Question> {
+        let mut question = String::new();
+        if let Some(p) = &q.pattern {
+            question.push_str(p);
+        }
+        for p in q.patterns.iter().flatten() {
+            question.push(' ');
+            question.push_str(p);
+        }
+        let text = clean_question(&question);
+        let (terms, identifiers) = key_terms(store, &text)?;
+        Ok(Question {
+            wants_tests: question_mentions_tests(&text),
+            mentioned_paths: mentioned_paths(&text),
+            text,
+            terms,
+            identifiers,
+        })
+    }
+}
+
+/// Candidates with their base score and the bonuses added at ranking.
+#[derive(Default)]
+struct Candidates {
+    scored: HashMap<i64, Scored>,
+    summary_bonus: HashMap<i64, f64>,
+    ident_bonus: HashMap<i64, f64>,
+    /// An identifier of the question names a definition in the index.
+    identifier_hit: bool,
+}
+
+impl Candidates {
+    fn add(&mut self, node: NodeRecord, score: f64) {
+        let entry = self
+            .scored
+            .entry(node.rowid)
+            .or_insert(Scored { node, score: 0.0 });
+        entry.score = entry.score.max(score);
+    }
+}
+
+/// Builds an evidence pack in five stages: read the question, gather
+/// candidates, rank them, select the handles (and follow a plan), and
+/// assemble the answer with its signals and guidance. `session` is the
+/// caller's convergence memory.
 pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Result<EvidencePack> {
     let started = Instant::now();
     let max_handles = params
@@ -496,79 +551,73 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
         .clamp(1, 8);
     let q = &params.query;
     let filter = q.glob.as_deref().map(PathFilter::new).transpose()?;
+    let question = Question::read(store, q)?;
+    let candidates = gather(store, q, filter.as_ref(), &question)?;
+    let identifier_hit = candidates.identifier_hit;
+    let mut ranked = rank(candidates, q, filter.as_ref(), &question);
+    let total_candidates = ranked.len();
+
+    let mut plan_steps = None;
+    let max_tokens = params.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS).max(1);
+    let mut selected = select(&ranked, max_handles, max_per_file, max_tokens);
+    if params.plan == Some(true) {
+        let (extra, steps) = plan(store, &selected, &question.terms, started)?;
+        plan_steps = Some(steps);
+        if !extra.is_empty() {
+            ranked = with_followed(&ranked, selected.first().map_or(1.0, |s| s.score), extra);
+            selected = select(&ranked, max_handles, max_per_file, max_tokens);
+        }
+    }
+    let selected: Vec<&Scored> = selected;
+    let mut pack = assemble(
+        store,
+        session,
+        &selected,
+        &ranked,
+        &question.terms,
+        identifier_hit,
+    )?;
+    pack.total_candidates = total_candidates;
+    pack.plan_steps = plan_steps;
+    pack.ranked = ranked.into_iter().map(|s| s.node).collect();
+    Ok(pack)
+}
+
+/// Every unit the question points at, by every route: BM25 over its key
+/// terms, BM25 over its summary line, definitions of the identifiers it
+/// names, and the structural parameters (symbol, section, …).
+fn gather(
+    store: &Store,
+    q: &QueryParams,
+    filter: Option<&PathFilter>,
+    question: &Question,
+) -> Result<Candidates> {
     let evaluator = Evaluator { store, scope: None };
     // The glob restricts the text search itself, so a narrow glob in a big
     // repository still finds its matches.
     let scope = filter
-        .as_ref()
         .map(|f| store.file_scope(|path| f.is_match(path)))
         .transpose()?;
-
-    let mut question = String::new();
-    if let Some(p) = &q.pattern {
-        question.push_str(p);
-    }
-    for p in q.patterns.iter().flatten() {
-        question.push(' ');
-        question.push_str(p);
-    }
-    let question = clean_question(&question);
-    let (terms, identifiers) = key_terms(store, &question)?;
-    let wants_tests = question_mentions_tests(&question);
-    let mentioned_paths = mentioned_paths(&question);
-
-    let mut scored: HashMap<i64, Scored> = HashMap::new();
-    let add = |node: NodeRecord, score: f64, scored: &mut HashMap<i64, Scored>| {
-        let entry = scored
-            .entry(node.rowid)
-            .or_insert(Scored { node, score: 0.0 });
-        entry.score = entry.score.max(score);
-    };
+    let mut found = Candidates::default();
     // One OR query weighted by BM25; the key terms are already the informative ones.
-    for (node, s) in bm25_hits(store, &terms, scope.as_ref())? {
-        add(node, s, &mut scored);
+    for (node, s) in bm25_hits(store, &question.terms, scope.as_ref())? {
+        found.add(node, s);
     }
     // The summary line (an issue's title) says what the question is about;
     // the rest often quotes code, logs and reproduction steps whose words
     // weigh as much in the one OR query above. A second query on the
     // summary's own terms adds its normalised score.
     let tuning = Tuning::get();
-    let mut summary_bonus: HashMap<i64, f64> = HashMap::new();
     if tuning.summary > 0.0
-        && let Some(summary) = summary_line(&question)
+        && let Some(summary) = summary_line(&question.text)
     {
         let (summary_terms, _) = key_terms(store, summary)?;
         for (node, s) in bm25_hits(store, &summary_terms, scope.as_ref())? {
-            summary_bonus.insert(node.rowid, tuning.summary * s);
-            add(node, 0.0, &mut scored);
+            found.summary_bonus.insert(node.rowid, tuning.summary * s);
+            found.add(node, 0.0);
         }
     }
-    // Identifiers named in the question: their definitions are evidence, the
-    // stronger the rarer the name (`filter` is defined everywhere, `_resolve_lookup` is not).
-    let mut identifier_hit = false;
-    let mut ident_bonus: HashMap<i64, f64> = HashMap::new();
-    // A stable order (longest, most specific names first): the same question
-    // on the same index always gives the same pack.
-    let mut ordered: Vec<&String> = identifiers.iter().collect();
-    ordered.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-    for ident in ordered.into_iter().take(16) {
-        let defs: Vec<NodeRecord> = store
-            .nodes_by_name(ident, NameMatch::Equal, 50)?
-            .into_iter()
-            .filter(|n| NodeType::from_name(&n.node_type).is_some_and(NodeType::is_symbol))
-            .collect();
-        if defs.is_empty() {
-            continue;
-        }
-        identifier_hit = true;
-        let rarity = 1.0 / (defs.len() as f64).sqrt();
-        for node in defs {
-            let exact = node.name.as_deref() == Some(ident.as_str());
-            let bonus = if exact { 0.8 } else { 0.5 } * rarity;
-            *ident_bonus.entry(node.rowid).or_insert(0.0) += bonus;
-            add(node, 0.0, &mut scored);
-        }
-    }
+    add_named_definitions(store, question, &mut found)?;
     // Non-text parameters (symbol, section, parent, query) contribute their own results.
     let structural = QueryParams {
         pattern: None,
@@ -580,17 +629,58 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
         let hits = evaluator.eval(&structural.to_expr()?)?;
         let n = hits.nodes.len().max(1) as f64;
         for (i, node) in hits.nodes.into_iter().take(CANDIDATES).enumerate() {
-            add(node, 1.5 - i as f64 / n, &mut scored);
+            found.add(node, 1.5 - i as f64 / n);
         }
     }
+    Ok(found)
+}
 
+/// Identifiers named in the question: their definitions are evidence, the
+/// stronger the rarer the name (`filter` is defined everywhere,
+/// `_resolve_lookup` is not).
+fn add_named_definitions(store: &Store, question: &Question, found: &mut Candidates) -> Result<()> {
+    // A stable order (longest, most specific names first): the same question
+    // on the same index always gives the same pack.
+    let mut ordered: Vec<&String> = question.identifiers.iter().collect();
+    ordered.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    for ident in ordered.into_iter().take(16) {
+        let defs: Vec<NodeRecord> = store
+            .nodes_by_name(ident, NameMatch::Equal, 50)?
+            .into_iter()
+            .filter(|n| NodeType::from_name(&n.node_type).is_some_and(NodeType::is_symbol))
+            .collect();
+        if defs.is_empty() {
+            continue;
+        }
+        found.identifier_hit = true;
+        let rarity = 1.0 / (defs.len() as f64).sqrt();
+        for node in defs {
+            let exact = node.name.as_deref() == Some(ident.as_str());
+            let bonus = if exact { 0.8 } else { 0.5 } * rarity;
+            *found.ident_bonus.entry(node.rowid).or_insert(0.0) += bonus;
+            found.add(node, 0.0);
+        }
+    }
+    Ok(())
+}
+
+/// Final scores (bonuses, unit type, size, tests, paths named), file
+/// aggregation, and a stable order.
+fn rank(
+    found: Candidates,
+    q: &QueryParams,
+    filter: Option<&PathFilter>,
+    question: &Question,
+) -> Vec<Scored> {
+    let Candidates {
+        scored,
+        summary_bonus,
+        ident_bonus,
+        ..
+    } = found;
     let mut ranked: Vec<Scored> = scored
         .into_values()
-        .filter(|s| {
-            filter
-                .as_ref()
-                .is_none_or(|f| f.is_match(&s.node.file_path))
-        })
+        .filter(|s| filter.is_none_or(|f| f.is_match(&s.node.file_path)))
         .filter(|s| {
             q.kind != Some(QueryKind::Definition)
                 || NodeType::from_name(&s.node.node_type).is_some_and(NodeType::is_symbol)
@@ -599,10 +689,11 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
             s.score += ident_bonus.get(&s.node.rowid).copied().unwrap_or(0.0);
             s.score += summary_bonus.get(&s.node.rowid).copied().unwrap_or(0.0);
             s.score *= type_factor(&s.node.node_type) * size_factor(s.node.token_count);
-            if !wants_tests && is_test_path(&s.node.file_path) {
+            if !question.wants_tests && is_test_path(&s.node.file_path) {
                 s.score *= TEST_FACTOR;
             }
-            if mentioned_paths
+            if question
+                .mentioned_paths
                 .iter()
                 .any(|p| path_matches(&s.node.file_path, p))
             {
@@ -618,38 +709,40 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
             .then_with(|| a.node.file_path.cmp(&b.node.file_path))
             .then_with(|| a.node.start_byte.cmp(&b.node.start_byte))
     });
-    let total_candidates = ranked.len();
+    ranked
+}
 
-    let mut plan_steps = None;
-    let max_tokens = params.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS).max(1);
-    let selected = select(&ranked, max_handles, max_per_file, max_tokens);
-    let mut selected: Vec<&Scored> = selected;
-    let want_plan = params.plan == Some(true);
-    if want_plan {
-        let (extra, steps) = plan(store, &selected, &terms, started)?;
-        plan_steps = Some(steps);
-        if !extra.is_empty() {
-            // Followed definitions join the ranking just below the best current handle.
-            let top = selected.first().map_or(1.0, |s| s.score);
-            let mut merged: Vec<Scored> = ranked
-                .iter()
-                .map(|s| Scored {
-                    node: s.node.clone(),
-                    score: s.score,
-                })
-                .collect();
-            for node in extra {
-                merged.push(Scored {
-                    node,
-                    score: top * 0.9,
-                });
-            }
-            merged.sort_by(|a, b| b.score.total_cmp(&a.score));
-            ranked = merged;
-            selected = select(&ranked, max_handles, max_per_file, max_tokens);
-        }
+/// The ranking with the plan's followed definitions joined just below the
+/// best current handle (`top`).
+fn with_followed(ranked: &[Scored], top: f64, extra: Vec<NodeRecord>) -> Vec<Scored> {
+    let mut merged: Vec<Scored> = ranked
+        .iter()
+        .map(|s| Scored {
+            node: s.node.clone(),
+            score: s.score,
+        })
+        .collect();
+    for node in extra {
+        merged.push(Scored {
+            node,
+            score: top * 0.9,
+        });
     }
+    merged.sort_by(|a, b| b.score.total_cmp(&a.score));
+    merged
+}
 
+/// The answer around the selected handles: scores relative to the best,
+/// signals, guidance from them, handles grouped by file, and what to
+/// expand first (not yet expanded in this session first).
+fn assemble(
+    store: &Store,
+    session: &Session,
+    selected: &[&Scored],
+    ranked: &[Scored],
+    terms: &[Term],
+    identifier_hit: bool,
+) -> Result<EvidencePack> {
     let top_score = ranked.first().map_or(1.0, |s| s.score).max(1e-9);
     let handles: Vec<PackHandle> = selected
         .iter()
@@ -666,7 +759,7 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
         })
         .collect();
 
-    let signals = measure(store, &selected, &ranked, &terms, identifier_hit)?;
+    let signals = measure(store, selected, ranked, terms, identifier_hit)?;
     let novelty = if handles.is_empty() {
         0.0
     } else {
@@ -708,13 +801,13 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
         expand_suggestion,
         guidance,
         novelty: (novelty * 1000.0).round() / 1000.0,
-        total_candidates,
+        total_candidates: 0,
         signals,
-        plan_steps,
+        plan_steps: None,
         result_set: None,
         index_coverage: None,
         freshness: None,
-        ranked: ranked.into_iter().map(|s| s.node).collect(),
+        ranked: Vec::new(),
     })
 }
 

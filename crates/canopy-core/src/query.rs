@@ -391,30 +391,7 @@ impl Evaluator<'_> {
             Expr::Grep(text) => self.grep(text)?,
             Expr::Code(name) => self.node_hits(self.symbols(name, false)?),
             Expr::Definition(name) => self.node_hits(self.symbols(name, true)?),
-            Expr::References(name) => {
-                let (qualifier, bare) = split_qualified(name);
-                let mut refs =
-                    self.store
-                        .refs_by_name(&bare, CANDIDATE_CAP, self.scope.as_ref())?;
-                let capped = refs.len() >= CANDIDATE_CAP;
-                if let Some(q) = qualifier {
-                    let q = q.to_lowercase();
-                    let last = q.rsplit('.').next().unwrap_or(&q).to_string();
-                    refs.retain(|r| {
-                        r.qualifier.as_deref().is_some_and(|rq| {
-                            let rq = rq.to_lowercase().replace("::", ".");
-                            rq == q || rq.ends_with(&format!(".{last}")) || rq == last
-                        })
-                    });
-                }
-                // Exact-case names first, then by path and position (already ordered).
-                refs.sort_by_key(|r| r.name != bare);
-                Hits {
-                    nodes: vec![],
-                    refs,
-                    capped,
-                }
-            }
+            Expr::References(name) => self.references(name)?,
             Expr::Section(heading) => self.node_hits(self.sections(heading)?),
             Expr::File(path) => {
                 check_relative(path)?;
@@ -435,86 +412,119 @@ impl Evaluator<'_> {
                 hits.refs.retain(|r| filter.is_match(&r.file_path));
                 hits
             }
-            Expr::Union(items) => {
-                let parts: Vec<Hits> = items.iter().map(|e| self.eval(e)).collect::<Result<_>>()?;
-                let mut out = Hits {
-                    capped: parts.iter().any(|p| p.capped),
-                    ..Hits::default()
-                };
-                // Interleave so every sub-query's best results come early.
-                let longest = parts
-                    .iter()
-                    .map(|h| h.nodes.len().max(h.refs.len()))
-                    .max()
-                    .unwrap_or(0);
-                for i in 0..longest {
-                    for part in &parts {
-                        if let Some(n) = part.nodes.get(i) {
-                            out.nodes.push(n.clone());
-                        }
-                        if let Some(r) = part.refs.get(i) {
-                            out.refs.push(r.clone());
-                        }
-                    }
-                }
-                out.dedup()
-            }
+            Expr::Union(items) => self.union(items)?,
             Expr::Intersect(items) if all_text(items).is_some() => {
                 // One search for the conjunction: intersecting capped
                 // per-pattern candidate lists would lose matches.
                 let texts = all_text(items).unwrap_or_default();
                 self.grep_all(&texts)?
             }
-            Expr::Intersect(items) => {
-                let mut parts = items
-                    .iter()
-                    .map(|e| self.eval(e))
-                    .collect::<Result<Vec<_>>>()?;
-                let capped = parts.iter().any(|p| p.capped);
-                let first = parts.remove(0);
-                let capped = capped || first.capped;
-                let node_sets: Vec<HashSet<i64>> = parts
-                    .iter()
-                    .filter(|p| !p.nodes.is_empty() || p.refs.is_empty())
-                    .map(|p| p.nodes.iter().map(|n| n.rowid).collect())
-                    .collect();
-                let handle_sets: Vec<HashSet<&str>> = parts
-                    .iter()
-                    .filter(|p| !p.nodes.is_empty() || p.refs.is_empty())
-                    .map(|p| p.nodes.iter().map(|n| n.handle.as_str()).collect())
-                    .collect();
-                let ref_sets: Vec<HashSet<_>> = parts
-                    .iter()
-                    .filter(|p| !p.refs.is_empty())
-                    .map(|p| p.refs.iter().map(ref_key).collect())
-                    .collect();
-                let nodes = first
-                    .nodes
-                    .into_iter()
-                    .filter(|n| node_sets.iter().all(|s| s.contains(&n.rowid)))
-                    .collect();
-                let refs = first
-                    .refs
-                    .into_iter()
-                    .filter(|r| {
-                        handle_sets
-                            .iter()
-                            .all(|s| s.contains(r.source_handle.as_str()))
-                            && ref_sets.iter().all(|s| s.contains(&ref_key(r)))
-                    })
-                    .collect();
-                Hits {
-                    nodes,
-                    refs,
-                    capped,
-                }
-            }
+            Expr::Intersect(items) => self.intersect(items)?,
             Expr::Limit(n, inner) => {
                 let mut hits = self.eval(inner)?;
                 hits.nodes.truncate(*n);
                 hits.refs.truncate(*n);
                 hits
             }
+        })
+    }
+
+    /// References to a name; `a.b` keeps those whose qualifier ends in `a`.
+    fn references(&self, name: &str) -> Result<Hits> {
+        let (qualifier, bare) = split_qualified(name);
+        let mut refs = self
+            .store
+            .refs_by_name(&bare, CANDIDATE_CAP, self.scope.as_ref())?;
+        let capped = refs.len() >= CANDIDATE_CAP;
+        if let Some(q) = qualifier {
+            let q = q.to_lowercase();
+            let last = q.rsplit('.').next().unwrap_or(&q).to_string();
+            refs.retain(|r| {
+                r.qualifier.as_deref().is_some_and(|rq| {
+                    let rq = rq.to_lowercase().replace("::", ".");
+                    rq == q || rq.ends_with(&format!(".{last}")) || rq == last
+                })
+            });
+        }
+        // Exact-case names first, then by path and position (already ordered).
+        refs.sort_by_key(|r| r.name != bare);
+        Ok(Hits {
+            nodes: vec![],
+            refs,
+            capped,
+        })
+    }
+
+    /// Every sub-query's hits, interleaved so each one's best come early.
+    fn union(&self, items: &[Expr]) -> Result<Hits> {
+        let parts: Vec<Hits> = items.iter().map(|e| self.eval(e)).collect::<Result<_>>()?;
+        let mut out = Hits {
+            capped: parts.iter().any(|p| p.capped),
+            ..Hits::default()
+        };
+        let longest = parts
+            .iter()
+            .map(|h| h.nodes.len().max(h.refs.len()))
+            .max()
+            .unwrap_or(0);
+        for i in 0..longest {
+            for part in &parts {
+                if let Some(n) = part.nodes.get(i) {
+                    out.nodes.push(n.clone());
+                }
+                if let Some(r) = part.refs.get(i) {
+                    out.refs.push(r.clone());
+                }
+            }
+        }
+        Ok(out.dedup())
+    }
+
+    /// The first sub-query's hits that every other sub-query also has (a
+    /// reference counts when its enclosing unit or the reference itself is
+    /// in each).
+    fn intersect(&self, items: &[Expr]) -> Result<Hits> {
+        let mut parts = items
+            .iter()
+            .map(|e| self.eval(e))
+            .collect::<Result<Vec<_>>>()?;
+        let capped = parts.iter().any(|p| p.capped);
+        let first = parts.remove(0);
+        let capped = capped || first.capped;
+        let node_sets: Vec<HashSet<i64>> = parts
+            .iter()
+            .filter(|p| !p.nodes.is_empty() || p.refs.is_empty())
+            .map(|p| p.nodes.iter().map(|n| n.rowid).collect())
+            .collect();
+        let handle_sets: Vec<HashSet<&str>> = parts
+            .iter()
+            .filter(|p| !p.nodes.is_empty() || p.refs.is_empty())
+            .map(|p| p.nodes.iter().map(|n| n.handle.as_str()).collect())
+            .collect();
+        let ref_sets: Vec<HashSet<_>> = parts
+            .iter()
+            .filter(|p| !p.refs.is_empty())
+            .map(|p| p.refs.iter().map(ref_key).collect())
+            .collect();
+        let nodes = first
+            .nodes
+            .into_iter()
+            .filter(|n| node_sets.iter().all(|s| s.contains(&n.rowid)))
+            .collect();
+        let refs = first
+            .refs
+            .into_iter()
+            .filter(|r| {
+                handle_sets
+                    .iter()
+                    .all(|s| s.contains(r.source_handle.as_str()))
+                    && ref_sets.iter().all(|s| s.contains(&ref_key(r)))
+            })
+            .collect();
+        Ok(Hits {
+            nodes,
+            refs,
+            capped,
         })
     }
 
@@ -891,66 +901,15 @@ pub(crate) fn execute(snapshot: Snapshot<'_>, params: &QueryParams) -> Result<Ex
     let mut result = QueryResult::default();
     // `(references …)` in the DSL yields references whatever `kind` says.
     if kind == QueryKind::Reference || !hits.refs.is_empty() {
-        if let Some(parent) = params.parent.as_deref().filter(|p| !p.trim().is_empty()) {
-            let (_, pname) = split_qualified(parent);
-            let pname = pname.to_lowercase();
-            hits.refs.retain(|r| {
-                r.source_qualified_name.as_deref().is_some_and(|q| {
-                    q.to_lowercase()
-                        .replace("::", ".")
-                        .split('.')
-                        .any(|seg| seg == pname)
-                })
-            });
-        }
-        result.total_matches = refs_total.unwrap_or(hits.refs.len());
-        result.truncated = result.total_matches > limit;
-        hits.refs.truncate(limit);
-        let mut ref_handles = Vec::with_capacity(hits.refs.len());
-        let mut sources: Vec<String> = Vec::new();
-        for r in &hits.refs {
-            // The same file reads serve the enclosing units' previews below.
-            let preview = previews
-                .file_text(&r.file_path, &r.content_hash)
-                .map(|text| line_at(text.as_bytes(), r.start_byte))
-                .unwrap_or_default();
-            if !sources.contains(&r.source_handle) {
-                sources.push(r.source_handle.clone());
-            }
-            ref_handles.push(RefHandle {
-                file_path: r.file_path.clone(),
-                span: Span {
-                    start: r.start_byte,
-                    end: r.end_byte,
-                },
-                line_range: [r.line, r.line],
-                name: r.name.clone(),
-                qualifier: r.qualifier.clone(),
-                ref_type: r.ref_type.clone(),
-                source_handle: HandleId::parse(&r.source_handle).ok_or_else(|| {
-                    CanopyError::Internal(format!("bad stored handle {}", r.source_handle))
-                })?,
-                preview,
-            });
-        }
-        // Any unit hits (from a DSL union), then the enclosing units of the
-        // references, so callers can be expanded directly.
-        hits.nodes.truncate(limit);
-        result.total_matches += hits.nodes.len();
-        result.handles = hits
-            .nodes
-            .iter()
-            .map(|n| to_handle(n, &mut previews))
-            .collect();
-        for s in &sources {
-            if result.handles.iter().any(|h| h.id.as_str() == s.as_str()) {
-                continue;
-            }
-            if let Some(n) = store.node_by_handle(s)? {
-                result.handles.push(to_handle(&n, &mut previews));
-            }
-        }
-        result.ref_handles = Some(ref_handles);
+        reference_answer(
+            store,
+            params,
+            &mut hits,
+            refs_total,
+            limit,
+            &mut previews,
+            &mut result,
+        )?;
     } else {
         result.total_matches = hits.nodes.len();
         result.truncated = hits.nodes.len() > limit;
@@ -975,6 +934,78 @@ pub(crate) fn execute(snapshot: Snapshot<'_>, params: &QueryParams) -> Result<Ex
         result: finish(snapshot, params, result)?,
         keep,
     })
+}
+
+/// The answer of a reference query: the references of the page (kept to
+/// those inside `parent` when given) with a preview line each, then any unit
+/// hits, then the units enclosing the references, so callers can be
+/// expanded directly.
+fn reference_answer(
+    store: &Store,
+    params: &QueryParams,
+    hits: &mut Hits,
+    refs_total: Option<usize>,
+    limit: usize,
+    previews: &mut Previews<'_>,
+    result: &mut QueryResult,
+) -> Result<()> {
+    if let Some(parent) = params.parent.as_deref().filter(|p| !p.trim().is_empty()) {
+        let (_, pname) = split_qualified(parent);
+        let pname = pname.to_lowercase();
+        hits.refs.retain(|r| {
+            r.source_qualified_name.as_deref().is_some_and(|q| {
+                q.to_lowercase()
+                    .replace("::", ".")
+                    .split('.')
+                    .any(|seg| seg == pname)
+            })
+        });
+    }
+    result.total_matches = refs_total.unwrap_or(hits.refs.len());
+    result.truncated = result.total_matches > limit;
+    hits.refs.truncate(limit);
+    let mut ref_handles = Vec::with_capacity(hits.refs.len());
+    let mut sources: Vec<String> = Vec::new();
+    for r in &hits.refs {
+        // The same file reads serve the enclosing units' previews below.
+        let preview = previews
+            .file_text(&r.file_path, &r.content_hash)
+            .map(|text| line_at(text.as_bytes(), r.start_byte))
+            .unwrap_or_default();
+        if !sources.contains(&r.source_handle) {
+            sources.push(r.source_handle.clone());
+        }
+        ref_handles.push(RefHandle {
+            file_path: r.file_path.clone(),
+            span: Span {
+                start: r.start_byte,
+                end: r.end_byte,
+            },
+            line_range: [r.line, r.line],
+            name: r.name.clone(),
+            qualifier: r.qualifier.clone(),
+            ref_type: r.ref_type.clone(),
+            source_handle: HandleId::parse(&r.source_handle).ok_or_else(|| {
+                CanopyError::Internal(format!("bad stored handle {}", r.source_handle))
+            })?,
+            preview,
+        });
+    }
+    // Any unit hits (from a DSL union), then the enclosing units of the
+    // references.
+    hits.nodes.truncate(limit);
+    result.total_matches += hits.nodes.len();
+    result.handles = hits.nodes.iter().map(|n| to_handle(n, previews)).collect();
+    for s in &sources {
+        if result.handles.iter().any(|h| h.id.as_str() == s.as_str()) {
+            continue;
+        }
+        if let Some(n) = store.node_by_handle(s)? {
+            result.handles.push(to_handle(&n, previews));
+        }
+    }
+    result.ref_handles = Some(ref_handles);
+    Ok(())
 }
 
 /// The freshness block of an answer whose files `previews` read.

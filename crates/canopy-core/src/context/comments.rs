@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use crate::context::strategies::Candidate;
+use crate::context::Candidate;
 use crate::error::{CanopyError, Result};
 use crate::lang::Language;
 use crate::lang::extract::text_view;
@@ -258,17 +258,29 @@ pub(crate) fn comment_candidates(
         .take(SEARCH_TERMS)
         .map(|t| (t.text, 3.0 * t.weight / max_weight))
         .collect();
+    let clauses = search_clauses(&names, &terms);
+    if clauses.is_empty() {
+        return Ok(Default::default());
+    }
+    // No file scope (listing every file costs more than it saves): units of
+    // files without comment syntax are skipped below.
+    let hits = store.fts_search(&clauses.join(" OR "), SEARCH_UNITS, None)?;
+    let found = blocks_in(snapshot, hits)?;
+    Ok(best_blocks(found, &names, &terms))
+}
+
+/// The full-text clauses: the focus names when there are some (rare
+/// words: a cheap search); only without them the task's heaviest terms (an
+/// OR of common words ranks tens of thousands of units).
+fn search_clauses(names: &[String], terms: &[(String, f64)]) -> Vec<String> {
     let mut clauses: Vec<String> = Vec::new();
-    for n in &names {
+    for n in names {
         let words = split_identifier(n);
         if !words.is_empty() {
             let quoted: Vec<String> = words.iter().map(|w| fts_quote(w)).collect();
             clauses.push(quoted.join(" + "));
         }
     }
-    // The focus names when there are some (rare words: a cheap search);
-    // only without them the task's heaviest terms (an OR of common words
-    // ranks tens of thousands of units).
     if clauses.is_empty() {
         clauses.extend(
             terms
@@ -279,15 +291,16 @@ pub(crate) fn comment_candidates(
     }
     clauses.sort();
     clauses.dedup();
-    if clauses.is_empty() {
-        return Ok(Default::default());
-    }
-    // No file scope (listing every file costs more than it saves): units of
-    // files without comment syntax are skipped below.
-    let hits = store.fts_search(&clauses.join(" OR "), SEARCH_UNITS, None)?;
+    clauses
+}
 
+/// The comment blocks inside the units found, each with the smallest unit
+/// around it, keyed by (path, first line); files changed on disk are left out.
+fn blocks_in(
+    snapshot: Snapshot<'_>,
+    hits: Vec<NodeRecord>,
+) -> Result<HashMap<(String, u32), (Block, NodeRecord)>> {
     let mut texts: HashMap<String, Option<String>> = HashMap::new();
-    // (path, first line) → (block, smallest unit around it)
     let mut found: HashMap<(String, u32), (Block, NodeRecord)> = HashMap::new();
     for unit in hits {
         let language = Language::from_path(&unit.file_path);
@@ -322,11 +335,21 @@ pub(crate) fn comment_candidates(
             }
         }
     }
+    Ok(found)
+}
 
+/// The blocks that mention a focus name or two of the task's terms, best
+/// first, at most [`PER_FILE`] a file and [`MAX_COMMENTS`] in all, split
+/// into (about the focus, on the task's terms).
+fn best_blocks(
+    found: HashMap<(String, u32), (Block, NodeRecord)>,
+    names: &[String],
+    terms: &[(String, f64)],
+) -> (Vec<Candidate>, Vec<Candidate>) {
     let mut scored: Vec<(f64, Block, NodeRecord, Mentions)> = found
         .into_values()
         .filter_map(|(block, around)| {
-            let m = mentions(&block.prose, &names, &terms);
+            let m = mentions(&block.prose, names, terms);
             // A test's comment says what the test checks, rarely why the code is so.
             let weight = if is_test_path(&around.file_path) {
                 0.5
@@ -377,7 +400,7 @@ pub(crate) fn comment_candidates(
             about_focus.push(candidate);
         }
     }
-    Ok((about_focus, on_terms))
+    (about_focus, on_terms)
 }
 
 /// A unit record for a comment block inside `around`: its span and lines,

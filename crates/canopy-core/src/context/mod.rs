@@ -29,6 +29,15 @@ use crate::error::{CanopyError, Result};
 use crate::handle::HandleId;
 use crate::model::Handle;
 use crate::snapshot::Snapshot;
+use crate::store::read::NodeRecord;
+
+/// One unit a strategy proposes, with why (the strategies, and the code
+/// comment blocks of `decisions`, produce these; fusion merges them).
+#[derive(Clone, Debug)]
+pub(crate) struct Candidate {
+    pub(crate) node: NodeRecord,
+    pub(crate) reason: String,
+}
 
 /// Default `budget_tokens`.
 pub const DEFAULT_BUDGET: u64 = 4_000;

@@ -9,7 +9,9 @@ use std::collections::{HashMap, HashSet};
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::context::{ContextParams, FocusReport, SemanticInput, Strategy, StrategyReport};
+use crate::context::{
+    Candidate, ContextParams, FocusReport, SemanticInput, Strategy, StrategyReport,
+};
 use crate::error::Result;
 use crate::graph::nav::{Graph, TargetMatch};
 use crate::pack::{PackParams, code_identifiers, is_test_path};
@@ -31,13 +33,6 @@ const RRF_K: f64 = 10.0;
 const HISTORY_COMMITS: usize = 50;
 /// Globs of documentation files (the `decisions` strategy).
 const DOC_GLOB: &str = "**/*.{md,markdown,rst,txt,adoc}";
-
-/// One unit a strategy proposes.
-#[derive(Clone, Debug)]
-pub(crate) struct Candidate {
-    pub(crate) node: NodeRecord,
-    pub(crate) reason: String,
-}
 
 /// A unit after fusion.
 #[derive(Clone, Debug)]
@@ -625,7 +620,7 @@ fn tuning() -> Tuning {
         // measured share (dev eval, `kwdom` vs `kwdomlift`).
         lift_firsts: false,
     };
-    for (k, v) in crate::measuring_knobs("CANOPY_CONTEXT_FUSION") {
+    for (k, v) in crate::knobs::measuring_knobs("CANOPY_CONTEXT_FUSION") {
         match (k.as_str(), Strategy::from_name(&k)) {
             ("lift", _) => t.lift_firsts = v != 0.0,
             (_, Some(s)) => {
