@@ -12,7 +12,9 @@
 # 3. Index size by table and index (SQLite's dbstat; needs the sqlite3 CLI,
 #    `apt-get install -y sqlite3`), plus free pages.
 #
-# Environment: CANOPY_BIN as for bench/index.sh (default: build release).
+# Environment: CANOPY_BIN as for bench/index.sh (default: build the
+# `profiling` profile: release code with symbols and line tables, which
+# `perf` needs and the stripped `release` binary lacks).
 set -euo pipefail
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$BENCH_DIR/.." && pwd)
@@ -21,15 +23,15 @@ REPO=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --glob) GLOB=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) REPO=$1; shift ;;
   esac
 done
 [ -d "$REPO" ] || { echo "usage: bench/profile.sh [--glob G] REPO" >&2; exit 2; }
 REPO=$(cd "$REPO" && pwd -P)
 if [ -z "${CANOPY_BIN:-}" ]; then
-  (cd "$ROOT" && cargo build --release --quiet -p canopy-cli) >&2
-  CANOPY_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/canopy"
+  (cd "$ROOT" && cargo build --profile profiling --quiet -p canopy-cli) >&2
+  CANOPY_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/profiling/canopy"
 fi
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT

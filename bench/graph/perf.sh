@@ -10,9 +10,10 @@
 #  1. Builds, from `git archive $REV` (default HEAD: committed code only, so
 #     edits in progress in the work tree are never measured) under $WORK
 #     (default /tmp/canopy-graph-bench), with its own target directory
-#     ($WORK/target, seeded from ./target/release when absent so the
+#     ($WORK/target, seeded from ./target/profiling when absent so the
 #     dependencies are not compiled again):
-#       $WORK/bin/canopy          release `canopy`
+#       $WORK/bin/canopy          `canopy`, profile `profiling` (release code
+#                                 with symbols, so `--perf` can name frames)
 #       $WORK/bin/graph_perf      the graph_perf example (copied from the work
 #                                 tree when $REV does not have it yet)
 #       $WORK/bin/canopy-nofacts  the same commit with graph facts extraction
@@ -32,9 +33,9 @@ export CARGO_TARGET_DIR=$WORK/target
 log() { echo "graph-perf.sh: $*" >&2; }
 
 mkdir -p "$WORK/bin" "$WORK/src"
-if [ ! -d "$CARGO_TARGET_DIR/release" ] && [ -d "$ROOT/target/release" ]; then
-  log "seeding $CARGO_TARGET_DIR from $ROOT/target/release"
-  mkdir -p "$CARGO_TARGET_DIR" && cp -a "$ROOT/target/release" "$CARGO_TARGET_DIR/"
+if [ ! -d "$CARGO_TARGET_DIR/profiling" ] && [ -d "$ROOT/target/profiling" ]; then
+  log "seeding $CARGO_TARGET_DIR from $ROOT/target/profiling"
+  mkdir -p "$CARGO_TARGET_DIR" && cp -a "$ROOT/target/profiling" "$CARGO_TARGET_DIR/"
 fi
 
 # Extracts $REV into $1; touches every file so cargo, whose freshness check
@@ -54,15 +55,15 @@ fresh() {
   [ "$1" -nt "$STAMP" ] || { log "$1 was not rebuilt from $REV"; exit 1; }
 }
 
-log "building $(git -C "$ROOT" rev-parse --short "$REV") (release)"
+log "building $(git -C "$ROOT" rev-parse --short "$REV") (profile profiling)"
 extract "$WORK/src/head"
 # Two commands: `--example` would apply to canopy-cli too and build no binary there.
-(cd "$WORK/src/head" && nice -n 10 cargo build --release --quiet -p canopy-cli)
-fresh "$CARGO_TARGET_DIR/release/canopy"
-cp "$CARGO_TARGET_DIR/release/canopy" "$WORK/bin/canopy"
-(cd "$WORK/src/head" && nice -n 10 cargo build --release --quiet -p canopy-core --example graph_perf)
-fresh "$CARGO_TARGET_DIR/release/examples/graph_perf"
-cp "$CARGO_TARGET_DIR/release/examples/graph_perf" "$WORK/bin/graph_perf"
+(cd "$WORK/src/head" && nice -n 10 cargo build --profile profiling --quiet -p canopy-cli)
+fresh "$CARGO_TARGET_DIR/profiling/canopy"
+cp "$CARGO_TARGET_DIR/profiling/canopy" "$WORK/bin/canopy"
+(cd "$WORK/src/head" && nice -n 10 cargo build --profile profiling --quiet -p canopy-core --example graph_perf)
+fresh "$CARGO_TARGET_DIR/profiling/examples/graph_perf"
+cp "$CARGO_TARGET_DIR/profiling/examples/graph_perf" "$WORK/bin/graph_perf"
 
 log "building the comparison binary without graph facts"
 extract "$WORK/src/nofacts"
@@ -70,9 +71,9 @@ EXTRACT_RS="$WORK/src/nofacts/crates/canopy-core/src/lang/extract.rs"
 LINE='facts = crate::graph::facts::extract(language, root, &text);'
 grep -qF "$LINE" "$EXTRACT_RS" || { log "cannot find '$LINE' in lang/extract.rs: update the patch"; exit 1; }
 sed -i "s|$LINE|let _ = \\&mut facts; // graph-perf: no graph facts, nothing to resolve|" "$EXTRACT_RS"
-(cd "$WORK/src/nofacts" && nice -n 10 cargo build --release --quiet -p canopy-cli)
-fresh "$CARGO_TARGET_DIR/release/canopy"
-cp "$CARGO_TARGET_DIR/release/canopy" "$WORK/bin/canopy-nofacts"
+(cd "$WORK/src/nofacts" && nice -n 10 cargo build --profile profiling --quiet -p canopy-cli)
+fresh "$CARGO_TARGET_DIR/profiling/canopy"
+cp "$CARGO_TARGET_DIR/profiling/canopy" "$WORK/bin/canopy-nofacts"
 cmp -s "$WORK/bin/canopy" "$WORK/bin/canopy-nofacts" && { log "comparison binary is identical: not rebuilt"; exit 1; }
 [ "${BUILD_ONLY:-0}" = 1 ] && exit 0
 
