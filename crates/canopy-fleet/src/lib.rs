@@ -18,6 +18,7 @@
 //! | [`registry`] | repositories and settings in PostgreSQL |
 //! | [`feed`] | appending, fenced publishing, reading and long-polling events |
 //! | [`fleet`] | [`Fleet`], the handle the service holds; routing and health |
+//! | [`git`] | the owner's working copy of a repository registered by git URL |
 //! | [`metrics`] | fleet counters and their Prometheus text |
 //! | [`model`] | the plain data types |
 //! | [`testing`] | a throwaway PostgreSQL server for tests and benchmarks |
@@ -29,6 +30,7 @@ pub mod db;
 pub mod error;
 pub mod feed;
 pub mod fleet;
+pub mod git;
 pub mod keeper;
 pub mod lease;
 pub mod metrics;
