@@ -107,11 +107,14 @@ pub(crate) async fn run(weak: Weak<Inner>, mut stop: tokio::sync::watch::Receive
         let Some(inner) = weak.upgrade() else { return };
         let started = Instant::now();
         let delay = match turn(&inner).await {
-            Ok(()) => inner
-                .config
-                .timing
-                .heartbeat
-                .saturating_sub(started.elapsed()),
+            Ok(()) => {
+                inner.metrics.turn(started.elapsed());
+                inner
+                    .config
+                    .timing
+                    .heartbeat
+                    .saturating_sub(started.elapsed())
+            }
             Err(e) => {
                 tracing::debug!(node = %inner.config.node_id, "fleet heartbeat failed: {e}");
                 // Retry sooner than a heartbeat: leases run out meanwhile.

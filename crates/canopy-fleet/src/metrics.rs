@@ -2,15 +2,15 @@
 //! every series labelled with the node id (so a scrape of several nodes
 //! can be told apart and summed).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Forward latency buckets (seconds): loopback forwards take about a
-/// millisecond, cross-zone ones tens.
-const FORWARD_BUCKETS: &[f64] = &[
+/// Latency buckets (seconds) of forwards and heartbeat turns: loopback
+/// forwards take about a millisecond, cross-zone ones tens.
+const BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
 ];
 
@@ -25,9 +25,9 @@ struct Histogram {
 impl Histogram {
     fn observe(&mut self, value: f64) {
         if self.counts.is_empty() {
-            self.counts = vec![0; FORWARD_BUCKETS.len()];
+            self.counts = vec![0; BUCKETS.len()];
         }
-        for (i, bound) in FORWARD_BUCKETS.iter().enumerate() {
+        for (i, bound) in BUCKETS.iter().enumerate() {
             if value <= *bound {
                 self.counts[i] += 1;
             }
@@ -49,7 +49,12 @@ pub struct FleetMetrics {
     publishes: AtomicU64,
     losses: Mutex<BTreeMap<&'static str, u64>>,
     forwards: Mutex<BTreeMap<&'static str, Histogram>>,
+    turns: Mutex<Histogram>,
+    recent_turns: Mutex<VecDeque<Duration>>,
 }
+
+/// Heartbeat turns whose durations are kept for [`FleetMetrics::turn_durations`].
+const RECENT_TURNS: usize = 4096;
 
 /// Gauges read when rendering.
 #[derive(Debug, Default, Clone)]
@@ -111,6 +116,21 @@ impl FleetMetrics {
 
     pub(crate) fn lost(&self, reason: &'static str) {
         *lock(&self.losses).entry(reason).or_insert(0) += 1;
+    }
+
+    pub(crate) fn turn(&self, elapsed: Duration) {
+        lock(&self.turns).observe(elapsed.as_secs_f64());
+        let mut recent = lock(&self.recent_turns);
+        if recent.len() == RECENT_TURNS {
+            recent.pop_front();
+        }
+        recent.push_back(elapsed);
+    }
+
+    /// Durations of the last successful heartbeat turns (heartbeat,
+    /// renewals, snapshot, acting on the plan), oldest first, at most 4,096.
+    pub fn turn_durations(&self) -> Vec<Duration> {
+        lock(&self.recent_turns).iter().copied().collect()
     }
 
     /// Records one request forwarded to the owner (`outcome`: `ok`,
@@ -243,6 +263,12 @@ impl FleetMetrics {
             "Leases lost, by reason.",
             &losses,
         );
+        let turns = lock(&self.turns).clone();
+        let _ = writeln!(
+            out,
+            "# HELP canopy_fleet_heartbeat_turn_seconds Successful heartbeat turns (heartbeat, renewals, snapshot, acting on the plan).\n# TYPE canopy_fleet_heartbeat_turn_seconds histogram"
+        );
+        render_histogram(out, "canopy_fleet_heartbeat_turn_seconds", &node, &turns);
         let forwards = lock(&self.forwards).clone();
         let _ = writeln!(
             out,
@@ -250,29 +276,23 @@ impl FleetMetrics {
         );
         for (outcome, h) in forwards {
             let labels = format!("{node},outcome=\"{outcome}\"");
-            for (bound, count) in FORWARD_BUCKETS.iter().zip(&h.counts) {
-                let _ = writeln!(
-                    out,
-                    "canopy_fleet_forward_seconds_bucket{{{labels},le=\"{bound}\"}} {count}"
-                );
-            }
-            let _ = writeln!(
-                out,
-                "canopy_fleet_forward_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
-                h.count
-            );
-            let _ = writeln!(
-                out,
-                "canopy_fleet_forward_seconds_sum{{{labels}}} {}",
-                h.sum
-            );
-            let _ = writeln!(
-                out,
-                "canopy_fleet_forward_seconds_count{{{labels}}} {}",
-                h.count
-            );
+            render_histogram(out, "canopy_fleet_forward_seconds", &labels, &h);
         }
     }
+}
+
+fn render_histogram(out: &mut String, name: &str, labels: &str, h: &Histogram) {
+    let counts = if h.counts.is_empty() {
+        vec![0; BUCKETS.len()]
+    } else {
+        h.counts.clone()
+    };
+    for (bound, count) in BUCKETS.iter().zip(&counts) {
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {count}");
+    }
+    let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", h.count);
+    let _ = writeln!(out, "{name}_sum{{{labels}}} {}", h.sum);
+    let _ = writeln!(out, "{name}_count{{{labels}}} {}", h.count);
 }
 
 #[cfg(test)]
@@ -287,6 +307,8 @@ mod tests {
         m.renewed();
         m.lost("expired");
         m.observe_forward("ok", Duration::from_micros(800));
+        m.turn(Duration::from_millis(3));
+        assert_eq!(m.turn_durations(), vec![Duration::from_millis(3)]);
         let mut out = String::new();
         let gauges = FleetGauges {
             owned: 3,
@@ -312,5 +334,6 @@ mod tests {
             "canopy_fleet_forward_seconds_bucket{node_id=\"n\\\"1\",outcome=\"ok\",le=\"0.0005\"} 0"
         ));
         assert!(out.contains("canopy_fleet_db_up{node_id=\"n\\\"1\"} 1"));
+        assert!(out.contains("canopy_fleet_heartbeat_turn_seconds_count{node_id=\"n\\\"1\"} 1"));
     }
 }
