@@ -235,7 +235,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut sizes = Vec::new();
     for table in ["fleet_repos", "fleet_leases", "fleet_events", "fleet_nodes"] {
         let bytes: i64 = client
-            .query_one("SELECT pg_total_relation_size($1::text::regclass)", &[&table])
+            .query_one(
+                "SELECT pg_total_relation_size($1::text::regclass)",
+                &[&table],
+            )
             .await?
             .get(0);
         sizes.push((table, bytes));

@@ -6,9 +6,9 @@
 //! `initdb` refuses to run as root, and so does `postgres`: as root, both
 //! run as an unprivileged user (`postgres`, or `CANOPY_PG_USER`) through
 //! `setpriv`, which execs in place, so the child process *is* the server.
-//! A cluster is initialised once into a template (cached in the folder the
-//! caller names, or per process) and copied for each server: `initdb`
-//! takes seconds, a copy a fraction of one.
+//! A cluster is initialised once into a template (cached in the folder
+//! the caller names, else one per user under the temporary folder) and
+//! copied for each server: `initdb` takes seconds, a copy a fraction of one.
 //!
 //! The binaries are found in `CANOPY_PG_BIN`, else `pg_config --bindir`,
 //! else the newest `/usr/lib/postgresql/*/bin`.
@@ -229,8 +229,8 @@ impl std::fmt::Debug for PgServer {
 }
 
 impl PgServer {
-    /// Starts a server, its template cached in `cache` (or one per
-    /// process under the temporary folder when `None`). `Ok(None)` when no
+    /// Starts a server, its template cached in `cache` (or in
+    /// `canopy-pg-cache-<uid>` under the temporary folder when `None`). `Ok(None)` when no
     /// PostgreSQL binaries are installed.
     pub fn start(cache: Option<&Path>) -> io::Result<Option<PgServer>> {
         let Some(bin) = find_bin_dir() else {
@@ -239,7 +239,13 @@ impl PgServer {
         let user = server_user()?;
         let cache = match cache {
             Some(c) => c.to_path_buf(),
-            None => std::env::temp_dir().join(format!("canopy-pg-cache-{}", std::process::id())),
+            // One cache per user, shared by every process (the template is
+            // renamed into place atomically), so repeated runs reuse it
+            // instead of leaving one per process.
+            None => {
+                let uid = fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
+                std::env::temp_dir().join(format!("canopy-pg-cache-{uid}"))
+            }
         };
         let template = template(&bin, &cache, &user)?;
         let root = unique_dir(&std::env::temp_dir(), "canopy-pg")?;
