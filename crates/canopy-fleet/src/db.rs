@@ -346,12 +346,15 @@ impl Conn<'_> {
             }
             Ok(Err(e)) => {
                 let (err, severity) = classify(&e);
-                if severity == Severity::Broken || err.is_retryable() {
-                    *self.slot = None;
-                    self.db.health.failed(&err);
-                } else {
-                    // The server answered: the database is up.
-                    self.db.health.ok();
+                match severity {
+                    Severity::Broken => {
+                        *self.slot = None;
+                        self.db.health.failed(&err);
+                    }
+                    // The server answered — a refusal, or busy (a lock or
+                    // statement timeout): it is reachable and the session
+                    // usable, so no outage and no backoff for other callers.
+                    Severity::Answered => self.db.health.ok(),
                 }
                 Err(err)
             }

@@ -19,7 +19,8 @@ use std::net::TcpListener;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// User the server runs as when the caller is root.
@@ -208,6 +209,45 @@ fn free_port() -> io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
+/// Keeps a stopped server's port taken, so that no other server started
+/// meanwhile (tests run in parallel) gets it and the stopped server's
+/// clients reach a stranger's database: connections are accepted and
+/// closed at once, which clients see as a server going away.
+struct PortGuard {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl PortGuard {
+    fn hold(port: u16) -> io::Result<PortGuard> {
+        let listener = TcpListener::bind(("127.0.0.1", port))?;
+        listener.set_nonblocking(true)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((stream, _)) => drop(stream),
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        Ok(PortGuard {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for PortGuard {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// A running throwaway server.
 pub struct PgServer {
     bin: PathBuf,
@@ -216,6 +256,7 @@ pub struct PgServer {
     port: u16,
     user: Option<(String, u32, u32)>,
     child: Option<Child>,
+    port_guard: Option<PortGuard>,
 }
 
 impl std::fmt::Debug for PgServer {
@@ -256,6 +297,7 @@ impl PgServer {
             port: 0,
             user,
             child: None,
+            port_guard: None,
         };
         // From here on, Drop cleans up whatever fails.
         copy_tree(&template, &server.data)?;
@@ -390,15 +432,16 @@ impl PgServer {
 
     /// Stops the server like an administrator's fast shutdown (SIGINT:
     /// sessions are terminated, data kept); the data stays for
-    /// [`PgServer::restart`].
+    /// [`PgServer::restart`], and the port stays reserved until then
+    /// (connections to it are closed at once, as by a server going away).
     pub fn stop(&mut self) -> io::Result<()> {
         self.signal("INT");
-        if self.wait_exit(Duration::from_secs(30)) {
-            Ok(())
-        } else {
+        if !self.wait_exit(Duration::from_secs(30)) {
             self.halt();
-            Err(other("postgres did not stop within 30 s; killed"))
+            return Err(other("postgres did not stop within 30 s; killed"));
         }
+        self.port_guard = Some(PortGuard::hold(self.port)?);
+        Ok(())
     }
 
     /// Starts the stopped server again on the same port and data.
@@ -406,6 +449,7 @@ impl PgServer {
         if self.is_running() {
             self.stop()?;
         }
+        self.port_guard = None;
         self.spawn()
     }
 
