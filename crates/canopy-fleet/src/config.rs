@@ -30,7 +30,9 @@ pub struct Timing {
     pub safety_margin: Duration,
     /// The node ranked k-th for a free repository (rendezvous order over
     /// live nodes) takes its lease once it has been free k × this long, so
-    /// the preferred node wins and a stuck one is replaced.
+    /// the preferred node wins and a stuck one is replaced. Two heartbeats
+    /// by default: the preferred node gets a heartbeat and a slow turn
+    /// before the next one may step in.
     pub takeover_step: Duration,
     /// A node must have been live this long before others hand repositories
     /// over to it (a node that flaps does not move work back and forth).
@@ -54,7 +56,7 @@ impl Default for Timing {
             lease_ttl: Duration::from_secs(10),
             heartbeat: Duration::from_secs(2),
             safety_margin: Duration::from_secs(1),
-            takeover_step: Duration::from_secs(2),
+            takeover_step: Duration::from_secs(4),
             settle: Duration::from_secs(4),
             drain_timeout: Duration::from_secs(5),
             op_timeout: Duration::from_secs(3),
@@ -99,7 +101,7 @@ impl Timing {
             lease_ttl,
             heartbeat: part(1, 5),
             safety_margin: part(1, 10),
-            takeover_step: part(1, 5),
+            takeover_step: part(2, 5),
             settle: part(2, 5),
             drain_timeout: part(1, 2),
             op_timeout: part(3, 10),

@@ -188,12 +188,15 @@ impl DbHealth {
     }
 }
 
-/// Opens one session with the fleet's settings. The driver's connection
+/// Opens one session with the fleet's settings and, when `fleet_id` is
+/// given, checks that the database is that fleet's (else the session is
+/// dropped and the attempt counts as an outage). The driver's connection
 /// task runs on the current runtime and ends when the client is dropped or
 /// the socket breaks (the client then reports [`Client::is_closed`]).
 pub(crate) async fn connect(
     pg: &tokio_postgres::Config,
     timing: &Timing,
+    fleet_id: Option<&str>,
 ) -> Result<Client, FleetError> {
     let (client, connection) = tokio::time::timeout(timing.connect_timeout, pg.connect(NoTls))
         .await
@@ -213,7 +216,30 @@ pub(crate) async fn connect(
         .await
         .map_err(|_| FleetError::Unavailable("session setup timed out".into()))?
         .map_err(|e| classify(&e).0)?;
+    if let Some(expected) = fleet_id {
+        check_identity(&client, expected, timing).await?;
+    }
     Ok(client)
+}
+
+/// Refuses a session whose database is not the fleet `expected`.
+pub(crate) async fn check_identity(
+    client: &Client,
+    expected: &str,
+    timing: &Timing,
+) -> Result<(), FleetError> {
+    let found = tokio::time::timeout(timing.op_timeout, crate::schema::fleet_id(client))
+        .await
+        .map_err(|_| FleetError::Unavailable("reading the fleet id timed out".into()))?;
+    match found {
+        Ok(id) if id == expected => Ok(()),
+        Ok(id) => Err(FleetError::Unavailable(format!(
+            "the fleet URL now reaches another fleet's database (fleet id {id}, expected {expected})"
+        ))),
+        Err(e) => Err(FleetError::Unavailable(format!(
+            "the fleet URL now reaches a database without this fleet ({e})"
+        ))),
+    }
 }
 
 /// Runs `$body` (an expression of type `Result<T, tokio_postgres::Error>`
@@ -250,6 +276,7 @@ pub(crate) use with_client;
 /// health.
 pub(crate) struct Db {
     pg: tokio_postgres::Config,
+    fleet_id: String,
     timing: Timing,
     slots: Vec<tokio::sync::Mutex<Option<Client>>>,
     next: AtomicUsize,
@@ -263,16 +290,26 @@ pub(crate) struct Conn<'a> {
 }
 
 impl Db {
-    pub(crate) fn new(pg: tokio_postgres::Config, timing: Timing, size: usize) -> Db {
+    pub(crate) fn new(
+        pg: tokio_postgres::Config,
+        fleet_id: String,
+        timing: Timing,
+        size: usize,
+    ) -> Db {
         Db {
             health: DbHealth::new(&timing),
             pg,
+            fleet_id,
             timing,
             slots: (0..size.max(1) + 1)
                 .map(|_| tokio::sync::Mutex::new(None))
                 .collect(),
             next: AtomicUsize::new(0),
         }
+    }
+
+    pub(crate) fn fleet_id(&self) -> &str {
+        &self.fleet_id
     }
 
     pub(crate) fn timing(&self) -> &Timing {
@@ -312,7 +349,7 @@ impl Db {
         if slot.as_ref().is_none_or(Client::is_closed) {
             *slot = None;
             self.health.may_connect()?;
-            match connect(&self.pg, &self.timing).await {
+            match connect(&self.pg, &self.timing, Some(&self.fleet_id)).await {
                 Ok(client) => {
                     self.health.ok();
                     *slot = Some(client);

@@ -165,6 +165,7 @@ pub(crate) fn note_seq(latest: &watch::Sender<u64>, seq: u64) {
 /// trusted right now; while it is false, long-polls poll the database.
 pub(crate) async fn listen(
     pg: tokio_postgres::Config,
+    fleet_id: String,
     timing: Timing,
     latest: Arc<watch::Sender<u64>>,
     listening: Arc<AtomicBool>,
@@ -173,7 +174,7 @@ pub(crate) async fn listen(
     let mut backoff = Backoff::new(timing.backoff_start, timing.backoff_max);
     while !*stop.borrow() {
         let session = tokio::select! {
-            s = listen_once(&pg, &timing, &latest, &listening) => s,
+            s = listen_once(&pg, &fleet_id, &timing, &latest, &listening) => s,
             _ = stop.changed() => break,
         };
         listening.store(false, Ordering::SeqCst);
@@ -192,6 +193,7 @@ pub(crate) async fn listen(
 
 async fn listen_once(
     pg: &tokio_postgres::Config,
+    fleet_id: &str,
     timing: &Timing,
     latest: &watch::Sender<u64>,
     listening: &AtomicBool,
@@ -222,6 +224,10 @@ async fn listen_once(
             }
         }
     });
+    if let Err(e) = crate::db::check_identity(&client, fleet_id, timing).await {
+        driver.abort();
+        return Err(e);
+    }
     let setup = async {
         client
             .batch_execute(&format!("LISTEN {EVENTS_CHANNEL}"))

@@ -237,7 +237,7 @@ impl std::fmt::Debug for Fleet {
 /// a deployment job).
 pub async fn migrate(config: &FleetConfig) -> Result<i32, FleetError> {
     let pg = config.validate()?;
-    let mut client = connect(&pg, &config.timing).await?;
+    let mut client = connect(&pg, &config.timing, None).await?;
     schema::migrate(&mut client).await
 }
 
@@ -257,7 +257,7 @@ impl Fleet {
         let mut backoff = crate::db::Backoff::new(timing.backoff_start, timing.backoff_max);
         let give_up = Instant::now() + timing.lease_ttl * 3;
         let mut client = loop {
-            match connect(&pg, &timing).await {
+            match connect(&pg, &timing, None).await {
                 Ok(c) => break c,
                 Err(e) if e.is_retryable() && Instant::now() < give_up => {
                     tracing::warn!("cannot reach the fleet database yet: {e}");
@@ -267,7 +267,10 @@ impl Fleet {
             }
         };
         let version = schema::migrate(&mut client).await?;
-        tracing::info!(version, "fleet schema ready");
+        let fleet_id = schema::fleet_id(&client)
+            .await
+            .map_err(|e| crate::error::classify(&e).0)?;
+        tracing::info!(version, fleet_id, "fleet schema ready");
         let incarnation = (random_u64() >> 1) as i64;
         register(&client, &config, incarnation).await?;
         drop(client);
@@ -275,7 +278,12 @@ impl Fleet {
         let (changes, receiver) = mpsc::unbounded_channel();
         let (stop, _) = watch::channel(false);
         let inner = Arc::new(Inner {
-            db: Db::new(pg.clone(), timing.clone(), config.pool_size),
+            db: Db::new(
+                pg.clone(),
+                fleet_id.clone(),
+                timing.clone(),
+                config.pool_size,
+            ),
             config,
             incarnation,
             latest: Arc::new(watch::channel(0).0),
@@ -304,6 +312,7 @@ impl Fleet {
         feed::note_seq(&fleet.inner.latest, seq);
         let listener = tokio::spawn(feed::listen(
             pg,
+            fleet_id,
             timing,
             fleet.inner.latest.clone(),
             fleet.inner.listening.clone(),
@@ -799,6 +808,7 @@ impl Fleet {
         Ok(FleetView {
             node_id: self.node_id().to_string(),
             schema_version: version_row.try_get(0).map_err(parse)?,
+            fleet_id: self.inner.db.fleet_id().to_string(),
             latest_seq,
             nodes,
             repos,

@@ -198,6 +198,8 @@ pub struct FleetView {
     pub node_id: String,
     /// Schema version of the fleet database.
     pub schema_version: i32,
+    /// The database's fleet id (made once by the migrations).
+    pub fleet_id: String,
     /// Newest event sequence number.
     pub latest_seq: u64,
     /// Every node that has not been forgotten.

@@ -177,8 +177,32 @@ BEGIN
 END $$;
 "#;
 
+/// Version 2: the fleet's identity, a random id made once per database.
+/// Every session checks it on connecting, so a node whose URL now reaches
+/// another database (a DNS or port change, a stranger's server on a reused
+/// port) treats it as an outage instead of acting on foreign state.
+pub const SCHEMA_V2: &str = r#"
+CREATE TABLE fleet_identity (
+    id         integer PRIMARY KEY CHECK (id = 1),
+    fleet_id   text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+INSERT INTO fleet_identity(id, fleet_id) VALUES (1, gen_random_uuid()::text);
+"#;
+
 /// Every migration, in order: (version, name, SQL).
-pub const MIGRATIONS: &[(i32, &str, &str)] = &[(1, "fleet base schema", SCHEMA_V1)];
+pub const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (1, "fleet base schema", SCHEMA_V1),
+    (2, "fleet identity", SCHEMA_V2),
+];
+
+/// The database's fleet id (schema version 2 and later).
+pub async fn fleet_id(client: &Client) -> Result<String, tokio_postgres::Error> {
+    client
+        .query_one("SELECT fleet_id FROM fleet_identity WHERE id = 1", &[])
+        .await?
+        .try_get(0)
+}
 
 /// The newest schema version this build knows.
 pub fn latest_version() -> i32 {
@@ -244,6 +268,7 @@ mod tests {
         sorted.dedup();
         assert_eq!(versions, sorted, "versions strictly increase");
         assert_eq!(versions.first(), Some(&1));
+        assert_eq!(latest_version(), 2);
         // The SQL spells the constants the Rust side relies on.
         assert!(SCHEMA_V1.contains(&format!("'{EVENTS_CHANNEL}'")));
         assert!(SCHEMA_V1.contains(&format!("seq <= last - {MAX_EVENTS}")));

@@ -37,7 +37,7 @@ pub fn timing() -> Timing {
         lease_ttl: Duration::from_secs(3),
         heartbeat: Duration::from_millis(500),
         safety_margin: Duration::from_millis(300),
-        takeover_step: Duration::from_millis(500),
+        takeover_step: Duration::from_secs(1),
         settle: Duration::from_secs(1),
         drain_timeout: Duration::from_secs(1),
         op_timeout: Duration::from_millis(1400),
