@@ -1,0 +1,297 @@
+#!/usr/bin/env python3
+"""Fleet mode under load: three `canopy serve --fleet` nodes on loopback.
+
+Scaffolding for issue 30 (phase 1): the set-up runs today; the measurement
+needs `canopy serve --fleet`, which phase 2 adds. Without it the script does
+the set-up, says so and exits 2 (with --setup-only it exits 0).
+
+1. Makes R small repositories (default 50) with bench/gen_repo.py
+   (deterministic: seed = index), one commit each, and a bare clone of each
+   (the `git_url` the nodes fetch from: file://...).
+2. Starts a throwaway PostgreSQL (`cargo run --example throwaway_pg` of
+   crates/canopy-fleet: it goes away when this script's pipe closes).
+3. Starts N nodes (default 3): `canopy serve --fleet URL --bind 127.0.0.1:0
+   --data-dir D_i --fleet-node-id node-i --fleet-advertise http://ADDR`
+   and reads each bound address from its `listening on http://ADDR` line.
+4. POST /repos/add {"git_url": file://..., "ref": "main"} for every
+   repository (round robin over the nodes), then waits until GET /fleet
+   shows every repository owned and each answers POST /query.
+5. Load: T client threads (default 16), each with one keep-alive
+   connection to a node (round robin), POST /query {repo, pattern} on a
+   random repository for D seconds (default 15): req/s, p50/p95, errors.
+6. Forward overhead: one client, for each repository the same query sent
+   to its owner and to a non-owner, alternating, K times (default 100):
+   p50 of (non-owner) minus p50 of (owner).
+7. Takeover: kill -9 the node owning the most repositories; for each of
+   its repositories, the time until a query through a surviving node
+   answers 200 again (max and p50), bounded by 60 s.
+
+Only 127.0.0.1 is contacted. Python 3 stdlib only. Every number printed is
+measured in the run that prints it.
+
+    python3 bench/fleet.py --bin target/release/canopy
+"""
+
+import argparse
+import http.client
+import json
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PATTERNS = ["invoice", "ledger", "tenant", "retry", "payload", "cursor",
+            "snapshot", "session", "token", "cache", "mapping", "quota"]
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
+
+
+def make_repos(work, count, files):
+    """Small deterministic repositories and their bare clones; returns file:// URLs."""
+    urls = []
+    for i in range(count):
+        src = os.path.join(work, "src", f"repo{i:03d}")
+        run([sys.executable, os.path.join(HERE, "gen_repo.py"), "--files", str(files),
+             "--seed", str(i), src])
+        git = ["git", "-C", src, "-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
+        run(["git", "-C", src, "init", "--quiet", "-b", "main"])
+        run(git + ["add", "-A"])
+        run(git + ["commit", "--quiet", "-m", "initial"])
+        bare = os.path.join(work, "git", f"repo{i:03d}.git")
+        run(["git", "clone", "--quiet", "--bare", src, bare])
+        urls.append("file://" + bare)
+    return urls
+
+
+def start_postgres():
+    proc = subprocess.Popen(
+        ["cargo", "run", "--quiet", "-p", "canopy-fleet", "--example", "throwaway_pg"],
+        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline().strip()
+    if not line.startswith("url="):
+        proc.kill()
+        sys.exit(f"throwaway PostgreSQL did not start (got {line!r})")
+    return proc, line[len("url="):]
+
+
+def has_fleet_flag(binary):
+    out = subprocess.run([binary, "serve", "--help"], capture_output=True, text=True)
+    return "--fleet" in out.stdout
+
+
+class Node:
+    def __init__(self, binary, url, work, i):
+        self.name = f"node-{i}"
+        self.data = os.path.join(work, "data", self.name)
+        os.makedirs(self.data, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [binary, "serve", "--fleet", url, "--bind", "127.0.0.1:0", "--data-dir", self.data,
+             "--fleet-node-id", self.name, "--allow-root", work, "--quiet"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.addr = None
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            if "listening on http://" in line:
+                self.addr = line.strip().split("http://", 1)[1]
+                break
+        if not self.addr:
+            self.proc.kill()
+            sys.exit(f"{self.name} did not start")
+        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
+
+    def conn(self):
+        host, port = self.addr.rsplit(":", 1)
+        return http.client.HTTPConnection(host, int(port), timeout=30)
+
+    def request(self, method, path, body=None, conn=None):
+        c = conn or self.conn()
+        data = json.dumps(body) if body is not None else None
+        c.request(method, path, body=data, headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        payload = r.read()
+        if conn is None:
+            c.close()
+        return r.status, (json.loads(payload) if payload else None)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+
+def pctl(values, p):
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    return v[min(len(v) - 1, round((len(v) - 1) * p))]
+
+
+def wait_owned(nodes, repo_ids, limit):
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        status, view = nodes[0].request("GET", "/fleet")
+        if status == 200:
+            owners = {r["repo_id"]: r.get("owner") for r in view["repos"]}
+            if all(owners.get(r) for r in repo_ids):
+                return owners
+        time.sleep(0.5)
+    sys.exit("not every repository got an owner")
+
+
+def load(nodes, repo_ids, threads, duration):
+    lat, errors = [], [0]
+    lock = threading.Lock()
+    stop = time.time() + duration
+
+    def worker(k):
+        node = nodes[k % len(nodes)]
+        conn = node.conn()
+        rng = random.Random(k)
+        mine = []
+        while time.time() < stop:
+            body = {"repo": rng.choice(repo_ids), "pattern": rng.choice(PATTERNS)}
+            t = time.perf_counter()
+            try:
+                status, _ = node.request("POST", "/query", body, conn)
+            except (OSError, http.client.HTTPException):
+                status = 0
+                conn = node.conn()
+            mine.append((time.perf_counter() - t, status))
+        with lock:
+            for d, s in mine:
+                if s == 200:
+                    lat.append(d)
+                else:
+                    errors[0] += 1
+
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return lat, errors[0]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "canopy"))
+    ap.add_argument("--repos", type=int, default=50)
+    ap.add_argument("--files", type=int, default=40, help="files per repository")
+    ap.add_argument("--nodes", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=16)
+    ap.add_argument("--duration", type=float, default=15.0)
+    ap.add_argument("--forward-samples", type=int, default=100)
+    ap.add_argument("--setup-only", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = ap.parse_args()
+
+    work = tempfile.mkdtemp(prefix="canopy-fleet-bench-")
+    pg = None
+    nodes = []
+    try:
+        t = time.time()
+        urls = make_repos(work, args.repos, args.files)
+        print(f"{args.repos} repositories of {args.files} files in {time.time() - t:.1f} s under {work}")
+        pg, db_url = start_postgres()
+        print(f"PostgreSQL at {db_url}")
+        if args.setup_only:
+            return 0
+        if not has_fleet_flag(args.bin):
+            print(f"{args.bin} has no `serve --fleet` yet (phase 2 of issue 30); set-up only")
+            return 2
+        print(f"nproc {os.cpu_count()}, load average {os.getloadavg()}")
+        nodes = [Node(args.bin, db_url, work, i) for i in range(args.nodes)]
+        repo_ids = []
+        for i, url in enumerate(urls):
+            status, body = nodes[i % len(nodes)].request(
+                "POST", "/repos/add", {"git_url": url, "ref": "main", "name": f"repo{i:03d}"})
+            if status != 200:
+                sys.exit(f"POST /repos/add {url}: {status} {body}")
+            repo_ids.append(body["repo_id"])
+        t = time.time()
+        owners = wait_owned(nodes, repo_ids, 300)
+        for r in repo_ids:
+            deadline = time.time() + 300
+            while nodes[0].request("POST", "/query", {"repo": r, "pattern": "cache"})[0] != 200:
+                if time.time() > deadline:
+                    sys.exit(f"{r} never answered")
+                time.sleep(0.2)
+        print(f"all {len(repo_ids)} repositories owned and answering after {time.time() - t:.1f} s")
+
+        lat, errors = load(nodes, repo_ids, args.threads, args.duration)
+        print()
+        print("| phase | requests | req/s | p50 ms | p95 ms | errors |")
+        print("|---|---:|---:|---:|---:|---:|")
+        print(f"| {args.threads} clients, {args.duration:.0f} s, any node | {len(lat)} | "
+              f"{len(lat) / args.duration:.1f} | {pctl(lat, .5) * 1e3:.2f} | {pctl(lat, .95) * 1e3:.2f} | {errors} |")
+
+        by_name = {n.name: n for n in nodes}
+        owner_lat, forward_lat = [], []
+        rng = random.Random(7)
+        for _ in range(args.forward_samples):
+            r = rng.choice(repo_ids)
+            owner = by_name[owners[r]]
+            other = next(n for n in nodes if n is not owner)
+            body = {"repo": r, "pattern": rng.choice(PATTERNS)}
+            for node, bucket in ((owner, owner_lat), (other, forward_lat)):
+                t = time.perf_counter()
+                node.request("POST", "/query", body)
+                bucket.append(time.perf_counter() - t)
+        print()
+        print("| one client | n | p50 ms | p95 ms |")
+        print("|---|---:|---:|---:|")
+        print(f"| owner | {len(owner_lat)} | {pctl(owner_lat, .5) * 1e3:.2f} | {pctl(owner_lat, .95) * 1e3:.2f} |")
+        print(f"| non-owner (forwarded) | {len(forward_lat)} | {pctl(forward_lat, .5) * 1e3:.2f} | {pctl(forward_lat, .95) * 1e3:.2f} |")
+        print(f"| forward overhead (p50 difference) | | {(pctl(forward_lat, .5) - pctl(owner_lat, .5)) * 1e3:.2f} | |")
+
+        counts = {}
+        for r, o in owners.items():
+            counts[o] = counts.get(o, 0) + 1
+        victim_name = max(counts, key=counts.get)
+        victim = by_name[victim_name]
+        survivors = [n for n in nodes if n is not victim]
+        theirs = [r for r, o in owners.items() if o == victim_name]
+        killed = time.time()
+        victim.kill()
+        back = {}
+        deadline = killed + 60
+        while len(back) < len(theirs) and time.time() < deadline:
+            for r in theirs:
+                if r not in back:
+                    try:
+                        if survivors[0].request("POST", "/query", {"repo": r, "pattern": "cache"})[0] == 200:
+                            back[r] = time.time() - killed
+                    except (OSError, http.client.HTTPException):
+                        pass
+            time.sleep(0.1)
+        times = list(back.values())
+        print()
+        print(f"takeover after kill -9 of {victim_name} ({len(theirs)} repositories): "
+              f"{len(times)} back within 60 s, p50 {statistics.median(times) if times else float('nan'):.1f} s, "
+              f"max {max(times) if times else float('nan'):.1f} s")
+        return 0
+    finally:
+        for n in nodes:
+            n.kill()
+        if pg is not None:
+            pg.stdin.close()
+            pg.wait(timeout=60)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
