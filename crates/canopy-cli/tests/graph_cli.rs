@@ -24,23 +24,7 @@ fn stdout(o: &Output) -> String {
 }
 
 fn fixture() -> tempfile::TempDir {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/graph/python");
-    let tmp = tempfile::tempdir().expect("tempdir");
-    copy_dir(&src, tmp.path());
-    tmp
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("read") {
-        let p = e.expect("entry").path();
-        let t = to.join(p.file_name().expect("name"));
-        if p.is_dir() {
-            copy_dir(&p, &t);
-        } else {
-            std::fs::copy(&p, &t).expect("copy");
-        }
-    }
+    canopy_test_support::repo::workspace_fixture("graph/python")
 }
 
 #[test]

@@ -9,7 +9,7 @@
 //!
 //! Budget: the whole `tools/list` response must stay under 3,000 tokens
 //! (`o200k_base`), leaving room for the graph, analysis and context tools to
-//! come; it is ~1,200 today (`tests/e2e.rs` measures it). Output schemas are
+//! come; it is ~1,200 today (`crates/canopy-cli/tests/mcp_e2e.rs` measures it). Output schemas are
 //! deliberately not declared: even type-only top-level schemas for the five
 //! JSON tools cost ~490 tokens.
 

@@ -1,6 +1,7 @@
 //! End-to-end tests: the real `canopy serve` binary over loopback.
-
-mod common;
+//!
+//! They test the HTTP service (`canopy-service`) through the `canopy`
+//! binary, so they live in canopy-cli, where Cargo builds it for them.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -8,7 +9,11 @@ use std::path::Path;
 use canopy_core::pack::PackParams;
 use canopy_core::query::QueryParams;
 use canopy_service::client::ClientError;
-use common::{Opts, Repo, Server, WAIT, add_and_index, assert_error, get, post};
+use canopy_test_support::repo::Repo;
+use canopy_test_support::serve::{
+    Opts, Server, add_and_index, assert_error, get, post, serve_exits, serve_exits_in,
+};
+use canopy_test_support::{WAIT, canopy_bin, eventually};
 use serde_json::{Value, json};
 
 fn symbol(name: &str) -> QueryParams {
@@ -25,15 +30,15 @@ fn api_code(err: ClientError) -> String {
 #[test]
 fn full_workflow_add_reindex_query_expand() {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let repo = Repo::small();
 
-    let added = client.add_repo(&repo.path(), Some("demo")).unwrap();
+    let added = client.add_repo(&repo.root(), Some("demo")).unwrap();
     assert!(added.created);
     assert_eq!(added.name, "demo");
     // Registering the same path again returns the same id.
-    let again = client.add_repo(&repo.path(), None).unwrap();
+    let again = client.add_repo(&repo.root(), None).unwrap();
     assert_eq!(
         (again.repo_id.as_str(), again.created),
         (added.repo_id.as_str(), false)
@@ -132,7 +137,7 @@ fn full_workflow_add_reindex_query_expand() {
 #[test]
 fn generation_bumps_only_when_the_index_changes() {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let repo = Repo::small();
     let id = add_and_index(&client, &repo);
@@ -203,10 +208,10 @@ fn generation_bumps_only_when_the_index_changes() {
 #[test]
 fn not_ready_and_coalesced_reindex() {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let repo = Repo::large(1500);
-    let id = client.add_repo(&repo.path(), None).unwrap().repo_id;
+    let id = client.add_repo(&repo.root(), None).unwrap().repo_id;
 
     // No generation yet: 503 not_ready at once, with a retry hint.
     let resp = post(
@@ -277,7 +282,7 @@ fn not_ready_and_coalesced_reindex() {
 fn one_hundred_concurrent_queries_during_a_reindex() {
     const FILES: usize = 1500;
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let repo = Repo::large(FILES);
     let id = add_and_index(&client, &repo);
@@ -357,7 +362,7 @@ fn one_hundred_concurrent_queries_during_a_reindex() {
 fn state_survives_a_restart() {
     let data = tempfile::tempdir().unwrap();
     let repo = Repo::small();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let id = add_and_index(&client, &repo);
     let before = client.repos().unwrap().remove(0);
@@ -367,12 +372,12 @@ fn state_survives_a_restart() {
         .to_string();
     let events_before = client.events(0, Some(1000), None).unwrap();
     // The data directory belongs to one service at a time.
-    let (ok, stderr) = common::serve_exits(data.path(), &["--bind", "127.0.0.1:0"]);
+    let (ok, stderr) = serve_exits(canopy_bin!(), data.path(), &["--bind", "127.0.0.1:0"]);
     assert!(!ok);
     assert!(stderr.contains("another canopy serve"), "{stderr}");
     server.kill();
 
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let after = client.repos().unwrap().remove(0);
     assert_eq!(after.repo_id, before.repo_id);
@@ -403,14 +408,14 @@ fn state_survives_a_restart() {
 
     // A run killed half-way is resumed on restart and bumps the generation.
     let big = Repo::large(1500);
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let big_id = add_and_index(&client, &big);
     big.rewrite_large(1500, 1);
     client.reindex(&big_id, None).unwrap();
     let was_indexing = client.status(Some(&big_id)).unwrap().repos[0].repo.indexing;
     server.kill();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let view = client.wait_until_idle(&big_id, WAIT).unwrap();
     let events = client.events(0, Some(1000), Some(0)).unwrap();
@@ -430,7 +435,7 @@ fn state_survives_a_restart() {
 #[test]
 fn every_error_has_code_message_and_hint() {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let repo = Repo::small();
     let id = add_and_index(&client, &repo);
@@ -546,7 +551,7 @@ fn every_error_has_code_message_and_hint() {
         &post(
             &client,
             "/repos/add",
-            &json!({"path": other.path(), "name": "../x"}),
+            &json!({"path": other.root(), "name": "../x"}),
         ),
         400,
         "validation_error",
@@ -599,7 +604,7 @@ fn every_error_has_code_message_and_hint() {
     let added = post(
         &client,
         "/repos/add",
-        &json!({"path": other.path(), "name": "taken"}),
+        &json!({"path": other.root(), "name": "taken"}),
     );
     assert_eq!(added.status, 200);
     let third = Repo::small();
@@ -607,7 +612,7 @@ fn every_error_has_code_message_and_hint() {
         &post(
             &client,
             "/repos/add",
-            &json!({"path": third.path(), "name": "taken"}),
+            &json!({"path": third.root(), "name": "taken"}),
         ),
         409,
         "name_taken",
@@ -649,7 +654,7 @@ fn every_error_has_code_message_and_hint() {
     );
     // 503
     let fresh = Repo::small();
-    let fresh_id = client.add_repo(&fresh.path(), None).unwrap().repo_id;
+    let fresh_id = client.add_repo(&fresh.root(), None).unwrap().repo_id;
     assert_error(
         &post(
             &client,
@@ -665,6 +670,7 @@ fn every_error_has_code_message_and_hint() {
 fn oversized_bodies_get_413() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(
+        canopy_bin!(),
         data.path(),
         &Opts {
             max_body_bytes: Some(1024),
@@ -687,6 +693,7 @@ fn authentication_with_and_without_a_token() {
     let data = tempfile::tempdir().unwrap();
     let token = "s3cret-token-for-tests";
     let server = Server::start(
+        canopy_bin!(),
         data.path(),
         &Opts {
             token: Some(token.into()),
@@ -741,13 +748,13 @@ fn authentication_with_and_without_a_token() {
     drop(server);
 
     // Without a token every endpoint is open to local clients.
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let anon = server.anonymous();
     assert_eq!(anon.repos().unwrap().len(), 1);
     drop(server);
 
     // A non-loopback bind without a token refuses to start.
-    let (ok, stderr) = common::serve_exits(data.path(), &["--bind", "0.0.0.0:0"]);
+    let (ok, stderr) = serve_exits(canopy_bin!(), data.path(), &["--bind", "0.0.0.0:0"]);
     assert!(!ok);
     assert!(stderr.contains("refusing to listen"), "{stderr}");
     assert!(stderr.contains("--token"), "{stderr}");
@@ -759,6 +766,7 @@ fn allow_root_restricts_registration() {
     let outside = Repo::small();
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(
+        canopy_bin!(),
         data.path(),
         &Opts {
             allow_roots: vec![allowed.path().to_path_buf()],
@@ -785,14 +793,14 @@ fn allow_root_restricts_registration() {
 
     // Outside: refused, also through a symlink inside the allowed root and through `..`.
     assert_error(
-        &post(&client, "/repos/add", &json!({"path": outside.path()})),
+        &post(&client, "/repos/add", &json!({"path": outside.root()})),
         403,
         "path_not_allowed",
     );
     #[cfg(unix)]
     {
         let link = allowed.path().join("link");
-        std::os::unix::fs::symlink(outside.path(), &link).unwrap();
+        std::os::unix::fs::symlink(outside.root(), &link).unwrap();
         assert_error(
             &post(&client, "/repos/add", &json!({"path": link})),
             403,
@@ -823,6 +831,7 @@ fn by_default_only_repositories_under_the_start_directory_are_served() {
     let home = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(
+        canopy_bin!(),
         data.path(),
         &Opts {
             cwd: Some(home.path().to_path_buf()),
@@ -845,7 +854,7 @@ fn by_default_only_repositories_under_the_start_directory_are_served() {
     // A repository elsewhere (another temporary directory) is refused …
     let elsewhere = Repo::small();
     assert_error(
-        &post(&client, "/repos/add", &json!({"path": elsewhere.path()})),
+        &post(&client, "/repos/add", &json!({"path": elsewhere.root()})),
         403,
         "path_not_allowed",
     );
@@ -854,10 +863,10 @@ fn by_default_only_repositories_under_the_start_directory_are_served() {
     #[cfg(unix)]
     {
         let link = home.path().join("link");
-        std::os::unix::fs::symlink(elsewhere.path(), &link).unwrap();
+        std::os::unix::fs::symlink(elsewhere.root(), &link).unwrap();
         let resp = post(&client, "/repos/add", &json!({"path": link}));
         assert_error(&resp, 403, "path_not_allowed");
-        let target = elsewhere.path().canonicalize().unwrap();
+        let target = elsewhere.root().canonicalize().unwrap();
         let body = String::from_utf8_lossy(&resp.body).to_string();
         assert!(
             !body.contains(target.to_str().unwrap()),
@@ -889,8 +898,12 @@ fn by_default_only_repositories_under_the_start_directory_are_served() {
     drop(server);
 
     // Started in the filesystem root without --allow-root, it refuses to start.
-    let (ok, stderr) =
-        common::serve_exits_in(data.path(), Path::new("/"), &["--bind", "127.0.0.1:0"]);
+    let (ok, stderr) = serve_exits_in(
+        canopy_bin!(),
+        data.path(),
+        Path::new("/"),
+        &["--bind", "127.0.0.1:0"],
+    );
     assert!(!ok, "serve started in / without --allow-root");
     assert!(stderr.contains("--allow-root"), "{stderr}");
 }
@@ -898,7 +911,7 @@ fn by_default_only_repositories_under_the_start_directory_are_served() {
 #[test]
 fn events_cursor_and_long_poll() {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let repo = Repo::small();
 
@@ -919,14 +932,14 @@ fn events_cursor_and_long_poll() {
         let client = server.client();
         std::thread::spawn(move || client.events(cursor, None, Some(30)).unwrap())
     };
-    let id = client.add_repo(&repo.path(), None).unwrap().repo_id;
+    let id = client.add_repo(&repo.root(), None).unwrap().repo_id;
     let woke = waiter.join().unwrap();
     assert!(!woke.items.is_empty());
     assert_eq!(woke.items[0].kind, "repo_added");
     assert_eq!(woke.items[0].repo_id.as_deref(), Some(id.as_str()));
     assert_eq!(
         woke.items[0].data["repo_root"],
-        repo.path().to_str().unwrap()
+        repo.root().to_str().unwrap()
     );
 
     // Follow the feed with the cursor through a reindex.
@@ -974,12 +987,12 @@ fn events_cursor_and_long_poll() {
 #[test]
 fn metrics_and_health_reflect_the_service() {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     assert_eq!(client.health().unwrap().status, "healthy");
 
     let repo = Repo::small();
-    let id = client.add_repo(&repo.path(), None).unwrap().repo_id;
+    let id = client.add_repo(&repo.root(), None).unwrap().repo_id;
     let health = client.health().unwrap();
     assert_eq!(health.status, "degraded");
     assert!(health.reasons[0].contains("never indexed"), "{health:?}");
@@ -1051,7 +1064,7 @@ fn metrics_and_health_reflect_the_service() {
     assert_eq!(client.health().unwrap().status, "healthy");
 
     // The repository disappears: the reindex fails and the repo is unhealthy (503).
-    let path = repo.path();
+    let path = repo.root();
     drop(repo);
     assert!(!path.exists());
     client.reindex(&id, None).unwrap();
@@ -1080,7 +1093,7 @@ fn metrics_and_health_reflect_the_service() {
 #[test]
 fn openapi_documents_every_route() {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let doc: Value = get(&client, "/openapi.json").json().unwrap();
     assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
@@ -1121,13 +1134,14 @@ fn max_file_size_flag_reaches_the_indexer() {
     let limit = 200;
     let sizes: Vec<u64> = ["src/auth.rs", "src/main.rs", "README.md"]
         .iter()
-        .map(|p| std::fs::metadata(repo.path().join(p)).unwrap().len())
+        .map(|p| std::fs::metadata(repo.root().join(p)).unwrap().len())
         .collect();
     assert!(
         sizes[0] > limit && sizes[1] <= limit && sizes[2] <= limit,
         "{sizes:?}"
     );
     let server = Server::start(
+        canopy_bin!(),
         data.path(),
         &Opts {
             extra: vec!["--max-file-size".into(), limit.to_string()],
@@ -1172,8 +1186,8 @@ fn damage_index_interior(db: &Path) {
 fn damage_is_survived_reported_by_health_and_repaired_by_reindex_rebuild() {
     let data = tempfile::tempdir().unwrap();
     let repo = Repo::large(120);
-    let db = repo.path().join(".canopy/index.db");
-    let mut server = Server::start(data.path(), &Opts::default());
+    let db = repo.root().join(".canopy/index.db");
+    let mut server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let id = add_and_index(&client, &repo);
     let ask = json!({"repo": id, "pattern": "shared_marker"});
@@ -1195,7 +1209,7 @@ fn damage_is_survived_reported_by_health_and_repaired_by_reindex_rebuild() {
     );
     drop(server);
     damage_index_interior(&db);
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let resp = post(&client, "/query", &ask);
     assert_error(&resp, 503, "index_damaged");
@@ -1240,30 +1254,19 @@ fn finds(
     })
 }
 
-fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + WAIT;
-    while std::time::Instant::now() < deadline {
-        if check() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    panic!("not within {WAIT:?}: {what}");
-}
-
 #[test]
 fn watched_repositories_are_reindexed_on_change_and_others_only_on_request() {
     use canopy_service::api::AddRepoRequest;
     let data = tempfile::tempdir().unwrap();
     let watched = Repo::small();
     let manual = Repo::small();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let id = add_and_index(&client, &watched);
     let manual_id = add_and_index(&client, &manual);
     let on = client
         .add_repo_with(&AddRepoRequest {
-            path: watched.path().display().to_string(),
+            path: watched.root().display().to_string(),
             name: None,
             watch: Some(true),
         })
@@ -1324,7 +1327,7 @@ fn watched_repositories_are_reindexed_on_change_and_others_only_on_request() {
 
     // Watching is kept across a restart.
     drop(server);
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     eventually("the restarted service serves", || {
         client.repos().is_ok_and(|r| r.iter().all(|v| v.ready))
@@ -1339,7 +1342,7 @@ fn watched_repositories_are_reindexed_on_change_and_others_only_on_request() {
     // Turned off on request.
     client
         .add_repo_with(&AddRepoRequest {
-            path: watched.path().display().to_string(),
+            path: watched.root().display().to_string(),
             name: None,
             watch: Some(false),
         })
