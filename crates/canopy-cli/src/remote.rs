@@ -6,15 +6,15 @@
 //! (or `--root`); `canopy --service-url URL index` registers it if needed and
 //! waits for the reindex to finish. Files with uncommitted changes are
 //! answered from a local overlay merged over the service's answers
-//! (`canopy_service::overlay`); the work is in `canopy_service::remote`,
+//! (`canopy_client::overlay`); the work is in `canopy_client::remote`,
 //! shared with `canopy mcp --service-url`. This module renders.
 
 use std::path::Path;
 
+use canopy_client::remote::RemoteRepo;
 use canopy_core::model::QueryResult;
 use canopy_core::pack::{EvidencePack, PackParams};
 use canopy_core::query::QueryParams;
-use canopy_service::remote::RemoteRepo;
 
 use crate::output;
 

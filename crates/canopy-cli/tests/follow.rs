@@ -102,7 +102,7 @@ impl Follower {
 }
 
 /// Changes a file and reindexes: one generation bump and one files_changed.
-fn change(client: &canopy_service::client::ServiceClient, repo: &Repo, id: &str, n: usize) {
+fn change(client: &canopy_client::client::ServiceClient, repo: &Repo, id: &str, n: usize) {
     repo.write(
         &format!("src/gen_{n}.rs"),
         &format!("pub fn generated_{n}() {{}}\n"),
@@ -112,7 +112,7 @@ fn change(client: &canopy_service::client::ServiceClient, repo: &Repo, id: &str,
 }
 
 /// The relevant events (default kinds) in the feed, by sequence number.
-fn relevant_seqs(client: &canopy_service::client::ServiceClient) -> Vec<u64> {
+fn relevant_seqs(client: &canopy_client::client::ServiceClient) -> Vec<u64> {
     client
         .events(0, Some(1000), None)
         .expect("events")

@@ -6,9 +6,9 @@
 use std::collections::HashSet;
 use std::path::Path;
 
+use canopy_client::client::ClientError;
 use canopy_core::pack::PackParams;
 use canopy_core::query::QueryParams;
-use canopy_service::client::ClientError;
 use canopy_test_support::repo::Repo;
 use canopy_test_support::serve::{
     Opts, Server, add_and_index, assert_error, get, post, serve_exits, serve_exits_in,
@@ -1242,7 +1242,7 @@ fn damage_is_survived_reported_by_health_and_repaired_by_reindex_rebuild() {
 
 /// Whether a symbol query on `repo` finds `name` in `file`.
 fn finds(
-    client: &canopy_service::client::ServiceClient,
+    client: &canopy_client::client::ServiceClient,
     repo: &str,
     name: &str,
     file: &str,
@@ -1256,7 +1256,7 @@ fn finds(
 
 #[test]
 fn watched_repositories_are_reindexed_on_change_and_others_only_on_request() {
-    use canopy_service::api::AddRepoRequest;
+    use canopy_client::api::AddRepoRequest;
     let data = tempfile::tempdir().unwrap();
     let watched = Repo::small();
     let manual = Repo::small();

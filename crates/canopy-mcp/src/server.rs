@@ -81,7 +81,7 @@ impl CanopyServer {
         tool: ToolName,
         args: Args,
     ) -> Result<CallToolResult, ToolError> {
-        use canopy_service::remote::RemoteRepo;
+        use canopy_client::remote::RemoteRepo;
         let path = args.path.clone().unwrap_or_default();
         let start = std::path::PathBuf::from(&path);
         if !start.is_absolute() || !start.is_dir() {

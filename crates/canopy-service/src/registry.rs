@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use canopy_client::api::{EventRecord, RunError};
 use canopy_core::model::IndexReport;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
@@ -86,15 +87,6 @@ impl RepoStatus {
     }
 }
 
-/// Why the last run failed.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunError {
-    /// The core's error code (`Git`, `Io`, `Database`, …) or `panic`.
-    pub code: String,
-    /// The error message.
-    pub message: String,
-}
-
 /// One registered repository, as stored.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RepoRecord {
@@ -128,24 +120,6 @@ pub struct RepoRecord {
     /// Whether the service re-indexes this repository on file-system
     /// events (`POST /repos/add` with `watch: true`).
     pub watch: bool,
-}
-
-/// One entry of the event feed.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct EventRecord {
-    /// Sequence number (strictly increasing).
-    pub seq: u64,
-    /// RFC 3339 UTC time.
-    pub ts: String,
-    /// Unix milliseconds.
-    pub ts_ms: i64,
-    /// `repo_added`, `reindex_started`, `reindex_finished`, `reindex_failed`,
-    /// `reindex_interrupted`, `generation_bumped` or `service_started`.
-    pub kind: String,
-    /// The repository concerned, if any.
-    pub repo_id: Option<String>,
-    /// Kind-specific details.
-    pub data: Value,
 }
 
 /// A new event to append.

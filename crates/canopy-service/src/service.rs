@@ -51,15 +51,16 @@ use canopy_core::{CanopyError, Engine};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use crate::api::{
-    AddRepoRequest, AddRepoResponse, ContextRequest, EventsResponse, ExpandRequest, ExpandResponse,
-    ExpandedContent, GraphHttpRequest, HealthResponse, PackRequest, QueryRequest, ReindexRequest,
-    ReindexResponse, RepoHealth, RepoStatusView, RepoView, RunProgressView, StatusResponse,
-};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::metrics::{Metrics, label};
-use crate::registry::{NewEvent, Registry, RepoRecord, RepoStatus, RunError, now_ms};
+use crate::registry::{NewEvent, Registry, RepoRecord, RepoStatus, now_ms};
+use canopy_client::api::{
+    AddRepoRequest, AddRepoResponse, ContextRequest, EventsResponse, ExpandRequest, ExpandResponse,
+    ExpandedContent, GraphHttpRequest, HealthResponse, PackRequest, QueryRequest, ReindexRequest,
+    ReindexResponse, RepoHealth, RepoStatusView, RepoView, RunError, RunProgressView,
+    StatusResponse,
+};
 
 /// Largest `expand_budget` honoured on `/query` (larger values are clamped).
 pub const MAX_EXPAND_BUDGET: u64 = 100_000;
@@ -1139,7 +1140,7 @@ impl Service {
                 future.generation().unwrap_or_default()
             )));
         }
-        let stale: Vec<&crate::api::HandleRef> = req
+        let stale: Vec<&canopy_client::api::HandleRef> = req
             .handles
             .iter()
             .filter(|h| h.generation().is_some_and(|g| g != generation))

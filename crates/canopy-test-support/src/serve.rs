@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use canopy_service::client::{RawResponse, ServiceClient};
+use canopy_client::client::{RawResponse, ServiceClient};
 use serde_json::Value;
 
 use crate::WAIT;

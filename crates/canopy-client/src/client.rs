@@ -5,9 +5,9 @@
 //!
 //! ```no_run
 //! use canopy_core::query::QueryParams;
-//! use canopy_service::client::ServiceClient;
+//! use canopy_client::client::ServiceClient;
 //!
-//! # fn main() -> Result<(), canopy_service::client::ClientError> {
+//! # fn main() -> Result<(), canopy_client::client::ClientError> {
 //! let client = ServiceClient::new("http://127.0.0.1:3000")?
 //!     .with_token(std::env::var("CANOPY_TOKEN").ok());
 //! let repo = client.add_repo(std::path::Path::new("/src/my-repo"), None)?.repo_id;
@@ -36,10 +36,10 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::api::{
-    AddRepoRequest, AddRepoResponse, EventsResponse, ExpandRequest, ExpandResponse, HandleRef,
-    HealthResponse, ReindexRequest, ReindexResponse, RepoView, SESSION_HEADER, StatusResponse,
+    AddRepoRequest, AddRepoResponse, ErrorBody, EventsResponse, ExpandRequest, ExpandResponse,
+    HandleRef, HealthResponse, ReindexRequest, ReindexResponse, RepoView, SESSION_HEADER,
+    StatusResponse,
 };
-use crate::error::ErrorBody;
 
 /// Default time to connect.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

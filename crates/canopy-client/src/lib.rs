@@ -1,0 +1,30 @@
+//! # canopy-client
+//!
+//! The client side of service mode: everything `canopy --service-url` and
+//! `canopy mcp --service-url` need to answer from a running `canopy serve`,
+//! without the server (no axum, no registry).
+//!
+//! * [`api`]: the HTTP API's wire types, which the server answers with;
+//! * [`client`]: [`client::ServiceClient`], a small blocking HTTP/1.1 client;
+//! * [`overlay`]: the dirty-file overlay, so answers never predate the
+//!   caller's own uncommitted edits;
+//! * [`remote`]: [`remote::RemoteRepo`], one registered repository answered
+//!   with the overlay merged in;
+//! * [`follow`]: the agent runtime over the event feed (`canopy follow`).
+//!
+//! ```no_run
+//! let client = canopy_client::client::ServiceClient::new("http://127.0.0.1:3000")?;
+//! for repo in client.repos()? {
+//!     println!("{} {} generation {}", repo.repo_id, repo.name, repo.generation);
+//! }
+//! # Ok::<(), canopy_client::client::ClientError>(())
+//! ```
+//!
+//! Only HTTP is known here: the protocols of the front ends (MCP, the
+//! command line) stay in their crates.
+
+pub mod api;
+pub mod client;
+pub mod follow;
+pub mod overlay;
+pub mod remote;
