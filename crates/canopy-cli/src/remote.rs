@@ -12,8 +12,7 @@
 use std::path::Path;
 
 use canopy_client::remote::RemoteRepo;
-use canopy_core::model::QueryResult;
-use canopy_core::pack::{EvidencePack, PackParams};
+use canopy_core::pack::PackParams;
 use canopy_core::query::QueryParams;
 
 use crate::output;
@@ -50,23 +49,21 @@ impl Remote {
     }
 
     pub fn query(&self, params: &QueryParams, json: bool) -> anyhow::Result<()> {
-        let value = self.0.query(params)?;
+        let served = self.0.query(params)?;
         if json {
-            println!("{}", serde_json::to_string(&value)?);
+            println!("{}", serde_json::to_string(&served)?);
             return Ok(());
         }
-        let result: QueryResult = serde_json::from_value(value)?;
-        output::query_result(&result, false)
+        output::query_result(&served.answer, false)
     }
 
     pub fn pack(&self, params: &PackParams, json: bool) -> anyhow::Result<()> {
-        let value = self.0.pack(params)?;
+        let served = self.0.pack(params)?;
         if json {
-            println!("{}", serde_json::to_string(&value)?);
+            println!("{}", serde_json::to_string(&served)?);
             return Ok(());
         }
-        let pack: EvidencePack = serde_json::from_value(value)?;
-        output::pack(&pack, false)
+        output::pack(&served.answer, false)
     }
 
     pub fn context(
@@ -74,19 +71,18 @@ impl Remote {
         params: &canopy_core::context::ContextParams,
         json: bool,
     ) -> anyhow::Result<()> {
-        let value = self.0.context(params)?;
+        let served = self.0.context(params)?;
         if json {
-            println!("{}", serde_json::to_string(&value)?);
+            println!("{}", serde_json::to_string(&served)?);
             return Ok(());
         }
-        let pack: canopy_core::context::ContextPack = serde_json::from_value(value)?;
-        output::context(&pack, false)
+        output::context(&served.answer, false)
     }
 
     pub fn expand(&self, ids: &[String], json: bool) -> anyhow::Result<()> {
         let expanded = self.0.expand(ids)?;
         if json {
-            println!("{}", serde_json::to_string(&expanded.value)?);
+            println!("{}", serde_json::to_string(&expanded)?);
             return Ok(());
         }
         let contents = &expanded.contents;
@@ -106,7 +102,8 @@ impl Remote {
     }
 
     pub fn status(&self) -> anyhow::Result<()> {
-        println!("{}", serde_json::to_string(&self.0.status()?)?);
+        // Sorted keys, as the service's answers always reached people.
+        println!("{}", serde_json::to_value(self.0.status()?)?);
         Ok(())
     }
 }

@@ -6,7 +6,8 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use canopy_client::client::ClientError;
+use canopy_client::api::{PackRequest, QueryRequest};
+use canopy_client::client::{ClientError, ServiceClient};
 use canopy_core::pack::PackParams;
 use canopy_core::query::QueryParams;
 use canopy_test_support::repo::Repo;
@@ -21,6 +22,46 @@ fn symbol(name: &str) -> QueryParams {
         symbol: Some(name.into()),
         ..QueryParams::default()
     }
+}
+
+/// `POST /query` with the body [`ServiceClient::query`] sends: the answer
+/// as the server wrote it (its handles tagged by the server, not written
+/// again by a client).
+fn query_json(client: &ServiceClient, repo: &str, params: &QueryParams) -> Result<Value, String> {
+    let body = QueryRequest {
+        repo: repo.to_string(),
+        params: params.clone(),
+    };
+    post_json(
+        client,
+        "/query",
+        &serde_json::to_value(body).map_err(|e| e.to_string())?,
+    )
+}
+
+/// [`query_json`] for `POST /evidence_pack` ([`ServiceClient::evidence_pack`]'s body).
+fn pack_json(client: &ServiceClient, repo: &str, params: &PackParams) -> Value {
+    let body = PackRequest {
+        repo: repo.to_string(),
+        session: None,
+        params: params.clone(),
+    };
+    post_json(
+        client,
+        "/evidence_pack",
+        &serde_json::to_value(body).expect("body"),
+    )
+    .expect("evidence pack")
+}
+
+fn post_json(client: &ServiceClient, path: &str, body: &Value) -> Result<Value, String> {
+    let resp = client
+        .send_raw("POST", path, Some(body.to_string().as_bytes()), &[])
+        .map_err(|e| e.to_string())?;
+    if resp.status != 200 {
+        return Err(format!("{path}: {} {}", resp.status, resp.text()));
+    }
+    resp.json().map_err(|e| e.to_string())
 }
 
 fn api_code(err: ClientError) -> String {
@@ -57,7 +98,7 @@ fn full_workflow_add_reindex_query_expand() {
     assert!(view.last_index.as_ref().unwrap().files_indexed >= 3);
 
     // The name works wherever an id does.
-    let result = client.query("demo", &symbol("authenticate")).unwrap();
+    let result = query_json(&client, "demo", &symbol("authenticate")).unwrap();
     let handles = result["handles"].as_array().unwrap();
     assert!(!handles.is_empty(), "{result}");
     for h in handles {
@@ -66,6 +107,10 @@ fn full_workflow_add_reindex_query_expand() {
         assert_eq!(h["commit_sha"].as_str(), started.commit_sha.as_deref());
     }
     assert_eq!(result["generation"], 1);
+    // The typed client reads the same answer and writes it back to the byte.
+    let typed = client.query("demo", &symbol("authenticate")).unwrap();
+    assert_eq!(typed.at.generation, 1);
+    assert_eq!(serde_json::to_value(&typed).unwrap(), result);
     let handle = &handles[0];
     assert_eq!(handle["file_path"], "src/auth.rs");
 
@@ -78,16 +123,16 @@ fn full_workflow_add_reindex_query_expand() {
     assert!(expanded.total_tokens > 0);
 
     // References carry the service fields too.
-    let refs = client
-        .query(
-            &id,
-            &QueryParams {
-                symbol: Some("authenticate".into()),
-                kind: Some(canopy_core::query::QueryKind::Reference),
-                ..QueryParams::default()
-            },
-        )
-        .unwrap();
+    let refs = query_json(
+        &client,
+        &id,
+        &QueryParams {
+            symbol: Some("authenticate".into()),
+            kind: Some(canopy_core::query::QueryKind::Reference),
+            ..QueryParams::default()
+        },
+    )
+    .unwrap();
     let ref_handles = refs["ref_handles"].as_array().unwrap();
     assert!(!ref_handles.is_empty(), "{refs}");
     assert_eq!(ref_handles[0]["generation"], 1);
@@ -101,7 +146,7 @@ fn full_workflow_add_reindex_query_expand() {
         },
         ..PackParams::default()
     };
-    let pack = session_client.evidence_pack(&id, &params).unwrap();
+    let pack = pack_json(&session_client, &id, &params);
     assert_eq!(pack["session"], "agent-1");
     assert!(pack["guidance"]["recommended_action"].is_string());
     let pack_handles = pack["handles"].as_array().unwrap();
@@ -109,7 +154,7 @@ fn full_workflow_add_reindex_query_expand() {
     assert_eq!(pack_handles[0]["source"], "service");
     assert_eq!(pack_handles[0]["generation"], 1);
     assert_eq!(pack["novelty"], 1.0);
-    let again = session_client.evidence_pack(&id, &params).unwrap();
+    let again = pack_json(&session_client, &id, &params);
     assert!(again["novelty"].as_f64().unwrap() < 1.0, "{again}");
     // The session may also be given in the body.
     let body = json!({"repo": id, "session": "agent-2", "pattern": "authenticate"});
@@ -142,7 +187,7 @@ fn generation_bumps_only_when_the_index_changes() {
     let repo = Repo::small();
     let id = add_and_index(&client, &repo);
 
-    let result = client.query(&id, &symbol("validate")).unwrap();
+    let result = query_json(&client, &id, &symbol("validate")).unwrap();
     let old_id = result["handles"][0]["id"].as_str().unwrap().to_string();
     assert_eq!(result["handles"][0]["generation"], 1);
 
@@ -179,7 +224,7 @@ fn generation_bumps_only_when_the_index_changes() {
     );
     assert_error(&resp, 400, "validation_error");
     // Re-querying gives generation-2 handles that expand fine.
-    let result = client.query(&id, &symbol("brand_new_function")).unwrap();
+    let result = query_json(&client, &id, &symbol("brand_new_function")).unwrap();
     let h = &result["handles"][0];
     assert_eq!(h["generation"], 2);
     assert_ne!(h["commit_sha"], Value::Null);
@@ -301,7 +346,7 @@ fn one_hundred_concurrent_queries_during_a_reindex() {
                     limit: Some(10),
                     ..QueryParams::default()
                 };
-                let result = client.query(&id, &params).map_err(|e| e.to_string())?;
+                let result = query_json(&client, &id, &params)?;
                 let handles = result["handles"].as_array().ok_or("no handles array")?;
                 if handles.is_empty() || result["total_matches"].as_u64().unwrap_or(0) == 0 {
                     return Err(format!("empty result: {result}"));
@@ -366,7 +411,7 @@ fn state_survives_a_restart() {
     let client = server.client();
     let id = add_and_index(&client, &repo);
     let before = client.repos().unwrap().remove(0);
-    let handle = client.query(&id, &symbol("authenticate")).unwrap()["handles"][0]["id"]
+    let handle = query_json(&client, &id, &symbol("authenticate")).unwrap()["handles"][0]["id"]
         .as_str()
         .unwrap()
         .to_string();
@@ -617,7 +662,7 @@ fn every_error_has_code_message_and_hint() {
         409,
         "name_taken",
     );
-    let h = client.query(&id, &symbol("authenticate")).unwrap()["handles"][0]["id"]
+    let h = query_json(&client, &id, &symbol("authenticate")).unwrap()["handles"][0]["id"]
         .as_str()
         .unwrap()
         .to_string();
@@ -1003,18 +1048,17 @@ fn metrics_and_health_reflect_the_service() {
     assert_eq!(health.repos.as_ref().unwrap()[0].status, "healthy");
 
     // Pack, then expand its first suggestion: the acceptance ratio moves.
-    let pack = client
-        .evidence_pack(
-            &id,
-            &PackParams {
-                query: QueryParams {
-                    pattern: Some("authenticate".into()),
-                    ..QueryParams::default()
-                },
-                ..PackParams::default()
+    let pack = pack_json(
+        &client,
+        &id,
+        &PackParams {
+            query: QueryParams {
+                pattern: Some("authenticate".into()),
+                ..QueryParams::default()
             },
-        )
-        .unwrap();
+            ..PackParams::default()
+        },
+    );
     let suggested = pack["expand_suggestion"][0].as_str().unwrap().to_string();
     client.expand(&id, &[(&suggested, Some(1))]).unwrap();
     client.query(&id, &symbol("authenticate")).unwrap();
@@ -1154,7 +1198,7 @@ fn max_file_size_flag_reaches_the_indexer() {
     let report = view.last_index.expect("a finished run");
     assert_eq!(report.files_indexed, 2, "{report:?}");
     assert_eq!(report.skipped.get("too_large"), Some(&1), "{report:?}");
-    let result = client.query(&id, &symbol("authenticate")).unwrap();
+    let result = query_json(&client, &id, &symbol("authenticate")).unwrap();
     assert!(
         result["handles"]
             .as_array()
@@ -1247,7 +1291,7 @@ fn finds(
     name: &str,
     file: &str,
 ) -> bool {
-    client.query(repo, &symbol(name)).is_ok_and(|r| {
+    query_json(client, repo, &symbol(name)).is_ok_and(|r| {
         r["handles"]
             .as_array()
             .is_some_and(|hs| hs.iter().any(|h| h["file_path"] == file))

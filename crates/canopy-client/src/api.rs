@@ -3,8 +3,8 @@
 //! answers with them, the blocking client ([`crate::client`]) reads them,
 //! and the service's `openapi.json` describes them.
 //!
-//! `/query` and `/evidence_pack` answer with the core's `QueryResult` and
-//! `EvidencePack` JSON, annotated (see `canopy-service`), so they have no
+//! `/query`, `/evidence_pack`, `/context` and `/graph` answer with the
+//! core's answers, served ([`crate::served::Served`]), so they have no
 //! response type here.
 
 use canopy_core::model::IndexReport;
@@ -189,7 +189,7 @@ pub struct ExpandRequest {
 }
 
 /// One expanded handle.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExpandedContent {
     /// Handle id.
     pub handle_id: String,

@@ -6,6 +6,8 @@
 //!
 //! * [`api`]: the HTTP API's wire types, which the server answers with;
 //! * [`client`]: [`client::ServiceClient`], a small blocking HTTP/1.1 client;
+//! * [`served`]: [`served::Served`], an answer of the service, typed, with
+//!   where it came from (repository, generation, commit);
 //! * [`overlay`]: the dirty-file overlay, so answers never predate the
 //!   caller's own uncommitted edits;
 //! * [`remote`]: [`remote::RemoteRepo`], one registered repository answered
@@ -28,3 +30,4 @@ pub mod client;
 pub mod follow;
 pub mod overlay;
 pub mod remote;
+pub mod served;

@@ -5,10 +5,10 @@
 //! the CLI lists the files `git status` reports as changed (modified,
 //! added, untracked, deleted), copies those that exist into a private
 //! temporary tree and indexes it with the same engine: a small overlay.
-//! Answers are then merged: the service's handles in changed files are
-//! dropped (their lines predate the edits) and the overlay's handles, marked
-//! `source: "local"`, take their place, so an agent never gets line numbers
-//! from before its own edits. Expanding a local handle reads the overlay,
+//! Answers are then merged, typed ([`Served`]): the service's handles in
+//! changed files are dropped (their lines predate the edits) and the
+//! overlay's handles, which the wire marks `source: "local"`, take their
+//! place, so an agent never gets line numbers from before its own edits. Expanding a local handle reads the overlay,
 //! which holds the file as it was when the command ran.
 //!
 //! The overlay lives for one command; building it costs one `git status`
@@ -19,10 +19,44 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::Context;
+use canopy_core::context::ContextPack;
 use canopy_core::discover::RootRule;
 use canopy_core::index::NoProgress;
+use canopy_core::model::QueryResult;
+use canopy_core::pack::EvidencePack;
 use canopy_core::{Engine, EngineOptions};
-use serde_json::{Value, json};
+use serde::Serialize;
+
+use crate::served::{OverlayMerge, Served};
+
+/// What an overlay changed in an answer: `overlay` on the wire.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum OverlayReport {
+    /// A query result or an evidence pack.
+    Handles {
+        /// Files with uncommitted changes.
+        dirty_files: usize,
+        /// Handles the overlay added.
+        local_handles: usize,
+        /// The service's handles dropped (they were in changed files).
+        service_handles_dropped: usize,
+    },
+    /// A context pack.
+    Fragments {
+        /// Files with uncommitted changes.
+        dirty_files: usize,
+        /// Fragments the overlay added.
+        local_fragments: usize,
+        /// The service's fragments dropped (they were in changed files).
+        service_fragments_dropped: usize,
+    },
+    /// An expansion: local handles expand from the overlay.
+    Files {
+        /// Files with uncommitted changes.
+        dirty_files: usize,
+    },
+}
 
 /// Files with uncommitted changes, indexed locally.
 pub struct Overlay {
@@ -130,21 +164,20 @@ impl Overlay {
     }
 
     /// The service's `items` without those in changed files, interleaved
-    /// (local first at equal rank) with the overlay's, marked `source:
-    /// "local"`; with how many service items went and local ones came.
-    fn interleave(&self, service: Vec<Value>, mut local: Vec<Value>) -> (Vec<Value>, usize, usize) {
+    /// (local first at equal rank) with the overlay's; with how many
+    /// service items went and local ones came.
+    fn interleave<T>(
+        &self,
+        service: Vec<T>,
+        local: Vec<T>,
+        file_path: impl Fn(&T) -> &str,
+    ) -> (Vec<T>, usize, usize) {
         let before = service.len();
-        let kept: Vec<Value> = service
+        let kept: Vec<T> = service
             .into_iter()
-            .filter(|h| !h["file_path"].as_str().is_some_and(|p| self.is_dirty(p)))
+            .filter(|item| !self.is_dirty(file_path(item)))
             .collect();
         let dropped = before - kept.len();
-        for item in &mut local {
-            if let Some(item) = item.as_object_mut() {
-                item.insert("source".into(), json!("local"));
-                item.remove("generation");
-            }
-        }
         let added = local.len();
         let mut merged = Vec::with_capacity(kept.len() + added);
         let (mut l, mut s) = (local.into_iter(), kept.into_iter());
@@ -159,87 +192,107 @@ impl Overlay {
         (merged, dropped, added)
     }
 
-    /// Merges the overlay's answer to the same query into the service's
-    /// `answer` (a query result or an evidence pack, as JSON): service
-    /// handles in changed files go, local handles come in (interleaved by
-    /// rank: local first at equal rank), and `overlay` says what happened.
-    pub fn merge(&self, answer: &mut Value, local: Option<Value>, limit: usize) {
-        let list = |v: Option<&Value>, key: &str| -> Vec<Value> {
-            v.and_then(|v| v.get(key))
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default()
-        };
-        let service = list(Some(&*answer), "handles");
-        let (mut merged, dropped, added) =
-            self.interleave(service, list(local.as_ref(), "handles"));
-        let Some(obj) = answer.as_object_mut() else {
-            return;
-        };
-        let truncated = merged.len() > limit;
-        merged.truncate(limit);
-        if let Some(total) = obj.get("total_matches").and_then(Value::as_u64) {
-            let local_total = local
-                .as_ref()
-                .and_then(|l| l["total_matches"].as_u64())
-                .unwrap_or(added as u64);
-            obj.insert(
-                "total_matches".into(),
-                json!(total.saturating_sub(dropped as u64) + local_total),
-            );
-        }
-        if truncated {
-            obj.insert("truncated".into(), json!(true));
-        }
-        obj.insert("handles".into(), Value::Array(merged));
-        obj.insert(
-            "overlay".into(),
-            json!({
-                "dirty_files": self.dirty.len(),
-                "local_handles": added,
-                "service_handles_dropped": dropped,
-            }),
-        );
+    /// Records the merge in `served`: the report, and which files' handles
+    /// are now the overlay's.
+    fn mark<T>(&self, served: &mut Served<T>, report: OverlayReport, cut: bool) {
+        served.merged = Some(OverlayMerge {
+            report,
+            local_files: self.dirty.clone(),
+            cut,
+        });
     }
 
-    /// [`Overlay::merge`] for a context pack: the service's fragments in
-    /// changed files go, the overlay's fragments (marked `source: "local"`)
-    /// come in, interleaved by rank, and the last ones are dropped until
-    /// the total fits `budget` again.
-    pub fn merge_fragments(&self, answer: &mut Value, local: Option<Value>, budget: u64) {
-        let Some(obj) = answer.as_object_mut() else {
-            return;
+    /// Merges the overlay's answer to the same query into the service's:
+    /// service handles in changed files go, local handles come in
+    /// (interleaved by rank, local first), at most `limit` of them, and
+    /// `total_matches` counts the local matches instead of the dropped ones.
+    pub fn merge_query(
+        &self,
+        served: &mut Served<QueryResult>,
+        local: Option<QueryResult>,
+        limit: usize,
+    ) {
+        let answer = &mut served.answer;
+        let (local_handles, local_total) = match local {
+            Some(l) => (l.handles, Some(l.total_matches)),
+            None => (Vec::new(), None),
         };
-        let service: Vec<Value> = obj
-            .get("fragments")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let local_fragments: Vec<Value> = local
-            .as_ref()
-            .and_then(|l| l.get("fragments"))
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let (mut merged, dropped, added) = self.interleave(service, local_fragments);
-        let tokens = |f: &Value| f["tokens"].as_u64().unwrap_or(0);
-        let mut total: u64 = merged.iter().map(tokens).sum();
+        let service = std::mem::take(&mut answer.handles);
+        let (mut merged, dropped, added) =
+            self.interleave(service, local_handles, |h| h.file_path.as_str());
+        let truncated = merged.len() > limit;
+        merged.truncate(limit);
+        answer.total_matches =
+            answer.total_matches.saturating_sub(dropped) + local_total.unwrap_or(added);
+        if truncated {
+            answer.truncated = true;
+        }
+        answer.handles = merged;
+        let report = self.handles_report(added, dropped);
+        self.mark(served, report, false);
+    }
+
+    /// [`Overlay::merge_query`] for an evidence pack (at most `limit` handles).
+    pub fn merge_pack(
+        &self,
+        served: &mut Served<EvidencePack>,
+        local: Option<EvidencePack>,
+        limit: usize,
+    ) {
+        let service = std::mem::take(&mut served.answer.handles);
+        let local = local.map(|l| l.handles).unwrap_or_default();
+        let (mut merged, dropped, added) =
+            self.interleave(service, local, |h| h.file_path.as_str());
+        let cut = merged.len() > limit;
+        merged.truncate(limit);
+        served.answer.handles = merged;
+        let report = self.handles_report(added, dropped);
+        self.mark(served, report, cut);
+    }
+
+    fn handles_report(&self, added: usize, dropped: usize) -> OverlayReport {
+        OverlayReport::Handles {
+            dirty_files: self.dirty.len(),
+            local_handles: added,
+            service_handles_dropped: dropped,
+        }
+    }
+
+    /// [`Overlay::merge_query`] for a context pack: the service's fragments
+    /// in changed files go, the overlay's come in, interleaved by rank, and
+    /// the last ones are dropped until the total fits `budget` again.
+    pub fn merge_context(
+        &self,
+        served: &mut Served<ContextPack>,
+        local: Option<ContextPack>,
+        budget: u64,
+    ) {
+        let service = std::mem::take(&mut served.answer.fragments);
+        let local = local.map(|l| l.fragments).unwrap_or_default();
+        let (mut merged, dropped, added) =
+            self.interleave(service, local, |f| f.file_path.as_str());
+        let mut total: u64 = merged.iter().map(|f| u64::from(f.tokens)).sum();
         while total > budget {
             match merged.pop() {
-                Some(f) => total -= tokens(&f),
+                Some(f) => total -= u64::from(f.tokens),
                 None => break,
             }
         }
-        obj.insert("fragments".into(), Value::Array(merged));
-        obj.insert("total_tokens".into(), json!(total));
-        obj.insert(
-            "overlay".into(),
-            json!({
-                "dirty_files": self.dirty.len(),
-                "local_fragments": added,
-                "service_fragments_dropped": dropped,
-            }),
-        );
+        served.answer.fragments = merged;
+        served.answer.total_tokens = total;
+        let report = OverlayReport::Fragments {
+            dirty_files: self.dirty.len(),
+            local_fragments: added,
+            service_fragments_dropped: dropped,
+        };
+        self.mark(served, report, false);
+    }
+
+    /// What an expansion reports of the overlay: how many files it holds.
+    pub fn files_report(&self) -> OverlayReport {
+        OverlayReport::Files {
+            dirty_files: self.dirty.len(),
+        }
     }
 
     /// The overlay's engine, when any changed file exists.

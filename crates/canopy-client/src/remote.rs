@@ -1,20 +1,24 @@
 //! Client-side service mode, shared by `canopy --service-url …` and
 //! `canopy mcp --service-url …`: one repository of a running `canopy serve`,
 //! answered with the caller's uncommitted edits overlaid (see
-//! [`crate::overlay`]). Answers are the service's JSON, merged; the front
+//! [`crate::overlay`]). Answers are typed ([`Served`]), merged; the front
 //! ends only render them.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use canopy_core::pack::PackParams;
+use canopy_core::context::{ContextPack, ContextParams};
+use canopy_core::graph::request::{GraphRequest, GraphResponse};
+use canopy_core::model::QueryResult;
+use canopy_core::pack::{EvidencePack, PackParams};
 use canopy_core::query::QueryParams;
-use serde_json::{Value, json};
+use serde::Serialize;
 
-use crate::api::ExpandedContent;
+use crate::api::{ExpandedContent, StatusResponse};
 use crate::client::ServiceClient;
-use crate::overlay::Overlay;
+use crate::overlay::{Overlay, OverlayReport};
+use crate::served::{Served, ServedAt, sorted};
 
 /// A client bound to one repository of the service.
 pub struct RemoteRepo {
@@ -24,15 +28,6 @@ pub struct RemoteRepo {
     root: PathBuf,
     /// How the overlay's engine is opened.
     options: canopy_core::EngineOptions,
-}
-
-/// Expanded handles, local ones (from the overlay) and the service's, in request order.
-pub struct Expanded {
-    /// The contents, in request order, without duplicates or unknown ids.
-    pub contents: Vec<ExpandedContent>,
-    /// The service's response as JSON (generation, commit), with `contents`,
-    /// `total_tokens` and `overlay` set for the merged list.
-    pub value: Value,
 }
 
 impl RemoteRepo {
@@ -93,39 +88,36 @@ impl RemoteRepo {
     }
 
     /// `POST /query`, with local handles for changed files.
-    pub fn query(&self, params: &QueryParams) -> anyhow::Result<Value> {
+    pub fn query(&self, params: &QueryParams) -> anyhow::Result<Served<QueryResult>> {
         let overlay = self.overlay()?;
-        let mut value = self.client.query(&self.repo, params)?;
+        let mut served = self.client.query(&self.repo, params)?;
         if overlay.dirty_files() > 0 {
-            let local = match overlay.engine() {
-                Some(engine) => Some(serde_json::to_value(engine.query(params)?)?),
-                None => None,
-            };
-            overlay.merge(&mut value, local, params.effective_limit());
+            let local = overlay.engine().map(|e| e.query(params)).transpose()?;
+            overlay.merge_query(&mut served, local, params.effective_limit());
         }
-        Ok(value)
+        Ok(served)
     }
 
     /// `POST /evidence_pack`, with local handles for changed files.
-    pub fn pack(&self, params: &PackParams) -> anyhow::Result<Value> {
+    pub fn pack(&self, params: &PackParams) -> anyhow::Result<Served<EvidencePack>> {
         let overlay = self.overlay()?;
-        let mut value = self.client.evidence_pack(&self.repo, params)?;
+        let mut served = self.client.evidence_pack(&self.repo, params)?;
         if overlay.dirty_files() > 0 {
-            let local = match overlay.engine() {
-                Some(engine) => Some(serde_json::to_value(engine.evidence_pack(params, None)?)?),
-                None => None,
-            };
+            let local = overlay
+                .engine()
+                .map(|e| e.evidence_pack(params, None))
+                .transpose()?;
             let limit = params
                 .max_handles
                 .unwrap_or(canopy_core::pack::DEFAULT_MAX_HANDLES);
-            overlay.merge(&mut value, local, limit);
+            overlay.merge_pack(&mut served, local, limit);
         }
-        Ok(value)
+        Ok(served)
     }
 
     /// `POST /expand`: local handles (files with uncommitted changes)
     /// expand from the overlay, the rest from the service in one request.
-    pub fn expand(&self, ids: &[String]) -> anyhow::Result<Expanded> {
+    pub fn expand(&self, ids: &[String]) -> anyhow::Result<ExpandAnswer> {
         let overlay = self.overlay()?;
         let mut local = std::collections::HashMap::new();
         if let Some(engine) = overlay.engine() {
@@ -163,47 +155,77 @@ impl RemoteRepo {
                 contents.push(r.contents.remove(at));
             }
         }
-        let mut value = match &response {
-            Some(r) => serde_json::to_value(r)?,
-            None => json!({}),
-        };
-        value["total_tokens"] = contents.iter().map(|c| c.token_count).sum::<u64>().into();
-        value["contents"] = serde_json::to_value(&contents)?;
-        if overlay.dirty_files() > 0 {
-            value["overlay"] = json!({"dirty_files": overlay.dirty_files()});
-        }
-        Ok(Expanded { contents, value })
+        Ok(ExpandAnswer {
+            at: response.map(|r| ServedAt {
+                repo_id: r.repo_id,
+                generation: r.generation,
+                commit_sha: r.commit_sha,
+            }),
+            total_tokens: contents.iter().map(|c| c.token_count).sum(),
+            contents,
+            overlay: (overlay.dirty_files() > 0).then(|| overlay.files_report()),
+        })
     }
 
     /// `GET /status` of the repository.
-    pub fn status(&self) -> anyhow::Result<Value> {
-        Ok(serde_json::to_value(self.client.status(Some(&self.repo))?)?)
+    pub fn status(&self) -> anyhow::Result<StatusResponse> {
+        Ok(self.client.status(Some(&self.repo))?)
     }
 
     /// `POST /context`. Fragments in files with uncommitted changes are
     /// dropped (their lines predate the edits) and the overlay's own pack's
     /// fragments of those files take their place, marked `source: "local"`.
-    pub fn context(&self, params: &canopy_core::context::ContextParams) -> anyhow::Result<Value> {
+    pub fn context(&self, params: &ContextParams) -> anyhow::Result<Served<ContextPack>> {
         let overlay = self.overlay()?;
-        let mut body = serde_json::to_value(params)?;
-        body["repo"] = json!(self.repo);
-        let mut value: Value = self.client.post_json("/context", &body)?;
+        let mut served = self.client.context(&self.repo, params)?;
         if overlay.dirty_files() > 0 {
-            let local = match overlay.engine() {
-                Some(engine) => Some(serde_json::to_value(engine.context(params)?)?),
-                None => None,
-            };
-            overlay.merge_fragments(&mut value, local, params.budget());
+            let local = overlay.engine().map(|e| e.context(params)).transpose()?;
+            overlay.merge_context(&mut served, local, params.budget());
         }
-        Ok(value)
+        Ok(served)
     }
 
-    /// `POST /graph` (a `canopy_core::graph::request::GraphRequest` as JSON).
-    /// Answers come from the service's index alone: the graph of a few
-    /// changed files cannot be resolved apart from the rest.
-    pub fn graph(&self, request: &Value) -> anyhow::Result<Value> {
-        let mut body = request.clone();
-        body["repo"] = json!(self.repo);
-        Ok(self.client.post_json("/graph", &body)?)
+    /// `POST /graph`. Answers come from the service's index alone: the
+    /// graph of a few changed files cannot be resolved apart from the rest.
+    pub fn graph(&self, request: &GraphRequest) -> anyhow::Result<Served<GraphResponse>> {
+        Ok(self.client.graph(&self.repo, request)?)
+    }
+}
+
+/// Expanded handles of a served repository, local ones (from the overlay)
+/// and the service's, in request order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExpandAnswer {
+    /// The service's state, when it expanded any of them.
+    pub at: Option<ServedAt>,
+    /// The contents, in request order, without duplicates or unknown ids.
+    pub contents: Vec<ExpandedContent>,
+    /// Sum of the contents' tokens.
+    pub total_tokens: u64,
+    /// What the overlay holds, when any file has uncommitted changes.
+    pub overlay: Option<OverlayReport>,
+}
+
+/// The wire shape of an [`ExpandAnswer`]: the service's `/expand` answer
+/// with the merged contents.
+#[derive(Serialize)]
+struct ExpandWire<'a> {
+    #[serde(flatten)]
+    at: Option<&'a ServedAt>,
+    contents: &'a [ExpandedContent],
+    total_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    overlay: Option<&'a OverlayReport>,
+}
+
+impl Serialize for ExpandAnswer {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let wire = ExpandWire {
+            at: self.at.as_ref(),
+            contents: &self.contents,
+            total_tokens: self.total_tokens,
+            overlay: self.overlay.as_ref(),
+        };
+        sorted(&wire, serializer)
     }
 }

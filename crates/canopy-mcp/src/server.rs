@@ -100,10 +100,7 @@ impl CanopyServer {
         let session = Some(self.session.to_string());
         // Graph requests are parsed (and refused) here, before any network call.
         let graph = match tool {
-            ToolName::Graph | ToolName::Analysis => Some(
-                serde_json::to_value(graph_request(tool, &args)?)
-                    .map_err(|e| ToolError::Internal(e.to_string()))?,
-            ),
+            ToolName::Graph | ToolName::Analysis => Some(graph_request(tool, &args)?),
             _ => None,
         };
         let outcome = tokio::task::spawn_blocking(move || -> Result<Remote, ToolError> {
@@ -128,18 +125,18 @@ impl CanopyServer {
                     let params = args.query_params();
                     params.validate()?;
                     params.to_expr()?;
-                    Remote::Json(repo.query(&params).map_err(remote)?)
+                    Remote::Json(value(repo.query(&params).map_err(remote)?)?)
                 }
                 ToolName::EvidencePack => {
                     let params = args.pack_params();
                     params.query.validate()?;
                     params.query.to_expr()?;
-                    Remote::Json(repo.pack(&params).map_err(remote)?)
+                    Remote::Json(value(repo.pack(&params).map_err(remote)?)?)
                 }
                 ToolName::Context => {
                     let params = args.context_params();
                     params.validate()?;
-                    Remote::Json(repo.context(&params).map_err(remote)?)
+                    Remote::Json(value(repo.context(&params).map_err(remote)?)?)
                 }
                 ToolName::Expand => {
                     let ids = args.handle_ids.clone().unwrap_or_default();
@@ -157,17 +154,19 @@ impl CanopyServer {
                             .map(|c| (c.handle_id.as_str(), c.content.as_str())),
                     );
                     let freshness = serde_json::json!({"freshness": {
-                        "generation": expanded.value.get("generation"),
-                        "commit_sha": expanded.value.get("commit_sha"),
-                        "overlay": expanded.value.get("overlay"),
+                        "generation": expanded.at.as_ref().map(|at| at.generation),
+                        "commit_sha": expanded.at.as_ref().and_then(|at| at.commit_sha.as_ref()),
+                        "overlay": expanded.overlay,
                     }});
                     Remote::Text(text, freshness.to_string())
                 }
-                ToolName::Status => Remote::Json(repo.status().map_err(remote)?),
-                ToolName::Graph | ToolName::Analysis => Remote::Json(
-                    repo.graph(graph.as_ref().unwrap_or(&serde_json::Value::Null))
-                        .map_err(remote)?,
-                ),
+                ToolName::Status => Remote::Json(value(repo.status().map_err(remote)?)?),
+                ToolName::Graph | ToolName::Analysis => {
+                    let request = graph
+                        .as_ref()
+                        .ok_or_else(|| ToolError::Internal("no graph request".into()))?;
+                    Remote::Json(value(repo.graph(request).map_err(remote)?)?)
+                }
                 ToolName::Index | ToolName::Refine | ToolName::Invalidate => {
                     return Err(ToolError::Internal("handled above".into()));
                 }
@@ -398,6 +397,11 @@ fn graph_request(
     let request = args.graph_request(offered)?;
     request.validate()?;
     Ok(request)
+}
+
+/// A service answer as JSON (its keys sorted, as the wire has them).
+fn value<T: Serialize>(answer: T) -> Result<serde_json::Value, ToolError> {
+    serde_json::to_value(answer).map_err(|e| ToolError::Internal(e.to_string()))
 }
 
 /// A service-mode answer: JSON, or `canopy_expand`'s text and its freshness block.

@@ -44,11 +44,16 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use canopy_client::served::{Served, ServedAt};
+use canopy_core::context::ContextPack;
 use canopy_core::engine::rfc3339_utc;
+use canopy_core::graph::request::GraphResponse;
 use canopy_core::index::IndexProgress;
 use canopy_core::model::IndexReport;
+use canopy_core::model::QueryResult;
+use canopy_core::pack::EvidencePack;
 use canopy_core::{CanopyError, Engine};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::watch;
 
 use crate::config::Config;
@@ -980,8 +985,8 @@ impl Service {
         follow_up.is_some()
     }
 
-    /// The engine and the generation to answer from, or 503 `not_ready`.
-    fn serving(&self, entry: &RepoEntry) -> Result<(Arc<Engine>, u64, Option<String>), ApiError> {
+    /// The engine and the state it answers from, or 503 `not_ready`.
+    fn serving(&self, entry: &RepoEntry) -> Result<(Arc<Engine>, ServedAt), ApiError> {
         let (generation, commit_sha, indexing) = {
             let st = lock(&entry.state);
             (
@@ -996,22 +1001,24 @@ impl Service {
                 indexing,
             });
         }
-        Ok((entry.engine(&self.config)?, generation, commit_sha))
+        let at = ServedAt {
+            repo_id: entry.id.clone(),
+            generation,
+            commit_sha,
+        };
+        Ok((entry.engine(&self.config)?, at))
     }
 
     /// `POST /query`.
-    pub fn query(&self, req: QueryRequest) -> Result<Value, ApiError> {
+    pub fn query(&self, req: QueryRequest) -> Result<Served<QueryResult>, ApiError> {
         let entry = self.lookup(&req.repo)?;
         let mut params = req.params;
         params.validate()?;
         params.expand_budget = params.expand_budget.map(|b| b.min(MAX_EXPAND_BUDGET));
-        let (engine, generation, commit_sha) = self.serving(&entry)?;
+        let (engine, at) = self.serving(&entry)?;
         let result = engine.query(&params)?;
-        let returned = result.handles.len();
-        let mut value = serde_json::to_value(&result).map_err(ApiError::internal)?;
-        annotate(&mut value, &entry.id, generation, &commit_sha);
-        self.metrics.returned(&entry.id, returned, &[]);
-        Ok(value)
+        self.metrics.returned(&entry.id, result.handles.len(), &[]);
+        Ok(Served::new(at, result))
     }
 
     /// The generation a graph or context request's target came from: the
@@ -1042,21 +1049,23 @@ impl Service {
     }
 
     /// `POST /graph`: one navigation request over the last complete generation.
-    pub fn graph(&self, req: GraphHttpRequest) -> Result<Value, ApiError> {
+    pub fn graph(&self, req: GraphHttpRequest) -> Result<Served<GraphResponse>, ApiError> {
         let entry = self.lookup(&req.repo)?;
         req.request.validate()?;
-        let (engine, generation, commit_sha) = self.serving(&entry)?;
-        self.check_generation(&entry.id, req.generation, generation, &req.request.target)?;
+        let (engine, at) = self.serving(&entry)?;
+        self.check_generation(
+            &entry.id,
+            req.generation,
+            at.generation,
+            &req.request.target,
+        )?;
         let answer = engine.graph_request(&req.request)?;
-        let returned = answer.len();
-        let mut value = serde_json::to_value(&answer).map_err(ApiError::internal)?;
-        annotate_graph(&mut value, &entry.id, generation, &commit_sha);
-        self.metrics.returned(&entry.id, returned, &[]);
-        Ok(value)
+        self.metrics.returned(&entry.id, answer.len(), &[]);
+        Ok(Served::new(at, answer))
     }
 
     /// `POST /context`.
-    pub fn context(&self, req: ContextRequest) -> Result<Value, ApiError> {
+    pub fn context(&self, req: ContextRequest) -> Result<Served<ContextPack>, ApiError> {
         let entry = self.lookup(&req.repo)?;
         let params = canopy_core::context::ContextParams {
             task: req.task,
@@ -1065,15 +1074,12 @@ impl Service {
             strategy: req.strategy,
         };
         params.validate()?;
-        let (engine, generation, commit_sha) = self.serving(&entry)?;
+        let (engine, at) = self.serving(&entry)?;
         let focus = params.focus.clone().unwrap_or_default();
-        self.check_generation(&entry.id, req.generation, generation, &focus)?;
+        self.check_generation(&entry.id, req.generation, at.generation, &focus)?;
         let pack = engine.context(&params)?;
-        let returned = pack.fragments.len();
-        let mut value = serde_json::to_value(&pack).map_err(ApiError::internal)?;
-        annotate(&mut value, &entry.id, generation, &commit_sha);
-        self.metrics.returned(&entry.id, returned, &[]);
-        Ok(value)
+        self.metrics.returned(&entry.id, pack.fragments.len(), &[]);
+        Ok(Served::new(at, pack))
     }
 
     /// `POST /evidence_pack`.
@@ -1081,27 +1087,22 @@ impl Service {
         &self,
         req: PackRequest,
         header_session: Option<String>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Served<EvidencePack>, ApiError> {
         let entry = self.lookup(&req.repo)?;
         let session = check_session(req.session.or(header_session))?;
         let mut params = req.params;
         params.query.validate()?;
         params.query.expand_budget = None;
-        let (engine, generation, commit_sha) = self.serving(&entry)?;
+        let (engine, at) = self.serving(&entry)?;
         let pack = engine.evidence_pack(&params, session.as_deref())?;
         let suggested: Vec<String> = pack
             .expand_suggestion
             .iter()
             .map(|h| h.as_str().to_string())
             .collect();
-        let returned = pack.handles.len();
-        let mut value = serde_json::to_value(&pack).map_err(ApiError::internal)?;
-        annotate(&mut value, &entry.id, generation, &commit_sha);
-        if let (Some(obj), Some(s)) = (value.as_object_mut(), &session) {
-            obj.insert("session".into(), json!(s));
-        }
-        self.metrics.returned(&entry.id, returned, &suggested);
-        Ok(value)
+        self.metrics
+            .returned(&entry.id, pack.handles.len(), &suggested);
+        Ok(Served::new(at, pack).with_session(session))
     }
 
     /// `POST /expand`.
@@ -1125,7 +1126,8 @@ impl Service {
                 req.handles.len()
             )));
         }
-        let (engine, generation, commit_sha) = self.serving(&entry)?;
+        let (engine, at) = self.serving(&entry)?;
+        let generation = at.generation;
         // A generation this service never issued is a client bug, not a
         // stale handle: re-querying would not help, so it is a 400.
         if let Some(future) = req
@@ -1175,9 +1177,9 @@ impl Service {
         let served: Vec<String> = contents.iter().map(|c| c.handle_id.clone()).collect();
         self.metrics.expanded(&entry.id, &served, total_tokens);
         Ok(ExpandResponse {
-            repo_id: entry.id.clone(),
+            repo_id: at.repo_id,
             generation,
-            commit_sha,
+            commit_sha: at.commit_sha,
             contents,
             total_tokens,
         })
@@ -1467,68 +1469,6 @@ fn run_error(e: &CanopyError) -> RunError {
     }
 }
 
-/// Adds `source`, `commit_sha` and `generation` to every handle (and the top level).
-fn annotate(value: &mut Value, repo_id: &str, generation: u64, commit_sha: &Option<String>) {
-    let Some(obj) = value.as_object_mut() else {
-        return;
-    };
-    for key in ["handles", "ref_handles"] {
-        if let Some(list) = obj.get_mut(key).and_then(Value::as_array_mut) {
-            for handle in list {
-                if let Some(h) = handle.as_object_mut() {
-                    h.insert("source".into(), json!("service"));
-                    h.insert("commit_sha".into(), json!(commit_sha));
-                    h.insert("generation".into(), json!(generation));
-                }
-            }
-        }
-    }
-    obj.insert("repo_id".into(), json!(repo_id));
-    obj.insert("generation".into(), json!(generation));
-    obj.insert("commit_sha".into(), json!(commit_sha));
-}
-
-/// [`annotate`] for graph answers: every handle (target, candidates, each
-/// node's) is tagged, so any of them can be expanded with its generation.
-fn annotate_graph(value: &mut Value, repo_id: &str, generation: u64, commit_sha: &Option<String>) {
-    let tag = |h: &mut Value| {
-        if let Some(h) = h.as_object_mut() {
-            h.insert("source".into(), json!("service"));
-            h.insert("commit_sha".into(), json!(commit_sha));
-            h.insert("generation".into(), json!(generation));
-        }
-    };
-    if let Some(obj) = value.as_object_mut() {
-        if let Some(t) = obj.get_mut("target") {
-            tag(t);
-        }
-        for key in [
-            "candidates",
-            "nodes",
-            "review",
-            "hotspots",
-            "symbols",
-            "top_symbols",
-        ] {
-            for item in obj
-                .get_mut(key)
-                .and_then(Value::as_array_mut)
-                .into_iter()
-                .flatten()
-            {
-                if key != "candidates" {
-                    if let Some(h) = item.get_mut("handle") {
-                        tag(h);
-                    }
-                } else {
-                    tag(item);
-                }
-            }
-        }
-    }
-    annotate(value, repo_id, generation, commit_sha);
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Health {
     Healthy,
@@ -1752,15 +1692,5 @@ mod tests {
         assert!(!valid_name(""));
         assert_eq!(sanitize_name("my repo!"), "my-repo-");
         assert_eq!(sanitize_name(".."), "repo");
-    }
-
-    #[test]
-    fn annotate_tags_every_handle() {
-        let mut v = json!({"handles": [{"id": "h1"}], "ref_handles": [{"name": "x"}]});
-        annotate(&mut v, "r", 3, &Some("abc".into()));
-        assert_eq!(v["handles"][0]["generation"], 3);
-        assert_eq!(v["handles"][0]["source"], "service");
-        assert_eq!(v["ref_handles"][0]["commit_sha"], "abc");
-        assert_eq!(v["generation"], 3);
     }
 }
