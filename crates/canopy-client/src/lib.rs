@@ -1,7 +1,8 @@
 //! # canopy-client
 //!
-//! The client side of service mode: everything `canopy --service-url` and
-//! `canopy mcp --service-url` need to answer from a running `canopy serve`,
+//! The request path the front ends share, and the client side of service
+//! mode: everything `canopy` and `canopy mcp` need to answer a request from
+//! the local index or, with `--service-url`, from a running `canopy serve`
 //! without the server (no axum, no registry).
 //!
 //! * [`api`]: the HTTP API's wire types, which the server answers with;
@@ -10,8 +11,12 @@
 //!   where it came from (repository, generation, commit);
 //! * [`overlay`]: the dirty-file overlay, so answers never predate the
 //!   caller's own uncommitted edits;
-//! * [`remote`]: [`remote::RemoteRepo`], one registered repository answered
-//!   with the overlay merged in;
+//! * [`backend`]: [`backend::Backend`], what answers a front end's requests:
+//!   [`local::LocalBackend`] (the repository's own index) or
+//!   [`remote::RemoteBackend`] (a registered repository of the service,
+//!   with the overlay merged in);
+//! * [`request`]: the requests, validated once into typed values, and the
+//!   query parameters as front ends parse them ([`request::SearchArgs`]);
 //! * [`follow`]: the agent runtime over the event feed (`canopy follow`).
 //!
 //! ```no_run
@@ -26,8 +31,11 @@
 //! command line) stay in their crates.
 
 pub mod api;
+pub mod backend;
 pub mod client;
 pub mod follow;
+pub mod local;
 pub mod overlay;
 pub mod remote;
+pub mod request;
 pub mod served;

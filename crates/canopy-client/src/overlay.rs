@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::Context;
+use canopy_core::CanopyError;
 use canopy_core::context::ContextPack;
 use canopy_core::discover::RootRule;
 use canopy_core::index::NoProgress;
@@ -28,6 +28,35 @@ use canopy_core::{Engine, EngineOptions};
 use serde::Serialize;
 
 use crate::served::{OverlayMerge, Served};
+
+/// Why the overlay could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum OverlayError {
+    /// `git status` did not run.
+    #[error("cannot run git status for the local overlay")]
+    GitStatus(#[source] std::io::Error),
+    /// A directory of the overlay's tree could not be made.
+    #[error("cannot create {path}")]
+    CreateDir {
+        /// The directory.
+        path: String,
+        /// Why not.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A changed file could not be copied into the overlay.
+    #[error("cannot copy {path} into the local overlay")]
+    Copy {
+        /// The repo-relative path.
+        path: String,
+        /// Why not.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The overlay's engine failed (opening or indexing the changed files).
+    #[error(transparent)]
+    Core(#[from] CanopyError),
+}
 
 /// What an overlay changed in an answer: `overlay` on the wire.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -76,7 +105,7 @@ impl Drop for Overlay {
 
 /// Repo-relative paths with uncommitted changes (`git status`), or `None`
 /// outside git.
-fn dirty_paths(root: &Path) -> anyhow::Result<Option<BTreeSet<String>>> {
+fn dirty_paths(root: &Path) -> Result<Option<BTreeSet<String>>, OverlayError> {
     let out = Command::new("git")
         .arg("-C")
         .arg(root)
@@ -88,7 +117,7 @@ fn dirty_paths(root: &Path) -> anyhow::Result<Option<BTreeSet<String>>> {
             "--no-renames",
         ])
         .output()
-        .context("cannot run git status for the local overlay")?;
+        .map_err(OverlayError::GitStatus)?;
     if !out.status.success() {
         return Ok(None);
     }
@@ -110,7 +139,7 @@ fn dirty_paths(root: &Path) -> anyhow::Result<Option<BTreeSet<String>>> {
 impl Overlay {
     /// Builds the overlay of `root`'s uncommitted changes (empty when there
     /// are none or `root` is not in git).
-    pub fn build(root: &Path, options: &EngineOptions) -> anyhow::Result<Overlay> {
+    pub fn build(root: &Path, options: &EngineOptions) -> Result<Overlay, OverlayError> {
         let dir = std::env::temp_dir().join(format!(
             "canopy-overlay-{}-{}",
             std::process::id(),
@@ -136,11 +165,15 @@ impl Overlay {
         for rel in present {
             let to = overlay.dir.join(rel);
             if let Some(parent) = to.parent() {
-                std::fs::create_dir_all(parent)
-                    .with_context(|| format!("cannot create {}", parent.display()))?;
+                std::fs::create_dir_all(parent).map_err(|source| OverlayError::CreateDir {
+                    path: parent.display().to_string(),
+                    source,
+                })?;
             }
-            std::fs::copy(root.join(rel), &to)
-                .with_context(|| format!("cannot copy {rel} into the local overlay"))?;
+            std::fs::copy(root.join(rel), &to).map_err(|source| OverlayError::Copy {
+                path: rel.clone(),
+                source,
+            })?;
         }
         let engine = Engine::open(
             &overlay.dir,

@@ -1,124 +1,197 @@
-//! Client-side service mode, shared by `canopy --service-url …` and
-//! `canopy mcp --service-url …`: one repository of a running `canopy serve`,
-//! answered with the caller's uncommitted edits overlaid (see
-//! [`crate::overlay`]). Answers are typed ([`Served`]), merged; the front
-//! ends only render them.
+//! [`RemoteBackend`]: the [`Backend`] of service mode, shared by `canopy
+//! --service-url …` and `canopy mcp --service-url …`: the registered
+//! repository of a running `canopy serve` that contains the caller's
+//! directory, answered with the caller's uncommitted edits overlaid (see
+//! [`crate::overlay`]). Answers are typed ([`crate::served::Served`]);
+//! the front ends only render them.
+//!
+//! Nothing is asked of the service until a request needs it: the
+//! repository is looked up (`GET /repos`) by the first one, and `index`
+//! registers it when it is not yet.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
-use canopy_core::context::{ContextPack, ContextParams};
-use canopy_core::graph::request::{GraphRequest, GraphResponse};
+use canopy_core::context::ContextPack;
+use canopy_core::graph::request::GraphResponse;
+use canopy_core::index::IndexProgress;
 use canopy_core::model::QueryResult;
-use canopy_core::pack::{EvidencePack, PackParams};
-use canopy_core::query::QueryParams;
+use canopy_core::pack::EvidencePack;
+use canopy_core::resultset::{RefineParams, RefineResult};
+use canopy_core::{CanopyError, EngineOptions};
 use serde::Serialize;
 
-use crate::api::{ExpandedContent, StatusResponse};
-use crate::client::ServiceClient;
+use crate::api::ExpandedContent;
+use crate::backend::{Answer, Backend, BackendError, Expanded, Indexed, Need, StatusReport};
+use crate::client::{ClientError, ServiceClient};
+use crate::local::LocalBackend;
 use crate::overlay::{Overlay, OverlayReport};
+use crate::request::{Context, Expand, GraphQuery, IndexRequest, Pack, Query};
 use crate::served::{Served, ServedAt, sorted};
 
-/// A client bound to one repository of the service.
-pub struct RemoteRepo {
-    client: ServiceClient,
+/// How long `index` waits for the service's run.
+const INDEX_WAIT: Duration = Duration::from_secs(3600);
+
+/// The repository of the service that answers, once found.
+#[derive(Clone, Debug)]
+struct Bound {
+    /// The service's id of it.
     repo: String,
-    /// The local repository root (for the overlay).
+    /// Its root here (for the overlay).
     root: PathBuf,
-    /// How the overlay's engine is opened.
-    options: canopy_core::EngineOptions,
 }
 
-impl RemoteRepo {
-    /// Connects and finds the registered repository containing `start`.
-    pub fn connect(
+/// A running service, for the repository containing the caller's directory.
+pub struct RemoteBackend {
+    client: ServiceClient,
+    url: String,
+    /// The caller's directory.
+    start: PathBuf,
+    /// How the overlay's engine is opened.
+    options: EngineOptions,
+    bound: Mutex<Option<Bound>>,
+}
+
+impl RemoteBackend {
+    /// The service at `url` (`token` for bearer auth, `session` for the
+    /// convergence memory of packs and expansions), for the repository
+    /// containing `start`. Nothing is sent yet.
+    pub fn new(
         url: &str,
         token: Option<String>,
         session: Option<String>,
-        start: &Path,
-        options: canopy_core::EngineOptions,
-    ) -> anyhow::Result<RemoteRepo> {
+        start: PathBuf,
+        options: EngineOptions,
+    ) -> Result<RemoteBackend, BackendError> {
         let client = ServiceClient::new(url)
-            .with_context(|| format!("invalid service URL {url}"))?
+            .map_err(|source| BackendError::InvalidUrl {
+                url: url.to_string(),
+                source,
+            })?
             .with_token(token)
             .with_session(session);
-        let repo = client
-            .repo_for_path(start)
-            .with_context(|| format!("cannot reach the Canopy service at {url}"))?;
-        let Some(repo) = repo else {
-            bail!(
-                "{} is not registered with the service at {url}; register it first \
-                 (`canopy --service-url {url} index` in it, or POST /repos/add)",
-                start.display()
-            );
-        };
-        let root = canopy_core::discover::find_repo_root(start)?;
-        Ok(RemoteRepo {
+        Ok(RemoteBackend {
             client,
-            repo,
-            root,
+            url: url.to_string(),
+            start,
             options,
+            bound: Mutex::new(None),
         })
     }
 
-    /// Registers the repository containing `root` (if needed), reindexes it
-    /// and waits until the service has indexed it.
-    pub fn index(
-        url: &str,
-        token: Option<String>,
-        root: &Path,
-    ) -> anyhow::Result<crate::api::RepoView> {
-        let client = ServiceClient::new(url)?.with_token(token);
-        let repo = match client.repo_for_path(root)? {
-            Some(id) => id,
-            None => client.add_repo(root, None)?.repo_id,
-        };
-        client.reindex(&repo, None)?;
-        Ok(client.wait_until_idle(&repo, Duration::from_secs(3600))?)
+    /// The registered repository containing the caller's directory.
+    fn bound(&self) -> Result<Bound, BackendError> {
+        let mut slot = self.bound.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(bound) = slot.as_ref() {
+            return Ok(bound.clone());
+        }
+        let repo = self
+            .client
+            .repo_for_path(&self.start)
+            .map_err(|source| BackendError::Unreachable {
+                url: self.url.clone(),
+                source,
+            })?
+            .ok_or_else(|| BackendError::NotRegistered {
+                start: self.start.display().to_string(),
+                url: self.url.clone(),
+            })?;
+        let root = canopy_core::discover::find_repo_root(&self.start)?;
+        let bound = Bound { repo, root };
+        *slot = Some(bound.clone());
+        Ok(bound)
     }
 
-    fn overlay(&self) -> anyhow::Result<Overlay> {
-        Overlay::build(&self.root, &self.options)
+    fn overlay(&self, root: &Path) -> Result<Overlay, BackendError> {
+        Ok(Overlay::build(root, &self.options)?)
     }
 
-    /// The service's repository id.
-    pub fn repo_id(&self) -> &str {
-        &self.repo
+    /// The service's answer (`ask`, given the client and the repository
+    /// id) with, when files have uncommitted changes, the overlay's own
+    /// answer merged in (`merge`). The overlay is built first: the answer
+    /// then cannot predate the edits it saw.
+    fn overlaid<T>(
+        &self,
+        ask: impl FnOnce(&ServiceClient, &str) -> Result<Served<T>, ClientError>,
+        merge: impl FnOnce(&Overlay, &mut Served<T>) -> Result<(), CanopyError>,
+    ) -> Result<Answer<T>, BackendError> {
+        let Bound { repo, root } = self.bound()?;
+        let overlay = self.overlay(&root)?;
+        let mut served = ask(&self.client, &repo)?;
+        if overlay.dirty_files() > 0 {
+            merge(&overlay, &mut served)?;
+        }
+        Ok(Answer::Served(served))
+    }
+}
+
+impl Backend for RemoteBackend {
+    /// The service indexes on its own.
+    fn prepare(&self, _need: Need<'_>, _progress: &dyn IndexProgress) -> Result<(), BackendError> {
+        Ok(())
     }
 
     /// `POST /query`, with local handles for changed files.
-    pub fn query(&self, params: &QueryParams) -> anyhow::Result<Served<QueryResult>> {
-        let overlay = self.overlay()?;
-        let mut served = self.client.query(&self.repo, params)?;
-        if overlay.dirty_files() > 0 {
-            let local = overlay.engine().map(|e| e.query(params)).transpose()?;
-            overlay.merge_query(&mut served, local, params.effective_limit());
-        }
-        Ok(served)
+    fn query(&self, query: &Query) -> Result<Answer<QueryResult>, BackendError> {
+        let params = query.params();
+        self.overlaid(
+            |client, repo| client.query(repo, params),
+            |overlay, served| {
+                let local = overlay.engine().map(|e| e.query(params)).transpose()?;
+                overlay.merge_query(served, local, params.effective_limit());
+                Ok(())
+            },
+        )
     }
 
     /// `POST /evidence_pack`, with local handles for changed files.
-    pub fn pack(&self, params: &PackParams) -> anyhow::Result<Served<EvidencePack>> {
-        let overlay = self.overlay()?;
-        let mut served = self.client.evidence_pack(&self.repo, params)?;
-        if overlay.dirty_files() > 0 {
-            let local = overlay
-                .engine()
-                .map(|e| e.evidence_pack(params, None))
-                .transpose()?;
-            let limit = params
-                .max_handles
-                .unwrap_or(canopy_core::pack::DEFAULT_MAX_HANDLES);
-            overlay.merge_pack(&mut served, local, limit);
-        }
-        Ok(served)
+    fn evidence_pack(&self, pack: &Pack) -> Result<Answer<EvidencePack>, BackendError> {
+        let params = pack.params();
+        self.overlaid(
+            |client, repo| client.evidence_pack(repo, params),
+            |overlay, served| {
+                let local = overlay
+                    .engine()
+                    .map(|e| e.evidence_pack(params, None))
+                    .transpose()?;
+                let limit = params
+                    .max_handles
+                    .unwrap_or(canopy_core::pack::DEFAULT_MAX_HANDLES);
+                overlay.merge_pack(served, local, limit);
+                Ok(())
+            },
+        )
+    }
+
+    /// `POST /context`. Fragments in files with uncommitted changes are
+    /// dropped (their lines predate the edits) and the overlay's own pack's
+    /// fragments of those files take their place, marked `source: "local"`.
+    fn context(&self, context: &Context) -> Result<Answer<ContextPack>, BackendError> {
+        let params = context.params();
+        self.overlaid(
+            |client, repo| client.context(repo, params),
+            |overlay, served| {
+                let local = overlay.engine().map(|e| e.context(params)).transpose()?;
+                overlay.merge_context(served, local, params.budget());
+                Ok(())
+            },
+        )
+    }
+
+    /// `POST /graph`. Answers come from the service's index alone: the
+    /// graph of a few changed files cannot be resolved apart from the rest.
+    fn graph(&self, request: &GraphQuery) -> Result<Answer<GraphResponse>, BackendError> {
+        let repo = self.bound()?.repo;
+        Ok(Answer::Served(self.client.graph(&repo, request.request())?))
     }
 
     /// `POST /expand`: local handles (files with uncommitted changes)
     /// expand from the overlay, the rest from the service in one request.
-    pub fn expand(&self, ids: &[String]) -> anyhow::Result<ExpandAnswer> {
-        let overlay = self.overlay()?;
+    fn expand(&self, ids: &Expand) -> Result<Expanded, BackendError> {
+        let Bound { repo, root } = self.bound()?;
+        let ids = ids.ids();
+        let overlay = self.overlay(&root)?;
         let mut local = std::collections::HashMap::new();
         if let Some(engine) = overlay.engine() {
             for id in ids {
@@ -137,7 +210,7 @@ impl RemoteRepo {
         let mut response = if remote_ids.is_empty() {
             None
         } else {
-            Some(self.client.expand(&self.repo, &remote_ids)?)
+            Some(self.client.expand(&repo, &remote_ids)?)
         };
         let mut contents = Vec::new();
         for id in ids {
@@ -155,7 +228,7 @@ impl RemoteRepo {
                 contents.push(r.contents.remove(at));
             }
         }
-        Ok(ExpandAnswer {
+        Ok(Expanded::Served(ExpandAnswer {
             at: response.map(|r| ServedAt {
                 repo_id: r.repo_id,
                 generation: r.generation,
@@ -164,31 +237,47 @@ impl RemoteRepo {
             total_tokens: contents.iter().map(|c| c.token_count).sum(),
             contents,
             overlay: (overlay.dirty_files() > 0).then(|| overlay.files_report()),
-        })
+        }))
     }
 
     /// `GET /status` of the repository.
-    pub fn status(&self) -> anyhow::Result<StatusResponse> {
-        Ok(self.client.status(Some(&self.repo))?)
+    fn status(&self) -> Result<StatusReport, BackendError> {
+        let repo = self.bound()?.repo;
+        Ok(StatusReport::Served(self.client.status(Some(&repo))?))
     }
 
-    /// `POST /context`. Fragments in files with uncommitted changes are
-    /// dropped (their lines predate the edits) and the overlay's own pack's
-    /// fragments of those files take their place, marked `source: "local"`.
-    pub fn context(&self, params: &ContextParams) -> anyhow::Result<Served<ContextPack>> {
-        let overlay = self.overlay()?;
-        let mut served = self.client.context(&self.repo, params)?;
-        if overlay.dirty_files() > 0 {
-            let local = overlay.engine().map(|e| e.context(params)).transpose()?;
-            overlay.merge_context(&mut served, local, params.budget());
-        }
-        Ok(served)
+    /// Registers the repository containing the caller's directory (if
+    /// needed), reindexes it and waits until the service has indexed it.
+    /// The service indexes whole repositories: `request` is not sent.
+    fn index(
+        &self,
+        _request: &IndexRequest,
+        _progress: &dyn IndexProgress,
+    ) -> Result<Indexed, BackendError> {
+        let repo = match self.client.repo_for_path(&self.start)? {
+            Some(id) => id,
+            None => self.client.add_repo(&self.start, None)?.repo_id,
+        };
+        self.client.reindex(&repo, None)?;
+        Ok(Indexed::Served(Box::new(
+            self.client.wait_until_idle(&repo, INDEX_WAIT)?,
+        )))
     }
 
-    /// `POST /graph`. Answers come from the service's index alone: the
-    /// graph of a few changed files cannot be resolved apart from the rest.
-    pub fn graph(&self, request: &GraphRequest) -> anyhow::Result<Served<GraphResponse>> {
-        Ok(self.client.graph(&self.repo, request)?)
+    fn refine(&self, _params: &RefineParams) -> Result<RefineResult, BackendError> {
+        Err(BackendError::LocalOnly("refine"))
+    }
+
+    fn invalidate(
+        &self,
+        _glob: Option<&str>,
+        _progress: &dyn IndexProgress,
+    ) -> Result<Indexed, BackendError> {
+        Err(BackendError::LocalOnly("invalidate"))
+    }
+
+    fn local(&self) -> Option<&LocalBackend> {
+        None
     }
 }
 

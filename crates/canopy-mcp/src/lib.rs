@@ -49,6 +49,7 @@
 
 mod engines;
 mod error;
+mod request;
 mod server;
 mod tools;
 mod transport;
