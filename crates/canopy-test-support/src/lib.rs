@@ -5,7 +5,7 @@
 //! ([`git`]), child processes that never outlive a failing test
 //! ([`process`]), a `canopy serve` on a free port with its HTTP helpers
 //! ([`serve`]) and, with the `mcp` feature, an MCP client connected to a
-//! `canopy mcp` child ([`mcp`]).
+//! `canopy mcp` child (`mcp`).
 //!
 //! The binary under test is the one Cargo builds for the test's own crate:
 //! tests pass [`canopy_bin!`] (which reads `CARGO_BIN_EXE_canopy` where the
