@@ -122,6 +122,28 @@ pub struct RepoRecord {
     pub watch: bool,
 }
 
+impl RepoRecord {
+    /// A repository just registered: never indexed, not watched.
+    pub fn registered(repo_id: String, name: String, root: PathBuf, added_at: i64) -> RepoRecord {
+        RepoRecord {
+            repo_id,
+            name,
+            root,
+            added_at,
+            generation: 0,
+            commit_sha: None,
+            status: RepoStatus::NotIndexed,
+            dirty: false,
+            consecutive_failures: 0,
+            last_started_at: None,
+            last_indexed_at: None,
+            last_report: None,
+            last_error: None,
+            watch: false,
+        }
+    }
+}
+
 /// A new event to append.
 #[derive(Clone, Debug)]
 pub struct NewEvent {
@@ -338,22 +360,12 @@ mod tests {
     use super::*;
 
     fn record(id: &str) -> RepoRecord {
-        RepoRecord {
-            repo_id: id.into(),
-            name: format!("name-{id}"),
-            root: PathBuf::from(format!("/tmp/{id}")),
-            added_at: 1,
-            generation: 0,
-            commit_sha: None,
-            status: RepoStatus::NotIndexed,
-            dirty: false,
-            consecutive_failures: 0,
-            last_started_at: None,
-            last_indexed_at: None,
-            last_report: None,
-            last_error: None,
-            watch: false,
-        }
+        RepoRecord::registered(
+            id.into(),
+            format!("name-{id}"),
+            PathBuf::from(format!("/tmp/{id}")),
+            1,
+        )
     }
 
     #[test]

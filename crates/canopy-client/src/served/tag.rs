@@ -79,6 +79,19 @@ macro_rules! forward {
     };
 }
 
+/// Sequences, tuples, maps and variants: their elements are tagged in turn.
+macro_rules! compounds {
+    ($($method:ident($($arg:ident: $ty:ty),*) -> $assoc:ident;)*) => {
+        $(fn $method(self, $($arg: $ty),*) -> Result<Self::$assoc, S::Error> {
+            let tagging = self.tagging;
+            Ok(Compound {
+                inner: self.inner.$method($($arg),*)?,
+                tagging,
+            })
+        })*
+    };
+}
+
 impl<'a, S: Serializer> Serializer for Tagger<'a, S> {
     type Ok = S::Ok;
     type Error = S::Error;
@@ -140,56 +153,23 @@ impl<'a, S: Serializer> Serializer for Tagger<'a, S> {
             .serialize_newtype_variant(name, index, variant, &Tagged { value, tagging })
     }
 
-    fn serialize_seq(self, len: Option<usize>) -> Result<Self::SerializeSeq, S::Error> {
-        let tagging = self.tagging;
-        Ok(Compound {
-            inner: self.inner.serialize_seq(len)?,
-            tagging,
-        })
-    }
-
-    fn serialize_tuple(self, len: usize) -> Result<Self::SerializeTuple, S::Error> {
-        let tagging = self.tagging;
-        Ok(Compound {
-            inner: self.inner.serialize_tuple(len)?,
-            tagging,
-        })
-    }
-
-    fn serialize_tuple_struct(
-        self,
-        name: &'static str,
-        len: usize,
-    ) -> Result<Self::SerializeTupleStruct, S::Error> {
-        let tagging = self.tagging;
-        Ok(Compound {
-            inner: self.inner.serialize_tuple_struct(name, len)?,
-            tagging,
-        })
-    }
-
-    fn serialize_tuple_variant(
-        self,
-        name: &'static str,
-        index: u32,
-        variant: &'static str,
-        len: usize,
-    ) -> Result<Self::SerializeTupleVariant, S::Error> {
-        let tagging = self.tagging;
-        Ok(Compound {
-            inner: self
-                .inner
-                .serialize_tuple_variant(name, index, variant, len)?,
-            tagging,
-        })
-    }
-
-    fn serialize_map(self, len: Option<usize>) -> Result<Self::SerializeMap, S::Error> {
-        let tagging = self.tagging;
-        Ok(Compound {
-            inner: self.inner.serialize_map(len)?,
-            tagging,
-        })
+    compounds! {
+        serialize_seq(len: Option<usize>) -> SerializeSeq;
+        serialize_tuple(len: usize) -> SerializeTuple;
+        serialize_tuple_struct(name: &'static str, len: usize) -> SerializeTupleStruct;
+        serialize_tuple_variant(
+            name: &'static str,
+            index: u32,
+            variant: &'static str,
+            len: usize
+        ) -> SerializeTupleVariant;
+        serialize_map(len: Option<usize>) -> SerializeMap;
+        serialize_struct_variant(
+            name: &'static str,
+            index: u32,
+            variant: &'static str,
+            len: usize
+        ) -> SerializeStructVariant;
     }
 
     fn serialize_struct(
@@ -207,22 +187,6 @@ impl<'a, S: Serializer> Serializer for Tagger<'a, S> {
             name,
             handle,
             file_path: None,
-        })
-    }
-
-    fn serialize_struct_variant(
-        self,
-        name: &'static str,
-        index: u32,
-        variant: &'static str,
-        len: usize,
-    ) -> Result<Self::SerializeStructVariant, S::Error> {
-        let tagging = self.tagging;
-        Ok(Compound {
-            inner: self
-                .inner
-                .serialize_struct_variant(name, index, variant, len)?,
-            tagging,
         })
     }
 
@@ -249,52 +213,28 @@ impl<'a, C> Compound<'a, C> {
     }
 }
 
-impl<C: SerializeSeq> SerializeSeq for Compound<'_, C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_element<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<(), C::Error> {
-        let value = self.wrap(value);
-        self.inner.serialize_element(&value)
-    }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.inner.end()
-    }
+/// The compound serializers whose elements come one value at a time.
+macro_rules! elements {
+    ($($trait:ident::$method:ident;)*) => {
+        $(impl<C: $trait> $trait for Compound<'_, C> {
+            type Ok = C::Ok;
+            type Error = C::Error;
+            fn $method<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<(), C::Error> {
+                let value = self.wrap(value);
+                self.inner.$method(&value)
+            }
+            fn end(self) -> Result<C::Ok, C::Error> {
+                self.inner.end()
+            }
+        })*
+    };
 }
 
-impl<C: SerializeTuple> SerializeTuple for Compound<'_, C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_element<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<(), C::Error> {
-        let value = self.wrap(value);
-        self.inner.serialize_element(&value)
-    }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.inner.end()
-    }
-}
-
-impl<C: SerializeTupleStruct> SerializeTupleStruct for Compound<'_, C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_field<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<(), C::Error> {
-        let value = self.wrap(value);
-        self.inner.serialize_field(&value)
-    }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.inner.end()
-    }
-}
-
-impl<C: SerializeTupleVariant> SerializeTupleVariant for Compound<'_, C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_field<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<(), C::Error> {
-        let value = self.wrap(value);
-        self.inner.serialize_field(&value)
-    }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.inner.end()
-    }
+elements! {
+    SerializeSeq::serialize_element;
+    SerializeTuple::serialize_element;
+    SerializeTupleStruct::serialize_field;
+    SerializeTupleVariant::serialize_field;
 }
 
 impl<C: SerializeMap> SerializeMap for Compound<'_, C> {

@@ -322,20 +322,9 @@ mod tests {
 
     fn entry_at(root: &Path) -> (RepoEntry, RepoRecord) {
         let record = RepoRecord {
-            repo_id: "r".into(),
-            name: "repo".into(),
-            root: root.to_path_buf(),
-            added_at: 0,
             generation: 1,
-            commit_sha: None,
             status: RepoStatus::Ready,
-            dirty: false,
-            consecutive_failures: 0,
-            last_started_at: None,
-            last_indexed_at: None,
-            last_report: None,
-            last_error: None,
-            watch: false,
+            ..RepoRecord::registered("r".into(), "repo".into(), root.to_path_buf(), 0)
         };
         (RepoEntry::new(record.clone(), None), record)
     }

@@ -13,7 +13,7 @@ use serde_json::json;
 use super::entry::RepoEntry;
 use super::{Service, lock, now_secs};
 use crate::error::ApiError;
-use crate::registry::{NewEvent, RepoRecord, RepoStatus, now_ms};
+use crate::registry::{NewEvent, RepoRecord, now_ms};
 
 /// A random id in UUID v4 format.
 fn new_repo_id() -> String {
@@ -142,22 +142,7 @@ impl Service {
                 }
                 e => ApiError::internal(format!("opening the index of {raw}: {e}")),
             })?;
-        let record = RepoRecord {
-            repo_id: new_repo_id(),
-            name: name.clone(),
-            root: canonical,
-            added_at: now_secs(),
-            generation: 0,
-            commit_sha: None,
-            status: RepoStatus::NotIndexed,
-            dirty: false,
-            consecutive_failures: 0,
-            last_started_at: None,
-            last_indexed_at: None,
-            last_report: None,
-            last_error: None,
-            watch: false,
-        };
+        let record = RepoRecord::registered(new_repo_id(), name.clone(), canonical, now_secs());
         self.commit(
             Some(&record),
             vec![NewEvent {
