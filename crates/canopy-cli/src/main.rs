@@ -219,6 +219,10 @@ fn init_tracing(quiet: bool) {
         .init();
 }
 
+/// The one dispatcher: each command is a call on the backend that answers
+/// it (the local engine, or the service with `--service-url`: `backend`),
+/// rendered by `output`; `serve`, `mcp` and `follow` hand over to their
+/// crates, and `watch` and `invalidate` need a local index.
 fn run(cli: Cli) -> anyhow::Result<()> {
     let Cli { global, command } = cli;
     let g = &global;
