@@ -1,5 +1,5 @@
 //! `canopy follow`: the agent runtime over a service's event feed (see
-//! `canopy_service::follow` for the cursor, backoff and health rules).
+//! `canopy_client::follow` for the cursor, backoff and health rules).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -8,9 +8,9 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context;
-use canopy_service::client::ServiceClient;
-use canopy_service::follow::{FollowOptions, FollowStatus, Relevance, follow};
-use canopy_service::registry::EventRecord;
+use canopy_client::api::EventRecord;
+use canopy_client::client::ServiceClient;
+use canopy_client::follow::{FollowOptions, FollowStatus, Relevance, follow};
 use clap::Args;
 
 /// Arguments of `canopy follow`.
@@ -136,7 +136,7 @@ pub fn run(
                 .as_deref()
                 .map(|r| format!(" (repository {r})"))
                 .unwrap_or_default(),
-            canopy_service::follow::read_cursor(&cursor_file)?,
+            canopy_client::follow::read_cursor(&cursor_file)?,
             cursor_file.display()
         );
     }

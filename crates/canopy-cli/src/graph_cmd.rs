@@ -1,14 +1,18 @@
 //! The code-graph subcommands (`canopy callers Parser.parse --depth 2`, …):
-//! a thin translation of [`canopy_core::graph::nav`] answers into human
-//! text, JSON (`--json`), DOT or Mermaid (`--format dot|mermaid`).
+//! each is a [`GraphRequest`] — the one request type `Graph::run` answers
+//! for every front end, locally or in the service — and its answer is
+//! rendered as human text, JSON (`--json`), DOT or Mermaid (`--format
+//! dot|mermaid`).
 
 use std::fmt::Write as _;
 
 use anyhow::Context;
-use canopy_core::Engine;
+use canopy_client::backend::Answer;
 use canopy_core::graph::nav::{DEFAULT_MAX_RESULTS, Empty, GraphAnswer, MAX_RESULTS};
-use canopy_core::graph::ops::{DepAnswer, Level};
-use canopy_core::index::NoProgress;
+use canopy_core::graph::ops::{
+    CycleAnswer, DepAnswer, HotspotAnswer, Level, SummaryAnswer, SymbolsAnswer, UnusedAnswer,
+};
+use canopy_core::graph::request::{GraphOp, GraphRequest, GraphResponse};
 use clap::{Args, Subcommand, ValueEnum};
 
 /// Graph navigation commands.
@@ -127,9 +131,188 @@ fn level(package: bool) -> Level {
     if package { Level::Package } else { Level::File }
 }
 
-fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
+/// A request for `op` on `target` with a result cap.
+fn request(op: GraphOp, target: &str, max_results: usize) -> GraphRequest {
+    GraphRequest {
+        max_results: Some(max_results),
+        ..GraphRequest::new(op, target)
+    }
+}
+
+impl GraphCommand {
+    /// The command's graph request, and how a person wants the answer
+    /// drawn. Positions are read here first, so a malformed one is told in
+    /// the command line's own words (`FILE:LINE:COL`).
+    pub fn request(self) -> anyhow::Result<(GraphRequest, Format)> {
+        use GraphOp as Op;
+        let traverse = |op, a: TraverseArgs| {
+            let r = GraphRequest {
+                depth: Some(a.depth),
+                ..request(op, &a.target.target, a.target.max_results)
+            };
+            (r, a.format)
+        };
+        let target = |op, a: TargetArgs| (request(op, &a.target, a.max_results), Format::Text);
+        let dependencies = |op, a: DepArgs| {
+            let r = GraphRequest {
+                level: Some(level(a.package)),
+                ..request(op, &a.target, a.max_results)
+            };
+            (r, Format::Text)
+        };
+        let plain = |r: GraphRequest| (r, Format::Text);
+        Ok(match self {
+            GraphCommand::Callers(a) => traverse(Op::Callers, a),
+            GraphCommand::Callees(a) => traverse(Op::Callees, a),
+            GraphCommand::TypeHierarchy(a) => traverse(Op::TypeHierarchy, a),
+            GraphCommand::References(a) => target(Op::References, a),
+            GraphCommand::TypeUsages(a) => target(Op::TypeUsages, a),
+            GraphCommand::Implementations(a) => target(Op::Implementations, a),
+            GraphCommand::Implements(a) => target(Op::Implements, a),
+            GraphCommand::Impact(a) => target(Op::Impact, a),
+            GraphCommand::Detail(a) => target(Op::Detail, a),
+            GraphCommand::Definition { position } => {
+                check_definition_position(&position)?;
+                plain(GraphRequest::new(Op::Definition, position))
+            }
+            GraphCommand::Scope { position } => {
+                canopy_core::graph::request::parse_position(&position)
+                    .with_context(|| format!("expected FILE:LINE[:COL], got {position:?}"))?;
+                plain(GraphRequest::new(Op::Scope, position))
+            }
+            GraphCommand::Path { from, to } => plain(GraphRequest {
+                to: Some(to),
+                ..GraphRequest::new(Op::Path, from)
+            }),
+            GraphCommand::Dependencies(a) => dependencies(Op::Dependencies, a),
+            GraphCommand::Dependents(a) => dependencies(Op::Dependents, a),
+            GraphCommand::DependencyGraph {
+                prefix,
+                package,
+                max_results,
+                format,
+            } => {
+                let r = GraphRequest {
+                    level: Some(level(package)),
+                    ..request(
+                        Op::DependencyGraph,
+                        prefix.as_deref().unwrap_or(""),
+                        max_results,
+                    )
+                };
+                (r, format)
+            }
+            GraphCommand::Cycles { package } => plain(GraphRequest {
+                level: Some(level(package)),
+                ..request(Op::CircularDependencies, "", MAX_RESULTS)
+            }),
+            GraphCommand::Hotspots { top } => plain(request(Op::Hotspots, "", top)),
+            GraphCommand::Unused {
+                include_public,
+                max_results,
+            } => plain(GraphRequest {
+                include_public: Some(include_public),
+                ..request(Op::UnusedSymbols, "", max_results)
+            }),
+            GraphCommand::Symbols(a) => {
+                let prefix = a.prefix.clone().unwrap_or_default();
+                plain(GraphRequest {
+                    filter: Some(a.filter()),
+                    ..request(Op::Symbols, &prefix, a.max_results)
+                })
+            }
+            GraphCommand::Search { pattern, filter } => plain(GraphRequest {
+                filter: Some(filter.filter()),
+                ..request(Op::Search, &pattern, filter.max_results)
+            }),
+            GraphCommand::Summary { file } => plain(GraphRequest::new(Op::Summary, file)),
+            GraphCommand::PackageSummary { dir } => {
+                plain(GraphRequest::new(Op::PackageSummary, dir))
+            }
+        })
+    }
+}
+
+/// `definition` takes `FILE:LINE:COL`, the column too.
+fn check_definition_position(position: &str) -> anyhow::Result<()> {
+    let mut it = position.rsplitn(3, ':');
+    let (Some(col), Some(line), Some(_path)) = (it.next(), it.next(), it.next()) else {
+        anyhow::bail!("expected FILE:LINE:COL, got {position:?}");
+    };
+    line.parse::<u32>()
+        .with_context(|| format!("bad line in {position:?}"))?;
+    col.parse::<u32>()
+        .with_context(|| format!("bad column in {position:?}"))?;
     Ok(())
+}
+
+/// Prints a graph answer: JSON (pretty) with `--json`, else in `format`.
+pub fn print(answer: &Answer<GraphResponse>, format: Format, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(answer)?);
+        return Ok(());
+    }
+    // Each renderer gives the whole of stdout, its last newline included.
+    let out = match answer.get() {
+        GraphResponse::Nodes(a) => match format {
+            Format::Text => format!("{}\n", text(a)),
+            Format::Dot => format!("{}\n", dot(a)),
+            Format::Mermaid => format!("{}\n", mermaid(a)),
+        },
+        GraphResponse::Dependencies(a) => format!("{}\n", dep_text(a, format)),
+        GraphResponse::Cycles(a) => cycles_text(a),
+        GraphResponse::Hotspots(a) => hotspots_text(a),
+        GraphResponse::Unused(a) => unused_text(a),
+        GraphResponse::Symbols(a) => symbols_text(a),
+        GraphResponse::Summary(a) => summary_text(a),
+    };
+    print!("{out}");
+    Ok(())
+}
+
+fn cycles_text(a: &CycleAnswer) -> String {
+    if a.cycles.is_empty() {
+        return "no cycles\n".into();
+    }
+    let mut s = String::new();
+    for c in &a.cycles {
+        let _ = writeln!(s, "cycle ({}): {}", c.len(), c.join(" -> "));
+    }
+    s
+}
+
+fn hotspots_text(a: &HotspotAnswer) -> String {
+    let mut s = String::new();
+    for h in &a.hotspots {
+        let _ = writeln!(
+            s,
+            "{:>4} in {:>4} out  {}  {}:{}  {}",
+            h.fan_in,
+            h.fan_out,
+            h.qualified_name.as_deref().unwrap_or(&h.handle.node_type),
+            h.handle.file_path,
+            h.handle.line_range[0],
+            h.handle.id
+        );
+    }
+    s
+}
+
+fn unused_text(a: &UnusedAnswer) -> String {
+    let mut s = String::new();
+    for h in &a.candidates {
+        let _ = writeln!(
+            s,
+            "{}:{}  {}  {}",
+            h.file_path, h.line_range[0], h.id, h.preview
+        );
+    }
+    let _ = writeln!(
+        s,
+        "{} candidates; {} more left out because unresolved call sites share their name",
+        a.total, a.maybe_used
+    );
+    s
 }
 
 fn dep_text(a: &DepAnswer, format: Format) -> String {
@@ -179,112 +362,6 @@ fn dep_text(a: &DepAnswer, format: Format) -> String {
         let _ = writeln!(s, "(truncated: {} in all)", a.total);
     }
     s.trim_end().to_string()
-}
-
-/// Runs the whole-graph commands; `None` when `cmd` is a navigation command.
-fn run_ops(engine: &Engine, cmd: &GraphCommand, json: bool) -> anyhow::Result<bool> {
-    match cmd {
-        GraphCommand::Dependencies(a) | GraphCommand::Dependents(a) => {
-            let outgoing = matches!(cmd, GraphCommand::Dependencies(_));
-            let ans = engine.graph(|g| {
-                if outgoing {
-                    g.dependencies(&a.target, level(a.package), a.max_results)
-                } else {
-                    g.dependents(&a.target, level(a.package), a.max_results)
-                }
-            })?;
-            if json {
-                print_json(&ans)?
-            } else {
-                println!("{}", dep_text(&ans, Format::Text))
-            }
-        }
-        GraphCommand::DependencyGraph {
-            prefix,
-            package,
-            max_results,
-            format,
-        } => {
-            let ans = engine
-                .graph(|g| g.dependency_graph(level(*package), prefix.as_deref(), *max_results))?;
-            if json {
-                print_json(&ans)?
-            } else {
-                println!("{}", dep_text(&ans, *format))
-            }
-        }
-        GraphCommand::Cycles { package } => {
-            let ans = engine.graph(|g| g.circular_dependencies(level(*package), MAX_RESULTS))?;
-            if json {
-                print_json(&ans)?
-            } else if ans.cycles.is_empty() {
-                println!("no cycles");
-            } else {
-                for c in &ans.cycles {
-                    println!("cycle ({}): {}", c.len(), c.join(" -> "));
-                }
-            }
-        }
-        GraphCommand::Symbols(a) => {
-            let filter = a.filter();
-            let ans = engine.graph(|g| g.symbols("symbols", &filter, a.max_results))?;
-            print_symbols(&ans, json)?
-        }
-        GraphCommand::Search { pattern, filter } => {
-            let mut f = filter.filter();
-            f.name = Some(pattern.clone());
-            let ans = engine.graph(|g| g.symbols("search", &f, filter.max_results))?;
-            print_symbols(&ans, json)?
-        }
-        GraphCommand::Summary { file } => {
-            let ans = engine.graph(|g| g.summary("summary", file, DEFAULT_MAX_RESULTS))?;
-            print_summary(&ans, json)?
-        }
-        GraphCommand::PackageSummary { dir } => {
-            let ans = engine.graph(|g| g.summary("package_summary", dir, DEFAULT_MAX_RESULTS))?;
-            print_summary(&ans, json)?
-        }
-        GraphCommand::Hotspots { top } => {
-            let ans = engine.graph(|g| g.hotspots(*top))?;
-            if json {
-                print_json(&ans)?
-            } else {
-                for h in &ans.hotspots {
-                    println!(
-                        "{:>4} in {:>4} out  {}  {}:{}  {}",
-                        h.fan_in,
-                        h.fan_out,
-                        h.qualified_name.as_deref().unwrap_or(&h.handle.node_type),
-                        h.handle.file_path,
-                        h.handle.line_range[0],
-                        h.handle.id
-                    );
-                }
-            }
-        }
-        GraphCommand::Unused {
-            include_public,
-            max_results,
-        } => {
-            let ans = engine.graph(|g| g.unused_symbols(*include_public, *max_results))?;
-            if json {
-                print_json(&ans)?
-            } else {
-                for h in &ans.candidates {
-                    println!(
-                        "{}:{}  {}  {}",
-                        h.file_path, h.line_range[0], h.id, h.preview
-                    );
-                }
-                println!(
-                    "{} candidates; {} more left out because unresolved call sites share their name",
-                    ans.total, ans.maybe_used
-                );
-            }
-        }
-        _ => return Ok(false),
-    }
-    Ok(true)
 }
 
 /// A target and a result cap.
@@ -383,31 +460,26 @@ fn symbol_line(e: &canopy_core::graph::ops::SymbolEntry) -> String {
     )
 }
 
-fn print_symbols(ans: &canopy_core::graph::ops::SymbolsAnswer, json: bool) -> anyhow::Result<()> {
-    if json {
-        return print_json(ans);
-    }
+fn symbols_text(ans: &SymbolsAnswer) -> String {
+    let mut s = String::new();
     for e in &ans.symbols {
-        println!("{}", symbol_line(e));
+        let _ = writeln!(s, "{}", symbol_line(e));
     }
-    match ans.next_offset {
-        Some(next) => println!(
+    let _ = match ans.next_offset {
+        Some(next) => writeln!(
+            s,
             "{} of {}; next page: --offset {next}",
             ans.symbols.len(),
             ans.total
         ),
-        None => println!("{} of {}", ans.symbols.len(), ans.total),
-    }
-    Ok(())
+        None => writeln!(s, "{} of {}", ans.symbols.len(), ans.total),
+    };
+    s
 }
 
-fn print_summary(a: &canopy_core::graph::ops::SummaryAnswer, json: bool) -> anyhow::Result<()> {
-    if json {
-        return print_json(a);
-    }
+fn summary_text(a: &SummaryAnswer) -> String {
     if a.empty.is_some() {
-        println!("{}: nothing indexed under {}", a.op, a.target);
-        return Ok(());
+        return format!("{}: nothing indexed under {}\n", a.op, a.target);
     }
     let list = |m: &std::collections::BTreeMap<String, usize>| {
         m.iter()
@@ -415,21 +487,22 @@ fn print_summary(a: &canopy_core::graph::ops::SummaryAnswer, json: bool) -> anyh
             .collect::<Vec<_>>()
             .join(", ")
     };
-    println!("{}: {} files, {} tokens", a.target, a.files, a.tokens);
-    println!("  languages: {}", list(&a.languages));
-    println!("  units: {}", list(&a.units_by_kind));
-    for s in &a.top_symbols {
-        println!("  {}", symbol_line(s));
-    }
     let names = |v: &[canopy_core::graph::ops::DepNode]| {
         v.iter()
             .map(|d| d.name.as_str())
             .collect::<Vec<_>>()
             .join(", ")
     };
-    println!("  depends on: {}", names(&a.dependencies));
-    println!("  used by: {}", names(&a.dependents));
-    Ok(())
+    let mut s = String::new();
+    let _ = writeln!(s, "{}: {} files, {} tokens", a.target, a.files, a.tokens);
+    let _ = writeln!(s, "  languages: {}", list(&a.languages));
+    let _ = writeln!(s, "  units: {}", list(&a.units_by_kind));
+    for e in &a.top_symbols {
+        let _ = writeln!(s, "  {}", symbol_line(e));
+    }
+    let _ = writeln!(s, "  depends on: {}", names(&a.dependencies));
+    let _ = writeln!(s, "  used by: {}", names(&a.dependents));
+    s
 }
 
 /// A target, a depth and an output format.
@@ -454,93 +527,6 @@ pub enum Format {
     Dot,
     /// Mermaid flowchart.
     Mermaid,
-}
-
-/// Runs one graph command (indexing first when the repository has no index).
-pub fn run(engine: &Engine, cmd: GraphCommand, json: bool) -> anyhow::Result<()> {
-    if !engine.is_indexed()? {
-        engine.index(None, &NoProgress)?;
-    }
-    if run_ops(engine, &cmd, json)? {
-        return Ok(());
-    }
-    let (answer, format) = match cmd {
-        GraphCommand::Callers(a) => (
-            engine.graph(|g| g.callers(&a.target.target, a.depth, a.target.max_results))?,
-            a.format,
-        ),
-        GraphCommand::Callees(a) => (
-            engine.graph(|g| g.callees(&a.target.target, a.depth, a.target.max_results))?,
-            a.format,
-        ),
-        GraphCommand::References(a) => (
-            engine.graph(|g| g.references(&a.target, a.max_results))?,
-            Format::Text,
-        ),
-        GraphCommand::TypeUsages(a) => (
-            engine.graph(|g| g.type_usages(&a.target, a.max_results))?,
-            Format::Text,
-        ),
-        GraphCommand::Definition { position } => {
-            let (path, line, col) = parse_position(&position)?;
-            (
-                engine.graph(|g| g.definition(path, line, col))?,
-                Format::Text,
-            )
-        }
-        GraphCommand::Path { from, to } => (engine.graph(|g| g.path(&from, &to))?, Format::Text),
-        GraphCommand::Implementations(a) => (
-            engine.graph(|g| g.implementations(&a.target, a.max_results))?,
-            Format::Text,
-        ),
-        GraphCommand::Implements(a) => (
-            engine.graph(|g| g.implements(&a.target, a.max_results))?,
-            Format::Text,
-        ),
-        GraphCommand::TypeHierarchy(a) => (
-            engine.graph(|g| g.type_hierarchy(&a.target.target, a.depth, a.target.max_results))?,
-            a.format,
-        ),
-        GraphCommand::Impact(a) => (
-            engine.graph(|g| g.impact(&a.target, a.max_results))?,
-            Format::Text,
-        ),
-        GraphCommand::Detail(a) => (
-            engine.graph(|g| g.detail(&a.target, a.max_results))?,
-            Format::Text,
-        ),
-        GraphCommand::Scope { position } => {
-            let (path, line, _) = canopy_core::graph::request::parse_position(&position)
-                .with_context(|| format!("expected FILE:LINE[:COL], got {position:?}"))?;
-            (engine.graph(|g| g.scope(path, line))?, Format::Text)
-        }
-        _ => anyhow::bail!("unhandled graph command"),
-    };
-    let out = if json {
-        serde_json::to_string_pretty(&answer)?
-    } else {
-        match format {
-            Format::Text => text(&answer),
-            Format::Dot => dot(&answer),
-            Format::Mermaid => mermaid(&answer),
-        }
-    };
-    println!("{out}");
-    Ok(())
-}
-
-fn parse_position(position: &str) -> anyhow::Result<(&str, u32, u32)> {
-    let mut it = position.rsplitn(3, ':');
-    let (Some(col), Some(line), Some(path)) = (it.next(), it.next(), it.next()) else {
-        anyhow::bail!("expected FILE:LINE:COL, got {position:?}");
-    };
-    let line = line
-        .parse()
-        .with_context(|| format!("bad line in {position:?}"))?;
-    let col = col
-        .parse()
-        .with_context(|| format!("bad column in {position:?}"))?;
-    Ok((path, line, col))
 }
 
 fn label(qualified: Option<&str>, path: &str, line: u32) -> String {

@@ -1,12 +1,16 @@
-//! Human and JSON rendering of engine results, and the indexing progress bar.
+//! Human and JSON rendering of answers, local or served, and the indexing
+//! progress bar.
 //!
-//! With `--json`, stdout carries exactly one JSON document; everything for
-//! people (progress, summaries, hints) goes to stderr.
+//! With `--json`, stdout carries exactly one JSON document (a service's
+//! answer as the service wrote it); everything for people (progress,
+//! summaries, hints) goes to stderr.
 
 use std::io::Write;
 use std::time::Duration;
 
-use canopy_core::Engine;
+use canopy_client::backend::{Answer, Expanded, Indexed, StatusReport};
+use canopy_client::remote::ExpandAnswer;
+use canopy_core::context::ContextPack;
 use canopy_core::index::IndexProgress;
 use canopy_core::model::{Expansion, IndexReport, QueryResult, Status};
 use canopy_core::pack::EvidencePack;
@@ -58,9 +62,24 @@ fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn index_report(
-    engine: &Engine,
+/// An index run: a local run's report, or the service's repository after its run.
+pub fn indexed(indexed: &Indexed, json: bool, quiet: bool) -> anyhow::Result<()> {
+    match indexed {
+        Indexed::Local { report, db_path } => index_report(report, db_path, json, quiet),
+        Indexed::Served(view) if json => print_json(view),
+        Indexed::Served(view) => {
+            println!(
+                "service repo {} ({}): generation {}, status {}",
+                view.name, view.repo_id, view.generation, view.status
+            );
+            Ok(())
+        }
+    }
+}
+
+fn index_report(
     report: &IndexReport,
+    db_path: &std::path::Path,
     json: bool,
     quiet: bool,
 ) -> anyhow::Result<()> {
@@ -100,11 +119,19 @@ pub fn index_report(
             .collect();
         println!("skipped: {}", reasons.join(", "));
     }
-    println!("index: {}", engine.db_path().display());
+    println!("index: {}", db_path.display());
     Ok(())
 }
 
-pub fn status(status: &Status, json: bool) -> anyhow::Result<()> {
+/// Index statistics; the service's status of the repository is JSON always.
+pub fn status(report: &StatusReport, json: bool) -> anyhow::Result<()> {
+    match report {
+        StatusReport::Local(status) => local_status(status, json),
+        StatusReport::Served(_) => print_json(report),
+    }
+}
+
+fn local_status(status: &Status, json: bool) -> anyhow::Result<()> {
     if json {
         return print_json(status);
     }
@@ -169,10 +196,19 @@ pub fn status(status: &Status, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn expansions(items: &[Expansion], json: bool) -> anyhow::Result<()> {
+/// The exact text of handles.
+pub fn expansions(expanded: &Expanded, json: bool) -> anyhow::Result<()> {
     if json {
-        return print_json(&items);
+        return print_json(expanded);
     }
+    match expanded {
+        Expanded::Local(items) => local_expansions(items),
+        Expanded::Served(answer) => served_expansions(answer),
+    }
+}
+
+/// The exact bytes, with `// id path:lines` headers between several.
+fn local_expansions(items: &[Expansion]) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     for (i, e) in items.iter().enumerate() {
         if items.len() > 1 {
@@ -194,10 +230,29 @@ pub fn expansions(items: &[Expansion], json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn query_result(result: &QueryResult, json: bool) -> anyhow::Result<()> {
-    if json {
-        return print_json(result);
+/// The handles of a service's expansion, with `// id` headers between several.
+fn served_expansions(answer: &ExpandAnswer) -> anyhow::Result<()> {
+    let contents = &answer.contents;
+    for (i, c) in contents.iter().enumerate() {
+        if contents.len() > 1 {
+            if i > 0 {
+                println!();
+            }
+            println!("// {}", c.handle_id);
+        }
+        print!("{}", c.content);
+        if contents.len() > 1 && !c.content.ends_with('\n') {
+            println!();
+        }
     }
+    Ok(())
+}
+
+pub fn query_result(answer: &Answer<QueryResult>, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(answer);
+    }
+    let result = answer.get();
     let mut out = std::io::stdout().lock();
     for h in &result.handles {
         writeln!(
@@ -250,10 +305,11 @@ pub fn query_result(result: &QueryResult, json: bool) -> anyhow::Result<()> {
 }
 
 /// A context pack: each fragment's header (where, why, how much), then its text.
-pub fn context(pack: &canopy_core::context::ContextPack, json: bool) -> anyhow::Result<()> {
+pub fn context(answer: &Answer<ContextPack>, json: bool) -> anyhow::Result<()> {
     if json {
-        return print_json(pack);
+        return print_json(answer);
     }
+    let pack = answer.get();
     let mut out = std::io::stdout().lock();
     for f in &pack.fragments {
         writeln!(
@@ -308,10 +364,11 @@ pub fn context(pack: &canopy_core::context::ContextPack, json: bool) -> anyhow::
     Ok(())
 }
 
-pub fn pack(pack: &EvidencePack, json: bool) -> anyhow::Result<()> {
+pub fn pack(answer: &Answer<EvidencePack>, json: bool) -> anyhow::Result<()> {
     if json {
-        return print_json(pack);
+        return print_json(answer);
     }
+    let pack = answer.get();
     let mut out = std::io::stdout().lock();
     for file in &pack.files {
         writeln!(out, "{}", file.file_path)?;

@@ -6,7 +6,17 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use canopy_test_support::git::git as git_in;
+use canopy_test_support::process::KillOnDrop;
+use canopy_test_support::repo::write;
+use canopy_test_support::serve::{Opts, Server};
+use canopy_test_support::{canopy_bin, eventually};
 use serde_json::Value;
+
+/// Commits everything in `root`.
+fn commit_all(root: &Path) {
+    canopy_test_support::git::commit_all(root, "fixture");
+}
 
 fn canopy(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_canopy"))
@@ -30,62 +40,6 @@ fn json(dir: &Path, args: &[&str]) -> Value {
             String::from_utf8_lossy(&out.stdout)
         )
     })
-}
-
-fn write(root: &Path, rel: &str, text: &str) {
-    let path = root.join(rel);
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(path, text).unwrap();
-}
-
-fn commit_all(root: &Path) {
-    for args in [
-        &["add", "-A"][..],
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.invalid",
-            "commit",
-            "-qm",
-            "fixture",
-        ][..],
-    ] {
-        let ok = Command::new("git")
-            .arg("-C")
-            .arg(root)
-            .args(args)
-            .status()
-            .unwrap();
-        assert!(ok.success(), "git {args:?}");
-    }
-}
-
-/// Starts `canopy serve` on a free port (cwd: the temporary directory);
-/// returns the process and its URL.
-fn start_service(data: &Path) -> (std::process::Child, String) {
-    use std::io::{BufRead, BufReader};
-    let mut server = Command::new(env!("CARGO_BIN_EXE_canopy"))
-        .current_dir(std::env::temp_dir())
-        .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
-        .arg(data)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = server.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                let _ = tx.send(rest.trim().to_string());
-            }
-        }
-    });
-    let url = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("service prints its address");
-    (server, url)
 }
 
 fn git_repo() -> tempfile::TempDir {
@@ -232,17 +186,6 @@ fn errors_are_clear_and_not_on_stdout() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected ')'"));
 }
 
-/// A child process killed when the test ends, failed assertions included,
-/// so a failing test never leaves an indexer running after its tempdir is gone.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_killed_indexer_leaves_a_consistent_queryable_index() {
     let dir = tempfile::tempdir().unwrap();
@@ -329,7 +272,8 @@ fn service_url_sends_commands_to_a_running_service() {
     // Committed: nothing for the local overlay, every answer is the service's.
     commit_all(root);
     let data = tempfile::tempdir().unwrap();
-    let (mut server, url) = start_service(data.path());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
+    let url = server.url.clone();
     let remote = |args: &[&str]| {
         let mut all = vec!["--service-url", url.as_str()];
         all.extend_from_slice(args);
@@ -383,8 +327,7 @@ fn service_url_sends_commands_to_a_running_service() {
     );
     let human = remote(&["context", "validate token length", "--budget", "300"]);
     assert!(String::from_utf8_lossy(&human.stdout).contains(" of 300 tokens"));
-    let _ = server.kill();
-    let _ = server.wait();
+    server.kill();
     let unregistered = tempfile::tempdir().unwrap();
     let out = canopy(
         unregistered.path(),
@@ -735,46 +678,11 @@ fn answers_say_how_fresh_they_are_and_flag_files_changed_on_disk() {
     assert!(again["freshness"]["generation"].as_u64() > f["generation"].as_u64());
 }
 
-/// Polls `check` until it holds (a wait for a background process, not a
-/// timing assertion: the limit is generous and only stops a hung test).
-fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if check() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("timed out waiting until {what}");
-}
-
 fn finds_symbol(root: &Path, name: &str) -> Option<String> {
     let out = canopy(root, &["query", "--symbol", name, "--limit", "1", "--json"]);
     let v: Value = serde_json::from_slice(&out.stdout).ok()?;
     let h = &v["handles"][0];
     (h["preview"].as_str()?.contains(name)).then(|| h["file_path"].as_str().unwrap().to_string())
-}
-
-fn git_in(root: &Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.invalid",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        ok.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&ok.stderr)
-    );
 }
 
 #[test]
@@ -793,14 +701,16 @@ fn watch_keeps_the_index_fresh_through_edits_renames_checkouts_and_bursts() {
     git_in(root, &["commit", "-q", "-m", "feature"]);
     git_in(root, &["checkout", "-q", "-"]);
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_canopy"))
-        .current_dir(root)
-        .args(["watch", "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
+    let mut child = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_canopy"))
+            .current_dir(root)
+            .args(["watch", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = child.0.stdout.take().unwrap();
     let cycles = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Value>::new()));
     {
         let cycles = cycles.clone();
@@ -871,8 +781,7 @@ fn watch_keeps_the_index_fresh_through_edits_renames_checkouts_and_bursts() {
     eventually("ignored files leave the index", || {
         finds_symbol(root, "generated_0500").is_none()
     });
-    let _ = child.kill();
-    let _ = child.wait();
+    child.kill();
     assert_eq!(json(root, &["status", "--json"])["indexed"], true);
 
     // A finite run ends by itself.
@@ -925,7 +834,8 @@ fn service_answers_are_overlaid_with_uncommitted_local_changes() {
     let root = repo.path();
     commit_all(root);
     let data = tempfile::tempdir().unwrap();
-    let (mut server, url) = start_service(data.path());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
+    let url = server.url.clone();
     let remote = |args: &[&str]| {
         let mut all = vec!["--service-url", url.as_str()];
         all.extend_from_slice(args);
@@ -990,8 +900,7 @@ fn service_answers_are_overlaid_with_uncommitted_local_changes() {
             .any(|h| h["file_path"] == "src/routes/login.ts" && h["source"] == "service"),
         "{login}"
     );
-    let _ = server.kill();
-    let _ = server.wait();
+    server.kill();
 }
 
 /// Issue 15 items 6 and 7 through the binary: a glob or `match=all` is exact

@@ -1,8 +1,12 @@
 //! End-to-end: the graph subcommands of the real `canopy` binary on a copy of
-//! the Python resolution fixture (`tests/fixtures/graph/python`).
+//! the Python resolution fixture (`tests/fixtures/graph/python`), from the
+//! local index and, with `--service-url`, from a real `canopy serve`.
 
 use std::path::Path;
 use std::process::{Command, Output};
+
+use canopy_test_support::canopy_bin;
+use canopy_test_support::serve::{Opts, Server, post};
 
 fn canopy(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_canopy"))
@@ -24,23 +28,7 @@ fn stdout(o: &Output) -> String {
 }
 
 fn fixture() -> tempfile::TempDir {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/graph/python");
-    let tmp = tempfile::tempdir().expect("tempdir");
-    copy_dir(&src, tmp.path());
-    tmp
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("read") {
-        let p = e.expect("entry").path();
-        let t = to.join(p.file_name().expect("name"));
-        if p.is_dir() {
-            copy_dir(&p, &t);
-        } else {
-            std::fs::copy(&p, &t).expect("copy");
-        }
-    }
+    canopy_test_support::repo::workspace_fixture("graph/python")
 }
 
 #[test]
@@ -267,4 +255,88 @@ fn context_prints_fragments_within_the_budget() {
     let bad = canopy(dir.path(), &["context", "x", "--budget", "3"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("budget_tokens"));
+}
+
+/// `--service-url`: the graph commands are answered by the service (`POST
+/// /graph`), as MCP's graph tools are in service mode: the same text as
+/// the local index gives, and with `--json` the service's answer, every
+/// handle tagged with its generation.
+#[test]
+fn graph_commands_in_service_mode_answer_from_the_service() {
+    let repo = fixture();
+    let dir = repo.path();
+    canopy_test_support::git::git(dir, &["init", "-q"]);
+    canopy_test_support::git::commit_all(dir, "fixture");
+    let data = tempfile::tempdir().expect("data dir");
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
+    let remote = |args: &[&str]| {
+        let mut all = vec!["--service-url", server.url.as_str()];
+        all.extend_from_slice(args);
+        canopy(dir, &all)
+    };
+    let view: serde_json::Value =
+        serde_json::from_str(&stdout(&remote(&["--json", "index"]))).expect("json");
+    let generation = view["generation"].as_u64().expect("a generation");
+    assert!(generation >= 1, "{view}");
+
+    // People get the text the local index gives.
+    let served = stdout(&remote(&["callers", "Parser.parse", "--depth", "2"]));
+    assert!(served.contains("callers of pkg/models.py"), "{served}");
+    assert!(served.contains("main  app.py"), "{served}");
+    let local = stdout(&canopy(dir, &["callers", "Parser.parse", "--depth", "2"]));
+    assert_eq!(served, local);
+
+    // `--json` prints the service's answer: what POST /graph answers.
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&remote(&["--json", "callees", "main"]))).expect("json");
+    assert_eq!(json["generation"], generation, "{json}");
+    let nodes = json["nodes"].as_array().expect("nodes");
+    assert!(!nodes.is_empty(), "{json}");
+    for n in nodes {
+        assert_eq!(n["handle"]["source"], "service", "{json}");
+        assert_eq!(n["handle"]["generation"], generation, "{json}");
+    }
+    let repo_id = view["repo_id"].as_str().expect("repo id");
+    let http = post(
+        &server.client(),
+        "/graph",
+        &serde_json::json!({"repo": repo_id, "op": "callees", "target": "main", "depth": 1, "max_results": 50}),
+    );
+    assert_eq!(http.status, 200, "{}", http.text());
+    assert_eq!(json, http.json().expect("json"));
+
+    // The analyses too, in every output format.
+    let hot: serde_json::Value =
+        serde_json::from_str(&stdout(&remote(&["--json", "hotspots", "--top", "2"])))
+            .expect("json");
+    assert_eq!(hot["hotspots"].as_array().map(Vec::len), Some(2), "{hot}");
+    assert_eq!(hot["hotspots"][0]["handle"]["source"], "service", "{hot}");
+    let summary = stdout(&remote(&["summary", "pkg/models.py"]));
+    assert!(summary.contains("used by: app.py"), "{summary}");
+    let graph = stdout(&remote(&["dependency-graph", "--format", "mermaid"]));
+    assert!(
+        graph.starts_with("flowchart") && graph.contains("-->"),
+        "{graph}"
+    );
+    let cycles = stdout(&remote(&["cycles"]));
+    assert!(
+        cycles.contains("pkg/cycle_a.py -> pkg/cycle_b.py"),
+        "{cycles}"
+    );
+    // A malformed position is refused before anything is asked.
+    assert!(!remote(&["definition", "app.py:x"]).status.success());
+
+    // A repository the service does not know is refused with what to do.
+    let unregistered = tempfile::tempdir().expect("tempdir");
+    canopy_test_support::git::git(unregistered.path(), &["init", "-q"]);
+    let out = canopy(
+        unregistered.path(),
+        &["--service-url", server.url.as_str(), "callers", "main"],
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not registered with the service"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

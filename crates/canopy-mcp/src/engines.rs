@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use canopy_client::local::LocalBackend;
 use canopy_core::discover::{RootRule, locate_root};
 use canopy_core::{Engine, EngineOptions};
 
@@ -14,12 +15,19 @@ use crate::error::ToolError;
 /// An open repository.
 pub(crate) struct Repo {
     /// The repository's engine (blocking; call it on the blocking pool).
-    pub engine: Engine,
+    engine: Engine,
     /// Held while the repository's first index run is under way, so that
     /// concurrent first queries wait for one run instead of starting several.
-    pub first_index: tokio::sync::Mutex<()>,
+    first_index: Arc<std::sync::Mutex<()>>,
     /// Set to stop the repository's watcher thread, if it has one.
     stop_watching: Arc<AtomicBool>,
+}
+
+impl Repo {
+    /// The backend that answers over this repository's engine.
+    pub(crate) fn backend(&self) -> LocalBackend {
+        LocalBackend::with_engine(self.engine.clone(), self.first_index.clone())
+    }
 }
 
 impl Drop for Repo {
@@ -169,7 +177,7 @@ impl EngineCache {
         }
         let repo = Arc::new(Repo {
             engine,
-            first_index: tokio::sync::Mutex::new(()),
+            first_index: Arc::new(std::sync::Mutex::new(())),
             stop_watching,
         });
         inner.entries.insert(

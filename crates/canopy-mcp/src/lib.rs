@@ -2,8 +2,11 @@
 //!
 //! `canopy mcp`: Canopy's Model Context Protocol server over stdio, built on
 //! the official Rust SDK (`rmcp`). It owns the MCP surface of the agent
-//! contract (seed `004_…`) and nothing else; every behaviour lives in
-//! `canopy-core`.
+//! contract (seed `004_…`) and nothing else: each tool call's arguments are
+//! validated into one request (`request`) and answered by a
+//! `canopy_client::backend::Backend` — the repository's own engine, or with
+//! `--service-url` a running `canopy serve` — in one dispatcher (`server`);
+//! every behaviour lives in `canopy-core`.
 //!
 //! * **Tools**: `canopy_evidence_pack`, `canopy_query`, `canopy_expand`,
 //!   `canopy_status`, `canopy_index`, `canopy_invalidate`, each taking
@@ -49,6 +52,7 @@
 
 mod engines;
 mod error;
+mod request;
 mod server;
 mod tools;
 mod transport;

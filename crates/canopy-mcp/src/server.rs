@@ -1,15 +1,19 @@
-//! The MCP server: tool dispatch onto [`canopy_core::Engine`], one session
-//! per connection, progress notifications while indexing.
+//! The MCP server: one dispatcher from tool calls onto a
+//! [`canopy_client::backend::Backend`] — a repository's engine from the
+//! cache, or the service in service mode — one session per connection, and
+//! progress notifications while indexing.
 
+use std::collections::HashSet;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use canopy_core::discover::discover;
+use canopy_client::backend::{Backend, BackendError, Expanded, Need};
+use canopy_client::local::LocalBackend;
+use canopy_client::remote::RemoteBackend;
+use canopy_core::EngineOptions;
 use canopy_core::index::IndexProgress;
-use canopy_core::lazy::LAZY_THRESHOLD;
 use canopy_core::model::IndexReport;
-use canopy_core::query::QueryParams;
-use canopy_core::{Engine, EngineOptions};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
@@ -18,12 +22,13 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use serde::Serialize;
+use serde_json::json;
 use tokio::sync::mpsc;
 
-use crate::engines::{EngineCache, Repo, blocking};
+use crate::engines::EngineCache;
 use crate::error::ToolError;
+use crate::request::ToolRequest;
 use crate::tools::{Args, ToolName, parse_args};
-use canopy_core::graph::request::GraphOp;
 
 /// Shown to the client at initialization (many clients give it to the model).
 const INSTRUCTIONS: &str = "Canopy indexes code for token-efficient retrieval. Workflow: \
@@ -74,235 +79,154 @@ impl CanopyServer {
         self
     }
 
-    /// Service mode: the tool's service counterpart, with the overlay.
-    async fn dispatch_remote(
-        &self,
-        service: Arc<crate::ServiceMode>,
-        tool: ToolName,
-        args: Args,
-    ) -> Result<CallToolResult, ToolError> {
-        use canopy_service::remote::RemoteRepo;
-        let path = args.path.clone().unwrap_or_default();
-        let start = std::path::PathBuf::from(&path);
-        if !start.is_absolute() || !start.is_dir() {
-            return Err(ToolError::InvalidPath(format!(
-                "path must be the absolute path of a repository directory, not {path:?}"
-            )));
-        }
-        if matches!(tool, ToolName::Refine | ToolName::Invalidate) {
-            return Err(ToolError::NotInServiceMode(format!(
-                "{} works on a local index; this server answers from the service at {}",
-                tool.as_str(),
-                service.url
-            )));
-        }
-        let options = self.engines.options().clone();
+    /// The backend for a call on `path`: the service (service mode), or
+    /// the repository's engine from the cache (for `canopy_status`, only an
+    /// index that exists: a read-only tool never creates one).
+    async fn backend(&self, tool: ToolName, path: &str) -> Result<Arc<dyn Backend>, ToolError> {
         let session = Some(self.session.to_string());
-        // Graph requests are parsed (and refused) here, before any network call.
-        let graph = match tool {
-            ToolName::Graph | ToolName::Analysis => Some(
-                serde_json::to_value(graph_request(tool, &args)?)
-                    .map_err(|e| ToolError::Internal(e.to_string()))?,
-            ),
-            _ => None,
-        };
-        let outcome = tokio::task::spawn_blocking(move || -> Result<Remote, ToolError> {
-            let remote = |e: anyhow::Error| ToolError::Service(e);
-            if tool == ToolName::Index {
-                let view = RemoteRepo::index(&service.url, service.token.clone(), &start)
-                    .map_err(remote)?;
-                return Ok(Remote::Json(
-                    serde_json::to_value(view).map_err(|e| ToolError::Internal(e.to_string()))?,
-                ));
+        if let Some(service) = &self.service {
+            let start = PathBuf::from(path);
+            if !start.is_absolute() || !start.is_dir() {
+                return Err(ToolError::InvalidPath(format!(
+                    "path must be the absolute path of a repository directory, not {path:?}"
+                )));
             }
-            let repo = RemoteRepo::connect(
+            let remote = RemoteBackend::new(
                 &service.url,
                 service.token.clone(),
                 session,
-                &start,
-                options,
+                start,
+                self.engines.options().clone(),
             )
-            .map_err(remote)?;
-            Ok(match tool {
-                ToolName::Query => {
-                    let params = args.query_params();
-                    params.validate()?;
-                    params.to_expr()?;
-                    Remote::Json(repo.query(&params).map_err(remote)?)
-                }
-                ToolName::EvidencePack => {
-                    let params = args.pack_params();
-                    params.query.validate()?;
-                    params.query.to_expr()?;
-                    Remote::Json(repo.pack(&params).map_err(remote)?)
-                }
-                ToolName::Context => {
-                    let params = args.context_params();
-                    params.validate()?;
-                    Remote::Json(repo.context(&params).map_err(remote)?)
-                }
-                ToolName::Expand => {
-                    let ids = args.handle_ids.clone().unwrap_or_default();
-                    if ids.is_empty() {
-                        return Err(ToolError::InvalidArguments(
-                            "handle_ids is empty: pass the ids of handles returned by a query"
-                                .into(),
-                        ));
-                    }
-                    let expanded = repo.expand(&ids).map_err(remote)?;
-                    let text = expansion_text(
-                        expanded
-                            .contents
-                            .iter()
-                            .map(|c| (c.handle_id.as_str(), c.content.as_str())),
-                    );
-                    let freshness = serde_json::json!({"freshness": {
-                        "generation": expanded.value.get("generation"),
-                        "commit_sha": expanded.value.get("commit_sha"),
-                        "overlay": expanded.value.get("overlay"),
-                    }});
-                    Remote::Text(text, freshness.to_string())
-                }
-                ToolName::Status => Remote::Json(repo.status().map_err(remote)?),
-                ToolName::Graph | ToolName::Analysis => Remote::Json(
-                    repo.graph(graph.as_ref().unwrap_or(&serde_json::Value::Null))
-                        .map_err(remote)?,
-                ),
-                ToolName::Index | ToolName::Refine | ToolName::Invalidate => {
-                    return Err(ToolError::Internal("handled above".into()));
-                }
-            })
-        })
-        .await
-        .map_err(|e| ToolError::Internal(e.to_string()))??;
-        match outcome {
-            Remote::Json(value) => Ok(CallToolResult::structured(value)),
-            Remote::Text(text, freshness) => Ok(CallToolResult::success(vec![
-                ContentBlock::text(text),
-                ContentBlock::text(freshness),
-            ])),
+            .map_err(|e| ToolError::Service(e.into()))?;
+            return Ok(Arc::new(remote));
         }
+        let local = if tool == ToolName::Status {
+            match self.engines.get_existing(path).await? {
+                Ok(repo) => repo.backend(),
+                Err(root) => LocalBackend::new(root, self.engines.options().clone()),
+            }
+        } else {
+            self.engines.get(path).await?.backend()
+        };
+        Ok(Arc::new(local.with_session(session)))
     }
 
+    /// One tool call: the backend, the request (validated), the answer.
     async fn dispatch(
         &self,
         tool: ToolName,
         args: Args,
         progress: Progress,
     ) -> Result<CallToolResult, ToolError> {
-        if let Some(service) = &self.service {
-            return self.dispatch_remote(service.clone(), tool, args).await;
-        }
         let path = args.path.clone().unwrap_or_default();
-        if tool == ToolName::Status {
-            // Read-only: a repository nobody indexed gets `indexed: false`,
-            // not an empty `.canopy/`.
-            return match self.engines.get_existing(&path).await? {
-                Ok(repo) => run(&repo, Engine::status).await.and_then(json),
-                Err(root) => {
-                    let options = self.engines.options().clone();
-                    let status =
-                        tokio::task::spawn_blocking(move || Engine::peek_status(&root, options))
-                            .await
-                            .map_err(|e| ToolError::Internal(e.to_string()))??;
-                    json(status)
-                }
-            };
+        let backend = self.backend(tool, &path).await?;
+        if let Some(service) = &self.service
+            && matches!(tool, ToolName::Refine | ToolName::Invalidate)
+        {
+            return Err(ToolError::NotInServiceMode(format!(
+                "{} works on a local index; this server answers from the service at {}",
+                tool.as_str(),
+                service.url
+            )));
         }
-        let repo = self.engines.get(&path).await?;
-        match tool {
-            ToolName::Query => {
-                let params = args.query_params();
-                params.validate()?;
-                params.to_expr()?;
-                ensure_indexed(&repo, &params, &progress).await?;
-                run(&repo, move |e| e.query(&params)).await.and_then(json)
-            }
-            ToolName::EvidencePack => {
-                let params = args.pack_params();
-                params.query.validate()?;
-                params.query.to_expr()?;
-                ensure_indexed(&repo, &params.query, &progress).await?;
-                let session = self.session.clone();
-                run(&repo, move |e| e.evidence_pack(&params, Some(&session)))
-                    .await
-                    .and_then(json)
-            }
-            ToolName::Context => {
-                let params = args.context_params();
-                params.validate()?;
-                let probe = canopy_core::query::QueryParams {
-                    pattern: Some(params.task.clone()),
-                    ..Default::default()
-                };
-                ensure_indexed(&repo, &probe, &progress).await?;
-                run(&repo, move |e| e.context(&params)).await.and_then(json)
-            }
-            ToolName::Expand => {
-                let ids = args.handle_ids.unwrap_or_default();
-                if ids.is_empty() {
-                    return Err(ToolError::InvalidArguments(
-                        "handle_ids is empty: pass the ids of handles returned by a query".into(),
-                    ));
-                }
-                let session = self.session.clone();
-                let out = run(&repo, move |e| e.expand_in_session(&ids, Some(&session))).await?;
-                // The contract's text first; freshness in a second block, so
-                // a client that reads content[0] sees exactly the contract.
-                let freshness = out.first().map(|e| {
-                    serde_json::json!({"freshness": {
-                        "generation": e.generation,
-                        "indexed_at": e.indexed_at,
-                        "stale_files": 0,
-                        "checked_files": out.iter().map(|e| &e.file_path).collect::<std::collections::HashSet<_>>().len(),
-                    }})
-                    .to_string()
-                });
-                let mut content = vec![ContentBlock::text(expansion_text(
-                    out.iter()
-                        .map(|e| (e.handle_id.as_str(), e.content.as_str())),
-                ))];
-                content.extend(freshness.map(ContentBlock::text));
-                Ok(CallToolResult::success(content))
-            }
-            ToolName::Status => run(&repo, Engine::status).await.and_then(json),
-            ToolName::Refine => {
-                let params = args.refine_params();
-                if params.result_set.is_empty() {
-                    return Err(ToolError::InvalidArguments(
-                        "result_set must be the id string returned by canopy_query or canopy_evidence_pack".into(),
-                    ));
-                }
-                run(&repo, move |e| e.refine(&params)).await.and_then(json)
-            }
-            ToolName::Graph | ToolName::Analysis => {
-                let request = graph_request(tool, &args)?;
-                ensure_complete(&repo, &progress).await?;
-                run(&repo, move |e| e.graph_request(&request))
-                    .await
-                    .and_then(json)
-            }
-            ToolName::Index => {
-                let glob = args.glob;
-                let rebuild = args.rebuild == Some(true);
-                index_with_progress(&repo, progress, move |e, p| {
-                    if rebuild {
-                        e.rebuild(p)
-                    } else {
-                        e.index(glob.as_deref(), p)
-                    }
+        let request = ToolRequest::parse(tool, args)?;
+        let (b, p) = (&backend, &progress);
+        match request {
+            ToolRequest::Query(query) => json(
+                self.run(b, p, move |b, p| {
+                    b.prepare(Need::Query(query.params()), p)?;
+                    b.query(&query)
                 })
-                .await
-                .and_then(json)
-            }
-            ToolName::Invalidate => {
-                let glob = args.glob;
-                index_with_progress(&repo, progress, move |e, p| {
-                    e.invalidate(glob.as_deref(), p)
+                .await?,
+            ),
+            ToolRequest::Pack(pack) => json(
+                self.run(b, p, move |b, p| {
+                    b.prepare(Need::Query(&pack.params().query), p)?;
+                    b.evidence_pack(&pack)
                 })
-                .await
-                .and_then(json)
+                .await?,
+            ),
+            ToolRequest::Context(context) => json(
+                self.run(b, p, move |b, p| {
+                    b.prepare(Need::Context(context.params()), p)?;
+                    b.context(&context)
+                })
+                .await?,
+            ),
+            ToolRequest::Graph(request) => json(
+                self.run(b, p, move |b, p| {
+                    b.prepare(Need::Graph, p)?;
+                    b.graph(&request)
+                })
+                .await?,
+            ),
+            ToolRequest::Expand(ids) => Ok(expansion_result(
+                self.run(b, p, move |b, _| b.expand(&ids)).await?,
+            )),
+            ToolRequest::Status => json(self.run(b, p, |b, _| b.status()).await?),
+            ToolRequest::Index(request) => {
+                json(self.run(b, p, move |b, p| b.index(&request, p)).await?)
             }
+            ToolRequest::Invalidate(glob) => json(
+                self.run(b, p, move |b, p| b.invalidate(glob.as_deref(), p))
+                    .await?,
+            ),
+            ToolRequest::Refine(params) => {
+                json(self.run(b, p, move |b, _| b.refine(&params)).await?)
+            }
+        }
+    }
+
+    /// Runs `op` against `backend` on the blocking pool, forwarding the
+    /// progress of any index run as `notifications/progress` (strictly
+    /// increasing, at most about one per percent), under the call's
+    /// cancellation flag.
+    async fn run<T, F>(
+        &self,
+        backend: &Arc<dyn Backend>,
+        progress: &Progress,
+        op: F,
+    ) -> Result<T, ToolError>
+    where
+        F: FnOnce(&dyn Backend, &dyn IndexProgress) -> Result<T, BackendError> + Send + 'static,
+        T: Send + 'static,
+    {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let sink = ChannelProgress::new(tx);
+        let backend = backend.clone();
+        let cancel = crate::engines::request_cancel_flag();
+        let job = tokio::task::spawn_blocking(move || {
+            canopy_core::cancel::within(&cancel, || op(backend.as_ref(), &sink))
+        });
+        let mut last: Option<u64> = None;
+        // The channel closes when the job drops its sink, i.e. when it is done.
+        while let Some((done, total)) = rx.recv().await {
+            let Some(token) = &progress.token else {
+                continue;
+            };
+            if last.is_some_and(|l| done <= l) {
+                continue;
+            }
+            last = Some(done);
+            let note = ProgressNotificationParam::new(token.clone(), done as f64)
+                .with_total(total as f64)
+                .with_message(format!("indexing: {done}/{total} files"));
+            if let Err(e) = progress.peer.notify_progress(note).await {
+                tracing::debug!("cannot send a progress notification: {e}");
+            }
+        }
+        job.await
+            .map_err(|e| ToolError::Internal(format!("worker task failed: {e}")))?
+            .map_err(|e| self.tool_error(e))
+    }
+
+    /// A backend's error as the agent sees it: in service mode every
+    /// failure is the service's (`ServiceError`, with the whole chain).
+    fn tool_error(&self, e: BackendError) -> ToolError {
+        match e {
+            BackendError::Core(core) if self.service.is_none() => ToolError::Core(core),
+            other => ToolError::Service(other.into()),
         }
     }
 }
@@ -384,26 +308,48 @@ fn json<T: Serialize>(value: T) -> Result<CallToolResult, ToolError> {
         .map_err(|e| ToolError::Internal(format!("cannot serialize the result: {e}")))
 }
 
-/// The validated graph request of a `canopy_graph` (navigation operations
-/// only) or `canopy_analysis` (analysis operations only) call.
-fn graph_request(
-    tool: ToolName,
-    args: &Args,
-) -> Result<canopy_core::graph::request::GraphRequest, ToolError> {
-    let offered: &[GraphOp] = if tool == ToolName::Graph {
-        &GraphOp::NAVIGATION
-    } else {
-        &GraphOp::ANALYSIS
-    };
-    let request = args.graph_request(offered)?;
-    request.validate()?;
-    Ok(request)
-}
-
-/// A service-mode answer: JSON, or `canopy_expand`'s text and its freshness block.
-enum Remote {
-    Json(serde_json::Value),
-    Text(String, String),
+/// `canopy_expand`'s result: the contract's text first (`// <id>` blocks);
+/// freshness in a second block, so a client that reads `content[0]` sees
+/// exactly the contract.
+fn expansion_result(expanded: Expanded) -> CallToolResult {
+    match expanded {
+        Expanded::Local(out) => {
+            let freshness = out.first().map(|e| {
+                let files: HashSet<&str> = out.iter().map(|e| e.file_path.as_str()).collect();
+                json!({"freshness": {
+                    "generation": e.generation,
+                    "indexed_at": e.indexed_at,
+                    "stale_files": 0,
+                    "checked_files": files.len(),
+                }})
+                .to_string()
+            });
+            let text = expansion_text(
+                out.iter()
+                    .map(|e| (e.handle_id.as_str(), e.content.as_str())),
+            );
+            let mut content = vec![ContentBlock::text(text)];
+            content.extend(freshness.map(ContentBlock::text));
+            CallToolResult::success(content)
+        }
+        Expanded::Served(answer) => {
+            let text = expansion_text(
+                answer
+                    .contents
+                    .iter()
+                    .map(|c| (c.handle_id.as_str(), c.content.as_str())),
+            );
+            let freshness = json!({"freshness": {
+                "generation": answer.at.as_ref().map(|at| at.generation),
+                "commit_sha": answer.at.as_ref().and_then(|at| at.commit_sha.as_ref()),
+                "overlay": answer.overlay,
+            }});
+            CallToolResult::success(vec![
+                ContentBlock::text(text),
+                ContentBlock::text(freshness.to_string()),
+            ])
+        }
+    }
 }
 
 /// `canopy_expand`'s text: one `// <id>` block per handle.
@@ -421,108 +367,11 @@ fn expansion_text<'a>(expansions: impl IntoIterator<Item = (&'a str, &'a str)>) 
     out
 }
 
-/// Runs an engine operation on the blocking pool.
-async fn run<T, F>(repo: &Arc<Repo>, op: F) -> Result<T, ToolError>
-where
-    F: FnOnce(&Engine) -> canopy_core::Result<T> + Send + 'static,
-    T: Send + 'static,
-{
-    let repo = repo.clone();
-    Ok(blocking(move || op(&repo.engine)).await??)
-}
-
-/// Indexes the repository if it never was, once even under concurrent calls.
-///
-/// A repository up to [`LAZY_THRESHOLD`] files gets a full index run that
-/// reports progress. A larger one is left to the engine's predictive lazy
-/// indexing ([`Engine::prepare_for`]: the files the query points at first,
-/// the rest in the background), which takes no progress sink yet, so it
-/// reports none.
-async fn ensure_indexed(
-    repo: &Arc<Repo>,
-    params: &QueryParams,
-    progress: &Progress,
-) -> Result<(), ToolError> {
-    if run(repo, Engine::is_indexed).await? {
-        return Ok(());
-    }
-    let _first = repo.first_index.lock().await;
-    if run(repo, Engine::is_indexed).await? {
-        return Ok(());
-    }
-    let params = params.clone();
-    index_with_progress(repo, progress.clone(), move |e, p| {
-        let candidates = discover(e.root(), e.options().max_file_size, None)?
-            .files
-            .len();
-        if candidates <= LAZY_THRESHOLD {
-            e.index(None, p)
-        } else {
-            e.prepare_for(&params).map(|_| IndexReport::default())
-        }
-    })
-    .await?;
-    Ok(())
-}
-
-/// Indexes the whole repository unless its index is complete: graph answers
-/// read from a partial (lazily started) index would silently miss callers.
-async fn ensure_complete(repo: &Arc<Repo>, progress: &Progress) -> Result<(), ToolError> {
-    if run(repo, |e| Ok(e.is_indexed()? && e.is_complete()?)).await? {
-        return Ok(());
-    }
-    let _first = repo.first_index.lock().await;
-    if run(repo, |e| Ok(e.is_indexed()? && e.is_complete()?)).await? {
-        return Ok(());
-    }
-    index_with_progress(repo, progress.clone(), move |e, p| e.index(None, p)).await?;
-    Ok(())
-}
-
 /// Where progress notifications go: the caller's progress token, if it sent one.
 #[derive(Clone)]
 struct Progress {
     peer: Peer<RoleServer>,
     token: Option<ProgressToken>,
-}
-
-/// Runs an index operation on the blocking pool, forwarding its progress as
-/// `notifications/progress` (strictly increasing, at most about one per percent).
-async fn index_with_progress<F>(
-    repo: &Arc<Repo>,
-    progress: Progress,
-    op: F,
-) -> Result<IndexReport, ToolError>
-where
-    F: FnOnce(&Engine, &dyn IndexProgress) -> canopy_core::Result<IndexReport> + Send + 'static,
-{
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let sink = ChannelProgress::new(tx);
-    let repo = repo.clone();
-    let cancel = crate::engines::request_cancel_flag();
-    let job = tokio::task::spawn_blocking(move || {
-        canopy_core::cancel::within(&cancel, || op(&repo.engine, &sink))
-    });
-    let mut last: Option<u64> = None;
-    // The channel closes when the job drops its sink, i.e. when it is done.
-    while let Some((done, total)) = rx.recv().await {
-        let Some(token) = &progress.token else {
-            continue;
-        };
-        if last.is_some_and(|l| done <= l) {
-            continue;
-        }
-        last = Some(done);
-        let note = ProgressNotificationParam::new(token.clone(), done as f64)
-            .with_total(total as f64)
-            .with_message(format!("indexing: {done}/{total} files"));
-        if let Err(e) = progress.peer.notify_progress(note).await {
-            tracing::debug!("cannot send a progress notification: {e}");
-        }
-    }
-    Ok(job
-        .await
-        .map_err(|e| ToolError::Internal(format!("index task failed: {e}")))??)
 }
 
 /// [`IndexProgress`] that sends `(done, total)` at start, on each new

@@ -9,16 +9,17 @@
 //!
 //! Budget: the whole `tools/list` response must stay under 3,000 tokens
 //! (`o200k_base`), leaving room for the graph, analysis and context tools to
-//! come; it is ~1,200 today (`tests/e2e.rs` measures it). Output schemas are
+//! come; it is ~1,200 today (`crates/canopy-cli/tests/mcp_e2e.rs` measures it). Output schemas are
 //! deliberately not declared: even type-only top-level schemas for the five
 //! JSON tools cost ~490 tokens.
 
 use std::sync::Arc;
 
+use canopy_client::request::SearchArgs;
 use canopy_core::graph::ops::Level;
 use canopy_core::graph::request::{GraphOp, GraphRequest};
 use canopy_core::pack::PackParams;
-use canopy_core::query::{MatchMode, QueryKind, QueryParams};
+use canopy_core::query::QueryParams;
 use canopy_core::resultset::RefineParams;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde::Deserialize;
@@ -314,23 +315,16 @@ impl ToolName {
 }
 
 /// Every argument any tool accepts. Which ones a given tool accepts is
-/// decided by its input schema (see [`parse_args`]).
+/// decided by its input schema (see [`parse_args`], which also refuses
+/// unknown keys before these are read).
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct Args {
     pub path: Option<String>,
-    pub pattern: Option<String>,
-    pub patterns: Option<Vec<String>>,
-    pub symbol: Option<String>,
-    pub section: Option<String>,
-    pub parent: Option<String>,
-    pub kind: Option<QueryKind>,
-    pub glob: Option<String>,
-    #[serde(rename = "match")]
-    pub match_mode: Option<MatchMode>,
+    /// The search parameters (shared with the command line's `query`).
+    #[serde(flatten)]
+    pub search: SearchArgs,
     pub limit: Option<usize>,
     pub expand_budget: Option<u64>,
-    pub query: Option<String>,
     pub max_handles: Option<usize>,
     pub max_per_file: Option<usize>,
     pub plan: Option<bool>,
@@ -368,20 +362,11 @@ impl Args {
 
     /// The `canopy_query` parameters.
     pub(crate) fn query_params(&self) -> QueryParams {
-        QueryParams {
-            pattern: self.pattern.clone(),
-            patterns: self.patterns.clone(),
-            symbol: self.symbol.clone(),
-            section: self.section.clone(),
-            parent: self.parent.clone(),
-            kind: self.kind,
-            glob: self.glob.clone(),
-            match_mode: self.match_mode,
-            limit: self.limit,
-            expand_budget: self.expand_budget,
-            query: self.query.clone(),
-            result_set: self.result_set.as_ref().and_then(Value::as_bool),
-        }
+        self.search.clone().params(
+            self.limit,
+            self.expand_budget,
+            self.result_set.as_ref().and_then(Value::as_bool),
+        )
     }
 
     /// The `canopy_refine` parameters.
@@ -393,10 +378,10 @@ impl Args {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string(),
-            glob: self.glob.clone(),
-            kind: self.kind,
+            glob: self.search.glob.clone(),
+            kind: self.search.kind,
             term: self.term.clone(),
-            intersect: self.query.clone().map(|q| QueryParams {
+            intersect: self.search.query.clone().map(|q| QueryParams {
                 query: Some(q),
                 ..QueryParams::default()
             }),
@@ -516,6 +501,56 @@ mod tests {
         assert!(err.to_string().contains("\"limit\""), "{err}");
         let err = parse_args(ToolName::Expand, None).expect_err("path is required");
         assert!(err.to_string().contains("\"path\""), "{err}");
+    }
+
+    /// The hand-written schemas (worded for the token budget) list exactly
+    /// the shared search parameters, plus each tool's own.
+    #[test]
+    fn search_schemas_are_the_shared_search_parameters() {
+        let every = SearchArgs {
+            pattern: Some("p".into()),
+            patterns: Some(Vec::new()),
+            symbol: Some("s".into()),
+            section: Some("h".into()),
+            parent: Some("c".into()),
+            kind: Some(canopy_core::query::QueryKind::Any),
+            glob: Some("g".into()),
+            match_mode: Some(canopy_core::query::MatchMode::Any),
+            query: Some("q".into()),
+        };
+        let shared: Vec<String> = serde_json::to_value(&every)
+            .expect("serializes")
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default();
+        for (tool, own) in [
+            (
+                ToolName::Query,
+                &["path", "limit", "expand_budget", "result_set"][..],
+            ),
+            (
+                ToolName::EvidencePack,
+                &[
+                    "path",
+                    "max_handles",
+                    "max_per_file",
+                    "max_tokens",
+                    "plan",
+                    "result_set",
+                ][..],
+            ),
+        ] {
+            let schema = tool.input_schema();
+            let mut listed: Vec<&str> = schema["properties"]
+                .as_object()
+                .map(|p| p.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            let mut expected: Vec<&str> = shared.iter().map(String::as_str).collect();
+            expected.extend_from_slice(own);
+            listed.sort_unstable();
+            expected.sort_unstable();
+            assert_eq!(listed, expected, "{}", tool.as_str());
+        }
     }
 
     #[test]

@@ -10,19 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use canopy_client::api::ErrorBody;
 use canopy_core::CanopyError;
-use serde::{Deserialize, Serialize};
-
-/// The JSON body of every error response.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ErrorBody {
-    /// Stable machine-readable code (`not_found`, `stale_generation`, …).
-    pub code: String,
-    /// What went wrong, for people and models.
-    pub message: String,
-    /// What to do next.
-    pub hint: String,
-}
 
 /// Seconds a client should wait before retrying a `503 not_ready`.
 pub const NOT_READY_RETRY_SECS: u64 = 2;

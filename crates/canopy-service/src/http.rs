@@ -23,12 +23,12 @@ use axum::routing::{MethodRouter, get, post};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use crate::api::{
+use crate::error::ApiError;
+use crate::service::Service;
+use canopy_client::api::{
     AddRepoRequest, ContextRequest, EventsResponse, ExpandRequest, GraphHttpRequest, PackRequest,
     QueryRequest, ReindexRequest, SESSION_HEADER,
 };
-use crate::error::ApiError;
-use crate::service::Service;
 
 /// The OpenAPI 3 document served at `GET /openapi.json`.
 pub const OPENAPI_JSON: &str = include_str!("openapi.json");

@@ -32,10 +32,11 @@
 //! * [`registry`]: the SQLite registry in `--data-dir` (repositories and events);
 //! * [`http`]: the axum router, handlers, authentication and metrics middleware;
 //! * [`metrics`]: counters, histograms and the Prometheus rendering;
-//! * [`api`]: request and response types shared with the client;
-//! * [`error`]: the error type and its HTTP mapping;
-//! * [`client`]: [`client::ServiceClient`], a blocking client for the CLI's
-//!   service mode and for tests.
+//! * [`error`]: the error type and its HTTP mapping.
+//!
+//! The wire types (requests, responses, the error body, events) are
+//! `canopy_client::api`, shared with the client side of service mode
+//! (`canopy-client`), which also owns the blocking client.
 //!
 //! ## Security
 //!
@@ -48,26 +49,11 @@
 //! globs cannot leave a registered repository (the core refuses `..`,
 //! absolute paths and symlinks out).
 //!
-//! ## Using the client
-//!
-//! ```no_run
-//! let client = canopy_service::client::ServiceClient::new("http://127.0.0.1:3000")?;
-//! for repo in client.repos()? {
-//!     println!("{} {} generation {}", repo.repo_id, repo.name, repo.generation);
-//! }
-//! # Ok::<(), canopy_service::client::ClientError>(())
-//! ```
-
-pub mod api;
-pub mod client;
 pub mod config;
 pub mod error;
-pub mod follow;
 pub mod http;
 pub mod metrics;
-pub mod overlay;
 pub mod registry;
-pub mod remote;
 pub mod service;
 
 use std::sync::Arc;

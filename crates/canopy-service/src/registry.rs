@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use canopy_client::api::{EventRecord, RunError};
 use canopy_core::model::IndexReport;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
@@ -86,15 +87,6 @@ impl RepoStatus {
     }
 }
 
-/// Why the last run failed.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunError {
-    /// The core's error code (`Git`, `Io`, `Database`, …) or `panic`.
-    pub code: String,
-    /// The error message.
-    pub message: String,
-}
-
 /// One registered repository, as stored.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RepoRecord {
@@ -130,22 +122,26 @@ pub struct RepoRecord {
     pub watch: bool,
 }
 
-/// One entry of the event feed.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct EventRecord {
-    /// Sequence number (strictly increasing).
-    pub seq: u64,
-    /// RFC 3339 UTC time.
-    pub ts: String,
-    /// Unix milliseconds.
-    pub ts_ms: i64,
-    /// `repo_added`, `reindex_started`, `reindex_finished`, `reindex_failed`,
-    /// `reindex_interrupted`, `generation_bumped` or `service_started`.
-    pub kind: String,
-    /// The repository concerned, if any.
-    pub repo_id: Option<String>,
-    /// Kind-specific details.
-    pub data: Value,
+impl RepoRecord {
+    /// A repository just registered: never indexed, not watched.
+    pub fn registered(repo_id: String, name: String, root: PathBuf, added_at: i64) -> RepoRecord {
+        RepoRecord {
+            repo_id,
+            name,
+            root,
+            added_at,
+            generation: 0,
+            commit_sha: None,
+            status: RepoStatus::NotIndexed,
+            dirty: false,
+            consecutive_failures: 0,
+            last_started_at: None,
+            last_indexed_at: None,
+            last_report: None,
+            last_error: None,
+            watch: false,
+        }
+    }
 }
 
 /// A new event to append.
@@ -364,22 +360,12 @@ mod tests {
     use super::*;
 
     fn record(id: &str) -> RepoRecord {
-        RepoRecord {
-            repo_id: id.into(),
-            name: format!("name-{id}"),
-            root: PathBuf::from(format!("/tmp/{id}")),
-            added_at: 1,
-            generation: 0,
-            commit_sha: None,
-            status: RepoStatus::NotIndexed,
-            dirty: false,
-            consecutive_failures: 0,
-            last_started_at: None,
-            last_indexed_at: None,
-            last_report: None,
-            last_error: None,
-            watch: false,
-        }
+        RepoRecord::registered(
+            id.into(),
+            format!("name-{id}"),
+            PathBuf::from(format!("/tmp/{id}")),
+            1,
+        )
     }
 
     #[test]

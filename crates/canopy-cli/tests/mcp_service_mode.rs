@@ -1,81 +1,16 @@
 //! End-to-end: `canopy mcp --service-url` answering from a real `canopy
 //! serve` over loopback, driven by the real rmcp client, with the agent's
 //! uncommitted edit overlaid on the service's answers.
+//!
+//! They test the MCP server (`canopy-mcp`) in service mode through the
+//! `canopy` binary, so they live in canopy-cli, where Cargo builds it for them.
 
-mod common;
-
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
-
-use common::*;
+use canopy_test_support::canopy_bin;
+use canopy_test_support::git::git;
+use canopy_test_support::mcp::*;
+use canopy_test_support::repo::Repo;
+use canopy_test_support::serve::{Opts, Server};
 use serde_json::{Value, json};
-
-struct Serve {
-    child: Child,
-    url: String,
-    _data: tempfile::TempDir,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(allow_root: &std::path::Path) -> Serve {
-    let data = tempfile::tempdir().expect("data dir");
-    let mut child = Command::new(canopy_bin())
-        .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
-        .arg(data.path())
-        .arg("--allow-root")
-        .arg(allow_root)
-        .env_remove("CANOPY_TOKEN")
-        .env("CANOPY_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn canopy serve");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut tx = Some(tx);
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if let Some(addr) = line.strip_prefix("listening on ")
-                && let Some(tx) = tx.take()
-            {
-                let _ = tx.send(addr.trim().to_string());
-            }
-        }
-    });
-    let url = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("canopy serve did not start");
-    Serve {
-        child,
-        url,
-        _data: data,
-    }
-}
-
-fn git(root: &std::path::Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .status()
-        .expect("git")
-        .success();
-    assert!(ok, "git {args:?}");
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_server_answers_from_the_service_with_local_edits_overlaid() {
@@ -91,8 +26,17 @@ async fn the_server_answers_from_the_service_with_local_edits_overlaid() {
     ]);
     git(&repo.root(), &["add", "."]);
     git(&repo.root(), &["commit", "-q", "-m", "init"]);
-    let service = serve(&repo.root());
+    let data = tempfile::tempdir().expect("data dir");
+    let service = Server::start(
+        canopy_bin!(),
+        data.path(),
+        &Opts {
+            allow_roots: vec![repo.root()],
+            ..Opts::default()
+        },
+    );
     let client = connect_with_args(
+        canopy_bin!(),
         TestClient::default(),
         &["--service-url", service.url.as_str()],
     )

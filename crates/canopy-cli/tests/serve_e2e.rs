@@ -1,14 +1,20 @@
 //! End-to-end tests: the real `canopy serve` binary over loopback.
-
-mod common;
+//!
+//! They test the HTTP service (`canopy-service`) through the `canopy`
+//! binary, so they live in canopy-cli, where Cargo builds it for them.
 
 use std::collections::HashSet;
 use std::path::Path;
 
+use canopy_client::api::{PackRequest, QueryRequest};
+use canopy_client::client::{ClientError, ServiceClient};
 use canopy_core::pack::PackParams;
 use canopy_core::query::QueryParams;
-use canopy_service::client::ClientError;
-use common::{Opts, Repo, Server, WAIT, add_and_index, assert_error, get, post};
+use canopy_test_support::repo::Repo;
+use canopy_test_support::serve::{
+    Opts, Server, add_and_index, assert_error, get, post, serve_exits, serve_exits_in,
+};
+use canopy_test_support::{WAIT, canopy_bin, eventually};
 use serde_json::{Value, json};
 
 fn symbol(name: &str) -> QueryParams {
@@ -18,6 +24,46 @@ fn symbol(name: &str) -> QueryParams {
     }
 }
 
+/// `POST /query` with the body [`ServiceClient::query`] sends: the answer
+/// as the server wrote it (its handles tagged by the server, not written
+/// again by a client).
+fn query_json(client: &ServiceClient, repo: &str, params: &QueryParams) -> Result<Value, String> {
+    let body = QueryRequest {
+        repo: repo.to_string(),
+        params: params.clone(),
+    };
+    post_json(
+        client,
+        "/query",
+        &serde_json::to_value(body).map_err(|e| e.to_string())?,
+    )
+}
+
+/// [`query_json`] for `POST /evidence_pack` ([`ServiceClient::evidence_pack`]'s body).
+fn pack_json(client: &ServiceClient, repo: &str, params: &PackParams) -> Value {
+    let body = PackRequest {
+        repo: repo.to_string(),
+        session: None,
+        params: params.clone(),
+    };
+    post_json(
+        client,
+        "/evidence_pack",
+        &serde_json::to_value(body).expect("body"),
+    )
+    .expect("evidence pack")
+}
+
+fn post_json(client: &ServiceClient, path: &str, body: &Value) -> Result<Value, String> {
+    let resp = client
+        .send_raw("POST", path, Some(body.to_string().as_bytes()), &[])
+        .map_err(|e| e.to_string())?;
+    if resp.status != 200 {
+        return Err(format!("{path}: {} {}", resp.status, resp.text()));
+    }
+    resp.json().map_err(|e| e.to_string())
+}
+
 fn api_code(err: ClientError) -> String {
     err.code().unwrap_or("none").to_string()
 }
@@ -25,15 +71,15 @@ fn api_code(err: ClientError) -> String {
 #[test]
 fn full_workflow_add_reindex_query_expand() {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let repo = Repo::small();
 
-    let added = client.add_repo(&repo.path(), Some("demo")).unwrap();
+    let added = client.add_repo(&repo.root(), Some("demo")).unwrap();
     assert!(added.created);
     assert_eq!(added.name, "demo");
     // Registering the same path again returns the same id.
-    let again = client.add_repo(&repo.path(), None).unwrap();
+    let again = client.add_repo(&repo.root(), None).unwrap();
     assert_eq!(
         (again.repo_id.as_str(), again.created),
         (added.repo_id.as_str(), false)
@@ -52,7 +98,7 @@ fn full_workflow_add_reindex_query_expand() {
     assert!(view.last_index.as_ref().unwrap().files_indexed >= 3);
 
     // The name works wherever an id does.
-    let result = client.query("demo", &symbol("authenticate")).unwrap();
+    let result = query_json(&client, "demo", &symbol("authenticate")).unwrap();
     let handles = result["handles"].as_array().unwrap();
     assert!(!handles.is_empty(), "{result}");
     for h in handles {
@@ -61,6 +107,10 @@ fn full_workflow_add_reindex_query_expand() {
         assert_eq!(h["commit_sha"].as_str(), started.commit_sha.as_deref());
     }
     assert_eq!(result["generation"], 1);
+    // The typed client reads the same answer and writes it back to the byte.
+    let typed = client.query("demo", &symbol("authenticate")).unwrap();
+    assert_eq!(typed.at.generation, 1);
+    assert_eq!(serde_json::to_value(&typed).unwrap(), result);
     let handle = &handles[0];
     assert_eq!(handle["file_path"], "src/auth.rs");
 
@@ -73,16 +123,16 @@ fn full_workflow_add_reindex_query_expand() {
     assert!(expanded.total_tokens > 0);
 
     // References carry the service fields too.
-    let refs = client
-        .query(
-            &id,
-            &QueryParams {
-                symbol: Some("authenticate".into()),
-                kind: Some(canopy_core::query::QueryKind::Reference),
-                ..QueryParams::default()
-            },
-        )
-        .unwrap();
+    let refs = query_json(
+        &client,
+        &id,
+        &QueryParams {
+            symbol: Some("authenticate".into()),
+            kind: Some(canopy_core::query::QueryKind::Reference),
+            ..QueryParams::default()
+        },
+    )
+    .unwrap();
     let ref_handles = refs["ref_handles"].as_array().unwrap();
     assert!(!ref_handles.is_empty(), "{refs}");
     assert_eq!(ref_handles[0]["generation"], 1);
@@ -96,7 +146,7 @@ fn full_workflow_add_reindex_query_expand() {
         },
         ..PackParams::default()
     };
-    let pack = session_client.evidence_pack(&id, &params).unwrap();
+    let pack = pack_json(&session_client, &id, &params);
     assert_eq!(pack["session"], "agent-1");
     assert!(pack["guidance"]["recommended_action"].is_string());
     let pack_handles = pack["handles"].as_array().unwrap();
@@ -104,7 +154,7 @@ fn full_workflow_add_reindex_query_expand() {
     assert_eq!(pack_handles[0]["source"], "service");
     assert_eq!(pack_handles[0]["generation"], 1);
     assert_eq!(pack["novelty"], 1.0);
-    let again = session_client.evidence_pack(&id, &params).unwrap();
+    let again = pack_json(&session_client, &id, &params);
     assert!(again["novelty"].as_f64().unwrap() < 1.0, "{again}");
     // The session may also be given in the body.
     let body = json!({"repo": id, "session": "agent-2", "pattern": "authenticate"});
@@ -132,12 +182,12 @@ fn full_workflow_add_reindex_query_expand() {
 #[test]
 fn generation_bumps_only_when_the_index_changes() {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let repo = Repo::small();
     let id = add_and_index(&client, &repo);
 
-    let result = client.query(&id, &symbol("validate")).unwrap();
+    let result = query_json(&client, &id, &symbol("validate")).unwrap();
     let old_id = result["handles"][0]["id"].as_str().unwrap().to_string();
     assert_eq!(result["handles"][0]["generation"], 1);
 
@@ -174,7 +224,7 @@ fn generation_bumps_only_when_the_index_changes() {
     );
     assert_error(&resp, 400, "validation_error");
     // Re-querying gives generation-2 handles that expand fine.
-    let result = client.query(&id, &symbol("brand_new_function")).unwrap();
+    let result = query_json(&client, &id, &symbol("brand_new_function")).unwrap();
     let h = &result["handles"][0];
     assert_eq!(h["generation"], 2);
     assert_ne!(h["commit_sha"], Value::Null);
@@ -203,10 +253,10 @@ fn generation_bumps_only_when_the_index_changes() {
 #[test]
 fn not_ready_and_coalesced_reindex() {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let repo = Repo::large(1500);
-    let id = client.add_repo(&repo.path(), None).unwrap().repo_id;
+    let id = client.add_repo(&repo.root(), None).unwrap().repo_id;
 
     // No generation yet: 503 not_ready at once, with a retry hint.
     let resp = post(
@@ -277,7 +327,7 @@ fn not_ready_and_coalesced_reindex() {
 fn one_hundred_concurrent_queries_during_a_reindex() {
     const FILES: usize = 1500;
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let repo = Repo::large(FILES);
     let id = add_and_index(&client, &repo);
@@ -296,7 +346,7 @@ fn one_hundred_concurrent_queries_during_a_reindex() {
                     limit: Some(10),
                     ..QueryParams::default()
                 };
-                let result = client.query(&id, &params).map_err(|e| e.to_string())?;
+                let result = query_json(&client, &id, &params)?;
                 let handles = result["handles"].as_array().ok_or("no handles array")?;
                 if handles.is_empty() || result["total_matches"].as_u64().unwrap_or(0) == 0 {
                     return Err(format!("empty result: {result}"));
@@ -357,22 +407,22 @@ fn one_hundred_concurrent_queries_during_a_reindex() {
 fn state_survives_a_restart() {
     let data = tempfile::tempdir().unwrap();
     let repo = Repo::small();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let id = add_and_index(&client, &repo);
     let before = client.repos().unwrap().remove(0);
-    let handle = client.query(&id, &symbol("authenticate")).unwrap()["handles"][0]["id"]
+    let handle = query_json(&client, &id, &symbol("authenticate")).unwrap()["handles"][0]["id"]
         .as_str()
         .unwrap()
         .to_string();
     let events_before = client.events(0, Some(1000), None).unwrap();
     // The data directory belongs to one service at a time.
-    let (ok, stderr) = common::serve_exits(data.path(), &["--bind", "127.0.0.1:0"]);
+    let (ok, stderr) = serve_exits(canopy_bin!(), data.path(), &["--bind", "127.0.0.1:0"]);
     assert!(!ok);
     assert!(stderr.contains("another canopy serve"), "{stderr}");
     server.kill();
 
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let after = client.repos().unwrap().remove(0);
     assert_eq!(after.repo_id, before.repo_id);
@@ -403,14 +453,14 @@ fn state_survives_a_restart() {
 
     // A run killed half-way is resumed on restart and bumps the generation.
     let big = Repo::large(1500);
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let big_id = add_and_index(&client, &big);
     big.rewrite_large(1500, 1);
     client.reindex(&big_id, None).unwrap();
     let was_indexing = client.status(Some(&big_id)).unwrap().repos[0].repo.indexing;
     server.kill();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let view = client.wait_until_idle(&big_id, WAIT).unwrap();
     let events = client.events(0, Some(1000), Some(0)).unwrap();
@@ -430,7 +480,7 @@ fn state_survives_a_restart() {
 #[test]
 fn every_error_has_code_message_and_hint() {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let repo = Repo::small();
     let id = add_and_index(&client, &repo);
@@ -546,7 +596,7 @@ fn every_error_has_code_message_and_hint() {
         &post(
             &client,
             "/repos/add",
-            &json!({"path": other.path(), "name": "../x"}),
+            &json!({"path": other.root(), "name": "../x"}),
         ),
         400,
         "validation_error",
@@ -599,7 +649,7 @@ fn every_error_has_code_message_and_hint() {
     let added = post(
         &client,
         "/repos/add",
-        &json!({"path": other.path(), "name": "taken"}),
+        &json!({"path": other.root(), "name": "taken"}),
     );
     assert_eq!(added.status, 200);
     let third = Repo::small();
@@ -607,12 +657,12 @@ fn every_error_has_code_message_and_hint() {
         &post(
             &client,
             "/repos/add",
-            &json!({"path": third.path(), "name": "taken"}),
+            &json!({"path": third.root(), "name": "taken"}),
         ),
         409,
         "name_taken",
     );
-    let h = client.query(&id, &symbol("authenticate")).unwrap()["handles"][0]["id"]
+    let h = query_json(&client, &id, &symbol("authenticate")).unwrap()["handles"][0]["id"]
         .as_str()
         .unwrap()
         .to_string();
@@ -649,7 +699,7 @@ fn every_error_has_code_message_and_hint() {
     );
     // 503
     let fresh = Repo::small();
-    let fresh_id = client.add_repo(&fresh.path(), None).unwrap().repo_id;
+    let fresh_id = client.add_repo(&fresh.root(), None).unwrap().repo_id;
     assert_error(
         &post(
             &client,
@@ -665,6 +715,7 @@ fn every_error_has_code_message_and_hint() {
 fn oversized_bodies_get_413() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(
+        canopy_bin!(),
         data.path(),
         &Opts {
             max_body_bytes: Some(1024),
@@ -687,6 +738,7 @@ fn authentication_with_and_without_a_token() {
     let data = tempfile::tempdir().unwrap();
     let token = "s3cret-token-for-tests";
     let server = Server::start(
+        canopy_bin!(),
         data.path(),
         &Opts {
             token: Some(token.into()),
@@ -741,13 +793,13 @@ fn authentication_with_and_without_a_token() {
     drop(server);
 
     // Without a token every endpoint is open to local clients.
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let anon = server.anonymous();
     assert_eq!(anon.repos().unwrap().len(), 1);
     drop(server);
 
     // A non-loopback bind without a token refuses to start.
-    let (ok, stderr) = common::serve_exits(data.path(), &["--bind", "0.0.0.0:0"]);
+    let (ok, stderr) = serve_exits(canopy_bin!(), data.path(), &["--bind", "0.0.0.0:0"]);
     assert!(!ok);
     assert!(stderr.contains("refusing to listen"), "{stderr}");
     assert!(stderr.contains("--token"), "{stderr}");
@@ -759,6 +811,7 @@ fn allow_root_restricts_registration() {
     let outside = Repo::small();
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(
+        canopy_bin!(),
         data.path(),
         &Opts {
             allow_roots: vec![allowed.path().to_path_buf()],
@@ -785,14 +838,14 @@ fn allow_root_restricts_registration() {
 
     // Outside: refused, also through a symlink inside the allowed root and through `..`.
     assert_error(
-        &post(&client, "/repos/add", &json!({"path": outside.path()})),
+        &post(&client, "/repos/add", &json!({"path": outside.root()})),
         403,
         "path_not_allowed",
     );
     #[cfg(unix)]
     {
         let link = allowed.path().join("link");
-        std::os::unix::fs::symlink(outside.path(), &link).unwrap();
+        std::os::unix::fs::symlink(outside.root(), &link).unwrap();
         assert_error(
             &post(&client, "/repos/add", &json!({"path": link})),
             403,
@@ -823,6 +876,7 @@ fn by_default_only_repositories_under_the_start_directory_are_served() {
     let home = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(
+        canopy_bin!(),
         data.path(),
         &Opts {
             cwd: Some(home.path().to_path_buf()),
@@ -845,7 +899,7 @@ fn by_default_only_repositories_under_the_start_directory_are_served() {
     // A repository elsewhere (another temporary directory) is refused …
     let elsewhere = Repo::small();
     assert_error(
-        &post(&client, "/repos/add", &json!({"path": elsewhere.path()})),
+        &post(&client, "/repos/add", &json!({"path": elsewhere.root()})),
         403,
         "path_not_allowed",
     );
@@ -854,10 +908,10 @@ fn by_default_only_repositories_under_the_start_directory_are_served() {
     #[cfg(unix)]
     {
         let link = home.path().join("link");
-        std::os::unix::fs::symlink(elsewhere.path(), &link).unwrap();
+        std::os::unix::fs::symlink(elsewhere.root(), &link).unwrap();
         let resp = post(&client, "/repos/add", &json!({"path": link}));
         assert_error(&resp, 403, "path_not_allowed");
-        let target = elsewhere.path().canonicalize().unwrap();
+        let target = elsewhere.root().canonicalize().unwrap();
         let body = String::from_utf8_lossy(&resp.body).to_string();
         assert!(
             !body.contains(target.to_str().unwrap()),
@@ -889,8 +943,12 @@ fn by_default_only_repositories_under_the_start_directory_are_served() {
     drop(server);
 
     // Started in the filesystem root without --allow-root, it refuses to start.
-    let (ok, stderr) =
-        common::serve_exits_in(data.path(), Path::new("/"), &["--bind", "127.0.0.1:0"]);
+    let (ok, stderr) = serve_exits_in(
+        canopy_bin!(),
+        data.path(),
+        Path::new("/"),
+        &["--bind", "127.0.0.1:0"],
+    );
     assert!(!ok, "serve started in / without --allow-root");
     assert!(stderr.contains("--allow-root"), "{stderr}");
 }
@@ -898,7 +956,7 @@ fn by_default_only_repositories_under_the_start_directory_are_served() {
 #[test]
 fn events_cursor_and_long_poll() {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let repo = Repo::small();
 
@@ -919,14 +977,14 @@ fn events_cursor_and_long_poll() {
         let client = server.client();
         std::thread::spawn(move || client.events(cursor, None, Some(30)).unwrap())
     };
-    let id = client.add_repo(&repo.path(), None).unwrap().repo_id;
+    let id = client.add_repo(&repo.root(), None).unwrap().repo_id;
     let woke = waiter.join().unwrap();
     assert!(!woke.items.is_empty());
     assert_eq!(woke.items[0].kind, "repo_added");
     assert_eq!(woke.items[0].repo_id.as_deref(), Some(id.as_str()));
     assert_eq!(
         woke.items[0].data["repo_root"],
-        repo.path().to_str().unwrap()
+        repo.root().to_str().unwrap()
     );
 
     // Follow the feed with the cursor through a reindex.
@@ -974,12 +1032,12 @@ fn events_cursor_and_long_poll() {
 #[test]
 fn metrics_and_health_reflect_the_service() {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     assert_eq!(client.health().unwrap().status, "healthy");
 
     let repo = Repo::small();
-    let id = client.add_repo(&repo.path(), None).unwrap().repo_id;
+    let id = client.add_repo(&repo.root(), None).unwrap().repo_id;
     let health = client.health().unwrap();
     assert_eq!(health.status, "degraded");
     assert!(health.reasons[0].contains("never indexed"), "{health:?}");
@@ -990,18 +1048,17 @@ fn metrics_and_health_reflect_the_service() {
     assert_eq!(health.repos.as_ref().unwrap()[0].status, "healthy");
 
     // Pack, then expand its first suggestion: the acceptance ratio moves.
-    let pack = client
-        .evidence_pack(
-            &id,
-            &PackParams {
-                query: QueryParams {
-                    pattern: Some("authenticate".into()),
-                    ..QueryParams::default()
-                },
-                ..PackParams::default()
+    let pack = pack_json(
+        &client,
+        &id,
+        &PackParams {
+            query: QueryParams {
+                pattern: Some("authenticate".into()),
+                ..QueryParams::default()
             },
-        )
-        .unwrap();
+            ..PackParams::default()
+        },
+    );
     let suggested = pack["expand_suggestion"][0].as_str().unwrap().to_string();
     client.expand(&id, &[(&suggested, Some(1))]).unwrap();
     client.query(&id, &symbol("authenticate")).unwrap();
@@ -1051,7 +1108,7 @@ fn metrics_and_health_reflect_the_service() {
     assert_eq!(client.health().unwrap().status, "healthy");
 
     // The repository disappears: the reindex fails and the repo is unhealthy (503).
-    let path = repo.path();
+    let path = repo.root();
     drop(repo);
     assert!(!path.exists());
     client.reindex(&id, None).unwrap();
@@ -1080,7 +1137,7 @@ fn metrics_and_health_reflect_the_service() {
 #[test]
 fn openapi_documents_every_route() {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let doc: Value = get(&client, "/openapi.json").json().unwrap();
     assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
@@ -1121,13 +1178,14 @@ fn max_file_size_flag_reaches_the_indexer() {
     let limit = 200;
     let sizes: Vec<u64> = ["src/auth.rs", "src/main.rs", "README.md"]
         .iter()
-        .map(|p| std::fs::metadata(repo.path().join(p)).unwrap().len())
+        .map(|p| std::fs::metadata(repo.root().join(p)).unwrap().len())
         .collect();
     assert!(
         sizes[0] > limit && sizes[1] <= limit && sizes[2] <= limit,
         "{sizes:?}"
     );
     let server = Server::start(
+        canopy_bin!(),
         data.path(),
         &Opts {
             extra: vec!["--max-file-size".into(), limit.to_string()],
@@ -1140,7 +1198,7 @@ fn max_file_size_flag_reaches_the_indexer() {
     let report = view.last_index.expect("a finished run");
     assert_eq!(report.files_indexed, 2, "{report:?}");
     assert_eq!(report.skipped.get("too_large"), Some(&1), "{report:?}");
-    let result = client.query(&id, &symbol("authenticate")).unwrap();
+    let result = query_json(&client, &id, &symbol("authenticate")).unwrap();
     assert!(
         result["handles"]
             .as_array()
@@ -1172,8 +1230,8 @@ fn damage_index_interior(db: &Path) {
 fn damage_is_survived_reported_by_health_and_repaired_by_reindex_rebuild() {
     let data = tempfile::tempdir().unwrap();
     let repo = Repo::large(120);
-    let db = repo.path().join(".canopy/index.db");
-    let mut server = Server::start(data.path(), &Opts::default());
+    let db = repo.root().join(".canopy/index.db");
+    let mut server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let id = add_and_index(&client, &repo);
     let ask = json!({"repo": id, "pattern": "shared_marker"});
@@ -1195,7 +1253,7 @@ fn damage_is_survived_reported_by_health_and_repaired_by_reindex_rebuild() {
     );
     drop(server);
     damage_index_interior(&db);
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let resp = post(&client, "/query", &ask);
     assert_error(&resp, 503, "index_damaged");
@@ -1228,42 +1286,31 @@ fn damage_is_survived_reported_by_health_and_repaired_by_reindex_rebuild() {
 
 /// Whether a symbol query on `repo` finds `name` in `file`.
 fn finds(
-    client: &canopy_service::client::ServiceClient,
+    client: &canopy_client::client::ServiceClient,
     repo: &str,
     name: &str,
     file: &str,
 ) -> bool {
-    client.query(repo, &symbol(name)).is_ok_and(|r| {
+    query_json(client, repo, &symbol(name)).is_ok_and(|r| {
         r["handles"]
             .as_array()
             .is_some_and(|hs| hs.iter().any(|h| h["file_path"] == file))
     })
 }
 
-fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + WAIT;
-    while std::time::Instant::now() < deadline {
-        if check() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    panic!("not within {WAIT:?}: {what}");
-}
-
 #[test]
 fn watched_repositories_are_reindexed_on_change_and_others_only_on_request() {
-    use canopy_service::api::AddRepoRequest;
+    use canopy_client::api::AddRepoRequest;
     let data = tempfile::tempdir().unwrap();
     let watched = Repo::small();
     let manual = Repo::small();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let id = add_and_index(&client, &watched);
     let manual_id = add_and_index(&client, &manual);
     let on = client
         .add_repo_with(&AddRepoRequest {
-            path: watched.path().display().to_string(),
+            path: watched.root().display().to_string(),
             name: None,
             watch: Some(true),
         })
@@ -1283,13 +1330,19 @@ fn watched_repositories_are_reindexed_on_change_and_others_only_on_request() {
     eventually("the new symbol is served", || {
         finds(&client, &id, "watched_fresh_symbol", "src/fresh.rs")
     });
-    // … and announced to followers with its path.
-    let events = client.events(seq, Some(1000), None).unwrap();
-    let changed = events
-        .items
-        .iter()
-        .find(|e| e.kind == "files_changed" && e.repo_id.as_deref() == Some(id.as_str()))
-        .unwrap_or_else(|| panic!("no files_changed event: {:?}", events.items));
+    // … and announced to followers with its path. The run's rows commit
+    // before its event is published, so a reader can see the symbol an
+    // instant before the event exists: wait for the event too.
+    let changed_event = || {
+        client
+            .events(seq, Some(1000), None)
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|e| e.kind == "files_changed" && e.repo_id.as_deref() == Some(id.as_str()))
+    };
+    eventually("the change is announced", || changed_event().is_some());
+    let changed = changed_event().expect("announced above");
     assert!(
         changed.data["paths"]
             .as_array()
@@ -1324,7 +1377,7 @@ fn watched_repositories_are_reindexed_on_change_and_others_only_on_request() {
 
     // Watching is kept across a restart.
     drop(server);
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     eventually("the restarted service serves", || {
         client.repos().is_ok_and(|r| r.iter().all(|v| v.ready))
@@ -1339,7 +1392,7 @@ fn watched_repositories_are_reindexed_on_change_and_others_only_on_request() {
     // Turned off on request.
     client
         .add_repo_with(&AddRepoRequest {
-            path: watched.path().display().to_string(),
+            path: watched.root().display().to_string(),
             name: None,
             watch: Some(false),
         })

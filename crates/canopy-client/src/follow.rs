@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::api::EventRecord;
 use crate::client::{ClientError, ServiceClient};
-use crate::registry::EventRecord;
 
 /// First retry delay after a failed poll.
 pub const BACKOFF_START: Duration = Duration::from_millis(500);

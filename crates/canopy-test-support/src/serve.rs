@@ -1,56 +1,31 @@
-//! Test harness: builds and spawns the real `canopy serve` binary on
-//! 127.0.0.1:0, parses `listening on http://ADDR` from its stderr, and
-//! creates fixture git repositories in temporary directories.
-
-#![allow(dead_code)]
+//! `canopy serve` under test: [`Server`] starts the binary on a free
+//! loopback port, reads `listening on http://ADDR` from its stderr and
+//! kills it when dropped; [`serve_exits`] runs one that must refuse to
+//! start. Plus the HTTP helpers the service tests share.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use canopy_service::client::{RawResponse, ServiceClient};
+use canopy_client::client::{RawResponse, ServiceClient};
 use serde_json::Value;
 
-/// Bound on every wait in the tests (never a timing assertion).
-pub const WAIT: Duration = Duration::from_secs(60);
-
-/// The `canopy` binary: `$CANOPY_BIN`, else `target/debug/canopy`, built
-/// (once per test process) so it contains the current service code.
-pub fn canopy_bin() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Some(bin) = std::env::var_os("CANOPY_BIN").filter(|b| !b.is_empty()) {
-            return PathBuf::from(bin);
-        }
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "-p", "canopy-cli"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo build -p canopy-cli");
-        assert!(status.success(), "cargo build -p canopy-cli failed");
-        // target/debug/deps/<test> → target/debug/canopy
-        let exe = std::env::current_exe().expect("current_exe");
-        let dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("target directory");
-        let bin = dir.join(format!("canopy{}", std::env::consts::EXE_SUFFIX));
-        assert!(bin.exists(), "{} not found", bin.display());
-        bin
-    })
-    .clone()
-}
+use crate::WAIT;
+use crate::repo::Repo;
 
 /// How to start a server.
 #[derive(Clone, Debug, Default)]
 pub struct Opts {
+    /// `--token`.
     pub token: Option<String>,
+    /// `--allow-root`, each.
     pub allow_roots: Vec<PathBuf>,
+    /// `--max-body-bytes`.
     pub max_body_bytes: Option<usize>,
+    /// More arguments, as given.
     pub extra: Vec<String>,
     /// Working directory of the server (default: the system's temporary
     /// directory, where the fixture repositories live: without
@@ -63,14 +38,17 @@ pub struct Opts {
 /// A running `canopy serve`.
 pub struct Server {
     child: Child,
+    /// `http://127.0.0.1:PORT`.
     pub url: String,
+    /// Its `--data-dir`.
     pub data_dir: PathBuf,
+    /// Its `--token`.
     pub token: Option<String>,
     log: Arc<Mutex<String>>,
 }
 
-fn base_command(data_dir: &Path) -> Command {
-    let mut cmd = Command::new(canopy_bin());
+fn base_command(bin: &Path, data_dir: &Path) -> Command {
+    let mut cmd = Command::new(bin);
     cmd.arg("serve")
         .current_dir(std::env::temp_dir())
         .arg("--data-dir")
@@ -86,9 +64,9 @@ fn base_command(data_dir: &Path) -> Command {
 }
 
 impl Server {
-    /// Starts a server on a free loopback port with its registry in `data_dir`.
-    pub fn start(data_dir: &Path, opts: &Opts) -> Server {
-        let mut cmd = base_command(data_dir);
+    /// Starts `bin serve` on a free loopback port with its registry in `data_dir`.
+    pub fn start(bin: &Path, data_dir: &Path, opts: &Opts) -> Server {
+        let mut cmd = base_command(bin, data_dir);
         cmd.args(["--bind", opts.bind.as_deref().unwrap_or("127.0.0.1:0")]);
         if let Some(t) = &opts.token {
             cmd.args(["--token", t]);
@@ -192,14 +170,14 @@ impl Drop for Server {
     }
 }
 
-/// Runs `canopy serve` with `args` expecting it to exit; returns (success, stderr).
-pub fn serve_exits(data_dir: &Path, args: &[&str]) -> (bool, String) {
-    serve_exits_in(data_dir, &std::env::temp_dir(), args)
+/// Runs `bin serve ARGS` expecting it to exit; returns (success, stderr).
+pub fn serve_exits(bin: &Path, data_dir: &Path, args: &[&str]) -> (bool, String) {
+    serve_exits_in(bin, data_dir, &std::env::temp_dir(), args)
 }
 
 /// [`serve_exits`] with the server started in `cwd`.
-pub fn serve_exits_in(data_dir: &Path, cwd: &Path, args: &[&str]) -> (bool, String) {
-    let mut cmd = base_command(data_dir);
+pub fn serve_exits_in(bin: &Path, data_dir: &Path, cwd: &Path, args: &[&str]) -> (bool, String) {
+    let mut cmd = base_command(bin, data_dir);
     cmd.current_dir(cwd);
     cmd.args(args);
     let mut child = cmd.spawn().expect("spawn");
@@ -214,117 +192,11 @@ pub fn serve_exits_in(data_dir: &Path, cwd: &Path, args: &[&str]) -> (bool, Stri
         }
         if std::time::Instant::now() > deadline {
             let _ = child.kill();
+            let _ = child.wait();
             panic!("canopy serve {args:?} did not exit");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.name=Canopy Test",
-            "-c",
-            "user.email=test@example.invalid",
-            "-c",
-            "commit.gpgsign=false",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A fixture git repository in a temporary directory.
-pub struct Repo {
-    pub dir: tempfile::TempDir,
-}
-
-impl Repo {
-    /// `git init` + the files + one commit.
-    pub fn new(files: &[(&str, String)]) -> Repo {
-        let dir = tempfile::tempdir().expect("tempdir");
-        git(dir.path(), &["init", "-q"]);
-        let repo = Repo { dir };
-        for (path, content) in files {
-            repo.write(path, content);
-        }
-        repo.commit("init");
-        repo
-    }
-
-    /// A repository with a few small source files.
-    pub fn small() -> Repo {
-        Repo::new(&[
-            (
-                "src/auth.rs",
-                "/// Checks a token.\npub fn authenticate(token: &str) -> bool {\n    !token.is_empty()\n}\n\npub struct AuthController {\n    pub secret: String,\n}\n\nimpl AuthController {\n    pub fn validate(&self, token: &str) -> bool {\n        authenticate(token) && token == self.secret\n    }\n}\n".into(),
-            ),
-            (
-                "src/main.rs",
-                "mod auth;\n\nfn main() {\n    let ok = auth::authenticate(\"t\");\n    println!(\"{ok}\");\n}\n".into(),
-            ),
-            (
-                "README.md",
-                "# Demo\n\n## Installation\n\nRun the binary.\n".into(),
-            ),
-        ])
-    }
-
-    /// A repository with `n` generated Rust files (slow enough to index that
-    /// requests reliably overlap a run).
-    pub fn large(n: usize) -> Repo {
-        let files: Vec<(String, String)> = (0..n)
-            .map(|i| (format!("src/m{}/file_{i}.rs", i % 20), large_file(i, 0)))
-            .collect();
-        let refs: Vec<(&str, String)> =
-            files.iter().map(|(p, c)| (p.as_str(), c.clone())).collect();
-        Repo::new(&refs)
-    }
-
-    /// Rewrites every file of [`Repo::large`] with new content (version `v`).
-    pub fn rewrite_large(&self, n: usize, v: usize) {
-        for i in 0..n {
-            self.write(&format!("src/m{}/file_{i}.rs", i % 20), &large_file(i, v));
-        }
-    }
-
-    pub fn path(&self) -> PathBuf {
-        self.dir.path().canonicalize().expect("canonical")
-    }
-
-    pub fn write(&self, rel: &str, content: &str) {
-        let p = self.dir.path().join(rel);
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-        std::fs::write(&p, content).expect("write");
-    }
-
-    pub fn commit(&self, message: &str) {
-        git(self.dir.path(), &["add", "-A"]);
-        git(
-            self.dir.path(),
-            &["commit", "-q", "--allow-empty", "-m", message],
-        );
-    }
-}
-
-fn large_file(i: usize, v: usize) -> String {
-    let mut s = String::new();
-    for k in 0..4 {
-        s.push_str(&format!(
-            "/// Handler {i}.{k}, version {v}.\npub fn handler_{i}_{k}(x: u32) -> u32 {{\n    let shared_marker = x + {i} + {v};\n    helper_{k}(shared_marker) * 2\n}}\n\n"
-        ));
-    }
-    s
 }
 
 /// Asserts an error response: status, code, and exactly `{code, message, hint}`, all non-empty.
@@ -354,7 +226,7 @@ pub fn get(client: &ServiceClient, path: &str) -> RawResponse {
 
 /// Registers `repo`, reindexes it and waits until the run is over; returns the repo id.
 pub fn add_and_index(client: &ServiceClient, repo: &Repo) -> String {
-    let id = client.add_repo(&repo.path(), None).expect("add").repo_id;
+    let id = client.add_repo(&repo.root(), None).expect("add").repo_id;
     client.reindex(&id, None).expect("reindex");
     let view = client.wait_until_idle(&id, WAIT).expect("status");
     assert!(view.ready && view.status == "ready", "{view:?}");

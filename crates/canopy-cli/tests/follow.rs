@@ -2,28 +2,34 @@
 //! a follower killed mid-stream resumes from its cursor with no event lost
 //! or repeated, and one whose service stops backs off, reports its health
 //! and picks up again when the service is back.
-
-mod common;
+//!
+//! They test the follower (`canopy follow`) and the HTTP service
+//! (`canopy-service`) through the `canopy` binary, so they live in
+//! canopy-cli, where Cargo builds it for them.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Opts, Repo, Server, WAIT, add_and_index, canopy_bin};
+use canopy_test_support::process::KillOnDrop;
+use canopy_test_support::repo::Repo;
+use canopy_test_support::serve::{Opts, Server, add_and_index};
+use canopy_test_support::{WAIT, canopy_bin, eventually};
 use serde_json::Value;
 
 /// A running `canopy follow --json`, its stdout lines collected.
 struct Follower {
-    child: Child,
+    /// Killed when the follower is dropped, so a failing test leaves no process behind.
+    child: KillOnDrop,
     lines: Arc<Mutex<Vec<Value>>>,
 }
 
 impl Follower {
     fn start(url: &str, cursor: &Path, extra: &[&str]) -> Follower {
-        let mut child = Command::new(canopy_bin())
+        let mut child = Command::new(canopy_bin!())
             .args([
                 "--json",
                 "--service-url",
@@ -52,7 +58,10 @@ impl Follower {
                 sink.lock().unwrap().push(value);
             }
         });
-        Follower { child, lines }
+        Follower {
+            child: KillOnDrop(child),
+            lines,
+        }
     }
 
     /// Sequence numbers of the events printed so far.
@@ -75,14 +84,13 @@ impl Follower {
     }
 
     fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.kill();
     }
 
     fn wait_exit(&mut self) -> bool {
         let deadline = Instant::now() + WAIT;
         while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
+            if let Ok(Some(status)) = self.child.0.try_wait() {
                 // Let the reader thread drain the pipe.
                 std::thread::sleep(Duration::from_millis(100));
                 return status.success();
@@ -93,19 +101,8 @@ impl Follower {
     }
 }
 
-fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while Instant::now() < deadline {
-        if check() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("not within {WAIT:?}: {what}");
-}
-
 /// Changes a file and reindexes: one generation bump and one files_changed.
-fn change(client: &canopy_service::client::ServiceClient, repo: &Repo, id: &str, n: usize) {
+fn change(client: &canopy_client::client::ServiceClient, repo: &Repo, id: &str, n: usize) {
     repo.write(
         &format!("src/gen_{n}.rs"),
         &format!("pub fn generated_{n}() {{}}\n"),
@@ -115,7 +112,7 @@ fn change(client: &canopy_service::client::ServiceClient, repo: &Repo, id: &str,
 }
 
 /// The relevant events (default kinds) in the feed, by sequence number.
-fn relevant_seqs(client: &canopy_service::client::ServiceClient) -> Vec<u64> {
+fn relevant_seqs(client: &canopy_client::client::ServiceClient) -> Vec<u64> {
     client
         .events(0, Some(1000), None)
         .expect("events")
@@ -132,7 +129,7 @@ fn a_killed_follower_resumes_from_its_cursor_without_losing_or_repeating_events(
     let state = tempfile::tempdir().unwrap();
     let cursor = state.path().join("follow.cursor");
     let repo = Repo::small();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let id = add_and_index(&client, &repo);
 
@@ -190,7 +187,7 @@ fn a_follower_backs_off_while_the_service_is_down_and_resumes_when_it_is_back() 
         bind: Some(format!("127.0.0.1:{port}")),
         ..Opts::default()
     };
-    let server = Server::start(data.path(), &opts);
+    let server = Server::start(canopy_bin!(), data.path(), &opts);
     let client = server.client();
     let id = add_and_index(&client, &repo);
     let url = server.url.clone();
@@ -231,7 +228,7 @@ fn a_follower_backs_off_while_the_service_is_down_and_resumes_when_it_is_back() 
     assert!(down["last_error"].is_string(), "{down}");
 
     // Back on the same address: the follower picks up what happened.
-    let server = Server::start(data.path(), &opts);
+    let server = Server::start(canopy_bin!(), data.path(), &opts);
     let client = server.client();
     change(&client, &repo, &id, 1);
     let all = relevant_seqs(&client);
@@ -242,6 +239,6 @@ fn a_follower_backs_off_while_the_service_is_down_and_resumes_when_it_is_back() 
         let s = status();
         s["health"] == "healthy" && s["consecutive_errors"] == 0
     });
-    follower.child.kill().ok();
+    follower.child.0.kill().ok();
     follower.wait_exit();
 }

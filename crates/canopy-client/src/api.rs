@@ -1,9 +1,10 @@
-//! The wire types of the HTTP API: request bodies and the typed responses.
-//! Shared by the server ([`crate::http`]) and the blocking client
-//! ([`crate::client`]), and described in `openapi.json`.
+//! The wire types of the HTTP API: request bodies, the typed responses,
+//! the error body and the event feed's records. The server (`canopy-service`)
+//! answers with them, the blocking client ([`crate::client`]) reads them,
+//! and the service's `openapi.json` describes them.
 //!
-//! `/query` and `/evidence_pack` answer with the core's `QueryResult` and
-//! `EvidencePack` JSON, annotated (see [`crate::service`]), so they have no
+//! `/query`, `/evidence_pack`, `/context` and `/graph` answer with the
+//! core's answers, served ([`crate::served::Served`]), so they have no
 //! response type here.
 
 use canopy_core::model::IndexReport;
@@ -12,7 +13,7 @@ use canopy_core::pack::PackParams;
 use canopy_core::query::QueryParams;
 use serde::{Deserialize, Serialize};
 
-use crate::registry::{EventRecord, RunError};
+use serde_json::Value;
 
 /// Header naming the caller's convergence session (alternative to the `session` body field).
 pub const SESSION_HEADER: &str = "x-canopy-session";
@@ -188,7 +189,7 @@ pub struct ExpandRequest {
 }
 
 /// One expanded handle.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExpandedContent {
     /// Handle id.
     pub handle_id: String,
@@ -329,4 +330,42 @@ pub struct HealthResponse {
     /// Per-repository health (only for authorized callers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repos: Option<Vec<RepoHealth>>,
+}
+
+/// The JSON body of every error response.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// Stable machine-readable code (`not_found`, `stale_generation`, …).
+    pub code: String,
+    /// What went wrong, for people and models.
+    pub message: String,
+    /// What to do next.
+    pub hint: String,
+}
+
+/// Why the last run failed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunError {
+    /// The core's error code (`Git`, `Io`, `Database`, …) or `panic`.
+    pub code: String,
+    /// The error message.
+    pub message: String,
+}
+
+/// One entry of the event feed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// Sequence number (strictly increasing).
+    pub seq: u64,
+    /// RFC 3339 UTC time.
+    pub ts: String,
+    /// Unix milliseconds.
+    pub ts_ms: i64,
+    /// `repo_added`, `reindex_started`, `reindex_finished`, `reindex_failed`,
+    /// `reindex_interrupted`, `generation_bumped` or `service_started`.
+    pub kind: String,
+    /// The repository concerned, if any.
+    pub repo_id: Option<String>,
+    /// Kind-specific details.
+    pub data: Value,
 }

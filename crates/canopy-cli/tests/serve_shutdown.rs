@@ -1,14 +1,17 @@
 //! The service stops on SIGTERM within seconds, even with requests that
 //! will never finish on their own (issue 15 item 3: a server that kept
 //! working after its 503 ignored SIGTERM).
-
-mod common;
+//!
+//! They test the HTTP service (`canopy-service`) through the `canopy`
+//! binary, so they live in canopy-cli, where Cargo builds it for them.
 
 use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
-use common::{Opts, Repo, Server, add_and_index};
+use canopy_test_support::canopy_bin;
+use canopy_test_support::repo::Repo;
+use canopy_test_support::serve::{Opts, Server, add_and_index};
 
 /// Bounded wait for the process to exit after SIGTERM: the service's grace
 /// period is 3 s; this leaves room for a slow CI machine. It is a bound on
@@ -18,7 +21,7 @@ const EXIT_BOUND: Duration = Duration::from_secs(30);
 #[test]
 fn sigterm_stops_the_service_with_a_request_still_open() {
     let data = tempfile::tempdir().unwrap();
-    let mut server = Server::start(data.path(), &Opts::default());
+    let mut server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let repo = Repo::small();
     add_and_index(&client, &repo);

@@ -5,19 +5,20 @@
 //!
 //! ```no_run
 //! use canopy_core::query::QueryParams;
-//! use canopy_service::client::ServiceClient;
+//! use canopy_client::client::ServiceClient;
 //!
-//! # fn main() -> Result<(), canopy_service::client::ClientError> {
+//! # fn main() -> Result<(), canopy_client::client::ClientError> {
 //! let client = ServiceClient::new("http://127.0.0.1:3000")?
 //!     .with_token(std::env::var("CANOPY_TOKEN").ok());
 //! let repo = client.add_repo(std::path::Path::new("/src/my-repo"), None)?.repo_id;
 //! client.reindex(&repo, None)?;
 //! client.wait_until_idle(&repo, std::time::Duration::from_secs(300))?;
 //! let params = QueryParams { symbol: Some("main".into()), ..QueryParams::default() };
-//! let result = client.query(&repo, &params)?; // QueryResult JSON + source/commit_sha/generation
-//! let first = &result["handles"][0];
-//! let text = client.expand(&repo, &[(first["id"].as_str().unwrap_or_default(), first["generation"].as_u64())])?;
-//! println!("{}", text.contents[0].content);
+//! let result = client.query(&repo, &params)?; // the QueryResult, served at a generation
+//! if let Some(first) = result.answer.handles.first() {
+//!     let text = client.expand(&repo, &[(first.id.as_str(), Some(result.at.generation))])?;
+//!     println!("{}", text.contents[0].content);
+//! }
 //! # Ok(()) }
 //! ```
 //!
@@ -29,17 +30,21 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use canopy_core::pack::PackParams;
+use canopy_core::context::{ContextPack, ContextParams};
+use canopy_core::graph::request::{GraphRequest, GraphResponse};
+use canopy_core::model::QueryResult;
+use canopy_core::pack::{EvidencePack, PackParams};
 use canopy_core::query::QueryParams;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::api::{
-    AddRepoRequest, AddRepoResponse, EventsResponse, ExpandRequest, ExpandResponse, HandleRef,
-    HealthResponse, ReindexRequest, ReindexResponse, RepoView, SESSION_HEADER, StatusResponse,
+    AddRepoRequest, AddRepoResponse, ContextRequest, ErrorBody, EventsResponse, ExpandRequest,
+    ExpandResponse, GraphHttpRequest, HandleRef, HealthResponse, PackRequest, QueryRequest,
+    ReindexRequest, ReindexResponse, RepoView, SESSION_HEADER, StatusResponse,
 };
-use crate::error::ErrorBody;
+use crate::served::{Served, graph_response};
 
 /// Default time to connect.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -471,16 +476,65 @@ impl ServiceClient {
         self.call("POST", "/reindex", Some(&req))
     }
 
-    /// `POST /query`: the core's `QueryResult` JSON with each handle's `source`, `commit_sha`, `generation`.
-    pub fn query(&self, repo: &str, params: &QueryParams) -> Result<Value, ClientError> {
-        let body = with_repo(repo, params, None)?;
+    /// `POST /query`: the core's query result, served.
+    pub fn query(
+        &self,
+        repo: &str,
+        params: &QueryParams,
+    ) -> Result<Served<QueryResult>, ClientError> {
+        let body = QueryRequest {
+            repo: repo.to_string(),
+            params: params.clone(),
+        };
         self.call("POST", "/query", Some(&body))
     }
 
     /// `POST /evidence_pack` (session from [`ServiceClient::with_session`]).
-    pub fn evidence_pack(&self, repo: &str, params: &PackParams) -> Result<Value, ClientError> {
-        let body = with_repo(repo, params, None)?;
+    pub fn evidence_pack(
+        &self,
+        repo: &str,
+        params: &PackParams,
+    ) -> Result<Served<EvidencePack>, ClientError> {
+        let body = PackRequest {
+            repo: repo.to_string(),
+            session: None,
+            params: params.clone(),
+        };
         self.call("POST", "/evidence_pack", Some(&body))
+    }
+
+    /// `POST /context`: a context pack, served.
+    pub fn context(
+        &self,
+        repo: &str,
+        params: &ContextParams,
+    ) -> Result<Served<ContextPack>, ClientError> {
+        let body = ContextRequest {
+            repo: repo.to_string(),
+            generation: None,
+            task: params.task.clone(),
+            focus: params.focus.clone(),
+            budget_tokens: params.budget_tokens,
+            strategy: params.strategy,
+        };
+        self.call("POST", "/context", Some(&body))
+    }
+
+    /// `POST /graph`: one graph request, served.
+    pub fn graph(
+        &self,
+        repo: &str,
+        request: &GraphRequest,
+    ) -> Result<Served<GraphResponse>, ClientError> {
+        let body = GraphHttpRequest {
+            repo: repo.to_string(),
+            generation: None,
+            request: request.clone(),
+        };
+        let served: Served<Value> = self.call("POST", "/graph", Some(&body))?;
+        served
+            .try_map(|answer| graph_response(request.op, answer))
+            .map_err(|e| ClientError::InvalidResponse(format!("unexpected graph answer ({e})")))
     }
 
     /// `POST /expand`: `(id, generation)` pairs; a stale generation gives `Api { code: "stale_generation", .. }`.
@@ -501,11 +555,6 @@ impl ServiceClient {
             session: None,
         };
         self.call("POST", "/expand", Some(&req))
-    }
-
-    /// `POST` a JSON body to `path` (`/context`, `/graph`, …); the answer's JSON.
-    pub fn post_json(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
-        self.call("POST", path, Some(body))
     }
 
     /// `GET /status` (all repositories, or one).
@@ -583,25 +632,6 @@ impl ServiceClient {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-}
-
-/// `{"repo": repo, ...params}` with nulls dropped.
-fn with_repo<P: Serialize>(
-    repo: &str,
-    params: &P,
-    session: Option<&str>,
-) -> Result<Value, ClientError> {
-    let mut value = serde_json::to_value(params)
-        .map_err(|e| ClientError::InvalidResponse(format!("cannot encode the request: {e}")))?;
-    let obj = value
-        .as_object_mut()
-        .ok_or_else(|| ClientError::InvalidResponse("parameters are not an object".into()))?;
-    obj.retain(|_, v| !v.is_null());
-    obj.insert("repo".into(), Value::String(repo.to_string()));
-    if let Some(s) = session {
-        obj.insert("session".into(), Value::String(s.to_string()));
-    }
-    Ok(value)
 }
 
 #[cfg(test)]

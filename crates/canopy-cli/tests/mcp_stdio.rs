@@ -1,12 +1,14 @@
 //! Raw stdio: malformed input gets a JSON-RPC error and the server keeps
 //! serving; stdout carries nothing but protocol messages.
-
-mod common;
+//!
+//! They test the MCP server (`canopy-mcp`) through the `canopy`
+//! binary, so they live in canopy-cli, where Cargo builds it for them.
 
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{Repo, canopy_bin};
+use canopy_test_support::canopy_bin;
+use canopy_test_support::repo::Repo;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{ChildStdin, ChildStdout};
@@ -51,7 +53,7 @@ impl Raw {
 #[tokio::test(flavor = "multi_thread")]
 async fn malformed_input_gets_errors_and_the_server_keeps_serving() {
     let repo = Repo::fixture();
-    let mut child = tokio::process::Command::new(canopy_bin())
+    let mut child = tokio::process::Command::new(canopy_bin!())
         .arg("mcp")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

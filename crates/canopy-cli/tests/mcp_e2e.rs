@@ -1,11 +1,14 @@
 //! End-to-end tests: the real `canopy mcp` binary as a child process, driven
 //! by the real rmcp client over stdio, on fixture repositories.
-
-mod common;
+//!
+//! They test the MCP server (`canopy-mcp`) through the `canopy`
+//! binary, so they live in canopy-cli, where Cargo builds it for them.
 
 use std::collections::BTreeSet;
 
-use common::*;
+use canopy_test_support::canopy_bin;
+use canopy_test_support::mcp::*;
+use canopy_test_support::repo::{FIXTURE, Repo};
 use rmcp::model::ProtocolVersion;
 use serde_json::{Value, json};
 
@@ -35,7 +38,7 @@ fn first_handle<'a>(result: &'a Value, file: &str) -> &'a Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn initializes_and_lists_every_tool() {
-    let client = connect().await;
+    let client = connect(canopy_bin!()).await;
     let info = client.peer_info().expect("server info");
     assert_eq!(
         info.server_info.as_ref().map(|s| s.name.as_str()),
@@ -94,7 +97,7 @@ async fn initializes_and_lists_every_tool() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn tools_list_fits_the_token_budget() {
-    let client = connect().await;
+    let client = connect(canopy_bin!()).await;
     let listed = client.peer().list_tools(None).await.expect("tools/list");
     let serialized = serde_json::to_string(&listed).expect("serialize");
     let tokens = canopy_core::tokens::count_tokens(&serialized);
@@ -108,10 +111,10 @@ async fn tools_list_fits_the_token_budget() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn mcp_help_lists_every_tool_the_server_serves() {
-    let client = connect().await;
+    let client = connect(canopy_bin!()).await;
     let tools = client.peer().list_all_tools().await.expect("tools/list");
     client.cancel().await.expect("close");
-    let out = std::process::Command::new(canopy_bin())
+    let out = std::process::Command::new(canopy_bin!())
         .args(["mcp", "--help"])
         .output()
         .expect("run canopy mcp --help");
@@ -136,10 +139,13 @@ async fn mcp_help_lists_every_tool_the_server_serves() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn negotiates_an_older_protocol_version() {
-    let client = connect_with(TestClient {
-        version: Some(ProtocolVersion::V_2025_06_18),
-        ..TestClient::default()
-    })
+    let client = connect_with(
+        canopy_bin!(),
+        TestClient {
+            version: Some(ProtocolVersion::V_2025_06_18),
+            ..TestClient::default()
+        },
+    )
     .await;
     let info = client.peer_info().expect("server info");
     assert_eq!(info.protocol_version, ProtocolVersion::V_2025_06_18);
@@ -152,7 +158,7 @@ async fn negotiates_an_older_protocol_version() {
 #[tokio::test(flavor = "multi_thread")]
 async fn query_finds_symbols_with_exact_locations() {
     let repo = Repo::fixture();
-    let client = connect().await;
+    let client = connect(canopy_bin!()).await;
     let path = repo.path();
 
     let rust = ok_json(
@@ -276,7 +282,7 @@ async fn query_finds_symbols_with_exact_locations() {
 #[tokio::test(flavor = "multi_thread")]
 async fn expand_returns_exact_text_blocks() {
     let repo = Repo::fixture();
-    let client = connect().await;
+    let client = connect(canopy_bin!()).await;
     let path = repo.path();
     let found = ok_json(
         &call(
@@ -359,7 +365,7 @@ async fn expand_returns_exact_text_blocks() {
 #[tokio::test(flavor = "multi_thread")]
 async fn status_index_and_invalidate() {
     let repo = Repo::fixture();
-    let client = connect().await;
+    let client = connect(canopy_bin!()).await;
     let path = repo.path();
 
     let fresh = ok_json(&call(&client, "canopy_status", json!({"path": path})).await);
@@ -429,7 +435,7 @@ async fn status_index_and_invalidate() {
 async fn evidence_pack_has_guidance_and_per_connection_sessions() {
     let repo = Repo::fixture();
     let args = json!({"path": repo.path(), "pattern": "authenticate token", "max_handles": 4});
-    let client = connect().await;
+    let client = connect(canopy_bin!()).await;
 
     let first = ok_json(&call(&client, "canopy_evidence_pack", args.clone()).await);
     let handles = first["handles"].as_array().expect("handles");
@@ -476,7 +482,7 @@ async fn evidence_pack_has_guidance_and_per_connection_sessions() {
     client.cancel().await.expect("close");
 
     // A new connection is a new session.
-    let other = connect().await;
+    let other = connect(canopy_bin!()).await;
     let fresh = ok_json(&call(&other, "canopy_evidence_pack", args).await);
     assert_eq!(fresh["novelty"], 1.0, "{fresh}");
     other.cancel().await.expect("close");
@@ -485,7 +491,7 @@ async fn evidence_pack_has_guidance_and_per_connection_sessions() {
 #[tokio::test(flavor = "multi_thread")]
 async fn errors_are_tool_results_with_recovery_hints() {
     let repo = Repo::fixture();
-    let client = connect().await;
+    let client = connect(canopy_bin!()).await;
     let path = repo.path();
 
     let e = err_json(
@@ -685,7 +691,8 @@ async fn errors_are_tool_results_with_recovery_hints() {
 async fn stale_file_then_invalidate_then_requery() {
     let repo = Repo::fixture();
     // Without the watcher, so the edit stays unindexed until invalidate.
-    let client = connect_with_args(TestClient::default(), &["--watch", "false"]).await;
+    let client =
+        connect_with_args(canopy_bin!(), TestClient::default(), &["--watch", "false"]).await;
     let path = repo.path();
     let found = ok_json(
         &call(
@@ -754,7 +761,7 @@ async fn one_session_serves_two_repositories() {
         "cmd/main.go",
         "package main\n\nfunc ServeHTTP() int {\n\treturn 1\n}\n",
     )]);
-    let client = connect().await;
+    let client = connect(canopy_bin!()).await;
 
     let a = ok_json(
         &call(
@@ -809,7 +816,7 @@ async fn first_query_reports_indexing_progress() {
     });
     let client = TestClient::default();
     let progress = client.progress.clone();
-    let client = connect_with(client).await;
+    let client = connect_with(canopy_bin!(), client).await;
 
     let found = ok_json(
         &call(
@@ -862,7 +869,7 @@ async fn first_query_reports_indexing_progress() {
 async fn a_burst_of_fifty_concurrent_calls_all_succeed() {
     let a = Repo::fixture();
     let b = Repo::with_files(&[("lib/util.py", "def helper():\n    return 1\n")]);
-    let client = connect().await;
+    let client = connect(canopy_bin!()).await;
     let mut calls = tokio::task::JoinSet::new();
     for i in 0..50 {
         let peer = client.peer().clone();
@@ -933,7 +940,7 @@ async fn large_repository_first_query_uses_lazy_indexing() {
         .map(|(p, c)| (p.as_str(), c.as_str()))
         .collect();
     let repo = Repo::with_files(&files);
-    let client = connect().await;
+    let client = connect(canopy_bin!()).await;
     let args = json!({"path": repo.path(), "symbol": "PaymentProcessor"});
     // The first answer may come from a partial index (the files the query
     // points at); the rest is indexed in the background.
@@ -983,7 +990,7 @@ async fn large_repository_first_query_uses_lazy_indexing() {
 #[tokio::test(flavor = "multi_thread")]
 async fn result_sets_are_refined_server_side() {
     let repo = Repo::fixture();
-    let client = connect().await;
+    let client = connect(canopy_bin!()).await;
     let path = repo.path();
     let first = ok_json(
         &call(
@@ -1039,6 +1046,7 @@ async fn max_file_size_flag_reaches_the_server() {
     );
     let repo = Repo::fixture();
     let client = connect_with_args(
+        canopy_bin!(),
         TestClient::default(),
         &["--max-file-size", &LIMIT.to_string()],
     )
@@ -1065,7 +1073,7 @@ async fn max_file_size_flag_reaches_the_server() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_server_watches_open_repositories_and_answers_with_fresh_code() {
     let repo = Repo::fixture();
-    let client = connect().await;
+    let client = connect(canopy_bin!()).await;
     let path = repo.path();
     ok_json(
         &call(
@@ -1120,7 +1128,7 @@ async fn a_cancelled_call_stops_the_work_it_started() {
     });
     let client = TestClient::default();
     let progress = client.progress.clone();
-    let client = connect_with_args(client, &["--watch", "false"]).await;
+    let client = connect_with_args(canopy_bin!(), client, &["--watch", "false"]).await;
 
     let arguments = json!({"path": repo.path(), "glob": "**/*"})
         .as_object()
@@ -1194,7 +1202,7 @@ async fn a_cancelled_call_stops_the_work_it_started() {
 async fn results_carry_their_json_once_unless_structured_content_is_asked_for() {
     let repo = Repo::fixture();
     let args = json!({"path": repo.path(), "pattern": "token", "max_handles": 8});
-    let single = connect().await;
+    let single = connect(canopy_bin!()).await;
     let one = call(&single, "canopy_evidence_pack", args.clone()).await;
     assert!(
         one.structured_content.is_none(),
@@ -1210,7 +1218,12 @@ async fn results_carry_their_json_once_unless_structured_content_is_asked_for() 
     err_json(&error, "Validation");
     single.cancel().await.expect("close");
 
-    let double = connect_with_args(TestClient::default(), &["--structured-content", "true"]).await;
+    let double = connect_with_args(
+        canopy_bin!(),
+        TestClient::default(),
+        &["--structured-content", "true"],
+    )
+    .await;
     let both = call(&double, "canopy_evidence_pack", args).await;
     assert_eq!(both.structured_content.as_ref(), Some(&ok_json(&both)));
     double.cancel().await.expect("close");

@@ -1,10 +1,13 @@
 //! End-to-end tests of `canopy_graph`: the real `canopy mcp` binary driven
 //! by the real rmcp client over stdio, on a repository where two classes
 //! both have a `parse` method, so name matching would merge their callers.
+//!
+//! They test the MCP server (`canopy-mcp`) through the `canopy`
+//! binary, so they live in canopy-cli, where Cargo builds it for them.
 
-mod common;
-
-use common::*;
+use canopy_test_support::canopy_bin;
+use canopy_test_support::mcp::*;
+use canopy_test_support::repo::Repo;
 use serde_json::{Value, json};
 
 const MODELS: &str = "class Parser:
@@ -60,7 +63,7 @@ fn names(answer: &Value) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn callers_follow_resolved_edges_not_names() {
     let repo = repo();
-    let client = connect().await;
+    let client = connect(canopy_bin!()).await;
     let path = repo.path();
     let graph = |args: Value| {
         let mut args = args;
@@ -125,7 +128,7 @@ async fn callers_follow_resolved_edges_not_names() {
 #[tokio::test(flavor = "multi_thread")]
 async fn analysis_ops_and_dependencies_answer_over_the_graph() {
     let repo = repo();
-    let client = connect().await;
+    let client = connect(canopy_bin!()).await;
     let path = repo.path();
 
     // app.py imports models.py: a file-level dependency, and no cycle.
@@ -240,7 +243,7 @@ async fn analysis_ops_and_dependencies_answer_over_the_graph() {
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_graph_requests_are_validation_errors_with_hints() {
     let repo = repo();
-    let client = connect().await;
+    let client = connect(canopy_bin!()).await;
     let path = repo.path();
     let bad_op = call(
         &client,
@@ -278,7 +281,7 @@ async fn bad_graph_requests_are_validation_errors_with_hints() {
 #[tokio::test(flavor = "multi_thread")]
 async fn every_other_operation_answers_through_the_client() {
     let repo = repo();
-    let client = connect().await;
+    let client = connect(canopy_bin!()).await;
     let path = repo.path();
     let graph = |args: Value| {
         let client = &client;
@@ -333,7 +336,7 @@ async fn every_other_operation_answers_through_the_client() {
 #[tokio::test(flavor = "multi_thread")]
 async fn context_packs_fit_their_budget_and_say_why() {
     let repo = repo();
-    let client = connect().await;
+    let client = connect(canopy_bin!()).await;
     let path = repo.path();
     let pack = ok_json(
         &call(

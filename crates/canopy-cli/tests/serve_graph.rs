@@ -1,20 +1,23 @@
 //! End-to-end tests of `POST /graph`: the real `canopy serve` binary over
 //! loopback, a git repository where two types share a method name.
+//!
+//! They test the HTTP service (`canopy-service`) through the `canopy`
+//! binary, so they live in canopy-cli, where Cargo builds it for them.
 
-mod common;
-
-use common::{Opts, Repo, Server, WAIT, add_and_index, assert_error, post};
+use canopy_test_support::repo::Repo;
+use canopy_test_support::serve::{Opts, Server, add_and_index, assert_error, post};
+use canopy_test_support::{WAIT, canopy_bin};
 use serde_json::{Value, json};
 
 fn repo() -> Repo {
     Repo::new(&[
         (
             "src/lib.rs",
-            "pub mod shapes;\n\nuse crate::shapes::{Circle, Square};\n\npub fn area_of_square(s: &Square) -> f64 {\n    s.area()\n}\n\npub fn area_of_circle(c: &Circle) -> f64 {\n    c.area()\n}\n".into(),
+            "pub mod shapes;\n\nuse crate::shapes::{Circle, Square};\n\npub fn area_of_square(s: &Square) -> f64 {\n    s.area()\n}\n\npub fn area_of_circle(c: &Circle) -> f64 {\n    c.area()\n}\n",
         ),
         (
             "src/shapes.rs",
-            "pub struct Square {\n    pub side: f64,\n}\n\npub struct Circle {\n    pub r: f64,\n}\n\nimpl Square {\n    pub fn area(&self) -> f64 {\n        self.side * self.side\n    }\n}\n\nimpl Circle {\n    pub fn area(&self) -> f64 {\n        3.14 * self.r * self.r\n    }\n}\n".into(),
+            "pub struct Square {\n    pub side: f64,\n}\n\npub struct Circle {\n    pub r: f64,\n}\n\nimpl Square {\n    pub fn area(&self) -> f64 {\n        self.side * self.side\n    }\n}\n\nimpl Circle {\n    pub fn area(&self) -> f64 {\n        3.14 * self.r * self.r\n    }\n}\n",
         ),
     ])
 }
@@ -33,7 +36,7 @@ fn qualified(answer: &Value) -> Vec<String> {
 #[test]
 fn graph_answers_with_generations_and_409_when_stale() {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let repo = repo();
     let id = add_and_index(&client, &repo);
@@ -145,7 +148,7 @@ fn graph_answers_with_generations_and_409_when_stale() {
 #[test]
 fn symbols_search_summaries_detail_and_scope_over_http() {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let repo = repo();
     let id = add_and_index(&client, &repo);
@@ -224,7 +227,7 @@ fn symbols_search_summaries_detail_and_scope_over_http() {
 #[test]
 fn every_other_operation_answers_over_http() {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let repo = repo();
     let id = add_and_index(&client, &repo);
@@ -289,7 +292,7 @@ fn every_other_operation_answers_over_http() {
 #[test]
 fn context_packs_over_http() {
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(data.path(), &Opts::default());
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let client = server.client();
     let repo = repo();
     let id = add_and_index(&client, &repo);

@@ -1,0 +1,335 @@
+//! The dirty-file overlay of service mode (`--service-url`).
+//!
+//! A shared service indexes what is on disk when it last ran, usually
+//! behind the agent's own uncommitted edits. So before asking the service,
+//! the CLI lists the files `git status` reports as changed (modified,
+//! added, untracked, deleted), copies those that exist into a private
+//! temporary tree and indexes it with the same engine: a small overlay.
+//! Answers are then merged, typed ([`Served`]): the service's handles in
+//! changed files are dropped (their lines predate the edits) and the
+//! overlay's handles, which the wire marks `source: "local"`, take their
+//! place, so an agent never gets line numbers from before its own edits. Expanding a local handle reads the overlay,
+//! which holds the file as it was when the command ran.
+//!
+//! The overlay lives for one command; building it costs one `git status`
+//! and an index of the changed files only.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use canopy_core::CanopyError;
+use canopy_core::context::ContextPack;
+use canopy_core::discover::RootRule;
+use canopy_core::index::NoProgress;
+use canopy_core::model::QueryResult;
+use canopy_core::pack::EvidencePack;
+use canopy_core::{Engine, EngineOptions};
+use serde::Serialize;
+
+use crate::served::{OverlayMerge, Served};
+
+/// Why the overlay could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum OverlayError {
+    /// `git status` did not run.
+    #[error("cannot run git status for the local overlay")]
+    GitStatus(#[source] std::io::Error),
+    /// A directory of the overlay's tree could not be made.
+    #[error("cannot create {path}")]
+    CreateDir {
+        /// The directory.
+        path: String,
+        /// Why not.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A changed file could not be copied into the overlay.
+    #[error("cannot copy {path} into the local overlay")]
+    Copy {
+        /// The repo-relative path.
+        path: String,
+        /// Why not.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The overlay's engine failed (opening or indexing the changed files).
+    #[error(transparent)]
+    Core(#[from] CanopyError),
+}
+
+/// What an overlay changed in an answer: `overlay` on the wire.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum OverlayReport {
+    /// A query result or an evidence pack.
+    Handles {
+        /// Files with uncommitted changes.
+        dirty_files: usize,
+        /// Handles the overlay added.
+        local_handles: usize,
+        /// The service's handles dropped (they were in changed files).
+        service_handles_dropped: usize,
+    },
+    /// A context pack.
+    Fragments {
+        /// Files with uncommitted changes.
+        dirty_files: usize,
+        /// Fragments the overlay added.
+        local_fragments: usize,
+        /// The service's fragments dropped (they were in changed files).
+        service_fragments_dropped: usize,
+    },
+    /// An expansion: local handles expand from the overlay.
+    Files {
+        /// Files with uncommitted changes.
+        dirty_files: usize,
+    },
+}
+
+/// Files with uncommitted changes, indexed locally.
+pub struct Overlay {
+    /// Repo-relative paths `git status` reports (existing or deleted).
+    dirty: BTreeSet<String>,
+    engine: Option<Engine>,
+    dir: PathBuf,
+}
+
+impl Drop for Overlay {
+    fn drop(&mut self) {
+        // The engine's connections close first, then the tree goes.
+        self.engine = None;
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Repo-relative paths with uncommitted changes (`git status`), or `None`
+/// outside git.
+fn dirty_paths(root: &Path) -> Result<Option<BTreeSet<String>>, OverlayError> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args([
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--untracked-files=all",
+            "--no-renames",
+        ])
+        .output()
+        .map_err(OverlayError::GitStatus)?;
+    if !out.status.success() {
+        return Ok(None);
+    }
+    let mut paths = BTreeSet::new();
+    for entry in out.stdout.split(|b| *b == 0) {
+        // "XY path": two status letters and a space.
+        if entry.len() < 4 {
+            continue;
+        }
+        let path = String::from_utf8_lossy(&entry[3..]).into_owned();
+        if path.starts_with(".canopy/") || path.ends_with('/') {
+            continue;
+        }
+        paths.insert(path);
+    }
+    Ok(Some(paths))
+}
+
+impl Overlay {
+    /// Builds the overlay of `root`'s uncommitted changes (empty when there
+    /// are none or `root` is not in git).
+    pub fn build(root: &Path, options: &EngineOptions) -> Result<Overlay, OverlayError> {
+        let dir = std::env::temp_dir().join(format!(
+            "canopy-overlay-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        ));
+        let dirty = dirty_paths(root)?.unwrap_or_default();
+        let mut overlay = Overlay {
+            dirty,
+            engine: None,
+            dir,
+        };
+        let present: Vec<&String> = overlay
+            .dirty
+            .iter()
+            .filter(|p| root.join(p).is_file())
+            .collect();
+        if present.is_empty() {
+            return Ok(overlay);
+        }
+        for rel in present {
+            let to = overlay.dir.join(rel);
+            if let Some(parent) = to.parent() {
+                std::fs::create_dir_all(parent).map_err(|source| OverlayError::CreateDir {
+                    path: parent.display().to_string(),
+                    source,
+                })?;
+            }
+            std::fs::copy(root.join(rel), &to).map_err(|source| OverlayError::Copy {
+                path: rel.clone(),
+                source,
+            })?;
+        }
+        let engine = Engine::open(
+            &overlay.dir,
+            EngineOptions {
+                root_rule: RootRule::Named,
+                ..options.clone()
+            },
+        )?;
+        engine.index(None, &NoProgress)?;
+        overlay.engine = Some(engine);
+        Ok(overlay)
+    }
+
+    /// Number of files with uncommitted changes.
+    pub fn dirty_files(&self) -> usize {
+        self.dirty.len()
+    }
+
+    fn is_dirty(&self, path: &str) -> bool {
+        self.dirty.contains(path)
+    }
+
+    /// The service's `items` without those in changed files, interleaved
+    /// (local first at equal rank) with the overlay's; with how many
+    /// service items went and local ones came.
+    fn interleave<T>(
+        &self,
+        service: Vec<T>,
+        local: Vec<T>,
+        file_path: impl Fn(&T) -> &str,
+    ) -> (Vec<T>, usize, usize) {
+        let before = service.len();
+        let kept: Vec<T> = service
+            .into_iter()
+            .filter(|item| !self.is_dirty(file_path(item)))
+            .collect();
+        let dropped = before - kept.len();
+        let added = local.len();
+        let mut merged = Vec::with_capacity(kept.len() + added);
+        let (mut l, mut s) = (local.into_iter(), kept.into_iter());
+        loop {
+            let (a, b) = (l.next(), s.next());
+            if a.is_none() && b.is_none() {
+                break;
+            }
+            merged.extend(a);
+            merged.extend(b);
+        }
+        (merged, dropped, added)
+    }
+
+    /// Records the merge in `served`: the report, and which files' handles
+    /// are now the overlay's.
+    fn mark<T>(&self, served: &mut Served<T>, report: OverlayReport, cut: bool) {
+        served.merged = Some(OverlayMerge {
+            report,
+            local_files: self.dirty.clone(),
+            cut,
+        });
+    }
+
+    /// Merges the overlay's answer to the same query into the service's:
+    /// service handles in changed files go, local handles come in
+    /// (interleaved by rank, local first), at most `limit` of them, and
+    /// `total_matches` counts the local matches instead of the dropped ones.
+    pub fn merge_query(
+        &self,
+        served: &mut Served<QueryResult>,
+        local: Option<QueryResult>,
+        limit: usize,
+    ) {
+        let answer = &mut served.answer;
+        let (local_handles, local_total) = match local {
+            Some(l) => (l.handles, Some(l.total_matches)),
+            None => (Vec::new(), None),
+        };
+        let service = std::mem::take(&mut answer.handles);
+        let (mut merged, dropped, added) =
+            self.interleave(service, local_handles, |h| h.file_path.as_str());
+        let truncated = merged.len() > limit;
+        merged.truncate(limit);
+        answer.total_matches =
+            answer.total_matches.saturating_sub(dropped) + local_total.unwrap_or(added);
+        if truncated {
+            answer.truncated = true;
+        }
+        answer.handles = merged;
+        let report = self.handles_report(added, dropped);
+        self.mark(served, report, false);
+    }
+
+    /// [`Overlay::merge_query`] for an evidence pack (at most `limit` handles).
+    pub fn merge_pack(
+        &self,
+        served: &mut Served<EvidencePack>,
+        local: Option<EvidencePack>,
+        limit: usize,
+    ) {
+        let service = std::mem::take(&mut served.answer.handles);
+        let local = local.map(|l| l.handles).unwrap_or_default();
+        let (mut merged, dropped, added) =
+            self.interleave(service, local, |h| h.file_path.as_str());
+        let cut = merged.len() > limit;
+        merged.truncate(limit);
+        served.answer.handles = merged;
+        let report = self.handles_report(added, dropped);
+        self.mark(served, report, cut);
+    }
+
+    fn handles_report(&self, added: usize, dropped: usize) -> OverlayReport {
+        OverlayReport::Handles {
+            dirty_files: self.dirty.len(),
+            local_handles: added,
+            service_handles_dropped: dropped,
+        }
+    }
+
+    /// [`Overlay::merge_query`] for a context pack: the service's fragments
+    /// in changed files go, the overlay's come in, interleaved by rank, and
+    /// the last ones are dropped until the total fits `budget` again.
+    pub fn merge_context(
+        &self,
+        served: &mut Served<ContextPack>,
+        local: Option<ContextPack>,
+        budget: u64,
+    ) {
+        let service = std::mem::take(&mut served.answer.fragments);
+        let local = local.map(|l| l.fragments).unwrap_or_default();
+        let (mut merged, dropped, added) =
+            self.interleave(service, local, |f| f.file_path.as_str());
+        let mut total: u64 = merged.iter().map(|f| u64::from(f.tokens)).sum();
+        while total > budget {
+            match merged.pop() {
+                Some(f) => total -= u64::from(f.tokens),
+                None => break,
+            }
+        }
+        served.answer.fragments = merged;
+        served.answer.total_tokens = total;
+        let report = OverlayReport::Fragments {
+            dirty_files: self.dirty.len(),
+            local_fragments: added,
+            service_fragments_dropped: dropped,
+        };
+        self.mark(served, report, false);
+    }
+
+    /// What an expansion reports of the overlay: how many files it holds.
+    pub fn files_report(&self) -> OverlayReport {
+        OverlayReport::Files {
+            dirty_files: self.dirty.len(),
+        }
+    }
+
+    /// The overlay's engine, when any changed file exists.
+    pub fn engine(&self) -> Option<&Engine> {
+        self.engine.as_ref()
+    }
+}

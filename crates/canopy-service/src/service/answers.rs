@@ -1,0 +1,297 @@
+//! The answers: `/query`, `/evidence_pack`, `/context`, `/graph` and
+//! `/expand` from the last complete generation (503 `not_ready` before the
+//! first; 409 `stale_generation` for what an older one issued), each a
+//! [`Served`] answer; `/status` and `/events`.
+
+use std::sync::Arc;
+
+use canopy_client::api::{
+    ContextRequest, EventsResponse, ExpandRequest, ExpandResponse, ExpandedContent,
+    GraphHttpRequest, HandleRef, PackRequest, QueryRequest, RepoStatusView, StatusResponse,
+};
+use canopy_client::served::{Served, ServedAt};
+use canopy_core::Engine;
+use canopy_core::context::ContextPack;
+use canopy_core::graph::request::GraphResponse;
+use canopy_core::model::QueryResult;
+use canopy_core::pack::EvidencePack;
+
+use super::entry::RepoEntry;
+use super::{Service, lock};
+use crate::error::ApiError;
+
+/// Largest `expand_budget` honoured on `/query` (larger values are clamped).
+pub const MAX_EXPAND_BUDGET: u64 = 100_000;
+/// Longest accepted session id.
+pub const MAX_SESSION_LEN: usize = 128;
+
+fn check_session(session: Option<String>) -> Result<Option<String>, ApiError> {
+    match session {
+        None => Ok(None),
+        Some(s) if s.is_empty() => Ok(None),
+        Some(s) if s.len() <= MAX_SESSION_LEN && s.chars().all(|c| c.is_ascii_graphic()) => {
+            Ok(Some(s))
+        }
+        Some(_) => Err(ApiError::Validation(format!(
+            "session must be 1..={MAX_SESSION_LEN} printable ASCII characters"
+        ))),
+    }
+}
+
+impl Service {
+    /// The engine and the state it answers from, or 503 `not_ready`.
+    fn serving(&self, entry: &RepoEntry) -> Result<(Arc<Engine>, ServedAt), ApiError> {
+        let (generation, commit_sha, indexing) = {
+            let st = lock(&entry.state);
+            (
+                st.record.generation,
+                st.record.commit_sha.clone(),
+                st.run.is_some(),
+            )
+        };
+        if generation == 0 {
+            return Err(ApiError::NotReady {
+                repo: entry.id.clone(),
+                indexing,
+            });
+        }
+        let at = ServedAt {
+            repo_id: entry.id.clone(),
+            generation,
+            commit_sha,
+        };
+        Ok((entry.engine(&self.config)?, at))
+    }
+
+    /// `POST /query`.
+    pub fn query(&self, req: QueryRequest) -> Result<Served<QueryResult>, ApiError> {
+        let entry = self.lookup(&req.repo)?;
+        let mut params = req.params;
+        params.validate()?;
+        params.expand_budget = params.expand_budget.map(|b| b.min(MAX_EXPAND_BUDGET));
+        let (engine, at) = self.serving(&entry)?;
+        let result = engine.query(&params)?;
+        self.metrics.returned(&entry.id, result.handles.len(), &[]);
+        Ok(Served::new(at, result))
+    }
+
+    /// The generation a graph or context request's target came from: the
+    /// current one passes, an older one is 409 `stale_generation` (naming
+    /// `target`), a newer one is a 400.
+    fn check_generation(
+        &self,
+        repo_id: &str,
+        given: Option<u64>,
+        current: u64,
+        target: &str,
+    ) -> Result<(), ApiError> {
+        match given {
+            Some(given) if given > current => Err(ApiError::Validation(format!(
+                "generation {given} is newer than the current generation {current} of {repo_id}; \
+                 pass a generation from a response of this service"
+            ))),
+            Some(given) if given != current => {
+                self.metrics.stale_rejection();
+                Err(ApiError::StaleGeneration {
+                    ids: target.to_string(),
+                    given,
+                    current,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// `POST /graph`: one navigation request over the last complete generation.
+    pub fn graph(&self, req: GraphHttpRequest) -> Result<Served<GraphResponse>, ApiError> {
+        let entry = self.lookup(&req.repo)?;
+        req.request.validate()?;
+        let (engine, at) = self.serving(&entry)?;
+        self.check_generation(
+            &entry.id,
+            req.generation,
+            at.generation,
+            &req.request.target,
+        )?;
+        let answer = engine.graph_request(&req.request)?;
+        self.metrics.returned(&entry.id, answer.len(), &[]);
+        Ok(Served::new(at, answer))
+    }
+
+    /// `POST /context`.
+    pub fn context(&self, req: ContextRequest) -> Result<Served<ContextPack>, ApiError> {
+        let entry = self.lookup(&req.repo)?;
+        let params = canopy_core::context::ContextParams {
+            task: req.task,
+            focus: req.focus,
+            budget_tokens: req.budget_tokens,
+            strategy: req.strategy,
+        };
+        params.validate()?;
+        let (engine, at) = self.serving(&entry)?;
+        let focus = params.focus.clone().unwrap_or_default();
+        self.check_generation(&entry.id, req.generation, at.generation, &focus)?;
+        let pack = engine.context(&params)?;
+        self.metrics.returned(&entry.id, pack.fragments.len(), &[]);
+        Ok(Served::new(at, pack))
+    }
+
+    /// `POST /evidence_pack`.
+    pub fn evidence_pack(
+        &self,
+        req: PackRequest,
+        header_session: Option<String>,
+    ) -> Result<Served<EvidencePack>, ApiError> {
+        let entry = self.lookup(&req.repo)?;
+        let session = check_session(req.session.or(header_session))?;
+        let mut params = req.params;
+        params.query.validate()?;
+        params.query.expand_budget = None;
+        let (engine, at) = self.serving(&entry)?;
+        let pack = engine.evidence_pack(&params, session.as_deref())?;
+        let suggested: Vec<String> = pack
+            .expand_suggestion
+            .iter()
+            .map(|h| h.as_str().to_string())
+            .collect();
+        self.metrics
+            .returned(&entry.id, pack.handles.len(), &suggested);
+        Ok(Served::new(at, pack).with_session(session))
+    }
+
+    /// `POST /expand`.
+    pub fn expand(
+        &self,
+        req: ExpandRequest,
+        header_session: Option<String>,
+    ) -> Result<ExpandResponse, ApiError> {
+        let entry = self.lookup(&req.repo)?;
+        let session = check_session(req.session.or(header_session))?;
+        if req.handles.is_empty() {
+            return Err(ApiError::Validation(
+                "`handles` must list at least one handle ({\"id\": \"h…\", \"generation\": N})"
+                    .into(),
+            ));
+        }
+        if req.handles.len() > self.config.max_expand_handles {
+            return Err(ApiError::Validation(format!(
+                "at most {} handles per expand request (got {})",
+                self.config.max_expand_handles,
+                req.handles.len()
+            )));
+        }
+        let (engine, at) = self.serving(&entry)?;
+        let generation = at.generation;
+        // A generation this service never issued is a client bug, not a
+        // stale handle: re-querying would not help, so it is a 400.
+        if let Some(future) = req
+            .handles
+            .iter()
+            .find(|h| h.generation().is_some_and(|g| g > generation))
+        {
+            return Err(ApiError::Validation(format!(
+                "handle {} carries generation {}, newer than the current generation {generation}; \
+                 pass the generation a response of this service gave",
+                future.id(),
+                future.generation().unwrap_or_default()
+            )));
+        }
+        let stale: Vec<&HandleRef> = req
+            .handles
+            .iter()
+            .filter(|h| h.generation().is_some_and(|g| g != generation))
+            .collect();
+        if let Some(first) = stale.first() {
+            self.metrics.stale_rejection();
+            let ids: Vec<&str> = stale.iter().take(5).map(|h| h.id()).collect();
+            let more = if stale.len() > 5 {
+                format!(" and {} more", stale.len() - 5)
+            } else {
+                String::new()
+            };
+            return Err(ApiError::StaleGeneration {
+                ids: format!("{}{more}", ids.join(", ")),
+                given: first.generation().unwrap_or(0),
+                current: generation,
+            });
+        }
+        let ids: Vec<&str> = req.handles.iter().map(|h| h.id()).collect();
+        let expansions = engine.expand_in_session(&ids, session.as_deref())?;
+        let contents: Vec<ExpandedContent> = expansions
+            .into_iter()
+            .map(|e| ExpandedContent {
+                handle_id: e.handle_id.as_str().to_string(),
+                file_path: e.file_path,
+                line_range: e.line_range,
+                token_count: canopy_core::tokens::count_tokens(&e.content) as u64,
+                content: e.content,
+            })
+            .collect();
+        let total_tokens = contents.iter().map(|c| c.token_count).sum();
+        let served: Vec<String> = contents.iter().map(|c| c.handle_id.clone()).collect();
+        self.metrics.expanded(&entry.id, &served, total_tokens);
+        Ok(ExpandResponse {
+            repo_id: at.repo_id,
+            generation,
+            commit_sha: at.commit_sha,
+            contents,
+            total_tokens,
+        })
+    }
+
+    /// `GET /status` (optionally one repository).
+    pub fn status(&self, repo: Option<&str>) -> Result<StatusResponse, ApiError> {
+        let entries = match repo.filter(|r| !r.trim().is_empty()) {
+            Some(r) => vec![self.lookup(r)?],
+            None => self.entries(),
+        };
+        let repos = entries
+            .iter()
+            .map(|e| {
+                let view = e.view();
+                let index = if view.ready {
+                    e.engine(&self.config)
+                        .ok()
+                        .and_then(|eng| eng.status().ok())
+                } else {
+                    None
+                };
+                RepoStatusView { repo: view, index }
+            })
+            .collect();
+        Ok(StatusResponse {
+            service: "canopy-service".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            uptime_seconds: self.started.elapsed().as_secs(),
+            repos,
+        })
+    }
+
+    /// `GET /events`: one page after the cursor (no waiting; see the HTTP layer).
+    pub fn events(
+        &self,
+        after: u64,
+        limit: usize,
+        repo: Option<&str>,
+    ) -> Result<EventsResponse, ApiError> {
+        let repo_id = match repo.filter(|r| !r.trim().is_empty()) {
+            Some(r) => Some(self.lookup(r)?.id.clone()),
+            None => None,
+        };
+        let (items, latest) = self
+            .registry
+            .events_after(after, limit, repo_id.as_deref())
+            .map_err(ApiError::internal)?;
+        let next_after_seq = match items.last() {
+            Some(last) => last.seq,
+            // Nothing (matching) up to `latest`: the cursor may skip ahead.
+            None if repo_id.is_some() => after.max(latest),
+            None => after,
+        };
+        Ok(EventsResponse {
+            items,
+            next_after_seq,
+            latest_seq: latest,
+        })
+    }
+}

@@ -1,0 +1,142 @@
+//! One registered repository's state: [`RepoEntry`] (its engine, opened on
+//! first use; its record and running pass under one lock; its watcher and
+//! index lag) and what a running pass reports ([`RunProgress`]).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use canopy_client::api::{RepoView, RunProgressView};
+use canopy_core::Engine;
+use canopy_core::engine::rfc3339_utc;
+use canopy_core::index::IndexProgress;
+
+use super::lock;
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::registry::RepoRecord;
+
+/// Counts a running pass's files (the engine calls it on its writer thread).
+#[derive(Default)]
+pub struct RunProgress {
+    total: AtomicU64,
+    done: AtomicU64,
+}
+
+impl RunProgress {
+    pub(super) fn reset(&self) {
+        self.total.store(0, Ordering::Relaxed);
+        self.done.store(0, Ordering::Relaxed);
+    }
+}
+
+impl IndexProgress for RunProgress {
+    fn start(&self, to_parse: u64) {
+        self.total.store(to_parse, Ordering::Relaxed);
+    }
+    fn advance(&self, _path: &str, _bytes: u64) {
+        self.done.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The running pass of a repository.
+#[derive(Clone, Debug)]
+pub(super) struct RunInfo {
+    pub(super) glob: Option<String>,
+    pub(super) commit_sha: Option<String>,
+    pub(super) started: Instant,
+    /// An earlier run left unaccounted changes: bump on completion regardless.
+    pub(super) carry_bump: bool,
+    /// Started to recover from a failure or an interrupted run.
+    pub(super) recovering: bool,
+}
+
+#[derive(Debug)]
+pub(super) struct RepoState {
+    pub(super) record: RepoRecord,
+    pub(super) run: Option<RunInfo>,
+    /// A follow-up run is queued, with this glob (`None`: everything).
+    pub(super) rerun: Option<Option<String>>,
+}
+
+/// One registered repository.
+pub struct RepoEntry {
+    pub(super) id: String,
+    pub(super) root: PathBuf,
+    pub(super) engine: Mutex<Option<Arc<Engine>>>,
+    pub(super) state: Mutex<RepoState>,
+    pub(super) progress: RunProgress,
+    /// When the oldest change a watcher saw and no finished run has
+    /// indexed yet happened (index lag; `None`: none known).
+    pub(super) unindexed_since: Mutex<Option<Instant>>,
+    /// Raised to stop this repository's watcher, if it has one.
+    pub(super) watcher: Mutex<Option<Arc<AtomicBool>>>,
+}
+
+impl RepoEntry {
+    /// The repository `record` describes, with its engine if it is open.
+    pub(super) fn new(record: RepoRecord, engine: Option<Arc<Engine>>) -> RepoEntry {
+        RepoEntry {
+            id: record.repo_id.clone(),
+            root: record.root.clone(),
+            engine: Mutex::new(engine),
+            state: Mutex::new(RepoState {
+                record,
+                run: None,
+                rerun: None,
+            }),
+            progress: RunProgress::default(),
+            unindexed_since: Mutex::new(None),
+            watcher: Mutex::new(None),
+        }
+    }
+
+    /// The engine, opened on first use.
+    pub(super) fn engine(&self, config: &Config) -> Result<Arc<Engine>, ApiError> {
+        let mut slot = lock(&self.engine);
+        if let Some(e) = slot.as_ref() {
+            return Ok(e.clone());
+        }
+        match Engine::open(&self.root, config.engine_options.clone()) {
+            Ok(e) => {
+                let e = Arc::new(e);
+                *slot = Some(e.clone());
+                Ok(e)
+            }
+            Err(err) => {
+                tracing::warn!(repo = %self.id, root = %self.root.display(), "cannot open the index: {err}");
+                Err(ApiError::RepoUnavailable(self.id.clone()))
+            }
+        }
+    }
+
+    pub(super) fn view(&self) -> RepoView {
+        let st = lock(&self.state);
+        let r = &st.record;
+        RepoView {
+            repo_id: r.repo_id.clone(),
+            name: r.name.clone(),
+            repo_root: r.root.display().to_string(),
+            status: r.status.as_str().to_string(),
+            ready: r.generation > 0,
+            indexing: st.run.is_some(),
+            generation: r.generation,
+            commit_sha: r.commit_sha.clone(),
+            added_at: rfc3339_utc(r.added_at),
+            last_indexed_at: r.last_indexed_at.map(rfc3339_utc),
+            last_index: r.last_report.clone(),
+            last_error: r.last_error.clone(),
+            consecutive_failures: r.consecutive_failures,
+            rerun_queued: st.rerun.is_some(),
+            watch: r.watch || lock(&self.watcher).is_some(),
+            index_lag_seconds: lock(&self.unindexed_since)
+                .map_or(0.0, |t| t.elapsed().as_secs_f64()),
+            progress: st.run.as_ref().map(|run| RunProgressView {
+                files_total: self.progress.total.load(Ordering::Relaxed),
+                files_done: self.progress.done.load(Ordering::Relaxed),
+                elapsed_seconds: run.started.elapsed().as_secs_f64(),
+            }),
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! [`Service`]: the state behind the HTTP API, with blocking methods (the
+//! HTTP layer calls them on tokio's blocking pool).
+//!
+//! It owns the registered repositories (one [`canopy_core::Engine`] each),
+//! the reindex runner (one background thread per running repository),
+//! generations, health classification and the per-repository metrics
+//! gauges, one concern per file:
+//!
+//! * this file: the service itself — start-up (the data directory's lock,
+//!   the registry, resuming interrupted runs), lookups, and the one path
+//!   by which state and events are written together (`Service::commit`);
+//! * `entry`: one registered repository's state ([`RepoEntry`]);
+//! * `repos`: registration (`POST /repos/add`, `GET /repos`);
+//! * `runner`: index runs and watchers (`POST /reindex`, generations);
+//! * `answers`: the answers (`/query`, `/evidence_pack`, `/context`,
+//!   `/graph`, `/expand`, `/status`, `/events`), each
+//!   [`canopy_client::served::Served`] at the last complete generation;
+//! * `health`: `GET /health` and the gauges of `GET /metrics`.
+//!
+//! # Generations and consistency
+//!
+//! A repository's *generation* counts the completed index runs that changed
+//! its index. A run bumps it when it parsed or removed at least one file,
+//! rebuilt the index, was the first to complete, or when an earlier run left
+//! the index in an unaccounted state (it failed, or the service died during
+//! it: the persisted `dirty` flag). A no-op run keeps the generation, so
+//! handles issued before it stay valid.
+//!
+//! Queries are answered by the engine from the index's committed state.
+//! While a run is in progress the engine commits whole files per batch, so a
+//! query can see some files already new and others still old (never a
+//! half-written file). Every such answer is tagged with the *last completed*
+//! generation `G`, read before the query runs. When the run completes and
+//! bumps to `G+1`, every handle tagged `G` (including those served from the
+//! mixed state) is refused by `/expand` with 409 `stale_generation`, so a
+//! client never mixes handles across a change it was not told about. While
+//! the run is still going, expanding a `G` handle is allowed: the core checks
+//! each file's content hash against the index and reports `stale_index` (409)
+//! instead of returning text that does not match what was indexed. A repo
+//! without a completed generation answers 503 `not_ready` at once (the
+//! engine, which would index on a first query, is never asked).
+//!
+//! Changes made behind the service's back are accounted for where they can
+//! be: the engine's background index completion (started by a query while a
+//! run has the index marked incomplete) is joined by the run and counted in
+//! its report. An index written by another process (e.g. `canopy index` on
+//! the same repository) is not seen until the next service run; `/expand`
+//! still never returns text that differs from what was indexed.
+//!
+//! Lock order: the repository list → a repository's state → the registry.
+
+mod answers;
+mod entry;
+mod health;
+mod repos;
+mod runner;
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde_json::json;
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::registry::{NewEvent, Registry, RepoRecord, RepoStatus, now_ms};
+
+pub use answers::{MAX_EXPAND_BUDGET, MAX_SESSION_LEN};
+pub use entry::{RepoEntry, RunProgress};
+pub use health::{BACKLOG_AFTER, INDEX_LAG_DEGRADED, UNHEALTHY_FAILURES};
+
+/// How long start-up waits for another process to release the data directory.
+pub const DATA_DIR_LOCK_WAIT: Duration = Duration::from_secs(5);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn now_secs() -> i64 {
+    now_ms().div_euclid(1000)
+}
+
+/// `HEAD` of the repository at `root` (`None` without commits or without git).
+pub fn head_sha(root: &Path) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["rev-parse", "--verify", "--quiet", "HEAD"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let sha = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (!sha.is_empty()).then_some(sha)
+}
+
+/// The service: registry, repositories, runner, metrics and the event signal.
+pub struct Service {
+    config: Config,
+    registry: Registry,
+    repos: RwLock<Vec<Arc<RepoEntry>>>,
+    events: watch::Sender<u64>,
+    shutdown: watch::Sender<bool>,
+    metrics: Metrics,
+    started: Instant,
+    _data_dir_lock: std::fs::File,
+}
+
+impl Service {
+    /// Opens the registry in `config.data_dir` (taking an exclusive lock on
+    /// it), loads the registered repositories and resumes runs that a
+    /// previous process left unfinished.
+    pub fn start(config: Config) -> anyhow::Result<Arc<Service>> {
+        let lock_path = config.data_dir.join("service.lock");
+        let lock_file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .with_context(|| format!("cannot open {}", lock_path.display()))?;
+        // A predecessor that was just killed may hold the lock for a moment
+        // longer (e.g. through a child process that has not yet exec'd).
+        let deadline = Instant::now() + DATA_DIR_LOCK_WAIT;
+        while lock_file.try_lock().is_err() {
+            if Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+            anyhow::bail!(
+                "another canopy serve is using the data directory {}; stop it or pass another --data-dir",
+                config.data_dir.display()
+            );
+        }
+        let registry = Registry::open(&config.data_dir)?;
+        let records = registry.repos()?;
+        let latest = registry.latest_seq()?;
+        let mut entries = Vec::new();
+        let mut interrupted = Vec::new();
+        for record in records {
+            if !config.allow_roots.is_empty()
+                && !config
+                    .allow_roots
+                    .iter()
+                    .any(|a| record.root.starts_with(a))
+            {
+                tracing::warn!(
+                    repo = %record.repo_id,
+                    "not serving {} (outside every --allow-root)",
+                    record.root.display()
+                );
+                continue;
+            }
+            if record.status == RepoStatus::Indexing {
+                interrupted.push(record.repo_id.clone());
+            }
+            entries.push(Arc::new(RepoEntry::new(record, None)));
+        }
+        let service = Arc::new(Service {
+            config,
+            registry,
+            repos: RwLock::new(entries),
+            events: watch::channel(latest).0,
+            shutdown: watch::channel(false).0,
+            metrics: Metrics::default(),
+            started: Instant::now(),
+            _data_dir_lock: lock_file,
+        });
+        service.commit(
+            None,
+            vec![NewEvent {
+                kind: "service_started",
+                repo_id: None,
+                data: json!({ "version": env!("CARGO_PKG_VERSION") }),
+            }],
+        )?;
+        for entry in service.entries() {
+            let watch = service.config.watch_all || lock(&entry.state).record.watch;
+            if watch {
+                service.start_watcher(&entry);
+            }
+        }
+        for id in interrupted {
+            let entry = service.lookup(&id).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let generation = lock(&entry.state).record.generation;
+            service.commit(
+                None,
+                vec![NewEvent {
+                    kind: "reindex_interrupted",
+                    repo_id: Some(id.clone()),
+                    data: json!({ "generation": generation, "resuming": true }),
+                }],
+            )?;
+            if let Err(e) = service.start_reindex(&entry, None, true) {
+                tracing::warn!(repo = %id, "cannot resume the interrupted reindex: {e}");
+            }
+        }
+        Ok(service)
+    }
+
+    /// The validated configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The metrics registry.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// A receiver that changes whenever an event is appended (value: latest seq).
+    pub fn subscribe_events(&self) -> watch::Receiver<u64> {
+        self.events.subscribe()
+    }
+
+    /// A receiver that turns `true` when the service shuts down.
+    pub fn subscribe_shutdown(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
+    /// Tells long-polls to return (graceful shutdown).
+    pub fn begin_shutdown(&self) {
+        self.shutdown.send_replace(true);
+        for entry in self.entries() {
+            if let Some(stop) = lock(&entry.watcher).take() {
+                stop.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Writes repository state and events atomically, then wakes long-polls.
+    fn commit(&self, repo: Option<&RepoRecord>, events: Vec<NewEvent>) -> rusqlite::Result<()> {
+        let seq = self.registry.commit(repo, &events)?;
+        if seq > 0 {
+            self.events.send_replace(seq);
+        }
+        Ok(())
+    }
+
+    fn entries(&self) -> Vec<Arc<RepoEntry>> {
+        self.repos.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Finds a repository by id, else by name.
+    pub fn lookup(&self, repo: &str) -> Result<Arc<RepoEntry>, ApiError> {
+        let repo = repo.trim();
+        if repo.is_empty() {
+            return Err(ApiError::Validation(
+                "`repo` is required: a repo_id from POST /repos/add (or the repo's name)".into(),
+            ));
+        }
+        let entries = self.entries();
+        entries
+            .iter()
+            .find(|e| e.id == repo)
+            .or_else(|| entries.iter().find(|e| lock(&e.state).record.name == repo))
+            .cloned()
+            .ok_or_else(|| ApiError::NotFound {
+                what: "repository",
+                id: repo.to_string(),
+            })
+    }
+
+    fn allowed(&self, path: &Path) -> bool {
+        self.config.allow_roots.is_empty()
+            || self.config.allow_roots.iter().any(|a| path.starts_with(a))
+    }
+}

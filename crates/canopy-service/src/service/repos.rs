@@ -1,0 +1,247 @@
+//! Registration: `POST /repos/add` (a git repository root under an
+//! allowed root, named uniquely, its engine opened at once) and `GET
+//! /repos`; and the ids and names repositories get.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use canopy_client::api::{AddRepoRequest, AddRepoResponse, RepoView};
+use canopy_core::Engine;
+use serde_json::json;
+
+use super::entry::RepoEntry;
+use super::{Service, lock, now_secs};
+use crate::error::ApiError;
+use crate::registry::{NewEvent, RepoRecord, now_ms};
+
+/// A random id in UUID v4 format.
+fn new_repo_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut bytes = [0u8; 16];
+    for chunk in bytes.chunks_mut(8) {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_i64(now_ms());
+        h.write_u32(std::process::id());
+        h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+        if let Ok(d) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+            h.write_u32(d.subsec_nanos());
+        }
+        chunk.copy_from_slice(&h.finish().to_le_bytes());
+    }
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// Resolves `.` and `..` without touching the file system.
+fn lexical_normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !name.starts_with('.')
+}
+
+/// A name for the repository at `root` that `taken` says is free: its
+/// directory's name, sanitized, then `-2`, `-3`, … after it.
+fn free_name(root: &Path, taken: impl Fn(&str) -> bool) -> String {
+    let base = sanitize_name(
+        &root
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    );
+    let mut candidate = base.clone();
+    let mut n = 2;
+    while taken(&candidate) {
+        candidate = format!("{base}-{n}");
+        n += 1;
+    }
+    candidate
+}
+
+fn sanitize_name(raw: &str) -> String {
+    let s: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(56)
+        .collect();
+    let s = s.trim_start_matches('.').to_string();
+    if s.is_empty() { "repo".into() } else { s }
+}
+
+impl Service {
+    /// `POST /repos/add`.
+    pub fn add_repo(self: &Arc<Self>, req: AddRepoRequest) -> Result<AddRepoResponse, ApiError> {
+        let raw = req.path.trim();
+        let (canonical, root_text) = self.registrable_root(raw)?;
+        let explicit = req.name.as_deref().map(str::trim).filter(|n| !n.is_empty());
+        if let Some(name) = explicit
+            && !valid_name(name)
+        {
+            return Err(ApiError::Validation(format!(
+                "invalid name {name:?}: use 1-64 characters from A-Z a-z 0-9 - _ . (not starting with .)"
+            )));
+        }
+
+        let mut repos = self.repos.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(existing) = repos.iter().find(|e| e.root == canonical).cloned() {
+            drop(repos);
+            if let Some(watch) = req.watch {
+                self.set_watch(&existing, watch)?;
+            }
+            let name = lock(&existing.state).record.name.clone();
+            return Ok(AddRepoResponse {
+                repo_id: existing.id.clone(),
+                name,
+                repo_root: root_text,
+                created: false,
+            });
+        }
+        let taken = |n: &str| repos.iter().any(|e| lock(&e.state).record.name == n);
+        let name = match explicit {
+            Some(n) if taken(n) => return Err(ApiError::NameTaken(n.to_string())),
+            Some(n) => n.to_string(),
+            None => free_name(&canonical, taken),
+        };
+        let engine =
+            Engine::open(&canonical, self.config.engine_options.clone()).map_err(|e| match e {
+                canopy_core::CanopyError::UnsafeRoot { reason, .. } => {
+                    ApiError::PathNotAllowed(format!("{raw} is {reason}, which is never served"))
+                }
+                e => ApiError::internal(format!("opening the index of {raw}: {e}")),
+            })?;
+        let record = RepoRecord::registered(new_repo_id(), name.clone(), canonical, now_secs());
+        self.commit(
+            Some(&record),
+            vec![NewEvent {
+                kind: "repo_added",
+                repo_id: Some(record.repo_id.clone()),
+                data: json!({ "name": name, "repo_root": root_text }),
+            }],
+        )
+        .map_err(ApiError::internal)?;
+        let entry = Arc::new(RepoEntry::new(record, Some(Arc::new(engine))));
+        repos.push(entry.clone());
+        drop(repos);
+        if req.watch == Some(true) {
+            self.set_watch(&entry, true)?;
+        }
+        Ok(AddRepoResponse {
+            repo_id: entry.id.clone(),
+            name,
+            repo_root: root_text,
+            created: true,
+        })
+    }
+
+    /// The canonical root `raw` names, and its text, if it may be
+    /// registered: an absolute path to the root of a git repository under
+    /// an allowed root. Errors name the path as given, never its resolved
+    /// form (that would tell the caller where a symlink points), and never
+    /// say whether a path outside the allowed roots exists.
+    fn registrable_root(&self, raw: &str) -> Result<(PathBuf, String), ApiError> {
+        if raw.is_empty() {
+            return Err(ApiError::Validation("`path` is required".into()));
+        }
+        let path = Path::new(raw);
+        if !path.is_absolute() {
+            return Err(ApiError::Validation(format!(
+                "`path` must be absolute, got {raw:?}"
+            )));
+        }
+        let outside = || ApiError::PathNotAllowed(format!("{raw} is outside the allowed roots"));
+        let canonical = match path.canonicalize() {
+            Ok(c) => c,
+            Err(_) if !self.allowed(&lexical_normalize(path)) => return Err(outside()),
+            Err(_) => {
+                return Err(ApiError::Validation(format!(
+                    "{raw} does not exist or is not accessible"
+                )));
+            }
+        };
+        if !self.allowed(&canonical) {
+            return Err(outside());
+        }
+        if !canonical.is_dir() {
+            return Err(ApiError::Validation(format!("{raw} is not a directory")));
+        }
+        if !canonical.join(".git").exists() {
+            return Err(ApiError::NotAGitRepository(format!(
+                "{raw} is not a git repository root (no .git)"
+            )));
+        }
+        let Some(root_text) = canonical.to_str().map(str::to_string) else {
+            return Err(ApiError::Validation("the path must be valid UTF-8".into()));
+        };
+        Ok((canonical, root_text))
+    }
+
+    /// `GET /repos`.
+    pub fn repos(&self) -> Vec<RepoView> {
+        self.entries().iter().map(|e| e.view()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repo_ids_are_uuid_shaped_and_distinct() {
+        let a = new_repo_id();
+        let b = new_repo_id();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 36);
+        assert_eq!(&a[14..15], "4");
+    }
+
+    #[test]
+    fn normalizes_lexically() {
+        assert_eq!(
+            lexical_normalize(Path::new("/a/b/../c/./d")),
+            Path::new("/a/c/d")
+        );
+        assert_eq!(lexical_normalize(Path::new("/a/../../x")), Path::new("/x"));
+    }
+
+    #[test]
+    fn names_are_validated_and_sanitized() {
+        assert!(valid_name("my-repo_1.x"));
+        assert!(!valid_name("../etc"));
+        assert!(!valid_name(""));
+        assert_eq!(sanitize_name("my repo!"), "my-repo-");
+        assert_eq!(sanitize_name(".."), "repo");
+    }
+}

@@ -1,0 +1,48 @@
+//! # canopy-test-support
+//!
+//! What Canopy's end-to-end tests share, so each test file says what it
+//! checks and nothing else: fixture repositories ([`repo`]), git
+//! ([`git`]), child processes that never outlive a failing test
+//! ([`process`]), a `canopy serve` on a free port with its HTTP helpers
+//! ([`serve`]) and, with the `mcp` feature, an MCP client connected to a
+//! `canopy mcp` child (`mcp`).
+//!
+//! The binary under test is the one Cargo builds for the test's own crate:
+//! tests pass [`canopy_bin!`] (which reads `CARGO_BIN_EXE_canopy` where the
+//! test is compiled), so no test runs a binary another crate built.
+//!
+//! Never a dependency of anything but tests (`publish = false`).
+
+pub mod git;
+#[cfg(feature = "mcp")]
+pub mod mcp;
+pub mod process;
+pub mod repo;
+pub mod serve;
+
+use std::time::{Duration, Instant};
+
+/// Bound on every wait in the tests (never a timing assertion: it only
+/// stops a hung test).
+pub const WAIT: Duration = Duration::from_secs(60);
+
+/// The `canopy` binary Cargo built for the integration test that expands
+/// this (only tests of the crate that builds the binary can).
+#[macro_export]
+macro_rules! canopy_bin {
+    () => {
+        ::std::path::Path::new(env!("CARGO_BIN_EXE_canopy"))
+    };
+}
+
+/// Polls `check` until it holds; panics naming `what` after [`WAIT`].
+pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while Instant::now() < deadline {
+        if check() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("not within {WAIT:?}: {what}");
+}
