@@ -258,6 +258,7 @@ def per_pack(r, inst, sc):
         "wire_bytes": r.get("wire_bytes", 0),
         "parts": r.get("parts") or {},
         "pack_ms": r.get("pack_ms"),
+        "action": r.get("action"),
     }
 
 
@@ -325,6 +326,10 @@ def aggregate(packs, preds, inst_list, sc):
         "wire_bytes_per_pack": mean([p["wire_bytes"] for p in packs]),
         "wire_unit": "o200k tokens" if wt else "bytes",
         "part_share": {k: v / ptotal for k, v in sorted(parts.items())} if ptotal else {},
+        "stop_equals_band_high": sum(1 for p in packs if p["ok"] and p["stop"] == (p["band"] == "high")),
+        "min_conf_stop": min((p["conf"] for p in stop), default=None),
+        "max_conf_nostop": max((p["conf"] for p in nostop if p["ok"]), default=None),
+        "actions": {k: sum(1 for p in packs if p.get("action") == k) for k in sorted({p.get("action") for p in packs if p.get("action")})},
         "pack_ms_p50": sorted(p["pack_ms"] for p in packs if p["pack_ms"])[len(packs) // 2] if packs else None,
     }
 
@@ -404,6 +409,11 @@ def markdown(res):
                + ", ".join(f"{f} {s['expand_count_mismatch']}" for f, s in res["forms"].items())
                + "; expand ids not among the handles: "
                + ", ".join(f"{f} {s['expands_not_in_handles']}" for f, s in res["forms"].items()) + "\n")
+    for f, s in res["forms"].items():
+        out.append(f"{f}: stop_querying == (confidence_band == high) in {s['stop_equals_band_high']} of "
+                   f"{s['packs'] - s['errors']} packs; lowest confidence with stop {fmt(s['min_conf_stop'])}, highest "
+                   f"without {fmt(s['max_conf_nostop'])}; recommended_action: "
+                   + ", ".join(f"{k} {v}" for k, v in s["actions"].items()))
     out.append("\nReliability (confidence as P(gold file in pack)), bins of width 0.1: n / mean confidence / hit rate\n")
     out.append("| bin | " + " | ".join(res["forms"]) + " |")
     out.append("|---|" + "---|" * len(res["forms"]))
