@@ -154,7 +154,7 @@ def run(a):
     if not os.path.exists(inst_file):
         if a.split:
             with open(inst_file, "w") as f:
-                f.writelines(json.dumps(r) + "\n" for r in splits.instances(a.split))
+                f.writelines(json.dumps(r) + "\n" for r in splits.interleave(splits.instances(a.split)))
         else:
             subprocess.run([sys.executable, os.path.join(HERE, "make_subset.py"), inst_file,
                             "--instances", a.instances, "--n", str(a.n)], check=True)
@@ -179,6 +179,8 @@ def run(a):
             continue
         row = {"instance_id": iid, "repo": inst["repo"]}
         existed = os.path.exists(trees.tree_path(a.trees, inst, git))
+        if a.skip_unindexed and not trees.indexed_by(sha, trees.tree_path(a.trees, inst, git), a.model):
+            continue
         try:
             tree, row["checkout_s"] = trees.materialise(inst, a.trees, git)
             row["index_s"] = round(trees.ensure_index(bin_, tree, a.model, sha), 2)
@@ -364,6 +366,9 @@ if __name__ == "__main__":
                     help="git checkouts with history (the default here; kept for symmetry with stop_calibration.py)")
     ap.add_argument("--plain-trees", action="store_true", help="plain `git archive` trees, no history")
     ap.add_argument("--no-pack", action="store_true", help="skip the evidence pack at the end")
+    ap.add_argument("--skip-unindexed", action="store_true",
+                    help="only instances whose kept tree this binary and model already indexed (to trail a "
+                         "running stop_calibration.py without a second indexing job; run again to pick up more)")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--summary", action="store_true")
     a = ap.parse_args()

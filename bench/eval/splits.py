@@ -15,6 +15,21 @@ def load(name):
     return [l.strip() for l in open(path) if l.strip() and not l.startswith("#")]
 
 
+def interleave(insts):
+    """The same instances, repos interleaved in proportion (as make_subset.py --first orders the rest),
+    so that a run stopped early is still balanced by repo."""
+    by = {}
+    for r in insts:
+        by.setdefault(r["repo"], []).append(r)
+    keys = sorted(by, key=lambda k: (-len(by[k]), k))
+    prog = {k: 0 for k in keys}
+    out = []
+    for _ in range(len(insts)):
+        k = min((k for k in keys if prog[k] < len(by[k])), key=lambda k: ((prog[k] + 1) / len(by[k]), keys.index(k)))
+        out.append(by[k][prog[k]]); prog[k] += 1
+    return out
+
+
 def instances(spec, dev=DEV):
     if spec.endswith(".jsonl"):
         return [json.loads(l) for l in open(spec) if l.strip()]

@@ -39,6 +39,8 @@ Scores (per form, and over all forms pooled), from the pack's JSON:
                       [--git-trees] [--keep] [--model DIR] [--limit N] [--examples N]
   stop_calibration.py --out DIR --summary      (tables of a finished or partial run)
 
+Instances run with repos interleaved (splits.interleave), so a partial run stays balanced.
+
 Writes DIR/results.jsonl (one line per instance: every form's pack fields, timings),
 DIR/summary.json and DIR/summary.md. Instances already in DIR/results.jsonl are skipped, so a
 stopped run resumes. The binary is copied into DIR first. With --keep, trees and indexes stay
@@ -169,7 +171,7 @@ def pack_once(bin_, tree, q, model):
 
 def run(a):
     os.makedirs(a.out, exist_ok=True)
-    insts = splits.instances(a.instances) if a.instances else splits.instances(a.split)
+    insts = splits.interleave(splits.instances(a.instances) if a.instances else splits.instances(a.split))
     if a.limit:
         insts = insts[:a.limit]
     bin_ = os.path.join(a.out, "canopy")

@@ -75,6 +75,12 @@ def ensure_index(bin_, tree, model=None, bin_sha=None):
     return time.time() - t0
 
 
+def indexed_by(bin_sha, tree, model=None):
+    """True when this binary and model last indexed the tree (so a run can skip the index step)."""
+    stamp = tree + ".stamp"
+    return os.path.exists(stamp) and open(stamp).read().strip() == f"{bin_sha} {model or '-'}"
+
+
 def drop(root, inst, git):
     tree = tree_path(root, inst, git)
     shutil.rmtree(tree, ignore_errors=True)
