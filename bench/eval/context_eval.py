@@ -328,9 +328,11 @@ def summary(a):
         P("")
         P("| evidence pack | file R@1 | R@5 | R@10 | mean tokens |")
         P("|---|---:|---:|---:|---:|")
-        for name, files in (("pack (BM25 ranking)", lambda r: r["pack_files"]),
-                            ("pack ⊕ semantic files (simulated hybrid)",
-                             lambda r: fuse(r["pack_files"], r.get("semantic_files", [])))):
+        variants = [("pack (BM25 ranking)", lambda r: r["pack_files"])]
+        if any(r.get("semantic_files") for r in ok):
+            variants.append(("pack ⊕ semantic files (simulated hybrid)",
+                             lambda r: fuse(r["pack_files"], r.get("semantic_files", []))))
+        for name, files in variants:
             rs = {k: [] for k in (1, 5, 10)}
             for r in ok:
                 gold = set(literal(inst[r["instance_id"]]["gold_files"]))
