@@ -215,8 +215,7 @@ def run(a):
         except Exception as e:  # a failed instance is recorded, not fatal
             row["error"] = str(e)[-500:]
         finally:
-            if not a.keep and not existed:
-                trees.drop(a.trees, inst, git)
+            trees.release(a.trees, inst, git, "full" if a.keep_full else a.keep, existed)
         with open(results, "a") as f:
             f.write(json.dumps(row) + "\n")
         print(f"[{n + 1}/{len(instances)}] {iid} {row.get('error', 'ok')}", flush=True)
@@ -371,7 +370,8 @@ if __name__ == "__main__":
     ap.add_argument("--skip-unindexed", action="store_true",
                     help="only instances whose kept tree this binary and model already indexed (to trail a "
                          "running stop_calibration.py without a second indexing job; run again to pick up more)")
-    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep trees and indexes (git trees lean: see trees.py)")
+    ap.add_argument("--keep-full", action="store_true", help="keep git trees with their files")
     ap.add_argument("--summary", action="store_true")
     a = ap.parse_args()
     summary(a) if a.summary else run(a)

@@ -211,8 +211,7 @@ def run(a):
         except Exception as e:  # a failed instance is recorded, not fatal
             row["error"] = str(e)[-500:]
         finally:
-            if not a.keep and not existed:
-                trees.drop(a.trees, inst, a.git_trees)
+            trees.release(a.trees, inst, a.git_trees, "full" if a.keep_full else a.keep, existed)
         with open(results, "a") as fh:
             fh.write(json.dumps(row) + "\n")
         print(f"[{n + 1}/{len(insts)}] {iid} index {row.get('index_s', '-')} s "
@@ -453,7 +452,9 @@ def main():
     ap.add_argument("--out", help=f"run dir (default {EVAL_OUT}/stop-<split>-<binary sha1>)")
     ap.add_argument("--trees", default=trees.DEFAULT_ROOT)
     ap.add_argument("--git-trees", action="store_true", help="trees are git checkouts with history (trees.py)")
-    ap.add_argument("--keep", action="store_true", help="keep trees and indexes under --trees for later runs")
+    ap.add_argument("--keep", action="store_true", help="keep trees and indexes under --trees for later runs "
+                                                        "(git trees lean: see trees.py)")
+    ap.add_argument("--keep-full", action="store_true", help="keep git trees with their files")
     ap.add_argument("--model", default=None, help="index with this embedding model (shares the index with "
                                                   "context_eval.py runs that use it)")
     ap.add_argument("--limit", type=int, default=0)
