@@ -260,6 +260,7 @@ def per_pack(r, inst, sc):
         "parts": r.get("parts") or {},
         "pack_ms": r.get("pack_ms"),
         "action": r.get("action"),
+        "signals": r.get("signals") or {},
     }
 
 
@@ -331,6 +332,13 @@ def aggregate(packs, preds, inst_list, sc):
         "min_conf_stop": min((p["conf"] for p in stop), default=None),
         "max_conf_nostop": max((p["conf"] for p in nostop if p["ok"]), default=None),
         "actions": {k: sum(1 for p in packs if p.get("action") == k) for k in sorted({p.get("action") for p in packs if p.get("action")})},
+        "signals_hit_vs_miss": {k: {"hit": mean([float(p["signals"][k]) for p in packs if p["file_in_pack"] and k in p["signals"]]),
+                                    "miss": mean([float(p["signals"][k]) for p in packs if not p["file_in_pack"] and k in p["signals"]])}
+                                for k in sorted({k for p in packs for k in p["signals"]})},
+        "coverage_is_1": mean([float(p["signals"].get("coverage", 0)) >= 0.999 for p in packs if p["ok"]]),
+        "expand_count_by_band": {b: {str(c): sum(1 for p in packs if p["band"] == b and p["suggested_expand_count"] == c)
+                                     for c in sorted({p["suggested_expand_count"] for p in packs if p["band"] == b})}
+                                 for b in ("high", "medium", "low")},
         "pack_ms_p50": sorted(p["pack_ms"] for p in packs if p["pack_ms"])[len(packs) // 2] if packs else None,
     }
 
@@ -373,6 +381,11 @@ def summary(a):
                               "stop_gold_file_but_no_gold_fn_in_expands": [p["instance_id"] for p in nofn]}
     if len(forms) > 1:
         res["forms"]["all"] = aggregate(allpacks, allpreds, allpreds_inst, sc)
+    t = {}
+    for r in ok:
+        if r.get("index_s"):
+            t.setdefault(r["repo"], []).append(r["index_s"])
+    res["index_s_by_repo"] = {k: {"n": len(v), "median": sorted(v)[len(v) // 2], "max": max(v)} for k, v in sorted(t.items())}
     json.dump(res, open(os.path.join(a.out, "summary.json"), "w"), indent=1)
     md = markdown(res)
     open(os.path.join(a.out, "summary.md"), "w").write(md)
@@ -415,6 +428,15 @@ def markdown(res):
                    f"{s['packs'] - s['errors']} packs; lowest confidence with stop {fmt(s['min_conf_stop'])}, highest "
                    f"without {fmt(s['max_conf_nostop'])}; recommended_action: "
                    + ", ".join(f"{k} {v}" for k, v in s["actions"].items()))
+    out.append("\nSignals, mean over packs with a gold file (hit) vs without (miss); share of packs with coverage 1.0; "
+               "suggested_expand_count per band:\n")
+    for f, s in res["forms"].items():
+        out.append(f"{f}: " + ", ".join(f"{k} {fmt(v['hit'])} vs {fmt(v['miss'])}" for k, v in s["signals_hit_vs_miss"].items())
+                   + f"; coverage 1.0 in {fmt(s['coverage_is_1'])}; expands per band "
+                   + "; ".join(f"{b} {d}" for b, d in s["expand_count_by_band"].items()))
+    if res.get("index_s_by_repo"):
+        out.append("\nIndex seconds per tree indexed in this run (median / max): " + ", ".join(
+            f"{k.split('/')[1]} {v['median']:.1f} / {v['max']:.1f} (n={v['n']})" for k, v in res["index_s_by_repo"].items()))
     out.append("\nReliability (confidence as P(gold file in pack)), bins of width 0.1: n / mean confidence / hit rate\n")
     out.append("| bin | " + " | ".join(res["forms"]) + " |")
     out.append("|---|" + "---|" * len(res["forms"]))
