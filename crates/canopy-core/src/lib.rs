@@ -84,7 +84,7 @@ mod layering {
             ("graph/mod.rs", include_str!("graph/mod.rs")),
             ("graph/nav.rs", include_str!("graph/nav.rs")),
             ("graph/ops.rs", include_str!("graph/ops.rs")),
-            ("graph/facts.rs", include_str!("graph/facts.rs")),
+            ("graph/facts/mod.rs", include_str!("graph/facts/mod.rs")),
             ("store/mod.rs", include_str!("store/mod.rs")),
             ("store/read.rs", include_str!("store/read.rs")),
         ];

@@ -7,9 +7,10 @@ use std::collections::{BTreeSet, HashMap};
 use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::Store;
+use super::graph_rows::StoredFacts;
 use super::packed_edges::{self, PackedEdge};
 use crate::error::Result;
-use crate::graph::facts::{SiteKind, StoredFacts};
+use crate::graph::facts::SiteKind;
 use crate::graph::resolve::{self, EdgeRow, FileRow, How, LazyFacts, SymRow, Target};
 use crate::lang::{Language, NodeType};
 

@@ -12,6 +12,7 @@
 
 pub(crate) mod blob;
 pub mod graph;
+pub mod graph_rows;
 pub(crate) mod packed_edges;
 pub(crate) mod packed_refs;
 pub mod read;

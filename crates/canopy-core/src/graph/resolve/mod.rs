@@ -16,7 +16,6 @@
 //! (all candidates kept); none inside the repository, `unresolved`.
 
 pub(crate) mod ecmascript;
-pub(crate) mod go;
 pub(crate) mod python;
 pub(crate) mod rust;
 
@@ -26,7 +25,12 @@ use std::collections::HashSet;
 // SipHash was a tenth of a one-line-edit re-index.
 use foldhash::{HashMap, HashMapExt};
 
-use super::facts::{DefFactKind, FileFacts, SiteKind};
+use super::facts::model::{
+    DefFactKind, ELEM, FileFacts, IMPORT_RECV, PARAM_VALUE, PATH_HEAD, SiteKind, TRAIT_HINT, TUPLE,
+    UFCS_SEP,
+};
+use super::facts::python::{CLS_NAMES, SELF_NAMES};
+use super::facts::rust::PASSTHROUGH;
 use crate::lang::{Language, NodeType};
 
 /// A unit as resolution sees it.
@@ -88,7 +92,14 @@ impl LazyFacts {
         self.decoded.get_or_init(|| {
             self.stored
                 .as_ref()
-                .and_then(|(facts, sites)| FileFacts::decode(facts, sites.as_deref()))
+                .and_then(|(facts, sites)| {
+                    let world = crate::store::blob::unpack(facts)?;
+                    let sites = match sites {
+                        Some(s) => Some(crate::store::blob::unpack(s)?),
+                        None => None,
+                    };
+                    FileFacts::decode(&world, sites.as_deref())
+                })
                 .unwrap_or_default()
         })
     }
@@ -868,16 +879,16 @@ impl World {
         let lang = self.files[cx.file].language;
         match recv {
             Some(r)
-                if r.starts_with("import:")
+                if r.starts_with(IMPORT_RECV)
                     || (kind == SiteKind::Import && lang == Language::Python) =>
             {
-                let module = r.strip_prefix("import:").unwrap_or(r);
+                let module = r.strip_prefix(IMPORT_RECV).unwrap_or(r);
                 let vals = self.import_target(cx.file, module, Some(name), 0);
                 (self.defs_of(&vals), How::Import)
             }
             Some("?") => (Vec::new(), How::None),
-            Some(r) if lang == Language::Rust && r.contains(rust::TRAIT_HINT) => {
-                let (t, tr) = r.split_once(rust::TRAIT_HINT).unwrap_or((r, ""));
+            Some(r) if lang == Language::Rust && r.contains(TRAIT_HINT) => {
+                let (t, tr) = r.split_once(TRAIT_HINT).unwrap_or((r, ""));
                 let of_trait = self.trait_methods(cx, t, name, tr);
                 if of_trait.is_empty() {
                     self.resolve_site(cx, name, Some(t), kind)
@@ -885,8 +896,8 @@ impl World {
                     (of_trait, How::Inferred)
                 }
             }
-            Some(r) if lang == Language::Rust && r.contains(rust::UFCS_SEP) => {
-                let (path, first_arg) = r.split_once(rust::UFCS_SEP).unwrap_or((r, ""));
+            Some(r) if lang == Language::Rust && r.contains(UFCS_SEP) => {
+                let (path, first_arg) = r.split_once(UFCS_SEP).unwrap_or((r, ""));
                 let found = self.resolve_site(cx, name, Some(path), kind);
                 if !found.0.is_empty() || !self.eval(cx, path, 0).is_empty() {
                     return found;
@@ -894,7 +905,7 @@ impl World {
                 // Only methods of `x`'s impls of the trait the path names
                 // (`toml::Span::new(a)` is no method of `a`).
                 let tr = path.rsplit('.').next().unwrap_or(path);
-                let tr = tr.trim_end_matches(rust::PATH_HEAD);
+                let tr = tr.trim_end_matches(PATH_HEAD);
                 (self.trait_methods(cx, first_arg, name, tr), How::Inferred)
             }
             Some(r) => {
@@ -970,9 +981,7 @@ impl World {
         let first = r.split('.').next().unwrap_or_default();
         match lang {
             Language::Python => {
-                python::SELF_NAMES.contains(&first)
-                    || python::CLS_NAMES.contains(&first)
-                    || first == "super()"
+                SELF_NAMES.contains(&first) || CLS_NAMES.contains(&first) || first == "super()"
             }
             Language::Rust => first == "self" || first == "Self",
             Language::Go => true,
@@ -1319,7 +1328,7 @@ impl World {
         if depth > MAX_DEPTH {
             return Vec::new();
         }
-        if let Some((t, _)) = e.split_once(rust::TRAIT_HINT) {
+        if let Some((t, _)) = e.split_once(TRAIT_HINT) {
             // `<T as Trait>` as a value is `T` (the hint only steers method choice).
             return self.eval_path(cx, t, depth, value);
         }
@@ -1333,8 +1342,8 @@ impl World {
             None => (first, false),
         };
         // A path's head that a local of its name could be taken for
-        // (`rust::PATH_HEAD`): looked up past the locals.
-        let (head, path_head) = match head.strip_suffix(rust::PATH_HEAD) {
+        // (`PATH_HEAD`): looked up past the locals.
+        let (head, path_head) = match head.strip_suffix(PATH_HEAD) {
             Some(h) => (h, true),
             None => (head, false),
         };
@@ -1344,12 +1353,12 @@ impl World {
                 .map(Val::Super)
                 .into_iter()
                 .collect(),
-            (Language::Python, h) if value && python::SELF_NAMES.contains(&h) && !called => self
+            (Language::Python, h) if value && SELF_NAMES.contains(&h) && !called => self
                 .enclosing_class(cx)
                 .map(Val::Inst)
                 .into_iter()
                 .collect(),
-            (Language::Python, h) if value && python::CLS_NAMES.contains(&h) && !called => self
+            (Language::Python, h) if value && CLS_NAMES.contains(&h) && !called => self
                 .enclosing_class(cx)
                 .map(Val::Class)
                 .into_iter()
@@ -1421,8 +1430,7 @@ impl World {
             {
                 // `self.values.remove(i)` (`values: Vec<Item>`, no type of its
                 // own here): an item of the collection.
-                let items =
-                    self.eval_path(cx, &format!("{before}{}", rust::ELEM), depth + 1, value);
+                let items = self.eval_path(cx, &format!("{before}{}", ELEM), depth + 1, value);
                 if !items.is_empty() {
                     vals = items;
                     continue;
@@ -1447,7 +1455,7 @@ impl World {
                 next.extend(self.member(v, name, depth + 1));
             }
             if next.is_empty() && called && lang == Language::Rust {
-                if rust::PASSTHROUGH.contains(&name) {
+                if PASSTHROUGH.contains(&name) {
                     // `x.unwrap()`, `x.as_ref()`, `x.clone()`: the value itself.
                     continue;
                 }
@@ -1585,7 +1593,7 @@ impl World {
     }
 
     /// `f.#i`: element `i` of the tuple function `f` returns
-    /// ([`rust::TUPLE`]), as a value; nothing for any other member of a
+    /// ([`TUPLE`]), as a value; nothing for any other member of a
     /// function.
     fn tuple_element(&self, f: usize, name: &str, depth: u32) -> Vec<Val> {
         let Some(i) = name.strip_prefix('#').and_then(|i| i.parse::<usize>().ok()) else {
@@ -1593,7 +1601,7 @@ impl World {
         };
         let Some(elems) = self
             .returns_of(f)
-            .and_then(|r| r.strip_prefix(rust::TUPLE))
+            .and_then(|r| r.strip_prefix(TUPLE))
             .and_then(|r| r.strip_suffix(')'))
         else {
             return Vec::new();
@@ -1788,7 +1796,7 @@ impl World {
                     };
                     let vals = if b.is_type {
                         self.eval_type(&bcx, &b.expr, depth + 1)
-                    } else if let Some(p) = b.expr.strip_prefix("@param:") {
+                    } else if let Some(p) = b.expr.strip_prefix(PARAM_VALUE) {
                         self.fixture(fi, p, depth + 1)
                     } else if b.expr != name {
                         self.eval(&bcx, &b.expr, depth + 1)
