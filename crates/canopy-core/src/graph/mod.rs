@@ -26,6 +26,7 @@ pub mod resolve;
 
 use crate::error::Result;
 use crate::store::Store;
+use crate::store::graph_rows::EdgeRow;
 
 /// What one resolution pass did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -56,13 +57,13 @@ pub fn resolve_pending(store: &mut Store, root: &std::path::Path) -> Result<Reso
         return Ok(ResolveStats::default());
     }
     let t_rows = std::time::Instant::now();
-    let (files, syms, index) = store.graph_world_rows(&dirty)?;
+    let (files, syms, index) = resolve::read_world_rows(store, &dirty)?;
     let rows_ms = t_rows.elapsed().as_millis() as u64;
     let t_world = std::time::Instant::now();
-    let (crates, packages) = resolve::rust::cargo(root, files.iter().map(|f| f.path.as_str()));
-    let world = resolve::World::new(files, syms, crates).with_rust_packages(packages);
+    let manifests = resolve::Manifests::read(root, files.iter().map(|f| f.path.as_str()));
+    let world = resolve::World::new(files, syms, manifests);
     let world_ms = t_world.elapsed().as_millis() as u64;
-    let targets: Vec<(i64, usize)> = dirty
+    let targets: Vec<(i64, resolve::FileIdx)> = dirty
         .iter()
         .filter_map(|id| index.get(id).map(|&fi| (*id, fi)))
         .collect();
@@ -78,7 +79,7 @@ pub fn resolve_pending(store: &mut Store, root: &std::path::Path) -> Result<Reso
         scope.spawn(move || {
             use rayon::prelude::*;
             for chunk in targets.chunks(RESOLVE_CHUNK_FILES) {
-                let part: Vec<(i64, Vec<resolve::EdgeRow>)> = chunk
+                let part: Vec<(i64, Vec<EdgeRow>)> = chunk
                     .par_iter()
                     .map(|&(id, fi)| (id, world.resolve_file(fi)))
                     .collect();

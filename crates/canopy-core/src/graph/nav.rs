@@ -25,13 +25,13 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::graph::facts::SiteKind;
-use crate::graph::resolve::How;
+use crate::graph::resolve;
 use crate::handle::HandleId;
 use crate::lang::extract::{preview_text, text_view};
 use crate::model::{Handle, Span};
 use crate::store::Store;
 use crate::store::graph::{STATUS_AMBIGUOUS, STATUS_UNRESOLVED, StoredEdge};
+use crate::store::graph_rows::{EdgeKind, How};
 use crate::store::read::NodeRecord;
 
 /// Default traversal depth, and the most a caller may ask for.
@@ -195,15 +195,6 @@ pub struct Graph<'s> {
     texts: std::cell::RefCell<HashMap<String, Option<String>>>,
     /// The engine's cache of whole-graph results, when there is one.
     pub(crate) cache: Option<&'s super::GraphCache>,
-}
-
-fn kind_name(k: SiteKind) -> &'static str {
-    match k {
-        SiteKind::Call => "call",
-        SiteKind::Import => "import",
-        SiteKind::Type => "type",
-        SiteKind::Other => "other",
-    }
 }
 
 fn status_name(s: u8) -> &'static str {
@@ -422,17 +413,17 @@ impl<'s> Graph<'s> {
         // Crate names first (paths and `Cargo.toml`s only): a path that names
         // no crate of the repository never loads the world.
         let paths = self.store.file_ranges()?;
-        let (crates, _) = crate::graph::resolve::rust::cargo(
-            &self.root,
-            paths.iter().map(|(_, p, ..)| p.as_str()),
-        );
-        if parts.first().is_none_or(|c| !crates.contains_key(*c)) {
+        let manifests =
+            resolve::Manifests::read(&self.root, paths.iter().map(|(_, p, ..)| p.as_str()));
+        if parts
+            .first()
+            .is_none_or(|c| !manifests.cargo.crates.contains_key(*c))
+        {
             return Ok(Vec::new());
         }
-        let (files, syms, _) = self
-            .store
-            .graph_world_rows(&std::collections::BTreeSet::new())?;
-        let world = crate::graph::resolve::World::new(files, syms, crates);
+        let (files, syms, _) =
+            resolve::read_world_rows(self.store, &std::collections::BTreeSet::new())?;
+        let world = resolve::World::new(files, syms, manifests);
         let ids = world.rust_path_units(parts);
         self.store.nodes_by_rowids(&ids)
     }
@@ -556,7 +547,7 @@ impl<'s> Graph<'s> {
             depth,
             max_results,
             true,
-            &[SiteKind::Call],
+            &[EdgeKind::Call],
         )
     }
 
@@ -568,7 +559,7 @@ impl<'s> Graph<'s> {
             depth,
             max_results,
             false,
-            &[SiteKind::Call],
+            &[EdgeKind::Call],
         )
     }
 
@@ -581,10 +572,10 @@ impl<'s> Graph<'s> {
             max_results,
             true,
             &[
-                SiteKind::Call,
-                SiteKind::Import,
-                SiteKind::Type,
-                SiteKind::Other,
+                EdgeKind::Call,
+                EdgeKind::Import,
+                EdgeKind::Type,
+                EdgeKind::Other,
             ],
         )
     }
@@ -597,7 +588,7 @@ impl<'s> Graph<'s> {
             1,
             max_results,
             true,
-            &[SiteKind::Type],
+            &[EdgeKind::Type],
         )
     }
 
@@ -671,7 +662,7 @@ impl<'s> Graph<'s> {
             handle: self.handle(n),
             qualified_name: n.qualified_name.clone(),
             depth,
-            edge_kind: kind_name(e.kind).to_string(),
+            edge_kind: e.kind.as_str().to_string(),
             confidence: e.confidence,
             status: status_name(e.status).to_string(),
             how: How::name(e.how).to_string(),
@@ -702,7 +693,7 @@ impl<'s> Graph<'s> {
         depth: u32,
         max_results: usize,
         incoming: bool,
-        kinds: &[SiteKind],
+        kinds: &[EdgeKind],
     ) -> Result<GraphAnswer> {
         let (mut a, t) = self.with_target(op, target)?;
         let Some(t) = t else { return Ok(a) };
@@ -728,11 +719,11 @@ impl<'s> Graph<'s> {
                     None => continue,
                 };
                 let mut es = self.out_edges(&n)?;
-                if d == 0 && kinds.contains(&SiteKind::Call) {
+                if d == 0 && kinds.contains(&EdgeKind::Call) {
                     // The unit's call sites that resolved to nothing (from the raw references).
                     let resolved_lines: HashSet<u32> = es
                         .iter()
-                        .filter(|e| e.kind == SiteKind::Call && e.dst.is_some())
+                        .filter(|e| e.kind == EdgeKind::Call && e.dst.is_some())
                         .map(|e| e.line)
                         .collect();
                     if let Some(file_id) = self.store.file_of_unit(n.rowid)? {
@@ -815,7 +806,7 @@ impl<'s> Graph<'s> {
             a.nodes.push(g);
         }
         if incoming
-            && kinds.contains(&SiteKind::Call)
+            && kinds.contains(&EdgeKind::Call)
             && let Some(name) = t.name.as_deref()
         {
             let (un, count) = self.unresolved_calls_named(name, max_results)?;
@@ -859,7 +850,7 @@ impl<'s> Graph<'s> {
                 self.store
                     .edges_to(n.rowid)?
                     .into_iter()
-                    .filter(|e| e.kind == SiteKind::Call)
+                    .filter(|e| e.kind == EdgeKind::Call)
                     .map(|e| (e.src, e.line)),
             );
         }
@@ -934,7 +925,7 @@ impl<'s> Graph<'s> {
                 continue;
             }
             for e in self.store.edges_from_range(cur, cur)? {
-                let Some(dst) = e.dst.filter(|_| e.kind == SiteKind::Call) else {
+                let Some(dst) = e.dst.filter(|_| e.kind == EdgeKind::Call) else {
                     continue;
                 };
                 if seen.insert(dst) {
@@ -991,7 +982,7 @@ impl<'s> Graph<'s> {
                 path: s.file_path.clone(),
                 line: e.line,
                 col: e.col,
-                kind: kind_name(e.kind).to_string(),
+                kind: e.kind.as_str().to_string(),
                 status: status_name(e.status).to_string(),
                 src_qualified: s.qualified_name.clone(),
                 dst_path: d.file_path.clone(),

@@ -8,12 +8,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::facts::SiteKind;
 use super::nav::{Empty, Graph, GraphAnswer, MAX_RESULTS};
 use crate::error::Result;
 use crate::handle::HandleId;
 use crate::model::Handle;
 use crate::store::graph::{STATUS_RESOLVED, StoredEdge};
+use crate::store::graph_rows::EdgeKind;
 use crate::store::read::NodeRecord;
 
 /// Files as (id, path, first node id, last node id).
@@ -450,7 +450,7 @@ impl Graph<'_> {
         let mut callers: HashMap<i64, HashSet<i64>> = HashMap::new();
         let mut callees: HashMap<i64, HashSet<i64>> = HashMap::new();
         for e in self.store.all_edges()? {
-            if e.kind != SiteKind::Call || e.status != STATUS_RESOLVED {
+            if e.kind != EdgeKind::Call || e.status != STATUS_RESOLVED {
                 continue;
             }
             let Some(d) = e.dst else { continue };
@@ -902,11 +902,11 @@ impl Graph<'_> {
         // is a candidate, not a use.
         let mut uses = self.store.edges_to(node.rowid)?;
         uses.retain(|e| e.status == STATUS_RESOLVED);
-        let callers = uses.iter().filter(|e| e.kind == SiteKind::Call).count();
+        let callers = uses.iter().filter(|e| e.kind == EdgeKind::Call).count();
         let callees = self
             .out_edges(&node)?
             .iter()
-            .filter(|e| e.kind == SiteKind::Call && e.status == STATUS_RESOLVED && e.dst.is_some())
+            .filter(|e| e.kind == EdgeKind::Call && e.status == STATUS_RESOLVED && e.dst.is_some())
             .count();
         a.total = members.len();
         a.truncated = members.len() > max_results;

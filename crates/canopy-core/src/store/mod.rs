@@ -600,3 +600,33 @@ mod tests {
         assert!(rebuilt.unwrap().contains("unreadable"));
     }
 }
+
+/// Architecture Invariant (`graph_rows`): the store never names the graph;
+/// the graph's rows live here and the dependency points down.
+#[cfg(test)]
+mod layering {
+    #[test]
+    fn the_store_never_names_the_graph() {
+        let files = [
+            ("mod.rs", include_str!("mod.rs")),
+            ("blob.rs", include_str!("blob.rs")),
+            ("graph.rs", include_str!("graph.rs")),
+            ("graph_rows.rs", include_str!("graph_rows.rs")),
+            ("packed_edges.rs", include_str!("packed_edges.rs")),
+            ("packed_refs.rs", include_str!("packed_refs.rs")),
+            ("read.rs", include_str!("read.rs")),
+            ("write.rs", include_str!("write.rs")),
+        ];
+        let graph = ["crate::", "graph"].concat();
+        for (file, text) in files {
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                assert!(
+                    !code.contains(&graph),
+                    "store/{file}:{}: names the graph: {line}",
+                    n + 1
+                );
+            }
+        }
+    }
+}

@@ -1,105 +1,53 @@
-//! Rust: how its modules are named and which crates and packages a
-//! repository's `Cargo.toml`s declare.
+//! The Cargo side of a Rust repository: which library crates it has (by
+//! the name other crates `use`) and which packages each package reaches
+//! (its own, its dependencies), read from its `Cargo.toml`s when a pass
+//! starts.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-/// Collection methods that give back (a reference to, an `Option` of) an item.
-pub(crate) const ITEM_METHODS: &[&str] = &[
-    "first",
-    "last",
-    "get",
-    "get_mut",
-    "first_mut",
-    "last_mut",
-    "remove",
-    "swap_remove",
-    "pop",
-    "pop_front",
-    "pop_back",
-    "front",
-    "back",
-    "front_mut",
-    "back_mut",
-];
+use super::module_path;
 
-/// The module path of a file (`src/lib.rs` → `crate`, `src/a/b.rs` and
-/// `src/a/b/mod.rs` → `crate.a.b`), relative to its crate's `src/`.
-/// Integration tests, examples and benches are crates of one file each
-/// (`tests/a.rs` → `crate`), whose `mod util;` is `tests/util/mod.rs` or
-/// `tests/util.rs` (`crate.util`, shared by the files that declare it).
-pub(crate) fn module_path(path: &str) -> (String, String) {
-    let segment_at = |name: &str| {
-        path.rfind(name)
-            .filter(|&i| i == 0 || path.as_bytes()[i - 1] == b'/')
-    };
-    if let Some(i) = segment_at("src/") {
-        let (root, rel) = (&path[..i + 4], &path[i + 4..]);
-        return (root.to_string(), module_of(rel, &["lib", "main"]));
-    }
-    if let Some(i) = ["tests/", "examples/", "benches/"]
-        .iter()
-        .filter_map(|d| segment_at(d).map(|i| i + d.len()))
-        .max()
-    {
-        let (root, rel) = (&path[..i], &path[i..]);
-        let module = if rel.contains('/') {
-            module_of(rel, &[])
-        } else {
-            "crate".to_string()
-        };
-        return (root.to_string(), module);
-    }
-    let (root, rel) = match path.rfind('/') {
-        Some(i) => (&path[..i + 1], &path[i + 1..]),
-        None => ("", path),
-    };
-    (root.to_string(), module_of(rel, &["lib", "main"]))
+/// The Cargo side of a Rust repository.
+#[derive(Debug, Default)]
+pub struct Cargo {
+    /// The library crates by the name other crates `use` them (`[lib]
+    /// name`, else `[package] name`, `-` as `_`) → their `src/` folder
+    /// (those with a `src/lib.rs`).
+    pub crates: HashMap<String, String>,
+    /// Every package ([`packages`]).
+    pub packages: Vec<Package>,
 }
 
-/// `a/b.rs`, `a/b/mod.rs` → `crate.a.b`; a `roots` stem → `crate`.
-fn module_of(rel: &str, roots: &[&str]) -> String {
-    let stem = rel.strip_suffix(".rs").unwrap_or(rel);
-    let stem = stem.strip_suffix("/mod").unwrap_or(stem);
-    if roots.contains(&stem) {
-        "crate".to_string()
-    } else {
-        format!("crate.{}", stem.replace('/', "."))
-    }
-}
-
-/// The Cargo side of a Rust repository, from its file paths: the library
-/// crates by the name other crates `use` them (`[lib] name`, else
-/// `[package] name`, `-` as `_`) → their `src/` folder (those with a
-/// `src/lib.rs`), and every package ([`packages`]). Each manifest is read
-/// once: the indexed `Cargo.toml`s and the one beside each `src/lib.rs`.
-pub(crate) fn cargo<'a>(
-    repo: &std::path::Path,
-    paths: impl IntoIterator<Item = &'a str>,
-) -> (std::collections::HashMap<String, String>, Vec<Package>) {
-    let mut roots = Vec::new();
-    let mut manifests = std::collections::BTreeSet::new();
-    for p in paths {
-        if p == "Cargo.toml" || p.ends_with("/Cargo.toml") {
-            manifests.insert(p.to_string());
-        } else if p.ends_with("src/lib.rs") {
-            let (root, _) = module_path(p);
-            manifests.insert(format!(
-                "{}Cargo.toml",
-                root.strip_suffix("src/").unwrap_or(&root)
-            ));
-            roots.push(root);
+impl Cargo {
+    /// The Cargo side of the repository at `repo`, from its file paths
+    /// (repository-relative). Each manifest is read once: the indexed
+    /// `Cargo.toml`s and the one beside each `src/lib.rs`.
+    pub fn read<'a>(repo: &std::path::Path, paths: impl IntoIterator<Item = &'a str>) -> Cargo {
+        let mut roots = Vec::new();
+        let mut manifests = std::collections::BTreeSet::new();
+        for p in paths {
+            if p == "Cargo.toml" || p.ends_with("/Cargo.toml") {
+                manifests.insert(p.to_string());
+            } else if p.ends_with("src/lib.rs") {
+                let (root, _) = module_path(p);
+                manifests.insert(format!(
+                    "{}Cargo.toml",
+                    root.strip_suffix("src/").unwrap_or(&root)
+                ));
+                roots.push(root);
+            }
         }
+        let packages = packages(repo, manifests.iter().map(String::as_str));
+        let crates = roots
+            .into_iter()
+            .filter_map(|src| {
+                let dir = src.strip_suffix("src/").unwrap_or(&src);
+                let p = packages.iter().find(|p| p.dir == dir)?;
+                Some((p.lib_name.clone().unwrap_or_else(|| p.name.clone()), src))
+            })
+            .collect();
+        Cargo { crates, packages }
     }
-    let packages = packages(repo, manifests.iter().map(String::as_str));
-    let crates = roots
-        .into_iter()
-        .filter_map(|src| {
-            let dir = src.strip_suffix("src/").unwrap_or(&src);
-            let p = packages.iter().find(|p| p.dir == dir)?;
-            Some((p.lib_name.clone().unwrap_or_else(|| p.name.clone()), src))
-        })
-        .collect();
-    (crates, packages)
 }
 
 /// A Cargo package of the repository, as far as it limits which other
