@@ -109,116 +109,101 @@ pub fn packages<'a>(
         .collect()
 }
 
-/// What [`packages`] reads from one manifest. Line-based (the keys read
-/// are plain `key = …` lines in practice): dependency tables as `[dependencies]` with one
-/// `key = …` line each (`key.workspace = true` too), or one
-/// `[dependencies.key]` table each (the form `cargo publish` writes).
+/// What [`packages`] reads from one manifest: `[package] name`, `[lib]
+/// name` and `proc-macro`, and the names of `[dependencies]` and
+/// `[dev-dependencies]`, also per `[target.…]` (a renamed dependency by its
+/// `package`). `None` for a manifest without a package name, or one that
+/// is no valid TOML.
 fn parse_manifest(dir: &str, manifest: &str) -> Option<Package> {
-    #[derive(Clone, Copy, PartialEq)]
-    enum Table {
-        Package,
-        Lib,
-        Deps { dev: bool },
-        Dep { dev: bool },
-        Other,
-    }
-    let norm = |s: &str| {
-        s.trim()
-            .trim_matches('"')
-            .trim_matches('\'')
-            .replace('-', "_")
-    };
-    // `package = "real"` inside an inline table or a `[dependencies.key]` one.
-    let renamed = |v: &str| -> Option<String> {
-        let at = v.find("package")?;
-        let rest = v[at + "package".len()..].trim_start().strip_prefix('=')?;
-        let rest = rest.trim_start();
-        let quote = rest.chars().next().filter(|c| *c == '"' || *c == '\'')?;
-        let end = rest[1..].find(quote)?;
-        Some(norm(&rest[1..=end]))
-    };
+    let m: Manifest = toml::from_str(manifest).ok()?;
+    let name = m.package?.name?;
     let mut pkg = Package {
         dir: dir.to_string(),
+        name: crate_name(&name),
+        lib_name: m
+            .lib
+            .as_ref()
+            .and_then(|l| l.name.as_deref())
+            .map(crate_name),
+        proc_macro: m.lib.is_some_and(|l| l.proc_macro),
         ..Package::default()
     };
-    let mut table = Table::Other;
-    // The last `[dependencies.key]`: its key, to replace on a rename.
-    let mut last: Option<String> = None;
-    for line in manifest.lines() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        if let Some(header) = line.strip_prefix('[') {
-            let header = header.trim_end_matches(']').trim();
-            // `target.'cfg(unix)'.dependencies…` is `dependencies…` of a target.
-            let header = match header.strip_prefix("target.") {
-                Some(t) => ["dev-dependencies", "dependencies", "build-dependencies"]
-                    .iter()
-                    .find_map(|k| t.find(&format!(".{k}")).map(|i| &t[i + 1..]))
-                    .unwrap_or(header),
-                None => header,
-            };
-            table = match header {
-                "package" => Table::Package,
-                "lib" => Table::Lib,
-                "dependencies" => Table::Deps { dev: false },
-                "dev-dependencies" => Table::Deps { dev: true },
-                h => {
-                    let dev = h.starts_with("dev-");
-                    match h.strip_prefix(if dev {
-                        "dev-dependencies."
-                    } else {
-                        "dependencies."
-                    }) {
-                        Some(key) => {
-                            last = Some(key.to_string());
-                            Table::Dep { dev }
-                        }
-                        None => Table::Other,
-                    }
-                }
-            };
-            if let Table::Dep { dev } = table
-                && let Some(key) = &last
-            {
-                pkg.dep_set(dev).insert(norm(key));
-            }
-            continue;
-        }
-        let Some((key, value)) = line.split_once('=') else {
-            continue;
-        };
-        let key = key.trim();
-        match table {
-            Table::Package if key == "name" => pkg.name = norm(value),
-            Table::Lib if key == "name" => pkg.lib_name = Some(norm(value)),
-            Table::Lib if key == "proc-macro" || key == "proc_macro" => {
-                pkg.proc_macro = value.trim() == "true";
-            }
-            Table::Deps { dev } => {
-                let key = key.split('.').next().unwrap_or(key);
-                let name = renamed(value).unwrap_or_else(|| norm(key));
-                pkg.dep_set(dev).insert(name);
-            }
-            Table::Dep { dev } if key == "package" => {
-                if let Some(old) = last.take() {
-                    pkg.dep_set(dev).remove(&norm(&old));
-                }
-                pkg.dep_set(dev).insert(norm(value));
-            }
-            _ => {}
-        }
+    let targets = m.target.into_values();
+    let tables = std::iter::once((m.dependencies, m.dev_dependencies))
+        .chain(targets.map(|t| (t.dependencies, t.dev_dependencies)));
+    for (deps, dev_deps) in tables {
+        pkg.deps.extend(deps.iter().map(Dependency::crate_name));
+        pkg.dev_deps
+            .extend(dev_deps.iter().map(Dependency::crate_name));
     }
-    (!pkg.name.is_empty()).then_some(pkg)
+    Some(pkg)
 }
 
-impl Package {
-    fn dep_set(&mut self, dev: bool) -> &mut HashSet<String> {
-        if dev {
-            &mut self.dev_deps
-        } else {
-            &mut self.deps
+/// A package or crate name as Rust code writes it (`-` as `_`).
+fn crate_name(name: &str) -> String {
+    name.replace('-', "_")
+}
+
+/// The parts of a `Cargo.toml` [`parse_manifest`] reads; the rest is ignored.
+#[derive(serde::Deserialize)]
+struct Manifest {
+    package: Option<PackageTable>,
+    lib: Option<LibTable>,
+    #[serde(default)]
+    dependencies: DependencyTable,
+    #[serde(default, rename = "dev-dependencies")]
+    dev_dependencies: DependencyTable,
+    /// `[target.'cfg(…)'.dependencies]` and the like.
+    #[serde(default)]
+    target: std::collections::BTreeMap<String, TargetTable>,
+}
+
+/// `[package]`.
+#[derive(serde::Deserialize)]
+struct PackageTable {
+    name: Option<String>,
+}
+
+/// `[lib]`.
+#[derive(serde::Deserialize)]
+struct LibTable {
+    name: Option<String>,
+    #[serde(default, rename = "proc-macro", alias = "proc_macro")]
+    proc_macro: bool,
+}
+
+/// `[target.…]`.
+#[derive(serde::Deserialize)]
+struct TargetTable {
+    #[serde(default)]
+    dependencies: DependencyTable,
+    #[serde(default, rename = "dev-dependencies")]
+    dev_dependencies: DependencyTable,
+}
+
+/// Dependencies by their key.
+type DependencyTable = std::collections::BTreeMap<String, Dependency>;
+
+/// One dependency: a table (`path`, `workspace = true`, …), which may
+/// rename the package (`package = "real"`), or a version requirement.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum Dependency {
+    Table {
+        #[serde(default)]
+        package: Option<String>,
+    },
+    Version(serde::de::IgnoredAny),
+}
+
+impl Dependency {
+    /// The crate name of the dependency under `key`.
+    fn crate_name((key, dep): (&String, &Dependency)) -> String {
+        match dep {
+            Dependency::Table {
+                package: Some(real),
+            } => crate_name(real),
+            _ => crate_name(key),
         }
     }
 }
