@@ -21,6 +21,7 @@
 pub mod facts;
 pub mod nav;
 pub mod ops;
+pub mod position;
 pub mod request;
 pub mod resolve;
 
