@@ -101,22 +101,35 @@ mod layering {
             ("store/mod.rs", include_str!("store/mod.rs")),
             ("store/read.rs", include_str!("store/read.rs")),
         ];
-        for (file, text) in below {
-            for (n, line) in text.lines().enumerate() {
-                let code = line.split("//").next().unwrap_or("");
-                assert!(
-                    !code.contains("crate::engine") && !code.contains("Engine"),
-                    "{file}:{}: names the engine: {line}",
-                    n + 1
-                );
-            }
-        }
+        crate::testing::assert_never_named(
+            &below,
+            &["crate::engine", "Engine"],
+            "names the engine",
+        );
     }
 }
 
 /// Helpers shared by unit tests.
 #[cfg(test)]
 pub(crate) mod testing {
+    /// Architecture-invariant tests: panics at the first line of code
+    /// (comments left out) in `files` (name, text) that contains one of
+    /// `forbidden`; `what` says what such a line does.
+    pub(crate) fn assert_never_named(
+        files: &[(&str, &str)],
+        forbidden: &[impl AsRef<str>],
+        what: &str,
+    ) {
+        for (file, text) in files {
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                if let Some(name) = forbidden.iter().find(|f| code.contains(f.as_ref())) {
+                    panic!("{file}:{}: {what} ({}): {line}", n + 1, name.as_ref());
+                }
+            }
+        }
+    }
+
     /// A fixed pseudo-random sequence (xorshift64), so failures reproduce.
     pub(crate) fn xorshift(seed: u64) -> impl FnMut() -> u64 {
         let mut state = seed;

@@ -29,11 +29,12 @@ use crate::error::Result;
 use crate::graph::position::Position;
 use crate::graph::resolve;
 use crate::handle::HandleId;
+use crate::lang::SiteKind;
 use crate::lang::extract::{preview_text, text_view};
 use crate::model::{Handle, Span};
 use crate::store::Store;
 use crate::store::graph::{STATUS_AMBIGUOUS, STATUS_UNRESOLVED, StoredEdge};
-use crate::store::graph_rows::{EdgeKind, How};
+use crate::store::graph_rows::How;
 use crate::store::read::NodeRecord;
 
 /// Default traversal depth, and the most a caller may ask for.
@@ -536,7 +537,7 @@ impl<'s> Graph<'s> {
             depth,
             max_results,
             true,
-            &[EdgeKind::Call],
+            &[SiteKind::Call],
         )
     }
 
@@ -548,7 +549,7 @@ impl<'s> Graph<'s> {
             depth,
             max_results,
             false,
-            &[EdgeKind::Call],
+            &[SiteKind::Call],
         )
     }
 
@@ -561,10 +562,10 @@ impl<'s> Graph<'s> {
             max_results,
             true,
             &[
-                EdgeKind::Call,
-                EdgeKind::Import,
-                EdgeKind::Type,
-                EdgeKind::Other,
+                SiteKind::Call,
+                SiteKind::Import,
+                SiteKind::Type,
+                SiteKind::Other,
             ],
         )
     }
@@ -577,7 +578,7 @@ impl<'s> Graph<'s> {
             1,
             max_results,
             true,
-            &[EdgeKind::Type],
+            &[SiteKind::Type],
         )
     }
 
@@ -685,7 +686,7 @@ impl<'s> Graph<'s> {
         depth: u32,
         max_results: usize,
         incoming: bool,
-        kinds: &[EdgeKind],
+        kinds: &[SiteKind],
     ) -> Result<GraphAnswer> {
         let (mut a, t) = self.with_target(op, target)?;
         let Some(t) = t else { return Ok(a) };
@@ -735,7 +736,7 @@ impl<'s> Graph<'s> {
         }
         self.traverse_nodes(&mut a, &t, found, &parents, incoming, max_results)?;
         if incoming
-            && kinds.contains(&EdgeKind::Call)
+            && kinds.contains(&SiteKind::Call)
             && let Some(name) = t.name.as_deref()
         {
             let (un, count) = self.unresolved_calls_named(name, max_results)?;
@@ -767,14 +768,14 @@ impl<'s> Graph<'s> {
         a: &mut GraphAnswer,
         n: &NodeRecord,
         first: bool,
-        kinds: &[EdgeKind],
+        kinds: &[SiteKind],
         max_results: usize,
     ) -> Result<Vec<StoredEdge>> {
         let mut es = self.out_edges(n)?;
-        if first && kinds.contains(&EdgeKind::Call) {
+        if first && kinds.contains(&SiteKind::Call) {
             let resolved_lines: HashSet<u32> = es
                 .iter()
-                .filter(|e| e.kind == EdgeKind::Call && e.dst.is_some())
+                .filter(|e| e.kind == SiteKind::Call && e.dst.is_some())
                 .map(|e| e.line)
                 .collect();
             if let Some(file_id) = self.store.file_of_unit(n.rowid)? {
@@ -866,7 +867,7 @@ impl<'s> Graph<'s> {
                 self.store
                     .edges_to(n.rowid)?
                     .into_iter()
-                    .filter(|e| e.kind == EdgeKind::Call)
+                    .filter(|e| e.kind == SiteKind::Call)
                     .map(|e| (e.src, e.line)),
             );
         }
@@ -941,7 +942,7 @@ impl<'s> Graph<'s> {
                 continue;
             }
             for e in self.store.edges_from_range(cur, cur)? {
-                let Some(dst) = e.dst.filter(|_| e.kind == EdgeKind::Call) else {
+                let Some(dst) = e.dst.filter(|_| e.kind == SiteKind::Call) else {
                     continue;
                 };
                 if seen.insert(dst) {

@@ -7,10 +7,10 @@ use std::collections::{BTreeSet, HashMap};
 use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::Store;
-use super::graph_rows::{EdgeKind, EdgeRow, FileIdx, FileRow, How, StoredFacts, SymRow, Target};
+use super::graph_rows::{EdgeRow, FileIdx, FileRow, How, StoredFacts, SymRow, Target};
 use super::packed_edges::{self, PackedEdge};
 use crate::error::Result;
-use crate::lang::{Language, NodeType};
+use crate::lang::{Language, NodeType, SiteKind};
 
 /// Edge status codes (bits 2-3 of `edges.info`).
 pub const STATUS_RESOLVED: u8 = 0;
@@ -20,7 +20,7 @@ pub const STATUS_AMBIGUOUS: u8 = 1;
 pub const STATUS_UNRESOLVED: u8 = 2;
 
 /// Packs an edge's kind, status, how and confidence into `edges.info`.
-pub(crate) fn pack_info(kind: EdgeKind, status: u8, how: How, confidence: u8) -> i64 {
+pub(crate) fn pack_info(kind: SiteKind, status: u8, how: How, confidence: u8) -> i64 {
     (kind as i64)
         | (i64::from(status) << 2)
         | ((how as i64) << 4)
@@ -41,7 +41,7 @@ pub struct StoredEdge {
     /// 0-based column of the site.
     pub col: u32,
     /// Call, import, type, other.
-    pub kind: EdgeKind,
+    pub kind: SiteKind,
     /// Resolved, ambiguous or unresolved (the `STATUS_*` codes).
     pub status: u8,
     /// How code ([`How::name`]).
@@ -52,7 +52,7 @@ pub struct StoredEdge {
 
 fn unpack(e: &PackedEdge) -> StoredEdge {
     let info = e.info;
-    let kind = EdgeKind::from_code(info);
+    let kind = SiteKind::from_code(info as u64);
     StoredEdge {
         src: e.src,
         dst: (e.dst > 0).then_some(e.dst),

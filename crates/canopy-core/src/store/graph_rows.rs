@@ -6,7 +6,7 @@
 //! Architecture Invariant: the store never names `crate::graph`; the graph
 //! uses these types from here (the dependency points down).
 
-use crate::lang::{Language, NodeType};
+use crate::lang::{Language, NodeType, SiteKind};
 
 /// A file's place in the list [`crate::store::Store::graph_file_rows`]
 /// returns: the index of the resolver's file table.
@@ -84,41 +84,6 @@ impl StoredFacts {
     }
 }
 
-/// What an edge's site does with the name (stored in 2 bits).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum EdgeKind {
-    /// A call.
-    Call = 0,
-    /// An import or `use`.
-    Import = 1,
-    /// A type annotation, base class or other type relation.
-    Type = 2,
-    /// Any other use of a name.
-    Other = 3,
-}
-
-impl EdgeKind {
-    /// The kind of a stored code (its low 2 bits).
-    pub fn from_code(code: i64) -> EdgeKind {
-        match code & 3 {
-            0 => EdgeKind::Call,
-            1 => EdgeKind::Import,
-            2 => EdgeKind::Type,
-            _ => EdgeKind::Other,
-        }
-    }
-
-    /// The name answers use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EdgeKind::Call => "call",
-            EdgeKind::Import => "import",
-            EdgeKind::Type => "type",
-            EdgeKind::Other => "other",
-        }
-    }
-}
-
 /// Where a resolved site points.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
@@ -176,7 +141,7 @@ pub struct EdgeRow {
     /// Where it points.
     pub target: Target,
     /// Call, import, type or other.
-    pub kind: EdgeKind,
+    pub kind: SiteKind,
     /// How it was resolved.
     pub how: How,
     /// Confidence, 0..=100.

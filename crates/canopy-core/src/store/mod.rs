@@ -618,15 +618,6 @@ mod layering {
             ("write.rs", include_str!("write.rs")),
         ];
         let graph = ["crate::", "graph"].concat();
-        for (file, text) in files {
-            for (n, line) in text.lines().enumerate() {
-                let code = line.split("//").next().unwrap_or("");
-                assert!(
-                    !code.contains(&graph),
-                    "store/{file}:{}: names the graph: {line}",
-                    n + 1
-                );
-            }
-        }
+        crate::testing::assert_never_named(&files, &[graph], "names the graph");
     }
 }

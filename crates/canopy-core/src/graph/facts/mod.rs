@@ -68,25 +68,11 @@ mod layering {
         let above = [
             "store", "resolve", "nav", "ops", "request", "index", "engine",
         ];
-        let out_of_facts = ["super", "super", "super"].join("::");
-        for (file, text) in files {
-            for (n, line) in text.lines().enumerate() {
-                let code = line.split("//").next().unwrap_or("");
-                for module in above {
-                    for path in [format!("crate::{module}"), format!("graph::{module}")] {
-                        assert!(
-                            !code.contains(&path),
-                            "graph/facts/{file}:{}: names {path}: {line}",
-                            n + 1
-                        );
-                    }
-                }
-                assert!(
-                    !code.contains(&out_of_facts),
-                    "graph/facts/{file}:{}: reaches out of the facts: {line}",
-                    n + 1
-                );
-            }
-        }
+        let mut forbidden: Vec<String> = above
+            .iter()
+            .flat_map(|m| [format!("crate::{m}"), format!("graph::{m}")])
+            .collect();
+        forbidden.push(["super", "super", "super"].join("::"));
+        crate::testing::assert_never_named(&files, &forbidden, "reaches above the facts");
     }
 }

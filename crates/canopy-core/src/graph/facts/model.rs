@@ -15,29 +15,7 @@
 //! (`graph_facts`), so resolution can run again later (after another file
 //! changed) without re-reading or re-parsing this one.
 
-/// What a site does with its name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SiteKind {
-    /// A call (`f()`, `a.f()`, `new F()`, `F::new()`).
-    Call = 0,
-    /// An import or `use`.
-    Import = 1,
-    /// A type annotation or base class.
-    Type = 2,
-    /// Any other use of a name that may be a definition (a function passed as a value, `a.f` without a call).
-    Other = 3,
-}
-
-impl SiteKind {
-    fn from_code(c: u64) -> SiteKind {
-        match c {
-            0 => SiteKind::Call,
-            1 => SiteKind::Import,
-            2 => SiteKind::Type,
-            _ => SiteKind::Other,
-        }
-    }
-}
+pub use crate::lang::SiteKind;
 
 /// One use of a name that resolution tries to bind to a definition.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -470,7 +448,7 @@ fn decode_sites(r: &mut Reader, list: &[&str], facts: &mut FileFacts) -> Option<
             col,
             name: s(nk >> 2)?,
             recv,
-            kind: SiteKind::from_code(nk & 3),
+            kind: SiteKind::from_code(nk),
         });
     }
     Some(())

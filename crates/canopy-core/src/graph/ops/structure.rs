@@ -5,8 +5,8 @@
 use crate::error::Result;
 use crate::graph::nav::{Empty, Graph, GraphAnswer};
 use crate::handle::HandleId;
+use crate::lang::SiteKind;
 use crate::store::graph::STATUS_RESOLVED;
-use crate::store::graph_rows::EdgeKind;
 use crate::store::read::NodeRecord;
 
 /// The declaration of a unit up to its body: from the line its name is on,
@@ -148,11 +148,11 @@ impl Graph<'_> {
         // is a candidate, not a use.
         let mut uses = self.store.edges_to(node.rowid)?;
         uses.retain(|e| e.status == STATUS_RESOLVED);
-        let callers = uses.iter().filter(|e| e.kind == EdgeKind::Call).count();
+        let callers = uses.iter().filter(|e| e.kind == SiteKind::Call).count();
         let callees = self
             .out_edges(&node)?
             .iter()
-            .filter(|e| e.kind == EdgeKind::Call && e.status == STATUS_RESOLVED && e.dst.is_some())
+            .filter(|e| e.kind == SiteKind::Call && e.status == STATUS_RESOLVED && e.dst.is_some())
             .count();
         a.total = members.len();
         a.truncated = members.len() > max_results;

@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 use super::{is_entry_point, is_public, is_test_path};
 use crate::error::Result;
 use crate::graph::nav::{Graph, MAX_RESULTS};
+use crate::lang::SiteKind;
 use crate::model::Handle;
 use crate::store::graph::STATUS_RESOLVED;
-use crate::store::graph_rows::EdgeKind;
 use crate::store::read::NodeRecord;
 
 /// A unit with many callers or callees.
@@ -59,7 +59,7 @@ impl Graph<'_> {
         let mut callers: HashMap<i64, HashSet<i64>> = HashMap::new();
         let mut callees: HashMap<i64, HashSet<i64>> = HashMap::new();
         for e in self.store.all_edges()? {
-            if e.kind != EdgeKind::Call || e.status != STATUS_RESOLVED {
+            if e.kind != SiteKind::Call || e.status != STATUS_RESOLVED {
                 continue;
             }
             let Some(d) = e.dst else { continue };

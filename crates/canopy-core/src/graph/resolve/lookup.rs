@@ -97,20 +97,11 @@ impl World {
         // Nested definitions (where the language has them in scope: never
         // the items of a Rust `impl` or trait body, which are reached
         // through `Self::` / a value).
-        let body_items = conv.items_of_type_bodies_in_scope || !class_scope;
-        let defs: Vec<SymId> = self
-            .named_children(u, name)
-            .iter()
-            .copied()
-            .filter(|_| body_items)
-            .filter(|&c| {
-                let s = &self.syms[c];
-                s.name == name
-                    && s.node_type.is_symbol()
-                    && s.node_type != NodeType::Impl
-                    && (conv.methods_in_scope || s.node_type != NodeType::Method)
-            })
-            .collect();
+        let defs = if conv.items_of_type_bodies_in_scope || !class_scope {
+            self.definitions_named(u, name)
+        } else {
+            Vec::new()
+        };
         // `mod value;` beside `use …::value` (a function): two namespaces;
         // both are meant and the use site picks.
         let only_modules = conv.modules_apart_from_values
@@ -138,6 +129,24 @@ impl World {
         // Imports in this scope.
         let vals = self.scope_imports(fi, u, name, false, depth + 1);
         (!vals.is_empty()).then_some((vals, How::Import))
+    }
+
+    /// The definitions named `name` directly in unit `u` (the units a bare
+    /// name there may mean: no `impl` block, and a method only where the
+    /// language has methods in scope).
+    fn definitions_named(&self, u: SymId, name: &str) -> Vec<SymId> {
+        let methods_in_scope = self.conventions_of(self.syms[u].file).methods_in_scope;
+        self.named_children(u, name)
+            .iter()
+            .copied()
+            .filter(|&c| {
+                let s = &self.syms[c];
+                s.name == name
+                    && s.node_type.is_symbol()
+                    && s.node_type != NodeType::Impl
+                    && (methods_in_scope || s.node_type != NodeType::Method)
+            })
+            .collect()
     }
 
     /// A type parameter of `impl` unit `u` named `name`, as its bound.
@@ -248,18 +257,7 @@ impl World {
             return Vec::new();
         };
         let conv = self.conventions_of(f);
-        let mut direct: Vec<SymId> = self
-            .named_children(fu, name)
-            .iter()
-            .copied()
-            .filter(|&c| {
-                let s = &self.syms[c];
-                s.name == name
-                    && s.node_type.is_symbol()
-                    && s.node_type != NodeType::Impl
-                    && (conv.methods_in_scope || s.node_type != NodeType::Method)
-            })
-            .collect();
+        let mut direct = self.definitions_named(fu, name);
         if direct.len() > 1 {
             direct = self.rules_of(f).choose(self, direct, Among::ModuleTop);
         }

@@ -81,21 +81,10 @@ mod layering {
             ("sites.rs", include_str!("sites.rs")),
             ("ids.rs", include_str!("ids.rs")),
         ];
-        let language = ["Language", "::"].concat();
-        let families =
-            ["Python", "EcmaScript", "Go", "Rust", "Unresolved"].map(|f| ["Family::", f].concat());
-        for (file, text) in evaluator {
-            for (n, line) in text.lines().enumerate() {
-                let code = line.split("//").next().unwrap_or("");
-                let named = std::iter::once(&language)
-                    .chain(&families)
-                    .find(|name| code.contains(name.as_str()));
-                assert!(
-                    named.is_none(),
-                    "graph/resolve/{file}:{}: names a language ({named:?}): {line}",
-                    n + 1
-                );
-            }
-        }
+        let mut forbidden = vec![["Language", "::"].concat()];
+        forbidden.extend(
+            ["Python", "EcmaScript", "Go", "Rust", "Unresolved"].map(|f| ["Family::", f].concat()),
+        );
+        crate::testing::assert_never_named(&evaluator, &forbidden, "names a language");
     }
 }

@@ -9,7 +9,7 @@ use super::ids::{FileIdx, SymId};
 use super::world::{World, is_classlike};
 use crate::graph::facts::model::{IMPORT_RECV, SiteKind};
 use crate::lang::NodeType;
-use crate::store::graph_rows::{EdgeKind, EdgeRow, How, Target};
+use crate::store::graph_rows::{EdgeRow, How, Target};
 
 /// How sure an edge found this way is, 0..=100.
 pub(crate) fn confidence(how: How) -> u8 {
@@ -19,16 +19,6 @@ pub(crate) fn confidence(how: How) -> u8 {
         How::UniqueName => 50,
         How::None => 0,
         How::Base => 100,
-    }
-}
-
-/// The stored kind of an edge from a site of this kind.
-fn edge_kind(kind: SiteKind) -> EdgeKind {
-    match kind {
-        SiteKind::Call => EdgeKind::Call,
-        SiteKind::Import => EdgeKind::Import,
-        SiteKind::Type => EdgeKind::Type,
-        SiteKind::Other => EdgeKind::Other,
     }
 }
 
@@ -74,7 +64,7 @@ impl World {
             out.push(EdgeRow {
                 src,
                 target,
-                kind: edge_kind(site.kind),
+                kind: site.kind,
                 how,
                 confidence,
                 line: site.line,
@@ -120,7 +110,7 @@ impl World {
                 out.push(EdgeRow {
                     src: ts.id,
                     target: Target::Resolved(self.syms[b].id),
-                    kind: EdgeKind::Type,
+                    kind: SiteKind::Type,
                     how: How::Base,
                     confidence: confidence(How::Base),
                     line: 0,

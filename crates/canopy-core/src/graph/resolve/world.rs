@@ -592,6 +592,16 @@ impl World {
         None
     }
 
+    /// The innermost class around `cx` as a value (what `self`, `this` or
+    /// `super` stand for), none outside a class.
+    pub(super) fn enclosing_class_as(
+        &self,
+        cx: &Ctx,
+        as_val: impl FnOnce(SymId) -> Val,
+    ) -> Vec<Val> {
+        self.enclosing_class(cx).map(as_val).into_iter().collect()
+    }
+
     /// Where a unit's own expressions are read: its file, its start, its parent's scope.
     pub(super) fn ctx_at_start(&self, t: SymId) -> Ctx {
         let s = &self.syms[t];

@@ -23,8 +23,8 @@ impl LanguageRules for EcmaScript {
         _value: bool,
     ) -> Option<Vec<Val>> {
         match head {
-            "this" => Some(w.enclosing_class(cx).map(Val::Inst).into_iter().collect()),
-            "super" => Some(w.enclosing_class(cx).map(Val::Super).into_iter().collect()),
+            "this" => Some(w.enclosing_class_as(cx, Val::Inst)),
+            "super" => Some(w.enclosing_class_as(cx, Val::Super)),
             _ => None,
         }
     }

@@ -6,9 +6,9 @@
 
 use std::collections::HashSet;
 
-use foldhash::{HashMap, HashMapExt};
+use foldhash::HashMap;
 
-use super::{Conventions, Family, LanguageRules, dir_of};
+use super::{Conventions, Family, LanguageRules, dir_of, files_by_key};
 use crate::graph::resolve::eval::{ModulePath, Val};
 use crate::graph::resolve::ids::{FileIdx, SymId, Table};
 use crate::graph::resolve::world::{World, WorldFile};
@@ -31,15 +31,9 @@ pub(crate) struct Go {
 impl Go {
     /// The rules, with the folders of the world's Go files.
     pub(crate) fn new(files: &Table<FileIdx, WorldFile>) -> Go {
-        let mut dirs: HashMap<String, Vec<FileIdx>> = HashMap::new();
-        for (fi, f) in files.iter() {
-            if f.family == Family::Go {
-                dirs.entry(dir_of(&f.path).to_string())
-                    .or_default()
-                    .push(fi);
-            }
+        Go {
+            dirs: files_by_key(files, Family::Go, |path| vec![dir_of(path).to_string()]),
         }
-        Go { dirs }
     }
 
     /// The top-level names `name` of the package in folder `dir` (types

@@ -273,6 +273,22 @@ pub(crate) trait LanguageRules: Send + Sync {
     fn satisfied_interfaces(&self, _w: &World, _t: SymId, _out: &mut Vec<SymId>) {}
 }
 
+/// The files of one family by the keys each is known by (Python's module
+/// names, Go's folder), in file order under each key.
+pub(crate) fn files_by_key(
+    files: &Table<FileIdx, WorldFile>,
+    family: Family,
+    keys: impl Fn(&str) -> Vec<String>,
+) -> foldhash::HashMap<String, Vec<FileIdx>> {
+    let mut by_key: foldhash::HashMap<String, Vec<FileIdx>> = Default::default();
+    for (fi, f) in files.iter().filter(|(_, f)| f.family == family) {
+        for key in keys(&f.path) {
+            by_key.entry(key).or_default().push(fi);
+        }
+    }
+    by_key
+}
+
 /// The folder of a repository-relative path (`""` at the root).
 pub(crate) fn dir_of(path: &str) -> &str {
     path.rsplit_once('/').map_or("", |(d, _)| d)

@@ -3,9 +3,9 @@
 //! package's submodules), redefinitions (the last one wins), pytest
 //! fixtures as parameter values.
 
-use foldhash::{HashMap, HashMapExt};
+use foldhash::HashMap;
 
-use super::{Among, Conventions, LanguageRules, dir_of};
+use super::{Among, Conventions, Family, LanguageRules, dir_of, files_by_key};
 use crate::graph::facts::python::{CLS_NAMES, SELF_NAMES};
 use crate::graph::resolve::eval::{Ctx, ModulePath, Val};
 use crate::graph::resolve::ids::{FileIdx, SymId, Table};
@@ -27,16 +27,9 @@ pub(crate) struct Python {
 impl Python {
     /// The rules, with the module names of the world's Python files.
     pub(crate) fn new(files: &Table<FileIdx, WorldFile>) -> Python {
-        let mut modules: HashMap<String, Vec<FileIdx>> = HashMap::new();
-        for (fi, f) in files.iter() {
-            if f.family != super::Family::Python {
-                continue;
-            }
-            for m in module_names(&f.path) {
-                modules.entry(m).or_default().push(fi);
-            }
+        Python {
+            modules: files_by_key(files, Family::Python, module_names),
         }
-        Python { modules }
     }
 
     /// The file a dotted module name means: the shortest path among those
@@ -53,13 +46,12 @@ impl Python {
 
 impl LanguageRules for Python {
     fn head(&self, w: &World, cx: &Ctx, head: &str, called: bool, value: bool) -> Option<Vec<Val>> {
-        let class = || w.enclosing_class(cx);
         if head == "super" && called {
-            Some(class().map(Val::Super).into_iter().collect())
+            Some(w.enclosing_class_as(cx, Val::Super))
         } else if value && SELF_NAMES.contains(&head) && !called {
-            Some(class().map(Val::Inst).into_iter().collect())
+            Some(w.enclosing_class_as(cx, Val::Inst))
         } else if value && CLS_NAMES.contains(&head) && !called {
-            Some(class().map(Val::Class).into_iter().collect())
+            Some(w.enclosing_class_as(cx, Val::Class))
         } else {
             None
         }
@@ -162,7 +154,7 @@ impl LanguageRules for Python {
                 .keys()
                 .any(|k| k.starts_with(&prefix))
                 .then_some(Val::Module(ModulePath {
-                    family: super::Family::Python,
+                    family: Family::Python,
                     root: String::new(),
                     path: key,
                 }))

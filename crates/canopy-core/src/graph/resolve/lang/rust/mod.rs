@@ -255,16 +255,8 @@ impl LanguageRules for Rust {
     ) -> Option<Vec<Val>> {
         let (root, module) = &self.file_modules[cx.file];
         Some(match head {
-            "self" if value => w
-                .enclosing_class(cx)
-                .map(|c| Val::Inst(w.type_of_impl(c)))
-                .into_iter()
-                .collect(),
-            "Self" => w
-                .enclosing_class(cx)
-                .map(|c| Val::Class(w.type_of_impl(c)))
-                .into_iter()
-                .collect(),
+            "self" if value => w.enclosing_class_as(cx, |c| Val::Inst(w.type_of_impl(c))),
+            "Self" => w.enclosing_class_as(cx, |c| Val::Class(w.type_of_impl(c))),
             "crate" => {
                 if module == "crate" && !root.ends_with("src/") && !root.is_empty() {
                     // A one-file crate (an integration test, an example):
