@@ -2,13 +2,23 @@
 //! operations over them (callers, callees, references, definition, paths,
 //! impact, dependencies, cycles, hotspots, …).
 //!
-//! How it fits: while a file is parsed, [`facts`] records what resolution
-//! needs (uses of names with their receivers, imports, bindings, bases,
-//! return types); the store keeps them per file. After an index run that
-//! changed something, [`resolve_pending`] binds the sites of the files that
-//! need it ([`resolve`]) and the store writes the edges. [`nav`] answers
-//! questions from the edges through a read snapshot ([`nav::Graph`]); it
-//! never reaches back into `Engine`.
+//! How it fits, by phase:
+//! * index time — while a file is parsed, [`facts`] records what
+//!   resolution needs (uses of names with their receivers, imports,
+//!   bindings, bases, return types): a shared walk and one handler file per
+//!   language; it depends only on `lang` and tree-sitter. The store keeps
+//!   the encoded facts per file.
+//! * resolution — after an index run that changed something,
+//!   [`resolve_pending`] binds the sites of the files that need it
+//!   ([`resolve`]: a language-neutral evaluator, and one
+//!   `resolve::lang::LanguageRules` implementation per language) and the
+//!   store writes the edges (rows of `store::graph_rows`).
+//! * answers — [`nav`] (targets, callers, callees, references, definition,
+//!   paths) and [`ops`] (dependencies, hierarchy, impact, hotspots, symbols,
+//!   summaries) read the edges through a read snapshot ([`nav::Graph`]);
+//!   they never reach back into `Engine`. [`request`] is the one request
+//!   type of every front end; [`position`] the one parser of
+//!   `path:line[:col]`.
 //!
 //! Invariants:
 //! * every edge starts at a unit of the file whose site it is, and points

@@ -2,7 +2,13 @@
 //!
 //! **Architecture invariant: the store is the only module that writes SQL.**
 //! Other modules call typed methods here ([`write`] for the indexer, [`read`]
-//! for queries). Indexing and querying meet only at this boundary.
+//! for queries, [`graph`] for resolution passes and graph answers, with
+//! the rows of [`graph_rows`]). Indexing and querying meet only at this
+//! boundary.
+//!
+//! **Architecture invariant: the store never names the graph.** The rows a
+//! resolution pass reads and writes are the store's ([`graph_rows`]); the
+//! graph uses them from here, so the dependency points down (tested below).
 //!
 //! The database runs in WAL mode, so readers in other processes see the last
 //! committed state while one writer indexes. The indexer writes in

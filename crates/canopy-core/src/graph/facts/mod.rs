@@ -3,9 +3,9 @@
 //! and return types, compiled-out ranges.
 //!
 //! [`extract`] walks the tree-sitter tree the extractor already built,
-//! once, on the indexing thread that parsed the file: [`walker`] is the
+//! once, on the indexing thread that parsed the file: `walker` is the
 //! walk every language shares, and one file per language
-//! ([`python`], [`ecmascript`], [`go`], [`rust`]) holds that language's
+//! (`python`, `ecmascript`, `go`, `rust`) holds that language's
 //! handlers, one per node kind. [`model`] holds the fact types, the
 //! expression syntax inside them and their encoded form.
 //!

@@ -2,7 +2,7 @@
 //! implements, type hierarchy, impact, file and package dependencies,
 //! circular dependencies (Tarjan SCC), hotspots (fan-in / fan-out), unused
 //! symbols and the dependency graph. Like [`super::nav`], they read a store
-//! snapshot through [`Graph`] and return bounded, serialisable answers.
+//! snapshot through [`super::nav::Graph`] and return bounded, serialisable answers.
 //!
 //! One file per concern: `deps` (dependencies, dependents, the
 //! dependency graph, cycles), `usage` (hotspots, unused symbols),

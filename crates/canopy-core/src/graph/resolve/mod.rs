@@ -13,7 +13,7 @@
 //!
 //! Architecture Invariant: the evaluator (`world`, `eval`, `lookup`,
 //! `sites`) never asks which language it is. Language differences are
-//! data and hooks behind one trait, [`lang::LanguageRules`], one file per
+//! data and hooks behind one trait, `lang::LanguageRules`, one file per
 //! language family under `lang/` (self names, module naming, Rust's
 //! namespaces and Cargo packages, pytest fixtures, Go packages).
 //!

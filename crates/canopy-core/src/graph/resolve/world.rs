@@ -192,7 +192,7 @@ impl World {
     /// Builds the world from every file and unit of the index.
     /// `manifests`: what the repository's build manifests say (the Rust
     /// library crates by name, for `use name::x` in examples, tests and
-    /// other crates; the Cargo packages, see [`super::lang::rust::Package`]).
+    /// other crates; the Cargo packages, see `lang::rust::Package`).
     pub fn new(files: Vec<WorldFile>, syms: Vec<SymRow>, manifests: Manifests) -> World {
         let files: Table<FileIdx, WorldFile> = Table::new(files);
         // Units in code compiled out (Rust `cfg`) are not definitions (other

@@ -454,7 +454,8 @@ impl LanguageRules for Rust {
 
 impl World {
     /// The units a Rust path names from its crate's name (`tokio::spawn`),
-    /// see [`Rust::path_units`]: `graph::nav`'s last resort for a target.
+    /// following modules and `pub use` re-exports as `use` would:
+    /// `graph::nav`'s last resort for a target.
     pub fn rust_path_units(&self, segments: &[&str]) -> Vec<i64> {
         self.rules.rust.path_units(self, segments)
     }
