@@ -116,7 +116,10 @@ fn process(candidate: &Candidate, old_hash: Option<&str>, max_file_size: u64) ->
     // regex (unless a fresh index already did), while tree-sitter parses it.
     tokens::warm_up_in_background();
     let mut parsed = parse_file(&candidate.path, &bytes);
-    let facts = parsed.facts.take().map(|f| f.encode());
+    let facts = parsed.facts.take().map(|f| {
+        let encoded = f.encode();
+        crate::store::graph_rows::StoredFacts::pack(&encoded.world, &encoded.sites)
+    });
     let line_count = bytes.iter().filter(|&&b| b == b'\n').count() as u32
         + u32::from(!bytes.is_empty() && !bytes.ends_with(b"\n"));
     Outcome::Write(

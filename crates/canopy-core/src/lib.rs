@@ -68,27 +68,53 @@ mod layering {
             ("session.rs", include_str!("session.rs")),
             ("graph/mod.rs", include_str!("graph/mod.rs")),
             ("graph/nav.rs", include_str!("graph/nav.rs")),
-            ("graph/ops.rs", include_str!("graph/ops.rs")),
-            ("graph/facts.rs", include_str!("graph/facts.rs")),
+            ("graph/ops/mod.rs", include_str!("graph/ops/mod.rs")),
+            ("graph/ops/deps.rs", include_str!("graph/ops/deps.rs")),
+            (
+                "graph/ops/hierarchy.rs",
+                include_str!("graph/ops/hierarchy.rs"),
+            ),
+            (
+                "graph/ops/structure.rs",
+                include_str!("graph/ops/structure.rs"),
+            ),
+            ("graph/ops/summary.rs", include_str!("graph/ops/summary.rs")),
+            ("graph/ops/symbols.rs", include_str!("graph/ops/symbols.rs")),
+            ("graph/ops/usage.rs", include_str!("graph/ops/usage.rs")),
+            ("graph/position.rs", include_str!("graph/position.rs")),
+            ("graph/facts/mod.rs", include_str!("graph/facts/mod.rs")),
             ("store/mod.rs", include_str!("store/mod.rs")),
             ("store/read.rs", include_str!("store/read.rs")),
         ];
-        for (file, text) in below {
-            for (n, line) in text.lines().enumerate() {
-                let code = line.split("//").next().unwrap_or("");
-                assert!(
-                    !code.contains("crate::engine") && !code.contains("Engine"),
-                    "{file}:{}: names the engine: {line}",
-                    n + 1
-                );
-            }
-        }
+        crate::testing::assert_never_named(
+            &below,
+            &["crate::engine", "Engine"],
+            "names the engine",
+        );
     }
 }
 
 /// Helpers shared by unit tests.
 #[cfg(test)]
 pub(crate) mod testing {
+    /// Architecture-invariant tests: panics at the first line of code
+    /// (comments left out) in `files` (name, text) that contains one of
+    /// `forbidden`; `what` says what such a line does.
+    pub(crate) fn assert_never_named(
+        files: &[(&str, &str)],
+        forbidden: &[impl AsRef<str>],
+        what: &str,
+    ) {
+        for (file, text) in files {
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                if let Some(name) = forbidden.iter().find(|f| code.contains(f.as_ref())) {
+                    panic!("{file}:{}: {what} ({}): {line}", n + 1, name.as_ref());
+                }
+            }
+        }
+    }
+
     /// A fixed pseudo-random sequence (xorshift64), so failures reproduce.
     pub(crate) fn xorshift(seed: u64) -> impl FnMut() -> u64 {
         let mut state = seed;

@@ -2,13 +2,23 @@
 //! operations over them (callers, callees, references, definition, paths,
 //! impact, dependencies, cycles, hotspots, …).
 //!
-//! How it fits: while a file is parsed, [`facts`] records what resolution
-//! needs (uses of names with their receivers, imports, bindings, bases,
-//! return types); the store keeps them per file. After an index run that
-//! changed something, [`resolve_pending`] binds the sites of the files that
-//! need it ([`resolve`]) and the store writes the edges. [`nav`] answers
-//! questions from the edges through a read snapshot ([`nav::Graph`]); it
-//! never reaches back into `Engine`.
+//! How it fits, by phase:
+//! * index time — while a file is parsed, [`facts`] records what
+//!   resolution needs (uses of names with their receivers, imports,
+//!   bindings, bases, return types): a shared walk and one handler file per
+//!   language; it depends only on `lang` and tree-sitter. The store keeps
+//!   the encoded facts per file.
+//! * resolution — after an index run that changed something,
+//!   [`resolve_pending`] binds the sites of the files that need it
+//!   ([`resolve`]: a language-neutral evaluator, and one
+//!   `resolve::lang::LanguageRules` implementation per language) and the
+//!   store writes the edges (rows of `store::graph_rows`).
+//! * answers — [`nav`] (targets, callers, callees, references, definition,
+//!   paths) and [`ops`] (dependencies, hierarchy, impact, hotspots, symbols,
+//!   summaries) read the edges through a read snapshot ([`nav::Graph`]);
+//!   they never reach back into `Engine`. [`request`] is the one request
+//!   type of every front end; [`position`] the one parser of
+//!   `path:line[:col]`.
 //!
 //! Invariants:
 //! * every edge starts at a unit of the file whose site it is, and points
@@ -21,11 +31,13 @@
 pub mod facts;
 pub mod nav;
 pub mod ops;
+pub mod position;
 pub mod request;
 pub mod resolve;
 
 use crate::error::Result;
 use crate::store::Store;
+use crate::store::graph_rows::EdgeRow;
 
 /// What one resolution pass did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -56,13 +68,13 @@ pub fn resolve_pending(store: &mut Store, root: &std::path::Path) -> Result<Reso
         return Ok(ResolveStats::default());
     }
     let t_rows = std::time::Instant::now();
-    let (files, syms, index) = store.graph_world_rows(&dirty)?;
+    let (files, syms, index) = resolve::read_world_rows(store, &dirty)?;
     let rows_ms = t_rows.elapsed().as_millis() as u64;
     let t_world = std::time::Instant::now();
-    let (crates, packages) = resolve::rust::cargo(root, files.iter().map(|f| f.path.as_str()));
-    let world = resolve::World::new(files, syms, crates).with_rust_packages(packages);
+    let manifests = resolve::Manifests::read(root, files.iter().map(|f| f.path.as_str()));
+    let world = resolve::World::new(files, syms, manifests);
     let world_ms = t_world.elapsed().as_millis() as u64;
-    let targets: Vec<(i64, usize)> = dirty
+    let targets: Vec<(i64, resolve::FileIdx)> = dirty
         .iter()
         .filter_map(|id| index.get(id).map(|&fi| (*id, fi)))
         .collect();
@@ -78,7 +90,7 @@ pub fn resolve_pending(store: &mut Store, root: &std::path::Path) -> Result<Reso
         scope.spawn(move || {
             use rayon::prelude::*;
             for chunk in targets.chunks(RESOLVE_CHUNK_FILES) {
-                let part: Vec<(i64, Vec<resolve::EdgeRow>)> = chunk
+                let part: Vec<(i64, Vec<EdgeRow>)> = chunk
                     .par_iter()
                     .map(|&(id, fi)| (id, world.resolve_file(fi)))
                     .collect();

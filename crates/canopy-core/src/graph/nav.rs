@@ -7,8 +7,9 @@
 //! it never sees `Engine`. Every answer is bounded and says which kind of
 //! empty it is ([`Empty`]).
 //!
-//! Target rule ([`Graph::resolve_target`]): `file:line[:col]` is the unit
-//! there (or the definition its site resolves to); otherwise the string is
+//! Target rule ([`Graph::resolve_target`]): `file:line[:col]` (read by
+//! [`crate::graph::position`]) is the unit there (or the definition its
+//! site resolves to); otherwise the string is
 //! split on `.` / `::` / `/` into a name and its qualifiers, and candidates
 //! are units with that name whose qualified name or path ends with the
 //! qualifiers; the path may keep its extension (`src/parser.rs:Parser.parse`
@@ -25,13 +26,15 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::graph::facts::SiteKind;
-use crate::graph::resolve::How;
+use crate::graph::position::Position;
+use crate::graph::resolve;
 use crate::handle::HandleId;
+use crate::lang::SiteKind;
 use crate::lang::extract::{preview_text, text_view};
 use crate::model::{Handle, Span};
 use crate::store::Store;
 use crate::store::graph::{STATUS_AMBIGUOUS, STATUS_UNRESOLVED, StoredEdge};
+use crate::store::graph_rows::How;
 use crate::store::read::NodeRecord;
 
 /// Default traversal depth, and the most a caller may ask for.
@@ -188,6 +191,10 @@ pub struct ExportEdge {
     pub how: String,
 }
 
+/// A unit a traversal reached: its id, depth, the edge it came by and its
+/// sites (`line:col`, at most 5).
+type Reached = (i64, u32, StoredEdge, Vec<String>);
+
 /// Graph queries over one read snapshot.
 pub struct Graph<'s> {
     pub(crate) store: &'s Store,
@@ -195,15 +202,6 @@ pub struct Graph<'s> {
     texts: std::cell::RefCell<HashMap<String, Option<String>>>,
     /// The engine's cache of whole-graph results, when there is one.
     pub(crate) cache: Option<&'s super::GraphCache>,
-}
-
-fn kind_name(k: SiteKind) -> &'static str {
-    match k {
-        SiteKind::Call => "call",
-        SiteKind::Import => "import",
-        SiteKind::Type => "type",
-        SiteKind::Other => "other",
-    }
 }
 
 fn status_name(s: u8) -> &'static str {
@@ -422,45 +420,28 @@ impl<'s> Graph<'s> {
         // Crate names first (paths and `Cargo.toml`s only): a path that names
         // no crate of the repository never loads the world.
         let paths = self.store.file_ranges()?;
-        let (crates, _) = crate::graph::resolve::rust::cargo(
-            &self.root,
-            paths.iter().map(|(_, p, ..)| p.as_str()),
-        );
-        if parts.first().is_none_or(|c| !crates.contains_key(*c)) {
+        let manifests =
+            resolve::Manifests::read(&self.root, paths.iter().map(|(_, p, ..)| p.as_str()));
+        if parts
+            .first()
+            .is_none_or(|c| !manifests.cargo.crates.contains_key(*c))
+        {
             return Ok(Vec::new());
         }
-        let (files, syms, _) = self
-            .store
-            .graph_world_rows(&std::collections::BTreeSet::new())?;
-        let world = crate::graph::resolve::World::new(files, syms, crates);
+        let (files, syms, _) =
+            resolve::read_world_rows(self.store, &std::collections::BTreeSet::new())?;
+        let world = resolve::World::new(files, syms, manifests);
         let ids = world.rust_path_units(parts);
         self.store.nodes_by_rowids(&ids)
     }
 
-    /// `path:line[:col]`: the definition a site there resolves to, else the innermost unit there.
+    /// `path:line[:col]` ([`Position`]): the definition a site there
+    /// resolves to, else the innermost unit there.
     fn position_target(&self, target: &str) -> Result<Option<TargetMatch>> {
-        let mut it = target.rsplitn(3, ':');
-        let (a, b, c) = (it.next(), it.next(), it.next());
-        let (path, line, col) = match (a, b, c) {
-            (Some(col), Some(line), Some(path))
-                if line.parse::<u32>().is_ok() && col.parse::<u32>().is_ok() =>
-            {
-                (
-                    path,
-                    line.parse::<u32>().unwrap_or(0),
-                    col.parse::<u32>().ok(),
-                )
-            }
-            (Some(line), Some(path), _) if line.parse::<u32>().is_ok() && path.contains('.') => {
-                let path = match c {
-                    Some(c) => format!("{c}:{path}"),
-                    None => path.to_string(),
-                };
-                return self.at_position(&path, line.parse().unwrap_or(0), None);
-            }
-            _ => return Ok(None),
-        };
-        self.at_position(path, line, col)
+        match Position::parse(target) {
+            Some(p) => self.at_position(p.path, p.line, p.col),
+            None => Ok(None),
+        }
     }
 
     pub(crate) fn at_position(
@@ -671,7 +652,7 @@ impl<'s> Graph<'s> {
             handle: self.handle(n),
             qualified_name: n.qualified_name.clone(),
             depth,
-            edge_kind: kind_name(e.kind).to_string(),
+            edge_kind: e.kind.as_str().to_string(),
             confidence: e.confidence,
             status: status_name(e.status).to_string(),
             how: How::name(e.how).to_string(),
@@ -695,6 +676,9 @@ impl<'s> Graph<'s> {
         self.store.edges_from_range(node.rowid, node.rowid)
     }
 
+    /// Breadth-first over the edges of `kinds` out of the target
+    /// (`incoming`: into it), up to `depth` hops: callers, callees,
+    /// references and type usages.
     fn traverse(
         &self,
         op: &str,
@@ -709,51 +693,21 @@ impl<'s> Graph<'s> {
         let depth = depth.clamp(1, MAX_DEPTH);
         let max_results = max_results.clamp(1, MAX_RESULTS);
         let mut seen: HashSet<i64> = HashSet::from([t.rowid]);
-        let mut found: Vec<(i64, u32, StoredEdge, Vec<String>)> = Vec::new();
+        let mut found: Vec<Reached> = Vec::new();
         let mut parents: HashMap<i64, i64> = HashMap::new();
         let mut index: HashMap<i64, usize> = HashMap::new();
         let mut queue = VecDeque::from([(t.rowid, 0u32)]);
         while let Some((cur, d)) = queue.pop_front() {
             if d >= depth {
-                if d == depth && found.len() < MAX_RESULTS * 4 {
-                    // Only note that deeper levels exist.
-                }
                 continue;
             }
             let edges = if incoming {
                 self.store.edges_to(cur)?
             } else {
-                let n = match self.node(cur)? {
-                    Some(n) => n,
-                    None => continue,
+                let Some(n) = self.node(cur)? else {
+                    continue;
                 };
-                let mut es = self.out_edges(&n)?;
-                if d == 0 && kinds.contains(&SiteKind::Call) {
-                    // The unit's call sites that resolved to nothing (from the raw references).
-                    let resolved_lines: HashSet<u32> = es
-                        .iter()
-                        .filter(|e| e.kind == SiteKind::Call && e.dst.is_some())
-                        .map(|e| e.line)
-                        .collect();
-                    if let Some(file_id) = self.store.file_of_unit(n.rowid)? {
-                        for c in self.store.raw_calls_in_file(file_id)? {
-                            if c.src != n.rowid || resolved_lines.contains(&c.line) {
-                                continue;
-                            }
-                            a.unresolved_count += 1;
-                            if a.unresolved.len() < max_results {
-                                a.unresolved.push(UnresolvedSite {
-                                    name: c.name,
-                                    file_path: n.file_path.clone(),
-                                    line: c.line,
-                                    source_handle: self.handle(&n).id,
-                                });
-                            }
-                        }
-                    }
-                }
-                es.retain(|e| e.dst.is_some());
-                es
+                self.traverse_out_edges(&mut a, &n, d == 0, kinds, max_results)?
             };
             for e in edges.into_iter().filter(|e| kinds.contains(&e.kind)) {
                 let other = if incoming { e.src } else { e.dst.unwrap_or(0) };
@@ -780,6 +734,82 @@ impl<'s> Graph<'s> {
                 break;
             }
         }
+        self.traverse_nodes(&mut a, &t, found, &parents, incoming, max_results)?;
+        if incoming
+            && kinds.contains(&SiteKind::Call)
+            && let Some(name) = t.name.as_deref()
+        {
+            let (un, count) = self.unresolved_calls_named(name, max_results)?;
+            a.unresolved_count += count;
+            a.unresolved.extend(un);
+        }
+        if a.nodes.is_empty() {
+            a.empty = Some(if a.unresolved_count > 0 {
+                Empty::Unresolved {
+                    count: a.unresolved_count,
+                    name: if incoming {
+                        t.name.clone().unwrap_or_default()
+                    } else {
+                        "(calls in target)".into()
+                    },
+                }
+            } else {
+                Empty::Resolved
+            });
+        }
+        Ok(a)
+    }
+
+    /// The resolved edges out of `n` for [`Graph::traverse`]; at the target
+    /// (`first`) of a call traversal, its call sites that resolved to
+    /// nothing (from the raw references) go to `a.unresolved`.
+    fn traverse_out_edges(
+        &self,
+        a: &mut GraphAnswer,
+        n: &NodeRecord,
+        first: bool,
+        kinds: &[SiteKind],
+        max_results: usize,
+    ) -> Result<Vec<StoredEdge>> {
+        let mut es = self.out_edges(n)?;
+        if first && kinds.contains(&SiteKind::Call) {
+            let resolved_lines: HashSet<u32> = es
+                .iter()
+                .filter(|e| e.kind == SiteKind::Call && e.dst.is_some())
+                .map(|e| e.line)
+                .collect();
+            if let Some(file_id) = self.store.file_of_unit(n.rowid)? {
+                for c in self.store.raw_calls_in_file(file_id)? {
+                    if c.src != n.rowid || resolved_lines.contains(&c.line) {
+                        continue;
+                    }
+                    a.unresolved_count += 1;
+                    if a.unresolved.len() < max_results {
+                        a.unresolved.push(UnresolvedSite {
+                            name: c.name,
+                            file_path: n.file_path.clone(),
+                            line: c.line,
+                            source_handle: self.handle(n).id,
+                        });
+                    }
+                }
+            }
+        }
+        es.retain(|e| e.dst.is_some());
+        Ok(es)
+    }
+
+    /// The first `max_results` units [`Graph::traverse`] reached, as the
+    /// answer's nodes (with their sites and the node each was reached from).
+    fn traverse_nodes(
+        &self,
+        a: &mut GraphAnswer,
+        t: &NodeRecord,
+        found: Vec<Reached>,
+        parents: &HashMap<i64, i64>,
+        incoming: bool,
+        max_results: usize,
+    ) -> Result<()> {
         a.total = found.len();
         if found.len() > max_results {
             a.truncated = true;
@@ -814,29 +844,7 @@ impl<'s> Graph<'s> {
             });
             a.nodes.push(g);
         }
-        if incoming
-            && kinds.contains(&SiteKind::Call)
-            && let Some(name) = t.name.as_deref()
-        {
-            let (un, count) = self.unresolved_calls_named(name, max_results)?;
-            a.unresolved_count += count;
-            a.unresolved.extend(un);
-        }
-        if a.nodes.is_empty() {
-            a.empty = Some(if a.unresolved_count > 0 {
-                Empty::Unresolved {
-                    count: a.unresolved_count,
-                    name: if incoming {
-                        t.name.clone().unwrap_or_default()
-                    } else {
-                        "(calls in target)".into()
-                    },
-                }
-            } else {
-                Empty::Resolved
-            });
-        }
-        Ok(a)
+        Ok(())
     }
 
     /// Call sites named `name` (from the raw references) with no resolved
@@ -991,7 +999,7 @@ impl<'s> Graph<'s> {
                 path: s.file_path.clone(),
                 line: e.line,
                 col: e.col,
-                kind: kind_name(e.kind).to_string(),
+                kind: e.kind.as_str().to_string(),
                 status: status_name(e.status).to_string(),
                 src_qualified: s.qualified_name.clone(),
                 dst_path: d.file_path.clone(),

@@ -5,7 +5,8 @@
 //!
 //! A request names a [`GraphOp`] and, for the operations about one symbol,
 //! a `target` string (the rule is in [`crate::graph::nav`]); `definition`
-//! takes its target as `path:line:col`, `path` also needs `to`. Depth and
+//! takes its target as `path:line:col` and `scope` as `path:line[:col]`
+//! (both read by [`crate::graph::position`]), `path` also needs `to`. Depth and
 //! result caps are clamped here, so no front end can ask for unbounded work.
 
 use serde::{Deserialize, Serialize};
@@ -15,6 +16,7 @@ use crate::graph::nav::{
     DEFAULT_DEPTH, DEFAULT_MAX_RESULTS, Graph, GraphAnswer, MAX_DEPTH, MAX_RESULTS,
 };
 use crate::graph::ops::{CycleAnswer, DepAnswer, HotspotAnswer, Level, UnusedAnswer};
+use crate::graph::position::Position;
 
 /// The graph operations: navigation (about one symbol or file) and
 /// whole-repository analysis.
@@ -219,17 +221,10 @@ impl GraphResponse {
     }
 }
 
-/// Splits `path:line:col` (col optional, 0-based) into its parts.
+/// Splits `path:line[:col]` into its parts, the column 0 when absent
+/// ([`Position`] is the rule).
 pub fn parse_position(target: &str) -> Option<(&str, u32, u32)> {
-    let mut parts = target.rsplitn(3, ':');
-    let last = parts.next()?;
-    let middle = parts.next()?;
-    match parts.next() {
-        Some("") => None,
-        Some(path) => Some((path, middle.parse().ok()?, last.parse().ok()?)),
-        None if !middle.is_empty() => Some((middle, last.parse().ok()?, 0)),
-        None => None,
-    }
+    Position::parse(target).map(|p| (p.path, p.line, p.col.unwrap_or(0)))
 }
 
 impl GraphRequest {

@@ -266,7 +266,10 @@ pub struct ParsedFile {
     pub refs: Vec<Reference>,
     /// Whether tree-sitter reported syntax errors (extraction still ran).
     pub had_syntax_errors: bool,
-    /// What resolution needs beyond units and references (`crate::graph::facts`).
+    /// What resolution needs beyond units and references. Extracted from
+    /// the same tree by `crate::graph::facts`, which depends only on `lang`
+    /// and tree-sitter: this is the one call from `lang` into the graph,
+    /// and it points at code below the store and the resolver.
     pub facts: Option<crate::graph::facts::FileFacts>,
 }
 

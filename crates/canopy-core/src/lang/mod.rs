@@ -14,6 +14,45 @@ use serde::{Deserialize, Serialize};
 
 pub use extract::{NodeType, ParsedFile, RefType, Reference, Unit, parse_file};
 
+/// What a use of a name does: the kind of a resolution site
+/// (`graph::facts`) and of the edge it becomes (`store::graph_rows`). The
+/// facts depend on nothing above `lang` and the store on nothing of the
+/// graph, so their one shared kind lives here, below both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SiteKind {
+    /// A call (`f()`, `a.f()`, `new F()`, `F::new()`).
+    Call = 0,
+    /// An import or `use`.
+    Import = 1,
+    /// A type annotation, base class or other type relation.
+    Type = 2,
+    /// Any other use of a name that may be a definition (a function passed
+    /// as a value, `a.f` without a call).
+    Other = 3,
+}
+
+impl SiteKind {
+    /// The kind of a stored code (its low 2 bits).
+    pub fn from_code(code: u64) -> SiteKind {
+        match code & 3 {
+            0 => SiteKind::Call,
+            1 => SiteKind::Import,
+            2 => SiteKind::Type,
+            _ => SiteKind::Other,
+        }
+    }
+
+    /// The name answers use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SiteKind::Call => "call",
+            SiteKind::Import => "import",
+            SiteKind::Type => "type",
+            SiteKind::Other => "other",
+        }
+    }
+}
+
 /// A language Canopy knows how to split into units.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

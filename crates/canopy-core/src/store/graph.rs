@@ -1,17 +1,16 @@
 //! The code graph's tables: resolution facts, edges, and the work left for
 //! resolution (`graph_dirty`, `graph_stale`). See `schema.sql` for the
-//! layout and `crate::graph` for what the rows mean.
+//! layout and [`super::graph_rows`] for the rows a pass reads and writes.
 
 use std::collections::{BTreeSet, HashMap};
 
 use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::Store;
+use super::graph_rows::{EdgeRow, FileIdx, FileRow, How, StoredFacts, SymRow, Target};
 use super::packed_edges::{self, PackedEdge};
 use crate::error::Result;
-use crate::graph::facts::{SiteKind, StoredFacts};
-use crate::graph::resolve::{self, EdgeRow, FileRow, How, LazyFacts, SymRow, Target};
-use crate::lang::{Language, NodeType};
+use crate::lang::{Language, NodeType, SiteKind};
 
 /// Edge status codes (bits 2-3 of `edges.info`).
 pub const STATUS_RESOLVED: u8 = 0;
@@ -27,11 +26,6 @@ pub(crate) fn pack_info(kind: SiteKind, status: u8, how: How, confidence: u8) ->
         | ((how as i64) << 4)
         | (i64::from(confidence.min(100)) << 7)
 }
-
-/// Files, units, and the file index of each `files.id`.
-pub type WorldRows = (Vec<FileRow>, Vec<SymRow>, HashMap<i64, usize>);
-
-type Blob = Vec<u8>;
 
 /// One stored edge, unpacked.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,12 +52,7 @@ pub struct StoredEdge {
 
 fn unpack(e: &PackedEdge) -> StoredEdge {
     let info = e.info;
-    let kind = match info & 3 {
-        0 => SiteKind::Call,
-        1 => SiteKind::Import,
-        2 => SiteKind::Type,
-        _ => SiteKind::Other,
-    };
+    let kind = SiteKind::from_code(info as u64);
     StoredEdge {
         src: e.src,
         dst: (e.dst > 0).then_some(e.dst),
@@ -285,78 +274,54 @@ impl Store {
         Ok(dirty)
     }
 
-    /// Every file with its facts and every unit, for [`crate::graph::resolve::World`].
-    /// Only the files in `with_sites` (the ones about to be resolved) get
-    /// their sites; the others' are skipped while decoding.
-    pub fn graph_world_rows(&self, with_sites: &BTreeSet<i64>) -> Result<WorldRows> {
-        use rayon::prelude::*;
+    /// Every file with its stored facts (the world part), for a resolution
+    /// pass; only the files in `with_sites` (the ones about to be resolved)
+    /// get their sites too. With the file index of each `files.id`.
+    pub fn graph_file_rows(
+        &self,
+        with_sites: &BTreeSet<i64>,
+    ) -> Result<(Vec<FileRow>, HashMap<i64, FileIdx>)> {
         let mut files = Vec::new();
         let mut index = HashMap::new();
-        // (world blob, sites blob) per file, decoded on other threads while
-        // this one reads the units (SQLite is single-threaded per connection).
-        let mut blobs: Vec<(Option<Blob>, Option<Blob>)> = Vec::new();
-        {
-            let mut stmt = self.conn.prepare(
-                "SELECT f.id, f.path, f.language, g.facts FROM files f LEFT JOIN graph_facts g ON g.file_id = f.id ORDER BY f.id",
-            )?;
-            let rows = stmt.query_map([], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    Language::from_name(r.get_ref(2)?.as_str()?).unwrap_or(Language::Text),
-                    r.get::<_, Option<Vec<u8>>>(3)?,
-                ))
-            })?;
-            for row in rows {
-                let (id, path, language, world) = row?;
-                index.insert(id, files.len());
-                files.push(FileRow {
-                    id,
-                    path,
-                    language,
-                    facts: LazyFacts::default(),
-                });
-                blobs.push((world, None));
-            }
-            // The files about to be resolved: their sites too.
-            let mut stmt = self
-                .conn
-                .prepare_cached("SELECT sites FROM graph_facts WHERE file_id = ?1")?;
-            for id in with_sites {
-                let Some(&fi) = index.get(id) else { continue };
-                blobs[fi].1 = stmt
-                    .query_row([id], |r| r.get::<_, Vec<u8>>(0))
-                    .optional()?;
-            }
-        }
-        for (file, (world, sites)) in files.iter_mut().zip(blobs) {
-            if let Some(world) = world {
-                file.facts = LazyFacts::stored(world, sites);
-            }
-        }
-        // Decoded now, on other threads while this one reads the units
-        // (SQLite is single-threaded per connection): the facts every
-        // pass reads (Rust's, for `cfg` ranges and trait impls) and those
-        // of the files about to be resolved. The rest wait for first use.
-        let syms = rayon::in_place_scope(|scope| {
-            let files = &files;
-            scope.spawn(|_| {
-                files
-                    .par_iter()
-                    .filter(|f| {
-                        resolve::facts_read_by_every_pass(f.language) || with_sites.contains(&f.id)
-                    })
-                    .for_each(|f| {
-                        f.facts.get();
-                    });
-            });
-            self.graph_sym_rows(&index)
+        let mut stmt = self.conn.prepare(
+            "SELECT f.id, f.path, f.language, g.facts FROM files f LEFT JOIN graph_facts g ON g.file_id = f.id ORDER BY f.id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                Language::from_name(r.get_ref(2)?.as_str()?).unwrap_or(Language::Text),
+                r.get::<_, Option<Vec<u8>>>(3)?,
+            ))
         })?;
-        Ok((files, syms, index))
+        for row in rows {
+            let (id, path, language, facts) = row?;
+            index.insert(id, FileIdx(files.len() as u32));
+            files.push(FileRow {
+                id,
+                path,
+                language,
+                facts,
+                sites: None,
+            });
+        }
+        // The files about to be resolved: their sites too.
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT sites FROM graph_facts WHERE file_id = ?1")?;
+        for id in with_sites {
+            let Some(&fi) = index.get(id) else { continue };
+            files[fi.index()].sites = stmt
+                .query_row([id], |r| r.get::<_, Vec<u8>>(0))
+                .optional()?;
+        }
+        Ok((files, index))
     }
 
-    /// Every named unit and every file unit, as resolution sees them.
-    fn graph_sym_rows(&self, index: &HashMap<i64, usize>) -> Result<Vec<SymRow>> {
+    /// Every named unit and every file unit, as a resolution pass reads
+    /// them (`index`: the file index of each `files.id`, from
+    /// [`Store::graph_file_rows`]).
+    pub fn graph_sym_rows(&self, index: &HashMap<i64, FileIdx>) -> Result<Vec<SymRow>> {
         let mut syms = Vec::new();
         {
             let mut stmt = self.conn.prepare(

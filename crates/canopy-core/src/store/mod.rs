@@ -2,7 +2,13 @@
 //!
 //! **Architecture invariant: the store is the only module that writes SQL.**
 //! Other modules call typed methods here ([`write`] for the indexer, [`read`]
-//! for queries). Indexing and querying meet only at this boundary.
+//! for queries, [`graph`] for resolution passes and graph answers, with
+//! the rows of [`graph_rows`]). Indexing and querying meet only at this
+//! boundary.
+//!
+//! **Architecture invariant: the store never names the graph.** The rows a
+//! resolution pass reads and writes are the store's ([`graph_rows`]); the
+//! graph uses them from here, so the dependency points down (tested below).
 //!
 //! The database runs in WAL mode, so readers in other processes see the last
 //! committed state while one writer indexes. The indexer writes in
@@ -12,6 +18,7 @@
 
 pub(crate) mod blob;
 pub mod graph;
+pub mod graph_rows;
 pub(crate) mod packed_edges;
 pub(crate) mod packed_refs;
 pub mod read;
@@ -597,5 +604,26 @@ mod tests {
         std::fs::write(&db, vec![0x42u8; 8192]).unwrap();
         let (_, rebuilt) = Store::open(&db).unwrap();
         assert!(rebuilt.unwrap().contains("unreadable"));
+    }
+}
+
+/// Architecture Invariant (`graph_rows`): the store never names the graph;
+/// the graph's rows live here and the dependency points down.
+#[cfg(test)]
+mod layering {
+    #[test]
+    fn the_store_never_names_the_graph() {
+        let files = [
+            ("mod.rs", include_str!("mod.rs")),
+            ("blob.rs", include_str!("blob.rs")),
+            ("graph.rs", include_str!("graph.rs")),
+            ("graph_rows.rs", include_str!("graph_rows.rs")),
+            ("packed_edges.rs", include_str!("packed_edges.rs")),
+            ("packed_refs.rs", include_str!("packed_refs.rs")),
+            ("read.rs", include_str!("read.rs")),
+            ("write.rs", include_str!("write.rs")),
+        ];
+        let graph = ["crate::", "graph"].concat();
+        crate::testing::assert_never_named(&files, &[graph], "names the graph");
     }
 }

@@ -26,7 +26,7 @@ pub struct ParsedWrite {
     pub parsed: ParsedFile,
     /// The parse's graph facts in their stored form: encoded and compressed
     /// by the worker that parsed the file, not by the single writer.
-    pub facts: Option<crate::graph::facts::StoredFacts>,
+    pub facts: Option<super::graph_rows::StoredFacts>,
 }
 
 /// One change to the index, applied inside a batch transaction.

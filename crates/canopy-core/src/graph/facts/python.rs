@@ -1,14 +1,15 @@
-//! Python: which facts a file states, and how its modules are named.
+//! Python: which facts a file states.
 //!
 //! Facts: calls (`f()`, `a.f()`), other name uses (identifiers and
 //! attributes that are not definitions, parameters or assignment targets),
 //! `import` / `from … import … as …` bindings, assignments (`p = Parser()`,
 //! `x: T = …`, `self.x = …` as a field of the class), typed parameters,
-//! return annotations and base classes.
+//! return annotations (or the first returned value) and base classes.
 
 use tree_sitter::Node;
 
-use crate::graph::facts::{Cx, DefFact, DefFactKind, GrammarLookup, SiteKind, Up, walk_tree};
+use super::model::{DefFact, DefFactKind, PARAM_VALUE, SiteKind};
+use super::walker::{Cx, GrammarLookup, Up, walk_tree};
 
 /// Receiver names that mean "the enclosing class's instance" / "the class".
 pub(crate) const SELF_NAMES: &[&str] = &["self"];
@@ -178,221 +179,215 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
     let mut returns = FirstReturns::default();
     walk_tree(root, &mut |n, up| match n.kind_name() {
         "return_statement" | "yield" => returns.found(cx, n, up),
-        "call" => {
-            let Some(f) = n.field("function") else {
-                return;
-            };
-            match f.kind_name() {
-                "identifier" => cx.site(f, None, SiteKind::Call),
-                "attribute" => {
-                    if let Some(attr) = f.field("attribute") {
-                        let recv = f.field("object").and_then(|o| expr(cx, o));
-                        let recv = recv.or_else(|| Some("?".to_string()));
-                        cx.site(attr, recv, SiteKind::Call);
-                    }
-                }
-                _ => {}
-            }
-        }
-        "attribute" => {
-            let called = up
-                .parent()
-                .is_some_and(|p| p.kind_name() == "call" && p.field("function") == Some(n));
-            let assigned = up
-                .parent()
-                .is_some_and(|p| p.kind_name() == "assignment" && p.field("left") == Some(n));
-            if !called
-                && !assigned
-                && let Some(attr) = n.field("attribute")
-            {
-                let recv = n.field("object").and_then(|o| expr(cx, o));
-                if let Some(recv) = recv {
-                    cx.site(attr, Some(recv), use_kind(up));
-                }
-            }
-        }
-        "identifier" => {
-            if let Some(p) = up.parent()
-                && !is_declaration_name(n, p)
-                && !matches!(cx.t(n), "self" | "cls" | "None" | "True" | "False")
-            {
-                cx.site(n, None, use_kind(up));
-            }
-        }
-        "import_statement" => {
-            let mut c = n.walk();
-            for name in n.children_by_field_name("name", &mut c) {
-                match name.kind_name() {
-                    "dotted_name" => {
-                        let full = cx.t(name).to_string();
-                        let top = full.split('.').next().unwrap_or_default().to_string();
-                        cx.import(n, &top, &top, None);
-                    }
-                    "aliased_import" => {
-                        let (Some(m), Some(a)) = (name.field("name"), name.field("alias")) else {
-                            continue;
-                        };
-                        let (m, a) = (cx.t(m).to_string(), cx.t(a).to_string());
-                        cx.import(n, &a, &m, None);
-                    }
-                    _ => {}
-                }
-            }
-        }
-        "import_from_statement" => {
-            let Some(module) = n.field("module_name") else {
-                return;
-            };
-            let module = cx.t(module).to_string();
-            let mut c = n.walk();
-            let names: Vec<Node> = n.children_by_field_name("name", &mut c).collect();
-            for name in names {
-                let (orig, alias) = match name.kind_name() {
-                    "dotted_name" => (name, name),
-                    "aliased_import" => match (name.field("name"), name.field("alias")) {
-                        (Some(o), Some(a)) => (o, a),
-                        _ => continue,
-                    },
-                    _ => continue,
-                };
-                let (o, a) = (cx.t(orig).to_string(), cx.t(alias).to_string());
-                cx.import(n, &a, &module, Some(&o));
-                cx.site(orig, Some(module.clone()), SiteKind::Import);
-            }
-            let mut c = n.walk();
-            if n.children(&mut c)
-                .any(|ch| ch.kind_name() == "wildcard_import")
-            {
-                cx.import(n, "*", &module, None);
-            }
-        }
-        "assignment" => {
-            let (Some(left), right) = (n.field("left"), n.field("right")) else {
-                return;
-            };
-            let annotation = n.field("type");
-            let (name, field) = match left.kind_name() {
-                "identifier" => (cx.t(left).to_string(), false),
-                "attribute" => {
-                    let obj = left.field("object");
-                    if obj.is_some_and(|o| SELF_NAMES.contains(&cx.t(o))) {
-                        match left.field("attribute") {
-                            Some(a) => (cx.t(a).to_string(), true),
-                            None => return,
-                        }
-                    } else {
-                        return;
-                    }
-                }
-                _ => return,
-            };
-            if let Some(t) = annotation {
-                let t = type_expr(cx, t);
-                cx.bind(n.start_byte(), &name, t, true, field);
-            } else if let Some(r) = right {
-                let e = expr(cx, r);
-                cx.bind(n.start_byte(), &name, e, false, field);
-            }
-        }
-        "typed_parameter" | "typed_default_parameter" => {
-            let name = n
-                .field("name")
-                .or_else(|| n.named_child(0))
-                .filter(|x| x.kind_name() == "identifier");
-            if let (Some(name), Some(t)) = (name, n.field("type")) {
-                let name = cx.t(name).to_string();
-                let t = type_expr(cx, t);
-                cx.bind(n.start_byte(), &name, t, true, false);
-            }
-        }
-        "function_definition" => {
-            let Some(name) = n.field("name") else {
-                return;
-            };
-            if let Some(r) = n.field("return_type") {
-                let t = type_expr(cx, r);
-                cx.def_fact(name, t, DefFactKind::Returns);
-            } else if n.field("body").is_some() {
-                // Unannotated: what the body returns, as a value (`=` marks
-                // a value expression), once the walk reaches it.
-                returns.open(cx, n, name);
-            }
-            // Unannotated parameters shadow outer names (and may be pytest fixtures).
-            if let Some(params) = n.field("parameters") {
-                let mut c = params.walk();
-                for p in params.named_children(&mut c) {
-                    let id = match p.kind_name() {
-                        "identifier" => Some(p),
-                        "default_parameter" => p.field("name"),
-                        _ => None,
-                    };
-                    if let Some(id) = id {
-                        let pname = cx.t(id).to_string();
-                        if pname != "self" && pname != "cls" {
-                            let marker = Some(format!("@param:{pname}"));
-                            cx.bind(p.start_byte(), &pname, marker, false, false);
-                        }
-                    }
-                }
-            }
-        }
-        "class_definition" => {
-            let (Some(name), Some(bases)) = (n.field("name"), n.field("superclasses")) else {
-                return;
-            };
-            let mut c = bases.walk();
-            for b in bases.named_children(&mut c) {
-                // `Base[T]` (a generic base): the class `Base`.
-                let b = match b.kind_name() {
-                    "subscript" => b.field("value").unwrap_or(b),
-                    _ => b,
-                };
-                let e = expr(cx, b);
-                cx.def_fact(name, e, DefFactKind::Base);
-            }
-        }
+        "call" => call(cx, n),
+        "attribute" => attribute(cx, n, up),
+        "identifier" => identifier(cx, n, up),
+        "import_statement" => import_statement(cx, n),
+        "import_from_statement" => import_from_statement(cx, n),
+        "assignment" => assignment(cx, n),
+        "typed_parameter" | "typed_default_parameter" => typed_parameter(cx, n),
+        "function_definition" => function_definition(cx, n, &mut returns),
+        "class_definition" => class_definition(cx, n),
         _ => {}
     });
     returns.close(cx);
 }
 
-/// The dotted module names a file can be imported as (`src/click/core.py` →
-/// `click.core`, `core`, `src.click.core`; `pkg/__init__.py` → `pkg`).
-pub(crate) fn module_names(path: &str) -> Vec<String> {
-    let stem = path
-        .strip_suffix(".py")
-        .or_else(|| path.strip_suffix(".pyi"))
-        .unwrap_or(path);
-    let stem = stem.strip_suffix("/__init__").unwrap_or(stem);
-    let parts: Vec<&str> = stem.split('/').collect();
-    (0..parts.len()).map(|i| parts[i..].join(".")).collect()
+/// `f()` and `a.f()`: a call site of the name called.
+fn call(cx: &mut Cx, n: Node) {
+    let Some(f) = n.field("function") else {
+        return;
+    };
+    match f.kind_name() {
+        "identifier" => cx.site(f, None, SiteKind::Call),
+        "attribute" => {
+            if let Some(attr) = f.field("attribute") {
+                let recv = f.field("object").and_then(|o| expr(cx, o));
+                let recv = recv.or_else(|| Some("?".to_string()));
+                cx.site(attr, recv, SiteKind::Call);
+            }
+        }
+        _ => {}
+    }
 }
 
-/// The package a file's relative imports start from (`a/b/c.py` → `a/b`).
-pub(crate) fn resolve_relative(path: &str, module: &str) -> Option<String> {
-    let dots = module.chars().take_while(|&c| c == '.').count();
-    if dots == 0 {
-        return None;
-    }
-    let mut dir: Vec<&str> = path.split('/').collect();
-    dir.pop();
-    for _ in 1..dots {
-        dir.pop()?;
-    }
-    let rest = &module[dots..];
-    let mut out = dir.join(".");
-    if !rest.is_empty() {
-        if !out.is_empty() {
-            out.push('.');
+/// `a.b` not called and not assigned to: a use of `b` on `a`.
+fn attribute<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    let called = up
+        .parent()
+        .is_some_and(|p| p.kind_name() == "call" && p.field("function") == Some(n));
+    let assigned = up
+        .parent()
+        .is_some_and(|p| p.kind_name() == "assignment" && p.field("left") == Some(n));
+    if !called
+        && !assigned
+        && let Some(attr) = n.field("attribute")
+    {
+        let recv = n.field("object").and_then(|o| expr(cx, o));
+        if let Some(recv) = recv {
+            cx.site(attr, Some(recv), use_kind(up));
         }
-        out.push_str(rest);
     }
-    Some(out)
+}
+
+/// A name that is no declaration: a use.
+fn identifier<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    if let Some(p) = up.parent()
+        && !is_declaration_name(n, p)
+        && !matches!(cx.t(n), "self" | "cls" | "None" | "True" | "False")
+    {
+        cx.site(n, None, use_kind(up));
+    }
+}
+
+/// `import a.b` (binds `a`) and `import a.b as c`.
+fn import_statement(cx: &mut Cx, n: Node) {
+    let mut c = n.walk();
+    for name in n.children_by_field_name("name", &mut c) {
+        match name.kind_name() {
+            "dotted_name" => {
+                let full = cx.t(name).to_string();
+                let top = full.split('.').next().unwrap_or_default().to_string();
+                cx.import(n, &top, &top, None);
+            }
+            "aliased_import" => {
+                let (Some(m), Some(a)) = (name.field("name"), name.field("alias")) else {
+                    continue;
+                };
+                let (m, a) = (cx.t(m).to_string(), cx.t(a).to_string());
+                cx.import(n, &a, &m, None);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `from m import a as b` and `from m import *`: bindings, and an import site per name.
+fn import_from_statement(cx: &mut Cx, n: Node) {
+    let Some(module) = n.field("module_name") else {
+        return;
+    };
+    let module = cx.t(module).to_string();
+    let mut c = n.walk();
+    let names: Vec<Node> = n.children_by_field_name("name", &mut c).collect();
+    for name in names {
+        let (orig, alias) = match name.kind_name() {
+            "dotted_name" => (name, name),
+            "aliased_import" => match (name.field("name"), name.field("alias")) {
+                (Some(o), Some(a)) => (o, a),
+                _ => continue,
+            },
+            _ => continue,
+        };
+        let (o, a) = (cx.t(orig).to_string(), cx.t(alias).to_string());
+        cx.import(n, &a, &module, Some(&o));
+        cx.site(orig, Some(module.clone()), SiteKind::Import);
+    }
+    let mut c = n.walk();
+    if n.children(&mut c)
+        .any(|ch| ch.kind_name() == "wildcard_import")
+    {
+        cx.import(n, "*", &module, None);
+    }
+}
+
+/// `x = v`, `x: T = v`, `self.x = v` (a field of the class).
+fn assignment(cx: &mut Cx, n: Node) {
+    let (Some(left), right) = (n.field("left"), n.field("right")) else {
+        return;
+    };
+    let annotation = n.field("type");
+    let (name, field) = match left.kind_name() {
+        "identifier" => (cx.t(left).to_string(), false),
+        "attribute" => {
+            let obj = left.field("object");
+            if obj.is_some_and(|o| SELF_NAMES.contains(&cx.t(o))) {
+                match left.field("attribute") {
+                    Some(a) => (cx.t(a).to_string(), true),
+                    None => return,
+                }
+            } else {
+                return;
+            }
+        }
+        _ => return,
+    };
+    if let Some(t) = annotation {
+        let t = type_expr(cx, t);
+        cx.bind(n.start_byte(), &name, t, true, field);
+    } else if let Some(r) = right {
+        let e = expr(cx, r);
+        cx.bind(n.start_byte(), &name, e, false, field);
+    }
+}
+
+/// `p: T` and `p: T = d`: `p` is a `T`.
+fn typed_parameter(cx: &mut Cx, n: Node) {
+    let name = n
+        .field("name")
+        .or_else(|| n.named_child(0))
+        .filter(|x| x.kind_name() == "identifier");
+    if let (Some(name), Some(t)) = (name, n.field("type")) {
+        let name = cx.t(name).to_string();
+        let t = type_expr(cx, t);
+        cx.bind(n.start_byte(), &name, t, true, false);
+    }
+}
+
+/// A function's return type (or, unannotated, its first returned value) and
+/// its unannotated parameters (which shadow outer names and may be pytest fixtures).
+fn function_definition(cx: &mut Cx, n: Node, returns: &mut FirstReturns) {
+    let Some(name) = n.field("name") else {
+        return;
+    };
+    if let Some(r) = n.field("return_type") {
+        let t = type_expr(cx, r);
+        cx.def_fact(name, t, DefFactKind::Returns);
+    } else if n.field("body").is_some() {
+        // Unannotated: what the body returns, as a value (`=` marks
+        // a value expression), once the walk reaches it.
+        returns.open(cx, n, name);
+    }
+    // Unannotated parameters shadow outer names (and may be pytest fixtures).
+    if let Some(params) = n.field("parameters") {
+        let mut c = params.walk();
+        for p in params.named_children(&mut c) {
+            let id = match p.kind_name() {
+                "identifier" => Some(p),
+                "default_parameter" => p.field("name"),
+                _ => None,
+            };
+            if let Some(id) = id {
+                let pname = cx.t(id).to_string();
+                if pname != "self" && pname != "cls" {
+                    let marker = Some(format!("{PARAM_VALUE}{pname}"));
+                    cx.bind(p.start_byte(), &pname, marker, false, false);
+                }
+            }
+        }
+    }
+}
+
+/// A class's base classes.
+fn class_definition(cx: &mut Cx, n: Node) {
+    let (Some(name), Some(bases)) = (n.field("name"), n.field("superclasses")) else {
+        return;
+    };
+    let mut c = bases.walk();
+    for b in bases.named_children(&mut c) {
+        // `Base[T]` (a generic base): the class `Base`.
+        let b = match b.kind_name() {
+            "subscript" => b.field("value").unwrap_or(b),
+            _ => b,
+        };
+        let e = expr(cx, b);
+        cx.def_fact(name, e, DefFactKind::Base);
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::graph::facts::DefFactKind;
+    use super::super::model::DefFactKind;
 
     /// (function, what it returns) for every unannotated function with a value.
     fn returns(source: &str) -> Vec<(String, String)> {

@@ -1,0 +1,269 @@
+//! Go: which facts a file states.
+//!
+//! Facts: calls (`f()`, `x.F()`, `pkg.F()`), other identifier and selector
+//! uses, type references, imports (with names), `:=` / `var` bindings
+//! (`p := &Parser{}`, `t := NewTree()`), typed parameters and receivers,
+//! struct fields, embedded fields and interfaces (as bases), first result
+//! types, and the `package` clause.
+
+use tree_sitter::Node;
+
+use super::model::{DefFactKind, SiteKind};
+use super::walker::{Cx, GrammarLookup, Up, walk_tree};
+
+/// The normalised expression of a value node.
+pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
+    match n.kind_name() {
+        "identifier" => Some(cx.t(n).to_string()),
+        "selector_expression" => {
+            let o = expr(cx, n.field("operand")?)?;
+            Some(format!("{o}.{}", cx.t(n.field("field")?)))
+        }
+        "call_expression" => Some(format!("{}()", expr(cx, n.field("function")?)?)),
+        "composite_literal" => Some(format!("{}()", type_expr(cx, n.field("type")?)?)),
+        "unary_expression" => expr(cx, n.field("operand")?),
+        "parenthesized_expression" => expr(cx, n.named_child(0)?),
+        "type_assertion_expression" => Some(format!("{}()", type_expr(cx, n.field("type")?)?)),
+        _ => None,
+    }
+}
+
+/// The normalised name of a type node (`*pkg.T[int]` → `pkg.T`).
+pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
+    match n.kind_name() {
+        "type_identifier" | "identifier" => Some(cx.t(n).to_string()),
+        "pointer_type" | "parenthesized_type" => type_expr(cx, n.named_child(0)?),
+        "qualified_type" => Some(format!(
+            "{}.{}",
+            cx.t(n.field("package")?),
+            cx.t(n.field("name")?)
+        )),
+        "generic_type" => type_expr(cx, n.field("type")?),
+        "parameter_list" => {
+            let first = n.named_child(0)?;
+            type_expr(cx, first.field("type")?)
+        }
+        _ => None,
+    }
+}
+
+fn is_declaration_name(n: Node, parent: Node) -> bool {
+    let field_is = |f: &str| parent.field(f) == Some(n);
+    match parent.kind_name() {
+        "function_declaration"
+        | "const_spec"
+        | "var_spec"
+        | "parameter_declaration"
+        | "variadic_parameter_declaration" => {
+            field_is("name")
+                || parent.kind_name() != "function_declaration" && {
+                    let mut c = parent.walk();
+                    parent
+                        .children_by_field_name("name", &mut c)
+                        .any(|x| x == n)
+                }
+        }
+        "call_expression" => field_is("function"),
+        "selector_expression" => true,
+        "labeled_statement" | "break_statement" | "continue_statement" | "goto_statement" => true,
+        "keyed_element" | "literal_element" => false,
+        _ => false,
+    }
+}
+
+/// Walks one Go tree.
+pub(crate) fn walk(cx: &mut Cx, root: Node) {
+    walk_tree(root, &mut |n, up| match n.kind_name() {
+        "package_clause" => {
+            if let Some(id) = n.named_child(0) {
+                cx.facts.package = Some(cx.t(id).to_string());
+            }
+        }
+        "call_expression" => call(cx, n),
+        "selector_expression" => selector(cx, n, up),
+        "identifier" => identifier(cx, n, up),
+        "type_identifier" => type_identifier(cx, n, up),
+        "qualified_type" => qualified_type(cx, n),
+        "import_spec" => import_spec(cx, n),
+        "short_var_declaration" | "assignment_statement" => assignment(cx, n),
+        "var_spec" | "parameter_declaration" | "variadic_parameter_declaration" => {
+            declaration(cx, n)
+        }
+        "field_declaration" => field_declaration(cx, n, up),
+        "type_elem" | "constraint_elem" => interface_element(cx, n, up),
+        "function_declaration" | "method_declaration" | "method_elem" => function(cx, n),
+        _ => {}
+    });
+}
+
+/// `f()`, `x.F()`, `pkg.F()`: a call site of the name called.
+fn call(cx: &mut Cx, n: Node) {
+    let Some(f) = n.field("function") else {
+        return;
+    };
+    match f.kind_name() {
+        "identifier" => cx.site(f, None, SiteKind::Call),
+        "selector_expression" => {
+            if let Some(field) = f.field("field") {
+                let recv = f.field("operand").and_then(|o| expr(cx, o));
+                cx.site(field, recv.or_else(|| Some("?".into())), SiteKind::Call);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `x.f` not called: a use of `f` on `x`.
+fn selector<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    let called = up
+        .parent()
+        .is_some_and(|p| p.kind_name() == "call_expression" && p.field("function") == Some(n));
+    if !called && let Some(field) = n.field("field") {
+        let recv = n.field("operand").and_then(|o| expr(cx, o));
+        if let Some(recv) = recv {
+            cx.site(field, Some(recv), SiteKind::Other);
+        }
+    }
+}
+
+/// A name that is no declaration (nor declared by `:=`): a use.
+fn identifier<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    if let Some(p) = up.parent()
+        && !is_declaration_name(n, p)
+        && !matches!(cx.t(n), "nil" | "true" | "false" | "_" | "iota")
+    {
+        // `x := …` declares x; `x = …` uses it.
+        let declared = p.kind_name() == "expression_list"
+            && up.nth(1).is_some_and(|d| {
+                d.kind_name() == "short_var_declaration" && d.field("left") == Some(p)
+            });
+        if !declared {
+            cx.site(n, None, SiteKind::Other);
+        }
+    }
+}
+
+/// A type name that is no declaration: a type use.
+fn type_identifier<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    if let Some(p) = up.parent()
+        && !(p.kind_name() == "type_spec" && p.field("name") == Some(n))
+        && p.kind_name() != "qualified_type"
+        && p.kind_name() != "type_parameter_declaration"
+    {
+        cx.site(n, None, SiteKind::Type);
+    }
+}
+
+/// `pkg.T` in a type: a type use of `T` on `pkg`.
+fn qualified_type(cx: &mut Cx, n: Node) {
+    if let (Some(p), Some(name)) = (n.field("package"), n.field("name")) {
+        let recv = cx.t(p).to_string();
+        cx.site(name, Some(recv), SiteKind::Type);
+    }
+}
+
+/// `import name "path"` (the last path segment when unnamed; `.` a glob; `_` nothing).
+fn import_spec(cx: &mut Cx, n: Node) {
+    let Some(path) = n.field("path") else {
+        return;
+    };
+    let module = cx
+        .t(path)
+        .trim_matches(|c| c == '"' || c == '`')
+        .to_string();
+    let local = match n.field("name") {
+        Some(name) => cx.t(name).to_string(),
+        None => module.rsplit('/').next().unwrap_or_default().to_string(),
+    };
+    if local == "_" {
+        return;
+    }
+    let local = if local == "." { "*".to_string() } else { local };
+    cx.import(n, &local, &module, None);
+}
+
+/// `a, b := x, y` and `a = x`: each name is its value (one value: the first name).
+fn assignment(cx: &mut Cx, n: Node) {
+    let (Some(l), Some(r)) = (n.field("left"), n.field("right")) else {
+        return;
+    };
+    let mut c = l.walk();
+    let lefts: Vec<Node> = l.named_children(&mut c).collect();
+    let mut c = r.walk();
+    let rights: Vec<Node> = r.named_children(&mut c).collect();
+    let pairs: Vec<(Node, Node)> = if rights.len() == lefts.len() {
+        lefts.into_iter().zip(rights).collect()
+    } else if rights.len() == 1 && !lefts.is_empty() {
+        vec![(lefts[0], rights[0])]
+    } else {
+        Vec::new()
+    };
+    for (l, r) in pairs {
+        if l.kind_name() == "identifier" {
+            let name = cx.t(l).to_string();
+            let e = expr(cx, r);
+            cx.bind(n.start_byte(), &name, e, false, false);
+        }
+    }
+}
+
+/// `var a T = v`, parameters: each name is its type, else its value.
+fn declaration(cx: &mut Cx, n: Node) {
+    let mut c = n.walk();
+    let names: Vec<Node> = n.children_by_field_name("name", &mut c).collect();
+    let ty = n.field("type").and_then(|t| type_expr(cx, t));
+    let value = n
+        .field("value")
+        .and_then(|v| v.named_child(0))
+        .and_then(|v| expr(cx, v));
+    for name in names {
+        let name = cx.t(name).to_string();
+        if ty.is_some() {
+            cx.bind(n.start_byte(), &name, ty.clone(), true, false);
+        } else {
+            cx.bind(n.start_byte(), &name, value.clone(), false, false);
+        }
+    }
+}
+
+/// Struct fields (typed), and embedded fields (bases: their methods are promoted).
+fn field_declaration<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    let mut c = n.walk();
+    let names: Vec<Node> = n.children_by_field_name("name", &mut c).collect();
+    let ty = n.field("type").and_then(|t| type_expr(cx, t));
+    if names.is_empty() {
+        // An embedded field: its methods are promoted to the struct.
+        if let Some(spec) = up.iter().find(|p| p.kind_name() == "type_spec")
+            && let Some(name) = spec.field("name")
+        {
+            cx.def_fact(name, ty, DefFactKind::Base);
+        }
+        return;
+    }
+    for name in names {
+        let name = cx.t(name).to_string();
+        cx.bind(n.start_byte(), &name, ty.clone(), true, true);
+    }
+}
+
+/// An interface embedded in an interface: a base.
+fn interface_element<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    if up
+        .parent()
+        .is_some_and(|p| p.kind_name() == "interface_type")
+        && let Some(spec) = up.iter().find(|p| p.kind_name() == "type_spec")
+        && let Some(name) = spec.field("name")
+        && let Some(t) = n.named_child(0)
+    {
+        let e = type_expr(cx, t);
+        cx.def_fact(name, e, DefFactKind::Base);
+    }
+}
+
+/// A function's or method's first result type.
+fn function(cx: &mut Cx, n: Node) {
+    if let (Some(name), Some(r)) = (n.field("name"), n.field("result")) {
+        let t = type_expr(cx, r);
+        cx.def_fact(name, t, DefFactKind::Returns);
+    }
+}

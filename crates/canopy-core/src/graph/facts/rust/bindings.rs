@@ -1,0 +1,475 @@
+//! Rust bindings that patterns, loops and closures make: tuple
+//! destructuring, enum variant and struct patterns, `for` loops and
+//! iterator closures over collections (items as `v#elem`, map keys and
+//! values as `m#k` / `m#v`), `Option` / `Result` payload closures, type
+//! parameter bounds and positional fields.
+
+use tree_sitter::Node;
+
+use super::super::model::ELEM;
+use super::super::walker::{Cx, GrammarLookup, Up};
+use super::{PASSTHROUGH, expr, tuple_elements, type_expr};
+
+/// `let (a, b) = f(x)?;` binds `a` to `f.#0` and `b` to `f.#1` (the
+/// elements of what `f` returns, [`TUPLE`]); `let (a, b): (A, B) = …` binds
+/// them to the element types. Elements after a `..` are not bound.
+pub(super) fn tuple_bindings(cx: &mut Cx, decl: Node, pattern: Node) {
+    let parts = pattern_elements(pattern);
+    let typed: Option<Vec<Node>> = decl.field("type").and_then(|t| tuple_elements(cx, t));
+    // The call whose result is destructured, without the payload-passing
+    // methods after it (`f(x).unwrap()` is `f(x)`'s tuple).
+    let base = decl
+        .field("value")
+        .and_then(|v| expr(cx, v))
+        .and_then(|mut v| {
+            while let Some(head) = v.strip_suffix("()")
+                && let Some((before, m)) = head.rsplit_once('.')
+                && PASSTHROUGH.contains(&m)
+                && before.ends_with(')')
+            {
+                v = before.to_string();
+            }
+            v.strip_suffix("()").map(str::to_string)
+        });
+    for (i, part) in parts.into_iter().enumerate() {
+        if part.kind_name() == "remaining_field_pattern" {
+            break;
+        }
+        let p = bare_pattern(part);
+        if p.kind_name() != "identifier" {
+            continue;
+        }
+        let name = cx.t(p).to_string();
+        match (&typed, &base) {
+            (Some(types), _) => {
+                let t = types.get(i).and_then(|t| type_expr(cx, *t));
+                cx.bind(decl.end_byte(), &name, t, true, false);
+            }
+            (None, Some(base)) => {
+                cx.bind(
+                    decl.end_byte(),
+                    &name,
+                    Some(format!("{base}.#{i}")),
+                    false,
+                    false,
+                );
+            }
+            (None, None) => {}
+        }
+    }
+}
+
+/// The elements of a tuple or tuple-struct pattern, in order, `_` included:
+/// tree-sitter makes `_` an anonymous node, so the named children alone
+/// would number `(_, x)`'s `x` as the first element. A tuple struct's path
+/// is not an element.
+fn pattern_elements(p: Node) -> Vec<Node> {
+    let ty = p.field("type").map(|t| t.id());
+    let mut c = p.walk();
+    p.children(&mut c)
+        .filter(|k| !k.is_extra() && Some(k.id()) != ty)
+        .filter(|k| k.is_named() || k.kind_name() == "_")
+        .collect()
+}
+
+/// A pattern with `ref` / `mut` / `ref mut` taken off.
+fn bare_pattern(mut p: Node) -> Node {
+    while matches!(p.kind_name(), "ref_pattern" | "mut_pattern") {
+        match p.named_child(p.named_child_count().saturating_sub(1)) {
+            Some(inner) => p = inner,
+            None => break,
+        }
+    }
+    p
+}
+
+/// The value a top-level pattern is matched against — the `match`
+/// scrutinee, the right side of `if let` / `while let` / `let … else` —
+/// given the pattern's `parent` and the ancestors `above` it.
+pub(super) fn scrutinee_node<'t>(parent: Node<'t>, above: &Up<'_, 't>) -> Option<Node<'t>> {
+    match parent.kind_name() {
+        // match_pattern < match_arm < match_block < match_expression
+        "match_pattern" => above.nth(2)?.field("value"),
+        "let_condition" | "let_declaration" => parent.field("value"),
+        _ => None,
+    }
+}
+
+/// Bindings of `Path::Variant(a, b)` / `Some(x)` patterns: `a` is the first
+/// payload of the variant (a field `Variant#0` of the enum), `x` the
+/// scrutinee itself (`Option` and `Result` are transparent). A name whose
+/// value is unknown is not bound: the binding would outlive its arm, as
+/// bindings are scoped to the enclosing function.
+///
+/// Bindings start to be visible after the value matched (`if let Some(v) =
+/// v.get()` reads the outer `v` on the right).
+pub(super) fn tuple_struct_bindings(cx: &mut Cx, n: Node, up: &Up) {
+    let Some(ty) = n.field("type") else {
+        return;
+    };
+    let matched = up.parent().and_then(|p| scrutinee_node(p, &up.above()));
+    let value_end = matched.map_or(0, |v| v.end_byte());
+    let path = match ty.kind_name() {
+        "identifier" => Some(cx.t(ty).to_string()),
+        "scoped_identifier" => expr(cx, ty),
+        _ => None,
+    };
+    for (i, item) in pattern_elements(n).into_iter().enumerate() {
+        if item.kind_name() == "remaining_field_pattern" {
+            break;
+        }
+        let p = bare_pattern(item);
+        if p.kind_name() != "identifier" {
+            continue;
+        }
+        let value = match path.as_deref() {
+            Some("Some" | "Ok") => matched.and_then(|v| expr(cx, v)),
+            Some("Err" | "None") | None => None,
+            Some(path) => Some(format!("{path}#{i}")),
+        };
+        let name = cx.t(p).to_string();
+        let at = value_end.max(p.start_byte());
+        cx.bind(at, &name, value, false, false);
+    }
+}
+
+/// Collections whose items are their first type argument.
+const SEQUENCES: &[&str] = &[
+    "Vec",
+    "VecDeque",
+    "LinkedList",
+    "BinaryHeap",
+    "HashSet",
+    "BTreeSet",
+    "IndexSet",
+    "SmallVec",
+];
+
+/// Maps: keys are the first type argument, values the second.
+const MAPS: &[&str] = &["HashMap", "BTreeMap", "IndexMap"];
+
+const KEY: &str = "#k";
+const VALUE: &str = "#v";
+
+/// The item types of a collection type: `[(suffix, item type)]`.
+fn item_types(cx: &Cx, t: Node) -> Vec<(&'static str, String)> {
+    let t = match t.kind_name() {
+        "reference_type" => match t.field("type") {
+            Some(inner) => inner,
+            None => return Vec::new(),
+        },
+        _ => t,
+    };
+    match t.kind_name() {
+        "array_type" => t
+            .field("element")
+            .and_then(|e| type_expr(cx, e))
+            .map(|e| vec![(ELEM, e)])
+            .unwrap_or_default(),
+        "generic_type" => {
+            let Some(name) = t.field("type").and_then(|n| type_expr(cx, n)) else {
+                return Vec::new();
+            };
+            let name = name.rsplit('.').next().unwrap_or_default().to_string();
+            let Some(args) = t.field("type_arguments") else {
+                return Vec::new();
+            };
+            let mut c = args.walk();
+            let args: Vec<Node> = args
+                .named_children(&mut c)
+                .filter(|a| a.kind_name() != "lifetime")
+                .collect();
+            let arg = |i: usize| args.get(i).and_then(|a| type_expr(cx, *a));
+            if SEQUENCES.contains(&name.as_str()) {
+                arg(0).map(|e| vec![(ELEM, e)]).unwrap_or_default()
+            } else if MAPS.contains(&name.as_str()) {
+                [(KEY, arg(0)), (VALUE, arg(1))]
+                    .into_iter()
+                    .filter_map(|(k, v)| v.map(|v| (k, v)))
+                    .collect()
+            } else if name == "Box" || name == "Rc" || name == "Arc" {
+                args.first().map(|a| item_types(cx, *a)).unwrap_or_default()
+            } else {
+                Vec::new()
+            }
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Binds the item pseudo-names of `name: t` (see [`ELEM`]).
+pub(super) fn bind_items(cx: &mut Cx, at: usize, name: &str, t: Node, field: bool) {
+    for (suffix, item) in item_types(cx, t) {
+        cx.bind(at, &format!("{name}{suffix}"), Some(item), true, field);
+    }
+}
+
+/// Iterator adapters that keep the items as they are.
+const ADAPTERS: &[&str] = &[
+    "iter",
+    "iter_mut",
+    "into_iter",
+    "drain",
+    "rev",
+    "skip",
+    "take",
+    "cloned",
+    "copied",
+    "peekable",
+    "step_by",
+    "filter",
+    "skip_while",
+    "take_while",
+    "inspect",
+];
+
+/// How a loop or closure sees the items of a collection.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Items {
+    /// Each item (`iter()`, a sequence, `&v`).
+    Each,
+    /// `(index, item)` from `enumerate()`.
+    Enumerated,
+    /// Map values (`values()`).
+    Values,
+    /// Map keys (`keys()`).
+    Keys,
+}
+
+/// `&self.values.iter().enumerate()` → (`self.values`, Enumerated), when the
+/// base is a field or local path (no calls) and `adapted` says whether any
+/// iterator method was seen.
+fn iteration_source(cx: &Cx, mut n: Node) -> Option<(String, Items, bool)> {
+    let mut items = Items::Each;
+    let mut adapted = false;
+    loop {
+        match n.kind_name() {
+            "reference_expression" | "parenthesized_expression" => {
+                n = n.field("value").or_else(|| n.named_child(0))?;
+            }
+            "call_expression" => {
+                let f = n.field("function")?;
+                if f.kind_name() != "field_expression" {
+                    return None;
+                }
+                let m = cx.t(f.field("field")?);
+                match m {
+                    "enumerate" if items == Items::Each => items = Items::Enumerated,
+                    "values" | "values_mut" | "into_values" => items = Items::Values,
+                    "keys" | "into_keys" => items = Items::Keys,
+                    m if ADAPTERS.contains(&m) => {}
+                    _ => return None,
+                }
+                adapted = true;
+                n = f.field("value")?;
+            }
+            _ => {
+                let base = expr(cx, n)?;
+                return (!base.contains("()")).then_some((base, items, adapted));
+            }
+        }
+    }
+}
+
+/// Binds the names a loop pattern or closure parameter gets from `items` of `base`.
+fn bind_iteration(cx: &mut Cx, pattern: Node, base: &str, items: Items) {
+    let p = bare_pattern(pattern);
+    let item = |suffix: &str| Some(format!("{base}{suffix}"));
+    match (p.kind_name(), items) {
+        ("identifier", Items::Each) => {
+            let name = cx.t(p).to_string();
+            cx.bind(p.start_byte(), &name, item(ELEM), false, false);
+        }
+        ("identifier", Items::Values) => {
+            let name = cx.t(p).to_string();
+            cx.bind(p.start_byte(), &name, item(VALUE), false, false);
+        }
+        ("identifier", Items::Keys) => {
+            let name = cx.t(p).to_string();
+            cx.bind(p.start_byte(), &name, item(KEY), false, false);
+        }
+        ("tuple_pattern", Items::Enumerated | Items::Each) => {
+            // `(i, x)` of `enumerate()`; `(k, v)` of a map.
+            let parts = pattern_elements(p);
+            let suffixes: [&str; 2] = if items == Items::Enumerated {
+                ["", ELEM]
+            } else {
+                [KEY, VALUE]
+            };
+            for (part, suffix) in parts.into_iter().zip(suffixes) {
+                let part = bare_pattern(part);
+                if part.kind_name() == "identifier" && !suffix.is_empty() {
+                    let name = cx.t(part).to_string();
+                    cx.bind(part.start_byte(), &name, item(suffix), false, false);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `for p in v.iter() { … }`: `p` is an item of `v` (see [`bind_iteration`]).
+pub(super) fn for_bindings(cx: &mut Cx, n: Node) {
+    if let (Some(p), Some(v)) = (n.field("pattern"), n.field("value"))
+        && let Some((base, items, _)) = iteration_source(cx, v)
+    {
+        bind_iteration(cx, p, &base, items);
+    }
+}
+
+/// Closure-taking methods of iterators and collections whose first
+/// parameter is an item.
+const ITEM_CLOSURES: &[&str] = &[
+    "map",
+    "filter",
+    "for_each",
+    "any",
+    "all",
+    "find",
+    "find_map",
+    "filter_map",
+    "flat_map",
+    "position",
+    "take_while",
+    "skip_while",
+    "inspect",
+    "max_by_key",
+    "min_by_key",
+    "partition",
+    "fold",
+];
+
+/// Closure-taking methods of the collections themselves (no iterator in between).
+const COLLECTION_CLOSURES: &[&str] = &[
+    "retain",
+    "retain_mut",
+    "sort_by_key",
+    "sort_by",
+    "dedup_by_key",
+];
+
+/// Methods of `Option` / `Result` whose closure argument receives the
+/// payload (`opt.and_then(|r| r.span())`: `r` is what `opt` holds).
+const PAYLOAD_CLOSURES: &[&str] = &[
+    "map",
+    "and_then",
+    "filter",
+    "is_some_and",
+    "is_ok_and",
+    "is_none_or",
+    "map_or",
+    "map_or_else",
+    "inspect",
+    "take_if",
+];
+
+/// `recv.map(|x| …)` (see [`PAYLOAD_CLOSURES`]): `x` is `recv`'s payload,
+/// the receiver itself since `Option` and `Result` are transparent.
+pub(super) fn closure_bindings(cx: &mut Cx, n: Node, up: &Up) {
+    let Some(params) = n.field("parameters") else {
+        return;
+    };
+    // `v.iter().map(|x| …)`, `v.retain(|x| …)`: `x` is an item of `v`.
+    let method = up
+        .parent()
+        .filter(|a| a.kind_name() == "arguments")
+        .and_then(|_| up.nth(1))
+        .filter(|call| call.kind_name() == "call_expression")
+        .and_then(|call| call.field("function"))
+        .filter(|f| f.kind_name() == "field_expression");
+    if let Some(f) = method
+        && let (Some(m), Some(recv)) = (f.field("field"), f.field("value"))
+        && let Some((base, items, adapted)) = iteration_source(cx, recv)
+    {
+        let m = cx.t(m);
+        let first = params.named_child(0);
+        let (fold, collection) = (m == "fold", COLLECTION_CLOSURES.contains(&m));
+        if ((adapted && ITEM_CLOSURES.contains(&m)) || (!adapted && collection))
+            && let Some(first) = first
+        {
+            // `fold(init, |acc, x| …)`: the item is the second parameter.
+            let target = if fold {
+                params.named_child(1)
+            } else {
+                Some(first)
+            };
+            if let Some(target) = target {
+                bind_iteration(cx, target, &base, items);
+                return;
+            }
+        }
+    }
+    // `opt.map(|x| …)`: `x` is the payload. Typed parameters (`|e: Error|`)
+    // are bound by the `parameter` rule; untyped others stay unknown.
+    let payload = method
+        .filter(|f| {
+            f.field("field")
+                .is_some_and(|m| PAYLOAD_CLOSURES.contains(&cx.t(m)))
+        })
+        .and_then(|f| f.field("value"))
+        .and_then(|v| expr(cx, v));
+    if let Some(first) = params.named_child(0).map(bare_pattern)
+        && first.kind_name() == "identifier"
+    {
+        let name = cx.t(first).to_string();
+        cx.bind(first.start_byte(), &name, payload, false, false);
+    }
+}
+
+/// Bindings of `Type { a, b: x }` patterns: the fields of `Type`.
+pub(super) fn struct_pattern_bindings(cx: &mut Cx, n: Node) {
+    let Some(path) = n.field("type").and_then(|t| type_expr(cx, t)) else {
+        return;
+    };
+    let mut c = n.walk();
+    let fields: Vec<Node> = n
+        .named_children(&mut c)
+        .filter(|k| k.kind_name() == "field_pattern")
+        .collect();
+    for f in fields {
+        let Some(field) = f.field("name") else {
+            continue;
+        };
+        let field_name = cx.t(field).to_string();
+        let bound = match f.field("pattern") {
+            Some(p) => bare_pattern(p),
+            None => field,
+        };
+        if matches!(
+            bound.kind_name(),
+            "identifier" | "shorthand_field_identifier"
+        ) {
+            let name = cx.t(bound).to_string();
+            cx.bind(
+                bound.start_byte(),
+                &name,
+                Some(format!("{path}.{field_name}")),
+                false,
+                false,
+            );
+        }
+    }
+}
+
+/// `T: Trait` (a type parameter or `where` bound): `T` stands for its first trait.
+pub(super) fn bind_bounded(cx: &mut Cx, at: Node, name: Node, bounds: Node) {
+    let mut c = bounds.walk();
+    let first = bounds.named_children(&mut c).find_map(|b| type_expr(cx, b));
+    let name = cx.t(name).to_string();
+    cx.bind(at.start_byte(), &name, first, true, false);
+}
+
+/// Positional fields of tuple structs (`0`, `1`, …) and enum variants
+/// (`Variant#0`, …), as typed fields of the struct / enum.
+pub(super) fn ordered_fields(cx: &mut Cx, list: Node, variant: Option<&str>) {
+    let mut c = list.walk();
+    let types: Vec<Node> = list.children_by_field_name("type", &mut c).collect();
+    for (i, t) in types.into_iter().enumerate() {
+        let name = match variant {
+            Some(v) => format!("{v}#{i}"),
+            None => i.to_string(),
+        };
+        let t = type_expr(cx, t);
+        cx.bind(list.start_byte(), &name, t, true, true);
+    }
+}

@@ -1,0 +1,778 @@
+//! Rust: which facts a file states.
+//!
+//! Facts: calls (`f()`, `a.f()`, `A::f()`, turbofish, and `f(` / `a.f(`
+//! inside macro arguments), other path and identifier uses, type
+//! references, `use` trees (`self`, `super`, `crate`, aliases, globs),
+//! `let` bindings (`let p = Parser::new()`, `let p: T`), typed parameters,
+//! struct fields, return types, `impl Trait for Type`, supertraits. The
+//! bindings that patterns, loops and closures make are in [`bindings`];
+//! code compiled out by `cfg` is found by [`cfg`].
+
+mod bindings;
+mod cfg;
+
+use tree_sitter::Node;
+
+use super::model::{
+    Binding, DefFactKind, IMPORT_RECV, PATH_HEAD, SiteKind, TRAIT_HINT, TUPLE, UFCS_SEP,
+};
+use super::walker::{Cx, GrammarLookup, Up, walk_tree};
+use bindings::{
+    bind_bounded, bind_items, closure_bindings, for_bindings, ordered_fields, scrutinee_node,
+    struct_pattern_bindings, tuple_bindings, tuple_struct_bindings,
+};
+use cfg::{cfg_attribute, compile_out};
+
+/// `S { f: Default::default(), ..Default::default() }`: the type whose
+/// `default` is called, as an expression (`S.f` — the field's type — or `S()`).
+/// `up`: the call's ancestors.
+fn default_target(cx: &Cx, up: &Up) -> Option<String> {
+    let parent = up.parent()?;
+    // Both initializers sit in a field_initializer_list of the struct expression.
+    let strukt = up.nth(2)?;
+    let field = match parent.kind_name() {
+        "field_initializer" => Some(parent.field("field")?),
+        "base_field_initializer" => None,
+        _ => return None,
+    };
+    if strukt.kind_name() != "struct_expression" {
+        return None;
+    }
+    let name = type_expr(cx, strukt.field("name")?)?;
+    Some(match field {
+        Some(f) => format!("{name}.{}", cx.t(f)),
+        None => format!("{name}()"),
+    })
+}
+
+/// Smart pointers a method call sees through (`Box<T>` → `T`).
+///
+/// `Option` and `Result` are seen through too, so that `x?`, `if let Some(t) = x`
+/// and `x.unwrap()` reach the payload; [`PASSTHROUGH`] names the unwrapping methods.
+const TRANSPARENT: &[&str] = &[
+    "Box",
+    "Rc",
+    "Arc",
+    "RefCell",
+    "Cow",
+    "Pin",
+    "ManuallyDrop",
+    "Option",
+    "Result",
+];
+
+/// Methods of the [`TRANSPARENT`] wrappers and of references that give back
+/// (a reference to) the value they are called on, when the value's type does
+/// not define them itself: `t.unwrap().insert(..)` calls the payload's `insert`.
+pub(crate) const PASSTHROUGH: &[&str] = &[
+    "unwrap",
+    "expect",
+    "unwrap_or",
+    "unwrap_or_default",
+    "unwrap_or_else",
+    "unwrap_unchecked",
+    "as_ref",
+    "as_mut",
+    "as_deref",
+    "as_deref_mut",
+    "borrow",
+    "borrow_mut",
+    "clone",
+    "to_owned",
+    "ok",
+    "ok_or",
+    "ok_or_else",
+    "map_err",
+    "context",
+    "with_context",
+];
+
+fn path_text(cx: &Cx, n: Node) -> String {
+    cx.t(n)
+        .split_whitespace()
+        .collect::<String>()
+        .replace("::", ".")
+}
+
+/// The normalised expression of a value node.
+pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
+    match n.kind_name() {
+        "identifier" | "self" | "crate" | "super" => Some(cx.t(n).to_string()),
+        "field_expression" => {
+            let v = expr(cx, n.field("value")?)?;
+            Some(format!("{v}.{}", cx.t(n.field("field")?)))
+        }
+        "call_expression" => {
+            let f = expr(cx, n.field("function")?)?;
+            // `mem::take(x)` / `mem::replace(x, v)` give back a value of `x`'s type.
+            if matches!(f.rsplit('.').next(), Some("take" | "replace"))
+                && f.rsplit('.').nth(1) == Some("mem")
+            {
+                let first = n.field("arguments")?.named_child(0)?;
+                return expr(cx, first);
+            }
+            Some(format!("{f}()"))
+        }
+        "scoped_identifier" => {
+            let name = cx.t(n.field("name")?);
+            match n.field("path") {
+                Some(p) => Some(format!("{}.{name}", path_head(cx, p)?)),
+                None => Some(name.to_string()),
+            }
+        }
+        "generic_function" => expr(cx, n.field("function")?),
+        "struct_expression" => {
+            let name = n.field("name")?;
+            Some(format!("{}()", type_expr(cx, name)?))
+        }
+        "reference_expression" => expr(cx, n.field("value")?),
+        "try_expression" | "parenthesized_expression" | "unary_expression" => {
+            expr(cx, n.named_child(0)?)
+        }
+        "await_expression" => expr(cx, n.named_child(0)?),
+        _ => None,
+    }
+}
+
+/// The path `p` (the part before a `::name`) as [`scoped_path`] writes it,
+/// with its first segment marked [`PATH_HEAD`] when a local of that name is
+/// bound before it in the same function: after `let (scheduler, handle) =
+/// …`, `scheduler::Handle` still names the module, since a path is read
+/// where locals do not exist, while the expressions the resolver reads
+/// write `a::b` and the field `a.b` alike. Only then, so every other
+/// expression stays as it was.
+fn path_head(cx: &Cx, p: Node) -> Option<String> {
+    if p.kind_name() != "identifier" {
+        return scoped_path(cx, p);
+    }
+    let name = cx.t(p);
+    let at = p.start_byte() as u32;
+    let local = |b: &&Binding| !b.field && !b.is_type && b.byte <= at && b.name == name;
+    // Most heads have no local of their name at all: no walk up the tree
+    // (each `parent()` descends from the root again).
+    if !cx.facts.bindings.iter().any(|b| local(&b)) {
+        return Some(name.to_string());
+    }
+    let mut f = p.parent();
+    while let Some(n) = f
+        && n.kind_name() != "function_item"
+    {
+        f = n.parent();
+    }
+    let start = f.map_or(u32::MAX, |f| f.start_byte() as u32);
+    let shadowed = cx
+        .facts
+        .bindings
+        .iter()
+        .filter(local)
+        .any(|b| b.byte >= start);
+    Some(if shadowed {
+        format!("{name}{PATH_HEAD}")
+    } else {
+        name.to_string()
+    })
+}
+
+fn scoped_path(cx: &Cx, p: Node) -> Option<String> {
+    match p.kind_name() {
+        "self" => Some("self_mod".to_string()),
+        "identifier" | "crate" | "super" | "type_identifier" => Some(cx.t(p).to_string()),
+        "scoped_identifier" | "scoped_type_identifier" => {
+            expr(cx, p).or_else(|| Some(path_text(cx, p)))
+        }
+        "generic_type" => type_expr(cx, p),
+        // `<T as Trait>::f`: `f` of `T`'s impl of `Trait` (`T~Trait`, see `TRAIT_HINT`).
+        "bracketed_type" => {
+            let inner = p.named_child(0)?;
+            match inner.kind_name() {
+                "qualified_type" => {
+                    let t = type_expr(cx, inner.field("type")?)?;
+                    let tr = inner
+                        .field("alias")
+                        .and_then(|a| type_expr(cx, a))
+                        .map(|a| a.rsplit('.').next().unwrap_or_default().to_string());
+                    Some(match tr {
+                        Some(tr) if !tr.is_empty() => format!("{t}{TRAIT_HINT}{tr}"),
+                        _ => t,
+                    })
+                }
+                _ => type_expr(cx, inner),
+            }
+        }
+        _ => Some(path_text(cx, p)).filter(|s| {
+            s.chars()
+                .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
+        }),
+    }
+}
+
+/// The element types of a tuple type, through references and the
+/// [`TRANSPARENT`] wrappers (`Result<(A, B), E>` → `A`, `B`).
+fn tuple_elements<'t>(cx: &Cx, n: Node<'t>) -> Option<Vec<Node<'t>>> {
+    match n.kind_name() {
+        "tuple_type" => {
+            let mut c = n.walk();
+            Some(n.named_children(&mut c).collect())
+        }
+        "reference_type" => tuple_elements(cx, n.field("type")?),
+        "generic_type" if TRANSPARENT.contains(&cx.t(n.field("type")?)) => {
+            tuple_elements(cx, n.field("type_arguments")?.named_child(0)?)
+        }
+        _ => None,
+    }
+}
+
+/// What a function's `-> T` stores: the type's name, or a [`TUPLE`].
+fn return_type(cx: &Cx, r: Node) -> Option<String> {
+    if let Some(elems) = tuple_elements(cx, r) {
+        let names: Vec<String> = elems
+            .iter()
+            .map(|e| type_expr(cx, *e).unwrap_or_default())
+            .collect();
+        return names
+            .iter()
+            .any(|n| !n.is_empty())
+            .then(|| format!("{TUPLE}{})", names.join(";")));
+    }
+    type_expr(cx, r)
+}
+
+/// The normalised name of a type node (`&mut Box<Foo<T>>` → `Foo`).
+pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
+    match n.kind_name() {
+        "type_identifier" | "identifier" => Some(cx.t(n).to_string()),
+        "scoped_type_identifier" | "scoped_identifier" => {
+            let name = cx.t(n.field("name")?);
+            match n.field("path") {
+                Some(p) => Some(format!("{}.{name}", path_head(cx, p)?)),
+                None => Some(name.to_string()),
+            }
+        }
+        "generic_type" => {
+            let t = n.field("type")?;
+            let name = type_expr(cx, t)?;
+            if TRANSPARENT.contains(&name.as_str())
+                && let Some(args) = n.field("type_arguments")
+                && let Some(first) = args.named_child(0)
+            {
+                return type_expr(cx, first);
+            }
+            Some(name)
+        }
+        "reference_type" | "pointer_type" => type_expr(cx, n.field("type")?),
+        "abstract_type" | "dynamic_type" => {
+            let t = n.field("trait").or_else(|| n.named_child(0))?;
+            type_expr(cx, t)
+        }
+        "bounded_type" => type_expr(cx, n.named_child(0)?),
+        _ => None,
+    }
+}
+
+fn is_declaration_name(n: Node, parent: Node) -> bool {
+    let field_is = |f: &str| parent.field(f) == Some(n);
+    match parent.kind_name() {
+        "function_item"
+        | "function_signature_item"
+        | "const_item"
+        | "static_item"
+        | "mod_item"
+        | "macro_definition" => field_is("name"),
+        "let_declaration" | "parameter" | "closure_parameters" | "for_expression" => {
+            field_is("pattern") || parent.kind_name() == "closure_parameters"
+        }
+        "call_expression" => field_is("function"),
+        "scoped_identifier" => true,
+        "macro_invocation" => field_is("macro"),
+        "tuple_pattern"
+        | "struct_pattern"
+        | "field_pattern"
+        | "tuple_struct_pattern"
+        | "ref_pattern"
+        | "mut_pattern"
+        | "captured_pattern"
+        | "or_pattern"
+        | "slice_pattern" => true,
+        "use_as_clause" | "use_list" | "scoped_use_list" | "use_declaration" => true,
+        "field_initializer" | "shorthand_field_initializer" => field_is("field"),
+        "generic_function" => field_is("function"),
+        "lifetime" | "label" | "attribute" | "meta_item" | "token_tree" => true,
+        _ => false,
+    }
+}
+
+fn use_tree(cx: &mut Cx, stmt: Node, n: Node, prefix: &str) {
+    let join = |p: &str, s: &str| {
+        if p.is_empty() {
+            s.to_string()
+        } else {
+            format!("{p}.{s}")
+        }
+    };
+    match n.kind_name() {
+        "identifier" | "crate" | "self" | "super" => {
+            let name = cx.t(n).to_string();
+            if name == "self" {
+                let local = prefix.rsplit('.').next().unwrap_or_default().to_string();
+                cx.import(stmt, &local, prefix, None);
+            } else {
+                cx.import(stmt, &name, prefix, Some(&name));
+                cx.site(n, Some(format!("{IMPORT_RECV}{prefix}")), SiteKind::Import);
+            }
+        }
+        "scoped_identifier" => {
+            let Some(name) = n.field("name") else {
+                return;
+            };
+            let path = n
+                .field("path")
+                .and_then(|p| scoped_path(cx, p))
+                .unwrap_or_default();
+            let module = join(prefix, &path);
+            let name_text = cx.t(name).to_string();
+            if name_text == "self" {
+                let local = module.rsplit('.').next().unwrap_or_default().to_string();
+                cx.import(stmt, &local, &module, None);
+            } else {
+                cx.import(stmt, &name_text, &module, Some(&name_text));
+                cx.site(
+                    name,
+                    Some(format!("{IMPORT_RECV}{module}")),
+                    SiteKind::Import,
+                );
+            }
+        }
+        "use_as_clause" => {
+            let (Some(path), Some(alias)) = (n.field("path"), n.field("alias")) else {
+                return;
+            };
+            let alias = cx.t(alias).to_string();
+            let (module, name) = match path.kind_name() {
+                "scoped_identifier" => {
+                    let m = path
+                        .field("path")
+                        .and_then(|p| scoped_path(cx, p))
+                        .unwrap_or_default();
+                    let name = path.field("name");
+                    (join(prefix, &m), name)
+                }
+                _ => (prefix.to_string(), Some(path)),
+            };
+            if let Some(name) = name {
+                let nt = cx.t(name).to_string();
+                cx.import(stmt, &alias, &module, Some(&nt));
+                cx.site(
+                    name,
+                    Some(format!("{IMPORT_RECV}{module}")),
+                    SiteKind::Import,
+                );
+            }
+        }
+        "scoped_use_list" => {
+            let p = n
+                .field("path")
+                .and_then(|p| scoped_path(cx, p))
+                .unwrap_or_default();
+            let module = join(prefix, &p);
+            if let Some(list) = n.field("list") {
+                let mut c = list.walk();
+                let items: Vec<Node> = list.named_children(&mut c).collect();
+                for item in items {
+                    use_tree(cx, stmt, item, &module);
+                }
+            }
+        }
+        "use_list" => {
+            let mut c = n.walk();
+            let items: Vec<Node> = n.named_children(&mut c).collect();
+            for item in items {
+                use_tree(cx, stmt, item, prefix);
+            }
+        }
+        "use_wildcard" => {
+            let m = n
+                .named_child(0)
+                .and_then(|p| scoped_path(cx, p))
+                .unwrap_or_default();
+            cx.import(stmt, "*", &join(prefix, &m), None);
+        }
+        _ => {}
+    }
+}
+
+/// Calls inside a macro's token tree: `name (` with an optional `recv .` / `recv ::` before it.
+fn token_tree_calls(cx: &mut Cx, tt: Node) {
+    let mut c = tt.walk();
+    let kids: Vec<Node> = tt.children(&mut c).collect();
+    for (i, k) in kids.iter().enumerate() {
+        if k.kind_name() != "identifier" {
+            continue;
+        }
+        let next_is_call = kids
+            .get(i + 1)
+            .is_some_and(|nx| nx.kind_name() == "token_tree" && cx.t(*nx).starts_with('('));
+        if !next_is_call {
+            continue;
+        }
+        let recv = if i >= 2 && matches!(cx.t(kids[i - 1]), "." | "::") {
+            let r = kids[i - 2];
+            matches!(r.kind_name(), "identifier" | "self" | "crate" | "super")
+                .then(|| cx.t(r).to_string())
+        } else {
+            None
+        };
+        let recv = if i >= 1 && matches!(cx.t(kids[i - 1]), "." | "::") {
+            recv.or_else(|| Some("?".into()))
+        } else {
+            recv
+        };
+        cx.site(*k, recv, SiteKind::Call);
+    }
+    // Type names in macro arguments (`empty_visit!(visit_float, Formatted<f64>)`):
+    // a capitalised identifier not after `.` / `::` and not called.
+    for (i, k) in kids.iter().enumerate() {
+        if k.kind_name() != "identifier" || !cx.t(*k).starts_with(|c: char| c.is_ascii_uppercase())
+        {
+            continue;
+        }
+        let after_path = i >= 1 && matches!(cx.t(kids[i - 1]), "." | "::");
+        let called = kids
+            .get(i + 1)
+            .is_some_and(|nx| nx.kind_name() == "token_tree" && cx.t(*nx).starts_with('('));
+        if !after_path && !called {
+            cx.site(*k, None, SiteKind::Other);
+        }
+    }
+}
+
+/// Whether a (path of a) scoped identifier sits in a `use` tree.
+fn in_use_tree(up: &Up) -> bool {
+    for p in up.iter() {
+        match p.kind_name() {
+            "scoped_identifier" => continue,
+            k => return k.starts_with("use") || k == "scoped_use_list",
+        }
+    }
+    false
+}
+
+/// Walks one Rust tree.
+pub(crate) fn walk(cx: &mut Cx, root: Node) {
+    walk_tree(root, &mut |n, up| {
+        // Inside an item compiled out by its `cfg`: no facts. Ranges are
+        // found in walk order and do not overlap, so the last one is the
+        // only one that can hold this node.
+        if let Some(&(start, end)) = cx.facts.disabled.last()
+            && n.start_byte() as u32 >= start
+            && n.end_byte() as u32 <= end
+        {
+            return;
+        }
+        walk_node(cx, n, up);
+    });
+}
+
+/// Hands one node to the handler of its kind.
+fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    match n.kind_name() {
+        "attribute_item" | "inner_attribute_item" if cfg_attribute(cx, n) == Some(false) => {
+            compile_out(cx, n);
+        }
+        "call_expression" => call(cx, n, up),
+        "token_tree" => token_tree_calls(cx, n),
+        "scoped_identifier" => scoped_identifier(cx, n, up),
+        "tuple_struct_pattern" => tuple_struct_bindings(cx, n, up),
+        "closure_expression" => closure_bindings(cx, n, up),
+        "match_pattern" => match_pattern(cx, n, up),
+        "struct_pattern" => struct_pattern_bindings(cx, n),
+        "type_parameter" => type_parameter(cx, n),
+        "where_predicate" => where_predicate(cx, n, up),
+        "ordered_field_declaration_list" => positional_fields(cx, n, up),
+        "identifier" => identifier(cx, n, up),
+        "type_identifier" => type_identifier(cx, n, up),
+        "scoped_type_identifier" => scoped_type(cx, n),
+        "use_declaration" => use_declaration(cx, n),
+        "let_declaration" => let_declaration(cx, n),
+        "parameter" => parameter(cx, n),
+        "field_declaration" => field_declaration(cx, n),
+        "for_expression" => for_bindings(cx, n),
+        "function_item" | "function_signature_item" => function(cx, n),
+        "impl_item" => impl_item(cx, n),
+        "type_item" => type_item(cx, n),
+        "trait_item" => trait_item(cx, n),
+        _ => {}
+    }
+}
+
+/// `f()`, `a.f()`, `A::f()`, turbofish: a call site of the name called; a path
+/// call's receiver carries its first argument (`UFCS_SEP`) or, for
+/// `Default::default()` in a struct expression, the type it makes.
+fn call<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    let Some(mut f) = n.field("function") else {
+        return;
+    };
+    if f.kind_name() == "generic_function" {
+        match f.field("function") {
+            Some(g) => f = g,
+            None => return,
+        }
+    }
+    match f.kind_name() {
+        "identifier" => cx.site(f, None, SiteKind::Call),
+        "field_expression" => {
+            if let Some(field) = f.field("field") {
+                let recv = f.field("value").and_then(|v| expr(cx, v));
+                cx.site(field, recv.or_else(|| Some("?".into())), SiteKind::Call);
+            }
+        }
+        "scoped_identifier" => {
+            if let Some(name) = f.field("name") {
+                let recv = f.field("path").and_then(|p| path_head(cx, p));
+                // `Trait::method(x, …)`: when `Trait` is not in the
+                // repository, the method is `x`'s (see `UFCS_SEP`).
+                let first_arg = n
+                    .field("arguments")
+                    .and_then(|a| a.named_child(0))
+                    .and_then(|a| expr(cx, a));
+                let recv = match (recv, first_arg) {
+                    (Some(r), Some(a)) if r != "Self" && !r.contains(TRAIT_HINT) => {
+                        Some(format!("{r}{UFCS_SEP}{a}"))
+                    }
+                    (Some(r), _) if r == "Default" && cx.t(name) == "default" => {
+                        default_target(cx, up).or(Some(r))
+                    }
+                    (r, _) => r,
+                };
+                cx.site(name, recv.or_else(|| Some("?".into())), SiteKind::Call);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `a::b` outside a `use` and not called: a use of `b` on `a`, and of the head `a`.
+fn scoped_identifier<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    let called = up.parent().is_some_and(|p| {
+        (p.kind_name() == "call_expression" && p.field("function") == Some(n))
+            || p.kind_name() == "generic_function"
+            || p.kind_name().starts_with("use")
+            || p.kind_name() == "scoped_use_list"
+    });
+    let in_use = in_use_tree(up);
+    if !called
+        && !in_use
+        && let Some(name) = n.field("name")
+    {
+        // Also the middle of a longer path: `Item` in `crate::Item::Value`.
+        let recv = n.field("path").and_then(|p| path_head(cx, p));
+        cx.site(name, recv, SiteKind::Other);
+    }
+    // The head of the path: `Table` in `Table::new()`, `Item` in `Item::Value(v)`.
+    if !in_use
+        && let Some(head) = n.field("path")
+        && head.kind_name() == "identifier"
+    {
+        cx.site(head, None, SiteKind::Other);
+    }
+}
+
+/// `e => …`: a catch-all arm names the scrutinee.
+fn match_pattern<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    // `e => …`: a catch-all arm names the scrutinee.
+    if let Some(p) = n.named_child(0)
+        && p.kind_name() == "identifier"
+        && !cx.t(p).starts_with(|c: char| c.is_ascii_uppercase())
+    {
+        let name = cx.t(p).to_string();
+        let value = scrutinee_node(n, up).and_then(|v| expr(cx, v));
+        cx.bind(p.start_byte(), &name, value, false, false);
+    }
+}
+
+/// `<T: Trait>`: `T` stands for its first trait.
+fn type_parameter(cx: &mut Cx, n: Node) {
+    if let (Some(name), Some(bounds)) = (n.field("name"), n.field("bounds")) {
+        bind_bounded(cx, n, name, bounds);
+    }
+}
+
+/// `where T: Trait`: as a bound in the parameter list.
+fn where_predicate<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    if let (Some(left), Some(bounds)) = (n.field("left"), n.field("bounds"))
+        && left.kind_name() == "type_identifier"
+    {
+        // Visible from the start of the item it constrains: the
+        // parameters before the `where` use it.
+        let item = up.nth(1).unwrap_or(n);
+        bind_bounded(cx, item, left, bounds);
+    }
+}
+
+/// `struct S(A, B)` and `Variant(A, B)`: positional fields.
+fn positional_fields<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    let variant = up
+        .parent()
+        .filter(|p| p.kind_name() == "enum_variant")
+        .and_then(|p| p.field("name"))
+        .map(|v| cx.t(v).to_string());
+    ordered_fields(cx, n, variant.as_deref());
+}
+
+/// A name that is no declaration nor a field access: a use.
+fn identifier<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    if let Some(p) = up.parent()
+        && !is_declaration_name(n, p)
+        && p.kind_name() != "field_expression"
+    {
+        cx.site(n, None, SiteKind::Other);
+    }
+}
+
+/// A type name that is no declaration: a type use.
+fn type_identifier<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    if let Some(p) = up.parent()
+        && !matches!(
+            p.kind_name(),
+            "struct_item"
+                | "enum_item"
+                | "trait_item"
+                | "type_parameters"
+                | "scoped_type_identifier"
+                | "union_item"
+                | "associated_type"
+        )
+        // `type A = B;` and `<T: Trait = D>` name `A` and `T`; `B` and `D` are uses.
+        && !(matches!(p.kind_name(), "type_item" | "type_parameter")
+            && p.field("name") == Some(n))
+        && !(p.kind_name() == "where_predicate" && p.field("left") == Some(n))
+    {
+        cx.site(n, None, SiteKind::Type);
+    }
+}
+
+/// `a::T` in a type: a type use of `T` on `a`.
+fn scoped_type(cx: &mut Cx, n: Node) {
+    if let Some(name) = n.field("name") {
+        let recv = n.field("path").and_then(|p| path_head(cx, p));
+        cx.site(name, recv, SiteKind::Type);
+    }
+}
+
+/// A `use` item: see [`use_tree`].
+fn use_declaration(cx: &mut Cx, n: Node) {
+    if let Some(arg) = n.field("argument") {
+        use_tree(cx, n, arg, "");
+    }
+}
+
+/// `let x: T` / `let x = v` (and a tuple pattern, [`tuple_bindings`]):
+/// visible from the end of the statement.
+fn let_declaration(cx: &mut Cx, n: Node) {
+    let Some(p) = n.field("pattern") else {
+        return;
+    };
+    let p = if p.kind_name() == "mut_pattern" {
+        p.named_child(0).unwrap_or(p)
+    } else {
+        p
+    };
+    if p.kind_name() == "tuple_pattern" {
+        tuple_bindings(cx, n, p);
+        return;
+    }
+    if p.kind_name() != "identifier" {
+        return;
+    }
+    let name = cx.t(p).to_string();
+    if let Some(t) = n.field("type") {
+        bind_items(cx, n.end_byte(), &name, t, false);
+        let t = type_expr(cx, t);
+        cx.bind(n.end_byte(), &name, t, true, false);
+    } else if let Some(v) = n.field("value") {
+        let e = expr(cx, v);
+        cx.bind(n.end_byte(), &name, e, false, false);
+    }
+}
+
+/// `p: T`: `p` is a `T` (and its items, if `T` is a collection).
+fn parameter(cx: &mut Cx, n: Node) {
+    let (Some(p), Some(t)) = (n.field("pattern"), n.field("type")) else {
+        return;
+    };
+    let p = if p.kind_name() == "mut_pattern" {
+        p.named_child(0).unwrap_or(p)
+    } else {
+        p
+    };
+    if p.kind_name() == "identifier" {
+        let name = cx.t(p).to_string();
+        bind_items(cx, n.start_byte(), &name, t, false);
+        let t = type_expr(cx, t);
+        cx.bind(n.start_byte(), &name, t, true, false);
+    }
+}
+
+/// A struct field `f: T`.
+fn field_declaration(cx: &mut Cx, n: Node) {
+    if let (Some(name), Some(t)) = (n.field("name"), n.field("type")) {
+        let name = cx.t(name).to_string();
+        bind_items(cx, n.start_byte(), &name, t, true);
+        let t = type_expr(cx, t);
+        cx.bind(n.start_byte(), &name, t, true, true);
+    }
+}
+
+/// A function's return type (or tuple of types).
+fn function(cx: &mut Cx, n: Node) {
+    if let (Some(name), Some(r)) = (n.field("name"), n.field("return_type")) {
+        let t = return_type(cx, r);
+        cx.def_fact(name, t, DefFactKind::Returns);
+    }
+}
+
+/// `impl Trait for Type`: the trait the impl implements.
+fn impl_item(cx: &mut Cx, n: Node) {
+    let (Some(t), Some(tr)) = (n.field("type"), n.field("trait")) else {
+        return;
+    };
+    let t = match t.kind_name() {
+        "reference_type" => t.field("type").unwrap_or(t),
+        _ => t,
+    };
+    let name = match t.kind_name() {
+        "generic_type" => t.field("type"),
+        _ => Some(t),
+    };
+    let name = name.map(|x| {
+        if x.kind_name() == "scoped_type_identifier" {
+            x.field("name").unwrap_or(x)
+        } else {
+            x
+        }
+    });
+    if let Some(name) = name {
+        let e = type_expr(cx, tr);
+        cx.def_fact(name, e, DefFactKind::ImplTrait);
+    }
+}
+
+/// `type A = B;`: members of `A` are those of `B`.
+fn type_item(cx: &mut Cx, n: Node) {
+    // `type A = B;`: members of `A` are those of `B`.
+    if let (Some(name), Some(t)) = (n.field("name"), n.field("type")) {
+        let e = type_expr(cx, t);
+        cx.def_fact(name, e, DefFactKind::Base);
+    }
+}
+
+/// A trait's supertraits: its bases.
+fn trait_item(cx: &mut Cx, n: Node) {
+    let (Some(name), Some(bounds)) = (n.field("name"), n.field("bounds")) else {
+        return;
+    };
+    let mut c = bounds.walk();
+    for b in bounds.named_children(&mut c) {
+        let e = type_expr(cx, b);
+        cx.def_fact(name, e, DefFactKind::Base);
+    }
+}

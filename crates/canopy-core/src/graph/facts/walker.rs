@@ -1,0 +1,275 @@
+//! The tree walk every language's fact extraction shares: [`walk_tree`]
+//! visits each named node with its ancestors ([`Up`]), and [`Cx`] records
+//! what the per-language handlers find (sites, imports, bindings,
+//! definition facts) with their lines and columns. [`GrammarLookup`] reads
+//! fields and kinds from per-grammar tables instead of tree-sitter's
+//! string searches.
+
+use tree_sitter::Node;
+
+use super::model::{Binding, DefFact, DefFactKind, FileFacts, Import, Site, SiteKind};
+use crate::lang::Language;
+
+/// Field ids by name of one grammar, and its node kinds by id.
+struct GrammarTables {
+    fields: foldhash::HashMap<&'static str, std::num::NonZeroU16>,
+    kinds: Vec<&'static str>,
+}
+
+thread_local! {
+    /// The tables of the grammar whose tree this thread is walking.
+    static WALKED: std::cell::Cell<Option<&'static GrammarTables>> = const { std::cell::Cell::new(None) };
+}
+
+/// The tables of `language`'s grammar, built once.
+fn grammar_tables(language: Language) -> Option<&'static GrammarTables> {
+    static TABLES: [std::sync::OnceLock<GrammarTables>; Language::ALL.len()] =
+        [const { std::sync::OnceLock::new() }; Language::ALL.len()];
+    let grammar = &language.spec()?.grammar;
+    Some(TABLES[language as usize].get_or_init(|| {
+        GrammarTables {
+            fields: (1..=grammar.field_count() as u16)
+                .filter_map(|id| {
+                    let name = grammar.field_name_for_id(id)?;
+                    Some((name, std::num::NonZeroU16::new(id)?))
+                })
+                .collect(),
+            kinds: (0..grammar.node_kind_count() as u16)
+                .map(|id| grammar.node_kind_for_id(id).unwrap_or_default())
+                .collect(),
+        }
+    }))
+}
+
+/// Makes [`GrammarLookup`] use `language`'s tables on this thread until
+/// dropped (then the tables before come back).
+pub(super) struct WalkedGrammar(Option<&'static GrammarTables>);
+
+impl WalkedGrammar {
+    pub(super) fn set(language: Language) -> WalkedGrammar {
+        WalkedGrammar(WALKED.with(|w| w.replace(grammar_tables(language))))
+    }
+}
+
+impl Drop for WalkedGrammar {
+    fn drop(&mut self) {
+        WALKED.with(|w| w.set(self.0));
+    }
+}
+
+/// A node's child by field name, and its kind, from the walked grammar's
+/// tables. `Node::child_by_field_name` finds the field's id by comparing the
+/// name with every field name of the grammar (`strncmp`, a hundred for
+/// Rust), and `Node::kind` measures and checks the kind's C string, on
+/// every call; the walkers ask several times per node.
+pub(crate) trait GrammarLookup<'t> {
+    /// The child in field `name` (`child_by_field_name`).
+    fn field(&self, name: &str) -> Option<Node<'t>>;
+    /// The node's kind (`kind`).
+    fn kind_name(&self) -> &'static str;
+}
+
+impl<'t> GrammarLookup<'t> for Node<'t> {
+    fn field(&self, name: &str) -> Option<Node<'t>> {
+        let child = match WALKED.with(|w| w.get()).and_then(|t| t.fields.get(name)) {
+            Some(id) => self.child_by_field_id(id.get()),
+            None => self.child_by_field_name(name),
+        };
+        // The tables must be those of the grammar that made the tree.
+        debug_assert_eq!(child, self.child_by_field_name(name));
+        child
+    }
+
+    fn kind_name(&self) -> &'static str {
+        let kind = WALKED
+            .with(|w| w.get())
+            .and_then(|t| t.kinds.get(usize::from(self.kind_id())).copied())
+            .filter(|k| !k.is_empty())
+            .unwrap_or_else(|| self.kind());
+        debug_assert_eq!(kind, self.kind());
+        kind
+    }
+}
+
+fn line_starts(text: &str) -> Vec<usize> {
+    let mut v = vec![0];
+    v.extend(
+        text.bytes()
+            .enumerate()
+            .filter(|&(_, b)| b == b'\n')
+            .map(|(i, _)| i + 1),
+    );
+    v
+}
+
+/// The extraction context the per-language walkers share.
+pub(crate) struct Cx<'a> {
+    pub text: &'a str,
+    pub facts: FileFacts,
+    line_starts: Vec<usize>,
+}
+
+impl<'a> Cx<'a> {
+    /// An empty context for `text`.
+    pub(super) fn new(text: &'a str) -> Cx<'a> {
+        Cx {
+            text,
+            facts: FileFacts::default(),
+            line_starts: line_starts(text),
+        }
+    }
+
+    /// The text of a node.
+    pub fn t(&self, n: Node) -> &str {
+        self.text.get(n.byte_range()).unwrap_or("")
+    }
+
+    /// Records a site at `name_node`.
+    pub fn site(&mut self, name_node: Node, recv: Option<String>, kind: SiteKind) {
+        let name = self.t(name_node).to_string();
+        self.site_named(name_node.start_byte(), name, recv, kind);
+    }
+
+    /// Records a site with an explicit name at `byte`.
+    pub fn site_named(&mut self, byte: usize, name: String, recv: Option<String>, kind: SiteKind) {
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '_' || c == '$')
+        {
+            return;
+        }
+        let line = self.line_starts.partition_point(|&s| s <= byte);
+        let ls = self.line_starts[line - 1];
+        let col = self
+            .text
+            .get(ls..byte)
+            .map(|s| s.chars().count())
+            .unwrap_or(0);
+        self.facts.sites.push(Site {
+            byte: byte as u32,
+            line: line as u32,
+            col: col as u32,
+            name,
+            recv,
+            kind,
+        });
+    }
+
+    /// Records an import binding that importers of this file also see.
+    pub fn import(&mut self, at: Node, local: &str, module: &str, name: Option<&str>) {
+        self.import_as(at, local, module, name, true);
+    }
+
+    /// Records an import binding; `exported`: see [`Import::exported`].
+    pub fn import_as(
+        &mut self,
+        at: Node,
+        local: &str,
+        module: &str,
+        name: Option<&str>,
+        exported: bool,
+    ) {
+        if local.is_empty() {
+            return;
+        }
+        self.facts.imports.push(Import {
+            byte: at.start_byte() as u32,
+            local: local.to_string(),
+            module: module.to_string(),
+            name: name.map(str::to_string),
+            exported,
+        });
+    }
+
+    /// Records a binding.
+    pub fn bind(
+        &mut self,
+        at: usize,
+        name: &str,
+        expr: Option<String>,
+        is_type: bool,
+        field: bool,
+    ) {
+        let Some(expr) = expr.filter(|e| !e.is_empty()) else {
+            return;
+        };
+        if name.is_empty() {
+            return;
+        }
+        self.facts.bindings.push(Binding {
+            byte: at as u32,
+            name: name.to_string(),
+            expr,
+            is_type,
+            field,
+        });
+    }
+
+    /// Records a fact about the definition named by `name_node`.
+    pub fn def_fact(&mut self, name_node: Node, expr: Option<String>, what: DefFactKind) {
+        let Some(expr) = expr.filter(|e| !e.is_empty()) else {
+            return;
+        };
+        let name = self.t(name_node).to_string();
+        self.facts.defs.push(DefFact {
+            byte: name_node.start_byte() as u32,
+            name,
+            expr,
+            what,
+        });
+    }
+}
+
+/// The ancestors of the node [`walk_tree`] visits (up to the walk's root):
+/// its parent in O(1), where tree-sitter's `Node::parent` descends from the
+/// root of the tree on every call (15% of a Django index's CPU once).
+pub(crate) struct Up<'a, 't>(&'a [Node<'t>]);
+
+impl<'t> Up<'_, 't> {
+    /// The parent.
+    pub fn parent(&self) -> Option<Node<'t>> {
+        self.0.last().copied()
+    }
+
+    /// The `k`-th ancestor above the parent (`nth(0)` is the parent).
+    pub fn nth(&self, k: usize) -> Option<Node<'t>> {
+        self.0.len().checked_sub(k + 1).map(|i| self.0[i])
+    }
+
+    /// The ancestors of the parent (this list without the parent).
+    pub fn above(&self) -> Up<'_, 't> {
+        Up(&self.0[..self.0.len().saturating_sub(1)])
+    }
+
+    /// Ancestors, nearest first.
+    pub fn iter(&self) -> impl Iterator<Item = Node<'t>> + '_ {
+        self.0.iter().rev().copied()
+    }
+}
+
+/// Calls `f` on every named descendant of `n` (pre-order) with its
+/// ancestors, without recursion limits.
+pub(crate) fn walk_tree<'t>(root: Node<'t>, f: &mut dyn FnMut(Node<'t>, &Up<'_, 't>)) {
+    let mut cursor = root.walk();
+    let mut stack: Vec<Node<'t>> = Vec::with_capacity(64);
+    loop {
+        let node = cursor.node();
+        if node.is_named() {
+            f(node, &Up(&stack));
+        }
+        if cursor.goto_first_child() {
+            stack.push(node);
+            continue;
+        }
+        loop {
+            if cursor.goto_next_sibling() {
+                break;
+            }
+            if !cursor.goto_parent() {
+                return;
+            }
+            stack.pop();
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Whole-graph counts over resolved call edges: hotspots (distinct
+//! callers plus callees of every unit, kept per index state by the
+//! engine's cache) and unused-symbol candidates.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::{is_entry_point, is_public, is_test_path};
+use crate::error::Result;
+use crate::graph::nav::{Graph, MAX_RESULTS};
+use crate::lang::SiteKind;
+use crate::model::Handle;
+use crate::store::graph::STATUS_RESOLVED;
+use crate::store::read::NodeRecord;
+
+/// A unit with many callers or callees.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Hotspot {
+    /// The unit.
+    pub handle: Handle,
+    /// Its qualified name.
+    pub qualified_name: Option<String>,
+    /// Distinct units calling it.
+    pub fan_in: usize,
+    /// Distinct units it calls.
+    pub fan_out: usize,
+}
+
+/// Hotspots, highest fan-in + fan-out first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HotspotAnswer {
+    /// The units.
+    pub hotspots: Vec<Hotspot>,
+    /// Units with any call edge.
+    pub total: usize,
+}
+
+/// Definitions nothing resolved points at.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UnusedAnswer {
+    /// Candidates (not proof: dynamic uses are invisible).
+    pub candidates: Vec<Handle>,
+    /// Candidates before the cap.
+    pub total: usize,
+    /// Definitions left out because an unresolved call site has their name.
+    pub maybe_used: usize,
+    /// Whether the cap cut the answer.
+    pub truncated: bool,
+}
+
+/// A unit's call degrees: (unit id, distinct callers, distinct callees).
+pub(crate) type Degree = (i64, usize, usize);
+
+impl Graph<'_> {
+    /// Every unit with resolved call edges as (unit, distinct callers,
+    /// distinct callees), the busiest first (ties by id).
+    pub(crate) fn degrees(&self) -> Result<Vec<Degree>> {
+        let mut callers: HashMap<i64, HashSet<i64>> = HashMap::new();
+        let mut callees: HashMap<i64, HashSet<i64>> = HashMap::new();
+        for e in self.store.all_edges()? {
+            if e.kind != SiteKind::Call || e.status != STATUS_RESOLVED {
+                continue;
+            }
+            let Some(d) = e.dst else { continue };
+            callers.entry(d).or_default().insert(e.src);
+            callees.entry(e.src).or_default().insert(d);
+        }
+        let mut all: Vec<Degree> = callers
+            .keys()
+            .chain(callees.keys())
+            .copied()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .map(|id| {
+                (
+                    id,
+                    callers.get(&id).map_or(0, HashSet::len),
+                    callees.get(&id).map_or(0, HashSet::len),
+                )
+            })
+            .collect();
+        all.sort_by(|a, b| (b.1 + b.2).cmp(&(a.1 + a.2)).then(a.0.cmp(&b.0)));
+        Ok(all)
+    }
+
+    /// Units with the most distinct callers plus callees (resolved call edges).
+    pub fn hotspots(&self, top: usize) -> Result<HotspotAnswer> {
+        let degrees = match self.cache {
+            Some(cache) => {
+                let key = format!(
+                    "{}\u{0}{}",
+                    self.store.generation()?,
+                    self.store
+                        .meta(crate::store::meta_keys::LAST_INDEXED)?
+                        .unwrap_or_default()
+                );
+                cache.degrees(key, || self.degrees())?
+            }
+            None => std::sync::Arc::new(self.degrees()?),
+        };
+        let total = degrees.len();
+        let all: Vec<Degree> = degrees
+            .iter()
+            .take(top.clamp(1, MAX_RESULTS))
+            .copied()
+            .collect();
+        let ids: Vec<i64> = all.iter().map(|a| a.0).collect();
+        let nodes: HashMap<i64, NodeRecord> = self
+            .store
+            .nodes_by_rowids(&ids)?
+            .into_iter()
+            .map(|n| (n.rowid, n))
+            .collect();
+        let hotspots = all
+            .into_iter()
+            .filter_map(|(id, fi, fo)| {
+                let n = nodes.get(&id)?;
+                Some(Hotspot {
+                    handle: self.handle(n),
+                    qualified_name: n.qualified_name.clone(),
+                    fan_in: fi,
+                    fan_out: fo,
+                })
+            })
+            .collect();
+        Ok(HotspotAnswer { hotspots, total })
+    }
+
+    /// Definitions with no resolved use, except tests, entry points and
+    /// (unless `include_public`) public ones; those whose name an unresolved
+    /// call site has are counted in `maybe_used`, not listed.
+    pub fn unused_symbols(&self, include_public: bool, max_results: usize) -> Result<UnusedAnswer> {
+        let used: HashSet<i64> = self
+            .store
+            .all_edges()?
+            .into_iter()
+            .filter_map(|e| e.dst)
+            .collect();
+        // Names some raw reference uses: a definition with such a name may be
+        // used through a site resolution could not bind.
+        let unresolved = self.store.used_ref_names()?;
+        let ids: Vec<i64> = self
+            .store
+            .definition_ids()?
+            .into_iter()
+            .filter(|id| !used.contains(id))
+            .collect();
+        let mut nodes = self.store.nodes_by_rowids(&ids)?;
+        nodes.sort_by(|a, b| {
+            a.file_path
+                .cmp(&b.file_path)
+                .then(a.start_byte.cmp(&b.start_byte))
+        });
+        let mut maybe_used = 0;
+        let mut out = Vec::new();
+        for n in nodes {
+            if is_test_path(&n.file_path)
+                || is_entry_point(&n)
+                || (!include_public && is_public(&n))
+            {
+                continue;
+            }
+            if n.name.as_deref().is_some_and(|x| unresolved.contains(x)) {
+                maybe_used += 1;
+                continue;
+            }
+            out.push(n);
+        }
+        let total = out.len();
+        let max = max_results.clamp(1, MAX_RESULTS);
+        Ok(UnusedAnswer {
+            candidates: out.iter().take(max).map(|n| self.handle(n)).collect(),
+            total,
+            maybe_used,
+            truncated: total > max,
+        })
+    }
+}

@@ -1,0 +1,111 @@
+//! TypeScript's and JavaScript's resolution rules: `this` / `super`,
+//! modules as relative file specifiers, overloads (a use means the
+//! implementation).
+
+use super::{Among, Conventions, LanguageRules};
+use crate::graph::resolve::eval::{Ctx, Val};
+use crate::graph::resolve::ids::{FileIdx, SymId};
+use crate::graph::resolve::world::{World, is_function};
+
+/// TypeScript's and JavaScript's differences as data: none.
+pub(crate) const CONVENTIONS: Conventions = Conventions::NEUTRAL;
+
+/// TypeScript's and JavaScript's rules (they keep no tables).
+pub(crate) struct EcmaScript;
+
+impl LanguageRules for EcmaScript {
+    fn head(
+        &self,
+        w: &World,
+        cx: &Ctx,
+        head: &str,
+        _called: bool,
+        _value: bool,
+    ) -> Option<Vec<Val>> {
+        match head {
+            "this" => Some(w.enclosing_class_as(cx, Val::Inst)),
+            "super" => Some(w.enclosing_class_as(cx, Val::Super)),
+            _ => None,
+        }
+    }
+
+    fn is_self_receiver(&self, first: &str) -> bool {
+        first == "this" || first == "super"
+    }
+
+    fn choose(&self, w: &World, found: Vec<SymId>, _among: Among) -> Vec<SymId> {
+        overload_implementation(w, found)
+    }
+
+    fn import_module(&self, w: &World, fi: FileIdx, module: &str) -> Option<Val> {
+        resolve_module(&w.files[fi].path, module, &|p| {
+            w.file_by_path.contains_key(p)
+        })
+        .and_then(|p| w.file_by_path.get(&p).map(|&f| Val::File(f)))
+    }
+}
+
+/// TypeScript overloads: signatures, then the implementation, all functions
+/// of one kind and name in one file; a use means the implementation (the
+/// last). Anything else (a class and a namespace of one name…) stays as it is.
+fn overload_implementation(w: &World, defs: Vec<SymId>) -> Vec<SymId> {
+    let first = &w.syms[defs[0]];
+    let overloads = defs.iter().all(|&d| {
+        let s = &w.syms[d];
+        s.node_type == first.node_type && is_function(s.node_type) && s.file == first.file
+    });
+    if !overloads {
+        return defs;
+    }
+    defs.into_iter()
+        .max_by_key(|&d| w.syms[d].start)
+        .into_iter()
+        .collect()
+}
+
+/// The file a relative module specifier names, among `exists` (`./x` from
+/// `src/a/b.ts` → `src/a/x.ts`, `src/a/x/index.ts`, …).
+pub(crate) fn resolve_module(
+    from: &str,
+    spec: &str,
+    exists: &dyn Fn(&str) -> bool,
+) -> Option<String> {
+    if !spec.starts_with('.') {
+        return None;
+    }
+    let mut parts: Vec<&str> = from.split('/').collect();
+    parts.pop();
+    for seg in spec.split('/') {
+        match seg {
+            "." | "" => {}
+            ".." => {
+                parts.pop()?;
+            }
+            s => parts.push(s),
+        }
+    }
+    let base = parts.join("/");
+    let base = base
+        .strip_suffix(".js")
+        .or_else(|| base.strip_suffix(".mjs"))
+        .unwrap_or(&base)
+        .to_string();
+    for ext in [
+        "",
+        ".ts",
+        ".tsx",
+        ".d.ts",
+        ".js",
+        ".jsx",
+        ".mjs",
+        "/index.ts",
+        "/index.tsx",
+        "/index.js",
+    ] {
+        let candidate = format!("{base}{ext}");
+        if exists(&candidate) {
+            return Some(candidate);
+        }
+    }
+    None
+}

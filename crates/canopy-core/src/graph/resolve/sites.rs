@@ -1,0 +1,245 @@
+//! Binding a file's sites: each use of a name ([`crate::graph::facts::Site`])
+//! becomes an edge from the unit around it to the definitions it means —
+//! through an import, a receiver's value, or the scope — and each
+//! class-like unit gets edges to the types it extends or implements.
+//! How sure an edge is follows from how it was found ([`confidence`]).
+
+use super::eval::{Ctx, Val};
+use super::ids::{FileIdx, SymId};
+use super::world::{World, is_classlike};
+use crate::graph::facts::model::{IMPORT_RECV, SiteKind};
+use crate::lang::NodeType;
+use crate::store::graph_rows::{EdgeRow, How, Target};
+
+/// How sure an edge found this way is, 0..=100.
+pub(crate) fn confidence(how: How) -> u8 {
+    match how {
+        How::Scope | How::Import | How::Receiver => 100,
+        How::Inferred | How::Inherited => 90,
+        How::UniqueName => 50,
+        How::None => 0,
+        How::Base => 100,
+    }
+}
+
+impl World {
+    /// Resolves every site of file `fi`.
+    pub fn resolve_file(&self, fi: FileIdx) -> Vec<EdgeRow> {
+        let facts = &self.files[fi].facts;
+        let mut out = Vec::with_capacity(facts.sites.len() / 2);
+        for site in &facts.sites {
+            let Some(scope) = self.innermost(fi, site.byte) else {
+                continue;
+            };
+            let cx = Ctx {
+                file: fi,
+                byte: site.byte,
+                scope,
+            };
+            let (cands, how) = self.resolve_site(&cx, &site.name, site.recv.as_deref(), site.kind);
+            let mut cands = cands;
+            cands.sort_unstable();
+            cands.dedup();
+            let src = self.syms[self.caller_unit(fi, site.byte).unwrap_or(scope)].id;
+            let target = match cands.len() {
+                0 => {
+                    // Only calls are worth recording unresolved ("N call sites named X").
+                    if site.kind != SiteKind::Call {
+                        continue;
+                    }
+                    Target::Unresolved
+                }
+                1 => Target::Resolved(self.syms[cands[0]].id),
+                _ => Target::Ambiguous(cands.iter().map(|&c| self.syms[c].id).collect()),
+            };
+            let how = if target == Target::Unresolved {
+                How::None
+            } else {
+                how
+            };
+            let confidence = match &target {
+                Target::Ambiguous(c) => (confidence(how) / c.len() as u8).max(1),
+                _ => confidence(how),
+            };
+            out.push(EdgeRow {
+                src,
+                target,
+                kind: site.kind,
+                how,
+                confidence,
+                line: site.line,
+                col: site.col,
+                name: site.name.clone(),
+            });
+        }
+        self.base_edges(fi, &mut out);
+        out
+    }
+
+    /// Type relations of the class-like units of file `fi`: bases, traits an
+    /// `impl` implements, and what the language adds (Go: the interfaces a
+    /// type's method set satisfies).
+    fn base_edges(&self, fi: FileIdx, out: &mut Vec<EdgeRow>) {
+        for &t in &self.file_syms[fi] {
+            let ts = &self.syms[t];
+            if !is_classlike(ts.node_type) {
+                continue;
+            }
+            let mut targets: Vec<SymId> = Vec::new();
+            if ts.node_type == NodeType::Impl {
+                for (_, tr) in self
+                    .impl_traits
+                    .get(&ts.name)
+                    .into_iter()
+                    .flatten()
+                    .filter(|(i, _)| *i == t)
+                {
+                    let Some((_, tr)) = tr.split_once('\u{0}') else {
+                        continue;
+                    };
+                    self.type_units(&self.ctx_at_start(t), tr, 0, &mut targets);
+                }
+            } else if self.bases_of(t).is_some() {
+                targets.extend(self.base_types(t, 0).into_iter().filter(|&b| b != t));
+            }
+            self.rules_of(fi)
+                .satisfied_interfaces(self, t, &mut targets);
+            targets.sort_unstable();
+            targets.dedup();
+            for b in targets {
+                out.push(EdgeRow {
+                    src: ts.id,
+                    target: Target::Resolved(self.syms[b].id),
+                    kind: SiteKind::Type,
+                    how: How::Base,
+                    confidence: confidence(How::Base),
+                    line: 0,
+                    col: 0,
+                    name: self.syms[b].name.clone(),
+                });
+            }
+        }
+    }
+
+    /// The unit a site's edge starts from: the innermost named definition
+    /// (functions, classes, …) containing it, else the file.
+    fn caller_unit(&self, fi: FileIdx, byte: u32) -> Option<SymId> {
+        self.innermost_where(fi, byte, |s| {
+            s.node_type == NodeType::File
+                || (s.node_type.is_symbol() && s.node_type != NodeType::Impl)
+        })
+    }
+
+    /// The definitions a site means, and how they were found.
+    pub(crate) fn resolve_site(
+        &self,
+        cx: &Ctx,
+        name: &str,
+        recv: Option<&str>,
+        kind: SiteKind,
+    ) -> (Vec<SymId>, How) {
+        let conv = self.conventions_of(cx.file);
+        match recv {
+            Some(r)
+                if r.starts_with(IMPORT_RECV)
+                    || (kind == SiteKind::Import && conv.import_sites_name_their_module) =>
+            {
+                let module = r.strip_prefix(IMPORT_RECV).unwrap_or(r);
+                let vals = self.import_target(cx.file, module, Some(name), 0);
+                (self.defs_of(&vals), How::Import)
+            }
+            Some("?") => (Vec::new(), How::None),
+            Some(r) => {
+                match self
+                    .rules_of(cx.file)
+                    .qualified_receiver(self, cx, name, r, kind)
+                {
+                    Some(found) => found,
+                    None => self.receiver_site(cx, name, r, kind),
+                }
+            }
+            None => {
+                let (mut vals, how) = self.lookup(cx, name, 0);
+                if conv.modules_apart_from_values
+                    && kind == SiteKind::Call
+                    && vals.iter().any(|v| !self.is_module_value(v))
+                {
+                    // `value(x)` calls the function, not the module of that name.
+                    vals.retain(|v| !self.is_module_value(v));
+                }
+                (self.defs_of(&vals), how)
+            }
+        }
+    }
+
+    /// A site on receiver `r`: the members named `name` of what `r`
+    /// evaluates to; when nothing is known of `r`'s root, a call may be
+    /// guessed ([`World::unique_method`]).
+    fn receiver_site(&self, cx: &Ctx, name: &str, r: &str, kind: SiteKind) -> (Vec<SymId>, How) {
+        let rules = self.rules_of(cx.file);
+        let vals = self.eval(cx, r, 0);
+        let mut out = Vec::new();
+        let mut how = How::Inferred;
+        let first = r.split('.').next().unwrap_or_default();
+        for v in &vals {
+            if let Val::Inst(_) | Val::Super(_) = v
+                && rules.is_self_receiver(first)
+            {
+                how = How::Receiver;
+            }
+            if matches!(v, Val::File(_) | Val::Module(_)) {
+                how = How::Import;
+            }
+            let (found, inherited) = self.member_defs(v, name, 0);
+            if inherited {
+                how = How::Inherited;
+            }
+            out.extend(found);
+        }
+        // Unknown receiver: guess only when even its root is unknown (a
+        // pattern or closure binding). A known root whose member has an
+        // external type (`self.text.len()`, text: String) is external.
+        let root_unknown = || {
+            let root = r.split('.').next().unwrap_or_default();
+            root == r || self.eval(cx, root, 0).is_empty()
+        };
+        if out.len() > 1 {
+            rules.narrow_methods(self, cx, &mut out);
+        }
+        if out.is_empty() && vals.is_empty() && kind == SiteKind::Call && root_unknown() {
+            // Unknown receiver: a method name defined once in the repository.
+            if let Some(only) = self.unique_method(cx.file, name) {
+                return (vec![only], How::UniqueName);
+            }
+        }
+        (out, how)
+    }
+
+    /// The method named `name` that a call in file `fi` on a receiver of
+    /// unknown type is guessed to reach: the only method of that name in
+    /// the repository (same language family), where the file's rules allow
+    /// the guess ([`super::lang::LanguageRules::may_guess`]: Rust's Cargo
+    /// packages). Uniqueness is over the whole repository, not over what
+    /// the caller reaches: a name defined once is what makes the guess
+    /// likely (`waker()` has one definition in tokio's own package and is
+    /// mostly called on `std`'s `Context`).
+    fn unique_method(&self, fi: FileIdx, name: &str) -> Option<SymId> {
+        let family = self.files[fi].family;
+        let c: Vec<SymId> = self
+            .by_name
+            .get(name)?
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let s = &self.syms[i];
+                s.node_type == NodeType::Method && self.files[s.file].family == family
+            })
+            .collect();
+        let &[only] = c.as_slice() else {
+            return None;
+        };
+        self.rules_of(fi)
+            .may_guess(self, fi, self.syms[only].file)
+            .then_some(only)
+    }
+}
