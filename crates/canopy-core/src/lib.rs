@@ -72,6 +72,7 @@ mod layering {
             ("graph/facts.rs", include_str!("graph/facts.rs")),
             ("store/mod.rs", include_str!("store/mod.rs")),
             ("store/read.rs", include_str!("store/read.rs")),
+            ("store/swap.rs", include_str!("store/swap.rs")),
         ];
         for (file, text) in below {
             for (n, line) in text.lines().enumerate() {
