@@ -143,7 +143,12 @@ fn process(candidate: &Candidate, old_hash: Option<&str>, max_file_size: u64) ->
     // The first file that needs parsing starts compiling the tokenizer's
     // regex (unless a fresh index already did), while tree-sitter parses it.
     tokens::warm_up_in_background();
-    let mut parsed = parse_file(&candidate.path, &bytes);
+    let mut parsed = if size > crate::oversize::PARSE_MAX_BYTES {
+        // Bounded work and memory whatever the size limit (issue N6).
+        crate::oversize::parse_windows(&candidate.path, &bytes)
+    } else {
+        parse_file(&candidate.path, &bytes)
+    };
     let facts = parsed.facts.take().map(|f| f.encode());
     let line_count = bytes.iter().filter(|&&b| b == b'\n').count() as u32
         + u32::from(!bytes.is_empty() && !bytes.ends_with(b"\n"));

@@ -27,6 +27,7 @@ mod knobs;
 pub mod lang;
 pub mod lazy;
 pub mod model;
+pub mod oversize;
 pub mod pack;
 pub mod query;
 pub mod resultset;
@@ -73,6 +74,7 @@ mod layering {
             ("store/mod.rs", include_str!("store/mod.rs")),
             ("store/read.rs", include_str!("store/read.rs")),
             ("store/swap.rs", include_str!("store/swap.rs")),
+            ("oversize.rs", include_str!("oversize.rs")),
         ];
         for (file, text) in below {
             for (n, line) in text.lines().enumerate() {
