@@ -1,7 +1,8 @@
 //! Rebuilds and other processes (issue 32): a process reading the index
 //! while another rebuilds it gets the old complete index until the new one
 //! is live (N2); a long-lived `canopy mcp` sees indexes written by other
-//! processes, rebuilt or replaced (N9).
+//! processes, rebuilt or replaced (N9); the human pack output marks
+//! handles of files changed since indexing (N4).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -9,7 +10,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, mpsc};
 
-use canopy_core::index::IndexProgress;
+use canopy_core::index::{IndexProgress, NoProgress};
 use canopy_core::{Engine, EngineOptions};
 use serde_json::{Value, json};
 
@@ -243,4 +244,39 @@ fn a_long_lived_mcp_server_sees_what_other_processes_rebuild_or_replace() {
         "the server kept reading the deleted index file"
     );
     assert_eq!(mcp.symbol_paths(root, "first_fn"), ["a.py"]);
+}
+
+#[test]
+fn the_human_pack_output_marks_stale_handles() {
+    let repo = git_repo();
+    let root = repo.path();
+    write(
+        root,
+        "billing/invoice.py",
+        "def compute_invoice_total(invoice):\n    return sum(invoice.lines)\n",
+    );
+    write(
+        root,
+        "tax.py",
+        "def apply_vat(amount):\n    return amount\n",
+    );
+    let e = Engine::open(root, EngineOptions::default()).unwrap();
+    e.index(None, &NoProgress).unwrap();
+    std::fs::remove_file(root.join("billing/invoice.py")).unwrap();
+    let out = canopy(
+        root,
+        &[
+            "pack",
+            "--pattern",
+            "Why does `compute_invoice_total` ignore discounts?",
+        ],
+    );
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let handle_line = stdout
+        .lines()
+        .find(|l| l.contains("compute_invoice_total") && l.contains("score"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(handle_line.contains("stale"), "{stdout}");
+    assert!(stdout.contains("stop_querying=false"), "{stdout}");
 }

@@ -725,6 +725,8 @@ impl Engine {
                 h.stale = stale;
             }
             pack.freshness = Some(crate::query::freshness(&snapshot, &previews)?);
+            // Evidence from files changed since indexing is no reason to stop.
+            pack.mark_stale();
             Ok((pack, coverage))
         })?;
         if let Some(coverage) = coverage {
