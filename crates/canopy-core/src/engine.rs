@@ -324,10 +324,13 @@ impl Engine {
         }
     }
 
-    /// Throws the index away and builds it again from the files
-    /// (`canopy index --rebuild`, `canopy_index` with `rebuild`, `POST
-    /// /reindex` with `rebuild`): the one repair for an index that is
-    /// damaged in a way the automatic checks did not see.
+    /// Builds the index again from the files (`canopy index --rebuild`,
+    /// `canopy_index` with `rebuild`, `POST /reindex` with `rebuild`): the
+    /// one repair for an index that is damaged in a way the automatic
+    /// checks did not see. The new index is built beside the live one,
+    /// which every reader keeps answering from until the new one is copied
+    /// in, atomically ([`crate::store::swap`]); by whichever process runs
+    /// the next index run if this one stops first.
     pub fn rebuild(&self, progress: &dyn IndexProgress) -> Result<IndexReport> {
         Engine::request_rebuild(&self.inner.root)?;
         self.index(None, progress)
@@ -337,7 +340,7 @@ impl Engine {
     /// run, by whichever front end, rebuilds it from scratch.
     pub fn request_rebuild(root: &Path) -> Result<()> {
         let db = root.join(CANOPY_DIR).join("index.db");
-        crate::store::mark_damaged(&db, "a rebuild was asked for")
+        crate::store::ask_rebuild(&db)
     }
 
     /// What is wrong with the index of the repository at `root`, if an
@@ -1151,7 +1154,7 @@ impl Inner {
         };
         let mut report = run_index(&self.root, side.store_mut()?, &options, progress)?;
         let generation = side.swap_into_live()?;
-        rebuild.clear_marker(&self.db_path)?;
+        rebuild.clear_markers()?;
         tracing::info!("the rebuilt index is live (generation {generation})");
         *lock(&self.pending_rebuild_note) = None;
         report.rebuilt = Some(rebuild.reason);

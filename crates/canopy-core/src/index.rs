@@ -71,9 +71,11 @@ fn on_index_pool<R: Send>(work: impl FnOnce() -> R + Send) -> R {
             .map_err(|e| tracing::warn!("cannot start the index threads ({e}); sharing rayon's"))
             .ok()
     });
-    match pool {
-        Some(pool) => pool.install(work),
-        None => work(),
+    match (pool, crate::cancel::current()) {
+        // The caller's cancellation flag goes along (it is per thread).
+        (Some(pool), Some(flag)) => pool.install(|| crate::cancel::within(&flag, work)),
+        (Some(pool), None) => pool.install(work),
+        (None, _) => work(),
     }
 }
 

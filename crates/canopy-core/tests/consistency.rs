@@ -130,6 +130,8 @@ fn assert_complete_answers(e: &Engine, generation: u64, who: &str) {
     let status = e.status().unwrap();
     assert_eq!(status.files_indexed, FILES as u64, "{who}");
     assert_eq!(status.index_coverage, 1.0, "{who}");
+    // A rebuild that was asked for is no damage.
+    assert!(status.damaged.is_none(), "{who}: {:?}", status.damaged);
 }
 
 #[test]

@@ -157,9 +157,9 @@ pub enum ForWriting {
 pub struct Rebuild {
     /// Said to the user (the next [`crate::model::IndexReport::rebuilt`]).
     pub reason: String,
-    /// The marker's text, when a marker asked for it: the marker is
-    /// removed after the swap only if nobody rewrote it meanwhile.
-    marker: Option<String>,
+    /// The markers that asked for it (path and text): each is removed
+    /// after the swap only if nobody rewrote it meanwhile.
+    markers: Vec<(PathBuf, String)>,
     /// Whether the live index can be read (same schema, sound header): a
     /// rebuild then replaces a working index and must be complete; else
     /// nothing usable is lost and it may start as a partial build.
@@ -167,21 +167,20 @@ pub struct Rebuild {
 }
 
 impl Rebuild {
-    /// Removes the marker that asked for this rebuild (after the swap),
-    /// unless it was written again since.
-    pub fn clear_marker(&self, db_path: &Path) -> Result<()> {
-        let Some(seen) = &self.marker else {
-            return Ok(());
-        };
-        let marker = damage_marker(db_path);
-        match std::fs::read_to_string(&marker) {
-            Ok(now) if &now == seen => match std::fs::remove_file(&marker) {
-                Ok(()) => Ok(()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                Err(e) => Err(CanopyError::io(marker, e)),
-            },
-            _ => Ok(()),
+    /// Removes the markers that asked for this rebuild (after the swap),
+    /// unless they were written again since.
+    pub fn clear_markers(&self) -> Result<()> {
+        for (marker, seen) in &self.markers {
+            match std::fs::read_to_string(marker) {
+                Ok(now) if &now == seen => match std::fs::remove_file(marker) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(CanopyError::io(marker, e)),
+                },
+                _ => {}
+            }
         }
+        Ok(())
     }
 }
 
@@ -262,7 +261,11 @@ impl Store {
     /// be rebuilt first (marked for rebuilding, another schema version, an
     /// unreadable file). Only writers rebuild, and never in place.
     pub fn open_for_writing(db_path: &Path) -> Result<ForWriting> {
-        let marker = std::fs::read_to_string(damage_marker(db_path)).ok();
+        // Damage first: its detail is the better reason.
+        let markers: Vec<(PathBuf, String)> = [damage_marker(db_path), rebuild_marker(db_path)]
+            .into_iter()
+            .filter_map(|m| std::fs::read_to_string(&m).ok().map(|text| (m, text)))
+            .collect();
         let opened = match Self::try_open(db_path) {
             Ok(Some(store)) => Ok(store),
             Ok(None) => Err(format!(
@@ -275,20 +278,20 @@ impl Store {
             )),
             Err(e) => return Err(e),
         };
-        match (opened, marker) {
+        match (opened, markers.first()) {
             (Ok(store), None) => Ok(ForWriting::Ready(Box::new(store))),
-            (Ok(_), Some(detail)) => Ok(ForWriting::Rebuild(Rebuild {
+            (Ok(_), Some((_, detail))) => Ok(ForWriting::Rebuild(Rebuild {
                 reason: format!(
                     "index at {} was marked for rebuilding ({}); rebuilding it",
                     db_path.display(),
                     detail.trim()
                 ),
-                marker: Some(detail),
+                markers,
                 live_usable: true,
             })),
-            (Err(reason), marker) => Ok(ForWriting::Rebuild(Rebuild {
+            (Err(reason), _) => Ok(ForWriting::Rebuild(Rebuild {
                 reason,
-                marker,
+                markers,
                 live_usable: false,
             })),
         }
@@ -655,6 +658,23 @@ pub fn damage_marker(db_path: &Path) -> PathBuf {
     let mut p = db_path.as_os_str().to_owned();
     p.push(".damaged");
     PathBuf::from(p)
+}
+
+/// The file that asks the next writer to rebuild an index nothing is
+/// known to be wrong with (`canopy index --rebuild`, `POST /reindex` with
+/// `rebuild`): `index.db.rebuild-asked`. Apart from the damage marker so
+/// that the index is not reported damaged while it is rebuilt (the live
+/// one answers meanwhile).
+pub fn rebuild_marker(db_path: &Path) -> PathBuf {
+    let mut p = db_path.as_os_str().to_owned();
+    p.push(".rebuild-asked");
+    PathBuf::from(p)
+}
+
+/// Asks the next writer to rebuild the index (see [`rebuild_marker`]).
+pub fn ask_rebuild(db_path: &Path) -> Result<()> {
+    let marker = rebuild_marker(db_path);
+    std::fs::write(&marker, "a rebuild was asked for").map_err(|e| CanopyError::io(marker, e))
 }
 
 /// Marks the index for rebuilding by the next writer (see [`Store::open`]).
