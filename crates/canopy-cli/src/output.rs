@@ -376,14 +376,16 @@ pub fn pack(answer: &Answer<EvidencePack>, json: bool) -> anyhow::Result<()> {
             if let Some(h) = pack.handles.iter().find(|h| &h.id == id) {
                 writeln!(
                     out,
-                    "  {} {}-{} {} {} {}t score {:.2}",
+                    "  {} {}-{} {} {} {}t score {:.2}{}",
                     h.id,
                     h.line_range[0],
                     h.line_range[1],
                     h.node_type,
                     h.name.as_deref().unwrap_or("-"),
                     h.token_count,
-                    h.score
+                    h.score,
+                    // Changed or deleted on disk since indexed (issue N4).
+                    if h.stale { " · stale" } else { "" }
                 )?;
             }
         }

@@ -4,10 +4,18 @@
 //! queries and opens a writer connection for each index run; index runs are
 //! serialised per engine, and SQLite's WAL lets other processes read (and
 //! serialises their writes) meanwhile.
+//!
+//! Invariant: **readers never wait for a writer.** A read takes the read
+//! connection and a snapshot, nothing an index run holds; a query that
+//! would index the files it points at does so only when no other run holds
+//! the index (it waits behind the engine's own background completion,
+//! whose chunks are bounded, and behind nothing else), and otherwise
+//! answers from what is indexed, saying how much that is.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 
 use crate::discover::{
@@ -23,7 +31,8 @@ use crate::query::{QueryParams, execute};
 use crate::resultset::{RefineParams, RefineResult, ResultSets};
 use crate::session::SessionStore;
 use crate::snapshot::Snapshot;
-use crate::store::{SCHEMA_VERSION, Store, meta_keys};
+use crate::store::swap::SideIndex;
+use crate::store::{ForWriting, Rebuild, SCHEMA_VERSION, Store, meta_keys};
 
 /// Default [`EngineOptions::time_budget`].
 pub const DEFAULT_TIME_BUDGET: std::time::Duration = std::time::Duration::from_secs(30);
@@ -105,7 +114,12 @@ struct Inner {
     db_path: PathBuf,
     options: EngineOptions,
     reader: Mutex<Store>,
+    /// Held by the index run in progress (runs are serialised).
     index_lock: Mutex<()>,
+    /// Which kind of run holds `index_lock` (a [`RunKind`] as `u8`; 0 for
+    /// none): a query waits to index its own files only behind the
+    /// background completion.
+    run_holder: AtomicU8,
     pending_rebuild_note: Mutex<Option<String>>,
     sessions: Mutex<SessionStore>,
     result_sets: Mutex<ResultSets>,
@@ -127,6 +141,32 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock cannot leave SQLite state half-written
     // (transactions roll back), so a poisoned lock is safe to reuse.
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Who holds an engine's index lock (see `Inner::run_holder`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum RunKind {
+    /// A chunk of the background completion of a partial index (at most
+    /// [`BACKGROUND_CHUNK`] files): a query may wait for it to index its
+    /// own files next.
+    Background = 1,
+    /// Anything else (a full run, a watcher's batch, a rebuild): queries
+    /// do not wait for it.
+    Other = 2,
+}
+
+/// The index lock, held for one run; says which kind of run holds it.
+struct RunGuard<'a> {
+    holder: &'a AtomicU8,
+    _lock: MutexGuard<'a, ()>,
+}
+
+impl Drop for RunGuard<'_> {
+    fn drop(&mut self) {
+        // Before the lock is released (fields drop after this body).
+        self.holder.store(0, Ordering::SeqCst);
+    }
 }
 
 impl Engine {
@@ -151,6 +191,7 @@ impl Engine {
                 options,
                 reader: Mutex::new(store),
                 index_lock: Mutex::new(()),
+                run_holder: AtomicU8::new(0),
                 pending_rebuild_note: Mutex::new(rebuilt),
                 sessions: Mutex::new(SessionStore::default()),
                 result_sets: Mutex::new(ResultSets::default()),
@@ -183,11 +224,12 @@ impl Engine {
         // `f` runs once: probe the connection first, so a stale one is
         // reopened before it.
         self.guarded(|| {
-            lock(&self.inner.reader)
+            self.inner
+                .reader()
                 .meta(meta_keys::LAST_INDEXED)
                 .map(|_| ())
         })?;
-        let store = lock(&self.inner.reader);
+        let store = self.inner.reader();
         let snapshot = store.read_snapshot_within(budget)?;
         let graph =
             crate::graph::nav::Graph::with_cache(&snapshot, self.root(), &self.inner.graph_cache);
@@ -245,7 +287,7 @@ impl Engine {
 
     /// Repo-relative paths the index holds (indexed or recorded as skipped).
     pub fn indexed_paths(&self) -> Result<std::collections::HashSet<String>> {
-        self.guarded(|| lock(&self.inner.reader).indexed_paths())
+        self.guarded(|| self.inner.reader().indexed_paths())
     }
 
     fn index_with(
@@ -253,7 +295,7 @@ impl Engine {
         options: IndexOptions,
         progress: &dyn IndexProgress,
     ) -> Result<IndexReport> {
-        let first = match self.inner.run(options.clone(), progress) {
+        let first = match self.inner.run(RunKind::Other, options.clone(), progress) {
             Err(CanopyError::Database(e)) => e,
             other => return other,
         };
@@ -264,10 +306,11 @@ impl Engine {
         if let Err(e) = self.reopen_reader() {
             tracing::warn!("cannot reopen the index: {e}");
         }
-        match self.inner.run(options.clone(), progress) {
+        match self.inner.run(RunKind::Other, options.clone(), progress) {
             // Damage met while indexing: marked, so the next run rebuilds.
             Err(e @ CanopyError::Database(_)) => match self.diagnose(e) {
                 CanopyError::IndexDamaged { .. } => self.inner.run(
+                    RunKind::Other,
                     IndexOptions {
                         glob: None,
                         only_paths: None,
@@ -281,10 +324,13 @@ impl Engine {
         }
     }
 
-    /// Throws the index away and builds it again from the files
-    /// (`canopy index --rebuild`, `canopy_index` with `rebuild`, `POST
-    /// /reindex` with `rebuild`): the one repair for an index that is
-    /// damaged in a way the automatic checks did not see.
+    /// Builds the index again from the files (`canopy index --rebuild`,
+    /// `canopy_index` with `rebuild`, `POST /reindex` with `rebuild`): the
+    /// one repair for an index that is damaged in a way the automatic
+    /// checks did not see. The new index is built beside the live one,
+    /// which every reader keeps answering from until the new one is copied
+    /// in, atomically ([`crate::store::swap`]); by whichever process runs
+    /// the next index run if this one stops first.
     pub fn rebuild(&self, progress: &dyn IndexProgress) -> Result<IndexReport> {
         Engine::request_rebuild(&self.inner.root)?;
         self.index(None, progress)
@@ -294,7 +340,7 @@ impl Engine {
     /// run, by whichever front end, rebuilds it from scratch.
     pub fn request_rebuild(root: &Path) -> Result<()> {
         let db = root.join(CANOPY_DIR).join("index.db");
-        crate::store::mark_damaged(&db, "a rebuild was asked for")
+        crate::store::ask_rebuild(&db)
     }
 
     /// What is wrong with the index of the repository at `root`, if an
@@ -359,7 +405,13 @@ impl Engine {
     /// the shared-memory index, which is what a deleted WAL needs.
     fn reopen_reader(&self) -> Result<()> {
         let mut reader = lock(&self.inner.reader);
-        *reader = Store::detached()?;
+        let old = std::mem::replace(&mut *reader, Store::detached()?);
+        if old.is_current() {
+            drop(old);
+        } else {
+            // Another file is at the path now: closing must not touch its log.
+            old.close_orphaned();
+        }
         *reader = Store::reopen(&self.inner.db_path)?;
         Ok(())
     }
@@ -372,13 +424,12 @@ impl Engine {
     ) -> Result<IndexReport> {
         let filter = glob.map(PathFilter::new).transpose()?;
         {
-            let _guard = lock(&self.inner.index_lock);
-            let (mut store, rebuilt) = Store::open_for_writing(&self.inner.db_path)?;
-            if rebuilt.is_some() {
-                *lock(&self.inner.reader) = Store::reopen(&self.inner.db_path)?;
-                *lock(&self.inner.pending_rebuild_note) = rebuilt;
+            let _guard = self.inner.lock_index(RunKind::Other);
+            // An index waiting to be rebuilt needs no marks: the rebuild
+            // parses every file again.
+            if let ForWriting::Ready(mut store) = Store::open_for_writing(&self.inner.db_path)? {
+                store.invalidate(&|path| filter.as_ref().is_none_or(|f| f.is_match(path)))?;
             }
-            store.invalidate(&|path| filter.as_ref().is_none_or(|f| f.is_match(path)))?;
         }
         self.index(glob, progress)
     }
@@ -423,18 +474,12 @@ impl Engine {
     }
 
     fn status_once(&self) -> Result<Status> {
-        let store = lock(&self.inner.reader);
+        let reader = self.inner.reader();
+        // One snapshot: the counts and the coverage agree.
+        let store = reader.read_snapshot()?;
         let counts = store.counts()?;
         let last_indexed = store.indexed_at()?;
-        let candidates = store
-            .meta(meta_keys::CANDIDATE_FILES)?
-            .and_then(|s| s.parse::<u64>().ok());
-        let complete = store.meta(meta_keys::INDEX_COMPLETE)?.as_deref() == Some("1");
-        let index_coverage = match candidates {
-            _ if complete => 1.0,
-            Some(n) if n > 0 => (counts.files as f64 / n as f64).min(1.0),
-            _ => 0.0,
-        };
+        let index_coverage = store.coverage()?;
         Ok(Status {
             indexed: true,
             files_indexed: counts.files,
@@ -459,28 +504,31 @@ impl Engine {
     /// reference). Zero in a consistent index after a finished run; used
     /// by tests.
     pub fn orphan_rows(&self) -> Result<u64> {
-        lock(&self.inner.reader).orphan_rows()
+        self.inner.reader().orphan_rows()
     }
 
     /// Pages inside the database file that no table uses. Zero after every
     /// finished run, which hands them back to the file system; used by tests.
     pub fn free_pages(&self) -> Result<u64> {
-        lock(&self.inner.reader).free_pages()
+        self.inner.reader().free_pages()
     }
 
     /// Whether any index run has finished for this repository (perhaps a partial one).
     pub fn is_indexed(&self) -> Result<bool> {
-        Ok(lock(&self.inner.reader)
-            .meta(meta_keys::LAST_INDEXED)?
-            .is_some())
+        Ok(self.inner.reader().meta(meta_keys::LAST_INDEXED)?.is_some())
     }
 
     /// Whether the index covers every candidate file of the repository.
     pub fn is_complete(&self) -> Result<bool> {
-        Ok(lock(&self.inner.reader)
-            .meta(meta_keys::INDEX_COMPLETE)?
-            .as_deref()
-            == Some("1"))
+        self.inner.reader().is_complete()
+    }
+
+    /// The generation of the index as readers see it now (0 before
+    /// anything was indexed). Every answer carries the generation of the
+    /// snapshot it read (`freshness.generation`); this is for callers that
+    /// want to know whether the index moved.
+    pub fn generation(&self) -> Result<u64> {
+        self.guarded(|| self.inner.reader().generation())
     }
 
     /// Makes sure a query can be answered: an unindexed repository is indexed
@@ -497,14 +545,19 @@ impl Engine {
         params: &QueryParams,
         progress: &dyn IndexProgress,
     ) -> Result<Option<f64>> {
+        self.prepare(params, progress)?;
+        self.inner.reader().partial_coverage()
+    }
+
+    /// The indexing part of [`Engine::prepare_for`]; answers read their
+    /// coverage from their own snapshot afterwards.
+    fn prepare(&self, params: &QueryParams, progress: &dyn IndexProgress) -> Result<()> {
         if !self.inner.options.auto_index {
-            return Ok(if self.is_complete()? {
-                None
-            } else {
-                Some(self.status()?.index_coverage)
-            });
+            return Ok(());
         }
-        if !self.is_indexed()? {
+        if !self.inner.reader().build_started()? {
+            // Nothing to answer from: the first build is this query's to
+            // run (lazily on a large repository).
             let discovery = discover(&self.inner.root, self.inner.options.max_file_size, None)?;
             if discovery.files.len() <= lazy::LAZY_THRESHOLD {
                 self.index(None, progress)?;
@@ -516,6 +569,7 @@ impl Engine {
                     targets.len()
                 );
                 self.inner.run(
+                    RunKind::Other,
                     IndexOptions {
                         glob: None,
                         max_file_size: self.inner.options.max_file_size,
@@ -526,26 +580,28 @@ impl Engine {
             }
         }
         if self.is_complete()? {
-            return Ok(None);
+            return Ok(());
         }
         // Partial: what this query points at (its glob, the files its words
         // name) is indexed before it is answered, ahead of the background.
         self.index_targets_first(params, progress)?;
         self.complete_in_background();
-        if self.is_complete()? {
-            return Ok(None);
-        }
-        Ok(Some(self.status()?.index_coverage))
+        Ok(())
     }
 
-    /// Indexes the not-yet-indexed files `params` points at, now.
+    /// Indexes the not-yet-indexed files `params` points at, now, unless
+    /// another run holds the index (then the answer says what it covers).
     fn index_targets_first(
         &self,
         params: &QueryParams,
         progress: &dyn IndexProgress,
     ) -> Result<()> {
+        if self.inner.run_holder.load(Ordering::SeqCst) == RunKind::Other as u8 {
+            // Not even the listing: the run will not let this query go first.
+            return Ok(());
+        }
         let discovery = discover(&self.inner.root, self.inner.options.max_file_size, None)?;
-        let indexed = lock(&self.inner.reader).indexed_paths()?;
+        let indexed = self.inner.reader().indexed_paths()?;
         let pending: Vec<_> = discovery
             .files
             .into_iter()
@@ -555,22 +611,32 @@ impl Engine {
         if targets.is_empty() {
             return Ok(());
         }
+        let waiting = &self.inner.queries_waiting;
+        waiting.fetch_add(1, Ordering::SeqCst);
+        let guard = self.inner.lock_index_for_query();
+        waiting.fetch_sub(1, Ordering::SeqCst);
+        let Some(guard) = guard else {
+            tracing::debug!(
+                "an index run is under way: answering from what is indexed ({} files the query points at are not yet)",
+                targets.len()
+            );
+            return Ok(());
+        };
         tracing::info!(
             "partial index: indexing {} files the query points at first",
             targets.len()
         );
-        let waiting = &self.inner.queries_waiting;
-        waiting.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let result = self.inner.run(
-            IndexOptions {
-                glob: None,
-                max_file_size: self.inner.options.max_file_size,
-                only_paths: Some(targets),
-            },
-            progress,
-        );
-        waiting.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-        result.map(|_| ())
+        self.inner
+            .run_locked(
+                &guard,
+                IndexOptions {
+                    glob: None,
+                    max_file_size: self.inner.options.max_file_size,
+                    only_paths: Some(targets),
+                },
+                progress,
+            )
+            .map(|_| ())
     }
 
     /// Starts completing a partial index on a background thread (once at a time).
@@ -607,10 +673,13 @@ impl Engine {
         params.validate()?;
         params.check_text_limits()?;
         self.guarded(|| {
-            let coverage = self.prepare_for(params)?;
+            self.prepare(params, &NoProgress)?;
             let budget = self.inner.options.time_budget;
-            let store = lock(&self.inner.reader);
+            let store = self.inner.reader();
             let snapshot = store.read_snapshot_within(budget)?;
+            // From the snapshot the answer reads: coverage, generation and
+            // handles describe one state of the index.
+            let coverage = snapshot.partial_coverage()?;
             let executed =
                 execute(self.snapshot_of(&snapshot), params).map_err(|e| e.or_budget(budget))?;
             let mut result = executed.result;
@@ -634,10 +703,11 @@ impl Engine {
             .map(|s| lock(&self.inner.sessions).snapshot(s))
             .unwrap_or_default();
         let (mut pack, coverage) = self.guarded(|| {
-            let coverage = self.prepare_for(&params.query)?;
+            self.prepare(&params.query, &NoProgress)?;
             let budget = self.inner.options.time_budget;
-            let store = lock(&self.inner.reader);
+            let store = self.inner.reader();
             let snapshot = store.read_snapshot_within(budget)?;
+            let coverage = snapshot.partial_coverage()?;
             let mut pack =
                 crate::pack::build(&snapshot, params, &memory).map_err(|e| e.or_budget(budget))?;
             // Freshness: the pack's files, checked against their indexed hash.
@@ -658,6 +728,8 @@ impl Engine {
                 h.stale = stale;
             }
             pack.freshness = Some(crate::query::freshness(&snapshot, &previews)?);
+            // Evidence from files changed since indexing is no reason to stop.
+            pack.mark_stale();
             Ok((pack, coverage))
         })?;
         if let Some(coverage) = coverage {
@@ -689,10 +761,11 @@ impl Engine {
             ..QueryParams::default()
         };
         let (mut pack, coverage, new_vectors) = self.guarded(|| {
-            let coverage = self.prepare_for(&probe)?;
+            self.prepare(&probe, &NoProgress)?;
             let budget = self.inner.options.time_budget;
-            let store = lock(&self.inner.reader);
+            let store = self.inner.reader();
             let snapshot = store.read_snapshot_within(budget)?;
+            let coverage = snapshot.partial_coverage()?;
             let (semantic, new_vectors) = self.semantic_input(&snapshot, params)?;
             let mut pack = crate::context::build(self.snapshot_of(&snapshot), params, semantic)
                 .map_err(|e| e.or_budget(budget))?;
@@ -793,9 +866,17 @@ impl Engine {
             Some(Some(Ok(index))) => index.fingerprint().to_string(),
             _ => return,
         };
-        let _guard = lock(&self.inner.index_lock);
-        let written = Store::open_for_writing(&self.inner.db_path)
-            .and_then(|(mut store, _)| store.write_unit_vectors(&fingerprint, &rows));
+        // A reader never waits for a writer: while a run holds the index,
+        // these vectors stay in memory only (the next run that re-parses a
+        // file stores its vectors; a new process computes the rest again).
+        let Some(_guard) = self.inner.try_lock_index(RunKind::Other) else {
+            return;
+        };
+        let written = match Store::open_for_writing(&self.inner.db_path) {
+            Ok(ForWriting::Ready(mut store)) => store.write_unit_vectors(&fingerprint, &rows),
+            Ok(ForWriting::Rebuild(_)) => Ok(()),
+            Err(e) => Err(e),
+        };
         if let Err(e) = written {
             tracing::warn!("could not store unit vectors: {e}");
         }
@@ -811,7 +892,7 @@ impl Engine {
     pub fn refine(&self, params: &RefineParams) -> Result<RefineResult> {
         self.guarded(|| {
             let budget = self.inner.options.time_budget;
-            let store = lock(&self.inner.reader);
+            let store = self.inner.reader();
             let snapshot = store.read_snapshot_within(budget)?;
             let mut sets = lock(&self.inner.result_sets);
             crate::resultset::refine(&mut sets, self.snapshot_of(&snapshot), params)
@@ -838,7 +919,7 @@ impl Engine {
     /// [`CanopyError::StaleIndex`] when the file changed since it was indexed.
     pub fn expand<S: AsRef<str>>(&self, ids: &[S]) -> Result<Vec<Expansion>> {
         self.guarded(|| {
-            let store = lock(&self.inner.reader);
+            let store = self.inner.reader();
             let snapshot = store.read_snapshot()?;
             self.snapshot_of(&snapshot).expand(ids)
         })
@@ -904,14 +985,75 @@ impl Inner {
         Ok(())
     }
 
-    /// One index run with a fresh writer connection; runs are serialised.
+    /// The read connection, reopened first when it no longer reads the
+    /// index at its path: a placeholder for an index that was waiting to be
+    /// rebuilt, or a file replaced under it (issue N9: deleted and created
+    /// again by an older Canopy or by hand; the connection would read the
+    /// deleted file for as long as it lives). One `stat` per call.
+    fn reader(&self) -> MutexGuard<'_, Store> {
+        let mut store = lock(&self.reader);
+        if !store.is_current() {
+            match Store::open(&self.db_path) {
+                Ok((fresh, _)) => {
+                    let old = std::mem::replace(&mut *store, fresh);
+                    old.close_orphaned();
+                }
+                Err(e) => tracing::warn!("cannot reopen the index: {e}"),
+            }
+        }
+        store
+    }
+
+    /// Takes the index lock for a run of `kind`, waiting for the run in
+    /// progress.
+    fn lock_index(&self, kind: RunKind) -> RunGuard<'_> {
+        let guard = lock(&self.index_lock);
+        self.run_holder.store(kind as u8, Ordering::SeqCst);
+        RunGuard {
+            holder: &self.run_holder,
+            _lock: guard,
+        }
+    }
+
+    /// The index lock if no run holds it.
+    fn try_lock_index(&self, kind: RunKind) -> Option<RunGuard<'_>> {
+        let guard = match self.index_lock.try_lock() {
+            Ok(guard) => guard,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        self.run_holder.store(kind as u8, Ordering::SeqCst);
+        Some(RunGuard {
+            holder: &self.run_holder,
+            _lock: guard,
+        })
+    }
+
+    /// The index lock for a query that wants its own files indexed: it
+    /// waits while the background completion holds it (a chunk at most;
+    /// the completion lets waiting queries go next), and gives up (`None`)
+    /// when any other run does: readers never wait for those.
+    fn lock_index_for_query(&self) -> Option<RunGuard<'_>> {
+        loop {
+            if let Some(guard) = self.try_lock_index(RunKind::Other) {
+                return Some(guard);
+            }
+            // 0: the lock was just taken and its holder not yet named.
+            let holder = self.run_holder.load(Ordering::SeqCst);
+            if holder == RunKind::Other as u8 {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
     /// Completes a partial index in chunks of [`BACKGROUND_CHUNK`] files,
     /// letting queries that wait to index their own files go first between
     /// chunks, then with one full run (which finds every file unchanged and
     /// records the index as complete).
     fn complete(&self) -> Result<IndexReport> {
         let discovery = discover(&self.root, self.options.max_file_size, None)?;
-        let indexed = lock(&self.reader).indexed_paths()?;
+        let indexed = self.reader().indexed_paths()?;
         let pending: Vec<String> = discovery
             .files
             .into_iter()
@@ -919,14 +1061,15 @@ impl Inner {
             .filter(|p| !indexed.contains(p))
             .collect();
         for chunk in pending.chunks(BACKGROUND_CHUNK) {
-            while self
-                .queries_waiting
-                .load(std::sync::atomic::Ordering::SeqCst)
-                > 0
-            {
+            while self.queries_waiting.load(Ordering::SeqCst) > 0 {
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
+            if self.reader().is_complete()? {
+                // Another run (a full one, another process) finished it.
+                break;
+            }
             self.run(
+                RunKind::Background,
                 IndexOptions {
                     glob: None,
                     max_file_size: self.options.max_file_size,
@@ -936,6 +1079,7 @@ impl Inner {
             )?;
         }
         self.run(
+            RunKind::Other,
             IndexOptions {
                 glob: None,
                 max_file_size: self.options.max_file_size,
@@ -945,21 +1089,87 @@ impl Inner {
         )
     }
 
-    fn run(&self, options: IndexOptions, progress: &dyn IndexProgress) -> Result<IndexReport> {
-        let _guard = lock(&self.index_lock);
-        let (mut store, rebuilt) = Store::open_for_writing(&self.db_path)?;
-        if rebuilt.is_some() {
-            // The old file is gone: the read connection must follow.
-            *lock(&self.reader) = Store::reopen(&self.db_path)?;
+    /// One index run with a fresh writer connection; runs are serialised.
+    fn run(
+        &self,
+        kind: RunKind,
+        options: IndexOptions,
+        progress: &dyn IndexProgress,
+    ) -> Result<IndexReport> {
+        let guard = self.lock_index(kind);
+        self.run_locked(&guard, options, progress)
+    }
+
+    /// [`Inner::run`] once the caller holds the index lock: an incremental
+    /// run on the live index, or a rebuild beside it when it must be rebuilt.
+    fn run_locked(
+        &self,
+        _held: &RunGuard<'_>,
+        options: IndexOptions,
+        progress: &dyn IndexProgress,
+    ) -> Result<IndexReport> {
+        match Store::open_for_writing(&self.db_path)? {
+            ForWriting::Ready(mut store) => {
+                let mut report = run_index(&self.root, &mut store, &options, progress)?;
+                report.rebuilt = lock(&self.pending_rebuild_note).take();
+                self.embed_after_run(&mut store);
+                Ok(report)
+            }
+            ForWriting::Rebuild(_) => self.rebuild_beside(options, progress),
         }
-        let mut report = run_index(&self.root, &mut store, &options, progress)?;
-        report.rebuilt = rebuilt.or_else(|| lock(&self.pending_rebuild_note).take());
-        // Embedding is part of indexing when a model is configured; a failure
-        // there costs semantic retrieval, never the index run.
-        if let Err(e) = self.embed_indexed(&mut store) {
-            tracing::warn!("embedding the indexed units failed: {e}");
+    }
+
+    /// Rebuilds the index in a side file while readers keep the live one,
+    /// then swaps it in atomically ([`crate::store::swap`]).
+    fn rebuild_beside(
+        &self,
+        options: IndexOptions,
+        progress: &dyn IndexProgress,
+    ) -> Result<IndexReport> {
+        let mut side = SideIndex::create(&self.db_path)?;
+        // Another process may have rebuilt it while this one waited for the
+        // rebuild lock: then this is an ordinary run.
+        let rebuild: Rebuild = match Store::open_for_writing(&self.db_path)? {
+            ForWriting::Rebuild(now) => now,
+            ForWriting::Ready(mut store) => {
+                drop(side);
+                let mut report = run_index(&self.root, &mut store, &options, progress)?;
+                report.rebuilt = lock(&self.pending_rebuild_note).take();
+                self.embed_after_run(&mut store);
+                return Ok(report);
+            }
+        };
+        tracing::warn!("{}", rebuild.reason);
+        // A working index is replaced only by a complete one. One nobody can
+        // read (another schema, a garbage file) is a first build: what this
+        // run asked for (a lazy start) is better than nothing.
+        let options = if rebuild.live_usable {
+            IndexOptions {
+                glob: None,
+                only_paths: None,
+                ..options
+            }
+        } else {
+            options
+        };
+        let mut report = run_index(&self.root, side.store_mut()?, &options, progress)?;
+        let generation = side.swap_into_live()?;
+        rebuild.clear_markers()?;
+        tracing::info!("the rebuilt index is live (generation {generation})");
+        *lock(&self.pending_rebuild_note) = None;
+        report.rebuilt = Some(rebuild.reason);
+        if let Ok(ForWriting::Ready(mut store)) = Store::open_for_writing(&self.db_path) {
+            self.embed_after_run(&mut store);
         }
         Ok(report)
+    }
+
+    /// Embedding is part of indexing when a model is configured; a failure
+    /// there costs semantic retrieval, never the index run.
+    fn embed_after_run(&self, store: &mut Store) {
+        if let Err(e) = self.embed_indexed(store) {
+            tracing::warn!("embedding the indexed units failed: {e}");
+        }
     }
 }
 

@@ -83,7 +83,15 @@ pub enum CanopyError {
     },
     /// SQLite failed.
     #[error("index database error: {0}")]
-    Database(#[from] rusqlite::Error),
+    Database(#[source] rusqlite::Error),
+    /// The disk (or the quota) is full: nothing was lost (the write was
+    /// rolled back), and nothing but free space helps, a rebuild least of
+    /// all (it needs room for a second copy of the index).
+    #[error("no space left to write the index: {detail}")]
+    StorageFull {
+        /// What was being written when the space ran out.
+        detail: String,
+    },
     /// A file system operation failed.
     #[error("I/O error on {}: {source}", path.display())]
     Io {
@@ -126,6 +134,7 @@ impl CanopyError {
             CanopyError::UnsafeRoot { .. } => "UnsafeRoot",
             CanopyError::IndexDamaged { .. } => "IndexDamaged",
             CanopyError::Database(_) => "Database",
+            CanopyError::StorageFull { .. } => "StorageFull",
             CanopyError::Io { .. } => "Io",
             CanopyError::Git(_) => "Git",
             CanopyError::TimeBudget { .. } => "TimeBudgetExceeded",
@@ -169,6 +178,9 @@ impl CanopyError {
             CanopyError::Database(_) => {
                 "retry; if it persists, rebuild the index: `canopy index --rebuild` (MCP: canopy_index with rebuild=true; HTTP: POST /reindex with \"rebuild\": true)"
             }
+            CanopyError::StorageFull { .. } => {
+                "free disk space on the volume that holds the repository (the index lives in its .canopy folder), then run the index again; rebuilding cannot help"
+            }
             CanopyError::Io { .. } => "check that the path exists and is readable",
             CanopyError::Git(_) => "check that git is installed and the repository is valid",
             CanopyError::TimeBudget { .. } => {
@@ -203,9 +215,57 @@ impl CanopyError {
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        CanopyError::Io {
-            path: path.into(),
-            source,
+        let path = path.into();
+        if source.kind() == std::io::ErrorKind::StorageFull {
+            return CanopyError::StorageFull {
+                detail: format!("{}: {source}", path.display()),
+            };
         }
+        CanopyError::Io { path, source }
+    }
+}
+
+impl From<rusqlite::Error> for CanopyError {
+    fn from(e: rusqlite::Error) -> Self {
+        // SQLITE_FULL: the disk, the quota, or a size limit is reached.
+        if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) {
+            return CanopyError::StorageFull {
+                detail: e.to_string(),
+            };
+        }
+        CanopyError::Database(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_says_free_space_not_rebuild() {
+        // A real SQLITE_FULL: the database may not grow past its pages.
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t(x); PRAGMA max_page_count = 2;")
+            .unwrap();
+        let err: CanopyError = conn
+            .execute("INSERT INTO t VALUES (zeroblob(100000))", [])
+            .unwrap_err()
+            .into();
+        assert_eq!(err.code(), "StorageFull", "{err}");
+        assert!(err.hint().contains("free disk space"), "{}", err.hint());
+        assert!(!err.hint().contains("--rebuild"));
+        // The same from the file system (ENOSPC).
+        let err = CanopyError::io(
+            "/repo/.canopy/index.db.rebuild",
+            std::io::Error::from(std::io::ErrorKind::StorageFull),
+        );
+        assert_eq!(err.code(), "StorageFull");
+        assert!(err.to_string().contains("index.db.rebuild"), "{err}");
+        // Other database errors keep their advice.
+        let other: CanopyError = conn
+            .execute("SELECT * FROM missing", [])
+            .unwrap_err()
+            .into();
+        assert_eq!(other.code(), "Database");
     }
 }

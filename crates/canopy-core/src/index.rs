@@ -5,6 +5,11 @@
 //! them in batches of whole files. Unchanged files (same size and mtime, or
 //! same content hash) are not parsed again; files no longer listed are
 //! removed.
+//!
+//! Each batch is one transaction that moves the generation
+//! (`store::advance_generation`): a large run (a `git checkout` of a
+//! thousand files) becomes visible batch by batch, each state under a
+//! generation of its own, and readers never wait for the run.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
@@ -12,7 +17,6 @@ use std::path::Path;
 use std::sync::mpsc::sync_channel;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::discover::{Candidate, PathFilter, SkipReason, discover_with};
@@ -30,6 +34,10 @@ const BINARY_SNIFF_BYTES: usize = 8192;
 const BATCH_FILES: usize = 256;
 /// … or this many bytes of source.
 const BATCH_BYTES: u64 = 4 * 1024 * 1024;
+/// Bytes of source being read and parsed or waiting for the writer, at
+/// most (a larger file goes alone): with `--max-file-size` raised, a
+/// channel of [`BATCH_FILES`] parsed files could otherwise hold gigabytes.
+const IN_FLIGHT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// What to index.
 #[derive(Clone, Debug)]
@@ -46,6 +54,28 @@ impl IndexOptions {
     /// Whether this run covers the whole repository.
     pub fn is_full(&self) -> bool {
         self.glob.is_none() && self.only_paths.is_none()
+    }
+}
+
+/// Runs an index run's parallel work (graph resolution) on a rayon pool of
+/// its own, not the global one that readers share (listing files,
+/// embedding): a resolution pass keeps every worker busy for seconds on a
+/// large repository, and readers never wait for a writer, not even for
+/// threads. (Parsing has threads of its own, see [`parse_and_write`].)
+fn on_index_pool<R: Send>(work: impl FnOnce() -> R + Send) -> R {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    let pool = POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("canopy-index-{i}"))
+            .build()
+            .map_err(|e| tracing::warn!("cannot start the index threads ({e}); sharing rayon's"))
+            .ok()
+    });
+    match (pool, crate::cancel::current()) {
+        // The caller's cancellation flag goes along (it is per thread).
+        (Some(pool), Some(flag)) => pool.install(|| crate::cancel::within(&flag, work)),
+        (Some(pool), None) => pool.install(work),
+        (None, _) => work(),
     }
 }
 
@@ -115,7 +145,12 @@ fn process(candidate: &Candidate, old_hash: Option<&str>, max_file_size: u64) ->
     // The first file that needs parsing starts compiling the tokenizer's
     // regex (unless a fresh index already did), while tree-sitter parses it.
     tokens::warm_up_in_background();
-    let mut parsed = parse_file(&candidate.path, &bytes);
+    let mut parsed = if size > crate::oversize::PARSE_MAX_BYTES {
+        // Bounded work and memory whatever the size limit (issue N6).
+        crate::oversize::parse_windows(&candidate.path, &bytes)
+    } else {
+        parse_file(&candidate.path, &bytes)
+    };
     let facts = parsed.facts.take().map(|f| {
         let encoded = f.encode();
         crate::store::graph_rows::StoredFacts::pack(&encoded.world, &encoded.sites)
@@ -205,8 +240,11 @@ pub(crate) fn run_index(
         totals.rows_replaced += stats.rows_replaced;
     }
     progress.start(plan.work.len() as u64);
-    if !plan.work.is_empty() && options.is_full() {
-        // Until this run finishes, the index is known to be partial.
+    if options.is_full() && plan.work.iter().any(|(_, old)| old.is_none()) {
+        // Until this run finishes, the files it adds are missing: the index
+        // is partial. A run that only re-reads files it holds leaves it
+        // complete (files changed on disk since are stale, which answers
+        // say per file), so queries and graph calls need not wait for it.
         store.set_meta(meta_keys::INDEX_COMPLETE, "0")?;
     }
     // A first build creates its secondary indexes once, at the end, from
@@ -222,20 +260,21 @@ pub(crate) fn run_index(
         .collect();
     let cancelled = parse_and_write(store, &work, options.max_file_size, progress, &mut totals)?;
     if cancelled {
-        return finish_cancelled(store, options, bulk_build, &totals.report);
+        return finish_cancelled(store, options, bulk_build);
     }
     record_coverage(store, &plan, &totals.skipped)?;
     // Resolution: only when something changed (or a killed run left work).
     let resolve_started = Instant::now();
-    let resolved = crate::graph::resolve_pending(store, root)?;
+    let resolved = on_index_pool(|| crate::graph::resolve_pending(store, root))?;
     let mut report = totals.report;
     report.graph_files_resolved = resolved.files;
     report.graph_resolve_ms = resolve_started.elapsed().as_millis() as u64;
     if bulk_build {
         store.ensure_indexes()?;
     }
+    // The generation moved with each batch and edge chunk that changed
+    // anything (in their own transactions); nothing to bump here.
     if report.files_indexed + report.files_removed > 0 {
-        bump_generation(store)?;
         if totals.rows_replaced > 0 || !plan.started_empty {
             store.drop_unused_ref_names()?;
         }
@@ -368,9 +407,16 @@ fn stored_skip_reason(reason: &str) -> SkipReason {
     .unwrap_or(SkipReason::Unreadable)
 }
 
-/// Reads and parses `work` on rayon's pool while this thread, the only
-/// writer, commits the outcomes in batches of whole files. Returns whether
-/// the run was cancelled (what was written stays: whole files).
+/// Reads and parses `work` on parser threads of this run while this
+/// thread, the only writer, commits the outcomes in batches of whole
+/// files. Returns whether the run was cancelled (what was written stays:
+/// whole files).
+///
+/// The parsers are threads of their own, not rayon's: they wait whenever
+/// the writer is behind (the channel is full) or memory is (see
+/// [`IN_FLIGHT_BYTES`]), and waiting rayon workers would hold up whatever
+/// else shares their pool: a reader listing files or embedding, another
+/// repository's run (issue N5).
 fn parse_and_write(
     store: &mut Store,
     work: &[(&Candidate, Option<&str>)],
@@ -378,20 +424,57 @@ fn parse_and_write(
     progress: &dyn IndexProgress,
     totals: &mut WriteTotals,
 ) -> Result<bool> {
-    let (sender, receiver) = sync_channel::<Outcome>(BATCH_FILES);
+    let (sender, receiver) = sync_channel::<(Outcome, u64)>(BATCH_FILES);
+    let budget = InFlight::new(IN_FLIGHT_BYTES);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let parsers = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(work.len().max(1));
     std::thread::scope(|scope| {
-        scope.spawn(move || {
-            // A send error means the writer stopped (it failed or the run
-            // was cancelled): the error ends the parallel loop early.
-            let _ = work
-                .par_iter()
-                .try_for_each_with(sender, |sender, (candidate, old)| {
-                    sender.send(process(candidate, *old, max_file_size))
+        let (budget, next) = (&budget, &next);
+        let mut started = 0;
+        for i in 0..parsers {
+            let sender = sender.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("canopy-parse-{i}"))
+                .spawn_scoped(scope, move || {
+                    loop {
+                        let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((candidate, old)) = work.get(n) else {
+                            break;
+                        };
+                        let held = budget.acquire(candidate.size);
+                        // A send error means the writer stopped (it failed
+                        // or the run was cancelled): this parser stops too.
+                        if sender
+                            .send((process(candidate, *old, max_file_size), held))
+                            .is_err()
+                        {
+                            break;
+                        }
+                    }
                 });
-        });
+            match spawned {
+                Ok(_) => started += 1,
+                // Fewer parsers do the same work, slower.
+                Err(e) => tracing::warn!("cannot start a parser thread: {e}"),
+            }
+        }
+        drop(sender);
+        if started == 0 {
+            return Err(crate::CanopyError::Internal(
+                "cannot start any parser thread".into(),
+            ));
+        }
+        // However the writer leaves, parsers waiting for budget go on (and
+        // find the channel closed).
+        let _close = budget.closer();
         let mut batch: Vec<FileWrite> = Vec::new();
         let mut batch_bytes = 0u64;
-        for outcome in receiver {
+        for (outcome, held) in receiver {
+            // Out of the channel: the batch bounds it from here (it is
+            // committed at BATCH_BYTES).
+            budget.release(held);
             if crate::cancel::requested() {
                 // What is in `batch` is complete per file: keep it, stop
                 // reading (dropping the receiver stops the parsers).
@@ -411,6 +494,58 @@ fn parse_and_write(
         flush(store, &mut batch, totals)?;
         Ok(false)
     })
+}
+
+/// Bytes of source in flight between the parsers and the writer (see
+/// [`IN_FLIGHT_BYTES`]): a parser takes its file's size before reading it
+/// and the writer gives it back when it receives the outcome, so the writer
+/// never waits for it and cannot deadlock with the parsers.
+struct InFlight {
+    limit: u64,
+    /// Bytes taken, and whether the writer stopped (then nobody waits).
+    state: std::sync::Mutex<(u64, bool)>,
+    freed: std::sync::Condvar,
+}
+
+impl InFlight {
+    fn new(limit: u64) -> InFlight {
+        InFlight {
+            limit,
+            state: std::sync::Mutex::new((0, false)),
+            freed: std::sync::Condvar::new(),
+        }
+    }
+
+    /// Waits until `size` bytes (at most the whole limit: a larger file
+    /// goes alone) fit, takes them and returns how many it took.
+    fn acquire(&self, size: u64) -> u64 {
+        let want = size.min(self.limit);
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        while !state.1 && state.0 > 0 && state.0 + want > self.limit {
+            state = self.freed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        state.0 += want;
+        want
+    }
+
+    fn release(&self, taken: u64) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.0 = state.0.saturating_sub(taken);
+        self.freed.notify_all();
+    }
+
+    /// Wakes every waiting parser for good when dropped (the writer left).
+    fn closer(&self) -> impl Drop + '_ {
+        struct Closer<'a>(&'a InFlight);
+        impl Drop for Closer<'_> {
+            fn drop(&mut self) {
+                let mut state = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
+                state.1 = true;
+                self.0.freed.notify_all();
+            }
+        }
+        Closer(self)
+    }
 }
 
 /// Counts one outcome into the report and the progress sink; returns the
@@ -462,20 +597,16 @@ fn flush(store: &mut Store, batch: &mut Vec<FileWrite>, totals: &mut WriteTotals
 }
 
 /// Ends a cancelled run like a killed one, minus the kill: the batches
-/// written stay (the index is consistent per file), the index says it is
-/// partial, and readers learn it changed. Resolution of the written files
-/// is pending and runs with the next run.
+/// written stay (the index is consistent per file, each batch committed
+/// with its generation), and the index says it is partial. Resolution of
+/// the written files is pending and runs with the next run.
 fn finish_cancelled(
     store: &mut Store,
     options: &IndexOptions,
     bulk_build: bool,
-    report: &IndexReport,
 ) -> Result<IndexReport> {
     if bulk_build {
         store.ensure_indexes()?;
-    }
-    if report.files_indexed + report.files_removed > 0 {
-        bump_generation(store)?;
     }
     if options.is_full() {
         store.set_meta(meta_keys::INDEX_COMPLETE, "0")?;
@@ -513,12 +644,6 @@ fn record_coverage(
         )?;
     }
     Ok(())
-}
-
-/// Readers learn the index changed.
-fn bump_generation(store: &mut Store) -> Result<()> {
-    let generation = store.generation()? + 1;
-    store.set_meta(meta_keys::GENERATION, &generation.to_string())
 }
 
 fn skip_counts(skipped: &BTreeMap<SkipReason, u64>) -> BTreeMap<String, u64> {

@@ -27,6 +27,7 @@ mod knobs;
 pub mod lang;
 pub mod lazy;
 pub mod model;
+pub mod oversize;
 pub mod pack;
 pub mod query;
 pub mod resultset;
@@ -85,6 +86,8 @@ mod layering {
             ("graph/facts/mod.rs", include_str!("graph/facts/mod.rs")),
             ("store/mod.rs", include_str!("store/mod.rs")),
             ("store/read.rs", include_str!("store/read.rs")),
+            ("store/swap.rs", include_str!("store/swap.rs")),
+            ("oversize.rs", include_str!("oversize.rs")),
         ];
         crate::testing::assert_never_named(
             &below,

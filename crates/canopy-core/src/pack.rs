@@ -187,6 +187,59 @@ impl EvidencePack {
     }
 }
 
+impl EvidencePack {
+    /// Marks a pack whose handles point at files changed or deleted on
+    /// disk since they were indexed (`stale`): the evidence may no longer
+    /// be there, so it never says stop (issue N4: two handles of a deleted
+    /// file came first with `high`, `stop_querying: true`). Its confidence
+    /// is never `high`, and `low` when the best handle is stale; stale
+    /// handles go last in the expand suggestion (expanding one fails with
+    /// `StaleIndex`), and the next step says to re-index.
+    pub(crate) fn mark_stale(&mut self) {
+        let stale: HashSet<HandleId> = self
+            .handles
+            .iter()
+            .filter(|h| h.stale)
+            .map(|h| h.id.clone())
+            .collect();
+        if stale.is_empty() {
+            return;
+        }
+        let count = stale.len();
+        let top_stale = self.handles.first().is_some_and(|h| h.stale);
+        let (fresh, gone): (Vec<HandleId>, Vec<HandleId>) = self
+            .expand_suggestion
+            .drain(..)
+            .partition(|id| !stale.contains(id));
+        self.expand_suggestion = fresh;
+        self.expand_suggestion.extend(gone);
+        let fresh_handles = self.handles.len() - count;
+        let g = &mut self.guidance;
+        g.stop_querying = false;
+        if top_stale {
+            g.confidence_band = "low".into();
+            g.confidence = g.confidence.min(0.44);
+        } else if g.confidence_band == "high" {
+            g.confidence_band = "medium".into();
+            g.confidence = g.confidence.min(0.69);
+        }
+        g.max_additional_queries = g.max_additional_queries.max(1);
+        g.suggested_expand_count = g.suggested_expand_count.min(fresh_handles);
+        if fresh_handles == 0 {
+            g.recommended_action = "refine_query".into();
+        }
+        g.next_step = format!(
+            "{count} of these handles point at files changed or deleted since they were indexed (marked stale): \
+             re-index (`canopy index`, or let the watcher catch up) and query again before trusting them{}",
+            if fresh_handles > 0 {
+                "; expand only the fresh ones meanwhile."
+            } else {
+                "."
+            }
+        );
+    }
+}
+
 /// Tests usually show a problem; the fix lives in the code they test.
 const TEST_FACTOR: f64 = 0.45;
 

@@ -269,6 +269,8 @@ impl Store {
                 }
             }
             tx.execute("DELETE FROM graph_stale", [])?;
+            // Edges moved: readers see them under a generation of their own.
+            super::advance_generation(&tx)?;
         }
         tx.commit()?;
         Ok(dirty)
@@ -403,6 +405,8 @@ impl Store {
             }
             written += put_edge_list(&tx, *file_id, list)?;
         }
+        // Readers see these edges under a generation of their own.
+        super::advance_generation(&tx)?;
         tx.commit()?;
         Ok(written)
     }

@@ -14,7 +14,14 @@
 //! committed state while one writer indexes. The indexer writes in
 //! transactions of whole files: a file's old rows are deleted and its new
 //! rows inserted in the same transaction, so a killed indexer leaves every
-//! file either fully old or fully new.
+//! file either fully old or fully new. Every transaction that changes what a
+//! reader can see moves the generation in the same commit
+//! ([`advance_generation`]), so a generation names exactly one state.
+//!
+//! An index that must be rebuilt (asked for, damaged, another schema
+//! version) is never rebuilt in place: [`swap`] builds the new one beside
+//! it and copies it in with one write transaction. Readers never rebuild
+//! and never write to an existing index.
 
 pub(crate) mod blob;
 pub mod graph;
@@ -22,6 +29,7 @@ pub mod graph_rows;
 pub(crate) mod packed_edges;
 pub(crate) mod packed_refs;
 pub mod read;
+pub mod swap;
 pub mod write;
 
 use std::path::{Path, PathBuf};
@@ -77,6 +85,21 @@ pub(crate) fn ref_type_name(code: i64) -> &'static str {
     REF_TYPES.get(code as usize).copied().unwrap_or("call")
 }
 
+/// Moves the generation by one inside the caller's write transaction.
+///
+/// Called by every write transaction that changes what a reader can see
+/// (a batch of files, a chunk of edges), so the new state commits with a
+/// generation of its own: two readers that see the same generation see the
+/// same index. Runs that change nothing leave it alone (handles stay valid).
+pub(crate) fn advance_generation(conn: &Connection) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO meta(key, value) VALUES ('generation', '1')
+         ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+    )?
+    .execute([])?;
+    Ok(())
+}
+
 /// One connection to a repository's index.
 pub struct Store {
     pub(crate) conn: Connection,
@@ -89,6 +112,83 @@ pub struct Store {
     decoded_edges: read::DecodedCache<packed_edges::PackedEdge, { read::DECODED_EDGES_MAX }>,
     /// Reference-name ids known to this (writer) connection (see [`write::NameIds`]).
     ref_name_ids: write::NameIds,
+    /// The file this connection opened (see [`Store::is_current`]).
+    identity: Option<FileIdentity>,
+    /// An empty stand-in for an index that must be rebuilt first (see
+    /// [`Store::open`]): it is replaced as soon as the file is usable.
+    placeholder: bool,
+}
+
+/// Which file a path named when a connection opened it: device and inode.
+/// A file replaced under an open connection (deleted and created again by
+/// an older Canopy, or by hand) has another identity; the connection keeps
+/// reading the deleted one until it is reopened (issue N9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FileIdentity {
+    dev: u64,
+    ino: u64,
+}
+
+impl FileIdentity {
+    /// The identity of the file at `path`, if it exists (and the platform
+    /// has inodes; elsewhere `None`, and no replacement is detected).
+    pub(crate) fn of(path: &Path) -> Option<FileIdentity> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let m = std::fs::metadata(path).ok()?;
+            Some(FileIdentity {
+                dev: m.dev(),
+                ino: m.ino(),
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = path;
+            None
+        }
+    }
+}
+
+/// What [`Store::open_for_writing`] found.
+pub enum ForWriting {
+    /// The index, ready for an incremental run.
+    Ready(Box<Store>),
+    /// The index must be rebuilt before anything is written to it: build
+    /// it beside the live one and swap ([`swap::SideIndex`]).
+    Rebuild(Rebuild),
+}
+
+/// Why an index must be rebuilt.
+#[derive(Clone, Debug)]
+pub struct Rebuild {
+    /// Said to the user (the next [`crate::model::IndexReport::rebuilt`]).
+    pub reason: String,
+    /// The markers that asked for it (path and text): each is removed
+    /// after the swap only if nobody rewrote it meanwhile.
+    markers: Vec<(PathBuf, String)>,
+    /// Whether the live index can be read (same schema, sound header): a
+    /// rebuild then replaces a working index and must be complete; else
+    /// nothing usable is lost and it may start as a partial build.
+    pub live_usable: bool,
+}
+
+impl Rebuild {
+    /// Removes the markers that asked for this rebuild (after the swap),
+    /// unless they were written again since.
+    pub fn clear_markers(&self) -> Result<()> {
+        for (marker, seen) in &self.markers {
+            match std::fs::read_to_string(marker) {
+                Ok(now) if &now == seen => match std::fs::remove_file(marker) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(CanopyError::io(marker, e)),
+                },
+                _ => {}
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Well-known keys of the `meta` table.
@@ -135,62 +235,96 @@ fn configure(conn: &Connection) -> Result<()> {
 }
 
 impl Store {
-    /// Opens (creating or rebuilding as needed) the index at `db_path`.
+    /// Opens the index at `db_path` for reading, creating an empty one when
+    /// there is none.
     ///
-    /// Returns the store and, when the existing index was discarded, a
-    /// message saying why (schema version change or an unreadable file).
+    /// Never rebuilds and never writes to an existing index: one that must
+    /// be rebuilt (another schema version, an unreadable file) opens as an
+    /// empty placeholder (nothing indexed) and the message says why; the
+    /// next index run rebuilds it beside the live file and swaps it in
+    /// ([`swap`]), after which [`Store::is_current`] says to reopen.
     pub fn open(db_path: &Path) -> Result<(Store, Option<String>)> {
-        Self::open_inner(db_path, false)
-    }
-
-    /// [`Store::open`] for an index run: an index marked damaged (or for
-    /// rebuilding) is rebuilt here, by the next writer, never by a reader.
-    pub fn open_for_writing(db_path: &Path) -> Result<(Store, Option<String>)> {
-        Self::open_inner(db_path, true)
-    }
-
-    fn open_inner(db_path: &Path, writer: bool) -> Result<(Store, Option<String>)> {
-        let marker = damage_marker(db_path);
-        if !writer {
-            return Self::open_or_rebuild(db_path);
-        }
-        if let Ok(detail) = std::fs::read_to_string(&marker) {
-            let reason = format!(
-                "index at {} was marked for rebuilding ({}); rebuilding it",
-                db_path.display(),
-                detail.trim()
-            );
-            let rebuilt = Self::rebuild(db_path, reason)?;
-            match std::fs::remove_file(&marker) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(CanopyError::io(marker, e)),
-            }
-            return Ok(rebuilt);
-        }
-        Self::open_or_rebuild(db_path)
-    }
-
-    /// Opens the index, rebuilding it when it has another schema version or
-    /// its header is unreadable.
-    fn open_or_rebuild(db_path: &Path) -> Result<(Store, Option<String>)> {
         match Self::try_open(db_path) {
             Ok(Some(store)) => Ok((store, None)),
-            Ok(None) => {
-                let reason = format!(
+            Ok(None) => Ok((
+                Self::placeholder(db_path)?,
+                Some(format!(
                     "index at {} has another schema version; rebuilding it (schema v{SCHEMA_VERSION})",
                     db_path.display()
-                );
-                Self::rebuild(db_path, reason)
-            }
-            Err(CanopyError::Database(e)) if is_damaged(&e) => {
-                let reason = format!(
+                )),
+            )),
+            Err(CanopyError::Database(e)) if is_damaged(&e) => Ok((
+                Self::placeholder(db_path)?,
+                Some(format!(
                     "index at {} is unreadable ({e}); rebuilding it",
                     db_path.display()
-                );
-                Self::rebuild(db_path, reason)
-            }
+                )),
+            )),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Opens the index for an index run: the index itself, or why it must
+    /// be rebuilt first (marked for rebuilding, another schema version, an
+    /// unreadable file). Only writers rebuild, and never in place.
+    pub fn open_for_writing(db_path: &Path) -> Result<ForWriting> {
+        // Damage first: its detail is the better reason.
+        let markers: Vec<(PathBuf, String)> = [damage_marker(db_path), rebuild_marker(db_path)]
+            .into_iter()
+            .filter_map(|m| std::fs::read_to_string(&m).ok().map(|text| (m, text)))
+            .collect();
+        let opened = match Self::try_open(db_path) {
+            Ok(Some(store)) => Ok(store),
+            Ok(None) => Err(format!(
+                "index at {} has another schema version; rebuilding it (schema v{SCHEMA_VERSION})",
+                db_path.display()
+            )),
+            Err(CanopyError::Database(e)) if is_damaged(&e) => Err(format!(
+                "index at {} is unreadable ({e}); rebuilding it",
+                db_path.display()
+            )),
+            Err(e) => return Err(e),
+        };
+        match (opened, markers.first()) {
+            (Ok(store), None) => Ok(ForWriting::Ready(Box::new(store))),
+            (Ok(_), Some((_, detail))) => Ok(ForWriting::Rebuild(Rebuild {
+                reason: format!(
+                    "index at {} was marked for rebuilding ({}); rebuilding it",
+                    db_path.display(),
+                    detail.trim()
+                ),
+                markers,
+                live_usable: true,
+            })),
+            (Err(reason), _) => Ok(ForWriting::Rebuild(Rebuild {
+                reason,
+                markers,
+                live_usable: false,
+            })),
+        }
+    }
+
+    /// An in-memory index with the schema and nothing in it: what a reader
+    /// answers from while the file at `db_path` waits to be rebuilt.
+    fn placeholder(db_path: &Path) -> Result<Store> {
+        let conn = Connection::open_in_memory()?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(Store {
+            placeholder: true,
+            ..Self::with_connection(conn, db_path.to_path_buf(), None)
+        })
+    }
+
+    fn with_connection(conn: Connection, path: PathBuf, identity: Option<FileIdentity>) -> Store {
+        Store {
+            conn,
+            path,
+            names: Default::default(),
+            decoded_refs: Default::default(),
+            decoded_edges: Default::default(),
+            ref_name_ids: Default::default(),
+            identity,
+            placeholder: false,
         }
     }
 
@@ -198,14 +332,7 @@ impl Store {
     /// file open (see `Engine::reopen_reader`).
     pub(crate) fn detached() -> Result<Store> {
         let conn = Connection::open_in_memory()?;
-        Ok(Store {
-            conn,
-            path: PathBuf::from(":memory:"),
-            names: Default::default(),
-            decoded_refs: Default::default(),
-            decoded_edges: Default::default(),
-            ref_name_ids: Default::default(),
-        })
+        Ok(Self::with_connection(conn, PathBuf::from(":memory:"), None))
     }
 
     /// Opens the existing index again (a new connection), without the
@@ -219,21 +346,35 @@ impl Store {
         })
     }
 
-    fn rebuild(db_path: &Path, reason: String) -> Result<(Store, Option<String>)> {
-        tracing::warn!("{reason}");
-        for suffix in ["", "-wal", "-shm"] {
-            let mut p = db_path.as_os_str().to_owned();
-            p.push(suffix);
-            match std::fs::remove_file(&p) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(CanopyError::io(PathBuf::from(p), e)),
-            }
+    /// Whether this connection still reads the index at its path: false for
+    /// a placeholder (the file may have been rebuilt since) and for a file
+    /// replaced under it (deleted and created again: it would keep reading
+    /// the deleted one, issue N9). A file that is gone keeps its reader:
+    /// there is nothing newer to read.
+    pub(crate) fn is_current(&self) -> bool {
+        if self.placeholder {
+            return false;
         }
-        let store = Self::try_open(db_path)?.ok_or_else(|| {
-            CanopyError::Internal("a freshly created index reports another schema version".into())
-        })?;
-        Ok((store, Some(reason)))
+        match (self.identity, FileIdentity::of(&self.path)) {
+            (Some(mine), Some(now)) => mine == now,
+            _ => true,
+        }
+    }
+
+    /// Closes a connection whose file was replaced under it (see
+    /// [`Store::is_current`]) without touching the new file: the last
+    /// connection to close a WAL database checkpoints and deletes the
+    /// `-wal` and `-shm` files *by name*, which now belong to the new index
+    /// and may hold its committed transactions.
+    pub(crate) fn close_orphaned(self) {
+        if let Err(e) = self.conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        ) {
+            tracing::warn!("cannot close the replaced index cleanly: {e}");
+            // Leaking the connection is safer than deleting another file's log.
+            std::mem::forget(self);
+        }
     }
 
     /// `Ok(None)` when the file holds an index of another schema version.
@@ -244,6 +385,9 @@ impl Store {
                 | OpenFlags::SQLITE_OPEN_CREATE
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
+        // Taken once the file is open: if it was replaced in between, the
+        // next `is_current` sees a mismatch and reopens (harmless).
+        let identity = FileIdentity::of(db_path);
         configure(&conn)?;
         let version: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
         let has_tables: bool = conn
@@ -251,14 +395,11 @@ impl Store {
             .optional()?
             .is_some();
         if version == SCHEMA_VERSION {
-            return Ok(Some(Store {
+            return Ok(Some(Self::with_connection(
                 conn,
-                path: db_path.to_path_buf(),
-                names: Default::default(),
-                decoded_refs: Default::default(),
-                decoded_edges: Default::default(),
-                ref_name_ids: Default::default(),
-            }));
+                db_path.to_path_buf(),
+                identity,
+            )));
         }
         if has_tables {
             return Ok(None);
@@ -273,14 +414,11 @@ impl Store {
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
         }
         tx.commit()?;
-        Ok(Some(Store {
+        Ok(Some(Self::with_connection(
             conn,
-            path: db_path.to_path_buf(),
-            names: Default::default(),
-            decoded_refs: Default::default(),
-            decoded_edges: Default::default(),
-            ref_name_ids: Default::default(),
-        }))
+            db_path.to_path_buf(),
+            identity,
+        )))
     }
 
     /// Path of the database file.
@@ -307,6 +445,53 @@ impl Store {
             .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
             .query_row([key], |r| r.get(0))
             .optional()?)
+    }
+
+    /// Whether an index run ever started on this index (a first build
+    /// records the repository's candidate files before it writes any file).
+    pub fn build_started(&self) -> Result<bool> {
+        Ok(self.meta(meta_keys::LAST_INDEXED)?.is_some()
+            || self.meta(meta_keys::CANDIDATE_FILES)?.is_some())
+    }
+
+    /// Whether the index covers every candidate file of the repository.
+    pub fn is_complete(&self) -> Result<bool> {
+        Ok(self.meta(meta_keys::INDEX_COMPLETE)?.as_deref() == Some("1"))
+    }
+
+    /// The share of the repository's candidate files the index covers: 1
+    /// when it is complete, else the files it holds, indexed or recorded as
+    /// skipped (binary, unreadable), over the candidates the last run
+    /// listed. A skipped file is covered: the index knows what it is, and a
+    /// query would find nothing more in it (issue N7: Django showed 0.797
+    /// with every text file indexed, its binaries counted as missing).
+    pub fn coverage(&self) -> Result<f64> {
+        if self.is_complete()? {
+            return Ok(1.0);
+        }
+        let candidates = self
+            .meta(meta_keys::CANDIDATE_FILES)?
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0);
+        if candidates == 0 {
+            return Ok(0.0);
+        }
+        let covered: i64 = self.conn.query_row(
+            "SELECT (SELECT COUNT(*) FROM files) + (SELECT COUNT(*) FROM skipped_files)",
+            [],
+            |r| r.get(0),
+        )?;
+        Ok((covered as f64 / candidates as f64).min(1.0))
+    }
+
+    /// [`Store::coverage`] while the index is partial; `None` once complete
+    /// (what answers carry as `index_coverage`).
+    pub fn partial_coverage(&self) -> Result<Option<f64>> {
+        Ok(if self.is_complete()? {
+            None
+        } else {
+            Some(self.coverage()?)
+        })
     }
 
     /// Writes a `meta` value.
@@ -482,6 +667,23 @@ pub fn damage_marker(db_path: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// The file that asks the next writer to rebuild an index nothing is
+/// known to be wrong with (`canopy index --rebuild`, `POST /reindex` with
+/// `rebuild`): `index.db.rebuild-asked`. Apart from the damage marker so
+/// that the index is not reported damaged while it is rebuilt (the live
+/// one answers meanwhile).
+pub fn rebuild_marker(db_path: &Path) -> PathBuf {
+    let mut p = db_path.as_os_str().to_owned();
+    p.push(".rebuild-asked");
+    PathBuf::from(p)
+}
+
+/// Asks the next writer to rebuild the index (see [`rebuild_marker`]).
+pub fn ask_rebuild(db_path: &Path) -> Result<()> {
+    let marker = rebuild_marker(db_path);
+    std::fs::write(&marker, "a rebuild was asked for").map_err(|e| CanopyError::io(marker, e))
+}
+
 /// Marks the index for rebuilding by the next writer (see [`Store::open`]).
 pub fn mark_damaged(db_path: &Path, detail: &str) -> Result<()> {
     let marker = damage_marker(db_path);
@@ -545,8 +747,15 @@ pub(crate) fn is_damaged(e: &rusqlite::Error) -> bool {
 mod tests {
     use super::*;
 
+    fn user_version(db: &Path) -> u32 {
+        Connection::open(db)
+            .unwrap()
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap()
+    }
+
     #[test]
-    fn another_schema_version_is_rebuilt_with_a_message() {
+    fn another_schema_version_is_rebuilt_by_a_writer_never_by_a_reader() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("index.db");
         {
@@ -554,15 +763,27 @@ mod tests {
             conn.execute_batch("CREATE TABLE old_layout(x); PRAGMA user_version = 999;")
                 .unwrap();
         }
-        let (store, rebuilt) = Store::open(&db).unwrap();
-        assert!(rebuilt.unwrap().contains("schema version"));
-        let version: u32 = store
-            .conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .unwrap();
-        assert_eq!(version, SCHEMA_VERSION);
-        let (_, rebuilt_again) = Store::open(&db).unwrap();
-        assert!(rebuilt_again.is_none());
+        // A reader answers from an empty placeholder and leaves the file
+        // to whoever still reads it (another Canopy version).
+        let (store, why) = Store::open(&db).unwrap();
+        assert!(why.unwrap().contains("schema version"));
+        assert!(!store.build_started().unwrap());
+        assert!(!store.is_current(), "a placeholder is reopened when used");
+        assert_eq!(user_version(&db), 999);
+        // A writer is told to rebuild, beside the file.
+        let Ok(ForWriting::Rebuild(rebuild)) = Store::open_for_writing(&db) else {
+            panic!("a writer must rebuild an index of another schema");
+        };
+        assert!(!rebuild.live_usable);
+        let mut side = swap::SideIndex::create(&db).unwrap();
+        side.store_mut().unwrap().set_meta("probe", "new").unwrap();
+        assert_eq!(user_version(&db), 999, "the live file waits for the swap");
+        side.swap_into_live().unwrap();
+        assert_eq!(user_version(&db), SCHEMA_VERSION);
+        let (store, why) = Store::open(&db).unwrap();
+        assert!(why.is_none());
+        assert_eq!(store.meta("probe").unwrap().as_deref(), Some("new"));
+        assert_eq!(store.generation().unwrap(), 1);
     }
 
     #[test]
@@ -572,7 +793,9 @@ mod tests {
         // for the write lock and moved its `data_version`.
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("index.db");
-        let (writer, _) = Store::open_for_writing(&db).unwrap();
+        let Ok(ForWriting::Ready(writer)) = Store::open_for_writing(&db) else {
+            panic!("a new index is ready for writing");
+        };
         let version = |s: &Store| -> i64 {
             s.conn
                 .query_row("PRAGMA data_version", [], |r| r.get(0))
@@ -598,12 +821,54 @@ mod tests {
     }
 
     #[test]
-    fn a_garbage_file_is_rebuilt() {
+    fn a_garbage_file_is_rebuilt_in_place_by_a_writer() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("index.db");
         std::fs::write(&db, vec![0x42u8; 8192]).unwrap();
-        let (_, rebuilt) = Store::open(&db).unwrap();
-        assert!(rebuilt.unwrap().contains("unreadable"));
+        let (_, why) = Store::open(&db).unwrap();
+        assert!(why.unwrap().contains("unreadable"));
+        let identity = FileIdentity::of(&db);
+        let Ok(ForWriting::Rebuild(rebuild)) = Store::open_for_writing(&db) else {
+            panic!("a writer must rebuild a garbage file");
+        };
+        assert!(rebuild.reason.contains("unreadable"));
+        let mut side = swap::SideIndex::create(&db).unwrap();
+        side.store_mut().unwrap().set_meta("probe", "new").unwrap();
+        side.swap_into_live().unwrap();
+        let (store, why) = Store::open(&db).unwrap();
+        assert!(why.is_none());
+        assert_eq!(store.meta("probe").unwrap().as_deref(), Some("new"));
+        // Same file: connections that had it open follow.
+        assert_eq!(FileIdentity::of(&db), identity);
+    }
+
+    #[test]
+    fn a_swap_gives_a_generation_past_the_live_one_and_readers_keep_their_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("index.db");
+        let (live, _) = Store::open(&db).unwrap();
+        live.set_meta(meta_keys::GENERATION, "41").unwrap();
+        live.set_meta("probe", "old").unwrap();
+        let (reader, _) = Store::open(&db).unwrap();
+        let mut side = swap::SideIndex::create(&db).unwrap();
+        side.store_mut().unwrap().set_meta("probe", "new").unwrap();
+        {
+            // A reader inside a snapshot keeps the old index through the swap.
+            let snapshot = reader.read_snapshot().unwrap();
+            assert_eq!(snapshot.meta("probe").unwrap().as_deref(), Some("old"));
+            // (The swap waits for no reader; it runs on this thread here,
+            // so the snapshot is read again after it.)
+            let generation =
+                std::thread::scope(|s| s.spawn(|| side.swap_into_live().unwrap()).join().unwrap());
+            assert_eq!(generation, 42);
+            assert_eq!(snapshot.meta("probe").unwrap().as_deref(), Some("old"));
+            assert_eq!(snapshot.generation().unwrap(), 41);
+        }
+        // The same connection, in its next snapshot, reads the new index.
+        assert!(reader.is_current());
+        assert_eq!(reader.meta("probe").unwrap().as_deref(), Some("new"));
+        assert_eq!(reader.generation().unwrap(), 42);
+        assert!(!db.with_file_name("index.db.rebuild").exists());
     }
 }
 

@@ -231,6 +231,10 @@ impl Store {
                 }
             }
         }
+        if writes.iter().any(|w| !matches!(w, FileWrite::Touch { .. })) {
+            // Readers see this batch under a generation of its own.
+            super::advance_generation(&tx)?;
+        }
         tx.commit()?;
         Ok(stats)
     }
