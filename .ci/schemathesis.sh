@@ -53,9 +53,11 @@ if [ -z "$URL" ]; then
     exit 1
 fi
 echo "canopy serve at $URL"
-curl -fsS -X POST "$URL/repos/add" -H 'content-type: application/json' \
+# The token the service generated on its first start (no --token given).
+AUTH="Authorization: Bearer $(cat "$WORK/data/token")"
+curl -fsS -X POST "$URL/repos/add" -H 'content-type: application/json' -H "$AUTH" \
     -d "{\"path\": \"$WORK/repos/app\"}" >/dev/null
-curl -fsS -X POST "$URL/reindex" -H 'content-type: application/json' \
+curl -fsS -X POST "$URL/reindex" -H 'content-type: application/json' -H "$AUTH" \
     -d '{"repo": "app"}' >/dev/null || true
 
 status=0
@@ -66,6 +68,7 @@ status=0
     --workers 2 \
     --request-timeout 75 \
     --seed 15 \
+    --header "$AUTH" \
     --no-color || status=$?
 if ! kill -0 "$SERVE_PID" 2>/dev/null; then
     echo "canopy serve died during the run:" >&2

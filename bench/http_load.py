@@ -90,7 +90,7 @@ class Server:
     def __init__(self, binary, data_dir, log_path, start_timeout=30.0):
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(
-            [binary, "serve", "--bind", "127.0.0.1:0", "--data-dir", data_dir, "--quiet"],
+            [binary, "serve", "--bind", "127.0.0.1:0", "--data-dir", data_dir, "--quiet", "--no-auth"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.addr = None
         found = threading.Event()

@@ -56,7 +56,7 @@ pub fn open(
     };
     Ok(Box::new(RemoteBackend::new(
         url,
-        global.service_token.clone(),
+        global.token_for(url),
         session,
         start,
         engine_options(global),

@@ -56,7 +56,10 @@ pub(crate) struct GlobalArgs {
     /// Send index, query, pack, context, expand, status and the graph commands to a running `canopy serve` at this URL.
     #[arg(long, global = true, env = "CANOPY_SERVICE_URL")]
     pub(crate) service_url: Option<String>,
-    /// Bearer token for --service-url.
+    /// Bearer token for --service-url [default: for a loopback URL, the
+    /// token the local `canopy serve` generated in its data directory
+    /// ($CANOPY_DATA_DIR, else $XDG_DATA_HOME/canopy or
+    /// ~/.local/share/canopy)].
     #[arg(
         long,
         global = true,
@@ -72,6 +75,16 @@ pub(crate) struct GlobalArgs {
     /// README "Semantic retrieval"). Without one, semantic is skipped.
     #[arg(long, global = true, env = "CANOPY_MODEL")]
     pub(crate) model: Option<PathBuf>,
+}
+
+impl GlobalArgs {
+    /// The token to send to the service at `url`: `--service-token`, else
+    /// the local service's generated one when `url` is on this machine.
+    pub(crate) fn token_for(&self, url: &str) -> Option<String> {
+        self.service_token
+            .clone()
+            .or_else(|| canopy_client::auth::local_token_for(url))
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -233,7 +246,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Mcp(args) => mcp(g, args),
         Command::Follow(args) => match &g.service_url {
-            Some(url) => follow_cmd::run(args, url, g.service_token.clone(), g.json, g.quiet),
+            Some(url) => follow_cmd::run(args, url, g.token_for(url), g.json, g.quiet),
             None => anyhow::bail!(
                 "canopy follow reads a service's event feed: pass --service-url URL (or set CANOPY_SERVICE_URL)"
             ),
@@ -389,7 +402,7 @@ fn mcp(global: &GlobalArgs, mut args: canopy_mcp::McpArgs) -> anyhow::Result<()>
         .as_ref()
         .map(|url| canopy_mcp::ServiceMode {
             url: url.clone(),
-            token: global.service_token.clone(),
+            token: global.token_for(url),
         });
     canopy_mcp::run_stdio(args)
 }

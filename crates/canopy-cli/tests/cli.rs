@@ -274,10 +274,19 @@ fn service_url_sends_commands_to_a_running_service() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let url = server.url.clone();
+    // No --service-token: the CLI reads the token the service generated in
+    // its data directory, as it does on the service's machine.
     let remote = |args: &[&str]| {
         let mut all = vec!["--service-url", url.as_str()];
         all.extend_from_slice(args);
-        canopy(root, &all)
+        Command::new(env!("CARGO_BIN_EXE_canopy"))
+            .current_dir(root)
+            .args(&all)
+            .env("CANOPY_LOG", "warn")
+            .env("CANOPY_DATA_DIR", data.path())
+            .env_remove("CANOPY_SERVICE_TOKEN")
+            .output()
+            .expect("canopy runs")
     };
     let out = remote(&["index", "--json"]);
     assert!(
@@ -836,8 +845,9 @@ fn service_answers_are_overlaid_with_uncommitted_local_changes() {
     let data = tempfile::tempdir().unwrap();
     let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
     let url = server.url.clone();
+    let token = server.admin_token().expect("a generated token");
     let remote = |args: &[&str]| {
-        let mut all = vec!["--service-url", url.as_str()];
+        let mut all = vec!["--service-url", url.as_str(), "--service-token", &token];
         all.extend_from_slice(args);
         let out = canopy(root, &all);
         assert!(

@@ -28,7 +28,10 @@ struct Follower {
 }
 
 impl Follower {
-    fn start(url: &str, cursor: &Path, extra: &[&str]) -> Follower {
+    /// Starts `canopy follow` against `url`. It is given no token: it reads
+    /// the one the service generated in `data_dir`, as a follower on the
+    /// service's machine does.
+    fn start(url: &str, data_dir: &Path, cursor: &Path, extra: &[&str]) -> Follower {
         let mut child = Command::new(canopy_bin!())
             .args([
                 "--json",
@@ -42,6 +45,8 @@ impl Follower {
             .arg(cursor)
             .args(extra)
             .env("CANOPY_LOG", "warn")
+            .env("CANOPY_DATA_DIR", data_dir)
+            .env_remove("CANOPY_SERVICE_TOKEN")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -133,7 +138,7 @@ fn a_killed_follower_resumes_from_its_cursor_without_losing_or_repeating_events(
     let client = server.client();
     let id = add_and_index(&client, &repo);
 
-    let first = Follower::start(&server.url, &cursor, &[]);
+    let first = Follower::start(&server.url, data.path(), &cursor, &[]);
     change(&client, &repo, &id, 1);
     change(&client, &repo, &id, 2);
     let so_far = relevant_seqs(&client);
@@ -149,7 +154,12 @@ fn a_killed_follower_resumes_from_its_cursor_without_losing_or_repeating_events(
     let all = relevant_seqs(&client);
     assert!(all.len() > so_far.len());
 
-    let mut second = Follower::start(&server.url, &cursor, &["--duration-seconds", "3"]);
+    let mut second = Follower::start(
+        &server.url,
+        data.path(),
+        &cursor,
+        &["--duration-seconds", "3"],
+    );
     assert!(second.wait_exit(), "the second follower failed");
     let second_seen = second.seqs();
     let mut seen = first_seen.clone();
@@ -199,6 +209,7 @@ fn a_follower_backs_off_while_the_service_is_down_and_resumes_when_it_is_back() 
     };
     let mut follower = Follower::start(
         &url,
+        data.path(),
         &cursor,
         &[
             "--status-file",

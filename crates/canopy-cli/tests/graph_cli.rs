@@ -269,8 +269,14 @@ fn graph_commands_in_service_mode_answer_from_the_service() {
     canopy_test_support::git::commit_all(dir, "fixture");
     let data = tempfile::tempdir().expect("data dir");
     let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
+    let token = server.admin_token().expect("a generated token");
     let remote = |args: &[&str]| {
-        let mut all = vec!["--service-url", server.url.as_str()];
+        let mut all = vec![
+            "--service-url",
+            server.url.as_str(),
+            "--service-token",
+            &token,
+        ];
         all.extend_from_slice(args);
         canopy(dir, &all)
     };
@@ -331,7 +337,14 @@ fn graph_commands_in_service_mode_answer_from_the_service() {
     canopy_test_support::git::git(unregistered.path(), &["init", "-q"]);
     let out = canopy(
         unregistered.path(),
-        &["--service-url", server.url.as_str(), "callers", "main"],
+        &[
+            "--service-url",
+            server.url.as_str(),
+            "--service-token",
+            &token,
+            "callers",
+            "main",
+        ],
     );
     assert!(!out.status.success());
     assert!(

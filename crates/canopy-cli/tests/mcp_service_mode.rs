@@ -38,7 +38,12 @@ async fn the_server_answers_from_the_service_with_local_edits_overlaid() {
     let client = connect_with_args(
         canopy_bin!(),
         TestClient::default(),
-        &["--service-url", service.url.as_str()],
+        &[
+            "--service-url",
+            service.url.as_str(),
+            "--service-token",
+            &service.admin_token().expect("a generated token"),
+        ],
     )
     .await;
     let path = repo.path();

@@ -561,6 +561,12 @@ fn every_error_has_code_message_and_hint() {
         400,
         "validation_error",
     );
+    // Above the schema's maximum wait: refused, not silently clamped.
+    assert_error(
+        &get(&client, "/events?after_seq=0&wait=61"),
+        400,
+        "validation_error",
+    );
     let plain = tempfile::tempdir().unwrap();
     assert_error(
         &post(&client, "/repos/add", &json!({"path": plain.path()})),
@@ -607,24 +613,14 @@ fn every_error_has_code_message_and_hint() {
         "path_outside_repo",
     );
 
-    // 403 without a token: browser-style cross-site requests.
-    let resp = client
-        .send_raw("GET", "/repos", None, &[("Origin", "http://evil.example")])
-        .unwrap();
-    assert_error(&resp, 403, "forbidden_origin");
-    let resp = client
-        .send_raw("GET", "/repos", None, &[("Host", "evil.example:3000")])
-        .unwrap();
-    assert_error(&resp, 403, "forbidden_origin");
-    let resp = client
-        .send_raw(
-            "GET",
-            "/repos",
-            None,
-            &[("Origin", "http://localhost:5173")],
-        )
-        .unwrap();
-    assert_eq!(resp.status, 200);
+    // 403: browser-style cross-site requests, whatever the credentials. A
+    // local origin is no exception unless --allow-origin names it.
+    for origin in ["http://evil.example", "http://localhost:5173"] {
+        let resp = client
+            .send_raw("GET", "/repos", None, &[("Origin", origin)])
+            .unwrap();
+        assert_error(&resp, 403, "forbidden_origin");
+    }
 
     // 404
     assert_error(
@@ -780,7 +776,11 @@ fn authentication_with_and_without_a_token() {
     let repo = Repo::small();
     let id = add_and_index(&client, &repo);
     assert!(client.query(&id, &symbol("authenticate")).is_ok());
-    // With a token, the Host/Origin checks are not needed.
+    // With a token the Host does not matter, but a browser Origin still does.
+    let resp = client
+        .send_raw("GET", "/repos", None, &[("Host", "canopy.example:3000")])
+        .unwrap();
+    assert_eq!(resp.status, 200, "{}", resp.text());
     let resp = client
         .send_raw(
             "GET",
@@ -789,20 +789,178 @@ fn authentication_with_and_without_a_token() {
             &[("Origin", "http://elsewhere.example")],
         )
         .unwrap();
-    assert_eq!(resp.status, 200);
+    assert_error(&resp, 403, "forbidden_origin");
     drop(server);
 
-    // Without a token every endpoint is open to local clients.
+    // Without --token a token is generated: stored owner-only in the data
+    // directory, printed once, reused on the next start.
     let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
+    let generated = server.admin_token().expect("a token was generated");
+    assert!(
+        server.log().contains(&generated),
+        "the new token is shown once:\n{}",
+        server.log()
+    );
+    assert_error(
+        &server
+            .anonymous()
+            .send_raw("GET", "/repos", None, &[])
+            .unwrap(),
+        401,
+        "unauthorized",
+    );
+    assert_eq!(server.client().repos().unwrap().len(), 1);
+    drop(server);
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
+    assert_eq!(server.admin_token().as_deref(), Some(generated.as_str()));
+    assert!(
+        !server.log().contains(&generated),
+        "a stored token is not printed again:\n{}",
+        server.log()
+    );
+    assert_eq!(server.client().repos().unwrap().len(), 1);
+    drop(server);
+
+    // --no-auth opts out: every endpoint is open to local clients, which
+    // must then name a loopback Host (no DNS rebinding).
+    let no_auth = Opts {
+        extra: vec!["--no-auth".into()],
+        ..Opts::default()
+    };
+    let server = Server::start(canopy_bin!(), data.path(), &no_auth);
     let anon = server.anonymous();
     assert_eq!(anon.repos().unwrap().len(), 1);
+    let resp = anon
+        .send_raw("GET", "/repos", None, &[("Host", "evil.example:3000")])
+        .unwrap();
+    assert_error(&resp, 403, "forbidden_origin");
+    // Every Host header is checked, not only the first.
+    let resp = anon
+        .send_raw(
+            "GET",
+            "/repos",
+            None,
+            &[("Host", "127.0.0.1"), ("Host", "attacker.example")],
+        )
+        .unwrap();
+    assert_error(&resp, 403, "forbidden_origin");
+    let resp = anon
+        .send_raw(
+            "GET",
+            "/repos",
+            None,
+            &[("Origin", "http://localhost:5173")],
+        )
+        .unwrap();
+    assert_error(&resp, 403, "forbidden_origin");
     drop(server);
 
-    // A non-loopback bind without a token refuses to start.
-    let (ok, stderr) = serve_exits(canopy_bin!(), data.path(), &["--bind", "0.0.0.0:0"]);
+    // A non-loopback bind without authentication refuses to start.
+    let (ok, stderr) = serve_exits(
+        canopy_bin!(),
+        data.path(),
+        &["--no-auth", "--bind", "0.0.0.0:0"],
+    );
     assert!(!ok);
     assert!(stderr.contains("refusing to listen"), "{stderr}");
     assert!(stderr.contains("--token"), "{stderr}");
+}
+
+/// Rebuilds are admin operations: the agent token queries and re-indexes
+/// but cannot rebuild; an origin is allowed only by name.
+#[test]
+fn the_agent_token_cannot_rebuild_and_origins_are_allowed_by_name() {
+    let data = tempfile::tempdir().unwrap();
+    let agent_token = "agent-token-for-tests";
+    let server = Server::start(
+        canopy_bin!(),
+        data.path(),
+        &Opts {
+            extra: vec![
+                "--agent-token".into(),
+                agent_token.into(),
+                "--allow-origin".into(),
+                "http://localhost:5173".into(),
+            ],
+            ..Opts::default()
+        },
+    );
+    let admin = server.client();
+    let repo = Repo::small();
+    let id = add_and_index(&admin, &repo);
+    let agent = server.client_with(agent_token);
+    assert!(agent.query(&id, &symbol("authenticate")).is_ok());
+    let resp = post(&agent, "/reindex", &json!({"repo": id}));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    admin.wait_until_idle(&id, WAIT).unwrap();
+    assert_error(
+        &post(&agent, "/reindex", &json!({"repo": id, "rebuild": true})),
+        403,
+        "admin_required",
+    );
+    let resp = post(&admin, "/reindex", &json!({"repo": id, "rebuild": true}));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    admin.wait_until_idle(&id, WAIT).unwrap();
+    // An allowed origin passes (with credentials); another is refused.
+    let resp = agent
+        .send_raw(
+            "GET",
+            "/repos",
+            None,
+            &[("Origin", "http://localhost:5173/")],
+        )
+        .unwrap();
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let resp = agent
+        .send_raw(
+            "GET",
+            "/repos",
+            None,
+            &[("Origin", "http://localhost:5174")],
+        )
+        .unwrap();
+    assert_error(&resp, 403, "forbidden_origin");
+    // Without credentials an allowed origin is still not enough.
+    let resp = server
+        .anonymous()
+        .send_raw(
+            "GET",
+            "/repos",
+            None,
+            &[("Origin", "http://localhost:5173")],
+        )
+        .unwrap();
+    assert_error(&resp, 401, "unauthorized");
+}
+
+/// `canopy serve --watch` watches repositories registered after start-up
+/// too (issue 32, N1).
+#[test]
+fn serve_watch_watches_repositories_added_later() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        canopy_bin!(),
+        data.path(),
+        &Opts {
+            extra: vec!["--watch".into()],
+            ..Opts::default()
+        },
+    );
+    let client = server.client();
+    let repo = Repo::small();
+    let id = add_and_index(&client, &repo);
+    assert!(
+        client
+            .repos()
+            .unwrap()
+            .iter()
+            .any(|v| v.repo_id == id && v.watch),
+        "a repository added to a --watch service is watched"
+    );
+    repo.write("src/later.rs", "pub fn added_after_start() -> u8 { 3 }\n");
+    eventually("the edit is indexed without POST /reindex", || {
+        finds(&client, &id, "added_after_start", "src/later.rs")
+    });
 }
 
 #[test]
@@ -893,7 +1051,14 @@ fn by_default_only_repositories_under_the_start_directory_are_served() {
         )),
         "{log}"
     );
-    assert!(log.contains("any process on this machine"), "{log}");
+    // … and to whom: by default, clients with the generated token.
+    assert!(
+        log.contains(&format!(
+            "clients that send the bearer token stored in {}",
+            data.path().join("token").display()
+        )),
+        "{log}"
+    );
     let client = server.client();
 
     // A repository elsewhere (another temporary directory) is refused …
@@ -930,16 +1095,6 @@ fn by_default_only_repositories_under_the_start_directory_are_served() {
     std::fs::write(inside.join("lib.py"), "def hello():\n    return 1\n").unwrap();
     client.add_repo(&inside, None).unwrap();
 
-    // Every Host header is checked, not only the first.
-    let resp = client
-        .send_raw(
-            "GET",
-            "/repos",
-            None,
-            &[("Host", "127.0.0.1"), ("Host", "attacker.example")],
-        )
-        .unwrap();
-    assert_eq!(resp.status, 403, "{}", String::from_utf8_lossy(&resp.body));
     drop(server);
 
     // Started in the filesystem root without --allow-root, it refuses to start.
@@ -1041,6 +1196,14 @@ fn metrics_and_health_reflect_the_service() {
     let health = client.health().unwrap();
     assert_eq!(health.status, "degraded");
     assert!(health.reasons[0].contains("never indexed"), "{health:?}");
+    // Without the token no repository is named, but the status says why.
+    let anonymous = server.anonymous().health().unwrap();
+    assert_eq!(anonymous.status, "degraded");
+    assert!(anonymous.repos.is_none(), "{anonymous:?}");
+    assert_eq!(
+        anonymous.reasons,
+        vec!["1 repository is not healthy (send the token for details)".to_string()]
+    );
     client.reindex(&id, None).unwrap();
     client.wait_until_idle(&id, WAIT).unwrap();
     let health = client.health().unwrap();

@@ -17,7 +17,9 @@
 //!   with the overlay merged in);
 //! * [`request`]: the requests, validated once into typed values, and the
 //!   query parameters as front ends parse them ([`request::SearchArgs`]);
-//! * [`follow`]: the agent runtime over the event feed (`canopy follow`).
+//! * [`follow`]: the agent runtime over the event feed (`canopy follow`);
+//! * [`auth`]: where a local service keeps its generated token, which
+//!   clients on the same machine read when given none.
 //!
 //! ```no_run
 //! let client = canopy_client::client::ServiceClient::new("http://127.0.0.1:3000")?;
@@ -31,6 +33,7 @@
 //! command line) stay in their crates.
 
 pub mod api;
+pub mod auth;
 pub mod backend;
 pub mod client;
 pub mod follow;

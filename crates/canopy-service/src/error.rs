@@ -44,9 +44,13 @@ pub enum ApiError {
     /// A bearer token that does not match.
     #[error("invalid bearer token")]
     Forbidden,
-    /// A browser-style cross-site request (foreign `Host` or `Origin`) to a service without a token.
+    /// A browser-style cross-site request: an `Origin` not allowed with
+    /// `--allow-origin`, or (with `--no-auth`) a foreign `Host`.
     #[error("{0}")]
     ForbiddenOrigin(String),
+    /// An admin operation (a rebuild) asked for with the agent token.
+    #[error("{0} needs the admin token")]
+    AdminRequired(&'static str),
     /// The path is outside every `--allow-root`.
     #[error("{0}")]
     PathNotAllowed(String),
@@ -125,9 +129,10 @@ impl ApiError {
             | ApiError::BadQuery { .. }
             | ApiError::NotAGitRepository(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden | ApiError::ForbiddenOrigin(_) | ApiError::PathNotAllowed(_) => {
-                StatusCode::FORBIDDEN
-            }
+            ApiError::Forbidden
+            | ApiError::ForbiddenOrigin(_)
+            | ApiError::AdminRequired(_)
+            | ApiError::PathNotAllowed(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::NameTaken(_) | ApiError::StaleGeneration { .. } | ApiError::StaleIndex(_) => {
@@ -152,6 +157,7 @@ impl ApiError {
             ApiError::Unauthorized => "unauthorized",
             ApiError::Forbidden => "forbidden",
             ApiError::ForbiddenOrigin(_) => "forbidden_origin",
+            ApiError::AdminRequired(_) => "admin_required",
             ApiError::PathNotAllowed(_) => "path_not_allowed",
             ApiError::NotFound { .. } => "not_found",
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
@@ -181,11 +187,14 @@ impl ApiError {
                 "pass the absolute path of a repository root (the directory that contains .git)".into()
             }
             ApiError::Unauthorized => {
-                "send the header `Authorization: Bearer <token>` (the token given to canopy serve --token or CANOPY_TOKEN)".into()
+                "send the header `Authorization: Bearer <token>`: the service's --token, or the token it generated in <data-dir>/token (local canopy clients read that file themselves)".into()
             }
-            ApiError::Forbidden => "check the bearer token; it must equal the service's --token".into(),
+            ApiError::Forbidden => "check the bearer token; it must equal the service's --token (or <data-dir>/token) or its --agent-token".into(),
             ApiError::ForbiddenOrigin(_) => {
-                "call the service from a local client (Host 127.0.0.1/localhost, no foreign Origin), or start it with --token".into()
+                "call the service from a non-browser client (no Origin header; with --no-auth also Host 127.0.0.1/localhost), or start it with --allow-origin <origin>".into()
+            }
+            ApiError::AdminRequired(_) => {
+                "send the admin token (the service's --token or <data-dir>/token); the --agent-token cannot rebuild".into()
             }
             ApiError::PathNotAllowed(_) => {
                 "register a repository under one of the service's --allow-root directories".into()

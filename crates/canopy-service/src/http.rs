@@ -7,7 +7,6 @@
 //! limit, and serialize the answer. [`routes`] is the single route table the
 //! router is built from; the OpenAPI test checks it against `openapi.json`.
 
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,7 +14,7 @@ use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, MatchedPath, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, Extension, MatchedPath, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -100,14 +99,26 @@ async fn track(State(svc): State<AppState>, req: Request, next: Next) -> Respons
     response
 }
 
-/// Authentication (with `--token`) or cross-site protection (without), on
-/// every route but `/health`.
-async fn guard(State(svc): State<AppState>, req: Request, next: Next) -> Response {
+/// What a request's credentials allow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Everything: the admin token, or a service started with `--no-auth`.
+    Admin,
+    /// Everything but admin operations (rebuilds): the `--agent-token`.
+    Agent,
+}
+
+/// Authentication and cross-site protection, on every route but
+/// `/health`; the request's [`Scope`] goes along as an extension.
+async fn guard(State(svc): State<AppState>, mut req: Request, next: Next) -> Response {
     if req.uri().path() == "/health" {
         return next.run(req).await;
     }
     match authorize(&svc, req.headers()) {
-        Ok(()) => next.run(req).await,
+        Ok(scope) => {
+            req.extensions_mut().insert(scope);
+            next.run(req).await
+        }
         Err(e) => e.into_response(),
     }
 }
@@ -120,27 +131,31 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 fn is_loopback_host(host: &str) -> bool {
-    let host = host.trim();
-    // Strip the port: `[::1]:3000`, `127.0.0.1:3000`, `localhost:3000`.
-    let name = if let Some(rest) = host.strip_prefix('[') {
-        rest.split(']').next().unwrap_or("")
-    } else {
-        host.rsplit_once(':').map_or(host, |(h, _)| h)
-    };
-    let name = name.trim_end_matches('.').to_ascii_lowercase();
-    name == "localhost"
-        || name.ends_with(".localhost")
-        || name
-            .parse::<IpAddr>()
-            .is_ok_and(|ip| ip.to_canonical().is_loopback())
+    canopy_client::auth::is_loopback_host(host)
 }
 
-/// Checks a request's credentials. With a token: `Authorization: Bearer`.
-/// Without one (loopback only): the `Host` must be a loopback name and a
-/// browser `Origin`, if any, must be local too — so web pages can neither
-/// rebind DNS onto the service nor post to it cross-site.
-pub fn authorize(svc: &Service, headers: &HeaderMap) -> Result<(), ApiError> {
-    if let Some(token) = &svc.config().token {
+/// Checks a request's credentials and origin.
+///
+/// * Every `Origin` header must be one of `--allow-origin` (browsers send
+///   one on cross-site requests; command-line and agent clients send none),
+///   whatever the credentials: a web page can never drive the service
+///   unless it was allowed by name.
+/// * With a token (given or generated): `Authorization: Bearer` with the
+///   admin token ([`Scope::Admin`]) or the agent token ([`Scope::Agent`]).
+/// * With `--no-auth` (loopback only): the `Host` must be a loopback name,
+///   so web pages cannot rebind DNS onto the service.
+pub fn authorize(svc: &Service, headers: &HeaderMap) -> Result<Scope, ApiError> {
+    let config = svc.config();
+    for origin in headers.get_all(header::ORIGIN) {
+        let text = origin.to_str().unwrap_or("");
+        let normal = text.trim().trim_end_matches('/').to_ascii_lowercase();
+        if !config.allow_origins.contains(&normal) {
+            return Err(ApiError::ForbiddenOrigin(format!(
+                "cross-site request from Origin {text:?}, which is not in --allow-origin"
+            )));
+        }
+    }
+    if let Some(token) = &config.token {
         let value = headers
             .get(header::AUTHORIZATION)
             .ok_or(ApiError::Unauthorized)?
@@ -150,14 +165,19 @@ pub fn authorize(svc: &Service, headers: &HeaderMap) -> Result<(), ApiError> {
         if !scheme.eq_ignore_ascii_case("bearer") {
             return Err(ApiError::Unauthorized);
         }
-        return if constant_time_eq(given.trim().as_bytes(), token.as_bytes()) {
-            Ok(())
-        } else {
-            Err(ApiError::Forbidden)
-        };
+        let given = given.trim().as_bytes();
+        if constant_time_eq(given, token.as_bytes()) {
+            return Ok(Scope::Admin);
+        }
+        if let Some(agent) = &config.agent_token
+            && constant_time_eq(given, agent.as_bytes())
+        {
+            return Ok(Scope::Agent);
+        }
+        return Err(ApiError::Forbidden);
     }
-    // Every Host and Origin header counts: a proxy or client may pass the
-    // first one on and act on another.
+    // Every Host header counts: a proxy or client may pass the first one on
+    // and act on another.
     for host in headers.get_all(header::HOST) {
         let host = host.to_str().unwrap_or("");
         if !is_loopback_host(host) {
@@ -171,19 +191,7 @@ pub fn authorize(svc: &Service, headers: &HeaderMap) -> Result<(), ApiError> {
             "more than one Host header".into(),
         ));
     }
-    for origin in headers.get_all(header::ORIGIN) {
-        let origin = origin.to_str().unwrap_or("");
-        let host = origin
-            .strip_prefix("http://")
-            .or_else(|| origin.strip_prefix("https://"))
-            .unwrap_or("");
-        if !is_loopback_host(host) {
-            return Err(ApiError::ForbiddenOrigin(format!(
-                "cross-site request from Origin {origin:?}"
-            )));
-        }
-    }
-    Ok(())
+    Ok(Scope::Admin)
 }
 
 /// Parses a JSON body whatever its content type; maps every failure to an [`ApiError`].
@@ -238,8 +246,16 @@ async fn list_repos(State(svc): State<AppState>) -> Result<Response, ApiError> {
     Ok(Json(out).into_response())
 }
 
-async fn reindex(State(svc): State<AppState>, body: Body) -> Result<Response, ApiError> {
+async fn reindex(
+    State(svc): State<AppState>,
+    scope: Option<Extension<Scope>>,
+    body: Body,
+) -> Result<Response, ApiError> {
     let req: ReindexRequest = parse_json(&svc, body)?;
+    // A rebuild throws an index away and costs a full build: operators only.
+    if req.rebuild && scope.map(|Extension(s)| s) != Some(Scope::Admin) {
+        return Err(ApiError::AdminRequired("a rebuild"));
+    }
     let out = blocking(&svc, move |s| s.reindex(req)).await?;
     Ok(Json(out).into_response())
 }
@@ -318,7 +334,14 @@ async fn events(
         .limit
         .unwrap_or(DEFAULT_EVENTS_LIMIT)
         .clamp(1, MAX_EVENTS_LIMIT);
-    let wait = Duration::from_secs(q.wait.unwrap_or(0).min(MAX_EVENTS_WAIT_SECS));
+    // The schema's maximum is enforced, not silently clamped (issue 32, U15).
+    let wait = q.wait.unwrap_or(0);
+    if wait > MAX_EVENTS_WAIT_SECS {
+        return Err(ApiError::Validation(format!(
+            "wait must be between 0 and {MAX_EVENTS_WAIT_SECS} seconds (got {wait})"
+        )));
+    }
+    let wait = Duration::from_secs(wait);
     let deadline = tokio::time::Instant::now() + wait;
     let mut changes = svc.subscribe_events();
     let mut shutdown = svc.subscribe_shutdown();

@@ -96,7 +96,17 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", config.bind))?;
     let addr = listener.local_addr()?;
     let exposure = config.exposure();
+    let generated = match (&config.token_source, &config.token) {
+        (config::TokenSource::Generated(file), Some(token)) => Some(format!(
+            "generated an access token (shown once; stored in {}, readable by you only): {token}",
+            file.display()
+        )),
+        _ => None,
+    };
     let service = Service::start(config)?;
+    if let Some(line) = generated {
+        eprintln!("{line}");
+    }
     eprintln!("{exposure}");
     eprintln!("listening on http://{addr}");
     tracing::info!(%addr, "canopy service started");

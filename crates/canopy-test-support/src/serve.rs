@@ -54,6 +54,7 @@ fn base_command(bin: &Path, data_dir: &Path) -> Command {
         .arg("--data-dir")
         .arg(data_dir)
         .env_remove("CANOPY_TOKEN")
+        .env_remove("CANOPY_AGENT_TOKEN")
         .env_remove("CANOPY_BIND")
         .env_remove("CANOPY_DATA_DIR")
         .env("CANOPY_LOG", "warn")
@@ -120,11 +121,26 @@ impl Server {
         }
     }
 
-    /// A client with the server's token.
+    /// The admin token: `--token`, else the one the server generated in
+    /// its data directory (`None` with `--no-auth`).
+    pub fn admin_token(&self) -> Option<String> {
+        self.token
+            .clone()
+            .or_else(|| canopy_client::auth::read_token(&self.data_dir))
+    }
+
+    /// A client with the server's admin token.
     pub fn client(&self) -> ServiceClient {
         ServiceClient::new(&self.url)
             .expect("client")
-            .with_token(self.token.clone())
+            .with_token(self.admin_token())
+    }
+
+    /// A client with another token (the agent's, a wrong one).
+    pub fn client_with(&self, token: &str) -> ServiceClient {
+        ServiceClient::new(&self.url)
+            .expect("client")
+            .with_token(Some(token.to_string()))
     }
 
     /// A client without credentials.

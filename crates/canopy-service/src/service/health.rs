@@ -44,6 +44,10 @@ impl Service {
         let mut repos = Vec::new();
         let mut worst = Health::Healthy;
         let mut reasons = Vec::new();
+        // Without credentials no repository is named, but a status other
+        // than healthy still says why in general terms (issue 32, U14).
+        let mut anonymous_reasons = Vec::new();
+        let mut not_healthy = 0usize;
         for entry in self.entries() {
             let (record, run, rerun) = {
                 let st = lock(&entry.state);
@@ -52,6 +56,7 @@ impl Service {
             let (health, why) = classify(&entry, &record, run.as_ref(), rerun);
             if health != Health::Healthy {
                 reasons.push(format!("{}: {}", record.name, why.join("; ")));
+                not_healthy += 1;
             }
             worst = worst.max(health);
             repos.push(RepoHealth {
@@ -61,19 +66,29 @@ impl Service {
                 reasons: why,
             });
         }
+        if not_healthy > 0 {
+            anonymous_reasons.push(format!(
+                "{not_healthy} repositor{} not healthy (send the token for details)",
+                if not_healthy == 1 { "y is" } else { "ies are" }
+            ));
+        }
         let errors = self.metrics.recent_internal_errors();
         if errors > 0 {
             worst = worst.max(Health::Degraded);
-            reasons.push(format!("{errors} internal error(s) in the last 5 minutes"));
+            let reason = format!("{errors} internal error(s) in the last 5 minutes");
+            reasons.push(reason.clone());
+            anonymous_reasons.push(reason);
         }
         if let Err(e) = self.registry.latest_seq() {
             tracing::error!("registry unreadable: {e}");
             worst = Health::Unhealthy;
-            reasons.push("the registry database cannot be read".into());
+            let reason = "the registry database cannot be read".to_string();
+            reasons.push(reason.clone());
+            anonymous_reasons.push(reason);
         }
         HealthResponse {
             status: worst.as_str().into(),
-            reasons: if detailed { reasons } else { Vec::new() },
+            reasons: if detailed { reasons } else { anonymous_reasons },
             uptime_seconds: self.started.elapsed().as_secs(),
             repos: detailed.then_some(repos),
         }

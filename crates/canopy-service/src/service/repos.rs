@@ -157,6 +157,10 @@ impl Service {
         drop(repos);
         if req.watch == Some(true) {
             self.set_watch(&entry, true)?;
+        } else if self.config.watch_all {
+            // `canopy serve --watch` watches every repository, those
+            // registered after start-up included.
+            self.start_watcher(&entry);
         }
         Ok(AddRepoResponse {
             repo_id: entry.id.clone(),
