@@ -123,11 +123,41 @@ fn index_report(
     Ok(())
 }
 
-/// Index statistics; the service's status of the repository is JSON always.
+/// Index statistics, of the local index or of the service's repository.
 pub fn status(report: &StatusReport, json: bool) -> anyhow::Result<()> {
     match report {
         StatusReport::Local(status) => local_status(status, json),
-        StatusReport::Served(_) => print_json(report),
+        StatusReport::Served(_) if json => print_json(report),
+        StatusReport::Served(served) => {
+            // People read the same lines as for a local index, after what
+            // the service adds (issue 32, U6: this was raw JSON).
+            println!(
+                "service:        {} {} (up {} s)",
+                served.service, served.version, served.uptime_seconds
+            );
+            for view in &served.repos {
+                let repo = &view.repo;
+                println!("repo:           {} ({})", repo.name, repo.repo_id);
+                println!(
+                    "state:          {}{}, generation {}",
+                    repo.status,
+                    if repo.indexing { ", indexing" } else { "" },
+                    repo.generation
+                );
+                if let Some(sha) = &repo.commit_sha {
+                    println!("commit:         {sha}");
+                }
+                println!("watch:          {}", if repo.watch { "on" } else { "off" });
+                if let Some(error) = &repo.last_error {
+                    println!("last_error:     {}", error.message);
+                }
+                match &view.index {
+                    Some(index) => local_status(index, false)?,
+                    None => println!("indexed:        no"),
+                }
+            }
+            Ok(())
+        }
     }
 }
 

@@ -172,7 +172,21 @@ fn errors_are_clear_and_not_on_stdout() {
     let out = canopy(root, &["expand", &id]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("stale index"), "{err}");
+    assert!(err.contains("controller.ts changed since"), "{err}");
     assert!(err.contains("canopy invalidate"), "{err}");
+    // A deleted file says so, not "changed" (issue 32, U13).
+    std::fs::remove_file(root.join("src/auth/controller.ts")).unwrap();
+    let out = canopy(root, &["expand", &id]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("controller.ts was deleted since"), "{err}");
+
+    // A pattern may start with a dash (issue 32, U5).
+    for pattern in ["-> None", "--verbose"] {
+        let answer = json(root, &["query", "--pattern", pattern, "--json"]);
+        assert!(answer["handles"].is_array(), "{pattern}: {answer}");
+        let answer = json(root, &["query", "-p", pattern, "--json"]);
+        assert!(answer["handles"].is_array(), "{pattern}: {answer}");
+    }
 
     let out = canopy(root, &["query", "--json"]);
     assert!(!out.status.success());
@@ -294,6 +308,18 @@ fn service_url_sends_commands_to_a_running_service() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // People get lines, not the service's JSON (issue 32, U6).
+    let out = remote(&["status"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!text.trim_start().starts_with('{'), "{text}");
+    for line in ["service:", "state:          ready", "files_indexed:"] {
+        assert!(text.contains(line), "{line}: {text}");
+    }
     let out = remote(&["query", "--symbol", "validateToken", "--json"]);
     assert!(
         out.status.success(),
@@ -349,7 +375,10 @@ fn service_url_sends_commands_to_a_running_service() {
         ],
     );
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the Canopy service"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot reach the Canopy service"), "{err}");
+    // The cause once, not twice (issue 32, U6).
+    assert_eq!(err.matches("Connection refused").count(), 1, "{err}");
 }
 
 /// Issue 15 item 3: a thousand copies of one word are one search; too many

@@ -63,12 +63,15 @@ pub enum ClientError {
         reason: String,
     },
     /// The service could not be reached, or the connection failed.
-    #[error("cannot talk to the service at {url}: {source}")]
+    // The I/O error is part of the message and deliberately not the error's
+    // `source`: callers print both message and chain, which said
+    // "Connection refused" twice (issue 32, U6).
+    #[error("cannot talk to the service at {url}: {error}")]
     Io {
         /// Base URL.
         url: String,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The service answered something that is not HTTP/JSON as expected.
     #[error("invalid response from the service: {0}")]
@@ -310,10 +313,10 @@ impl ServiceClient {
         &self.base_url
     }
 
-    fn io(&self, source: std::io::Error) -> ClientError {
+    fn io(&self, error: std::io::Error) -> ClientError {
         ClientError::Io {
             url: self.base_url.clone(),
-            source,
+            error,
         }
     }
 

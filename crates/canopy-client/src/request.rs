@@ -24,7 +24,9 @@ use serde::{Deserialize, Serialize};
 #[serde(default)]
 pub struct SearchArgs {
     /// Full-text search (words are ANDed; "quoted phrases"; word* for prefixes).
-    #[arg(long, short)]
+    // Code often starts with a dash (`-> None`, `--flag`): a pattern is
+    // taken as given (issue 32, U5).
+    #[arg(long, short, allow_hyphen_values = true)]
     pub pattern: Option<String>,
     /// Several text patterns, combined by --match (repeatable).
     #[arg(long = "patterns", num_args = 1..)]

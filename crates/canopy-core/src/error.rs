@@ -24,11 +24,13 @@ pub enum CanopyError {
         /// The id that was asked for.
         id: String,
     },
-    /// The file behind a handle changed since it was indexed.
-    #[error("stale index: {path} changed since it was indexed")]
+    /// The file behind a handle changed (or is gone) since it was indexed.
+    #[error("stale index: {path} {} since it was indexed", if *deleted { "was deleted" } else { "changed" })]
     StaleIndex {
         /// Repo-relative path of the changed (or deleted) file.
         path: String,
+        /// The file no longer exists (rather than having other content).
+        deleted: bool,
     },
     /// The S-expression DSL (or another structured query) did not parse.
     #[error("query parse error at byte {position}: {message}")]

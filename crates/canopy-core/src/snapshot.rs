@@ -79,6 +79,7 @@ impl<'a> Snapshot<'a> {
             let slice = bytes.get(node.start_byte..node.end_byte).ok_or_else(|| {
                 CanopyError::StaleIndex {
                     path: node.file_path.clone(),
+                    deleted: false,
                 }
             })?;
             out.push(Expansion {
@@ -101,6 +102,7 @@ impl<'a> Snapshot<'a> {
         if content_hash.is_empty() || format!("{:016x}", xxh3_64(&bytes)) != content_hash {
             return Err(CanopyError::StaleIndex {
                 path: rel_path.to_string(),
+                deleted: false,
             });
         }
         Ok(bytes)
@@ -112,19 +114,14 @@ impl<'a> Snapshot<'a> {
     pub fn read_repo_file(&self, rel_path: &str) -> Result<Vec<u8>> {
         check_relative(rel_path)?;
         let abs = self.root.join(rel_path);
-        let canonical = match abs.canonicalize() {
-            Ok(c) => c,
-            Err(_) => {
-                return Err(CanopyError::StaleIndex {
-                    path: rel_path.to_string(),
-                });
-            }
+        let gone = |e: std::io::Error| CanopyError::StaleIndex {
+            path: rel_path.to_string(),
+            deleted: e.kind() == std::io::ErrorKind::NotFound,
         };
+        let canonical = abs.canonicalize().map_err(gone)?;
         if !canonical.starts_with(self.root) {
             return Err(CanopyError::PathOutsideRepo(rel_path.to_string()));
         }
-        std::fs::read(&canonical).map_err(|_| CanopyError::StaleIndex {
-            path: rel_path.to_string(),
-        })
+        std::fs::read(&canonical).map_err(gone)
     }
 }

@@ -311,15 +311,19 @@ fn expansion_is_exact_and_detects_stale_files() {
     write(dir.path(), "src/lib.rs", format!("{LIB}\n// edited\n"));
     let stale = e.expand(&[h.id.as_str()]).unwrap_err();
     assert!(
-        matches!(stale, CanopyError::StaleIndex { ref path } if path == "src/lib.rs"),
+        matches!(stale, CanopyError::StaleIndex { ref path, deleted: false } if path == "src/lib.rs"),
         "{stale:?}"
     );
     assert!(stale.hint().contains("invalidate"));
     fs::remove_file(dir.path().join("src/lib.rs")).unwrap();
     let deleted = e.expand(&[h.id.as_str()]).unwrap_err();
     assert!(
-        matches!(deleted, CanopyError::StaleIndex { .. }),
+        matches!(deleted, CanopyError::StaleIndex { deleted: true, .. }),
         "a deleted file is stale, not missing: {deleted:?}"
+    );
+    assert!(
+        deleted.to_string().contains("src/lib.rs was deleted"),
+        "{deleted}"
     );
 }
 

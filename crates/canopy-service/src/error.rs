@@ -80,8 +80,9 @@ pub enum ApiError {
         /// The current generation.
         current: u64,
     },
-    /// The file behind a handle changed on disk since it was indexed.
-    #[error("stale index: {0} changed on disk since it was indexed")]
+    /// The file behind a handle changed on disk (or was deleted) since it
+    /// was indexed: the path and what happened to it.
+    #[error("stale index: {0} since it was indexed")]
     StaleIndex(String),
     /// The request body exceeds `--max-body-bytes`.
     #[error("request body is larger than the limit of {0} bytes")]
@@ -250,7 +251,11 @@ impl From<CanopyError> for ApiError {
     fn from(e: CanopyError) -> Self {
         match e {
             CanopyError::HandleNotFound { id } => ApiError::NotFound { what: "handle", id },
-            CanopyError::StaleIndex { path } => ApiError::StaleIndex(path),
+            CanopyError::StaleIndex { path, deleted } => ApiError::StaleIndex(if deleted {
+                format!("{path} was deleted")
+            } else {
+                format!("{path} changed on disk")
+            }),
             CanopyError::QueryParse { .. } => ApiError::BadQuery {
                 code: "query_parse_error",
                 message: e.to_string(),
