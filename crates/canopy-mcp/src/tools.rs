@@ -27,7 +27,8 @@ use serde_json::{Value, json};
 
 use crate::error::ToolError;
 
-/// The six tools of the agent contract (seed `004_…`).
+/// The tools: the agent contract's (seed `004_…`) and those Canopy adds
+/// beyond it (status, invalidate, refine, the graph, analyses, context).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ToolName {
     /// `canopy_query`: handles with previews.

@@ -115,7 +115,7 @@ CREATE VIRTUAL TABLE fts USING fts5(
 CREATE VIRTUAL TABLE fts_vocab USING fts5vocab(fts, 'row');
 
 -- ---- the code graph (crate::graph) ----------------------------------------
--- Resolution facts of a file (graph::facts::StoredFacts, compact varint
+-- Resolution facts of a file (store::graph_rows::StoredFacts, compact varint
 -- blobs): imports, bindings, bases and return types in `facts`, the uses of
 -- names in `sites`. Kept so that resolution can run again when another file
 -- changes, without re-parsing. `sites` is last: a pass reads every file's
@@ -134,7 +134,7 @@ CREATE TABLE graph_facts (
 -- file_refs has every call site by name. An ambiguous site has one edge per
 -- candidate. info packs: kind (bits 0-1: call, import, type, other), status
 -- (bits 2-3: resolved, ambiguous, unresolved), how (bits 4-6,
--- graph::resolve::How), confidence (bits 7-13, 0..=100).
+-- store::graph_rows::How), confidence (bits 7-13, 0..=100).
 -- edge_lists holds a file's edges as one packed blob (store::packed_edges:
 -- (src, line, col, dst) order, one edge per key); `count` is the number of
 -- edges in it. edge_targets says which files' lists hold an edge into a
