@@ -12,6 +12,50 @@
 //! writer in [`store`] → [`query`] reads through the store → [`Engine`] is the
 //! one API the front ends (CLI, MCP server, HTTP service) call. This crate
 //! knows nothing of JSON-RPC or HTTP.
+//!
+//! ## Use as a library
+//!
+//! Open a repository, index it, ask for handles, expand the one you need,
+//! and walk the call graph — the same calls `canopy` makes:
+//!
+//! ```
+//! use canopy_core::index::NoProgress;
+//! use canopy_core::query::QueryParams;
+//! use canopy_core::{Engine, EngineOptions};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let repo = tempfile::tempdir()?;
+//! std::fs::write(
+//!     repo.path().join("auth.py"),
+//!     "def check(token):\n    return len(token) > 8\n\n\ndef login(token):\n    return check(token)\n",
+//! )?;
+//! // A folder named explicitly may be a root even outside git.
+//! let options = EngineOptions {
+//!     root_rule: canopy_core::discover::RootRule::Named,
+//!     ..EngineOptions::default()
+//! };
+//! let engine = Engine::open(repo.path(), options)?;
+//! let report = engine.index(None, &NoProgress)?;
+//! assert_eq!(report.files_indexed, 1);
+//!
+//! // Handles: id, path, lines, token count and a preview; never whole files.
+//! let found = engine.query(&QueryParams {
+//!     symbol: Some("check".into()),
+//!     ..QueryParams::default()
+//! })?;
+//! let handle = &found.handles[0];
+//! assert_eq!((handle.file_path.as_str(), handle.line_range), ("auth.py", [1, 2]));
+//!
+//! // The exact text, verified against the file.
+//! let text = engine.expand(&[handle.id.as_str()])?;
+//! assert!(text[0].content.starts_with("def check(token):"));
+//!
+//! // The code graph: who calls `check`?
+//! let callers = engine.graph(|g| g.callers("check", 1, 50))?;
+//! assert_eq!(callers.nodes[0].qualified_name.as_deref(), Some("login"));
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod cancel;
 pub mod context;
