@@ -98,10 +98,19 @@ async fn malformed_input_gets_errors_and_the_server_keeps_serving() {
     );
     assert!(tokens <= 3_000, "tools/list costs {tokens} tokens");
 
-    // Well-formed JSON that is not a valid request: Invalid Request, with its id.
-    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":5}"#)
+    // tools/call whose params are not an object (5, null, none): Invalid
+    // params with its id, never "method not found" (issue 32, U10).
+    for (id, params) in [(3, r#","params":5"#), (31, r#","params":null"#), (32, "")] {
+        raw.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call"{params}}}"#
+        ))
         .await;
-    let (_, invalid) = raw.reply(json!(3)).await;
+        let (_, invalid) = raw.reply(json!(id)).await;
+        assert_eq!(invalid["error"]["code"], -32602, "{invalid}");
+    }
+    // Well-formed JSON that is not a valid request: Invalid Request, with its id.
+    raw.send(r#"{"jsonrpc":"2.0","id":33,"method":7}"#).await;
+    let (_, invalid) = raw.reply(json!(33)).await;
     assert_eq!(invalid["error"]["code"], -32600, "{invalid}");
 
     // More garbage, a truncated message, a batch array; then a valid call.

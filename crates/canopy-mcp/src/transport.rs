@@ -37,6 +37,8 @@ pub(crate) const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
 /// JSON-RPC "Parse error".
 const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC "Invalid params".
+const INVALID_PARAMS: i64 = -32602;
 /// JSON-RPC "Invalid Request".
 const INVALID_REQUEST: i64 = -32600;
 
@@ -225,6 +227,9 @@ fn classify(line: &[u8]) -> Incoming {
     if line.is_empty() {
         return Incoming::Blank;
     }
+    if let Some(reply) = missing_params(line) {
+        return Incoming::Reply(reply);
+    }
     let err = match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
         Ok(msg) => return Incoming::Message(Box::new(msg)),
         Err(err) => err,
@@ -259,6 +264,41 @@ fn classify(line: &[u8]) -> Incoming {
     ))
 }
 
+/// Methods whose `params` object is required: rmcp takes such a request
+/// without one for an unknown method and answers `-32601 Method not found`,
+/// which sends a client looking for the wrong mistake (issue 32, U10).
+const METHODS_WITH_PARAMS: &[(&str, &str)] = &[(
+    "tools/call",
+    "{\"name\": \"canopy_query\", \"arguments\": {…}}",
+)];
+
+/// `-32602 Invalid params` for a request to a method of
+/// [`METHODS_WITH_PARAMS`] whose `params` is missing, `null` or not an object.
+fn missing_params(line: &[u8]) -> Option<Value> {
+    // Cheap test first: most lines name no such method.
+    let names_one = METHODS_WITH_PARAMS
+        .iter()
+        .any(|(method, _)| line.windows(method.len()).any(|w| w == method.as_bytes()));
+    if !names_one {
+        return None;
+    }
+    let value: Value = serde_json::from_slice(line).ok()?;
+    let method = value.get("method")?.as_str()?;
+    let id = value
+        .get("id")
+        .filter(|id| id.is_string() || id.is_number())?
+        .clone();
+    let (_, example) = METHODS_WITH_PARAMS.iter().find(|(m, _)| *m == method)?;
+    if value.get("params").is_some_and(Value::is_object) {
+        return None;
+    }
+    Some(error_reply(
+        INVALID_PARAMS,
+        format!("Invalid params: {method} needs a params object, e.g. {example}"),
+        id,
+    ))
+}
+
 fn error_reply(code: i64, message: String, id: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
@@ -279,9 +319,20 @@ mod tests {
     fn classifies_input_lines() {
         assert_eq!(reply("{not json")["error"]["code"], PARSE_ERROR);
         assert_eq!(reply("{not json")["id"], Value::Null);
-        let invalid = reply(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":5}"#);
-        assert_eq!(invalid["error"]["code"], INVALID_REQUEST);
-        assert_eq!(invalid["id"], 7);
+        // tools/call without a params object: invalid params, not an
+        // unknown method.
+        for params in [r#","params":5"#, r#","params":null"#, ""] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call"{params}}}"#);
+            let invalid = reply(&line);
+            assert_eq!(invalid["error"]["code"], INVALID_PARAMS, "{line}");
+            assert_eq!(invalid["id"], 7);
+            let message = invalid["error"]["message"].as_str().unwrap_or("");
+            assert!(message.contains("needs a params object"), "{message}");
+        }
+        assert!(matches!(
+            classify(br#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"canopy_status","arguments":{}}}"#),
+            Incoming::Message(_)
+        ));
         assert_eq!(reply("[1,2]")["error"]["code"], INVALID_REQUEST);
         assert!(matches!(classify(b"   "), Incoming::Blank));
         assert!(matches!(
