@@ -271,6 +271,35 @@ fn tsx_query() -> String {
     )
 }
 
+/// The parse-and-extract floor, for benchmarks only: parses `source` with
+/// the grammar [`extract::parse_file`] uses for `path` and runs the same
+/// compiled extraction query over the tree, counting captures, and does
+/// nothing else (no units, tokens, facts or storage). `None` for plain text.
+/// `examples/index_floor.rs` runs it over a repository so that `bench/floor.sh`
+/// can set a cold index against it in the same run (issue 28).
+#[doc(hidden)]
+pub fn parse_and_match(path: &str, source: &[u8]) -> Option<usize> {
+    use streaming_iterator::StreamingIterator;
+    thread_local! {
+        static FLOOR_PARSER: std::cell::RefCell<tree_sitter::Parser> =
+            std::cell::RefCell::new(tree_sitter::Parser::new());
+    }
+    let spec = Language::from_path(path).spec()?;
+    let text = extract::text_view(source);
+    let tree = FLOOR_PARSER.with(|parser| {
+        let mut parser = parser.borrow_mut();
+        parser.set_language(&spec.grammar).ok()?;
+        parser.parse(&text, None)
+    })?;
+    let mut cursor = tree_sitter::QueryCursor::new();
+    let mut matches = cursor.matches(&spec.query, tree.root_node(), text.as_bytes());
+    let mut captures = 0;
+    while let Some(m) = matches.next() {
+        captures += m.captures.len();
+    }
+    Some(captures)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
