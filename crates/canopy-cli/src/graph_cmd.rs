@@ -574,7 +574,7 @@ fn text(a: &GraphAnswer) -> String {
     for n in &a.nodes {
         let _ = writeln!(
             s,
-            "{}{}  {}:{}-{}  {}  [{} {} {}%]",
+            "{}{}  {}:{}-{}  {}  [{} {} {}%{}]",
             "  ".repeat(n.depth as usize),
             n.qualified_name.as_deref().unwrap_or(&n.handle.node_type),
             n.handle.file_path,
@@ -583,7 +583,8 @@ fn text(a: &GraphAnswer) -> String {
             n.handle.id,
             n.edge_kind,
             n.how,
-            n.confidence
+            n.confidence,
+            if n.guess { " guess" } else { "" }
         );
     }
     if !a.review.is_empty() {
@@ -591,13 +592,14 @@ fn text(a: &GraphAnswer) -> String {
         for n in &a.review {
             let _ = writeln!(
                 s,
-                "  {}  {}:{}  {}  [{} {}%]",
+                "  {}  {}:{}  {}  [{} {}%{}]",
                 n.qualified_name.as_deref().unwrap_or(&n.handle.node_type),
                 n.handle.file_path,
                 n.handle.line_range[0],
                 n.handle.id,
                 n.how,
-                n.confidence
+                n.confidence,
+                if n.guess { " guess" } else { "" }
             );
         }
     }
@@ -611,6 +613,16 @@ fn text(a: &GraphAnswer) -> String {
             );
         }
         None => {}
+    }
+    if let Some(hint) = &a.hint {
+        let _ = writeln!(s, "hint: {hint}");
+    }
+    if let Some(c) = &a.max_results_clamped {
+        let _ = writeln!(
+            s,
+            "(--max-results {} is above the cap; {} used)",
+            c.asked, c.used
+        );
     }
     if a.unresolved_count > 0 && a.empty.is_none() {
         let _ = writeln!(s, "({} unresolved sites)", a.unresolved_count);
@@ -642,15 +654,19 @@ fn node_labels(a: &GraphAnswer) -> Vec<(String, String)> {
     v
 }
 
-/// Edges as (from, to): callers point at what they call.
-fn drawn_edges(a: &GraphAnswer) -> Vec<(String, String)> {
+/// Edges as (from, to, guessed): callers point at what they call.
+fn drawn_edges(a: &GraphAnswer) -> Vec<(String, String, bool)> {
     let incoming = a.op == "callers" || a.op == "references" || a.op == "type_usages";
     a.nodes
         .iter()
         .filter_map(|n| {
             let p = n.parent.as_ref()?.to_string();
             let me = n.handle.id.to_string();
-            Some(if incoming { (me, p) } else { (p, me) })
+            Some(if incoming {
+                (me, p, n.guess)
+            } else {
+                (p, me, n.guess)
+            })
         })
         .collect()
 }
@@ -660,8 +676,14 @@ fn dot(a: &GraphAnswer) -> String {
     for (id, l) in node_labels(a) {
         let _ = writeln!(s, "  \"{id}\" [label=\"{}\"];", l.replace('"', "\\\""));
     }
-    for (f, t) in drawn_edges(a) {
-        let _ = writeln!(s, "  \"{f}\" -> \"{t}\";");
+    for (f, t, guess) in drawn_edges(a) {
+        // A guessed edge is drawn dashed and says so.
+        let style = if guess {
+            " [style=dashed, label=\"guess\"]"
+        } else {
+            ""
+        };
+        let _ = writeln!(s, "  \"{f}\" -> \"{t}\"{style};");
     }
     s.push('}');
     s
@@ -672,8 +694,12 @@ fn mermaid(a: &GraphAnswer) -> String {
     for (id, l) in node_labels(a) {
         let _ = writeln!(s, "  {id}[\"{}\"]", l.replace('"', "'"));
     }
-    for (f, t) in drawn_edges(a) {
-        let _ = writeln!(s, "  {f} --> {t}");
+    for (f, t, guess) in drawn_edges(a) {
+        if guess {
+            let _ = writeln!(s, "  {f} -. guess .-> {t}");
+        } else {
+            let _ = writeln!(s, "  {f} --> {t}");
+        }
     }
     s.trim_end().to_string()
 }

@@ -292,11 +292,31 @@ impl GraphRequest {
 impl Graph<'_> {
     /// Answers one request (after [`GraphRequest::validate`]).
     pub fn run(&self, request: &GraphRequest) -> Result<GraphResponse> {
-        use GraphResponse as R;
         request.validate()?;
         let target = request.target.trim();
         let (depth, max) = (request.depth(), request.max_results());
         let level = request.level.unwrap_or_default();
+        let mut response = self.dispatch(request, target, depth, max, level)?;
+        if let GraphResponse::Nodes(a) = &mut response
+            && let Some(asked) = request.max_results.filter(|&m| m > MAX_RESULTS)
+        {
+            a.max_results_clamped = Some(crate::graph::nav::Clamped {
+                asked,
+                used: MAX_RESULTS,
+            });
+        }
+        Ok(response)
+    }
+
+    fn dispatch(
+        &self,
+        request: &GraphRequest,
+        target: &str,
+        depth: u32,
+        max: usize,
+        level: Level,
+    ) -> Result<GraphResponse> {
+        use GraphResponse as R;
         Ok(match request.op {
             GraphOp::Callers => R::Nodes(Box::new(self.callers(target, depth, max)?)),
             GraphOp::Callees => R::Nodes(Box::new(self.callees(target, depth, max)?)),

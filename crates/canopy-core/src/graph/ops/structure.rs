@@ -90,7 +90,9 @@ impl Graph<'_> {
             confidence: 100,
             status: "resolved".into(),
             how: kind.into(),
+            guess: false,
             sites: Vec::new(),
+            sites_total: 0,
             parent,
         }
     }

@@ -1,0 +1,244 @@
+//! End-to-end: what an agent sees through `canopy callers|callees|
+//! references|definition PATH:LINE:COL --json` (issue 27): positions name
+//! the definition they are on, every site is listed, recursion shows,
+//! unresolved columns say so, members without a unit say so, closures'
+//! calls are callees, overload signatures are no references, guesses say
+//! they are guesses, and a closed stdout ends the command quietly.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use canopy_test_support::repo::Repo;
+use serde_json::Value;
+
+fn canopy(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_canopy"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("CANOPY_ROOT")
+        .env_remove("CANOPY_SERVICE_URL")
+        .output()
+        .expect("run canopy")
+}
+
+fn json(dir: &Path, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let o = canopy(dir, &all);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("json answer")
+}
+
+fn indexed(files: &[(&str, &str)]) -> Repo {
+    let repo = Repo::with_files(files);
+    let o = canopy(repo.dir.path(), &["index", "--quiet"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    repo
+}
+
+/// `(qualified_name, sites)` of an answer's nodes.
+fn nodes(a: &Value) -> Vec<(String, Vec<String>)> {
+    a["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|n| {
+            let sites = n["sites"]
+                .as_array()
+                .expect("sites")
+                .iter()
+                .map(|s| s.as_str().expect("site").to_string())
+                .collect();
+            (
+                n["qualified_name"].as_str().unwrap_or("").to_string(),
+                sites,
+            )
+        })
+        .collect()
+}
+
+fn names(a: &Value) -> Vec<String> {
+    nodes(a).into_iter().map(|n| n.0).collect()
+}
+
+const GO: &str = "package main
+
+type linkParser struct{ n int }
+
+func (p *linkParser) parseLabel(s string) int {
+\tif len(s) == 0 {
+\t\treturn 0
+\t}
+\treturn p.parseLabel(s[1:]) + helper(s) + missing(s)
+}
+
+func helper(s string) int {
+\tp := &linkParser{}
+\tf := func() int { return p.parseLabel(s) }
+\treturn f()
+}
+";
+
+#[test]
+fn a_position_on_a_go_method_signature_answers_for_the_method() {
+    let repo = indexed(&[("a.go", GO)]);
+    let dir = repo.dir.path();
+    // Line 5: `func (p *linkParser) parseLabel(s string) int {`; every
+    // column of it (keyword, receiver, its type, the name, a parameter).
+    for col in [0, 6, 9, 12, 21, 26, 30, 32, 40] {
+        let target = format!("a.go:5:{col}");
+        for op in ["callers", "callees", "references"] {
+            let a = json(dir, &[op, &target]);
+            assert_eq!(
+                a["target"]["line_range"][0], 5,
+                "{op} {target} answered for {}",
+                a["target"]["preview"]
+            );
+        }
+        let callers = json(dir, &["callers", &target]);
+        assert!(
+            names(&callers).contains(&"helper".to_string()),
+            "{target}: {callers}"
+        );
+    }
+}
+
+#[test]
+fn recursion_shows_in_callers_and_callees() {
+    let repo = indexed(&[("a.go", GO)]);
+    let dir = repo.dir.path();
+    let callers = json(dir, &["callers", "a.go:5:21"]);
+    let me = nodes(&callers)
+        .into_iter()
+        .find(|n| n.0 == "linkParser.parseLabel");
+    assert_eq!(
+        me.map(|n| n.1),
+        Some(vec!["a.go:9:10".to_string()]),
+        "{callers}"
+    );
+    let callees = json(dir, &["callees", "linkParser.parseLabel"]);
+    assert!(
+        names(&callees).contains(&"linkParser.parseLabel".to_string()),
+        "{callees}"
+    );
+}
+
+#[test]
+fn definition_at_an_unresolved_call_names_it_and_no_neighbour() {
+    let repo = indexed(&[("a.go", GO)]);
+    let dir = repo.dir.path();
+    // Line 9: `\treturn p.parseLabel(s[1:]) + helper(s) + missing(s)`:
+    // `helper` (columns 30-35) resolves, `missing` (42-48) does not.
+    let helper = json(dir, &["definition", "a.go:9:33"]);
+    assert_eq!(names(&helper), vec!["helper".to_string()], "{helper}");
+    let missing = json(dir, &["definition", "a.go:9:45"]);
+    assert!(names(&missing).is_empty(), "{missing}");
+    assert_eq!(missing["empty"]["kind"], "unresolved", "{missing}");
+    assert_eq!(missing["empty"]["name"], "missing", "{missing}");
+}
+
+#[test]
+fn every_site_is_listed_and_a_clamped_cap_is_reported() {
+    let calls: String = (0..9).map(|i| format!("    target({i})\n")).collect();
+    let source = format!("def target(x):\n    return x\n\n\ndef caller():\n{calls}");
+    let repo = indexed(&[("m.py", &source)]);
+    let dir = repo.dir.path();
+    let a = json(dir, &["callers", "m.py:1:4", "--max-results", "100000"]);
+    let node = &a["nodes"][0];
+    assert_eq!(node["qualified_name"], "caller", "{a}");
+    assert_eq!(node["sites"].as_array().map(Vec::len), Some(9), "{a}");
+    assert_eq!(node["sites_total"], 9, "{a}");
+    assert_eq!(a["truncated"], false, "{a}");
+    assert_eq!(a["max_results_clamped"]["asked"], 100000, "{a}");
+    assert_eq!(a["max_results_clamped"]["used"], 500, "{a}");
+    let text = canopy(dir, &["callers", "target", "--max-results", "100000"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("--max-results 100000 is above the cap"),
+        "{text}"
+    );
+}
+
+const TS: &str = "export interface Handlers {
+    onEvent?: (e: Event) => void;
+    name: string;
+}
+
+export function parse(a: string): number;
+export function parse(a: number): number;
+export function parse(a: any): number {
+    return 1;
+}
+
+class Worker {
+    run(x: number): number { return x; }
+}
+
+export function start(worker: Worker) {
+    const handle: any = {};
+    handle.start = () => {
+        worker.run(parse(1));
+    };
+    return handle;
+}
+";
+
+#[test]
+fn an_interface_property_is_no_unit_and_says_what_to_ask() {
+    let repo = indexed(&[("a.ts", TS)]);
+    let dir = repo.dir.path();
+    let a = json(dir, &["callers", "a.ts:2:6"]);
+    assert_eq!(a["empty"]["kind"], "target_not_found", "{a}");
+    assert!(a.get("target").is_none(), "{a}");
+    let hint = a["hint"].as_str().unwrap_or_default();
+    assert!(hint.contains("onEvent") && hint.contains("Handlers"), "{a}");
+}
+
+#[test]
+fn callees_include_calls_in_closures_inside_the_definition() {
+    let repo = indexed(&[("a.ts", TS)]);
+    let dir = repo.dir.path();
+    let a = json(dir, &["callees", "a.ts:16:17"]);
+    assert_eq!(a["target"]["line_range"][0], 16, "{a}");
+    let found = nodes(&a);
+    assert!(
+        found
+            .iter()
+            .any(|(n, s)| n == "Worker.run" && s == &vec!["a.ts:19:15".to_string()]),
+        "{a}"
+    );
+    assert!(found.iter().any(|(n, _)| n == "parse"), "{a}");
+}
+
+#[test]
+fn overload_signatures_are_no_references() {
+    let repo = indexed(&[("a.ts", TS)]);
+    let dir = repo.dir.path();
+    let a = json(dir, &["references", "a.ts:8:16"]);
+    let sites: Vec<String> = nodes(&a).into_iter().flat_map(|n| n.1).collect();
+    assert_eq!(sites, vec!["a.ts:19:19".to_string()], "{a}");
+}
+
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    let repo = indexed(&[("a.go", GO)]);
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    // Nobody reads: the first write fails with a broken pipe.
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_canopy"))
+        .args(["callers", "a.go:5:21", "--json"])
+        .current_dir(repo.dir.path())
+        .env_remove("CANOPY_ROOT")
+        .env_remove("CANOPY_SERVICE_URL")
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run canopy");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.status.success(), "{:?} {stderr}", out.status);
+}
