@@ -242,3 +242,134 @@ fn a_closed_stdout_ends_the_command_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(out.status.success(), "{:?} {stderr}", out.status);
 }
+
+const GUESSED: &[(&str, &str)] = &[
+    (
+        "lib.py",
+        "class Store:\n    def replace_all(self, a, b):\n        return a\n",
+    ),
+    (
+        "app.py",
+        "def rewrite(s):\n    return s.replace_all(\"a\", \"b\")\n",
+    ),
+];
+
+#[test]
+fn guesses_say_so_and_whole_graph_answers_leave_them_out_unless_asked() {
+    let repo = indexed(GUESSED);
+    let dir = repo.dir.path();
+    // `s` has no known type: the call is bound to the only `replace_all`.
+    let callers = json(dir, &["callers", "Store.replace_all"]);
+    let node = &callers["nodes"][0];
+    assert_eq!(node["qualified_name"], "rewrite", "{callers}");
+    assert_eq!(node["guess"], true, "{callers}");
+    assert_eq!(node["how"], "unique_name", "{callers}");
+    let text = canopy(dir, &["callers", "Store.replace_all"]);
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("unique_name 50% guess"),
+        "{}",
+        String::from_utf8_lossy(&text.stdout)
+    );
+    let dot = canopy(dir, &["callers", "Store.replace_all", "--format", "dot"]);
+    assert!(
+        String::from_utf8_lossy(&dot.stdout).contains("style=dashed, label=\"guess\""),
+        "{}",
+        String::from_utf8_lossy(&dot.stdout)
+    );
+    let mermaid = canopy(
+        dir,
+        &["callers", "Store.replace_all", "--format", "mermaid"],
+    );
+    assert!(
+        String::from_utf8_lossy(&mermaid.stdout).contains("-. guess .->"),
+        "{}",
+        String::from_utf8_lossy(&mermaid.stdout)
+    );
+    let detail = json(dir, &["detail", "Store.replace_all"]);
+    assert_eq!(detail["detail"]["callers"], 1, "{detail}");
+    assert_eq!(detail["detail"]["guesses"], 1, "{detail}");
+
+    let dep_names = |a: &Value| -> Vec<String> {
+        a["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .filter_map(|n| n["name"].as_str().map(str::to_string))
+            .collect()
+    };
+    let deps = json(dir, &["dependencies", "app.py"]);
+    assert!(!dep_names(&deps).contains(&"lib.py".to_string()), "{deps}");
+    let deps = json(dir, &["dependencies", "app.py", "--include-guesses"]);
+    assert!(dep_names(&deps).contains(&"lib.py".to_string()), "{deps}");
+    let dependents = json(dir, &["dependents", "lib.py"]);
+    assert!(
+        !dep_names(&dependents).contains(&"app.py".to_string()),
+        "{dependents}"
+    );
+    let hot = json(dir, &["hotspots"]);
+    assert_eq!(hot["hotspots"].as_array().map(Vec::len), Some(0), "{hot}");
+    let hot = json(dir, &["hotspots", "--include-guesses"]);
+    assert_eq!(hot["hotspots"].as_array().map(Vec::len), Some(2), "{hot}");
+}
+
+/// The same over MCP (`canopy_graph`, `canopy_analysis`) and HTTP (`POST /graph`).
+#[tokio::test(flavor = "multi_thread")]
+async fn guesses_say_so_over_mcp_and_http() {
+    use canopy_test_support::canopy_bin;
+    use canopy_test_support::mcp::{call, connect, ok_json};
+    use canopy_test_support::serve::{Opts, Server, add_and_index, post};
+    use serde_json::json;
+
+    let repo = Repo::new(GUESSED);
+    let path = repo.dir.path();
+    let client = connect(canopy_bin!()).await;
+    let callers = ok_json(
+        &call(
+            &client,
+            "canopy_graph",
+            json!({"path": path, "op": "callers", "target": "Store.replace_all"}),
+        )
+        .await,
+    );
+    assert_eq!(callers["nodes"][0]["guess"], true, "{callers}");
+    let deps = |include: bool| json!({"path": path, "op": "dependencies", "target": "app.py", "include_guesses": include});
+    let without = ok_json(&call(&client, "canopy_graph", deps(false)).await);
+    assert_eq!(
+        without["edges"].as_array().map(Vec::len),
+        Some(0),
+        "{without}"
+    );
+    let with = ok_json(&call(&client, "canopy_graph", deps(true)).await);
+    assert_eq!(with["edges"][0]["to"], "lib.py", "{with}");
+    let hot = ok_json(
+        &call(
+            &client,
+            "canopy_analysis",
+            json!({"path": path, "op": "hotspots", "include_guesses": true}),
+        )
+        .await,
+    );
+    assert_eq!(hot["hotspots"].as_array().map(Vec::len), Some(2), "{hot}");
+    client.cancel().await.expect("close");
+
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
+    let http = server.client();
+    let id = add_and_index(&http, &repo);
+    let ask = |body: Value| -> Value {
+        let resp = post(&http, "/graph", &body);
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        resp.json().expect("json")
+    };
+    let callers = ask(json!({"repo": id, "op": "callers", "target": "Store.replace_all"}));
+    assert_eq!(callers["nodes"][0]["guess"], true, "{callers}");
+    let cycles_or_deps = ask(json!({"repo": id, "op": "dependencies", "target": "app.py"}));
+    assert_eq!(
+        cycles_or_deps["edges"].as_array().map(Vec::len),
+        Some(0),
+        "{cycles_or_deps}"
+    );
+    let with =
+        ask(json!({"repo": id, "op": "dependencies", "target": "app.py", "include_guesses": true}));
+    assert_eq!(with["edges"][0]["to"], "lib.py", "{with}");
+}

@@ -178,6 +178,10 @@ pub struct UnitDetail {
     pub callees: usize,
     /// Resolved uses of any kind (calls, imports, types, other).
     pub references: usize,
+    /// How many of the edges counted in `callers`, `callees` and
+    /// `references` are guesses (see [`GraphNode::guess`]).
+    #[serde(default)]
+    pub guesses: usize,
 }
 
 /// A resolved target string.
@@ -234,6 +238,9 @@ pub struct Graph<'s> {
     texts: std::cell::RefCell<HashMap<String, Option<String>>>,
     /// The engine's cache of whole-graph results, when there is one.
     pub(crate) cache: Option<&'s super::GraphCache>,
+    /// Whether the whole-graph analyses (dependencies, cycles, unused,
+    /// hotspots) count guessed edges; set per request by [`Graph::run`].
+    pub(crate) include_guesses: std::cell::Cell<bool>,
 }
 
 /// Whether an edge is a guess (see [`GraphNode::guess`]).
@@ -322,6 +329,7 @@ impl<'s> Graph<'s> {
             root: root.into(),
             texts: Default::default(),
             cache: None,
+            include_guesses: std::cell::Cell::new(false),
         }
     }
 
@@ -383,6 +391,16 @@ impl<'s> Graph<'s> {
             preview,
             content: None,
         }
+    }
+
+    /// Every resolved or ambiguous edge the whole-graph analyses read:
+    /// guesses only when the request asked for them (`include_guesses`).
+    pub(crate) fn analysis_edges(&self) -> Result<Vec<StoredEdge>> {
+        let mut edges = self.store.all_edges()?;
+        if !self.include_guesses.get() {
+            edges.retain(|e| !is_guess(e));
+        }
+        Ok(edges)
     }
 
     pub(crate) fn node(&self, id: i64) -> Result<Option<NodeRecord>> {
