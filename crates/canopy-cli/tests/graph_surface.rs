@@ -373,3 +373,34 @@ async fn guesses_say_so_over_mcp_and_http() {
         ask(json!({"repo": id, "op": "dependencies", "target": "app.py", "include_guesses": true}));
     assert_eq!(with["edges"][0]["to"], "lib.py", "{with}");
 }
+
+#[test]
+fn receivers_of_builtin_types_are_never_guessed() {
+    let repo = indexed(&[
+        (
+            "lib.py",
+            "class Registry:\n    def add(self, x):\n        return x\n\n    def copy(self):\n        return self\n",
+        ),
+        (
+            "app.py",
+            "def collect(d: dict):\n    seen = set()\n    seen.add(1)\n    words = {1, 2}\n    words.add(3)\n    return d.copy()\n\n\ndef untyped(x):\n    return x.add(3)\n",
+        ),
+        (
+            "b.go",
+            "package main\n\nimport \"strings\"\n\ntype Doc struct{}\n\nfunc (d *Doc) String() string { return \"\" }\n\nfunc render() string {\n\tvar b strings.Builder\n\treturn b.String()\n}\n\nfunc guess(x interface{ String() string }) string {\n\ty := x\n\treturn y.String()\n}\n",
+        ),
+        (
+            "m.ts",
+            "export class Table {\n    set(k: string, v: number): void {}\n}\n\nexport function fill(keys: string[]) {\n    const m = new Map<string, number>();\n    m.set(keys[0], 1);\n}\n",
+        ),
+    ]);
+    let dir = repo.dir.path();
+    let add = json(dir, &["callers", "Registry.add"]);
+    assert_eq!(names(&add), vec!["untyped".to_string()], "{add}");
+    let copy = json(dir, &["callers", "Registry.copy"]);
+    assert!(names(&copy).is_empty(), "{copy}");
+    let string = json(dir, &["callers", "Doc.String"]);
+    assert!(!names(&string).contains(&"render".to_string()), "{string}");
+    let set = json(dir, &["callers", "Table.set"]);
+    assert!(names(&set).is_empty(), "{set}");
+}
