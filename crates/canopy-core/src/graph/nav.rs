@@ -8,8 +8,9 @@
 //! empty it is ([`Empty`]).
 //!
 //! Target rule ([`Graph::resolve_target`]): `file:line[:col]` (read by
-//! [`crate::graph::position`]) is the unit there (or the definition its
-//! site resolves to); otherwise the string is
+//! [`crate::graph::position`]) is the definition whose name or signature
+//! line holds the position, else the definition the site at the column
+//! resolves to, else the innermost unit there (see `at_position`); otherwise the string is
 //! split on `.` / `::` / `/` into a name and its qualifiers, and candidates
 //! are units with that name whose qualified name or path ends with the
 //! qualifiers; the path may keep its extension (`src/parser.rs:Parser.parse`
