@@ -833,20 +833,15 @@ impl<'s> Graph<'s> {
         if !matches!(node.node_type.as_str(), "function" | "method") {
             return Ok(srcs);
         }
-        let (_, hi) = self.store.file_node_range(&node.file_path)?;
-        if hi <= node.rowid {
-            return Ok(srcs);
-        }
-        let mut after = self
-            .store
-            .nodes_by_rowids(&(node.rowid + 1..=hi).collect::<Vec<_>>())?;
-        // A unit's row follows its parent's.
-        after.sort_unstable_by_key(|n| n.rowid);
-        for n in after {
-            let parent_in = n.parent_rowid.is_some_and(|p| srcs.contains(&p));
-            if parent_in && n.end_byte <= node.end_byte && n.node_type == "function" {
-                srcs.insert(n.rowid);
-            }
+        let mut frontier = vec![node.rowid];
+        while !frontier.is_empty() {
+            frontier = self
+                .store
+                .children_of(&frontier)?
+                .into_iter()
+                .filter(|n| n.node_type == "function" && srcs.insert(n.rowid))
+                .map(|n| n.rowid)
+                .collect();
         }
         Ok(srcs)
     }
