@@ -32,15 +32,16 @@ for c in $CORPORA; do
   "$GRAPH_EVAL_BIN" "$DATA/corpora/$c" "$c" | python3 bench/graph/filter.py "$GOLD" >> "$OUT/engine-pred.jsonl"
   rm -rf "$DATA/corpora/$c/.canopy"
 done
-python3 "$EVAL/score_graph.py" score --gold "$GOLD" --targets "$TARGETS" \
+ONLY=$(echo $CORPORA | tr ' ' ',')
+python3 "$EVAL/score_graph.py" score --gold "$GOLD" --targets "$TARGETS" --corpora "$ONLY" \
   --pred "$OUT/engine-pred.jsonl" --json "$OUT/engine-score.json" > "$OUT/engine-score.txt"
 
 # The same questions through the CLI (copies of the corpora under $OUT/work).
 rm -rf "$OUT/work"
 python3 "$EVAL/canopy_graph_cli.py" --canopy "$CANOPY_BIN" --corpora "$DATA/corpora" \
   --gold "$GOLD" --targets "$TARGETS" --work "$OUT/work" --out "$OUT/cli-pred.jsonl" \
-  --corpus "$(echo $CORPORA | tr ' ' ',')" --timing "$OUT/cli-timing.json" >&2
-python3 "$EVAL/score_graph.py" score --gold "$GOLD" --targets "$TARGETS" \
+  --corpus "$ONLY" --timing "$OUT/cli-timing.json" >&2
+python3 "$EVAL/score_graph.py" score --gold "$GOLD" --targets "$TARGETS" --corpora "$ONLY" \
   --pred "$OUT/cli-pred.jsonl" --json "$OUT/cli-score.json" > "$OUT/cli-score.txt"
 rm -rf "$OUT/work"
 

@@ -188,14 +188,18 @@ export function start(worker: Worker) {
 ";
 
 #[test]
-fn an_interface_property_is_no_unit_and_says_what_to_ask() {
+fn an_interface_property_is_a_method_or_no_unit_and_says_what_to_ask() {
     let repo = indexed(&[("a.ts", TS)]);
     let dir = repo.dir.path();
+    // `onEvent?: (e: Event) => void` is called like a method: a unit.
     let a = json(dir, &["callers", "a.ts:2:6"]);
+    assert_eq!(a["target"]["line_range"], serde_json::json!([2, 2]), "{a}");
+    // `name: string` is no unit: not the whole interface, a hint.
+    let a = json(dir, &["callers", "a.ts:3:5"]);
     assert_eq!(a["empty"]["kind"], "target_not_found", "{a}");
     assert!(a.get("target").is_none(), "{a}");
     let hint = a["hint"].as_str().unwrap_or_default();
-    assert!(hint.contains("onEvent") && hint.contains("Handlers"), "{a}");
+    assert!(hint.contains("`name`") && hint.contains("Handlers"), "{a}");
 }
 
 #[test]
