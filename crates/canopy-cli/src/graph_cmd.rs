@@ -82,12 +82,16 @@ pub enum GraphCommand {
         /// How many.
         #[arg(long, default_value_t = 20)]
         top: usize,
+        #[command(flatten)]
+        guesses: GuessArgs,
     },
     /// Dependency cycles between files (or packages, --package), Tarjan SCC.
     Cycles {
         /// Packages (directories) instead of files.
         #[arg(long)]
         package: bool,
+        #[command(flatten)]
+        guesses: GuessArgs,
     },
     /// Definitions nothing resolved uses (candidates; tests, entry points and public API left out).
     Unused {
@@ -97,6 +101,8 @@ pub enum GraphCommand {
         /// Most candidates.
         #[arg(long, default_value_t = DEFAULT_MAX_RESULTS)]
         max_results: usize,
+        #[command(flatten)]
+        guesses: GuessArgs,
     },
     /// The file (or package) dependency graph, heaviest edges first.
     DependencyGraph {
@@ -111,7 +117,25 @@ pub enum GraphCommand {
         /// Output format for people (`--json` wins).
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        #[command(flatten)]
+        guesses: GuessArgs,
     },
+}
+
+/// `--include-guesses`.
+#[derive(Args, Debug)]
+pub struct GuessArgs {
+    /// Count guessed edges too (`how: unique_name`: the receiver's type was
+    /// unknown and the repository's only definition of the name was
+    /// taken); by default only resolved edges count.
+    #[arg(long)]
+    pub include_guesses: bool,
+}
+
+impl GuessArgs {
+    fn get(&self) -> Option<bool> {
+        self.include_guesses.then_some(true)
+    }
 }
 
 /// A file or package target.
@@ -125,6 +149,8 @@ pub struct DepArgs {
     /// Most nodes.
     #[arg(long, default_value_t = DEFAULT_MAX_RESULTS)]
     pub max_results: usize,
+    #[command(flatten)]
+    pub guesses: GuessArgs,
 }
 
 fn level(package: bool) -> Level {
@@ -156,6 +182,7 @@ impl GraphCommand {
         let dependencies = |op, a: DepArgs| {
             let r = GraphRequest {
                 level: Some(level(a.package)),
+                include_guesses: a.guesses.get(),
                 ..request(op, &a.target, a.max_results)
             };
             (r, Format::Text)
@@ -191,9 +218,11 @@ impl GraphCommand {
                 package,
                 max_results,
                 format,
+                guesses,
             } => {
                 let r = GraphRequest {
                     level: Some(level(package)),
+                    include_guesses: guesses.get(),
                     ..request(
                         Op::DependencyGraph,
                         prefix.as_deref().unwrap_or(""),
@@ -202,16 +231,22 @@ impl GraphCommand {
                 };
                 (r, format)
             }
-            GraphCommand::Cycles { package } => plain(GraphRequest {
+            GraphCommand::Cycles { package, guesses } => plain(GraphRequest {
                 level: Some(level(package)),
+                include_guesses: guesses.get(),
                 ..request(Op::CircularDependencies, "", MAX_RESULTS)
             }),
-            GraphCommand::Hotspots { top } => plain(request(Op::Hotspots, "", top)),
+            GraphCommand::Hotspots { top, guesses } => plain(GraphRequest {
+                include_guesses: guesses.get(),
+                ..request(Op::Hotspots, "", top)
+            }),
             GraphCommand::Unused {
                 include_public,
                 max_results,
+                guesses,
             } => plain(GraphRequest {
                 include_public: Some(include_public),
+                include_guesses: guesses.get(),
                 ..request(Op::UnusedSymbols, "", max_results)
             }),
             GraphCommand::Symbols(a) => {
@@ -567,14 +602,14 @@ fn text(a: &GraphAnswer) -> String {
         }
         let _ = writeln!(
             s,
-            "  callers: {}  callees: {}  references: {}  members: {}",
-            d.callers, d.callees, d.references, d.members
+            "  callers: {}  callees: {}  references: {}  members: {}  (guesses among them: {})",
+            d.callers, d.callees, d.references, d.members, d.guesses
         );
     }
     for n in &a.nodes {
         let _ = writeln!(
             s,
-            "{}{}  {}:{}-{}  {}  [{} {} {}%]",
+            "{}{}  {}:{}-{}  {}  [{} {} {}%{}]",
             "  ".repeat(n.depth as usize),
             n.qualified_name.as_deref().unwrap_or(&n.handle.node_type),
             n.handle.file_path,
@@ -583,7 +618,8 @@ fn text(a: &GraphAnswer) -> String {
             n.handle.id,
             n.edge_kind,
             n.how,
-            n.confidence
+            n.confidence,
+            if n.guess { " guess" } else { "" }
         );
     }
     if !a.review.is_empty() {
@@ -591,13 +627,14 @@ fn text(a: &GraphAnswer) -> String {
         for n in &a.review {
             let _ = writeln!(
                 s,
-                "  {}  {}:{}  {}  [{} {}%]",
+                "  {}  {}:{}  {}  [{} {}%{}]",
                 n.qualified_name.as_deref().unwrap_or(&n.handle.node_type),
                 n.handle.file_path,
                 n.handle.line_range[0],
                 n.handle.id,
                 n.how,
-                n.confidence
+                n.confidence,
+                if n.guess { " guess" } else { "" }
             );
         }
     }
@@ -611,6 +648,16 @@ fn text(a: &GraphAnswer) -> String {
             );
         }
         None => {}
+    }
+    if let Some(hint) = &a.hint {
+        let _ = writeln!(s, "hint: {hint}");
+    }
+    if let Some(c) = &a.max_results_clamped {
+        let _ = writeln!(
+            s,
+            "(--max-results {} is above the cap; {} used)",
+            c.asked, c.used
+        );
     }
     if a.unresolved_count > 0 && a.empty.is_none() {
         let _ = writeln!(s, "({} unresolved sites)", a.unresolved_count);
@@ -642,15 +689,19 @@ fn node_labels(a: &GraphAnswer) -> Vec<(String, String)> {
     v
 }
 
-/// Edges as (from, to): callers point at what they call.
-fn drawn_edges(a: &GraphAnswer) -> Vec<(String, String)> {
+/// Edges as (from, to, guessed): callers point at what they call.
+fn drawn_edges(a: &GraphAnswer) -> Vec<(String, String, bool)> {
     let incoming = a.op == "callers" || a.op == "references" || a.op == "type_usages";
     a.nodes
         .iter()
         .filter_map(|n| {
             let p = n.parent.as_ref()?.to_string();
             let me = n.handle.id.to_string();
-            Some(if incoming { (me, p) } else { (p, me) })
+            Some(if incoming {
+                (me, p, n.guess)
+            } else {
+                (p, me, n.guess)
+            })
         })
         .collect()
 }
@@ -660,8 +711,14 @@ fn dot(a: &GraphAnswer) -> String {
     for (id, l) in node_labels(a) {
         let _ = writeln!(s, "  \"{id}\" [label=\"{}\"];", l.replace('"', "\\\""));
     }
-    for (f, t) in drawn_edges(a) {
-        let _ = writeln!(s, "  \"{f}\" -> \"{t}\";");
+    for (f, t, guess) in drawn_edges(a) {
+        // A guessed edge is drawn dashed and says so.
+        let style = if guess {
+            " [style=dashed, label=\"guess\"]"
+        } else {
+            ""
+        };
+        let _ = writeln!(s, "  \"{f}\" -> \"{t}\"{style};");
     }
     s.push('}');
     s
@@ -672,8 +729,12 @@ fn mermaid(a: &GraphAnswer) -> String {
     for (id, l) in node_labels(a) {
         let _ = writeln!(s, "  {id}[\"{}\"]", l.replace('"', "'"));
     }
-    for (f, t) in drawn_edges(a) {
-        let _ = writeln!(s, "  {f} --> {t}");
+    for (f, t, guess) in drawn_edges(a) {
+        if guess {
+            let _ = writeln!(s, "  {f} -. guess .-> {t}");
+        } else {
+            let _ = writeln!(s, "  {f} --> {t}");
+        }
     }
     s.trim_end().to_string()
 }

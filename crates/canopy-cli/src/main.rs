@@ -151,6 +151,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    quiet_on_closed_stdout();
     // `canopy mcp --help` lists the server's tools from the same table
     // `tools/list` is built from, so it is attached at run time.
     let command =
@@ -187,6 +188,27 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `canopy … | head`: when the reader of stdout goes away, `print!` panics
+/// on the broken pipe; that is how the command learns nobody reads on, not
+/// a fault, so it ends quietly with success (as `rg … | head` does) instead of printing
+/// a panic and a backtrace. Every other panic is reported as before.
+fn quiet_on_closed_stdout() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        // std's wording: "failed printing to stdout: Broken pipe (os error 32)".
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        report(info)
+    }));
 }
 
 /// Prints a failed command's error: on stderr for people, and with `--json`

@@ -99,7 +99,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             TargetMatch::Ambiguous(c) => skipped.push(
                 serde_json::json!({"target": target, "why": format!("ambiguous ({} units)", c.len())}),
             ),
-            TargetMatch::NotFound => {
+            TargetMatch::NotFound | TargetMatch::NoUnit(_) => {
                 skipped.push(serde_json::json!({"target": target, "why": "not found"}))
             }
         }

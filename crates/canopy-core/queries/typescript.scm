@@ -12,6 +12,11 @@
 (method_signature name: (_) @name) @definition.method
 (abstract_method_signature name: (_) @name) @definition.method
 (function_signature name: (identifier) @name) @definition.function
+; A property whose type is a function (`onEvent?: (e: Event) => void`) is
+; called like a method: a method of its interface or type literal.
+(property_signature
+  name: (property_identifier) @name
+  type: (type_annotation (function_type))) @definition.method
 (public_field_definition
   name: [(property_identifier) (private_property_identifier)] @name
   value: [(arrow_function) (function_expression) (generator_function)]) @definition.method

@@ -161,7 +161,11 @@ impl ToolName {
                  col 0-based), type_usages, implementations, implements, impact (must change vs \
                  review), path (call chain target -> to), dependencies/dependents (level \
                  file|package). target: Type.method, Type::method, pkg.Name, file.py:Type.method, a path, or \
-                 path:line:col. Nodes are handles with depth, edge_kind, confidence. ambiguous \
+                 path:line:col. Nodes are handles with depth, edge_kind, confidence, how, sites \
+                 (all, sites_total). guess=true (how=unique_name, confidence 50): receiver type \
+                 unknown, bound to the repo's only method of that name; verify before relying \
+                 on it. dependencies/dependents count resolved edges only unless \
+                 include_guesses. ambiguous \
                  -> retry with a candidate's path:line. empty.kind: resolved (truly none), \
                  unresolved (same-named sites not resolvable; listed), target_not_found."
             }
@@ -182,7 +186,9 @@ impl ToolName {
                  hotspots (most callers+callees), \
                  unused_symbols (candidates; include_public), circular_dependencies and \
                  dependency_graph (level file|package; target = optional path prefix), \
-                 type_hierarchy (target required, depth). Handles, never file text."
+                 type_hierarchy (target required, depth). Dependencies, cycles, unused and \
+                 hotspots use resolved edges only; include_guesses adds guessed ones \
+                 (how=unique_name). Handles, never file text."
             }
         }
     }
@@ -192,6 +198,7 @@ impl ToolName {
         let text = json!({"type": "string"});
         let int = |default: u64| json!({"type": "integer", "minimum": 1, "default": default});
         let level = json!({"type": "string", "enum": ["file", "package"], "default": "file"});
+        let guesses = json!({"type": "boolean", "default": false, "description": "dependencies, dependents, dependency_graph, circular_dependencies, unused_symbols, hotspots: also count guessed edges (how=unique_name)"});
         let keep = json!({"type": "boolean", "description": "Keep all results server-side; returns result_set for canopy_refine"});
         let search = |dsl: &str| {
             json!({
@@ -269,6 +276,7 @@ impl ToolName {
                     "depth": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1},
                     "level": level.clone(),
                     "max_results": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
+                    "include_guesses": guesses.clone(),
                 }),
                 vec!["path", "op", "target"],
             ),
@@ -290,6 +298,7 @@ impl ToolName {
                     "depth": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1},
                     "level": level,
                     "include_public": {"type": "boolean", "default": false},
+                    "include_guesses": guesses,
                     "filter": {"type": "object", "description": "symbols/search: path_prefix, name (* wildcards), kinds [], visibility exported|private, min_refs, max_refs, sort refs|name|path, offset"},
                     "max_results": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
                 }),
@@ -342,6 +351,7 @@ pub(crate) struct Args {
     pub max_results: Option<usize>,
     pub level: Option<Level>,
     pub include_public: Option<bool>,
+    pub include_guesses: Option<bool>,
     pub filter: Option<canopy_core::graph::ops::SymbolFilter>,
     pub rebuild: Option<bool>,
     pub task: Option<String>,
@@ -415,6 +425,7 @@ impl Args {
             max_results: self.max_results,
             level: self.level,
             include_public: self.include_public,
+            include_guesses: self.include_guesses,
             filter: self.filter.clone().map(|mut f| {
                 // `offset` also pages a symbols/search answer.
                 f.offset = f.offset.or(self.offset);

@@ -250,7 +250,7 @@ fn resolve_focus(
                 };
                 (c, report)
             }
-            TargetMatch::NotFound => (
+            TargetMatch::NotFound | TargetMatch::NoUnit(_) => (
                 Vec::new(),
                 FocusReport {
                     resolved: Vec::new(),

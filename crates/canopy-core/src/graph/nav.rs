@@ -8,8 +8,9 @@
 //! empty it is ([`Empty`]).
 //!
 //! Target rule ([`Graph::resolve_target`]): `file:line[:col]` (read by
-//! [`crate::graph::position`]) is the unit there (or the definition its
-//! site resolves to); otherwise the string is
+//! [`crate::graph::position`]) is the definition whose name or signature
+//! line holds the position, else the definition the site at the column
+//! resolves to, else the innermost unit there (see `at_position`); otherwise the string is
 //! split on `.` / `::` / `/` into a name and its qualifiers, and candidates
 //! are units with that name whose qualified name or path ends with the
 //! qualifiers; the path may keep its extension (`src/parser.rs:Parser.parse`
@@ -45,6 +46,8 @@ pub const MAX_DEPTH: u32 = 10;
 pub const DEFAULT_MAX_RESULTS: usize = 50;
 /// Hard cap on `max_results`.
 pub const MAX_RESULTS: usize = 500;
+/// Most sites listed in one answer, over all its nodes.
+pub const MAX_SITES: usize = 20_000;
 
 /// Which kind of empty an answer is (absent when it is not empty).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,10 +82,21 @@ pub struct GraphNode {
     pub confidence: u8,
     /// `resolved` or `ambiguous`.
     pub status: String,
-    /// How the edge was resolved.
+    /// How the edge was resolved (`scope`, `import`, `receiver`, `inferred`,
+    /// `inherited`, `base`; `unique_name` is a guess, see `guess`).
     pub how: String,
-    /// Sites (`path:line:col`) of the edges into this node, at most 5.
+    /// The edge is a guess: the receiver's type was unknown and the only
+    /// definition of the name in the repository was taken (`how:
+    /// unique_name`, confidence 50). Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub guess: bool,
+    /// Sites (`path:line:col`) of the edges into this node: all of them,
+    /// unless the answer's site budget ([`MAX_SITES`]) ran out (then the
+    /// answer is `truncated`).
     pub sites: Vec<String>,
+    /// How many sites there are, listed or not.
+    #[serde(default)]
+    pub sites_total: usize,
     /// The node it was reached from (the target for depth 1), for drawing the graph.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent: Option<HandleId>,
@@ -129,9 +143,25 @@ pub struct GraphAnswer {
     /// Which kind of empty, when `nodes` is empty.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub empty: Option<Empty>,
+    /// What to ask instead, when the target was not found or is no unit.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub hint: Option<String>,
+    /// When the `max_results` asked for was above [`MAX_RESULTS`]: what was
+    /// asked and what was used.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub max_results_clamped: Option<Clamped>,
     /// `detail` only: the target's signature, parameters and use counts.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub detail: Option<UnitDetail>,
+}
+
+/// A result cap asked for and the one used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Clamped {
+    /// The value asked for.
+    pub asked: usize,
+    /// The value used (the hard cap).
+    pub used: usize,
 }
 
 /// What `detail` says about a unit beyond its handle.
@@ -149,6 +179,10 @@ pub struct UnitDetail {
     pub callees: usize,
     /// Resolved uses of any kind (calls, imports, types, other).
     pub references: usize,
+    /// How many of the edges counted in `callers`, `callees` and
+    /// `references` are guesses (see [`GraphNode::guess`]).
+    #[serde(default)]
+    pub guesses: usize,
 }
 
 /// A resolved target string.
@@ -160,6 +194,9 @@ pub enum TargetMatch {
     Ambiguous(Vec<NodeRecord>),
     /// None.
     NotFound,
+    /// A position on a name that is no unit (a field or property declared
+    /// in a type's body): what to ask instead.
+    NoUnit(String),
 }
 
 /// One edge of the whole-graph export.
@@ -192,7 +229,7 @@ pub struct ExportEdge {
 }
 
 /// A unit a traversal reached: its id, depth, the edge it came by and its
-/// sites (`line:col`, at most 5).
+/// sites (`line:col`).
 type Reached = (i64, u32, StoredEdge, Vec<String>);
 
 /// Graph queries over one read snapshot.
@@ -202,6 +239,14 @@ pub struct Graph<'s> {
     texts: std::cell::RefCell<HashMap<String, Option<String>>>,
     /// The engine's cache of whole-graph results, when there is one.
     pub(crate) cache: Option<&'s super::GraphCache>,
+    /// Whether the whole-graph analyses (dependencies, cycles, unused,
+    /// hotspots) count guessed edges; set per request by [`Graph::run`].
+    pub(crate) include_guesses: std::cell::Cell<bool>,
+}
+
+/// Whether an edge is a guess (see [`GraphNode::guess`]).
+pub fn is_guess(e: &StoredEdge) -> bool {
+    e.how == How::UniqueName as u8
 }
 
 fn status_name(s: u8) -> &'static str {
@@ -216,6 +261,58 @@ pub(crate) fn is_exported(n: &NodeRecord) -> bool {
     let name = n.name.as_deref().unwrap_or_default();
     let go_private = n.file_path.ends_with(".go") && name.starts_with(|c: char| c.is_lowercase());
     !(name.starts_with('_') || go_private)
+}
+
+/// Units whose body declares members that may have no unit of their own
+/// (fields, properties, struct fields).
+fn is_container(t: &str) -> bool {
+    matches!(
+        t,
+        "class" | "struct" | "enum" | "trait" | "interface" | "type" | "impl" | "object"
+    )
+}
+
+/// The identifier at character column `col` of `line`: its columns
+/// `[start, end)` and its text.
+fn word_at(line: &str, col: u32) -> Option<(u32, u32, String)> {
+    let chars: Vec<char> = line.chars().collect();
+    let is_word = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
+    let col = col as usize;
+    if !chars.get(col).copied().is_some_and(is_word) {
+        return None;
+    }
+    let start = (0..col)
+        .rev()
+        .take_while(|&i| is_word(chars[i]))
+        .last()
+        .unwrap_or(col);
+    let end = (col..chars.len())
+        .take_while(|&i| is_word(chars[i]))
+        .last()
+        .map_or(col, |i| i + 1);
+    Some((start as u32, end as u32, chars[start..end].iter().collect()))
+}
+
+/// The character columns of each whole-word occurrence of `name` in `line`.
+fn word_columns(line: &str, name: &str) -> Vec<u32> {
+    let is_word = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
+    let mut out = Vec::new();
+    let (mut col, mut start, mut word) = (0u32, 0u32, String::new());
+    for c in line.chars().chain([' ']) {
+        if is_word(c) {
+            if word.is_empty() {
+                start = col;
+            }
+            word.push(c);
+        } else if !word.is_empty() {
+            if word == name {
+                out.push(start);
+            }
+            word.clear();
+        }
+        col += 1;
+    }
+    out
 }
 
 fn is_definition(t: &str) -> bool {
@@ -233,6 +330,7 @@ impl<'s> Graph<'s> {
             root: root.into(),
             texts: Default::default(),
             cache: None,
+            include_guesses: std::cell::Cell::new(false),
         }
     }
 
@@ -294,6 +392,16 @@ impl<'s> Graph<'s> {
             preview,
             content: None,
         }
+    }
+
+    /// Every resolved or ambiguous edge the whole-graph analyses read:
+    /// guesses only when the request asked for them (`include_guesses`).
+    pub(crate) fn analysis_edges(&self) -> Result<Vec<StoredEdge>> {
+        let mut edges = self.store.all_edges()?;
+        if !self.include_guesses.get() {
+            edges.retain(|e| !is_guess(e));
+        }
+        Ok(edges)
     }
 
     pub(crate) fn node(&self, id: i64) -> Result<Option<NodeRecord>> {
@@ -444,6 +552,14 @@ impl<'s> Graph<'s> {
         }
     }
 
+    /// What `path:line[:col]` names. With a column: the definition whose
+    /// name holds the column, else the definition whose signature (name)
+    /// line it is, else the definition the site at the column (its whole
+    /// name, not a neighbour's) resolves to; on a member declared in a
+    /// type's body that has no unit of its own (a field, an interface
+    /// property), no unit and a hint. Without a column, or when nothing of
+    /// that holds: the innermost named unit spanning the line (the file
+    /// when none).
     pub(crate) fn at_position(
         &self,
         path: &str,
@@ -454,32 +570,64 @@ impl<'s> Graph<'s> {
             return Ok(Some(TargetMatch::NotFound));
         };
         let (lo, hi) = self.file_range(&file)?;
-        let edges = self.store.edges_from_range(lo, hi)?;
-        let at: Vec<&StoredEdge> = edges
-            .iter()
-            .filter(|e| {
-                e.line == line
-                    && col.is_none_or(|c| e.col <= c && c <= e.col + 64)
-                    && e.dst.is_some()
-            })
-            .collect();
+        // Named units spanning the line, outermost first.
+        let mut units = self.store.nodes_by_rowids(&(lo..=hi).collect::<Vec<_>>())?;
+        units.retain(|n| n.start_line <= line && line <= n.end_line && n.name.is_some());
+        units.sort_by_key(|n| (n.start_byte, std::cmp::Reverse(n.end_byte)));
         if let Some(col) = col {
-            // The site whose name starts closest before the column.
-            if let Some(best) = at.iter().filter(|e| e.col <= col).max_by_key(|e| e.col)
-                && let Some(d) = best.dst
-                && let Some(n) = self.node(d)?
+            let text = self.line_text(&file, line);
+            let word = text.as_deref().and_then(|t| word_at(t, col));
+            let on_signature: Vec<&NodeRecord> =
+                units.iter().filter(|n| self.name_line(n) == line).collect();
+            if let (Some((start, _, w)), Some(text)) = (&word, &text)
+                && let Some(n) = on_signature.iter().rev().find(|n| {
+                    n.name.as_deref() == Some(w.as_str()) && word_columns(text, w).contains(start)
+                })
             {
-                return Ok(Some(TargetMatch::One(n)));
+                return Ok(Some(TargetMatch::One((*n).clone())));
+            }
+            if let Some(n) = on_signature
+                .iter()
+                .rev()
+                .find(|n| is_definition(&n.node_type))
+            {
+                return Ok(Some(TargetMatch::One((*n).clone())));
+            }
+            if let Some((start, end, w)) = word {
+                let edges = self.store.edges_from_range(lo, hi)?;
+                if let Some(d) = edges
+                    .iter()
+                    .filter(|e| e.line == line && start <= e.col && e.col < end)
+                    .find_map(|e| e.dst)
+                    && let Some(n) = self.node(d)?
+                {
+                    return Ok(Some(TargetMatch::One(n)));
+                }
+                if let Some(owner) = units.last().filter(|n| is_container(&n.node_type)) {
+                    let owner_name = owner.qualified_name.as_deref().unwrap_or_default();
+                    return Ok(Some(TargetMatch::NoUnit(format!(
+                        "`{w}` at {path}:{line}:{col} is declared in {owner_name} \
+                         ({path}:{}) but is no unit of its own (fields and properties \
+                         without a body are not); ask about {owner_name}, or use \
+                         `canopy query {w}` for the places that name it",
+                        owner.start_line
+                    ))));
+                }
             }
         }
         // The innermost named unit spanning the line.
-        let mut nodes = self.store.nodes_by_rowids(&(lo..=hi).collect::<Vec<_>>())?;
-        nodes.retain(|n| n.start_line <= line && line <= n.end_line && n.name.is_some());
-        nodes.sort_by_key(|n| (n.start_byte, std::cmp::Reverse(n.end_byte)));
-        Ok(Some(match nodes.pop() {
+        Ok(Some(match units.pop() {
             Some(n) => TargetMatch::One(n),
             None => TargetMatch::One(file),
         }))
+    }
+
+    /// Line `line` (1-based) of a unit's file, when the file is unchanged since indexing.
+    fn line_text(&self, unit: &NodeRecord, line: u32) -> Option<String> {
+        let text = self.file_text(&unit.file_path, &unit.content_hash)?;
+        text.split('\n')
+            .nth(line.checked_sub(1)? as usize)
+            .map(|l| l.trim_end_matches('\r').to_string())
     }
 
     fn file_range(&self, file_unit: &NodeRecord) -> Result<(i64, i64)> {
@@ -498,6 +646,8 @@ impl<'s> Graph<'s> {
             total: 0,
             truncated: false,
             empty: None,
+            hint: None,
+            max_results_clamped: None,
             detail: None,
         }
     }
@@ -524,6 +674,11 @@ impl<'s> Graph<'s> {
             }
             TargetMatch::NotFound => {
                 a.empty = Some(Empty::TargetNotFound);
+                Ok((a, None))
+            }
+            TargetMatch::NoUnit(hint) => {
+                a.empty = Some(Empty::TargetNotFound);
+                a.hint = Some(hint);
                 Ok((a, None))
             }
         }
@@ -582,7 +737,10 @@ impl<'s> Graph<'s> {
         )
     }
 
-    /// The definition the site at `path:line:col` resolves to.
+    /// The definition the site at `path:line:col` resolves to: the site
+    /// whose name holds the column. A name there that did not resolve is
+    /// answered `unresolved` with that name, never with another site of
+    /// the line.
     pub fn definition(&self, path: &str, line: u32, col: u32) -> Result<GraphAnswer> {
         let mut a = self.answer("definition");
         let Some(file) = self.store.file_node(path)? else {
@@ -590,59 +748,40 @@ impl<'s> Graph<'s> {
             return Ok(a);
         };
         let (lo, hi) = self.file_range(&file)?;
+        let word = self.line_text(&file, line).and_then(|t| word_at(&t, col));
+        let Some((start, end, name)) = word else {
+            a.empty = Some(Empty::Resolved);
+            a.hint = Some(format!(
+                "no name at {path}:{line}:{col} (the column is 0-based; give the column of the name)"
+            ));
+            return Ok(a);
+        };
         let edges = self.store.edges_from_range(lo, hi)?;
-        let on_line: Vec<&StoredEdge> = edges
+        let mut seen = HashSet::new();
+        for e in edges
             .iter()
-            .filter(|e| e.line == line && e.col <= col)
-            .collect();
-        let best_col = on_line.iter().map(|e| e.col).max();
-        let at: Vec<&&StoredEdge> = on_line.iter().filter(|e| Some(e.col) == best_col).collect();
-        for e in &at {
-            match e.dst {
-                Some(d) => {
-                    if let Some(n) = self.node(d)? {
-                        a.nodes.push(self.graph_node(&n, 1, e));
-                    }
-                }
-                None => {
-                    a.unresolved_count += 1;
-                    a.unresolved.push(UnresolvedSite {
-                        name: e.unresolved_name.clone().unwrap_or_default(),
-                        file_path: path.to_string(),
-                        line: e.line,
-                        source_handle: self.handle(&file).id,
-                    });
-                }
-            }
-        }
-        if a.nodes.is_empty() && a.unresolved.is_empty() {
-            // A call on that line that resolved to nothing (from the raw references).
-            let file_id = self.store.file_of_unit(file.rowid)?;
-            for c in file_id
-                .map(|f| self.store.raw_calls_in_file(f))
-                .transpose()?
-                .unwrap_or_default()
+            .filter(|e| e.line == line && start <= e.col && e.col < end)
+        {
+            if let Some(d) = e.dst
+                && seen.insert(d)
+                && let Some(n) = self.node(d)?
             {
-                if c.line == line {
-                    a.unresolved_count += 1;
-                    a.unresolved.push(UnresolvedSite {
-                        name: c.name,
-                        file_path: path.to_string(),
-                        line,
-                        source_handle: self.handle(&file).id,
-                    });
-                }
+                let mut g = self.graph_node(&n, 1, e);
+                g.sites = vec![format!("{path}:{}:{}", e.line, e.col)];
+                g.sites_total = 1;
+                a.nodes.push(g);
             }
         }
         a.total = a.nodes.len();
         if a.nodes.is_empty() {
-            a.empty = Some(match a.unresolved.first() {
-                Some(u) => Empty::Unresolved {
-                    count: a.unresolved_count,
-                    name: u.name.clone(),
-                },
-                None => Empty::Resolved,
+            a.unresolved_count = 1;
+            a.unresolved.push(UnresolvedSite {
+                name: name.clone(),
+                file_path: path.to_string(),
+                line,
+                source_handle: self.handle(&file).id,
             });
+            a.empty = Some(Empty::Unresolved { count: 1, name });
         }
         Ok(a)
     }
@@ -656,7 +795,9 @@ impl<'s> Graph<'s> {
             confidence: e.confidence,
             status: status_name(e.status).to_string(),
             how: How::name(e.how).to_string(),
+            guess: is_guess(e),
             sites: Vec::new(),
+            sites_total: 0,
             parent: None,
         }
     }
@@ -673,7 +814,36 @@ impl<'s> Graph<'s> {
                 .filter(|e| e.src == lo)
                 .collect());
         }
-        self.store.edges_from_range(node.rowid, node.rowid)
+        let srcs = self.rolled_up_units(node)?;
+        let last = srcs.iter().copied().max().unwrap_or(node.rowid);
+        Ok(self
+            .store
+            .edges_from_range(node.rowid, last)?
+            .into_iter()
+            .filter(|e| srcs.contains(&e.src))
+            .collect())
+    }
+
+    /// A unit and, for a function or method, the functions (closures,
+    /// lambdas, arrow functions, nested definitions) inside it, at any
+    /// depth: the units whose calls are the unit's callees. A class nested
+    /// in it, and that class's methods, are not.
+    fn rolled_up_units(&self, node: &NodeRecord) -> Result<HashSet<i64>> {
+        let mut srcs = HashSet::from([node.rowid]);
+        if !matches!(node.node_type.as_str(), "function" | "method") {
+            return Ok(srcs);
+        }
+        let mut frontier = vec![node.rowid];
+        while !frontier.is_empty() {
+            frontier = self
+                .store
+                .children_of(&frontier)?
+                .into_iter()
+                .filter(|n| n.node_type == "function" && srcs.insert(n.rowid))
+                .map(|n| n.rowid)
+                .collect();
+        }
+        Ok(srcs)
     }
 
     /// Breadth-first over the edges of `kinds` out of the target
@@ -716,18 +886,21 @@ impl<'s> Graph<'s> {
                 }
                 let site = format!("{}:{}", e.line, e.col);
                 if let Some(&i) = index.get(&other) {
-                    if found[i].3.len() < 5 {
-                        found[i].3.push(site);
-                    }
+                    found[i].3.push(site);
                     continue;
                 }
-                if !seen.insert(other) {
+                // The target itself is reached only by its own recursive
+                // calls (an edge between it and itself), and never expanded again.
+                let recursive = other == t.rowid && cur == t.rowid;
+                if !recursive && !seen.insert(other) {
                     continue;
                 }
                 index.insert(other, found.len());
                 parents.insert(other, cur);
                 found.push((other, d + 1, e, vec![site]));
-                queue.push_back((other, d + 1));
+                if !recursive {
+                    queue.push_back((other, d + 1));
+                }
             }
             if found.len() > MAX_RESULTS * 20 {
                 a.truncated = true;
@@ -778,9 +951,10 @@ impl<'s> Graph<'s> {
                 .filter(|e| e.kind == SiteKind::Call && e.dst.is_some())
                 .map(|e| e.line)
                 .collect();
+            let srcs = self.rolled_up_units(n)?;
             if let Some(file_id) = self.store.file_of_unit(n.rowid)? {
                 for c in self.store.raw_calls_in_file(file_id)? {
-                    if c.src != n.rowid || resolved_lines.contains(&c.line) {
+                    if !srcs.contains(&c.src) || resolved_lines.contains(&c.line) {
                         continue;
                     }
                     a.unresolved_count += 1;
@@ -829,12 +1003,22 @@ impl<'s> Graph<'s> {
             .iter()
             .filter_map(|(id, n)| Some((*id, HandleId::parse(&n.handle)?)))
             .collect();
+        let mut site_budget = MAX_SITES;
         for (id, d, e, sites) in found.into_iter().take(max_results) {
             let Some(n) = nodes.get(&id) else { continue };
             let mut g = self.graph_node(n, d, &e);
             // Sites are in the source unit's file for incoming edges, the target unit's for outgoing.
             let site_file = if incoming { &n.file_path } else { &t.file_path };
-            g.sites = sites.iter().map(|s| format!("{site_file}:{s}")).collect();
+            g.sites_total = sites.len();
+            let listed = sites.len().min(site_budget);
+            site_budget -= listed;
+            if listed < sites.len() {
+                a.truncated = true;
+            }
+            g.sites = sites[..listed]
+                .iter()
+                .map(|s| format!("{site_file}:{s}"))
+                .collect();
             g.parent = parents.get(&id).and_then(|p| {
                 if *p == t.rowid {
                     a.target.as_ref().map(|h| h.id.clone())

@@ -179,6 +179,11 @@ pub struct GraphRequest {
     /// `symbols` / `search`: filter, sort and page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filter: Option<super::ops::SymbolFilter>,
+    /// dependencies, dependents, dependency_graph, circular_dependencies,
+    /// unused_symbols, hotspots: count guessed edges too (`how:
+    /// unique_name`); by default they use resolved edges only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_guesses: Option<bool>,
 }
 
 /// What a graph request answers: one of the operation families' answers.
@@ -239,6 +244,7 @@ impl GraphRequest {
             level: None,
             include_public: None,
             filter: None,
+            include_guesses: None,
         }
     }
 
@@ -292,11 +298,33 @@ impl GraphRequest {
 impl Graph<'_> {
     /// Answers one request (after [`GraphRequest::validate`]).
     pub fn run(&self, request: &GraphRequest) -> Result<GraphResponse> {
-        use GraphResponse as R;
         request.validate()?;
         let target = request.target.trim();
         let (depth, max) = (request.depth(), request.max_results());
         let level = request.level.unwrap_or_default();
+        self.include_guesses
+            .set(request.include_guesses.unwrap_or(false));
+        let mut response = self.dispatch(request, target, depth, max, level)?;
+        if let GraphResponse::Nodes(a) = &mut response
+            && let Some(asked) = request.max_results.filter(|&m| m > MAX_RESULTS)
+        {
+            a.max_results_clamped = Some(crate::graph::nav::Clamped {
+                asked,
+                used: MAX_RESULTS,
+            });
+        }
+        Ok(response)
+    }
+
+    fn dispatch(
+        &self,
+        request: &GraphRequest,
+        target: &str,
+        depth: u32,
+        max: usize,
+        level: Level,
+    ) -> Result<GraphResponse> {
+        use GraphResponse as R;
         Ok(match request.op {
             GraphOp::Callers => R::Nodes(Box::new(self.callers(target, depth, max)?)),
             GraphOp::Callees => R::Nodes(Box::new(self.callees(target, depth, max)?)),

@@ -50,8 +50,10 @@ use crate::error::{CanopyError, Result};
 /// macro bodies extracted; 15: edges stored as one packed list per file,
 /// `edge_lists` and `edge_targets`; 16: Rust tuple returns and tuple
 /// `let` patterns, `_` counted in positional patterns; 17: Rust path heads
-/// a local of the same name could hide, marked).
-pub const SCHEMA_VERSION: u32 = 17;
+/// a local of the same name could hide, marked; 18: TypeScript overload
+/// signatures are declarations, not uses of the name; function-typed
+/// interface properties are methods).
+pub const SCHEMA_VERSION: u32 = 18;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

@@ -62,6 +62,7 @@ fn is_declaration_name(n: Node, parent: Node) -> bool {
     let field_is = |f: &str| parent.field(f) == Some(n);
     match parent.kind_name() {
         "function_declaration"
+        | "function_signature"
         | "class_declaration"
         | "method_definition"
         | "function_expression"

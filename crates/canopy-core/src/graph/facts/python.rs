@@ -316,9 +316,24 @@ fn assignment(cx: &mut Cx, n: Node) {
         let t = type_expr(cx, t);
         cx.bind(n.start_byte(), &name, t, true, field);
     } else if let Some(r) = right {
-        let e = expr(cx, r);
+        let e = expr(cx, r).or_else(|| literal_value(r).map(str::to_string));
         cx.bind(n.start_byte(), &name, e, false, field);
     }
+}
+
+/// A literal's value as a call of its builtin type (`"a"` → `str()`,
+/// `[]` → `list()`), so a receiver bound to one is known to be builtin.
+fn literal_value(n: Node) -> Option<&'static str> {
+    Some(match n.kind_name() {
+        "string" | "concatenated_string" => "str()",
+        "list" | "list_comprehension" => "list()",
+        "dictionary" | "dictionary_comprehension" => "dict()",
+        "set" | "set_comprehension" => "set()",
+        "tuple" => "tuple()",
+        "integer" => "int()",
+        "float" => "float()",
+        _ => return None,
+    })
 }
 
 /// `p: T` and `p: T = d`: `p` is a `T`.

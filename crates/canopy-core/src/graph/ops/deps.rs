@@ -156,7 +156,7 @@ impl Graph<'_> {
             }
         };
         let mut out: BTreeMap<(String, String), u64> = BTreeMap::new();
-        for e in self.store.all_edges()? {
+        for e in self.analysis_edges()? {
             if e.status != STATUS_RESOLVED {
                 continue;
             }

@@ -90,7 +90,9 @@ impl Graph<'_> {
             confidence: 100,
             status: "resolved".into(),
             how: kind.into(),
+            guess: false,
             sites: Vec::new(),
+            sites_total: 0,
             parent,
         }
     }
@@ -149,10 +151,16 @@ impl Graph<'_> {
         let mut uses = self.store.edges_to(node.rowid)?;
         uses.retain(|e| e.status == STATUS_RESOLVED);
         let callers = uses.iter().filter(|e| e.kind == SiteKind::Call).count();
-        let callees = self
+        let out: Vec<_> = self
             .out_edges(&node)?
-            .iter()
+            .into_iter()
             .filter(|e| e.kind == SiteKind::Call && e.status == STATUS_RESOLVED && e.dst.is_some())
+            .collect();
+        let callees = out.len();
+        let guesses = uses
+            .iter()
+            .chain(&out)
+            .filter(|e| crate::graph::nav::is_guess(e))
             .count();
         a.total = members.len();
         a.truncated = members.len() > max_results;
@@ -167,6 +175,7 @@ impl Graph<'_> {
             callers,
             callees,
             references: uses.len(),
+            guesses,
         });
         Ok(a)
     }

@@ -58,7 +58,7 @@ impl Graph<'_> {
     pub(crate) fn degrees(&self) -> Result<Vec<Degree>> {
         let mut callers: HashMap<i64, HashSet<i64>> = HashMap::new();
         let mut callees: HashMap<i64, HashSet<i64>> = HashMap::new();
-        for e in self.store.all_edges()? {
+        for e in self.analysis_edges()? {
             if e.kind != SiteKind::Call || e.status != STATUS_RESOLVED {
                 continue;
             }
@@ -89,7 +89,8 @@ impl Graph<'_> {
         let degrees = match self.cache {
             Some(cache) => {
                 let key = format!(
-                    "{}\u{0}{}",
+                    "{}\u{0}{}\u{0}{}",
+                    self.include_guesses.get(),
                     self.store.generation()?,
                     self.store
                         .meta(crate::store::meta_keys::LAST_INDEXED)?
@@ -132,8 +133,7 @@ impl Graph<'_> {
     /// call site has are counted in `maybe_used`, not listed.
     pub fn unused_symbols(&self, include_public: bool, max_results: usize) -> Result<UnusedAnswer> {
         let used: HashSet<i64> = self
-            .store
-            .all_edges()?
+            .analysis_edges()?
             .into_iter()
             .filter_map(|e| e.dst)
             .collect();

@@ -223,6 +223,28 @@ impl World {
             .then_some((Vec::new(), How::None))
     }
 
+    /// The expression of the binding of `name` visible at `cx` (the last
+    /// one before the site in the innermost scope that has one), as
+    /// written: a type or a value.
+    pub(crate) fn binding_expr(&self, cx: &Ctx, name: &str) -> Option<&str> {
+        let facts = &self.files[cx.file].facts;
+        let part = self.part(cx.file);
+        let ids = part.by_name.get(name)?;
+        let mut cur = Some(cx.scope);
+        while let Some(u) = cur {
+            let found = ids
+                .iter()
+                .copied()
+                .filter(|&bi| part.scopes[bi] == u && facts.bindings[bi].byte <= cx.byte)
+                .max_by_key(|&bi| facts.bindings[bi].byte);
+            if let Some(bi) = found {
+                return Some(facts.bindings[bi].expr.as_str());
+            }
+            cur = self.parent_of(u);
+        }
+        None
+    }
+
     /// What the imports of scope `u` in file `fi` bind `name` to
     /// (`exported_only`: only those importers of the file see, see
     /// [`crate::graph::facts::Import::exported`]).

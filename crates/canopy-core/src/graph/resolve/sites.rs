@@ -206,13 +206,30 @@ impl World {
         if out.len() > 1 {
             rules.narrow_methods(self, cx, &mut out);
         }
-        if out.is_empty() && vals.is_empty() && kind == SiteKind::Call && root_unknown() {
+        if out.is_empty()
+            && vals.is_empty()
+            && kind == SiteKind::Call
+            && root_unknown()
+            && !self.builtin_receiver(cx, r)
+        {
             // Unknown receiver: a method name defined once in the repository.
             if let Some(only) = self.unique_method(cx.file, name) {
                 return (vec![only], How::UniqueName);
             }
         }
         (out, how)
+    }
+
+    /// Whether receiver `r` is known to be a value of a builtin or
+    /// standard-library type ([`super::lang::LanguageRules::builtin_type`]): written as one
+    /// (`set().add`), or its root bound to one in scope (`s: str`,
+    /// `x = []`, `var b strings.Builder`). Such a call is never guessed:
+    /// `str.replace` is not the repository's one `replace`.
+    fn builtin_receiver(&self, cx: &Ctx, r: &str) -> bool {
+        let rules = self.rules_of(cx.file);
+        let root = r.split('.').next().unwrap_or_default();
+        let builtin = |e: &str| rules.builtin_type(self, cx.file, e);
+        builtin(root) || self.binding_expr(cx, root).is_some_and(builtin)
     }
 
     /// The method named `name` that a call in file `fi` on a receiver of

@@ -14,6 +14,46 @@ pub(crate) const CONVENTIONS: Conventions = Conventions::NEUTRAL;
 pub(crate) struct EcmaScript;
 
 impl LanguageRules for EcmaScript {
+    fn builtin_type(&self, _w: &World, _fi: FileIdx, e: &str) -> bool {
+        let (e, head) = super::type_head(e, &['(', '<', '.', '[']);
+        e.ends_with("[]")
+            || matches!(
+                head,
+                "Array"
+                    | "ReadonlyArray"
+                    | "Map"
+                    | "ReadonlyMap"
+                    | "Set"
+                    | "ReadonlySet"
+                    | "WeakMap"
+                    | "WeakSet"
+                    | "WeakRef"
+                    | "Promise"
+                    | "PromiseLike"
+                    | "String"
+                    | "Number"
+                    | "Boolean"
+                    | "BigInt"
+                    | "Symbol"
+                    | "RegExp"
+                    | "Date"
+                    | "Error"
+                    | "JSON"
+                    | "Math"
+                    | "Reflect"
+                    | "Record"
+                    | "string"
+                    | "number"
+                    | "boolean"
+                    | "bigint"
+                    | "symbol"
+                    | "Uint8Array"
+                    | "Int32Array"
+                    | "Float64Array"
+                    | "ArrayBuffer"
+            )
+    }
+
     fn head(
         &self,
         w: &World,

@@ -56,6 +56,49 @@ impl Go {
 }
 
 impl LanguageRules for Go {
+    /// Go's predeclared types, slices, maps and channels, and `pkg.Type`
+    /// where `pkg` imports a standard-library package (an import path
+    /// whose first element has no dot: `strings`, `net/http`).
+    fn builtin_type(&self, w: &World, fi: FileIdx, e: &str) -> bool {
+        let (e, head) = super::type_head(e, &['(', '[', '{']);
+        if e.starts_with('[') || e.starts_with("map[") || e.starts_with("chan ") {
+            return true;
+        }
+        if matches!(
+            head,
+            "string"
+                | "error"
+                | "byte"
+                | "rune"
+                | "bool"
+                | "int"
+                | "int8"
+                | "int16"
+                | "int32"
+                | "int64"
+                | "uint"
+                | "uint8"
+                | "uint16"
+                | "uint32"
+                | "uint64"
+                | "uintptr"
+                | "float32"
+                | "float64"
+                | "complex64"
+                | "complex128"
+        ) {
+            return true;
+        }
+        let Some((pkg, _)) = head.split_once('.') else {
+            return false;
+        };
+        w.files[fi].facts.imports.iter().any(|i| {
+            let last = i.module.rsplit('/').next().unwrap_or_default();
+            (i.local == pkg || (i.local.is_empty() && last == pkg))
+                && !i.module.split('/').next().unwrap_or_default().contains('.')
+        })
+    }
+
     fn method_scope(&self, w: &World, fi: FileIdx) -> String {
         dir_of(&w.files[fi].path).to_string()
     }

@@ -194,6 +194,14 @@ pub(crate) trait LanguageRules: Send + Sync {
         true
     }
 
+    /// Whether a type or value expression (as a binding or receiver
+    /// writes it: `str()`, `Map<K, V>`, `strings.Builder`, `String`) names
+    /// a type of the language or its standard library; a call on such a
+    /// receiver is never guessed by name. None by default.
+    fn builtin_type(&self, _w: &World, _fi: FileIdx, _e: &str) -> bool {
+        false
+    }
+
     /// Which of several definitions of one name a use means (redefinitions,
     /// overloads, inherent over trait methods); by default all of them.
     fn choose(&self, _w: &World, found: Vec<SymId>, _among: Among) -> Vec<SymId> {
@@ -350,4 +358,15 @@ impl LanguageRules for Unresolved {
     fn is_self_receiver(&self, first: &str) -> bool {
         first == "this" || first == "super"
     }
+}
+
+/// An expression without leading `&`, `*` and `mut `, and its head: the
+/// text before the first of `seps`.
+pub(crate) fn type_head<'e>(e: &'e str, seps: &[char]) -> (&'e str, &'e str) {
+    let e = e
+        .trim()
+        .trim_start_matches(['&', '*'])
+        .trim_start_matches("mut ")
+        .trim();
+    (e, e.split(seps).next().unwrap_or_default())
 }

@@ -45,6 +45,48 @@ impl Python {
 }
 
 impl LanguageRules for Python {
+    fn builtin_type(&self, _w: &World, _fi: FileIdx, e: &str) -> bool {
+        let (e, _) = super::type_head(e, &[]);
+        let e = e.strip_prefix("typing.").unwrap_or(e);
+        let head = e.split(['(', '[', '.']).next().unwrap_or_default();
+        matches!(
+            head,
+            "str"
+                | "bytes"
+                | "bytearray"
+                | "list"
+                | "dict"
+                | "set"
+                | "frozenset"
+                | "tuple"
+                | "int"
+                | "float"
+                | "complex"
+                | "bool"
+                | "range"
+                | "memoryview"
+                | "List"
+                | "Dict"
+                | "Set"
+                | "FrozenSet"
+                | "Tuple"
+                | "Sequence"
+                | "MutableSequence"
+                | "Mapping"
+                | "MutableMapping"
+                | "AbstractSet"
+                | "MutableSet"
+                | "Text"
+                | "AnyStr"
+                | "DefaultDict"
+                | "OrderedDict"
+                | "Counter"
+                | "Deque"
+                | "defaultdict"
+                | "deque"
+        )
+    }
+
     fn head(&self, w: &World, cx: &Ctx, head: &str, called: bool, value: bool) -> Option<Vec<Val>> {
         if head == "super" && called {
             Some(w.enclosing_class_as(cx, Val::Super))

@@ -1,0 +1,410 @@
+//! End-to-end: what an agent sees through `canopy callers|callees|
+//! references|definition PATH:LINE:COL --json` (issue 27): positions name
+//! the definition they are on, every site is listed, recursion shows,
+//! unresolved columns say so, members without a unit say so, closures'
+//! calls are callees, overload signatures are no references, guesses say
+//! they are guesses, and a closed stdout ends the command quietly.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use canopy_test_support::repo::Repo;
+use serde_json::Value;
+
+fn canopy(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_canopy"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("CANOPY_ROOT")
+        .env_remove("CANOPY_SERVICE_URL")
+        .output()
+        .expect("run canopy")
+}
+
+fn json(dir: &Path, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let o = canopy(dir, &all);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("json answer")
+}
+
+fn indexed(files: &[(&str, &str)]) -> Repo {
+    let repo = Repo::with_files(files);
+    let o = canopy(repo.dir.path(), &["index", "--quiet"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    repo
+}
+
+/// `(qualified_name, sites)` of an answer's nodes.
+fn nodes(a: &Value) -> Vec<(String, Vec<String>)> {
+    a["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|n| {
+            let sites = n["sites"]
+                .as_array()
+                .expect("sites")
+                .iter()
+                .map(|s| s.as_str().expect("site").to_string())
+                .collect();
+            (
+                n["qualified_name"].as_str().unwrap_or("").to_string(),
+                sites,
+            )
+        })
+        .collect()
+}
+
+fn names(a: &Value) -> Vec<String> {
+    nodes(a).into_iter().map(|n| n.0).collect()
+}
+
+const GO: &str = "package main
+
+type linkParser struct{ n int }
+
+func (p *linkParser) parseLabel(s string) int {
+\tif len(s) == 0 {
+\t\treturn 0
+\t}
+\treturn p.parseLabel(s[1:]) + helper(s) + missing(s)
+}
+
+func helper(s string) int {
+\tp := &linkParser{}
+\tf := func() int { return p.parseLabel(s) }
+\treturn f()
+}
+";
+
+#[test]
+fn a_position_on_a_go_method_signature_answers_for_the_method() {
+    let repo = indexed(&[("a.go", GO)]);
+    let dir = repo.dir.path();
+    // Line 5: `func (p *linkParser) parseLabel(s string) int {`; every
+    // column of it (keyword, receiver, its type, the name, a parameter).
+    for col in [0, 6, 9, 12, 21, 26, 30, 32, 40] {
+        let target = format!("a.go:5:{col}");
+        for op in ["callers", "callees", "references"] {
+            let a = json(dir, &[op, &target]);
+            assert_eq!(
+                a["target"]["line_range"][0], 5,
+                "{op} {target} answered for {}",
+                a["target"]["preview"]
+            );
+        }
+        let callers = json(dir, &["callers", &target]);
+        assert!(
+            names(&callers).contains(&"helper".to_string()),
+            "{target}: {callers}"
+        );
+    }
+}
+
+#[test]
+fn recursion_shows_in_callers_and_callees() {
+    let repo = indexed(&[("a.go", GO)]);
+    let dir = repo.dir.path();
+    let callers = json(dir, &["callers", "a.go:5:21"]);
+    let me = nodes(&callers)
+        .into_iter()
+        .find(|n| n.0 == "linkParser.parseLabel");
+    assert_eq!(
+        me.map(|n| n.1),
+        Some(vec!["a.go:9:10".to_string()]),
+        "{callers}"
+    );
+    let callees = json(dir, &["callees", "linkParser.parseLabel"]);
+    assert!(
+        names(&callees).contains(&"linkParser.parseLabel".to_string()),
+        "{callees}"
+    );
+}
+
+#[test]
+fn definition_at_an_unresolved_call_names_it_and_no_neighbour() {
+    let repo = indexed(&[("a.go", GO)]);
+    let dir = repo.dir.path();
+    // Line 9: `\treturn p.parseLabel(s[1:]) + helper(s) + missing(s)`:
+    // `helper` (columns 30-35) resolves, `missing` (42-48) does not.
+    let helper = json(dir, &["definition", "a.go:9:33"]);
+    assert_eq!(names(&helper), vec!["helper".to_string()], "{helper}");
+    let missing = json(dir, &["definition", "a.go:9:45"]);
+    assert!(names(&missing).is_empty(), "{missing}");
+    assert_eq!(missing["empty"]["kind"], "unresolved", "{missing}");
+    assert_eq!(missing["empty"]["name"], "missing", "{missing}");
+}
+
+#[test]
+fn every_site_is_listed_and_a_clamped_cap_is_reported() {
+    let calls: String = (0..9).map(|i| format!("    target({i})\n")).collect();
+    let source = format!("def target(x):\n    return x\n\n\ndef caller():\n{calls}");
+    let repo = indexed(&[("m.py", &source)]);
+    let dir = repo.dir.path();
+    let a = json(dir, &["callers", "m.py:1:4", "--max-results", "100000"]);
+    let node = &a["nodes"][0];
+    assert_eq!(node["qualified_name"], "caller", "{a}");
+    assert_eq!(node["sites"].as_array().map(Vec::len), Some(9), "{a}");
+    assert_eq!(node["sites_total"], 9, "{a}");
+    assert_eq!(a["truncated"], false, "{a}");
+    assert_eq!(a["max_results_clamped"]["asked"], 100000, "{a}");
+    assert_eq!(a["max_results_clamped"]["used"], 500, "{a}");
+    let text = canopy(dir, &["callers", "target", "--max-results", "100000"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("--max-results 100000 is above the cap"),
+        "{text}"
+    );
+}
+
+const TS: &str = "export interface Handlers {
+    onEvent?: (e: Event) => void;
+    name: string;
+}
+
+export function parse(a: string): number;
+export function parse(a: number): number;
+export function parse(a: any): number {
+    return 1;
+}
+
+class Worker {
+    run(x: number): number { return x; }
+}
+
+export function start(worker: Worker) {
+    const handle: any = {};
+    handle.start = () => {
+        worker.run(parse(1));
+    };
+    return handle;
+}
+";
+
+#[test]
+fn an_interface_property_is_a_method_or_no_unit_and_says_what_to_ask() {
+    let repo = indexed(&[("a.ts", TS)]);
+    let dir = repo.dir.path();
+    // `onEvent?: (e: Event) => void` is called like a method: a unit.
+    let a = json(dir, &["callers", "a.ts:2:6"]);
+    assert_eq!(a["target"]["line_range"], serde_json::json!([2, 2]), "{a}");
+    // `name: string` is no unit: not the whole interface, a hint.
+    let a = json(dir, &["callers", "a.ts:3:5"]);
+    assert_eq!(a["empty"]["kind"], "target_not_found", "{a}");
+    assert!(a.get("target").is_none(), "{a}");
+    let hint = a["hint"].as_str().unwrap_or_default();
+    assert!(hint.contains("`name`") && hint.contains("Handlers"), "{a}");
+}
+
+#[test]
+fn callees_include_calls_in_closures_inside_the_definition() {
+    let repo = indexed(&[("a.ts", TS)]);
+    let dir = repo.dir.path();
+    let a = json(dir, &["callees", "a.ts:16:17"]);
+    assert_eq!(a["target"]["line_range"][0], 16, "{a}");
+    let found = nodes(&a);
+    assert!(
+        found
+            .iter()
+            .any(|(n, s)| n == "Worker.run" && s == &vec!["a.ts:19:15".to_string()]),
+        "{a}"
+    );
+    assert!(found.iter().any(|(n, _)| n == "parse"), "{a}");
+}
+
+#[test]
+fn overload_signatures_are_no_references() {
+    let repo = indexed(&[("a.ts", TS)]);
+    let dir = repo.dir.path();
+    let a = json(dir, &["references", "a.ts:8:16"]);
+    let sites: Vec<String> = nodes(&a).into_iter().flat_map(|n| n.1).collect();
+    assert_eq!(sites, vec!["a.ts:19:19".to_string()], "{a}");
+}
+
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    let repo = indexed(&[("a.go", GO)]);
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    // Nobody reads: the first write fails with a broken pipe.
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_canopy"))
+        .args(["callers", "a.go:5:21", "--json"])
+        .current_dir(repo.dir.path())
+        .env_remove("CANOPY_ROOT")
+        .env_remove("CANOPY_SERVICE_URL")
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run canopy");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.status.success(), "{:?} {stderr}", out.status);
+}
+
+const GUESSED: &[(&str, &str)] = &[
+    (
+        "lib.py",
+        "class Store:\n    def replace_all(self, a, b):\n        return a\n",
+    ),
+    (
+        "app.py",
+        "def rewrite(s):\n    return s.replace_all(\"a\", \"b\")\n",
+    ),
+];
+
+#[test]
+fn guesses_say_so_and_whole_graph_answers_leave_them_out_unless_asked() {
+    let repo = indexed(GUESSED);
+    let dir = repo.dir.path();
+    // `s` has no known type: the call is bound to the only `replace_all`.
+    let callers = json(dir, &["callers", "Store.replace_all"]);
+    let node = &callers["nodes"][0];
+    assert_eq!(node["qualified_name"], "rewrite", "{callers}");
+    assert_eq!(node["guess"], true, "{callers}");
+    assert_eq!(node["how"], "unique_name", "{callers}");
+    let text = canopy(dir, &["callers", "Store.replace_all"]);
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("unique_name 50% guess"),
+        "{}",
+        String::from_utf8_lossy(&text.stdout)
+    );
+    let dot = canopy(dir, &["callers", "Store.replace_all", "--format", "dot"]);
+    assert!(
+        String::from_utf8_lossy(&dot.stdout).contains("style=dashed, label=\"guess\""),
+        "{}",
+        String::from_utf8_lossy(&dot.stdout)
+    );
+    let mermaid = canopy(
+        dir,
+        &["callers", "Store.replace_all", "--format", "mermaid"],
+    );
+    assert!(
+        String::from_utf8_lossy(&mermaid.stdout).contains("-. guess .->"),
+        "{}",
+        String::from_utf8_lossy(&mermaid.stdout)
+    );
+    let detail = json(dir, &["detail", "Store.replace_all"]);
+    assert_eq!(detail["detail"]["callers"], 1, "{detail}");
+    assert_eq!(detail["detail"]["guesses"], 1, "{detail}");
+
+    let dep_names = |a: &Value| -> Vec<String> {
+        a["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .filter_map(|n| n["name"].as_str().map(str::to_string))
+            .collect()
+    };
+    let deps = json(dir, &["dependencies", "app.py"]);
+    assert!(!dep_names(&deps).contains(&"lib.py".to_string()), "{deps}");
+    let deps = json(dir, &["dependencies", "app.py", "--include-guesses"]);
+    assert!(dep_names(&deps).contains(&"lib.py".to_string()), "{deps}");
+    let dependents = json(dir, &["dependents", "lib.py"]);
+    assert!(
+        !dep_names(&dependents).contains(&"app.py".to_string()),
+        "{dependents}"
+    );
+    let hot = json(dir, &["hotspots"]);
+    assert_eq!(hot["hotspots"].as_array().map(Vec::len), Some(0), "{hot}");
+    let hot = json(dir, &["hotspots", "--include-guesses"]);
+    assert_eq!(hot["hotspots"].as_array().map(Vec::len), Some(2), "{hot}");
+}
+
+/// The same over MCP (`canopy_graph`, `canopy_analysis`) and HTTP (`POST /graph`).
+#[tokio::test(flavor = "multi_thread")]
+async fn guesses_say_so_over_mcp_and_http() {
+    use canopy_test_support::canopy_bin;
+    use canopy_test_support::mcp::{call, connect, ok_json};
+    use canopy_test_support::serve::{Opts, Server, add_and_index, post};
+    use serde_json::json;
+
+    let repo = Repo::new(GUESSED);
+    let path = repo.dir.path();
+    let client = connect(canopy_bin!()).await;
+    let callers = ok_json(
+        &call(
+            &client,
+            "canopy_graph",
+            json!({"path": path, "op": "callers", "target": "Store.replace_all"}),
+        )
+        .await,
+    );
+    assert_eq!(callers["nodes"][0]["guess"], true, "{callers}");
+    let deps = |include: bool| json!({"path": path, "op": "dependencies", "target": "app.py", "include_guesses": include});
+    let without = ok_json(&call(&client, "canopy_graph", deps(false)).await);
+    assert_eq!(
+        without["edges"].as_array().map(Vec::len),
+        Some(0),
+        "{without}"
+    );
+    let with = ok_json(&call(&client, "canopy_graph", deps(true)).await);
+    assert_eq!(with["edges"][0]["to"], "lib.py", "{with}");
+    let hot = ok_json(
+        &call(
+            &client,
+            "canopy_analysis",
+            json!({"path": path, "op": "hotspots", "include_guesses": true}),
+        )
+        .await,
+    );
+    assert_eq!(hot["hotspots"].as_array().map(Vec::len), Some(2), "{hot}");
+    client.cancel().await.expect("close");
+
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
+    let http = server.client();
+    let id = add_and_index(&http, &repo);
+    let ask = |body: Value| -> Value {
+        let resp = post(&http, "/graph", &body);
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        resp.json().expect("json")
+    };
+    let callers = ask(json!({"repo": id, "op": "callers", "target": "Store.replace_all"}));
+    assert_eq!(callers["nodes"][0]["guess"], true, "{callers}");
+    let cycles_or_deps = ask(json!({"repo": id, "op": "dependencies", "target": "app.py"}));
+    assert_eq!(
+        cycles_or_deps["edges"].as_array().map(Vec::len),
+        Some(0),
+        "{cycles_or_deps}"
+    );
+    let with =
+        ask(json!({"repo": id, "op": "dependencies", "target": "app.py", "include_guesses": true}));
+    assert_eq!(with["edges"][0]["to"], "lib.py", "{with}");
+}
+
+#[test]
+fn receivers_of_builtin_types_are_never_guessed() {
+    let repo = indexed(&[
+        (
+            "lib.py",
+            "class Registry:\n    def add(self, x):\n        return x\n\n    def copy(self):\n        return self\n",
+        ),
+        (
+            "app.py",
+            "def collect(d: dict):\n    seen = set()\n    seen.add(1)\n    words = {1, 2}\n    words.add(3)\n    return d.copy()\n\n\ndef untyped(x):\n    return x.add(3)\n",
+        ),
+        (
+            "b.go",
+            "package main\n\nimport \"strings\"\n\ntype Doc struct{}\n\nfunc (d *Doc) String() string { return \"\" }\n\nfunc render() string {\n\tvar b strings.Builder\n\treturn b.String()\n}\n\nfunc guess(x interface{ String() string }) string {\n\ty := x\n\treturn y.String()\n}\n",
+        ),
+        (
+            "m.ts",
+            "export class Table {\n    set(k: string, v: number): void {}\n}\n\nexport function fill(keys: string[]) {\n    const m = new Map<string, number>();\n    m.set(keys[0], 1);\n}\n",
+        ),
+    ]);
+    let dir = repo.dir.path();
+    let add = json(dir, &["callers", "Registry.add"]);
+    assert_eq!(names(&add), vec!["untyped".to_string()], "{add}");
+    let copy = json(dir, &["callers", "Registry.copy"]);
+    assert!(names(&copy).is_empty(), "{copy}");
+    let string = json(dir, &["callers", "Doc.String"]);
+    assert!(!names(&string).contains(&"render".to_string()), "{string}");
+    let set = json(dir, &["callers", "Table.set"]);
+    assert!(names(&set).is_empty(), "{set}");
+}
