@@ -99,7 +99,8 @@ def body_strategies(pack, inst):
 
 
 def wire_facts(raw, pack, inst):
-    """What the agent receives: the whole printed JSON, and per strategy what it contributed."""
+    """What the agent receives (the wire form when the binary has one, else the whole printed
+    JSON, which is what `canopy mcp` sent before it), and per strategy what it contributed."""
     wt = tokcount.count(raw)
     per = {}
     for f in pack["fragments"]:
@@ -193,7 +194,14 @@ def run(a):
                     pack = json.loads(out)
                     sc = score_context(pack, inst)
                     sc["seconds"] = round(time.time() - t, 3)
-                    sc.update(wire_facts(out, pack, inst))
+                    wire = out
+                    if "wire_tokens" in pack:
+                        # the wire form (issue 31): what `canopy mcp` sends as content blocks
+                        # and the CLI prints, a JSON header and each fragment as plain text
+                        wire = canopy(bin_, model + ["--root", tree, "--quiet", "context", "-",
+                                                     "--budget", str(b), "--strategy", s], stdin=task)
+                    sc.update(wire_facts(wire, pack, inst))
+                    sc["json_tokens"] = tokcount.count(out)
                     if s == "semantic" and b == budgets[-1]:
                         row["semantic_files"] = ranked_files([f["file_path"] for f in pack["fragments"]])
                     row[f"{s}@{b}"] = sc

@@ -334,63 +334,15 @@ pub fn query_result(answer: &Answer<QueryResult>, json: bool) -> anyhow::Result<
     Ok(())
 }
 
-/// A context pack: each fragment's header (where, why, how much), then its text.
+/// A context pack: with `--json` every field (for scripts); else its wire
+/// form (`canopy_core::context::wire`), the JSON header line and each
+/// fragment's text under a provenance line, which `budget_tokens` bounds.
 pub fn context(answer: &Answer<ContextPack>, json: bool) -> anyhow::Result<()> {
     if json {
         return print_json(answer);
     }
-    let pack = answer.get();
     let mut out = std::io::stdout().lock();
-    for f in &pack.fragments {
-        writeln!(
-            out,
-            "── {}:{}-{} {} [{} · {:?} · {}t · score {:.2}{}] {}",
-            f.file_path,
-            f.line_range[0],
-            f.line_range[1],
-            match &f.name {
-                Some(name) => format!("{} {name}", f.node_type),
-                None => f.node_type.clone(),
-            },
-            f.strategy.as_str(),
-            f.detail,
-            f.tokens,
-            f.score,
-            if f.stale { " · stale" } else { "" },
-            f.reason
-        )?;
-        writeln!(out, "{}", f.text.trim_end())?;
-    }
-    let used: Vec<String> = pack
-        .strategies
-        .iter()
-        .map(|r| match &r.note {
-            Some(note) if r.status != "used" => {
-                format!("{} {} ({note})", r.strategy.as_str(), r.status)
-            }
-            _ => format!("{} {}/{}", r.strategy.as_str(), r.fragments, r.candidates),
-        })
-        .collect();
-    writeln!(
-        out,
-        "{} fragments, {} of {} tokens ({} degraded, {} dropped, {} left out); strategies: {}",
-        pack.fragments.len(),
-        pack.total_tokens,
-        pack.budget_tokens,
-        pack.degraded,
-        pack.dropped,
-        pack.left_out,
-        used.join("; ")
-    )?;
-    if pack.focus.status != "inferred" || !pack.focus.resolved.is_empty() {
-        let names: Vec<String> = pack
-            .focus
-            .resolved
-            .iter()
-            .map(|h| format!("{}:{}", h.file_path, h.line_range[0]))
-            .collect();
-        writeln!(out, "focus: {} {}", pack.focus.status, names.join(", "))?;
-    }
+    out.write_all(canopy_core::context::wire::text(answer.get()).as_bytes())?;
     Ok(())
 }
 

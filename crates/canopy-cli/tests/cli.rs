@@ -361,7 +361,9 @@ fn service_url_sends_commands_to_a_running_service() {
         "{ctx}"
     );
     let human = remote(&["context", "validate token length", "--budget", "300"]);
-    assert!(String::from_utf8_lossy(&human.stdout).contains(" of 300 tokens"));
+    let human = String::from_utf8_lossy(&human.stdout);
+    assert!(human.starts_with("{\"budget_tokens\":300,"), "{human}");
+    assert!(canopy_core::tokens::count_tokens(&human) <= 300, "{human}");
     server.kill();
     let unregistered = tempfile::tempdir().unwrap();
     let out = canopy(

@@ -230,8 +230,10 @@ fn context_prints_fragments_within_the_budget() {
             "500",
         ],
     ));
-    assert!(human.contains("── "), "{human}");
-    assert!(human.contains(" of 500 tokens"), "{human}");
+    // The wire form: a JSON header line, then each fragment under `--- `.
+    assert!(human.contains("\n--- "), "{human}");
+    assert!(human.starts_with("{\"budget_tokens\":500,"), "{human}");
+    assert!(canopy_core::tokens::count_tokens(&human) <= 500, "{human}");
     let json = stdout(&canopy(
         dir.path(),
         &[

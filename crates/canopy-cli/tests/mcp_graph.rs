@@ -336,9 +336,14 @@ async fn every_other_operation_answers_through_the_client() {
 #[tokio::test(flavor = "multi_thread")]
 async fn context_packs_fit_their_budget_and_say_why() {
     let repo = repo();
-    let client = connect(canopy_bin!()).await;
+    let client = connect_with_args(
+        canopy_bin!(),
+        TestClient::default(),
+        &["--structured-content", "true"],
+    )
+    .await;
     let path = repo.path();
-    let pack = ok_json(
+    let pack = context_pack(
         &call(
             &client,
             "canopy_context",
@@ -385,7 +390,7 @@ async fn context_packs_fit_their_budget_and_say_why() {
     }
     assert!(fragments.iter().all(|f| f["strategy"] == "graph"), "{pack}");
     // The default, fused: every strategy reports; semantic is skipped without a model.
-    let fused = ok_json(
+    let fused = context_pack(
         &call(
             &client,
             "canopy_context",
@@ -412,4 +417,24 @@ async fn context_packs_fit_their_budget_and_say_why() {
     )
     .await;
     err_json(&bad, "Validation");
+}
+
+/// A `canopy_context` result's pack (the structured copy: the text blocks
+/// are the wire form, a JSON header and one plain-text block per fragment).
+fn context_pack(result: &rmcp::model::CallToolResult) -> Value {
+    assert_ne!(result.is_error, Some(true), "tool error: {}", text(result));
+    let header: Value = serde_json::from_str(text(result)).expect("JSON header");
+    let pack = result
+        .structured_content
+        .clone()
+        .unwrap_or_else(|| panic!("structured pack: {header}"));
+    assert_eq!(
+        header["fragments"],
+        pack["fragments"].as_array().map_or(0, Vec::len)
+    );
+    assert_eq!(
+        result.content.len(),
+        1 + header["fragments"].as_u64().unwrap_or(0) as usize
+    );
+    pack
 }

@@ -101,27 +101,26 @@ async fn the_server_answers_from_the_service_with_local_edits_overlaid() {
     );
 
     // Context packs and the graph are answered too; a local-only tool says why not.
-    let ctx = ok_json(
-        &call(
-            &client,
-            "canopy_context",
-            json!({"path": path, "task": "fix how an invoice total is computed", "budget_tokens": 500}),
-        )
-        .await,
-    );
-    assert!(
-        ctx["total_tokens"].as_u64().is_some_and(|t| t <= 500),
-        "{ctx}"
-    );
-    let local = ctx["fragments"]
-        .as_array()
-        .and_then(|f| f.iter().find(|f| f["file_path"] == "src/billing.py"))
-        .unwrap_or_else(|| panic!("the edited file's fragment: {ctx}"));
-    assert_eq!(local["source"], "local", "{ctx}");
-    assert!(
-        local["text"].as_str().is_some_and(|t| t.contains("l.qty")),
-        "{ctx}"
-    );
+    // The wire form: a JSON header, then one plain-text block per fragment.
+    let ctx = call(
+        &client,
+        "canopy_context",
+        json!({"path": path, "task": "fix how an invoice total is computed", "budget_tokens": 500}),
+    )
+    .await;
+    assert_ne!(ctx.is_error, Some(true), "{}", text(&ctx));
+    let blocks: Vec<&str> = ctx
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+        .collect();
+    let header: Value = serde_json::from_str(blocks[0]).expect("JSON header");
+    assert_eq!(header["budget_tokens"], 500, "{header}");
+    let local = blocks
+        .iter()
+        .find(|b| b.starts_with("--- src/billing.py:"))
+        .unwrap_or_else(|| panic!("the edited file's fragment: {blocks:?}"));
+    assert!(local.contains("l.qty"), "{local}");
     let graph = ok_json(
         &call(
             &client,

@@ -361,10 +361,13 @@ impl ServiceClient {
                 .any(|(k, _)| k.eq_ignore_ascii_case(name))
         };
         let mut head = format!(
-            "{method} {}{path_and_query} HTTP/1.1\r\nConnection: close\r\nAccept: application/json\r\nUser-Agent: canopy-client/{}\r\n",
+            "{method} {}{path_and_query} HTTP/1.1\r\nConnection: close\r\nUser-Agent: canopy-client/{}\r\n",
             self.prefix,
             env!("CARGO_PKG_VERSION")
         );
+        if !overridden("accept") {
+            head.push_str("Accept: application/json\r\n");
+        }
         if !overridden("host") {
             head.push_str(&format!("Host: {}\r\n", self.authority));
         }

@@ -302,17 +302,14 @@ impl Overlay {
     ) {
         let service = std::mem::take(&mut served.answer.fragments);
         let local = local.map(|l| l.fragments).unwrap_or_default();
-        let (mut merged, dropped, added) =
-            self.interleave(service, local, |f| f.file_path.as_str());
-        let mut total: u64 = merged.iter().map(|f| u64::from(f.tokens)).sum();
-        while total > budget {
-            match merged.pop() {
-                Some(f) => total -= u64::from(f.tokens),
-                None => break,
-            }
-        }
+        let (merged, dropped, added) = self.interleave(service, local, |f| f.file_path.as_str());
         served.answer.fragments = merged;
-        served.answer.total_tokens = total;
+        // The budget bounds the wire form (the header and each fragment's
+        // provenance line included): the last fragments go until it fits.
+        let pack = &mut served.answer;
+        while canopy_core::context::wire::tokens(pack) > budget && pack.fragments.pop().is_some() {}
+        pack.total_tokens = pack.fragments.iter().map(|f| u64::from(f.tokens)).sum();
+        pack.wire_tokens = canopy_core::context::wire::tokens(pack);
         let report = OverlayReport::Fragments {
             dirty_files: self.dirty.len(),
             local_fragments: added,

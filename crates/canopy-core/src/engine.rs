@@ -760,36 +760,40 @@ impl Engine {
             pattern: Some(params.task.clone()),
             ..QueryParams::default()
         };
-        let (mut pack, coverage, new_vectors) = self.guarded(|| {
+        let (pack, new_vectors) = self.guarded(|| {
             self.prepare(&probe, &NoProgress)?;
             let budget = self.inner.options.time_budget;
             let store = self.inner.reader();
             let snapshot = store.read_snapshot_within(budget)?;
             let coverage = snapshot.partial_coverage()?;
             let (semantic, new_vectors) = self.semantic_input(&snapshot, params)?;
-            let mut pack = crate::context::build(self.snapshot_of(&snapshot), params, semantic)
-                .map_err(|e| e.or_budget(budget))?;
             // Freshness: every fragment's file was read and hash-checked by the packer.
-            let mut checked: Vec<&str> = pack
-                .fragments
-                .iter()
-                .map(|f| f.file_path.as_str())
-                .collect();
-            checked.sort();
-            checked.dedup();
-            let mut stale: Vec<String> = pack
-                .fragments
-                .iter()
-                .filter(|f| f.stale)
-                .map(|f| f.file_path.clone())
-                .collect();
-            stale.sort();
-            stale.dedup();
-            pack.freshness = Some(crate::query::freshness_of(&snapshot, stale, checked.len())?);
-            Ok((pack, coverage, new_vectors))
+            let finish = |pack: &mut crate::context::ContextPack| -> Result<()> {
+                let mut checked: Vec<&str> = pack
+                    .fragments
+                    .iter()
+                    .map(|f| f.file_path.as_str())
+                    .collect();
+                checked.sort();
+                checked.dedup();
+                let mut stale: Vec<String> = pack
+                    .fragments
+                    .iter()
+                    .filter(|f| f.stale)
+                    .map(|f| f.file_path.clone())
+                    .collect();
+                stale.sort();
+                stale.dedup();
+                pack.freshness = Some(crate::query::freshness_of(&snapshot, stale, checked.len())?);
+                pack.index_coverage = coverage;
+                Ok(())
+            };
+            let pack =
+                crate::context::build(self.snapshot_of(&snapshot), params, semantic, &finish)
+                    .map_err(|e| e.or_budget(budget))?;
+            Ok((pack, new_vectors))
         })?;
         self.store_vectors(new_vectors);
-        pack.index_coverage = coverage;
         Ok(pack)
     }
 

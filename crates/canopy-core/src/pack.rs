@@ -761,6 +761,9 @@ fn rank(
             .total_cmp(&a.score)
             .then_with(|| a.node.file_path.cmp(&b.node.file_path))
             .then_with(|| a.node.start_byte.cmp(&b.node.start_byte))
+            // Stable across fresh indexes (row ids are not): the wider unit, then the handle.
+            .then_with(|| b.node.end_byte.cmp(&a.node.end_byte))
+            .then_with(|| a.node.handle.cmp(&b.node.handle))
     });
     ranked
 }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use canopy_client::backend::{Backend, BackendError, Expanded, Need};
+use canopy_client::backend::{Answer, Backend, BackendError, Expanded, Need};
 use canopy_client::local::LocalBackend;
 use canopy_client::remote::RemoteBackend;
 use canopy_core::EngineOptions;
@@ -147,7 +147,7 @@ impl CanopyServer {
                 })
                 .await?,
             ),
-            ToolRequest::Context(context) => json(
+            ToolRequest::Context(context) => context_result(
                 self.run(b, p, move |b, p| {
                     b.prepare(Need::Context(context.params()), p)?;
                     b.context(&context)
@@ -306,6 +306,24 @@ fn json<T: Serialize>(value: T) -> Result<CallToolResult, ToolError> {
     serde_json::to_value(value)
         .map(CallToolResult::structured)
         .map_err(|e| ToolError::Internal(format!("cannot serialize the result: {e}")))
+}
+
+/// `canopy_context`'s result in its wire form
+/// ([`canopy_core::context::wire`]): a JSON header block, then each fragment
+/// as a plain-text block of its own under a provenance line, so code is not
+/// JSON-escaped and the blocks together stay within `budget_tokens`. The
+/// whole pack as JSON is the `structuredContent` (sent only when asked for).
+fn context_result(
+    answer: Answer<canopy_core::context::ContextPack>,
+) -> Result<CallToolResult, ToolError> {
+    let wire = canopy_core::context::wire::render(answer.get());
+    let structured = serde_json::to_value(&answer)
+        .map_err(|e| ToolError::Internal(format!("cannot serialize the result: {e}")))?;
+    let mut content = vec![ContentBlock::text(wire.header)];
+    content.extend(wire.blocks.into_iter().map(ContentBlock::text));
+    let mut result = CallToolResult::success(content);
+    result.structured_content = Some(structured);
+    Ok(result)
 }
 
 /// `canopy_expand`'s result: the contract's text first (`// <id>` blocks);

@@ -170,9 +170,9 @@ impl ToolName {
                  unresolved (same-named sites not resolvable; listed), target_not_found."
             }
             ToolName::Context => {
-                "The code to read before starting a task, as text within budget_tokens: \
-                 fragments (file, lines, detail full|signature|outline, strategy, reason, text), \
-                 best first, no repeats. Give task (a one-line summary first, it weighs most; \
+                "The code to read before starting a task, within budget_tokens as received: a \
+                 JSON header, then one block per fragment: a `--- path:lines type name [detail \
+                 strategy score handle] reason` line and its text; best first, focus first. Give task (a one-line summary first, it weighs most; \
                  then the issue or plan) and optionally focus \
                  (Type.method, a path, path:line). strategy: fused (default) | keyword | \
                  semantic | graph (callers, callees) | history (git co-changes) | decisions \

@@ -283,10 +283,37 @@ async fn evidence_pack(
     Ok(Json(out).into_response())
 }
 
-async fn context(State(svc): State<AppState>, body: Body) -> Result<Response, ApiError> {
+/// `POST /context`: the pack as JSON (for programs: every field, code
+/// JSON-escaped), or with `Accept: text/plain` its wire form
+/// ([`canopy_core::context::wire::text`]: a JSON header line, then each
+/// fragment as plain text under a provenance line), the form whose tokens
+/// `budget_tokens` bounds.
+async fn context(
+    State(svc): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
     let req: ContextRequest = parse_json(&svc, body)?;
     let out = blocking(&svc, move |s| s.context(req)).await?;
+    if wants_text(&headers) {
+        let text = canopy_core::context::wire::text(&out.answer);
+        return Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response());
+    }
     Ok(Json(out).into_response())
+}
+
+/// The client asked for `text/plain` before (or instead of) JSON.
+fn wants_text(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|accept| {
+            accept
+                .split(',')
+                .map(|m| m.split(';').next().unwrap_or("").trim())
+                .find(|m| *m == "text/plain" || *m == "application/json")
+        })
+        == Some("text/plain")
 }
 
 async fn expand(

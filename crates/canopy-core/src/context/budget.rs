@@ -49,6 +49,7 @@ const COMMENT_HEAD_LINES: usize = 3;
 const DOC_LINES: usize = 8;
 
 /// The packer's result.
+#[derive(Default)]
 pub(crate) struct Packed {
     pub(crate) fragments: Vec<Fragment>,
     /// Fragments below the detail they could have had.
@@ -77,12 +78,37 @@ struct Slot {
     empty_skeleton: bool,
     /// Text and tokens per level, rendered once.
     texts: HashMap<Detail, (String, u32)>,
+    /// Tokens of its provenance line on the wire ([`crate::context::wire`]),
+    /// paid whatever its detail.
+    overhead: u32,
+}
+
+/// Tokens a fragment's provenance line and block break cost on the wire
+/// (at signature detail: the detail word costs the same at every level
+/// within a token, and the exact wire total is checked after packing).
+fn overhead_of(m: &Merged) -> u32 {
+    let n = &m.node;
+    let line = crate::context::wire::provenance_line(
+        &n.file_path,
+        [n.start_line, n.end_line],
+        &n.node_type,
+        n.qualified_name.as_deref().or(n.name.as_deref()),
+        Detail::Signature,
+        m.strategy.as_str(),
+        m.score,
+        &n.handle,
+        false,
+        &m.reason,
+    );
+    count_tokens(&line) as u32 + 2
 }
 
 impl Slot {
     fn new(m: Merged, cap: Detail, excluded: Vec<(usize, usize)>) -> Slot {
+        let overhead = overhead_of(&m);
         Slot {
             m,
+            overhead,
             cap,
             excluded,
             detail: cap,
@@ -92,8 +118,9 @@ impl Slot {
         }
     }
 
+    /// What it costs on the wire at `d`: its text and its provenance line.
     fn cost(&self, d: Detail) -> u32 {
-        self.texts.get(&d).map_or(0, |t| t.1)
+        self.texts.get(&d).map_or(0, |t| t.1) + self.overhead
     }
 
     /// The next richer level, up to its cap (none for a stale file).
@@ -274,6 +301,7 @@ fn fill(slots: &mut Vec<Slot>, budget: u64) {
         whole.m.score = score;
         if !held_reasons.is_empty() {
             whole.m.reason = format!("{}; {held_reasons}", whole.m.reason);
+            whole.overhead = overhead_of(&whole.m);
         }
         replace(slots, held.into_iter().chain([i]).collect(), whole);
     }
@@ -390,9 +418,6 @@ fn enclose(
             .unwrap_or_default()
             .to_string();
         let tokens = count_tokens(&body) as u32;
-        if u64::from(tokens) > spare + freed {
-            continue;
-        }
         let best = &slots[i].m;
         let mut whole = Slot::new(
             Merged {
@@ -405,6 +430,9 @@ fn enclose(
             Vec::new(),
         );
         whole.texts.insert(Detail::Full, (body, tokens));
+        if u64::from(whole.cost(Detail::Full)) > spare + freed {
+            continue;
+        }
         replace(slots, held, whole);
     }
 }

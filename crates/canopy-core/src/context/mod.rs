@@ -22,6 +22,7 @@
 pub mod budget;
 mod comments;
 pub mod strategies;
+pub mod wire;
 
 use serde::{Deserialize, Serialize};
 
@@ -41,8 +42,9 @@ pub(crate) struct Candidate {
 
 /// Default `budget_tokens`.
 pub const DEFAULT_BUDGET: u64 = 4_000;
-/// Smallest accepted budget: below it not even an outline fits.
-pub const MIN_BUDGET: u64 = 50;
+/// Smallest accepted budget: below it not even one outline fits on the
+/// wire beside the header and its provenance line.
+pub const MIN_BUDGET: u64 = 150;
 /// Largest accepted budget.
 pub const MAX_BUDGET: u64 = 64_000;
 /// Longest accepted task text, in bytes.
@@ -241,6 +243,11 @@ pub struct ContextPack {
     pub budget_tokens: u64,
     /// Sum of the fragments' `tokens` (never above the budget).
     pub total_tokens: u64,
+    /// Tokens of the pack as an agent receives it ([`wire`]: a JSON header
+    /// and each fragment as plain text under a provenance line); never
+    /// above the budget.
+    #[serde(default)]
+    pub wire_tokens: u64,
     /// The fragments, best first.
     pub fragments: Vec<Fragment>,
     /// The strategy asked for.
@@ -300,37 +307,76 @@ pub(crate) fn semantic_query(task: &str, focus: Option<&str>) -> String {
     text
 }
 
+/// Builds a context pack over one read snapshot; `finish` adds what the
+/// caller knows (freshness, coverage) before the pack is measured, so the
+/// budget bounds the wire form ([`wire`]) of the pack as it is returned.
 pub fn build(
     snapshot: Snapshot<'_>,
     params: &ContextParams,
     semantic: SemanticInput,
+    finish: &dyn Fn(&mut ContextPack) -> Result<()>,
 ) -> Result<ContextPack> {
     params.validate()?;
     let strategy = params.strategy.unwrap_or_default();
+    let budget = params.budget();
     let mut gathered = strategies::gather(snapshot, params, strategy, semantic)?;
-    let merged = strategies::fuse(&mut gathered.lists, strategy);
+    let mut merged = strategies::fuse(&mut gathered.lists, strategy);
+    strategies::pin(&mut merged, std::mem::take(&mut gathered.pinned));
     let candidates = merged.len();
-    let packed = budget::pack(snapshot, merged, params.budget())?;
-    let mut reports = gathered.reports;
-    for r in &mut reports {
-        r.fragments = packed
-            .fragments
-            .iter()
-            .filter(|f| f.strategy == r.strategy)
-            .count();
+    let assemble = |packed: budget::Packed| -> Result<ContextPack> {
+        let mut reports = gathered.reports.clone();
+        for r in &mut reports {
+            r.fragments = packed
+                .fragments
+                .iter()
+                .filter(|f| f.strategy == r.strategy)
+                .count();
+        }
+        let mut pack = ContextPack {
+            budget_tokens: budget,
+            total_tokens: packed.fragments.iter().map(|f| u64::from(f.tokens)).sum(),
+            wire_tokens: 0,
+            degraded: packed.degraded,
+            dropped: packed.dropped,
+            left_out: candidates.saturating_sub(packed.fragments.len() + packed.dropped),
+            fragments: packed.fragments,
+            strategy,
+            strategies: reports,
+            focus: gathered.focus.clone(),
+            candidates,
+            index_coverage: None,
+            freshness: None,
+        };
+        finish(&mut pack)?;
+        Ok(pack)
+    };
+    // The header's cost, measured on the pack with no fragments; each
+    // fragment's provenance line is reserved by the packer.
+    let empty = assemble(budget::Packed::default())?;
+    let mut code_budget = budget.saturating_sub(wire::tokens(&empty));
+    let mut pack = empty;
+    // The exact wire total can differ from the reserve by a few tokens
+    // (merged reasons, freshness over more files): shrink and repack.
+    for _ in 0..4 {
+        pack = assemble(budget::pack(snapshot, merged.clone(), code_budget)?)?;
+        let wire_tokens = wire::tokens(&pack);
+        if wire_tokens <= budget {
+            break;
+        }
+        code_budget = code_budget.saturating_sub(wire_tokens - budget + 8);
     }
-    Ok(ContextPack {
-        budget_tokens: params.budget(),
-        total_tokens: packed.fragments.iter().map(|f| u64::from(f.tokens)).sum(),
-        degraded: packed.degraded,
-        dropped: packed.dropped,
-        left_out: candidates.saturating_sub(packed.fragments.len() + packed.dropped),
-        fragments: packed.fragments,
-        strategy,
-        strategies: reports,
-        focus: gathered.focus,
-        candidates,
-        index_coverage: None,
-        freshness: None,
-    })
+    // Last resort: the lowest-ranked fragments go until it fits.
+    while wire::tokens(&pack) > budget && pack.fragments.pop().is_some() {
+        pack.dropped += 1;
+        pack.total_tokens = pack.fragments.iter().map(|f| u64::from(f.tokens)).sum();
+        for r in &mut pack.strategies {
+            r.fragments = pack
+                .fragments
+                .iter()
+                .filter(|f| f.strategy == r.strategy)
+                .count();
+        }
+    }
+    pack.wire_tokens = wire::tokens(&pack);
+    Ok(pack)
 }

@@ -49,6 +49,9 @@ pub(crate) struct Gathered {
     pub(crate) lists: Vec<(Strategy, Vec<Candidate>)>,
     pub(crate) reports: Vec<StrategyReport>,
     pub(crate) focus: FocusReport,
+    /// An explicit focus's definitions, then its nearest neighbours in the
+    /// graph: first in the pack whatever the strategy ([`pin`]).
+    pub(crate) pinned: Vec<Candidate>,
 }
 
 fn report(strategy: Strategy, candidates: usize, note: Option<String>) -> StrategyReport {
@@ -127,10 +130,21 @@ pub(crate) fn gather(
         reports.push(report(Strategy::Semantic, list.len(), semantic.skipped));
         lists.push((Strategy::Semantic, list));
     }
-    if wants(Strategy::Graph) {
+    let explicit = params.focus.is_some() && !focus_nodes.is_empty();
+    let mut pinned = Vec::new();
+    if wants(Strategy::Graph) || explicit {
         let (list, note) = graph_candidates(&graph, &focus_nodes)?;
-        reports.push(report(Strategy::Graph, list.len(), note));
-        lists.push((Strategy::Graph, list));
+        if explicit {
+            pinned = list
+                .iter()
+                .take(focus_nodes.len() + PINNED_NEIGHBOURS)
+                .cloned()
+                .collect();
+        }
+        if wants(Strategy::Graph) {
+            reports.push(report(Strategy::Graph, list.len(), note));
+            lists.push((Strategy::Graph, list));
+        }
     }
     if wants(Strategy::History) {
         let (list, note) = history_candidates(snapshot, &focus_nodes)?;
@@ -146,6 +160,7 @@ pub(crate) fn gather(
         lists,
         reports,
         focus,
+        pinned,
     })
 }
 
@@ -528,6 +543,54 @@ fn decision_candidates(
 /// `fused` sums weighted reciprocal ranks, so every mode's candidates
 /// compete for the budget by rank and weight (lifting each mode's best near
 /// the top is kept behind the measuring knob: it changed nothing measured).
+/// Graph neighbours of an explicit focus pinned right after it.
+const PINNED_NEIGHBOURS: usize = 4;
+
+/// Puts `pinned` (an explicit focus, then its callers, callees and types
+/// used, in the graph's order) first, whatever ranked them: a focus the
+/// agent named is what it is about to read, even when its name shares no
+/// word with the task. They get the top scores (so the packer degrades
+/// them last), the rest keep their order just below.
+pub(crate) fn pin(merged: &mut Vec<Merged>, pinned: Vec<Candidate>) {
+    if pinned.is_empty() {
+        return;
+    }
+    let rows: HashSet<i64> = pinned.iter().map(|c| c.node.rowid).collect();
+    let ranked: HashMap<i64, f64> = merged.iter().map(|m| (m.node.rowid, m.score)).collect();
+    let mut rest: Vec<Merged> = merged
+        .drain(..)
+        .filter(|m| !rows.contains(&m.node.rowid))
+        .collect();
+    for m in &mut rest {
+        m.score = (m.score * 0.99 * 1000.0).round() / 1000.0;
+    }
+    for (i, c) in pinned.into_iter().enumerate() {
+        // A container (a class, a file) comes first too, but keeps the value
+        // it ranked at: its skeleton must never keep detail its matched
+        // methods lose.
+        let score = if is_container(&c.node.node_type) {
+            ranked.get(&c.node.rowid).map_or(0.5, |s| s * 0.99)
+        } else {
+            1.0 - 0.001 * i as f64
+        };
+        merged.push(Merged {
+            node: c.node,
+            strategy: Strategy::Graph,
+            reason: c.reason,
+            score,
+        });
+    }
+    merged.append(&mut rest);
+}
+
+/// Units shown as a skeleton of their members at signature detail.
+fn is_container(node_type: &str) -> bool {
+    matches!(
+        node_type,
+        "file" | "module" | "class" | "struct" | "enum" | "trait" | "interface" | "impl"
+    )
+}
+
 pub(crate) fn fuse(lists: &mut [(Strategy, Vec<Candidate>)], strategy: Strategy) -> Vec<Merged> {
     let tuning = tuning();
     let mut by_row: HashMap<i64, (f64, Strategy, f64, Candidate)> = HashMap::new();
@@ -564,6 +627,9 @@ pub(crate) fn fuse(lists: &mut [(Strategy, Vec<Candidate>)], strategy: Strategy)
             .total_cmp(&a.score)
             .then_with(|| a.node.file_path.cmp(&b.node.file_path))
             .then_with(|| a.node.start_byte.cmp(&b.node.start_byte))
+            // Stable across indexes (row ids are not): the wider unit, then the handle.
+            .then_with(|| b.node.end_byte.cmp(&a.node.end_byte))
+            .then_with(|| a.node.handle.cmp(&b.node.handle))
     });
     if strategy == Strategy::Fused && tuning.lift_firsts {
         // Each strategy's best candidate moves up to within the first few.
