@@ -105,10 +105,15 @@ fn packs_have_the_seed_shape_and_caps() {
     ] {
         assert!(json.get(key).is_some(), "{key}");
     }
-    assert!(
-        json["handles"][0].get("preview").is_none(),
-        "packs carry no snippets"
-    );
+    // No snippets: a handle's preview is its first line, cut short (issue 26).
+    assert!(json["handles"][0].get("content").is_none(), "no snippets");
+    for h in json["handles"].as_array().unwrap() {
+        let preview = h["preview"].as_str().unwrap();
+        assert!(
+            !preview.is_empty() && !preview.contains('\n') && preview.len() <= 75,
+            "{h}"
+        );
+    }
 
     let tight = e
         .evidence_pack(
