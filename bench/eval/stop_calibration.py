@@ -158,7 +158,8 @@ def pack_once(bin_, tree, q, model):
         "expand": pack.get("expand_suggestion") or [],
         "signals": pack.get("signals"),
         "handles": [{"id": h.get("id"), "path": h["file_path"], "start": h["line_range"][0],
-                     "end": h["line_range"][1], "name": h.get("name"), "node_type": h.get("node_type"),
+                     "end": h["line_range"][1], "name": h.get("name"), "qualified_name": h.get("qualified_name"),
+                     "preview": h.get("preview"), "node_type": h.get("node_type"),
                      "tokens": h.get("token_count"), "score": h.get("score")} for h in pack.get("handles", [])],
         "total_tokens": pack.get("total_tokens"),
         "total_candidates": pack.get("total_candidates"),
@@ -255,6 +256,7 @@ def per_pack(r, inst, sc):
         "suggested_expand_count": r.get("suggested_expand_count"),
         "handle_tokens": sum(int(h.get("tokens") or 0) for h in hs),
         "n_handles": len(hs),
+        "tiny_handles": sum(1 for h in hs if int(h.get("tokens") or 0) <= 5),
         "wire_tokens": r.get("wire_tokens"),
         "wire_bytes": r.get("wire_bytes", 0),
         "parts": r.get("parts") or {},
@@ -325,6 +327,10 @@ def aggregate(packs, preds, inst_list, sc):
                                      and p["suggested_expand_count"] != p["n_expand_listed"]),
         "expands_not_in_handles": sum(p["n_expand_listed"] - p["n_expand"] for p in packs),
         "wire_tokens_per_pack": mean(wt),
+        # What one handle costs on the wire (its JSON record), and the metadata's share.
+        "wire_tokens_per_handle": (parts.get("handles", 0) / handles_n) if handles_n else None,
+        "meta_share": (sum(parts.get(k, 0) for k in ("files", "signals", "guidance")) / ptotal) if ptotal else None,
+        "tiny_handles": sum(p["tiny_handles"] for p in packs),
         "wire_bytes_per_pack": mean([p["wire_bytes"] for p in packs]),
         "wire_unit": "o200k tokens" if wt else "bytes",
         "part_share": {k: v / ptotal for k, v in sorted(parts.items())} if ptotal else {},
@@ -419,6 +425,10 @@ def markdown(res):
     for f, s in res["forms"].items():
         out.append(f"| {f} | " + " | ".join(fmt(s["part_share"].get(k)) for k in parts) +
                    f" | {fmt(s['expands_per_pack'], 2)} | {fmt(s['handles_per_pack'], 2)} | {fmt(s['pack_ms_p50'], 0)} |")
+    out.append("\nWire tokens per handle record (handles part / handles), files + signals + guidance share "
+               "of the response, handles of <= 5 tokens (token_count): "
+               + "; ".join(f"{f} {fmt(s.get('wire_tokens_per_handle'), 1)} / {fmt(s.get('meta_share'))} / "
+                           f"{s.get('tiny_handles')}" for f, s in res["forms"].items()) + "\n")
     out.append("\nPacks whose guidance.suggested_expand_count differs from len(expand_suggestion): "
                + ", ".join(f"{f} {s['expand_count_mismatch']}" for f, s in res["forms"].items())
                + "; expand ids not among the handles: "

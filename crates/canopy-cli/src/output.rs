@@ -354,22 +354,25 @@ pub fn pack(answer: &Answer<EvidencePack>, json: bool) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     for file in &pack.files {
         writeln!(out, "{}", file.file_path)?;
-        for id in &file.handle_ids {
-            if let Some(h) = pack.handles.iter().find(|h| &h.id == id) {
-                writeln!(
-                    out,
-                    "  {} {}-{} {} {} {}t score {:.2}{}",
-                    h.id,
-                    h.line_range[0],
-                    h.line_range[1],
-                    h.node_type,
-                    h.name.as_deref().unwrap_or("-"),
-                    h.token_count,
-                    h.score,
-                    // Changed or deleted on disk since indexed (issue N4).
-                    if h.stale { " · stale" } else { "" }
-                )?;
-            }
+        for h in pack
+            .handles
+            .iter()
+            .filter(|h| h.file_path == file.file_path)
+        {
+            writeln!(
+                out,
+                "  {} {}-{} {} {} {}t score {:.2}{}\n      {}",
+                h.id,
+                h.line_range[0],
+                h.line_range[1],
+                h.node_type,
+                h.qualified_name.as_deref().unwrap_or("-"),
+                h.token_count,
+                h.score,
+                // Changed or deleted on disk since indexed (issue N4).
+                if h.stale { " · stale" } else { "" },
+                h.preview
+            )?;
         }
     }
     if let Some(steps) = &pack.plan_steps {

@@ -110,6 +110,19 @@ fn index_status_query_expand_speak_json() {
     }
     assert_eq!(result["total_matches"], 1);
     assert_eq!(result["truncated"], false);
+    canopy_test_support::assert_handles_name_what_they_hold(
+        &result["handles"],
+        "AuthController.authenticate",
+    );
+    // Pack handles too (issue 26): name, qualified name, kind, first line.
+    let pack = json(
+        root,
+        &["pack", "--pattern", "authenticate request token", "--json"],
+    );
+    canopy_test_support::assert_handles_name_what_they_hold(
+        &pack["handles"],
+        "AuthController.authenticate",
+    );
 
     let id = h["id"].as_str().unwrap();
     let out = canopy(root, &["expand", id]);

@@ -444,11 +444,14 @@ async fn evidence_pack_has_guidance_and_per_connection_sessions() {
         for key in ["id", "file_path", "line_range", "token_count", "score"] {
             assert!(!h[key].is_null(), "handle.{key}: {h}");
         }
-        assert!(
-            h["preview"].is_null() && h["content"].is_null(),
-            "no snippets: {h}"
-        );
+        assert!(h["content"].is_null(), "no snippets: {h}");
+        // One line: the signature, not a snippet.
+        assert!(h["preview"].as_str().is_some_and(|p| p.len() <= 80), "{h}");
     }
+    canopy_test_support::assert_handles_name_what_they_hold(
+        &first["handles"],
+        "AuthController.authenticate",
+    );
     assert!(first["files"].as_array().is_some_and(|f| !f.is_empty()));
     assert!(
         first["expand_suggestion"]

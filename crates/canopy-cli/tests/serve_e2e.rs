@@ -153,6 +153,10 @@ fn full_workflow_add_reindex_query_expand() {
     assert!(!pack_handles.is_empty());
     assert_eq!(pack_handles[0]["source"], "service");
     assert_eq!(pack_handles[0]["generation"], 1);
+    canopy_test_support::assert_handles_name_what_they_hold(
+        &pack["handles"],
+        "AuthController.authenticate",
+    );
     assert_eq!(pack["novelty"], 1.0);
     let again = pack_json(&session_client, &id, &params);
     assert!(again["novelty"].as_f64().unwrap() < 1.0, "{again}");

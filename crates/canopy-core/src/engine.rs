@@ -717,15 +717,23 @@ impl Engine {
                 .map(|n| (n.handle.as_str(), n.content_hash.as_str()))
                 .collect();
             let mut previews = crate::query::Previews::new(self.snapshot_of(&snapshot));
-            let mut stale = Vec::new();
+            let nodes: HashMap<&str, &crate::store::read::NodeRecord> =
+                pack.ranked.iter().map(|n| (n.handle.as_str(), n)).collect();
+            let mut read = Vec::new();
             for h in &pack.handles {
-                stale.push(match hashes.get(h.id.as_str()) {
-                    Some(hash) => !previews.is_fresh(&h.file_path, hash),
-                    None => false,
-                });
+                read.push(
+                    match (hashes.get(h.id.as_str()), nodes.get(h.id.as_str())) {
+                        (Some(hash), Some(node)) => (
+                            !previews.is_fresh(&h.file_path, hash),
+                            previews.signature(node),
+                        ),
+                        _ => (false, String::new()),
+                    },
+                );
             }
-            for (h, stale) in pack.handles.iter_mut().zip(stale) {
+            for (h, (stale, signature)) in pack.handles.iter_mut().zip(read) {
                 h.stale = stale;
+                h.preview = signature;
             }
             pack.freshness = Some(crate::query::freshness(&snapshot, &previews)?);
             // Evidence from files changed since indexing is no reason to stop.

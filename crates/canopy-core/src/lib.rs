@@ -73,6 +73,7 @@ pub mod lazy;
 pub mod model;
 pub mod oversize;
 pub mod pack;
+mod pack_calibration;
 pub mod query;
 pub mod resultset;
 pub mod semantic;

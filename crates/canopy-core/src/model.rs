@@ -26,6 +26,13 @@ pub struct Handle {
     pub file_path: String,
     /// `function`, `class`, `section`, `chunk`, …
     pub node_type: String,
+    /// The unit's own name (`serialize`), for named units.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub name: Option<String>,
+    /// Its name with its enclosing units (`JSONSerializer.serialize`): tells
+    /// same-named units apart.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub qualified_name: Option<String>,
     /// Byte span in the file.
     pub span: Span,
     /// 1-based inclusive line range.

@@ -744,6 +744,9 @@ fn rank_by_name(nodes: Vec<NodeRecord>, child: &str) -> Vec<NodeRecord> {
 /// where a preview starts). Each file is read and hash-checked once per
 /// response; a file that changed since indexing gets a preview from the
 /// index alone (the unit's qualified name), never text from the wrong place.
+/// Longest pack-handle signature line, in bytes (about 20 tokens).
+pub(crate) const SIGNATURE_BYTES: usize = 72;
+
 pub(crate) struct Previews<'a> {
     snapshot: Snapshot<'a>,
     texts: HashMap<String, Option<String>>,
@@ -794,6 +797,41 @@ impl<'a> Previews<'a> {
             .as_deref()
     }
 
+    /// The unit's first line from its signature, whitespace-collapsed and
+    /// cut to [`SIGNATURE_BYTES`] (`…` marks a cut); its qualified name when
+    /// the file changed since indexing.
+    pub(crate) fn signature(&mut self, n: &NodeRecord) -> String {
+        let fallback = || {
+            n.qualified_name
+                .clone()
+                .unwrap_or_else(|| n.node_type.clone())
+        };
+        let Some(text) = self.file_text(&n.file_path, &n.content_hash) else {
+            return fallback();
+        };
+        let end = n.end_byte.min(text.len());
+        let Some(start) = (n.preview_start.min(end)..=end).find(|&s| text.is_char_boundary(s))
+        else {
+            return fallback();
+        };
+        let body = &text[start..end];
+        let line = body
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or("");
+        let mut line = line.split_whitespace().collect::<Vec<_>>().join(" ");
+        if line.len() > SIGNATURE_BYTES {
+            let cut = (0..=SIGNATURE_BYTES)
+                .rev()
+                .find(|&i| line.is_char_boundary(i))
+                .unwrap_or(0);
+            line.truncate(cut);
+            line.push('…');
+        }
+        line
+    }
+
     fn preview(&mut self, n: &NodeRecord) -> String {
         match self.file_text(&n.file_path, &n.content_hash) {
             Some(text) => crate::lang::extract::preview_text(text, n.preview_start, n.end_byte),
@@ -813,6 +851,8 @@ pub(crate) fn to_handle(n: &NodeRecord, previews: &mut Previews) -> Handle {
             .unwrap_or_else(|| HandleId::derive(&n.file_path, &n.node_type, &n.handle, 0)),
         file_path: n.file_path.clone(),
         node_type: n.node_type.clone(),
+        name: n.name.clone(),
+        qualified_name: n.qualified_name.clone(),
         span: Span {
             start: n.start_byte,
             end: n.end_byte,

@@ -55,7 +55,8 @@ fn evidence_from_files_changed_since_indexing_never_says_stop() {
     // No watcher: the index is not told about what happens next.
     let e = Engine::open(r, EngineOptions::default()).unwrap();
     e.index(None, &NoProgress).unwrap();
-    let question = "Why does `compute_invoice_total` ignore discounts?";
+    // Naming the member by its qualified name is what earns a stop (issue 26).
+    let question = "Why does `InvoiceRenderer.render_invoice` ignore discounts?";
     let fresh = pack(&e, question);
     assert_eq!(fresh.handles[0].file_path, "billing/invoice.py");
     assert!(

@@ -88,7 +88,7 @@ fn packs_have_the_seed_shape_and_caps() {
     );
     // Files group the handles, in rank order of their best handle.
     assert_eq!(p.files[0].file_path, p.handles[0].file_path);
-    let grouped: usize = p.files.iter().map(|f| f.handle_ids.len()).sum();
+    let grouped: usize = p.files.iter().map(|f| f.handles).sum();
     assert_eq!(grouped, p.handles.len());
     assert!(!p.expand_suggestion.is_empty());
     let g = &p.guidance;
@@ -105,10 +105,15 @@ fn packs_have_the_seed_shape_and_caps() {
     ] {
         assert!(json.get(key).is_some(), "{key}");
     }
-    assert!(
-        json["handles"][0].get("preview").is_none(),
-        "packs carry no snippets"
-    );
+    // No snippets: a handle's preview is its first line, cut short (issue 26).
+    assert!(json["handles"][0].get("content").is_none(), "no snippets");
+    for h in json["handles"].as_array().unwrap() {
+        let preview = h["preview"].as_str().unwrap();
+        assert!(
+            !preview.is_empty() && !preview.contains('\n') && preview.len() <= 75,
+            "{h}"
+        );
+    }
 
     let tight = e
         .evidence_pack(
@@ -208,6 +213,32 @@ fn session_memory_lowers_novelty_and_converges() {
     if after.expand_suggestion.len() > 1 {
         assert_ne!(after.expand_suggestion[0], top);
     }
+}
+
+#[test]
+fn stop_is_earned_only_by_naming_the_member() {
+    let (_d, e) = repo();
+    // Short generic questions with no dominant definition: several
+    // `render_*` methods and invoice functions answer them equally.
+    for q in ["render invoice", "invoice total", "render"] {
+        let p = pack(&e, q, None);
+        assert!(!p.handles.is_empty(), "{q}");
+        assert!(!p.guidance.stop_querying, "{q}: {:?}", p.guidance);
+    }
+    // Naming the member by its qualified name earns the stop, and the
+    // member is the first handle to expand.
+    let named = pack(
+        &e,
+        "`InvoiceRenderer.render_footer` returns a constant footer",
+        None,
+    );
+    assert!(named.guidance.stop_querying, "{:?}", named.guidance);
+    let first = &named.handles[0];
+    assert_eq!(
+        first.qualified_name.as_deref(),
+        Some("InvoiceRenderer.render_footer")
+    );
+    assert_eq!(named.expand_suggestion[0], first.id);
 }
 
 #[test]

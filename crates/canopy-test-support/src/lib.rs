@@ -46,3 +46,36 @@ pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     }
     panic!("not within {WAIT:?}: {what}");
 }
+
+/// Checks that handles (a JSON array of query or pack handles) say what
+/// they hold (issue 26): every handle has a one-line `preview` from its
+/// first line and a `node_type` (its kind); named units carry `name` and
+/// `qualified_name`, the name being the qualified name's last part. At
+/// least one handle must be the named unit `qualified`, so a response
+/// without names fails.
+pub fn assert_handles_name_what_they_hold(handles: &serde_json::Value, qualified: &str) {
+    let handles = handles.as_array().expect("handles array");
+    assert!(!handles.is_empty(), "no handles");
+    for h in handles {
+        assert!(
+            h["node_type"].as_str().is_some_and(|k| !k.is_empty()),
+            "kind: {h}"
+        );
+        let preview = h["preview"].as_str().unwrap_or_default();
+        assert!(
+            !preview.trim().is_empty() && !preview.contains('\n'),
+            "one-line preview: {h}"
+        );
+        if let Some(q) = h["qualified_name"].as_str() {
+            let name = h["name"].as_str().expect("a qualified unit has a name");
+            assert!(q.ends_with(name), "{h}");
+        }
+    }
+    let named = handles.iter().find(|h| h["qualified_name"] == qualified);
+    let named = named.unwrap_or_else(|| panic!("no handle of {qualified}: {handles:?}"));
+    assert_eq!(
+        named["name"],
+        qualified.rsplit(['.', ':']).next().unwrap_or(qualified),
+        "{named}"
+    );
+}

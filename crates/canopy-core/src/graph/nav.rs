@@ -383,6 +383,8 @@ impl<'s> Graph<'s> {
             id: HandleId::parse(&n.handle).unwrap_or_else(|| HandleId::derive("", "", "", 0)),
             file_path: n.file_path.clone(),
             node_type: n.node_type.clone(),
+            name: n.name.clone(),
+            qualified_name: n.qualified_name.clone(),
             span: Span {
                 start: n.start_byte,
                 end: n.end_byte,
