@@ -90,7 +90,9 @@ async fn initializes_and_lists_every_tool() {
         by_name("canopy_expand")["required"],
         json!(["path", "handle_ids"])
     );
-    assert_eq!(by_name("canopy_index")["required"], json!(["path", "glob"]));
+    // The glob is optional: without one the whole repository is indexed
+    // (and a rebuild takes none).
+    assert_eq!(by_name("canopy_index")["required"], json!(["path"]));
     assert_eq!(by_name("canopy_invalidate")["required"], json!(["path"]));
     client.cancel().await.expect("close");
 }
@@ -635,9 +637,23 @@ async fn errors_are_tool_results_with_recovery_hints() {
         .await,
         "Validation",
     );
-    err_json(
-        &call(&client, "canopy_index", json!({"path": path})).await,
-        "Validation",
+    // No glob is not an error: the whole repository (issue 29), also for a rebuild.
+    let all = ok_json(&call(&client, "canopy_index", json!({"path": path})).await);
+    assert!(
+        all["files_discovered"].as_u64().is_some_and(|n| n > 0),
+        "{all}"
+    );
+    let rebuilt = ok_json(
+        &call(
+            &client,
+            "canopy_index",
+            json!({"path": path, "rebuild": true}),
+        )
+        .await,
+    );
+    assert_eq!(
+        rebuilt["files_discovered"], all["files_discovered"],
+        "{rebuilt}"
     );
     assert!(
         try_call(&client, "canopy_nonexistent", json!({"path": path}))
