@@ -293,13 +293,182 @@ fn edit_json(
             entry: shown,
         });
     }
-    servers.insert(SERVER_NAME.to_string(), entry);
-    let mut text = serde_json::to_string_pretty(&root)?;
-    text.push('\n');
+    servers.insert(SERVER_NAME.to_string(), entry.clone());
+    // The entry spliced into the text as it is, so every other byte of the
+    // file stays where it was; the splice must parse to exactly the edited
+    // document, or the document is written out whole.
+    let spliced = existing
+        .and_then(|text| splice_json(text, servers_key, &entry))
+        .filter(|text| serde_json::from_str::<Value>(text).ok().as_ref() == Some(&root));
+    let text = match spliced {
+        Some(text) => text,
+        None => {
+            let mut text = serde_json::to_string_pretty(&root)?;
+            text.push('\n');
+            text
+        }
+    };
     Ok(Edit {
         text: Some(text),
         entry: shown,
     })
+}
+
+/// A JSON object's members in `text`, from the byte after its `{`: each
+/// key (unescaped only when plain) with the byte ranges of the key's quote
+/// and of its value; and the byte of the closing `}`.
+struct Members {
+    members: Vec<(String, usize, std::ops::Range<usize>)>,
+    close: usize,
+}
+
+fn skip_ws(bytes: &[u8], mut at: usize) -> usize {
+    while at < bytes.len() && bytes[at].is_ascii_whitespace() {
+        at += 1;
+    }
+    at
+}
+
+/// The end (exclusive) of the string starting at `at` (a `"`).
+fn string_end(bytes: &[u8], mut at: usize) -> Option<usize> {
+    at += 1;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'\\' => at += 2,
+            b'"' => return Some(at + 1),
+            _ => at += 1,
+        }
+    }
+    None
+}
+
+/// The end (exclusive) of the JSON value starting at `at`.
+fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
+    match *bytes.get(at)? {
+        b'"' => string_end(bytes, at),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = at;
+            while i < bytes.len() {
+                match bytes[i] {
+                    b'"' => {
+                        i = string_end(bytes, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            None
+        }
+        _ => {
+            let mut i = at;
+            while i < bytes.len() && !matches!(bytes[i], b',' | b'}' | b']') {
+                i += 1;
+            }
+            Some(i)
+        }
+    }
+}
+
+fn members(text: &str, open: usize) -> Option<Members> {
+    let bytes = text.as_bytes();
+    let mut members = Vec::new();
+    let mut at = skip_ws(bytes, open + 1);
+    if bytes.get(at) == Some(&b'}') {
+        return Some(Members { members, close: at });
+    }
+    loop {
+        let key_start = at;
+        let key_end = string_end(bytes, key_start)?;
+        let key: String = serde_json::from_str(&text[key_start..key_end]).ok()?;
+        at = skip_ws(bytes, key_end);
+        (bytes.get(at) == Some(&b':')).then_some(())?;
+        let value_start = skip_ws(bytes, at + 1);
+        let end = value_end(bytes, value_start)?;
+        members.push((key, key_start, value_start..end));
+        at = skip_ws(bytes, end);
+        match bytes.get(at)? {
+            b',' => at = skip_ws(bytes, at + 1),
+            b'}' => return Some(Members { members, close: at }),
+            _ => return None,
+        }
+    }
+}
+
+/// The indentation of the line holding byte `at`.
+fn indent_at(text: &str, at: usize) -> &str {
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line = &text[line_start..at];
+    &line[..line.len() - line.trim_start().len()]
+}
+
+/// `text` with `servers_key.canopy` set to `entry` by a splice (None when
+/// the text is not shaped as expected).
+fn splice_json(text: &str, servers_key: &str, entry: &Value) -> Option<String> {
+    let bytes = text.as_bytes();
+    let open = skip_ws(bytes, 0);
+    (bytes.get(open) == Some(&b'{')).then_some(())?;
+    let top = members(text, open)?;
+    let render = |value: &Value, indent: &str| -> Option<String> {
+        let pretty = serde_json::to_string_pretty(value).ok()?;
+        Some(pretty.replace('\n', &format!("\n{indent}")))
+    };
+    let key_json = |key: &str| serde_json::to_string(key).ok();
+    // Insert `"key": value` as an object's first member (or its only one).
+    let insert_first = |object: &Members, open: usize, key: &str, value: &Value| {
+        let mut out = String::with_capacity(text.len() + 256);
+        match object.members.first() {
+            Some((_, first, _)) => {
+                let indent = indent_at(text, *first);
+                out.push_str(&text[..*first]);
+                out.push_str(&format!(
+                    "{}: {},\n{indent}",
+                    key_json(key)?,
+                    render(value, indent)?
+                ));
+                out.push_str(&text[*first..]);
+            }
+            None => {
+                let outer = indent_at(text, open);
+                let indent = format!("{outer}  ");
+                out.push_str(&text[..open]);
+                out.push_str(&format!(
+                    "{{\n{indent}{}: {}\n{outer}}}",
+                    key_json(key)?,
+                    render(value, &indent)?
+                ));
+                out.push_str(&text[object.close + 1..]);
+            }
+        }
+        Some(out)
+    };
+    let Some((_, _, servers)) = top.members.iter().find(|(k, _, _)| k == servers_key) else {
+        let mut wrapped = Map::new();
+        wrapped.insert(SERVER_NAME.to_string(), entry.clone());
+        return insert_first(&top, open, servers_key, &Value::Object(wrapped));
+    };
+    (bytes.get(servers.start) == Some(&b'{')).then_some(())?;
+    let inner = members(text, servers.start)?;
+    match inner.members.iter().find(|(k, _, _)| k == SERVER_NAME) {
+        Some((_, key_at, value)) => {
+            let indent = indent_at(text, *key_at);
+            Some(format!(
+                "{}{}{}",
+                &text[..value.start],
+                render(entry, indent)?,
+                &text[value.end..]
+            ))
+        }
+        None => insert_first(&inner, servers.start, SERVER_NAME, entry),
+    }
 }
 
 /// Sets `[mcp_servers.canopy]` in a Codex `config.toml`, keeping the rest
@@ -411,6 +580,56 @@ mod tests {
         assert!(!after.contains("[mcp_servers]\n"), "{after}");
         let again = edit_toml(Some(&after), "/bin/canopy", &args).unwrap();
         assert!(again.text.is_none());
+    }
+
+    #[test]
+    fn json_edits_keep_every_other_byte() {
+        let args = vec!["mcp".to_string()];
+        let before = "{\n    \"zz\": 1,\n    \"mcpServers\": {\n        \"other\": {\"command\": \"x\"}\n    },\n    \"aa\": [\"}\", \"\\\"\"]\n}\n";
+        let after = edit_json(Client::Cursor, Some(before), "/bin/canopy", &args)
+            .unwrap()
+            .text
+            .unwrap();
+        // Everything before the other server and from it on is as it was;
+        // between them, the new member (its keys in serde_json's map order).
+        let at = before.find("\"other\"").unwrap();
+        assert!(after.starts_with(&before[..at]), "{after}");
+        assert!(after.ends_with(&before[at..]), "{after}");
+        let inserted = &after[at..after.len() - (before.len() - at)];
+        let member: Value = serde_json::from_str(&format!(
+            "{{{}}}",
+            inserted.trim_end().trim_end_matches(',')
+        ))
+        .unwrap();
+        assert_eq!(
+            member,
+            json!({"canopy": {"command": "/bin/canopy", "args": ["mcp"]}})
+        );
+        // No servers yet, an empty file's object, an entry to update.
+        for (before, key) in [
+            ("{\"theme\": \"dark\"}", "mcpServers"),
+            ("{}", "servers"),
+            (
+                "{\"servers\": {\"canopy\": {\"command\": \"old\"}, \"b\": 2}}",
+                "servers",
+            ),
+        ] {
+            let client = if key == "servers" {
+                Client::Vscode
+            } else {
+                Client::ClaudeCode
+            };
+            let after = edit_json(client, Some(before), "/bin/canopy", &args)
+                .unwrap()
+                .text
+                .unwrap();
+            let value: Value = serde_json::from_str(&after).unwrap();
+            assert_eq!(value[key]["canopy"]["command"], "/bin/canopy", "{after}");
+            assert_eq!(
+                splice_json(before, key, &value[key]["canopy"]).as_deref(),
+                Some(after.as_str())
+            );
+        }
     }
 
     #[test]

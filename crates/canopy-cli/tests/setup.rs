@@ -202,6 +202,7 @@ fn setup_writes_each_clients_documented_json_config() {
             Base::Home => sandbox.home_file(rel),
         };
         seed_json_config(&path, servers_key);
+        let seeded = fs::read_to_string(&path).unwrap();
         let report = sandbox.setup_json(&[client, "--scope", scope]);
         assert_eq!(report["action"], "updated", "{client} {scope}: {report}");
         assert!(
@@ -211,6 +212,11 @@ fn setup_writes_each_clients_documented_json_config() {
             path.display()
         );
 
+        // Every byte around the new entry is as it was.
+        let text = fs::read_to_string(&path).unwrap();
+        let other = seeded.find("\"other\"").unwrap();
+        assert!(text.starts_with(&seeded[..other]), "{client}: {text}");
+        assert!(text.ends_with(&seeded[other..]), "{client}: {text}");
         let config = read_json(&path);
         let keys: Vec<&String> = config.as_object().unwrap().keys().collect();
         assert_eq!(
