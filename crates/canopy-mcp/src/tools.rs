@@ -190,7 +190,9 @@ impl ToolName {
         let path = json!({"type": "string", "description": "Absolute repo root"});
         let text = json!({"type": "string"});
         let int = |default: u64, description: &str| json!({"type": "integer", "minimum": 1, "default": default, "description": description});
-        let level = json!({"type": "string", "enum": ["file", "package"], "default": "file"});
+        let level = json!({"type": "string", "enum": ["file", "package"], "default": "file", "description": "Dependencies between files or between packages"});
+        let depth = json!({"type": "integer", "minimum": 1, "maximum": 10, "default": 1, "description": "How many hops to follow"});
+        let max_results = json!({"type": "integer", "minimum": 1, "maximum": 500, "default": 50, "description": "Most results returned"});
         let keep = json!({"type": "boolean", "description": "Keep all results server-side; returns result_set for canopy_refine"});
         let search = |dsl: &str| {
             json!({
@@ -262,12 +264,12 @@ impl ToolName {
             ToolName::Graph => (
                 json!({
                     "path": path,
-                    "op": {"type": "string", "enum": GraphOp::NAVIGATION.map(GraphOp::as_str)},
-                    "target": {"type": "string", "minLength": 1},
+                    "op": {"type": "string", "enum": GraphOp::NAVIGATION.map(GraphOp::as_str), "description": "The navigation to run"},
+                    "target": {"type": "string", "minLength": 1, "description": "A symbol (Type.method, Type::method), a path, or path:line[:col]"},
                     "to": {"type": "string", "description": "op=path: end symbol"},
-                    "depth": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1},
+                    "depth": depth.clone(),
                     "level": level.clone(),
-                    "max_results": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
+                    "max_results": max_results.clone(),
                 }),
                 vec!["path", "op", "target"],
             ),
@@ -284,13 +286,13 @@ impl ToolName {
             ToolName::Analysis => (
                 json!({
                     "path": path,
-                    "op": {"type": "string", "enum": GraphOp::ANALYSIS.map(GraphOp::as_str)},
-                    "target": text,
-                    "depth": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1},
+                    "op": {"type": "string", "enum": GraphOp::ANALYSIS.map(GraphOp::as_str), "description": "The analysis to run"},
+                    "target": {"type": "string", "description": "A symbol, a path or path:line (optional for some ops, see the description)"},
+                    "depth": depth,
                     "level": level,
-                    "include_public": {"type": "boolean", "default": false},
+                    "include_public": {"type": "boolean", "default": false, "description": "unused_symbols: also list public symbols"},
                     "filter": {"type": "object", "description": "symbols/search: path_prefix, name (* wildcards), kinds [], visibility exported|private, min_refs, max_refs, sort refs|name|path, offset"},
-                    "max_results": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
+                    "max_results": max_results,
                 }),
                 vec!["path", "op"],
             ),
