@@ -9,9 +9,11 @@
 
 mod args;
 mod backend;
+mod doctor;
 mod follow_cmd;
 mod graph_cmd;
 mod output;
+mod setup;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -31,7 +33,7 @@ use crate::backend::Scope;
 /// Token-efficient code search for LLM agents: index a repository, query it
 /// for small handles, expand only what you need.
 #[derive(Parser, Debug)]
-#[command(name = "canopy", version, about, long_about = None)]
+#[command(name = "canopy", about, long_about = None)]
 struct Cli {
     #[command(flatten)]
     global: GlobalArgs,
@@ -146,17 +148,29 @@ enum Command {
     Mcp(canopy_mcp::McpArgs),
     /// Run the multi-repo HTTP service.
     Serve(canopy_service::ServeArgs),
+    /// Print a shell completion script (e.g. `canopy completions bash >
+    /// ~/.local/share/bash-completion/completions/canopy`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), e.g. `canopy man > ~/.local/share/man/man1/canopy.1`.
+    Man,
+    /// Check this installation: binary and schema version, the index, the
+    /// embedding model, the agents Canopy is registered with, the service;
+    /// each with what to do about it.
+    Doctor,
+    /// Register `canopy mcp` with an agent (Claude Code, Cursor, Codex CLI,
+    /// VS Code) in its MCP configuration file.
+    Setup(setup::SetupArgs),
     #[command(flatten)]
     Graph(graph_cmd::GraphCommand),
 }
 
 fn main() -> ExitCode {
     quiet_on_closed_stdout();
-    // `canopy mcp --help` lists the server's tools from the same table
-    // `tools/list` is built from, so it is attached at run time.
-    let command =
-        Cli::command().mut_subcommand("mcp", |mcp| mcp.after_help(canopy_mcp::help_text()));
-    let parsed = command
+    let parsed = cli_command()
         .try_get_matches()
         .and_then(|matches| Cli::from_arg_matches(&matches));
     let cli = match parsed {
@@ -188,6 +202,29 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The command line as clap sees it: the derived definitions, the version
+/// string, and `canopy mcp --help`'s list of tools, from the same table
+/// `tools/list` is built from (so it is attached at run time).
+fn cli_command() -> clap::Command {
+    Cli::command()
+        .version(version())
+        .mut_subcommand("mcp", |mcp| mcp.after_help(canopy_mcp::help_text()))
+}
+
+/// `canopy --version`: the version, the commit it was built from
+/// (`build.rs`; `unknown` outside git) and the index schema it reads.
+fn version() -> &'static str {
+    static VERSION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    VERSION.get_or_init(|| {
+        format!(
+            "{} (commit {}, index schema {})",
+            env!("CARGO_PKG_VERSION"),
+            env!("CANOPY_GIT_COMMIT"),
+            canopy_core::store::SCHEMA_VERSION
+        )
+    })
 }
 
 /// `canopy … | head`: when the reader of stdout goes away, `print!` panics
@@ -267,6 +304,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             canopy_service::run(args)
         }
         Command::Mcp(args) => mcp(g, args),
+        Command::Completions { shell } => {
+            let mut command = cli_command();
+            clap_complete::generate(shell, &mut command, "canopy", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man => {
+            clap_mangen::Man::new(cli_command()).render(&mut std::io::stdout())?;
+            Ok(())
+        }
+        Command::Doctor => {
+            if !doctor::run(g, backend::engine_options(g))? {
+                // The report above is the answer; its failing check says why.
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+        Command::Setup(args) => setup::run(args, g.root.as_deref(), g.json),
         Command::Follow(args) => match &g.service_url {
             Some(url) => follow_cmd::run(args, url, g.token_for(url), g.json, g.quiet),
             None => anyhow::bail!(
@@ -441,7 +495,13 @@ fn finish_background_index(backend: &dyn Backend, quiet: bool) -> anyhow::Result
         return Ok(());
     }
     if !quiet {
-        eprintln!("completing the index in the background before exiting…");
+        let done = engine
+            .status()
+            .map(|s| format!(" ({:.0}% indexed)", s.index_coverage * 100.0))
+            .unwrap_or_default();
+        eprintln!(
+            "the answer is above; indexing the rest of the repository{done} so the next command sees every file. Ctrl-C is safe: the next command continues from where this stops."
+        );
     }
     engine.wait_for_background_index()?;
     Ok(())

@@ -477,6 +477,16 @@ fn json_errors_are_one_document_on_stdout_with_a_code() {
     canopy(root, &["index", "-q"]);
     let doc = json_error(root, &["expand", "h0123456789abcdef01234567", "--json"]);
     assert_eq!(doc["error"]["code"], "HandleNotFound");
+    // A typo in an id is malformed, not a unit that went away.
+    let doc = json_error(root, &["expand", "h0123-oops", "--json"]);
+    assert_eq!(doc["error"]["code"], "MalformedHandle");
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("malformed"),
+        "{doc}"
+    );
     let doc = json_error(
         root,
         &["query", "--pattern", "x", "--glob", "src/[", "--json"],

@@ -90,7 +90,9 @@ async fn initializes_and_lists_every_tool() {
         by_name("canopy_expand")["required"],
         json!(["path", "handle_ids"])
     );
-    assert_eq!(by_name("canopy_index")["required"], json!(["path", "glob"]));
+    // The glob is optional: without one the whole repository is indexed
+    // (and a rebuild takes none).
+    assert_eq!(by_name("canopy_index")["required"], json!(["path"]));
     assert_eq!(by_name("canopy_invalidate")["required"], json!(["path"]));
     client.cancel().await.expect("close");
 }
@@ -519,7 +521,7 @@ async fn errors_are_tool_results_with_recovery_hints() {
             json!({"path": path, "handle_ids": ["not-a-handle"]}),
         )
         .await,
-        "HandleNotFound",
+        "MalformedHandle",
     );
     err_json(
         &call(
@@ -638,9 +640,23 @@ async fn errors_are_tool_results_with_recovery_hints() {
         .await,
         "Validation",
     );
-    err_json(
-        &call(&client, "canopy_index", json!({"path": path})).await,
-        "Validation",
+    // No glob is not an error: the whole repository (issue 29), also for a rebuild.
+    let all = ok_json(&call(&client, "canopy_index", json!({"path": path})).await);
+    assert!(
+        all["files_discovered"].as_u64().is_some_and(|n| n > 0),
+        "{all}"
+    );
+    let rebuilt = ok_json(
+        &call(
+            &client,
+            "canopy_index",
+            json!({"path": path, "rebuild": true}),
+        )
+        .await,
+    );
+    assert_eq!(
+        rebuilt["files_discovered"], all["files_discovered"],
+        "{rebuilt}"
     );
     assert!(
         try_call(&client, "canopy_nonexistent", json!({"path": path}))
@@ -1246,4 +1262,82 @@ async fn results_carry_their_json_once_unless_structured_content_is_asked_for() 
         both_tokens > one_tokens * 3 / 2,
         "{both_tokens} vs {one_tokens}"
     );
+}
+
+/// Issue 29: every parameter of every tool says what it is; an index needs
+/// no glob; errors name the field and give a hint for that error, and a
+/// malformed handle id is called malformed.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_parameter_is_described_and_errors_teach() {
+    let repo = Repo::fixture();
+    let client = connect(canopy_bin!()).await;
+    let path = repo.path();
+    let tools = client.peer().list_all_tools().await.expect("tools/list");
+    for tool in &tools {
+        let schema = Value::Object(tool.input_schema.as_ref().clone());
+        for (name, property) in schema["properties"].as_object().expect("properties") {
+            assert!(
+                property["description"]
+                    .as_str()
+                    .is_some_and(|d| d.len() >= 8),
+                "{}.{name} has no description: {property}",
+                tool.name
+            );
+        }
+    }
+
+    let e = err_json(
+        &call(
+            &client,
+            "canopy_context",
+            json!({"path": path, "task": "x", "budget_tokens": 5}),
+        )
+        .await,
+        "Validation",
+    );
+    assert!(
+        e["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("budget_tokens")),
+        "{e}"
+    );
+    let hint = e["hint"].as_str().unwrap_or_default();
+    assert!(
+        hint.contains("budget_tokens") && !hint.contains("pattern"),
+        "{e}"
+    );
+
+    let long: Vec<String> = (0..80).map(|i| format!("word{i}")).collect();
+    let e = err_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": path, "pattern": long.join(" ")}),
+        )
+        .await,
+        "Validation",
+    );
+    assert!(
+        e["message"].as_str().is_some_and(|m| m.contains("pattern")),
+        "{e}"
+    );
+    let hint = e["hint"].as_str().unwrap_or_default();
+    assert!(!hint.contains("provide at least one of"), "{e}");
+
+    let e = err_json(
+        &call(
+            &client,
+            "canopy_expand",
+            json!({"path": path, "handle_ids": ["h0123"]}),
+        )
+        .await,
+        "MalformedHandle",
+    );
+    assert!(
+        e["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("malformed")),
+        "{e}"
+    );
+    client.cancel().await.expect("close");
 }

@@ -18,6 +18,13 @@ pub enum CanopyError {
         /// The id that was asked for.
         id: String,
     },
+    /// A handle id that is not shaped as one (`h` and 24 hex digits): a
+    /// typo or a truncated copy, not a unit that went away.
+    #[error("malformed handle id {id:?}: a handle id is `h` followed by 24 hex digits")]
+    MalformedHandle {
+        /// The text that was given as an id.
+        id: String,
+    },
     /// A result set id that expired or never existed.
     #[error("result set not found (expired or unknown): {id}")]
     ResultSetNotFound {
@@ -120,11 +127,32 @@ pub enum CanopyError {
     Internal(String),
 }
 
+/// The hint for a validation error, by what it is about: the message
+/// names the field and its allowed values; the hint says what to do.
+fn validation_hint(message: &str) -> &'static str {
+    if message.starts_with("no search parameter") {
+        "provide at least one of pattern, patterns, symbol, section, parent or query"
+    } else if message.contains("distinct words") || message.contains("distinct entries") {
+        "search for the few words or identifiers that name the code; for a question, use an evidence pack"
+    } else if message.contains("budget_tokens") {
+        "pass budget_tokens inside the range the message gives, or leave it out for the default"
+    } else if message.contains("`task`") {
+        "describe the task in a few sentences (its first line weighs most), or give a focus"
+    } else if message.contains("embedding model") {
+        "point --model / CANOPY_MODEL at a model folder, or leave it unset to skip semantic retrieval"
+    } else if message.contains("path:line") {
+        "write the target as path:line or path:line:col (1-based), or name the symbol"
+    } else {
+        "fix the field the message names; it says which values are allowed"
+    }
+}
+
 impl CanopyError {
     /// Stable machine-readable error code (the seed's error names where it has one).
     pub fn code(&self) -> &'static str {
         match self {
             CanopyError::HandleNotFound { .. } => "HandleNotFound",
+            CanopyError::MalformedHandle { .. } => "MalformedHandle",
             CanopyError::ResultSetNotFound { .. } => "ResultSetNotFound",
             CanopyError::StaleIndex { .. } => "StaleIndex",
             CanopyError::QueryParse { .. } => "QueryParse",
@@ -151,6 +179,9 @@ impl CanopyError {
             CanopyError::HandleNotFound { .. } => {
                 "re-run the query to get fresh handles; ids change when the unit itself changes"
             }
+            CanopyError::MalformedHandle { .. } => {
+                "copy the id whole from a query, pack or context result (e.g. h0123456789abcdef01234567)"
+            }
             CanopyError::ResultSetNotFound { .. } => {
                 "result sets expire after 30 minutes unused: re-run the query with result_set=true"
             }
@@ -163,9 +194,7 @@ impl CanopyError {
             CanopyError::GlobPattern { .. } => {
                 "use **/*.ext style patterns relative to the repo root"
             }
-            CanopyError::Validation(_) => {
-                "provide at least one of pattern, patterns, symbol, section, parent or query"
-            }
+            CanopyError::Validation(message) => validation_hint(message),
             CanopyError::PathOutsideRepo(_) => "use a repo-relative path without `..`",
             CanopyError::NotADirectory(_) => "pass an existing directory inside the repository",
             CanopyError::NotARepository { .. } => {

@@ -45,7 +45,8 @@ impl<'a> Snapshot<'a> {
     }
 
     /// Expands handles to their exact text, in request order, without
-    /// duplicates: [`CanopyError::HandleNotFound`] for an unknown id,
+    /// duplicates: [`CanopyError::MalformedHandle`] for text that is not an
+    /// id, [`CanopyError::HandleNotFound`] for an unknown id,
     /// [`CanopyError::StaleIndex`] when the file changed since indexing.
     pub fn expand<S: AsRef<str>>(&self, ids: &[S]) -> Result<Vec<Expansion>> {
         let mut seen = std::collections::HashSet::new();
@@ -55,7 +56,7 @@ impl<'a> Snapshot<'a> {
         let mut out = Vec::new();
         for raw in ids {
             let raw = raw.as_ref();
-            let id = HandleId::parse(raw).ok_or_else(|| CanopyError::HandleNotFound {
+            let id = HandleId::parse(raw).ok_or_else(|| CanopyError::MalformedHandle {
                 id: raw.to_string(),
             })?;
             if !seen.insert(id.clone()) {

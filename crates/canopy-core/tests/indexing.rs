@@ -306,7 +306,7 @@ fn expansion_is_exact_and_detects_stale_files() {
     let missing = e.expand(&["h000000000000000000000000"]).unwrap_err();
     assert!(matches!(missing, CanopyError::HandleNotFound { .. }));
     let malformed = e.expand(&["not-a-handle"]).unwrap_err();
-    assert!(matches!(malformed, CanopyError::HandleNotFound { .. }));
+    assert!(matches!(malformed, CanopyError::MalformedHandle { .. }));
 
     write(dir.path(), "src/lib.rs", format!("{LIB}\n// edited\n"));
     let stale = e.expand(&[h.id.as_str()]).unwrap_err();

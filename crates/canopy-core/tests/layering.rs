@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 /// The layers, lowest first: what a module may build on.
 const LAYERS: &[(&str, &[&str])] = &[
     (
-        "foundations: cancellation, ids, knobs, text and token counting",
-        &["cancel", "handle", "knobs", "text", "tokens"],
+        "foundations: cancellation, ids, knobs, fitted tables, text and token counting",
+        &["cancel", "handle", "knobs", "pack_calibration", "text", "tokens"],
     ),
     (
         "vocabulary: errors, languages and extraction, the data model, sessions",

@@ -46,7 +46,7 @@ impl ToolError {
     pub(crate) fn hint(&self) -> &'static str {
         match self {
             ToolError::Core(CanopyError::IndexDamaged { .. } | CanopyError::Database(_)) => {
-                "call canopy_index with rebuild=true (and glob \"**\") to rebuild the index, then re-query"
+                "call canopy_index with rebuild=true to rebuild the index, then re-query"
             }
             ToolError::Core(CanopyError::NotARepository { .. }) => {
                 "pass the root of a git repository; to use Canopy on a folder outside git, the user runs `canopy index <folder>` once by hand"

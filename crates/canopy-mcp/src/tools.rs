@@ -196,8 +196,10 @@ impl ToolName {
     fn input_schema(self) -> Value {
         let path = json!({"type": "string", "description": "Absolute repo root"});
         let text = json!({"type": "string"});
-        let int = |default: u64| json!({"type": "integer", "minimum": 1, "default": default});
-        let level = json!({"type": "string", "enum": ["file", "package"], "default": "file"});
+        let int = |default: u64, description: &str| json!({"type": "integer", "minimum": 1, "default": default, "description": description});
+        let level = json!({"type": "string", "enum": ["file", "package"], "default": "file", "description": "Dependencies between files or between packages"});
+        let depth = json!({"type": "integer", "minimum": 1, "maximum": 10, "default": 1, "description": "How many hops to follow"});
+        let max_results = json!({"type": "integer", "minimum": 1, "maximum": 500, "default": 50, "description": "Most results returned"});
         let guesses = json!({"type": "boolean", "default": false, "description": "dependencies, dependents, dependency_graph, circular_dependencies, unused_symbols, hotspots: also count guessed edges (how=unique_name)"});
         let keep = json!({"type": "boolean", "description": "Keep all results server-side; returns result_set for canopy_refine"});
         let search = |dsl: &str| {
@@ -208,7 +210,7 @@ impl ToolName {
                 "symbol": {"type": "string", "description": "Code symbol (function, class, struct, method; Type.method works)"},
                 "section": {"type": "string", "description": "Markdown section heading"},
                 "parent": {"type": "string", "description": "Parent symbol, e.g. a class (its members)"},
-                "kind": {"type": "string", "enum": ["definition", "reference", "any"], "default": "any"},
+                "kind": {"type": "string", "enum": ["definition", "reference", "any"], "default": "any", "description": "definition: where symbols are defined; reference: where they are used (ref_handles); any: both"},
                 "glob": {"type": "string", "description": "Path filter, e.g. src/**/*.ts"},
                 "match": {"type": "string", "enum": ["any", "all"], "default": "any", "description": "patterns: OR / AND"},
                 "query": {"type": "string", "description": dsl},
@@ -222,17 +224,16 @@ impl ToolName {
                      (children-named \"parent\" \"child\") (in-file \"glob\" Q) (union Q..) \
                      (intersect Q..) (limit N Q)",
                 );
-                p["limit"] =
-                    json!({"type": "integer", "minimum": 1, "maximum": 200, "default": 16});
+                p["limit"] = json!({"type": "integer", "minimum": 1, "maximum": 200, "default": 16, "description": "Most handles returned"});
                 p["expand_budget"] = json!({"type": "integer", "minimum": 0, "default": 0, "description": "Deprecated: auto-expand while tokens fit"});
                 p["result_set"] = keep.clone();
                 (p, vec!["path"])
             }
             ToolName::EvidencePack => {
                 let mut p = search("S-expression DSL, as canopy_query");
-                p["max_handles"] = int(8);
-                p["max_per_file"] = int(2);
-                p["max_tokens"] = int(1500);
+                p["max_handles"] = int(8, "Most handles in the pack");
+                p["max_per_file"] = int(2, "Most handles from one file");
+                p["max_tokens"] = int(1500, "Most tokens the pack's handles may add up to");
                 p["plan"] = json!({"type": "boolean", "description": "Force or skip server-side planning (default: when confidence is low)"});
                 p["result_set"] = keep.clone();
                 (p, vec!["path"])
@@ -240,15 +241,16 @@ impl ToolName {
             ToolName::Expand => (
                 json!({
                     "path": path,
-                    "handle_ids": {"type": "array", "items": text, "description": "Handle ids (h + 24 hex)"},
+                    "handle_ids": {"type": "array", "items": text, "description": "Handle ids (h + 24 hex), as returned by canopy_query"},
                 }),
                 vec!["path", "handle_ids"],
             ),
             ToolName::Status => (json!({"path": path}), vec!["path"]),
             ToolName::Index => (
-                json!({"path": path, "glob": {"type": "string", "description": "e.g. **/*.rs"},
-                       "rebuild": {"type": "boolean"}}),
-                vec!["path", "glob"],
+                json!({"path": path,
+                       "glob": {"type": "string", "description": "Only files matching this glob, e.g. **/*.rs (default: all files)"},
+                       "rebuild": {"type": "boolean", "default": false, "description": "Throw the index away and build it again (after IndexDamaged); takes no glob"}}),
+                vec!["path"],
             ),
             ToolName::Invalidate => (
                 json!({"path": path, "glob": {"type": "string", "description": "Default: all files"}}),
@@ -258,24 +260,24 @@ impl ToolName {
                 json!({
                     "path": path,
                     "result_set": {"type": "string", "description": "Id from a previous call"},
-                    "glob": {"type": "string"},
-                    "kind": {"type": "string", "enum": ["definition", "any"], "default": "any"},
+                    "glob": {"type": "string", "description": "Keep units in files matching this glob"},
+                    "kind": {"type": "string", "enum": ["definition", "any"], "default": "any", "description": "definition: keep symbol definitions only; any: keep all"},
                     "term": {"type": "string", "description": "Keep units containing all these words"},
                     "query": {"type": "string", "description": "Keep units this DSL query also returns"},
-                    "offset": {"type": "integer", "minimum": 0, "default": 0},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 200, "default": 16},
+                    "offset": {"type": "integer", "minimum": 0, "default": 0, "description": "Skip this many (next_offset of the previous page)"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 200, "default": 16, "description": "Most handles in the page"},
                 }),
                 vec!["path", "result_set"],
             ),
             ToolName::Graph => (
                 json!({
                     "path": path,
-                    "op": {"type": "string", "enum": GraphOp::NAVIGATION.map(GraphOp::as_str)},
-                    "target": {"type": "string", "minLength": 1},
+                    "op": {"type": "string", "enum": GraphOp::NAVIGATION.map(GraphOp::as_str), "description": "The navigation to run"},
+                    "target": {"type": "string", "minLength": 1, "description": "A symbol (Type.method, Type::method), a path, or path:line[:col]"},
                     "to": {"type": "string", "description": "op=path: end symbol"},
-                    "depth": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1},
+                    "depth": depth.clone(),
                     "level": level.clone(),
-                    "max_results": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
+                    "max_results": max_results.clone(),
                     "include_guesses": guesses.clone(),
                 }),
                 vec!["path", "op", "target"],
@@ -283,24 +285,24 @@ impl ToolName {
             ToolName::Context => (
                 json!({
                     "path": path,
-                    "task": text,
-                    "focus": text,
-                    "budget_tokens": {"type": "integer", "minimum": canopy_core::context::MIN_BUDGET, "maximum": canopy_core::context::MAX_BUDGET, "default": canopy_core::context::DEFAULT_BUDGET},
-                    "strategy": {"type": "string", "enum": ["fused", "keyword", "semantic", "graph", "history", "decisions"], "default": "fused"},
+                    "task": {"type": "string", "description": "What you are about to do (an issue text is fine; its first line weighs most)"},
+                    "focus": {"type": "string", "description": "Code to centre on: Type.method, Type::method, a path, or path:line[:col]"},
+                    "budget_tokens": {"type": "integer", "minimum": canopy_core::context::MIN_BUDGET, "maximum": canopy_core::context::MAX_BUDGET, "default": canopy_core::context::DEFAULT_BUDGET, "description": "Most tokens the fragments' text may add up to"},
+                    "strategy": {"type": "string", "enum": ["fused", "keyword", "semantic", "graph", "history", "decisions"], "default": "fused", "description": "Which strategy chooses candidates (fused: all of them, ranked together)"},
                 }),
                 vec!["path", "task"],
             ),
             ToolName::Analysis => (
                 json!({
                     "path": path,
-                    "op": {"type": "string", "enum": GraphOp::ANALYSIS.map(GraphOp::as_str)},
-                    "target": text,
-                    "depth": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1},
+                    "op": {"type": "string", "enum": GraphOp::ANALYSIS.map(GraphOp::as_str), "description": "The analysis to run"},
+                    "target": {"type": "string", "description": "A symbol, a path or path:line (optional for some ops, see the description)"},
+                    "depth": depth,
                     "level": level,
-                    "include_public": {"type": "boolean", "default": false},
+                    "include_public": {"type": "boolean", "default": false, "description": "unused_symbols: also list public symbols"},
                     "include_guesses": guesses,
                     "filter": {"type": "object", "description": "symbols/search: path_prefix, name (* wildcards), kinds [], visibility exported|private, min_refs, max_refs, sort refs|name|path, offset"},
-                    "max_results": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50},
+                    "max_results": max_results,
                 }),
                 vec!["path", "op"],
             ),

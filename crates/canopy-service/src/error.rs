@@ -28,7 +28,7 @@ pub enum ApiError {
     /// A query the core rejected (DSL syntax, glob, path outside the repo).
     #[error("{message}")]
     BadQuery {
-        /// `query_parse_error`, `invalid_glob` or `path_outside_repo`.
+        /// `query_parse_error`, `invalid_glob`, `malformed_handle` or `path_outside_repo`.
         code: &'static str,
         /// The core's message.
         message: String,
@@ -263,6 +263,11 @@ impl From<CanopyError> for ApiError {
             },
             CanopyError::GlobPattern { .. } => ApiError::BadQuery {
                 code: "invalid_glob",
+                message: e.to_string(),
+                hint: e.hint(),
+            },
+            CanopyError::MalformedHandle { .. } => ApiError::BadQuery {
+                code: "malformed_handle",
                 message: e.to_string(),
                 hint: e.hint(),
             },
