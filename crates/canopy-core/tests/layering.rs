@@ -15,7 +15,14 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "foundations: cancellation, ids, knobs, fitted tables, text and token counting",
-        &["cancel", "handle", "knobs", "pack_calibration", "text", "tokens"],
+        &[
+            "cancel",
+            "handle",
+            "knobs",
+            "pack_calibration",
+            "text",
+            "tokens",
+        ],
     ),
     (
         "vocabulary: errors, languages and extraction, the data model, sessions",
