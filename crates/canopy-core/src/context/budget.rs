@@ -721,6 +721,9 @@ mod tests {
     fn rendered(m: Merged, cap: Detail, detail: Detail, costs: &[(Detail, u32)]) -> Slot {
         let mut s = Slot::new(m, cap, Vec::new());
         s.detail = detail;
+        // These tests are about the text's cost; the provenance line's is
+        // tested on the wire (tests/context.rs, canopy-cli context_wire).
+        s.overhead = 0;
         for &(d, t) in costs {
             s.texts.insert(d, (format!("{d:?}"), t));
         }
