@@ -197,6 +197,17 @@ fn main() -> ExitCode {
     let json = cli.global.json;
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        // Output written with `write!` returns the closed pipe as an error:
+        // the same ending as the panic above, and as quiet.
+        Err(err)
+            if err.chain().any(|cause| {
+                cause
+                    .downcast_ref::<std::io::Error>()
+                    .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(err) => {
             report_error(&err, json);
             ExitCode::FAILURE
@@ -240,8 +251,10 @@ fn quiet_on_closed_stdout() {
             .map(String::as_str)
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or_default();
-        // std's wording: "failed printing to stdout: Broken pipe (os error 32)".
-        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+        // std's wording: "failed printing to stdout: Broken pipe (os error 32)";
+        // writers that `expect` their writes (clap_complete, clap_mangen)
+        // word it their own way around the same io error.
+        if message.contains("Broken pipe") {
             std::process::exit(0);
         }
         report(info)

@@ -153,9 +153,11 @@ fn full_workflow_add_reindex_query_expand() {
     assert!(!pack_handles.is_empty());
     assert_eq!(pack_handles[0]["source"], "service");
     assert_eq!(pack_handles[0]["generation"], 1);
+    // A method of the fixture (Repo::small has AuthController.validate and
+    // a free `authenticate`; there is no AuthController.authenticate).
     canopy_test_support::assert_handles_name_what_they_hold(
         &pack["handles"],
-        "AuthController.authenticate",
+        "AuthController.validate",
     );
     assert_eq!(pack["novelty"], 1.0);
     let again = pack_json(&session_client, &id, &params);
