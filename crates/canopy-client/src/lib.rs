@@ -32,6 +32,8 @@
 //! Only HTTP is known here: the protocols of the front ends (MCP, the
 //! command line) stay in their crates.
 
+#![warn(missing_docs)]
+
 pub mod api;
 pub mod auth;
 pub mod backend;

@@ -57,6 +57,8 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod cancel;
 pub mod context;
 pub mod discover;

@@ -25,6 +25,8 @@
 //!
 //! Design, failure cases and deployment: `docs/fleet.md`.
 
+#![warn(missing_docs)]
+
 pub mod config;
 pub mod db;
 pub mod error;

@@ -49,6 +49,8 @@
 //! globs cannot leave a registered repository (the core refuses `..`,
 //! absolute paths and symlinks out).
 //!
+
+#![warn(missing_docs)]
 pub mod config;
 pub mod error;
 pub mod http;

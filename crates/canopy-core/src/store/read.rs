@@ -378,6 +378,7 @@ impl Store {
         Ok(out)
     }
 
+    /// The unit with handle id `handle` (`h` + 24 hex), if the index has it.
     pub fn node_by_handle(&self, handle: &str) -> Result<Option<NodeRecord>> {
         let sql = format!(
             "SELECT {NODE_COLUMNS} FROM nodes n JOIN files f ON f.id = n.file_id WHERE n.handle = unhex(substr(?1, 2)) LIMIT 1"

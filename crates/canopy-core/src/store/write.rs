@@ -180,6 +180,9 @@ impl Store {
         Ok(())
     }
 
+    /// Writes a batch of files (new content, skips, removals) in one
+    /// immediate transaction: whole files or nothing, each file's units with
+    /// consecutive ids.
     pub fn write_batch(&mut self, writes: &[FileWrite], now_unix: i64) -> Result<BatchStats> {
         let tx = self
             .conn
