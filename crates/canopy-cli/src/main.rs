@@ -169,7 +169,6 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    quiet_on_closed_stdout();
     let parsed = cli_command()
         .try_get_matches()
         .and_then(|matches| Cli::from_arg_matches(&matches));
@@ -193,6 +192,12 @@ fn main() -> ExitCode {
             err.exit()
         }
     };
+    // Only commands whose stdout is their answer: the protocol servers
+    // handle closed streams themselves, and a broken pipe on one of their
+    // sockets must never end the process as a success.
+    if !matches!(cli.command, Command::Mcp(_) | Command::Serve(_)) {
+        quiet_on_closed_stdout();
+    }
     init_tracing(cli.global.quiet);
     let json = cli.global.json;
     match run(cli) {
