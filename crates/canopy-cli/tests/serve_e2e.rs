@@ -713,6 +713,83 @@ fn every_error_has_code_message_and_hint() {
     );
 }
 
+/// A misspelt or unsupported field is a 400 naming it, on every body —
+/// including those whose parameters are flattened into them (`/query`,
+/// `/evidence_pack`, `/graph`), where serde alone would ignore it.
+#[test]
+fn unknown_fields_are_rejected_by_name() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
+    let client = server.client();
+    let repo = Repo::small();
+    let id = add_and_index(&client, &repo);
+    let cases = [
+        (
+            "/query",
+            json!({"repo": id, "pattern": "authenticate", "limt": 3}),
+            "limt",
+        ),
+        (
+            "/evidence_pack",
+            json!({"repo": id, "pattern": "authenticate", "max_handle": 2}),
+            "max_handle",
+        ),
+        (
+            "/graph",
+            json!({"repo": id, "op": "callers", "target": "authenticate", "dpth": 2}),
+            "dpth",
+        ),
+        (
+            "/context",
+            json!({"repo": id, "task": "validate tokens", "budget": 500}),
+            "budget",
+        ),
+        (
+            "/expand",
+            json!({"repo": id, "handles": [], "sesion": "s"}),
+            "sesion",
+        ),
+        (
+            "/reindex",
+            json!({"repo": id, "rebuild_all": true}),
+            "rebuild_all",
+        ),
+        (
+            "/repos/add",
+            json!({"path": repo.root(), "watched": true}),
+            "watched",
+        ),
+    ];
+    for (path, body, field) in cases {
+        let resp = post(&client, path, &body);
+        assert_error(&resp, 400, "validation_error");
+        let message = resp.json().unwrap()["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(message.contains(field), "{path}: {message}");
+    }
+    // The same bodies without the stray field are answered.
+    let ok = post(
+        &client,
+        "/query",
+        &json!({"repo": id, "pattern": "authenticate", "limit": 3}),
+    );
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    let ok = post(
+        &client,
+        "/graph",
+        &json!({"repo": id, "op": "callers", "target": "authenticate", "depth": 2}),
+    );
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    let ok = post(
+        &client,
+        "/evidence_pack",
+        &json!({"repo": id, "pattern": "authenticate", "max_handles": 2, "match": "any"}),
+    );
+    assert_eq!(ok.status, 200, "{}", ok.text());
+}
+
 #[test]
 fn oversized_bodies_get_413() {
     let data = tempfile::tempdir().unwrap();

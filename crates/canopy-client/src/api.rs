@@ -20,6 +20,7 @@ pub const SESSION_HEADER: &str = "x-canopy-session";
 
 /// `POST /repos/add` body.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AddRepoRequest {
     /// Absolute path of the repository root (must contain `.git`).
     pub path: String,
@@ -48,6 +49,7 @@ pub struct AddRepoResponse {
 
 /// `POST /reindex` body.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ReindexRequest {
     /// Repo id or name.
     pub repo: String,
@@ -178,6 +180,7 @@ impl HandleRef {
 
 /// `POST /expand` body.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ExpandRequest {
     /// Repo id or name.
     pub repo: String,

@@ -39,6 +39,7 @@ pub mod auth;
 pub mod backend;
 pub mod client;
 pub mod follow;
+pub mod known_fields;
 pub mod local;
 pub mod overlay;
 pub mod remote;

@@ -28,6 +28,8 @@ use canopy_client::api::{
     AddRepoRequest, ContextRequest, EventsResponse, ExpandRequest, GraphHttpRequest, PackRequest,
     QueryRequest, ReindexRequest, SESSION_HEADER,
 };
+use canopy_client::known_fields::{BodyFields, unknown_field};
+use serde_json::Value;
 
 /// The OpenAPI 3 document served at `GET /openapi.json`.
 pub const OPENAPI_JSON: &str = include_str!("openapi.json");
@@ -209,6 +211,20 @@ fn parse_json<T: DeserializeOwned>(svc: &Service, body: Body) -> Result<T, ApiEr
     })
 }
 
+/// [`parse_json`] for a body whose parameters are flattened into it (where
+/// serde's `deny_unknown_fields` cannot apply): a field the body type does
+/// not read is a validation error naming it, not silently ignored.
+fn parse_checked_json<T: DeserializeOwned + BodyFields>(
+    svc: &Service,
+    body: Body,
+) -> Result<T, ApiError> {
+    let value: Value = parse_json(svc, body)?;
+    if let Some(message) = unknown_field::<T>(&value) {
+        return Err(ApiError::Validation(format!("invalid request: {message}")));
+    }
+    serde_json::from_value(value).map_err(|e| ApiError::Validation(format!("invalid request: {e}")))
+}
+
 /// Runs `f` on the blocking pool within the request time limit.
 async fn blocking<T, F>(svc: &AppState, f: F) -> Result<T, ApiError>
 where
@@ -261,13 +277,13 @@ async fn reindex(
 }
 
 async fn query(State(svc): State<AppState>, body: Body) -> Result<Response, ApiError> {
-    let req: QueryRequest = parse_json(&svc, body)?;
+    let req: QueryRequest = parse_checked_json(&svc, body)?;
     let out = blocking(&svc, move |s| s.query(req)).await?;
     Ok(Json(out).into_response())
 }
 
 async fn graph(State(svc): State<AppState>, body: Body) -> Result<Response, ApiError> {
-    let req: GraphHttpRequest = parse_json(&svc, body)?;
+    let req: GraphHttpRequest = parse_checked_json(&svc, body)?;
     let out = blocking(&svc, move |s| s.graph(req)).await?;
     Ok(Json(out).into_response())
 }
@@ -277,7 +293,7 @@ async fn evidence_pack(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let req: PackRequest = parse_json(&svc, body)?;
+    let req: PackRequest = parse_checked_json(&svc, body)?;
     let session = session_header(&headers);
     let out = blocking(&svc, move |s| s.evidence_pack(req, session)).await?;
     Ok(Json(out).into_response())
