@@ -270,6 +270,22 @@ fn quiet_on_closed_stdout() {
 /// also as `{"error": {code, message, hint}}` on stdout, so a script reading
 /// stdout always gets one JSON document.
 fn report_error(err: &anyhow::Error, json: bool) {
+    let (code, message, hint) = describe_error(err);
+    eprintln!("error: {message}");
+    if let Some(hint) = hint {
+        eprintln!("hint: {hint}");
+    }
+    if json {
+        let body = serde_json::json!({
+            "error": { "code": code, "message": message, "hint": hint }
+        });
+        println!("{body}");
+    }
+}
+
+/// An error's code, message and hint: the core's own when it is a
+/// [`CanopyError`] (directly or through the backend), else the whole chain.
+fn describe_error(err: &anyhow::Error) -> (&'static str, String, Option<&'static str>) {
     let core = err.downcast_ref::<CanopyError>().or_else(|| {
         err.downcast_ref::<BackendError>().and_then(|e| match e {
             BackendError::Core(core) => Some(core),
@@ -281,17 +297,7 @@ fn report_error(err: &anyhow::Error, json: bool) {
         Some(core) => core.to_string(),
         None => format!("{err:#}"),
     };
-    let hint = core.map(CanopyError::hint);
-    eprintln!("error: {message}");
-    if let Some(hint) = hint {
-        eprintln!("hint: {hint}");
-    }
-    if json {
-        let body = serde_json::json!({
-            "error": { "code": code, "message": message, "hint": hint }
-        });
-        println!("{body}");
-    }
+    (code, message, core.map(CanopyError::hint))
 }
 
 fn init_tracing(quiet: bool) {
@@ -387,19 +393,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let query = args.query()?;
             let backend = backend::open(g, None, Scope::Read)?;
             output::query_result(&backend.query(&query)?, g.json)?;
-            finish_background_index(backend.as_ref(), g.quiet)
+            finish_after_answer(backend.as_ref(), g.quiet)
         }
         Command::Pack(args) => {
             let pack = args.pack()?;
             let backend = backend::open(g, None, Scope::Read)?;
             output::pack(&backend.evidence_pack(&pack)?, g.json)?;
-            finish_background_index(backend.as_ref(), g.quiet)
+            finish_after_answer(backend.as_ref(), g.quiet)
         }
         Command::Context(args) => {
             let context = args.context()?;
             let backend = backend::open(g, None, Scope::Read)?;
             output::context(&backend.context(&context)?, g.json)?;
-            finish_background_index(backend.as_ref(), g.quiet)
+            finish_after_answer(backend.as_ref(), g.quiet)
         }
         Command::Graph(cmd) => {
             let (request, format) = cmd.request()?;
@@ -499,6 +505,25 @@ fn mcp(global: &GlobalArgs, mut args: canopy_mcp::McpArgs) -> anyhow::Result<()>
             token: global.token_for(url),
         });
     canopy_mcp::run_stdio(args)
+}
+
+/// [`finish_background_index`] once the answer is on stdout: a failure to
+/// finish the index is no longer the command's failure. stdout already holds
+/// its one answer (which says how much was indexed), and a second JSON
+/// document after it would break every script that reads it, so the failure
+/// is a warning on stderr and the command succeeds; the next command
+/// continues the index and reports the failure again if it persists.
+fn finish_after_answer(backend: &dyn Backend, quiet: bool) -> anyhow::Result<()> {
+    if let Err(err) = finish_background_index(backend, quiet) {
+        let (_, message, hint) = describe_error(&err);
+        eprintln!(
+            "warning: the answer above stands; completing the rest of the index failed: {message}"
+        );
+        if let Some(hint) = hint {
+            eprintln!("hint: {hint}");
+        }
+    }
+    Ok(())
 }
 
 /// A first query on a large repository answers from a partial index; the

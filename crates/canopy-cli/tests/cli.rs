@@ -1059,3 +1059,76 @@ fn filtered_queries_are_exact_and_same_byte_references_survive_end_to_end() {
     names.sort();
     assert_eq!(names, ["split", "strip"], "{refs}");
 }
+
+/// Issue 32 N3: a first question on a large unindexed repository is answered
+/// from a partial index and the rest is indexed before the process exits. When
+/// that completion fails (here: the file-size limit stops the index from
+/// growing, as a full disk would), stdout still holds exactly one JSON
+/// document — the answer — and the failure is a warning on stderr.
+#[test]
+fn a_failed_background_completion_after_the_answer_leaves_one_json_document() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    git_in(root, &["init", "-q"]);
+    // More files than the lazy threshold (1,000), so the first answer comes
+    // from the files the question points at.
+    for i in 0..1_200 {
+        let body: String = (0..15)
+            .map(|j| {
+                format!("def helper_{i}_{j}(x):\n    \"\"\"Helper {j} of module {i}.\"\"\"\n    return x * {j} + {i}\n\n")
+            })
+            .collect();
+        write(root, &format!("pkg{}/mod{i}.py", i % 30), &body);
+    }
+    write(
+        root,
+        "payments/processor.py",
+        "class PaymentProcessor:\n    def charge(self, amount):\n        return amount\n",
+    );
+    // bash's `ulimit -f` counts KiB; with SIGXFSZ ignored, a write past the
+    // limit fails with EFBIG instead of killing the process. 1.5 MiB holds
+    // the partial index of the first answer, not the whole one.
+    let script = format!(
+        "trap '' XFSZ; ulimit -f 1536; exec '{}' pack --json --pattern 'PaymentProcessor charge'",
+        env!("CARGO_BIN_EXE_canopy")
+    );
+    let out = Command::new("bash")
+        .current_dir(root)
+        .args(["-c", &script])
+        .env("CANOPY_LOG", "warn")
+        .output()
+        .expect("bash runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let mut docs = serde_json::Deserializer::from_str(&stdout).into_iter::<Value>();
+    let answer = docs
+        .next()
+        .unwrap_or_else(|| panic!("no answer on stdout; stderr: {stderr}"))
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {stdout}"));
+    assert!(
+        docs.next().is_none(),
+        "more than one JSON document: {stdout}"
+    );
+    assert!(answer.get("error").is_none(), "{answer}");
+    assert!(
+        answer["index_coverage"].as_f64().is_some_and(|c| c < 1.0),
+        "the answer came from a partial index: {answer}"
+    );
+    // The limit did stop the completion (else this test proves nothing).
+    assert!(
+        stderr.contains("completing the rest of the index failed"),
+        "stderr: {stderr}"
+    );
+    assert!(out.status.success(), "stderr: {stderr}");
+    // Nothing was lost: without the limit the next command completes the
+    // index and answers from all of it.
+    let status = json(root, &["status", "--json"]);
+    assert!(status.is_object(), "{status}");
+    let pack = json(root, &["pack", "--json", "--pattern", "helper_1199_14"]);
+    assert!(
+        pack["handles"][0]["file_path"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("mod1199.py")),
+        "{pack}"
+    );
+}
