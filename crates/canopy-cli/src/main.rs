@@ -23,7 +23,6 @@ use anyhow::Context;
 use canopy_client::backend::{Backend, BackendError, Need};
 use canopy_client::request::{Expand, GraphQuery, IndexRequest};
 use canopy_core::discover::RootRule;
-use canopy_core::index::NoProgress;
 use canopy_core::{CanopyError, EngineOptions};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -411,7 +410,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let (request, format) = cmd.request()?;
             let request = GraphQuery::new(request)?;
             let backend = backend::open(g, None, Scope::Read)?;
-            backend.prepare(Need::Graph, &NoProgress)?;
+            let progress = output::FirstIndexProgress::new(
+                show_progress(g),
+                !g.quiet,
+                "the graph needs the whole repository",
+            );
+            backend.prepare(Need::Graph, &progress)?;
             graph_cmd::print(&backend.graph(&request)?, format, g.json)
         }
     }

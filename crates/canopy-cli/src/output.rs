@@ -55,6 +55,45 @@ impl IndexProgress for Progress {
     }
 }
 
+/// The progress of an index run a command needs before it can answer (the
+/// graph needs the whole repository): the bar on a terminal, else one line
+/// on stderr when the run starts, so a script or an agent waiting on the
+/// command knows why the first answer takes longer; nothing with `--quiet`.
+pub struct FirstIndexProgress {
+    bar: Progress,
+    announce: bool,
+    why: &'static str,
+}
+
+impl FirstIndexProgress {
+    /// `bar`: draw the bar (a terminal); `announce`: else print the line.
+    pub fn new(bar: bool, announce: bool, why: &'static str) -> FirstIndexProgress {
+        FirstIndexProgress {
+            bar: Progress::new(bar),
+            announce: announce && !bar,
+            why,
+        }
+    }
+}
+
+impl IndexProgress for FirstIndexProgress {
+    fn start(&self, to_parse: u64) {
+        if self.announce && to_parse > 0 {
+            eprintln!(
+                "indexing {to_parse} files first ({}); later commands reuse the index",
+                self.why
+            );
+        }
+        self.bar.start(to_parse);
+    }
+    fn advance(&self, path: &str, bytes: u64) {
+        self.bar.advance(path, bytes);
+    }
+    fn finish(&self, report: &IndexReport) {
+        self.bar.finish(report);
+    }
+}
+
 fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     serde_json::to_writer(&mut out, value)?;

@@ -355,3 +355,36 @@ fn graph_commands_in_service_mode_answer_from_the_service() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The first graph command on an unindexed repository indexes all of it
+/// first, and says so on stderr (one line off a terminal; nothing with
+/// `--quiet`, nothing once the index exists), with stdout still the answer.
+#[test]
+fn a_first_graph_command_says_it_indexes_first() {
+    let tmp = fixture();
+    let dir = tmp.path();
+    canopy_test_support::git::git(dir, &["init", "-q"]);
+    let first = canopy(dir, &["--json", "callers", "Parser.parse"]);
+    let answer: serde_json::Value = serde_json::from_str(&stdout(&first)).expect("json");
+    assert!(answer.is_object(), "{answer}");
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert!(
+        stderr.contains("files first (the graph needs the whole repository)"),
+        "stderr: {stderr}"
+    );
+    let again = canopy(dir, &["--json", "callers", "Parser.parse"]);
+    assert_eq!(stdout(&again), stdout(&first));
+    assert!(
+        !String::from_utf8_lossy(&again.stderr).contains("files first"),
+        "an indexed repository is not indexed again"
+    );
+
+    let quiet = fixture();
+    canopy_test_support::git::git(quiet.path(), &["init", "-q"]);
+    let out = canopy(quiet.path(), &["--quiet", "callers", "Parser.parse"]);
+    stdout(&out);
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("files first"),
+        "--quiet prints no progress"
+    );
+}
