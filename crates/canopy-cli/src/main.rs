@@ -309,7 +309,9 @@ fn init_tracing(quiet: bool) {
         .with_target(false)
         // Escape codes only for a person watching a terminal, never in
         // captured logs.
-        .with_ansi(std::io::stderr().is_terminal())
+        // Colour only for a person at a terminal who has not opted out
+        // (https://no-color.org).
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .without_time()
         .init();
 }
@@ -544,19 +546,73 @@ fn finish_background_index(backend: &dyn Backend, quiet: bool) -> anyhow::Result
     if !quiet {
         let done = engine
             .status()
-            .map(|s| format!(" ({:.0}% indexed)", s.index_coverage * 100.0))
+            .map(|s| format!(" ({})", percent(s.index_coverage)))
             .unwrap_or_default();
         eprintln!(
             "the answer is above; indexing the rest of the repository{done} so the next command sees every file. Ctrl-C is safe: the next command continues from where this stops."
         );
     }
-    engine.wait_for_background_index()?;
+    // On a terminal, a line that says how far the index is and how long is
+    // left, updated while the process waits (the index reads its own
+    // coverage without waiting for the writer).
+    let ticker = (!quiet && std::io::stderr().is_terminal()).then(|| {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let engine = engine.clone();
+        let thread = std::thread::spawn(move || {
+            let started = std::time::Instant::now();
+            let first = engine.status().map(|s| s.index_coverage).unwrap_or(0.0);
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                stopped.recv_timeout(std::time::Duration::from_millis(500))
+            {
+                let Ok(now) = engine.status().map(|s| s.index_coverage) else {
+                    continue;
+                };
+                let rate = (now - first) / started.elapsed().as_secs_f64().max(1e-3);
+                let left = match (1.0 - now) / rate {
+                    s if rate <= 0.0 || !s.is_finite() => String::new(),
+                    s if s < 1.0 => ", less than a second left".to_string(),
+                    s => format!(", about {s:.0} s left"),
+                };
+                eprint!("\r\x1b[2Kindexing the rest: {}{left}", percent(now));
+            }
+            eprint!("\r\x1b[2K");
+        });
+        (stop, thread)
+    });
+    let finished = engine.wait_for_background_index();
+    if let Some((stop, thread)) = ticker {
+        let _ = stop.send(());
+        let _ = thread.join();
+    }
+    finished?;
     Ok(())
+}
+
+/// A coverage fraction for people: whole percent, but never "0%" or "100%"
+/// for a part (a first answer on a large repository may have 0.1% indexed).
+fn percent(coverage: f64) -> String {
+    let p = coverage * 100.0;
+    if p > 0.0 && p < 1.0 {
+        format!("{p:.1}% indexed")
+    } else if p > 99.0 && p < 100.0 {
+        "99% indexed".to_string()
+    } else {
+        format!("{p:.0}% indexed")
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
+
+    #[test]
+    fn a_part_is_never_shown_as_none_or_all() {
+        assert_eq!(super::percent(0.0008), "0.1% indexed");
+        assert_eq!(super::percent(0.0), "0% indexed");
+        assert_eq!(super::percent(0.456), "46% indexed");
+        assert_eq!(super::percent(0.9996), "99% indexed");
+        assert_eq!(super::percent(1.0), "100% indexed");
+    }
 
     #[test]
     fn cli_definition_is_consistent() {
