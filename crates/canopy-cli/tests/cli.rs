@@ -944,6 +944,53 @@ fn service_answers_are_overlaid_with_uncommitted_local_changes() {
     assert_eq!(after["overlay"]["dirty_files"], 1, "{after}");
     assert_eq!(after["overlay"]["service_handles_dropped"], 1, "{after}");
 
+    // An overlaid evidence pack says what its merged handles are: their
+    // tokens, their files, suggestions among them, one generation.
+    // (`freshlyWritten` is only in the working tree: the service's own
+    // pack has no handle and counted 0 tokens.)
+    let pack = ask(&[
+        "pack",
+        "--pattern",
+        "validateToken freshlyWritten",
+        "--json",
+    ]);
+    let handles = pack["handles"].as_array().unwrap();
+    assert!(
+        handles.iter().any(|h| h["source"] == "local"),
+        "the changed file is answered locally: {pack}"
+    );
+    let tokens: u64 = handles
+        .iter()
+        .map(|h| h["token_count"].as_u64().unwrap())
+        .sum();
+    assert!(tokens > 0, "{pack}");
+    assert_eq!(pack["total_tokens"], tokens, "{pack}");
+    let files = pack["files"].as_array().unwrap();
+    assert_eq!(
+        files
+            .iter()
+            .map(|f| f["handles"].as_u64().unwrap())
+            .sum::<u64>(),
+        handles.len() as u64,
+        "{pack}"
+    );
+    for f in files {
+        assert!(
+            handles.iter().any(|h| h["file_path"] == f["file_path"]),
+            "{pack}"
+        );
+    }
+    for id in pack["expand_suggestion"].as_array().unwrap() {
+        assert!(handles.iter().any(|h| &h["id"] == id), "{pack}");
+    }
+    // One generation in one response (issue 32 N8), and the file the
+    // overlay answers is not reported stale.
+    assert_eq!(
+        pack["freshness"]["generation"], pack["generation"],
+        "{pack}"
+    );
+    assert_eq!(pack["freshness"]["stale_files"], 0, "{pack}");
+
     // A symbol only the working tree has is found, and expands to its text.
     let fresh = ask(&["query", "--symbol", "freshlyWritten", "--json"]);
     let h = &fresh["handles"][0];

@@ -790,6 +790,41 @@ fn unknown_fields_are_rejected_by_name() {
     assert_eq!(ok.status, 200, "{}", ok.text());
 }
 
+/// Issue 32 N8: a served answer names one generation — its freshness block
+/// says the service's generation, the one its handles carry and `/expand`
+/// checks, not the index file's own counter.
+#[test]
+fn a_served_answer_names_one_generation() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
+    let client = server.client();
+    let repo = Repo::small();
+    let id = add_and_index(&client, &repo);
+    for (path, body) in [
+        ("/query", json!({"repo": id, "pattern": "authenticate"})),
+        (
+            "/evidence_pack",
+            json!({"repo": id, "pattern": "authenticate token"}),
+        ),
+        (
+            "/context",
+            json!({"repo": id, "task": "validate tokens", "budget_tokens": 800}),
+        ),
+    ] {
+        let resp = post(&client, path, &body);
+        assert_eq!(resp.status, 200, "{path}: {}", resp.text());
+        let answer = resp.json().unwrap();
+        assert!(
+            answer["generation"].as_u64().is_some_and(|g| g > 0),
+            "{path}: {answer}"
+        );
+        assert_eq!(
+            answer["freshness"]["generation"], answer["generation"],
+            "{path}: {answer}"
+        );
+    }
+}
+
 #[test]
 fn oversized_bodies_get_413() {
     let data = tempfile::tempdir().unwrap();

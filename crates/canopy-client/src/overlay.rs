@@ -21,9 +21,10 @@ use std::process::Command;
 use canopy_core::CanopyError;
 use canopy_core::context::ContextPack;
 use canopy_core::discover::RootRule;
+use canopy_core::handle::HandleId;
 use canopy_core::index::NoProgress;
-use canopy_core::model::QueryResult;
-use canopy_core::pack::EvidencePack;
+use canopy_core::model::{Freshness, QueryResult};
+use canopy_core::pack::{EvidencePack, PackFile};
 use canopy_core::{Engine, EngineOptions};
 use serde::Serialize;
 
@@ -227,6 +228,16 @@ impl Overlay {
 
     /// Records the merge in `served`: the report, and which files' handles
     /// are now the overlay's.
+    /// The service's freshness without the files the overlay answers now:
+    /// their handles are the working tree's, so they are not stale.
+    fn freshen(&self, freshness: &mut Option<Freshness>) {
+        if let Some(f) = freshness {
+            let before = f.stale_paths.len();
+            f.stale_paths.retain(|p| !self.is_dirty(p));
+            f.stale_files = f.stale_files.saturating_sub(before - f.stale_paths.len());
+        }
+    }
+
     fn mark<T>(&self, served: &mut Served<T>, report: OverlayReport, cut: bool) {
         served.merged = Some(OverlayMerge {
             report,
@@ -261,6 +272,7 @@ impl Overlay {
             answer.truncated = true;
         }
         answer.handles = merged;
+        self.freshen(&mut answer.freshness);
         let report = self.handles_report(added, dropped);
         self.mark(served, report, false);
     }
@@ -273,12 +285,42 @@ impl Overlay {
         limit: usize,
     ) {
         let service = std::mem::take(&mut served.answer.handles);
-        let local = local.map(|l| l.handles).unwrap_or_default();
+        let (local, local_suggested) = match local {
+            Some(l) => (l.handles, l.expand_suggestion),
+            None => (Vec::new(), Vec::new()),
+        };
         let (mut merged, dropped, added) =
             self.interleave(service, local, |h| h.file_path.as_str());
         let cut = merged.len() > limit;
         merged.truncate(limit);
-        served.answer.handles = merged;
+        let pack = &mut served.answer;
+        pack.handles = merged;
+        // What the pack says about its handles follows the merged list: the
+        // tokens they add up to, the files they are in, and which to expand
+        // (the suggestions of both answers that are still in it, in its
+        // order, as many as the service suggested).
+        pack.total_tokens = pack.handles.iter().map(|h| u64::from(h.token_count)).sum();
+        let mut files: Vec<PackFile> = Vec::new();
+        for h in &pack.handles {
+            match files.iter_mut().find(|f| f.file_path == h.file_path) {
+                Some(f) => f.handles += 1,
+                None => files.push(PackFile {
+                    file_path: h.file_path.clone(),
+                    handles: 1,
+                }),
+            }
+        }
+        pack.files = files;
+        let want = pack.expand_suggestion.len();
+        let suggested: Vec<HandleId> = pack
+            .handles
+            .iter()
+            .map(|h| h.id.clone())
+            .filter(|id| pack.expand_suggestion.contains(id) || local_suggested.contains(id))
+            .take(want)
+            .collect();
+        pack.expand_suggestion = suggested;
+        self.freshen(&mut pack.freshness);
         let report = self.handles_report(added, dropped);
         self.mark(served, report, cut);
     }
@@ -307,6 +349,7 @@ impl Overlay {
         // The budget bounds the wire form (the header and each fragment's
         // provenance line included): the last fragments go until it fits.
         let pack = &mut served.answer;
+        self.freshen(&mut pack.freshness);
         while canopy_core::context::wire::tokens(pack) > budget && pack.fragments.pop().is_some() {}
         pack.total_tokens = pack.fragments.iter().map(|f| u64::from(f.tokens)).sum();
         pack.wire_tokens = canopy_core::context::wire::tokens(pack);

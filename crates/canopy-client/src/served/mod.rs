@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 
 use canopy_core::context::ContextPack;
 use canopy_core::graph::request::{GraphOp, GraphResponse};
-use canopy_core::model::QueryResult;
+use canopy_core::model::{Freshness, QueryResult};
 use canopy_core::pack::EvidencePack;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -65,22 +65,39 @@ pub trait ServedAnswer: Serialize {
     /// Whether the service's own handles carry their provenance (context
     /// fragments do not: only an overlay's say `source: "local"`).
     const SERVICE_TAGGED: bool = true;
+
+    /// The answer's freshness block, if it has one. Its `generation` is the
+    /// index file's own counter; a served answer says the service's
+    /// generation there too ([`Served::new`]), so one response never
+    /// carries two generations.
+    fn freshness_mut(&mut self) -> Option<&mut Freshness> {
+        None
+    }
 }
 
 impl ServedAnswer for QueryResult {
     const HANDLES: &'static [&'static str] = &["Handle", "RefHandle"];
     const OVERLAID: &'static [&'static str] = &["Handle"];
+    fn freshness_mut(&mut self) -> Option<&mut Freshness> {
+        self.freshness.as_mut()
+    }
 }
 
 impl ServedAnswer for EvidencePack {
     const HANDLES: &'static [&'static str] = &["PackHandle"];
     const OVERLAID: &'static [&'static str] = &["PackHandle"];
+    fn freshness_mut(&mut self) -> Option<&mut Freshness> {
+        self.freshness.as_mut()
+    }
 }
 
 impl ServedAnswer for ContextPack {
     const HANDLES: &'static [&'static str] = &["Fragment"];
     const OVERLAID: &'static [&'static str] = &["Fragment"];
     const SERVICE_TAGGED: bool = false;
+    fn freshness_mut(&mut self) -> Option<&mut Freshness> {
+        self.freshness.as_mut()
+    }
 }
 
 impl ServedAnswer for GraphResponse {
@@ -113,9 +130,14 @@ pub struct Served<T> {
     pub merged: Option<OverlayMerge>,
 }
 
-impl<T> Served<T> {
-    /// `answer`, served from `at`.
-    pub fn new(at: ServedAt, answer: T) -> Served<T> {
+impl<T: ServedAnswer> Served<T> {
+    /// `answer`, served from `at`: its freshness names `at`'s generation
+    /// (the one its handles are tagged with and `/expand` checks), not the
+    /// index file's own counter.
+    pub fn new(at: ServedAt, mut answer: T) -> Served<T> {
+        if let Some(freshness) = answer.freshness_mut() {
+            freshness.generation = at.generation;
+        }
         Served {
             at,
             session: None,
@@ -123,7 +145,9 @@ impl<T> Served<T> {
             merged: None,
         }
     }
+}
 
+impl<T> Served<T> {
     /// The answer counted in `session`.
     pub fn with_session(mut self, session: Option<String>) -> Served<T> {
         self.session = session;

@@ -126,6 +126,11 @@ fn at(commit_sha: Option<&str>) -> ServedAt {
 fn served_as_before<T: ServedAnswer>(answer: T, graph: bool, commit_sha: Option<&str>) -> String {
     let at = at(commit_sha);
     let mut oracle = serde_json::to_value(&answer).expect("to value");
+    // A served answer's freshness names the served generation (one
+    // generation per response, issue 32 N8).
+    if let Some(freshness) = oracle.get_mut("freshness").filter(|f| f.is_object()) {
+        freshness["generation"] = json!(at.generation);
+    }
     if graph {
         annotate_graph(&mut oracle, &at.repo_id, at.generation, &at.commit_sha);
     } else {
@@ -149,7 +154,11 @@ fn query_results_are_tagged_as_before_and_read_back() {
     for commit in [Some("abc123"), None] {
         let wire = served_as_before(answer.clone(), false, commit);
         let back: Served<QueryResult> = serde_json::from_str(&wire).expect("read back");
-        assert_eq!(back.answer, answer);
+        let mut served = answer.clone();
+        if let Some(f) = served.freshness.as_mut() {
+            f.generation = at(None).generation;
+        }
+        assert_eq!(back.answer, served);
         assert_eq!(serde_json::to_string(&back).expect("again"), wire);
     }
     let refs = engine
