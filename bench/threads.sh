@@ -65,5 +65,6 @@ for repo in "${repos[@]}"; do
     ac=$(printf '%s\n' "${all_cpu[@]}" | best)
     aw=$(printf '%s\n' "${all_wall[@]}" | best)
     awk -v n="$(basename "$repo")" -v cores="$(nproc)" -v oc="$oc" -v ow="$ow" -v ac="$ac" -v aw="$aw" \
-        'BEGIN { printf "| %s | %d | %.2f | %.2f | %s | %.2f | %.2f |\n", n, cores, ow, aw, aw > 0 ? sprintf("%.2f", ow / aw) : "n/a", oc, ac }'
+        'function ratio(a, b) { return b > 0 ? sprintf("%.2f", a / b) : "n/a" }
+         BEGIN { printf "| %s | %d | %.2f | %.2f | %s | %.2f | %.2f |\n", n, cores, ow, aw, ratio(ow, aw), oc, ac }'
 done
