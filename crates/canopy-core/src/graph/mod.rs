@@ -204,8 +204,7 @@ impl GraphCache {
 mod tests {
     use std::path::Path;
 
-    use crate::engine::{Engine, EngineOptions};
-    use crate::index::NoProgress;
+    use crate::index::{IndexOptions, NoProgress, run_index};
     use crate::store::Store;
 
     fn copy_dir(from: &Path, to: &Path) {
@@ -250,11 +249,15 @@ mod tests {
     /// one chunk (what a pass held before it streamed) and in chunks of one
     /// and of three files: every stored byte of the graph is the same.
     fn streamed_resolution_stores_what_one_pass_stores(root: &Path) {
-        let engine = Engine::open(root, EngineOptions::default()).expect("open");
-        engine.index(None, &NoProgress).expect("index");
-        drop(engine);
-        let (mut store, why) = Store::open(&root.join(".canopy/index.db")).expect("store");
+        let db = tempfile::tempdir().expect("tempdir");
+        let (mut store, why) = Store::open(&db.path().join("index.db")).expect("store");
         assert!(why.is_none(), "{why:?}");
+        let options = IndexOptions {
+            glob: None,
+            max_file_size: crate::discover::DEFAULT_MAX_FILE_SIZE,
+            only_paths: None,
+        };
+        run_index(root, &mut store, &options, &NoProgress).expect("index");
         let streamed = graph_rows(&store);
         assert!(
             streamed.0.len() >= 2 && !streamed.1.is_empty(),
