@@ -100,6 +100,10 @@ enum Command {
         /// Throw the index away and build it again (the repair for a damaged index).
         #[arg(long, conflicts_with = "glob")]
         rebuild: bool,
+        /// Threads that read and parse files and resolve the graph (default:
+        /// one per core). The writer is one more thread.
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+        threads: Option<u16>,
     },
     /// Keep the index fresh: re-index changed files as they change, until
     /// interrupted (or --max-cycles / --duration-seconds).
@@ -380,7 +384,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             path,
             glob,
             rebuild,
-        } => index(g, path, IndexRequest { glob, rebuild }),
+            threads,
+        } => {
+            if let Some(n) = threads {
+                canopy_core::index::set_index_threads(usize::from(n));
+            }
+            index(g, path, IndexRequest { glob, rebuild })
+        }
         Command::Status { path } => {
             let backend = backend::open(g, path, Scope::Read)?;
             output::status(&backend.status()?, g.json)

@@ -57,6 +57,24 @@ impl IndexOptions {
     }
 }
 
+/// Threads an index run parses and resolves on, when set (0: one per core).
+static INDEX_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Sets how many threads this process's index runs read and parse files on
+/// and resolve the graph on (`canopy index --threads`; by default one per
+/// core). Set it before the first run: the resolution pool is started once.
+pub fn set_index_threads(threads: usize) {
+    INDEX_THREADS.store(threads, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The threads an index run parses and resolves on.
+fn index_threads() -> usize {
+    match INDEX_THREADS.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+        n => n,
+    }
+}
+
 /// Runs an index run's parallel work (graph resolution) on a rayon pool of
 /// its own, not the global one that readers share (listing files,
 /// embedding): a resolution pass keeps every worker busy for seconds on a
@@ -66,6 +84,8 @@ fn on_index_pool<R: Send>(work: impl FnOnce() -> R + Send) -> R {
     static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
     let pool = POOL.get_or_init(|| {
         rayon::ThreadPoolBuilder::new()
+            // 0: rayon's default (one per core, or RAYON_NUM_THREADS).
+            .num_threads(INDEX_THREADS.load(std::sync::atomic::Ordering::Relaxed))
             .thread_name(|i| format!("canopy-index-{i}"))
             .build()
             .map_err(|e| tracing::warn!("cannot start the index threads ({e}); sharing rayon's"))
@@ -212,6 +232,23 @@ struct WriteTotals {
 /// plan (discover, compare with the index), remove what is gone, parse and
 /// write in batches, record what the run covered, resolve the graph, finish.
 pub(crate) fn run_index(
+    root: &Path,
+    store: &mut Store,
+    options: &IndexOptions,
+    progress: &dyn IndexProgress,
+) -> Result<IndexReport> {
+    // What a run reads stays out of the process's resident memory (see
+    // `Store::map_for_reading`); readers of this connection map it again after.
+    store.map_for_reading(false)?;
+    let report = run_index_unmapped(root, store, options, progress);
+    let mapped = store.map_for_reading(true);
+    let report = report?;
+    mapped?;
+    Ok(report)
+}
+
+/// [`run_index`] on a connection that does not map the index.
+fn run_index_unmapped(
     root: &Path,
     store: &mut Store,
     options: &IndexOptions,
@@ -427,9 +464,7 @@ fn parse_and_write(
     let (sender, receiver) = sync_channel::<(Outcome, u64)>(BATCH_FILES);
     let budget = InFlight::new(IN_FLIGHT_BYTES);
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let parsers = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .min(work.len().max(1));
+    let parsers = index_threads().min(work.len().max(1));
     std::thread::scope(|scope| {
         let (budget, next) = (&budget, &next);
         let mut started = 0;

@@ -57,6 +57,16 @@ const RESOLVE_CHUNK_FILES: usize = 256;
 /// `root` is the repository on disk: Rust's `Cargo.toml` files name the
 /// library crates that examples, tests and binaries import by name.
 pub fn resolve_pending(store: &mut Store, root: &std::path::Path) -> Result<ResolveStats> {
+    resolve_pending_in_chunks(store, root, RESOLVE_CHUNK_FILES)
+}
+
+/// [`resolve_pending`], `chunk_files` files per chunk (the tests check that
+/// the chunk size changes no stored byte).
+fn resolve_pending_in_chunks(
+    store: &mut Store,
+    root: &std::path::Path,
+    chunk_files: usize,
+) -> Result<ResolveStats> {
     if !store.graph_has_pending()? {
         return Ok(ResolveStats::default());
     }
@@ -79,27 +89,60 @@ pub fn resolve_pending(store: &mut Store, root: &std::path::Path) -> Result<Reso
         .filter_map(|id| index.get(id).map(|&fi| (*id, fi)))
         .collect();
     // Resolved a chunk of files at a time on the pool while this thread
-    // writes the chunk before: in a cold index of Django writing the edges
-    // took two thirds as long as resolving them. Chunks are written in
-    // order, so the stored rows are the same as one after the other.
+    // writes the chunk before (in a cold index of Django writing the edges
+    // took two thirds as long as resolving them) and reads the sites of the
+    // chunk after. Only a chunk's sites and edges are held at once, so what
+    // a pass holds beyond the world does not grow with the repository.
+    // Chunks are written in order, so the stored rows are the same as one
+    // after the other.
     let mut stats = ResolveStats::default();
     let mut write_ms = 0u64;
+    let chunks: Vec<&[(i64, resolve::FileIdx)]> = targets.chunks(chunk_files.max(1)).collect();
+    let read_sites = |store: &Store, chunk: &[(i64, resolve::FileIdx)]| {
+        let ids: Vec<i64> = chunk.iter().map(|&(id, _)| id).collect();
+        store.graph_sites(&ids)
+    };
     std::thread::scope(|scope| -> Result<()> {
+        // Two channels of one chunk each: this thread sends chunk k + 1's
+        // sites before it waits for chunk k's edges, and the resolver takes
+        // chunk k + 1 only after it sent chunk k's edges, so neither waits
+        // for the other forever.
+        let (work_sender, work_receiver) =
+            std::sync::mpsc::sync_channel::<(usize, Vec<Option<Vec<u8>>>)>(1);
         let (sender, receiver) = std::sync::mpsc::sync_channel(1);
-        let (world, targets) = (&world, &targets);
+        let (world, chunks) = (&world, &chunks);
         scope.spawn(move || {
             use rayon::prelude::*;
-            for chunk in targets.chunks(RESOLVE_CHUNK_FILES) {
-                let part: Vec<(i64, Vec<EdgeRow>)> = chunk
+            for (k, sites) in work_receiver {
+                let part: Vec<(i64, Vec<EdgeRow>)> = chunks[k]
                     .par_iter()
-                    .map(|&(id, fi)| (id, world.resolve_file(fi)))
+                    .zip(sites.par_iter())
+                    .map(|(&(id, fi), stored)| {
+                        let sites = stored
+                            .as_deref()
+                            .map(|s| world.decode_sites(fi, s))
+                            .unwrap_or_default();
+                        (id, world.resolve_file(fi, &sites))
+                    })
                     .collect();
                 if sender.send(part).is_err() {
                     return; // the writer failed: its error ends the pass
                 }
             }
         });
-        for part in receiver {
+        if let Some(first) = chunks.first()
+            && work_sender.send((0, read_sites(store, first)?)).is_err()
+        {
+            return Ok(());
+        }
+        for k in 0..chunks.len() {
+            if let Some(next) = chunks.get(k + 1) {
+                let sites = read_sites(store, next)?;
+                if work_sender.send((k + 1, sites)).is_err() {
+                    break;
+                }
+            }
+            let Ok(part) = receiver.recv() else { break };
             let t_write = std::time::Instant::now();
             stats.files += part.len() as u64;
             stats.edges += store.graph_write_edges(&part)?;
@@ -154,5 +197,112 @@ impl GraphCache {
         let v = std::sync::Arc::new(compute()?);
         *slot = Some((key, v.clone()));
         Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::index::{IndexOptions, NoProgress, run_index};
+    use crate::store::Store;
+
+    fn copy_dir(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).expect("mkdir");
+        for e in std::fs::read_dir(from).expect("read fixture") {
+            let p = e.expect("entry").path();
+            let target = to.join(p.file_name().expect("name"));
+            if p.is_dir() {
+                copy_dir(&p, &target);
+            } else {
+                std::fs::copy(&p, &target).expect("copy");
+            }
+        }
+    }
+
+    /// Every stored byte of the graph: each file's packed edge list and
+    /// the `edge_targets` rows.
+    type GraphRows = (Vec<(i64, Vec<u8>)>, Vec<(i64, i64)>);
+
+    fn graph_rows(store: &Store) -> GraphRows {
+        let lists = store
+            .conn
+            .prepare("SELECT file_id, edges FROM edge_lists ORDER BY file_id")
+            .expect("prepare")
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("query")
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .expect("rows");
+        let targets = store
+            .conn
+            .prepare("SELECT dst, file_id FROM edge_targets ORDER BY dst, file_id")
+            .expect("prepare")
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("query")
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .expect("rows");
+        (lists, targets)
+    }
+
+    /// Indexes `root` (resolution streamed in chunks of the default size),
+    /// then resolves every file again with every site of the repository in
+    /// one chunk (what a pass held before it streamed) and in chunks of one
+    /// and of three files: every stored byte of the graph is the same.
+    fn streamed_resolution_stores_what_one_pass_stores(root: &Path) {
+        let db = tempfile::tempdir().expect("tempdir");
+        let (mut store, why) = Store::open(&db.path().join("index.db")).expect("store");
+        assert!(why.is_none(), "{why:?}");
+        let options = IndexOptions {
+            glob: None,
+            max_file_size: crate::discover::DEFAULT_MAX_FILE_SIZE,
+            only_paths: None,
+        };
+        run_index(root, &mut store, &options, &NoProgress).expect("index");
+        let streamed = graph_rows(&store);
+        assert!(
+            streamed.0.len() >= 2 && !streamed.1.is_empty(),
+            "the repository has edges in more than one file: {streamed:?}"
+        );
+        for chunk in [usize::MAX, 1, 3] {
+            store
+                .conn
+                .execute("INSERT OR IGNORE INTO graph_dirty SELECT id FROM files", [])
+                .expect("mark every file");
+            let stats = super::resolve_pending_in_chunks(&mut store, root, chunk).expect("resolve");
+            assert!(stats.files >= 2, "{stats:?}");
+            assert_eq!(graph_rows(&store), streamed, "chunks of {chunk} files");
+        }
+    }
+
+    #[test]
+    fn streamed_resolution_changes_no_edge_of_the_fixtures() {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/graph");
+        for lang in ["python", "typescript", "rust", "go"] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            copy_dir(&fixtures.join(lang), dir.path());
+            streamed_resolution_stores_what_one_pass_stores(dir.path());
+        }
+    }
+
+    #[test]
+    fn streamed_resolution_changes_no_edge_of_a_generated_repository() {
+        // Modules that import and call each other, classes with bases in
+        // other modules, methods on instances: more files than a chunk.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let n = 300;
+        for i in 0..n {
+            let (a, b) = ((i * 7 + 3) % n, (i * 13 + 5) % n);
+            let text = format!(
+                "from pkg.m{a} import C{a}, f{a}\nimport pkg.m{b} as other\n\n\
+                 class C{i}(C{a}):\n    def run(self, x):\n        return self.step(x) + f{a}(x)\n\n\
+                     def step(self, x):\n        return other.f{b}(x)\n\n\
+                 def f{i}(x):\n    c = C{b}() if x else other.C{b}()\n    return c.run(x) + C{a}().step(x)\n"
+            );
+            let path = dir.path().join(format!("pkg/m{i}.py"));
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(path, text).expect("write");
+        }
+        std::fs::write(dir.path().join("pkg/__init__.py"), "").expect("write");
+        streamed_resolution_stores_what_one_pass_stores(dir.path());
     }
 }

@@ -276,13 +276,10 @@ impl Store {
         Ok(dirty)
     }
 
-    /// Every file with its stored facts (the world part), for a resolution
-    /// pass; only the files in `with_sites` (the ones about to be resolved)
-    /// get their sites too. With the file index of each `files.id`.
-    pub fn graph_file_rows(
-        &self,
-        with_sites: &BTreeSet<i64>,
-    ) -> Result<(Vec<FileRow>, HashMap<i64, FileIdx>)> {
+    /// Every file with its stored facts (the world part, not the sites: see
+    /// [`Store::graph_sites`]), for a resolution pass. With the file index
+    /// of each `files.id`.
+    pub fn graph_file_rows(&self) -> Result<(Vec<FileRow>, HashMap<i64, FileIdx>)> {
         let mut files = Vec::new();
         let mut index = HashMap::new();
         let mut stmt = self.conn.prepare(
@@ -304,20 +301,27 @@ impl Store {
                 path,
                 language,
                 facts,
-                sites: None,
             });
         }
-        // The files about to be resolved: their sites too.
+        Ok((files, index))
+    }
+
+    /// The stored sites (`graph_facts.sites`) of each of `file_ids`, in
+    /// that order (`None` for a file without facts). A pass reads them a
+    /// chunk of files at a time, as it resolves them, so that no more than
+    /// a chunk's sites are held at once whatever the repository's size.
+    pub fn graph_sites(&self, file_ids: &[i64]) -> Result<Vec<Option<Vec<u8>>>> {
         let mut stmt = self
             .conn
             .prepare_cached("SELECT sites FROM graph_facts WHERE file_id = ?1")?;
-        for id in with_sites {
-            let Some(&fi) = index.get(id) else { continue };
-            files[fi.index()].sites = stmt
-                .query_row([id], |r| r.get::<_, Vec<u8>>(0))
-                .optional()?;
-        }
-        Ok((files, index))
+        file_ids
+            .iter()
+            .map(|id| {
+                Ok(stmt
+                    .query_row([id], |r| r.get::<_, Vec<u8>>(0))
+                    .optional()?)
+            })
+            .collect()
     }
 
     /// Every named unit and every file unit, as a resolution pass reads

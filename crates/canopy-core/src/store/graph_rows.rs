@@ -31,8 +31,6 @@ pub struct FileRow {
     pub language: Language,
     /// `graph_facts.facts`, as stored (none when the language has no rules).
     pub facts: Option<Vec<u8>>,
-    /// `graph_facts.sites`, as stored, when they were asked for.
-    pub sites: Option<Vec<u8>>,
 }
 
 /// A unit as a resolution pass reads it: every named unit and every file unit.

@@ -86,10 +86,16 @@ pub(super) fn rank(bytes: &[u8]) -> Option<u32> {
     }
 }
 
+/// Pieces up to this many bytes are encoded by [`short_piece_token_count`].
+const SHORT_PIECE: usize = 64;
+
 /// Number of tokens the encoding of one pre-tokenization piece has.
 pub(super) fn piece_token_count(piece: &[u8]) -> usize {
     if piece.len() <= 1 || rank(piece).is_some() {
         return piece.len().min(1);
+    }
+    if piece.len() <= SHORT_PIECE {
+        return short_piece_token_count(piece);
     }
     // Parts as a linked list of start offsets: the part starting at `start`
     // ends where the next one starts (`next[start]`; `len` past the last).
@@ -134,6 +140,55 @@ pub(super) fn piece_token_count(piece: &[u8]) -> usize {
     parts
 }
 
+/// [`piece_token_count`] of a piece of 2..=[`SHORT_PIECE`] bytes, on the
+/// stack: the same rule (merge the adjacent pair whose token has the lowest
+/// rank, the leftmost on a tie) with each adjacent pair's rank kept in an
+/// array and the lowest found by a scan, instead of three vectors and a
+/// heap per piece (most pieces an index counts are a few bytes long, and
+/// the allocations cost more than the merges).
+fn short_piece_token_count(piece: &[u8]) -> usize {
+    /// Marks a pair that is no token.
+    const NONE: u32 = u32::MAX;
+    let len = piece.len();
+    debug_assert!((2..=SHORT_PIECE).contains(&len));
+    // Part `i` is `piece[starts[i]..starts[i + 1]]`, for `i < parts`.
+    let mut starts = [0u8; SHORT_PIECE + 1];
+    for (i, s) in starts.iter_mut().enumerate().take(len + 1) {
+        *s = i as u8;
+    }
+    // `ranks[i]`: the rank of parts `i` and `i + 1` together, for `i + 1 < parts`.
+    let mut ranks = [NONE; SHORT_PIECE];
+    for (i, r) in ranks.iter_mut().enumerate().take(len - 1) {
+        *r = rank(&piece[i..i + 2]).unwrap_or(NONE);
+    }
+    let mut parts = len;
+    let span = |starts: &[u8], from: usize, to: usize| starts[from] as usize..starts[to] as usize;
+    while parts > 1 {
+        let mut at = 0;
+        for i in 1..parts - 1 {
+            if ranks[i] < ranks[at] {
+                at = i;
+            }
+        }
+        if ranks[at] == NONE {
+            break;
+        }
+        // Parts `at` and `at + 1` become one.
+        starts.copy_within(at + 2..=parts, at + 1);
+        if at + 2 < parts {
+            ranks.copy_within(at + 2..parts - 1, at + 1);
+        }
+        parts -= 1;
+        if at + 1 < parts {
+            ranks[at] = rank(&piece[span(&starts, at, at + 2)]).unwrap_or(NONE);
+        }
+        if at > 0 {
+            ranks[at - 1] = rank(&piece[span(&starts, at - 1, at + 1)]).unwrap_or(NONE);
+        }
+    }
+    parts
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,6 +227,45 @@ mod tests {
         ];
         for piece in pieces {
             assert_eq!(piece_token_count(piece), bpe.count(piece), "{piece:?}");
+        }
+    }
+
+    #[test]
+    fn short_pieces_count_as_bpe_openai_counts_them() {
+        // Every length up to and past the short path's limit, of letters,
+        // identifiers, digits, punctuation, whitespace and UTF-8.
+        let bpe = &bpe_openai::o200k_base().bpe;
+        let mut next = crate::testing::xorshift(0x5eed);
+        let alphabet: Vec<&[u8]> = vec![
+            b"a",
+            b"e",
+            b"t",
+            b"_",
+            b"Z",
+            b"x",
+            b"1",
+            b" ",
+            b"=",
+            b"(",
+            b"\n",
+            b"in",
+            b"ing",
+            b"self",
+            b"\xc3\xa9",
+            b"\xe6\x97\xa5",
+        ];
+        for len in 2..=SHORT_PIECE + 8 {
+            for _ in 0..40 {
+                let mut piece = Vec::new();
+                while piece.len() < len {
+                    piece.extend_from_slice(alphabet[next() as usize % alphabet.len()]);
+                }
+                piece.truncate(len);
+                if std::str::from_utf8(&piece).is_err() {
+                    continue;
+                }
+                assert_eq!(piece_token_count(&piece), bpe.count(&piece), "{piece:?}");
+            }
         }
     }
 }

@@ -370,6 +370,27 @@ impl FileFacts {
         decode_sites(&mut r, &list, &mut facts)?;
         Some(facts)
     }
+
+    /// Only the sites of a file's two encoded streams (the `sites` stream
+    /// names strings of the `world` stream's table, so both are needed);
+    /// the same sites as [`FileFacts::decode`] gives, without decoding the
+    /// world's lists. A resolution pass decodes a file's sites when it
+    /// resolves the file and drops them after.
+    pub fn decode_sites(world: &[u8], sites: &[u8]) -> Option<Vec<Site>> {
+        let mut r = Reader { buf: world, pos: 0 };
+        if r.get()? != FORMAT {
+            return None;
+        }
+        let mut list = get_strings(&mut r)?;
+        let mut r = Reader { buf: sites, pos: 0 };
+        if r.get()? != FORMAT {
+            return None;
+        }
+        list.extend(get_strings(&mut r)?);
+        let mut facts = FileFacts::default();
+        decode_sites(&mut r, &list, &mut facts)?;
+        Some(facts.sites)
+    }
 }
 
 /// The lists of the `world` stream after its string table.
@@ -469,10 +490,16 @@ mod tests {
         let stored = facts.encode();
         let decoded = FileFacts::decode(&stored.world, Some(&stored.sites)).expect("decodes");
         assert_eq!(decoded, facts);
+        // The sites alone, as a resolution pass decodes them: the same.
+        assert_eq!(
+            FileFacts::decode_sites(&stored.world, &stored.sites).as_ref(),
+            Some(&facts.sites)
+        );
         assert!(FileFacts::decode(&[9, 9, 9], None).is_none());
         let mut damaged = stored.clone();
         damaged.sites.truncate(damaged.sites.len() / 2);
         assert!(FileFacts::decode(&damaged.world, Some(&damaged.sites)).is_none());
+        assert!(FileFacts::decode_sites(&damaged.world, &damaged.sites).is_none());
         damaged.world.truncate(damaged.world.len() / 2);
         assert!(FileFacts::decode(&damaged.world, None).is_none());
         // Without sites: everything else, the same; and the site blob holds

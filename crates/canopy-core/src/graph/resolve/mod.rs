@@ -41,15 +41,16 @@ use crate::store::graph_rows::SymRow;
 /// index of each `files.id`.
 pub type WorldRows = (Vec<WorldFile>, Vec<SymRow>, HashMap<i64, FileIdx>);
 
-/// Reads what a pass needs from the store: every file with its facts (the
-/// sites only of `with_sites`, the files about to be resolved) and every
-/// unit. The facts every pass reads (Rust's, for `cfg` ranges and trait
-/// impls) and those of `with_sites` are decoded on other threads while
-/// this one reads the units (SQLite is single-threaded per connection);
-/// the rest wait for first use.
-pub fn read_world_rows(store: &Store, with_sites: &BTreeSet<i64>) -> Result<WorldRows> {
+/// Reads what a pass needs from the store: every file with its facts
+/// (not its sites: a pass reads those per chunk of the files it resolves,
+/// [`crate::store::Store::graph_sites`]) and every unit. The facts every
+/// pass reads (Rust's, for `cfg` ranges and trait impls) and those of
+/// `decode_now` (the files about to be resolved) are decoded on other
+/// threads while this one reads the units (SQLite is single-threaded per
+/// connection); the rest wait for first use.
+pub fn read_world_rows(store: &Store, decode_now: &BTreeSet<i64>) -> Result<WorldRows> {
     use rayon::prelude::*;
-    let (rows, index) = store.graph_file_rows(with_sites)?;
+    let (rows, index) = store.graph_file_rows()?;
     let files: Vec<WorldFile> = rows.into_iter().map(WorldFile::new).collect();
     let syms = rayon::in_place_scope(|scope| {
         let files = &files;
@@ -57,7 +58,7 @@ pub fn read_world_rows(store: &Store, with_sites: &BTreeSet<i64>) -> Result<Worl
             files
                 .par_iter()
                 .filter(|f| {
-                    f.family.conventions().facts_read_by_every_pass || with_sites.contains(&f.id)
+                    f.family.conventions().facts_read_by_every_pass || decode_now.contains(&f.id)
                 })
                 .for_each(|f| {
                     f.facts.get();

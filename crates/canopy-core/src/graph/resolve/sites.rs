@@ -7,7 +7,7 @@
 use super::eval::{Ctx, Val};
 use super::ids::{FileIdx, SymId};
 use super::world::{World, is_classlike};
-use crate::graph::facts::model::{IMPORT_RECV, SiteKind};
+use crate::graph::facts::model::{IMPORT_RECV, Site, SiteKind};
 use crate::lang::NodeType;
 use crate::store::graph_rows::{EdgeRow, How, Target};
 
@@ -23,11 +23,10 @@ pub(crate) fn confidence(how: How) -> u8 {
 }
 
 impl World {
-    /// Resolves every site of file `fi`.
-    pub fn resolve_file(&self, fi: FileIdx) -> Vec<EdgeRow> {
-        let facts = &self.files[fi].facts;
-        let mut out = Vec::with_capacity(facts.sites.len() / 2);
-        for site in &facts.sites {
+    /// Resolves `sites`, the sites of file `fi` ([`World::decode_sites`]).
+    pub fn resolve_file(&self, fi: FileIdx, sites: &[Site]) -> Vec<EdgeRow> {
+        let mut out = Vec::with_capacity(sites.len() / 2);
+        for site in sites {
             let Some(scope) = self.innermost(fi, site.byte) else {
                 continue;
             };

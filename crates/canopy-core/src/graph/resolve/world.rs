@@ -16,7 +16,7 @@ use foldhash::{HashMap, HashMapExt};
 use super::eval::{Ctx, Val};
 use super::ids::{FileIdx, SymId, Table};
 use super::lang::{Conventions, Family, LanguageRules, Manifests, Rules};
-use crate::graph::facts::model::{DefFactKind, FileFacts};
+use crate::graph::facts::model::{DefFactKind, FileFacts, Site};
 use crate::lang::{Language, NodeType};
 use crate::store::graph_rows::{FileRow, StoredFacts, SymRow};
 
@@ -39,7 +39,7 @@ impl WorldFile {
     /// The file of a stored row, its facts decoded when first used.
     pub fn new(row: FileRow) -> WorldFile {
         let facts = match row.facts {
-            Some(world) => LazyFacts::stored(world, row.sites),
+            Some(world) => LazyFacts::stored(world),
             None => LazyFacts::default(),
         };
         WorldFile {
@@ -52,41 +52,52 @@ impl WorldFile {
     }
 }
 
-/// A file's facts, decoded from their stored form on first use: a pass
-/// after a small edit reads the facts of the few files the edited one
-/// reaches, and decoding every file's was a third of reading the world.
+/// A file's facts but its sites, decoded from their stored form on first
+/// use: a pass after a small edit reads the facts of the few files the
+/// edited one reaches, and decoding every file's was a third of reading the
+/// world. The sites are not kept here: a pass reads and decodes a file's
+/// sites when it resolves the file ([`World::decode_sites`]) and drops them
+/// after, so that what a pass holds does not grow with the sites of the
+/// whole repository.
 #[derive(Debug, Default)]
 pub struct LazyFacts {
-    /// The stored blobs (`graph_facts.facts`, and `sites` when wanted).
-    stored: Option<(Vec<u8>, Option<Vec<u8>>)>,
+    /// The stored blob (`graph_facts.facts`).
+    stored: Option<Vec<u8>>,
     decoded: std::sync::OnceLock<FileFacts>,
 }
 
 impl LazyFacts {
     /// Facts read from the store, decoded when first used (a damaged blob
     /// or one of another format reads as no facts).
-    pub fn stored(facts: Vec<u8>, sites: Option<Vec<u8>>) -> LazyFacts {
+    pub fn stored(facts: Vec<u8>) -> LazyFacts {
         LazyFacts {
-            stored: Some((facts, sites)),
+            stored: Some(facts),
             decoded: std::sync::OnceLock::new(),
         }
     }
 
-    /// The decoded facts.
+    /// The decoded facts (no sites).
     pub fn get(&self) -> &FileFacts {
         self.decoded.get_or_init(|| {
             self.stored
                 .as_ref()
-                .and_then(|(facts, sites)| {
-                    let world = StoredFacts::unpack(facts)?;
-                    let sites = match sites {
-                        Some(s) => Some(StoredFacts::unpack(s)?),
-                        None => None,
-                    };
-                    FileFacts::decode(&world, sites.as_deref())
-                })
+                .and_then(|facts| FileFacts::decode(&StoredFacts::unpack(facts)?, None))
                 .unwrap_or_default()
         })
+    }
+
+    /// The sites of the stored `sites` blob of this file (they name strings
+    /// of its facts blob); none when either is damaged or missing.
+    fn sites(&self, stored_sites: &[u8]) -> Vec<Site> {
+        self.stored
+            .as_ref()
+            .and_then(|facts| {
+                FileFacts::decode_sites(
+                    &StoredFacts::unpack(facts)?,
+                    &StoredFacts::unpack(stored_sites)?,
+                )
+            })
+            .unwrap_or_default()
     }
 }
 
@@ -265,6 +276,12 @@ impl World {
                 .collect(),
         );
         w
+    }
+
+    /// The sites of file `fi` from their stored blob (`graph_facts.sites`,
+    /// see [`crate::store::Store::graph_sites`]), for [`World::resolve_file`].
+    pub fn decode_sites(&self, fi: FileIdx, stored_sites: &[u8]) -> Vec<Site> {
+        self.files[fi].facts.sites(stored_sites)
     }
 
     /// The rules of file `fi`'s language.

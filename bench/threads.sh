@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# A cold `canopy index --threads 1` against the default (one thread per
+# core), in one run.
+#
+# Usage: bench/threads.sh [--runs N] REPO...
+#
+# For each repository, alternating (1 D 1 D …, N times each, default 3),
+# REPO/.canopy deleted before each run (a cold index, default settings).
+# Prints a markdown table: the best (lowest) wall and CPU seconds of each
+# and the speed-up (wall with one thread ÷ wall by default; issue 28 asks
+# for ≥ 1.8 with two cores on an idle machine).
+#
+# Environment: CANOPY_BIN uses that binary instead of building one
+# (`cargo build --release -p canopy-cli`). Needs GNU time (/usr/bin/time).
+set -euo pipefail
+
+runs=3
+repos=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --runs) runs=$2; shift 2 ;;
+        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        *) repos+=("$1"); shift ;;
+    esac
+done
+if [ ${#repos[@]} -eq 0 ]; then
+    echo "usage: bench/threads.sh [--runs N] REPO..." >&2
+    exit 2
+fi
+if [ ! -x /usr/bin/time ]; then
+    echo "GNU time is needed (apt-get install -y time)" >&2
+    exit 1
+fi
+here=$(cd "$(dirname "$0")/.." && pwd)
+if [ -z "${CANOPY_BIN:-}" ]; then
+    cargo build --release --quiet -p canopy-cli --manifest-path "$here/Cargo.toml"
+    CANOPY_BIN="$here/target/release/canopy"
+fi
+
+# Runs a cold index under GNU time; prints "cpu wall".
+timed() {
+    local repo=$1 out
+    shift
+    out=$(mktemp)
+    rm -rf "$repo/.canopy"
+    /usr/bin/time -f '%U %S %e' -o "$out" "$CANOPY_BIN" index --quiet "$@" "$repo" >/dev/null 2>&1
+    awk '{printf "%.3f %.3f\n", $1 + $2, $3}' "$out"
+    rm -f "$out"
+}
+
+best() { sort -n | head -1; }
+
+echo "| repository | cores | 1 thread wall s | default wall s | speed-up | 1 thread CPU s | default CPU s |"
+echo "|---|---|---|---|---|---|---|"
+for repo in "${repos[@]}"; do
+    one_cpu=(); one_wall=(); all_cpu=(); all_wall=()
+    for _ in $(seq "$runs"); do
+        read -r c w < <(timed "$repo" --threads 1)
+        one_cpu+=("$c"); one_wall+=("$w")
+        read -r c w < <(timed "$repo")
+        all_cpu+=("$c"); all_wall+=("$w")
+    done
+    oc=$(printf '%s\n' "${one_cpu[@]}" | best)
+    ow=$(printf '%s\n' "${one_wall[@]}" | best)
+    ac=$(printf '%s\n' "${all_cpu[@]}" | best)
+    aw=$(printf '%s\n' "${all_wall[@]}" | best)
+    awk -v n="$(basename "$repo")" -v cores="$(nproc)" -v oc="$oc" -v ow="$ow" -v ac="$ac" -v aw="$aw" \
+        'function ratio(a, b) { return b > 0 ? sprintf("%.2f", a / b) : "n/a" }
+         BEGIN { printf "| %s | %d | %.2f | %.2f | %s | %.2f | %.2f |\n", n, cores, ow, aw, ratio(ow, aw), oc, ac }'
+done
