@@ -245,6 +245,14 @@ fn two_nodes_share_a_registry_forward_and_take_over_from_a_killed_owner() {
     assert_eq!(new_owner.as_deref(), Some(other_id(&owner)));
     assert!(epoch2 > epoch1);
     assert_eq!(published2, g2);
+    // A handle of the dead owner's generation is stale on the new owner too.
+    let handle = via_a.answer.handles[0].id.clone();
+    let stale = post(
+        &other.client(),
+        "/expand",
+        &json!({ "repo": repo_id, "handles": [{ "id": handle, "generation": g1 }] }),
+    );
+    assert_error(&stale, 409, "stale_generation");
     assert_feed_consistent(&feed(&other), &repo_id);
 }
 
