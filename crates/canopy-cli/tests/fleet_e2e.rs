@@ -237,6 +237,34 @@ fn two_nodes_share_a_registry_forward_and_take_over_from_a_killed_owner() {
     assert_eq!(health["fleet"]["node_id"], other_id(&owner));
     assert!(health["fleet"]["database"]["connected"].as_bool().unwrap());
 
+    // A follower's cursor means the same on every node: paging two events
+    // at a time, alternating nodes, reads exactly the feed.
+    let mut cursor = 0;
+    let mut paged = Vec::new();
+    for turn in 0.. {
+        let via = if turn % 2 == 0 { &owner_node } else { &other };
+        let page: Value = get(
+            &via.client(),
+            &format!("/events?after_seq={cursor}&limit=2"),
+        )
+        .json()
+        .unwrap();
+        let items = page["items"].as_array().unwrap().clone();
+        if items.is_empty() {
+            break;
+        }
+        cursor = page["next_after_seq"].as_u64().unwrap();
+        paged.extend(items);
+    }
+    let whole = feed(&other);
+    let seqs = |v: &[Value]| {
+        v.iter()
+            .map(|e| e["seq"].as_u64().unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(seqs(&paged)[..], seqs(&whole)[..paged.len()]);
+    assert!(paged.len() >= 6, "{paged:?}");
+
     // The owner dies; the survivor takes the lease (a newer epoch),
     // re-indexes and answers at a newer generation.
     owner_node.kill();
