@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
 """Fleet mode under load: three `canopy serve --fleet` nodes on loopback.
 
-Scaffolding for issue 30 (phase 1): the set-up runs today; the measurement
-needs `canopy serve --fleet`, which phase 2 adds. Without it the script does
-the set-up, says so and exits 2 (with --setup-only it exits 0).
+Issue 30. With a binary that has no `serve --fleet` the script does the
+set-up, says so and exits 2 (with --setup-only it exits 0).
 
 1. Makes R small repositories (default 50) with bench/gen_repo.py
    (deterministic: seed = index), one commit each, and a bare clone of each
@@ -11,8 +10,9 @@ the set-up, says so and exits 2 (with --setup-only it exits 0).
 2. Starts a throwaway PostgreSQL (`cargo run --example throwaway_pg` of
    crates/canopy-fleet: it goes away when this script's pipe closes).
 3. Starts N nodes (default 3): `canopy serve --fleet URL --bind 127.0.0.1:0
-   --data-dir D_i --fleet-node-id node-i --fleet-advertise http://ADDR`
-   and reads each bound address from its `listening on http://ADDR` line.
+   --data-dir D_i --fleet-node-id node-i --token T --fleet-allow-local-git`
+   (default lease timing) and reads each bound address from its
+   `listening on http://ADDR` line.
 4. POST /repos/add {"git_url": file://..., "ref": "main"} for every
    repository (round robin over the nodes), then waits until GET /fleet
    shows every repository owned and each answers POST /query.
@@ -22,6 +22,9 @@ the set-up, says so and exits 2 (with --setup-only it exits 0).
 6. Forward overhead: one client, for each repository the same query sent
    to its owner and to a non-owner, alternating, K times (default 100):
    p50 of (non-owner) minus p50 of (owner).
+   Per-repository costs on the owners: checkout bytes (without .git and
+   .canopy), index bytes (.canopy), first index time (the owner's report),
+   and each node's resident memory (VmRSS) after the load.
 7. Takeover: kill -9 the node owning the most repositories; for each of
    its repositories, the time until a query through a surviving node
    answers 200 again (max and p50), bounded by 60 s.
@@ -48,6 +51,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+TOKEN = "fleet-bench-shared-token"
 PATTERNS = ["invoice", "ledger", "tenant", "retry", "payload", "cursor",
             "snapshot", "session", "token", "cache", "mapping", "quota"]
 
@@ -75,7 +79,7 @@ def make_repos(work, count, files):
 
 def start_postgres():
     proc = subprocess.Popen(
-        ["cargo", "run", "--quiet", "-p", "canopy-fleet", "--example", "throwaway_pg"],
+        ["cargo", "run", "--quiet", "--example", "throwaway_pg"],
         cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline().strip()
     if not line.startswith("url="):
@@ -95,8 +99,9 @@ class Node:
         self.data = os.path.join(work, "data", self.name)
         os.makedirs(self.data, exist_ok=True)
         self.proc = subprocess.Popen(
-            [binary, "serve", "--fleet", url, "--bind", "127.0.0.1:0", "--data-dir", self.data,
-             "--fleet-node-id", self.name, "--allow-root", work, "--quiet"],
+            [binary, "--quiet", "serve", "--fleet", url, "--bind", "127.0.0.1:0",
+             "--data-dir", self.data, "--fleet-node-id", self.name, "--allow-root", work,
+             "--token", TOKEN, "--fleet-allow-local-git"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.addr = None
         deadline = time.time() + 60
@@ -119,12 +124,20 @@ class Node:
     def request(self, method, path, body=None, conn=None):
         c = conn or self.conn()
         data = json.dumps(body) if body is not None else None
-        c.request(method, path, body=data, headers={"Content-Type": "application/json"})
+        c.request(method, path, body=data, headers={
+            "Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})
         r = c.getresponse()
         payload = r.read()
         if conn is None:
             c.close()
         return r.status, (json.loads(payload) if payload else None)
+
+    def rss_bytes(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        return 0
 
     def kill(self):
         if self.proc.poll() is None:
@@ -137,6 +150,37 @@ def pctl(values, p):
         return float("nan")
     v = sorted(values)
     return v[min(len(v) - 1, round((len(v) - 1) * p))]
+
+
+def tree_bytes(path, skip=()):
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames[:] = [d for d in dirnames if d not in skip]
+        for f in filenames:
+            try:
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def costs(nodes, repo_ids, owners):
+    """Per-repository source and index bytes in the owners' checkouts, and
+    the owners' first-index times (their published reports)."""
+    by_name = {n.name: n for n in nodes}
+    src, idx, ratio = [], [], []
+    for r in repo_ids:
+        checkout = os.path.join(by_name[owners[r]].data, "fleet", "checkouts", r)
+        s = tree_bytes(checkout, skip=(".git", ".canopy"))
+        i = tree_bytes(os.path.join(checkout, ".canopy"))
+        src.append(s)
+        idx.append(i)
+        if s:
+            ratio.append(i / s)
+    status, repos = nodes[0].request("GET", "/repos")
+    index_ms = [v["last_index"]["duration_ms"] for v in repos
+                if v.get("last_index") and "duration_ms" in v["last_index"]]
+    return src, idx, ratio, index_ms
 
 
 def wait_owned(nodes, repo_ids, limit):
@@ -231,6 +275,16 @@ def main():
                 time.sleep(0.2)
         print(f"all {len(repo_ids)} repositories owned and answering after {time.time() - t:.1f} s")
 
+        owners = wait_owned(nodes, repo_ids, 60)  # after any settling handover
+        src, idx, ratio, index_ms = costs(nodes, repo_ids, owners)
+        print()
+        print("| per repository | n | p50 | p95 |")
+        print("|---|---:|---:|---:|")
+        print(f"| checkout bytes (no .git, .canopy) | {len(src)} | {pctl(src, .5):.0f} | {pctl(src, .95):.0f} |")
+        print(f"| index bytes (.canopy) | {len(idx)} | {pctl(idx, .5):.0f} | {pctl(idx, .95):.0f} |")
+        print(f"| index bytes / source byte | {len(ratio)} | {pctl(ratio, .5):.2f} | {pctl(ratio, .95):.2f} |")
+        print(f"| first index, ms (owner's report) | {len(index_ms)} | {pctl(index_ms, .5):.0f} | {pctl(index_ms, .95):.0f} |")
+
         lat, errors = load(nodes, repo_ids, args.threads, args.duration)
         print()
         print("| phase | requests | req/s | p50 ms | p95 ms | errors |")
@@ -238,7 +292,15 @@ def main():
         print(f"| {args.threads} clients, {args.duration:.0f} s, any node | {len(lat)} | "
               f"{len(lat) / args.duration:.1f} | {pctl(lat, .5) * 1e3:.2f} | {pctl(lat, .95) * 1e3:.2f} | {errors} |")
 
+        print()
+        counts = {}
+        for o in owners.values():
+            counts[o] = counts.get(o, 0) + 1
+        for n in nodes:
+            print(f"{n.name}: {counts.get(n.name, 0)} repositories, RSS {n.rss_bytes() / 2**20:.1f} MiB after the load")
+
         by_name = {n.name: n for n in nodes}
+        owners = wait_owned(nodes, repo_ids, 60)
         owner_lat, forward_lat = [], []
         rng = random.Random(7)
         for _ in range(args.forward_samples):

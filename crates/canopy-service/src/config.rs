@@ -87,6 +87,9 @@ pub struct ServeArgs {
     /// watched with `POST /repos/add {"path": …, "watch": true}` instead.
     #[arg(long)]
     pub watch: bool,
+    /// Fleet mode (`--fleet postgres://…`): off unless given.
+    #[command(flatten)]
+    pub fleet: crate::fleet::FleetArgs,
     /// How repositories' engines are opened (the binary's global flags,
     /// e.g. `--max-file-size`); the service always turns `auto_index` off.
     #[arg(skip)]
@@ -107,6 +110,7 @@ impl Default for ServeArgs {
             request_timeout_secs: DEFAULT_REQUEST_TIMEOUT_SECS,
             max_expand_handles: DEFAULT_MAX_EXPAND_HANDLES,
             watch: false,
+            fleet: crate::fleet::FleetArgs::default(),
             engine_options: EngineOptions::default(),
         }
     }
@@ -145,6 +149,8 @@ pub struct Config {
     pub watch_all: bool,
     /// Options for every repository's engine.
     pub engine_options: EngineOptions,
+    /// Fleet mode's settings (`None`: a single node, no PostgreSQL).
+    pub fleet: Option<crate::fleet::FleetSettings>,
 }
 
 /// The default data directory: `$XDG_DATA_HOME/canopy`, else
@@ -259,6 +265,10 @@ impl Config {
     /// Validates the arguments. Refuses a non-loopback bind without a token,
     /// an empty token, a missing allowed root and zero limits.
     pub fn from_args(args: ServeArgs) -> anyhow::Result<Config> {
+        let fleet = crate::fleet::FleetSettings::from_args(
+            &args.fleet,
+            args.token.is_some() || args.no_auth,
+        )?;
         let token = args.token.filter(|t| !t.is_empty());
         let agent_token = args.agent_token.filter(|t| !t.is_empty());
         let addrs: Vec<SocketAddr> = args
@@ -362,6 +372,7 @@ impl Config {
             request_timeout: Duration::from_secs(args.request_timeout_secs),
             max_expand_handles: args.max_expand_handles,
             watch_all: args.watch,
+            fleet,
             // The service's runner owns indexing: queries never index on their own.
             engine_options: EngineOptions {
                 auto_index: false,

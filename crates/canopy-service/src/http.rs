@@ -73,9 +73,17 @@ pub fn router(service: Arc<Service>) -> Router {
     for (_, path, handler) in table() {
         router = router.route(path, handler);
     }
-    router
+    router = router
         .fallback(fallback)
-        .method_not_allowed_fallback(method_not_allowed)
+        .method_not_allowed_fallback(method_not_allowed);
+    if service.fleet().is_some() {
+        // Fleet mode: behind authentication, in front of every handler.
+        router = router.layer(middleware::from_fn_with_state(
+            service.clone(),
+            crate::fleet::layer,
+        ));
+    }
+    router
         .layer(DefaultBodyLimit::max(service.config().max_body_bytes))
         .layer(middleware::from_fn_with_state(service.clone(), guard))
         .layer(middleware::from_fn_with_state(service.clone(), track))

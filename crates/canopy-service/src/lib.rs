@@ -53,6 +53,7 @@
 #![warn(missing_docs)]
 pub mod config;
 pub mod error;
+pub mod fleet;
 pub mod http;
 pub mod metrics;
 pub mod registry;
@@ -105,7 +106,13 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         )),
         _ => None,
     };
+    let fleet_settings = config.fleet.clone();
     let service = Service::start(config)?;
+    // Fleet mode only: nothing of canopy-fleet runs without --fleet.
+    let fleet = match &fleet_settings {
+        Some(settings) => Some(fleet::FleetNode::start(&service, settings, addr).await?),
+        None => None,
+    };
     if let Some(line) = generated {
         eprintln!("{line}");
     }
@@ -127,13 +134,19 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             std::future::pending::<()>().await;
         }
     };
-    tokio::select! {
-        served = server => served.context("the HTTP server failed")?,
+    let served = tokio::select! {
+        served = server => served.context("the HTTP server failed"),
         _ = deadline => {
             eprintln!("requests still open after {SHUTDOWN_GRACE:?}; exiting anyway");
+            Ok(())
         }
+    };
+    // Leaving cleanly releases every lease at once: the other nodes take
+    // the repositories over at their next heartbeat, not after the TTL.
+    if let Some(node) = fleet {
+        node.shutdown().await;
     }
-    Ok(())
+    served
 }
 
 async fn shutdown_signal(service: Arc<Service>) {

@@ -57,7 +57,10 @@ fn base_command(bin: &Path, data_dir: &Path) -> Command {
         .env_remove("CANOPY_AGENT_TOKEN")
         .env_remove("CANOPY_BIND")
         .env_remove("CANOPY_DATA_DIR")
-        .env("CANOPY_LOG", "warn")
+        .env(
+            "CANOPY_LOG",
+            std::env::var("CANOPY_TEST_SERVE_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -146,6 +149,11 @@ impl Server {
     /// A client without credentials.
     pub fn anonymous(&self) -> ServiceClient {
         ServiceClient::new(&self.url).expect("client")
+    }
+
+    /// The process id (to send it signals).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Kills the process (SIGKILL: no graceful shutdown).

@@ -51,13 +51,14 @@
 
 mod answers;
 mod entry;
+mod fleet;
 mod health;
 mod repos;
 mod runner;
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -71,6 +72,7 @@ use crate::registry::{NewEvent, Registry, RepoRecord, RepoStatus, now_ms};
 
 pub use answers::{MAX_EXPAND_BUDGET, MAX_SESSION_LEN};
 pub use entry::{RepoEntry, RunProgress};
+pub(crate) use fleet::sanitize_repo_name;
 pub use health::{BACKLOG_AFTER, INDEX_LAG_DEGRADED, UNHEALTHY_FAILURES};
 
 /// How long start-up waits for another process to release the data directory.
@@ -110,6 +112,8 @@ pub struct Service {
     shutdown: watch::Sender<bool>,
     metrics: Metrics,
     started: Instant,
+    /// Fleet mode: the node, attached once after start ([`Service::attach_fleet`]).
+    fleet: OnceLock<Arc<crate::fleet::FleetNode>>,
     _data_dir_lock: std::fs::File,
 }
 
@@ -139,7 +143,13 @@ impl Service {
             );
         }
         let registry = Registry::open(&config.data_dir)?;
-        let records = registry.repos()?;
+        // In fleet mode the registry is PostgreSQL's: repositories come
+        // from leases, never from the local registry.
+        let records = if config.fleet.is_some() {
+            Vec::new()
+        } else {
+            registry.repos()?
+        };
         let latest = registry.latest_seq()?;
         let mut entries = Vec::new();
         let mut interrupted = Vec::new();
@@ -170,6 +180,7 @@ impl Service {
             shutdown: watch::channel(false).0,
             metrics: Metrics::default(),
             started: Instant::now(),
+            fleet: OnceLock::new(),
             _data_dir_lock: lock_file,
         });
         service.commit(
@@ -235,7 +246,12 @@ impl Service {
     }
 
     /// Writes repository state and events atomically, then wakes long-polls.
-    fn commit(&self, repo: Option<&RepoRecord>, events: Vec<NewEvent>) -> rusqlite::Result<()> {
+    /// In fleet mode they are published to PostgreSQL under the
+    /// repository's lease instead (refused when this node does not hold it).
+    fn commit(&self, repo: Option<&RepoRecord>, events: Vec<NewEvent>) -> anyhow::Result<()> {
+        if let Some(node) = self.fleet.get() {
+            return node.commit(repo, events);
+        }
         let seq = self.registry.commit(repo, &events)?;
         if seq > 0 {
             self.events.send_replace(seq);

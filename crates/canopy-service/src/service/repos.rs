@@ -85,7 +85,7 @@ fn free_name(root: &Path, taken: impl Fn(&str) -> bool) -> String {
     candidate
 }
 
-fn sanitize_name(raw: &str) -> String {
+pub(super) fn sanitize_name(raw: &str) -> String {
     let s: String = raw
         .chars()
         .map(|c| {
@@ -175,7 +175,7 @@ impl Service {
     /// an allowed root. Errors name the path as given, never its resolved
     /// form (that would tell the caller where a symlink points), and never
     /// say whether a path outside the allowed roots exists.
-    fn registrable_root(&self, raw: &str) -> Result<(PathBuf, String), ApiError> {
+    pub(super) fn registrable_root(&self, raw: &str) -> Result<(PathBuf, String), ApiError> {
         if raw.is_empty() {
             return Err(ApiError::Validation("`path` is required".into()));
         }

@@ -1,0 +1,418 @@
+//! Fleet mode end to end (issue 30): real `canopy serve --fleet` processes
+//! on loopback sharing one throwaway PostgreSQL (`CANOPY_PG_BIN`; skipped
+//! without PostgreSQL unless `CANOPY_REQUIRE_POSTGRES=1`).
+//!
+//! * two nodes: a repository registered through one is answered through
+//!   the other (forwarded to its owner, with the caller's credentials);
+//!   loop protection; the owner killed (`kill -9`) and the survivor taking
+//!   the repository over and answering at a newer generation; the event
+//!   feed gap-free and generations strictly increasing throughout;
+//! * a paused owner (SIGSTOP past its lease, then SIGCONT) whose index run
+//!   finishes after the takeover: its publish is refused, and nothing it
+//!   wrote late reaches the shared state;
+//! * without `--fleet`, nothing of fleet mode is there.
+//!
+//! Leases are 3 s here (`--fleet-lease-ttl-ms`); every wait is bounded by
+//! `WAIT` and nothing is timed (speed is `bench/fleet.py`'s).
+
+use std::path::Path;
+use std::process::Command;
+
+use canopy_core::query::QueryParams;
+use canopy_fleet::testing::PgServer;
+use canopy_test_support::canopy_bin;
+use canopy_test_support::repo::Repo;
+use canopy_test_support::serve::{Opts, Server, assert_error, get, post};
+
+use serde_json::{Value, json};
+
+const TOKEN: &str = "fleet-e2e-shared-token";
+const LEASE_TTL_MS: &str = "3000";
+
+fn pg() -> Option<PgServer> {
+    match PgServer::start(Some(Path::new(env!("CARGO_TARGET_TMPDIR")))) {
+        Ok(Some(s)) => Some(s),
+        Ok(None) => {
+            if std::env::var_os("CANOPY_REQUIRE_POSTGRES").is_some_and(|v| v == "1") {
+                panic!(
+                    "no PostgreSQL binaries found and CANOPY_REQUIRE_POSTGRES=1 (run .ci/postgres.sh)"
+                );
+            }
+            eprintln!("skipping: no PostgreSQL binaries (set CANOPY_PG_BIN or install postgresql)");
+            None
+        }
+        Err(e) => panic!("cannot start a throwaway PostgreSQL: {e}"),
+    }
+}
+
+fn node(pg: &PgServer, id: &str, data: &Path) -> Server {
+    let opts = Opts {
+        token: Some(TOKEN.into()),
+        extra: [
+            "--fleet",
+            &pg.url(),
+            "--fleet-node-id",
+            id,
+            "--fleet-lease-ttl-ms",
+            LEASE_TTL_MS,
+            "--fleet-allow-local-git",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        ..Opts::default()
+    };
+    Server::start(canopy_bin!(), data, &opts)
+}
+
+fn view(server: &Server) -> Value {
+    let r = get(&server.client(), "/fleet");
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json().unwrap()
+}
+
+/// (owner, epoch, generation) of `repo_id` in `GET /fleet`.
+fn placement(server: &Server, repo_id: &str) -> (Option<String>, u64, u64) {
+    let v = view(server);
+    let p = v["repos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["repo_id"] == repo_id)
+        .cloned()
+        .unwrap_or_else(|| panic!("{repo_id} not in /fleet: {v}"));
+    (
+        p["owner"].as_str().map(str::to_string),
+        p["epoch"].as_u64().unwrap(),
+        p["generation"].as_u64().unwrap(),
+    )
+}
+
+fn symbol(name: &str) -> QueryParams {
+    QueryParams {
+        symbol: Some(name.into()),
+        ..QueryParams::default()
+    }
+}
+
+/// Waits until `server` answers a query on `repo_id` at a generation
+/// above `above`; returns that generation. On timeout, panics with the
+/// node's log and `GET /fleet`.
+fn answered_above(server: &Server, repo_id: &str, name: &str, above: u64) -> u64 {
+    let deadline = std::time::Instant::now() + canopy_test_support::WAIT;
+    let mut last = String::new();
+    while std::time::Instant::now() < deadline {
+        match server.client().query(repo_id, &symbol(name)) {
+            Ok(served) if served.at.generation > above && !served.answer.handles.is_empty() => {
+                return served.at.generation;
+            }
+            Ok(served) => last = format!("generation {}", served.at.generation),
+            Err(e) => last = e.to_string(),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let fleet = get(&server.client(), "/fleet").text();
+    panic!(
+        "{} did not answer {repo_id} above generation {above} (last: {last})\nfleet: {fleet}\nlog:\n{}",
+        server.url,
+        server.log()
+    );
+}
+
+/// Every event of the feed, read through `server`.
+fn feed(server: &Server) -> Vec<Value> {
+    let r = get(&server.client(), "/events?after_seq=0&limit=1000");
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json().unwrap()["items"].as_array().unwrap().clone()
+}
+
+/// The feed is 1..=N without gaps or repeats, and `repo_id`'s
+/// `generation_bumped` events strictly increase, each from the previous.
+fn assert_feed_consistent(events: &[Value], repo_id: &str) {
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    let expected: Vec<u64> = (1..=seqs.len() as u64).collect();
+    assert_eq!(seqs, expected, "the feed has gaps or repeats");
+    let bumps: Vec<(u64, u64)> = events
+        .iter()
+        .filter(|e| e["kind"] == "generation_bumped" && e["repo_id"] == repo_id)
+        .map(|e| {
+            (
+                e["data"]["from"].as_u64().unwrap(),
+                e["data"]["to"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(!bumps.is_empty());
+    let mut last = 0;
+    for (from, to) in bumps {
+        assert_eq!(from, last, "a bump did not start from the last generation");
+        assert!(to > from);
+        last = to;
+    }
+}
+
+fn signal(server: &Server, sig: &str) {
+    let status = Command::new("kill")
+        .args([sig, &server.pid().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill {sig} failed");
+}
+
+#[test]
+fn two_nodes_share_a_registry_forward_and_take_over_from_a_killed_owner() {
+    let Some(pg) = pg() else { return };
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = node(&pg, "node-a", da.path());
+    let b = node(&pg, "node-b", db.path());
+    let repo = Repo::small();
+
+    // Registered through A (a git source: each owner keeps its own checkout)…
+    let added = post(
+        &a.client(),
+        "/repos/add",
+        &json!({ "git_url": repo.path(), "ref": "HEAD" }),
+    );
+    assert_eq!(added.status, 200, "{}", added.text());
+    let repo_id = added.json().unwrap()["repo_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // …known to B at once (one registry), and the same source is the same repository.
+    let listed = b.client().repos().unwrap();
+    assert!(listed.iter().any(|r| r.repo_id == repo_id), "{listed:?}");
+    let again = post(
+        &b.client(),
+        "/repos/add",
+        &json!({ "git_url": repo.path() }),
+    );
+    assert_eq!(again.json().unwrap()["repo_id"], repo_id.as_str());
+    assert_eq!(again.json().unwrap()["created"], false);
+
+    // Answered through either node, at the same generation.
+    let g1 = answered_above(&b, &repo_id, "authenticate", 0);
+    let via_a = a.client().query(&repo_id, &symbol("authenticate")).unwrap();
+    assert_eq!(via_a.at.generation, g1);
+    let (owner, epoch1, published) = placement(&b, &repo_id);
+    assert_eq!(published, g1);
+    let owner = owner.expect("an owner");
+    let (owner_node, other) = if owner == "node-a" { (a, b) } else { (b, a) };
+
+    // The other node forwarded (its metrics say so); a forwarded request
+    // is never forwarded again; the caller's credentials go along.
+    let metrics = other.client().metrics().unwrap();
+    assert!(
+        metrics.contains("canopy_fleet_forward_seconds_count{node_id=")
+            && metrics
+                .lines()
+                .any(|l| l.starts_with("canopy_fleet_forward_seconds_count")
+                    && l.contains("outcome=\"ok\"")
+                    && !l.ends_with(" 0")),
+        "{metrics}"
+    );
+    let looped = other
+        .client()
+        .send_raw(
+            "POST",
+            "/query",
+            Some(
+                json!({ "repo": repo_id, "symbol": "authenticate" })
+                    .to_string()
+                    .as_bytes(),
+            ),
+            &[("X-Canopy-Forwarded-By", "node-x")],
+        )
+        .unwrap();
+    assert_error(&looped, 421, "misdirected");
+    let wrong = other.client_with("not-the-fleet-token");
+    let refused = post(
+        &wrong,
+        "/query",
+        &json!({ "repo": repo_id, "symbol": "authenticate" }),
+    );
+    assert_eq!(refused.status, 403, "{}", refused.text());
+
+    // Health and metrics carry the fleet's state.
+    let health: Value = get(&other.client(), "/health").json().unwrap();
+    assert_eq!(health["fleet"]["node_id"], other_id(&owner));
+    assert!(health["fleet"]["database"]["connected"].as_bool().unwrap());
+
+    // A follower's cursor means the same on every node: paging two events
+    // at a time, alternating nodes, reads exactly the feed.
+    let mut cursor = 0;
+    let mut paged = Vec::new();
+    for turn in 0.. {
+        let via = if turn % 2 == 0 { &owner_node } else { &other };
+        let page: Value = get(
+            &via.client(),
+            &format!("/events?after_seq={cursor}&limit=2"),
+        )
+        .json()
+        .unwrap();
+        let items = page["items"].as_array().unwrap().clone();
+        if items.is_empty() {
+            break;
+        }
+        cursor = page["next_after_seq"].as_u64().unwrap();
+        paged.extend(items);
+    }
+    let whole = feed(&other);
+    let seqs = |v: &[Value]| {
+        v.iter()
+            .map(|e| e["seq"].as_u64().unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(seqs(&paged)[..], seqs(&whole)[..paged.len()]);
+    assert!(paged.len() >= 6, "{paged:?}");
+
+    // The owner dies; the survivor takes the lease (a newer epoch),
+    // re-indexes and answers at a newer generation.
+    owner_node.kill();
+    let g2 = answered_above(&other, &repo_id, "authenticate", g1);
+    let (new_owner, epoch2, published2) = placement(&other, &repo_id);
+    assert_eq!(new_owner.as_deref(), Some(other_id(&owner)));
+    assert!(epoch2 > epoch1);
+    assert_eq!(published2, g2);
+    // A handle of the dead owner's generation is stale on the new owner too.
+    let handle = via_a.answer.handles[0].id.clone();
+    let stale = post(
+        &other.client(),
+        "/expand",
+        &json!({ "repo": repo_id, "handles": [{ "id": handle, "generation": g1 }] }),
+    );
+    assert_error(&stale, 409, "stale_generation");
+    assert_feed_consistent(&feed(&other), &repo_id);
+}
+
+fn other_id(owner: &str) -> &'static str {
+    if owner == "node-a" {
+        "node-b"
+    } else {
+        "node-a"
+    }
+}
+
+#[test]
+fn a_paused_owner_cannot_publish_after_it_resumes() {
+    const FILES: usize = 1500;
+    let Some(pg) = pg() else { return };
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = node(&pg, "node-a", da.path());
+    let b = node(&pg, "node-b", db.path());
+    let repo = Repo::large(FILES);
+    let added = post(
+        &a.client(),
+        "/repos/add",
+        &json!({ "git_url": repo.path(), "ref": "HEAD" }),
+    );
+    assert_eq!(added.status, 200, "{}", added.text());
+    let repo_id = added.json().unwrap()["repo_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let g1 = answered_above(&a, &repo_id, "handler_1_0", 0);
+    let (owner, epoch1, _) = placement(&a, &repo_id);
+    let owner = owner.expect("an owner");
+    let (paused, other) = if owner == "node-a" { (a, b) } else { (b, a) };
+
+    // A new commit, fetched by the owner: its run starts; pause it at once.
+    repo.rewrite_large(FILES, 1);
+    repo.commit("v1");
+    let fetched = post(
+        &other.client(),
+        &format!("/repos/{repo_id}/fetch"),
+        &json!({}),
+    );
+    assert_eq!(fetched.status, 200, "{}", fetched.text());
+    assert_eq!(
+        fetched.json().unwrap()["status"],
+        "indexing",
+        "{}",
+        fetched.text()
+    );
+    signal(&paused, "-STOP");
+
+    // The other node takes over after the lease lapses and publishes.
+    let g2 = answered_above(&other, &repo_id, "handler_1_0", g1);
+    let (new_owner, epoch2, _) = placement(&other, &repo_id);
+    assert_eq!(new_owner.as_deref(), Some(other_id(&owner)));
+    assert!(epoch2 > epoch1);
+    let before_resume = feed(&other).len();
+
+    // The paused owner resumes and finishes its run: its publish is refused.
+    signal(&paused, "-CONT");
+    let deadline = std::time::Instant::now() + canopy_test_support::WAIT;
+    while !paused.log().contains("publish refused") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the resumed node did not report a refused publish; log:\n{}\nfeed: {:?}",
+            paused.log(),
+            feed(&other)
+                .iter()
+                .map(|e| format!(
+                    "{} {} {} {}",
+                    e["seq"], e["kind"], e["data"]["written_by"], e["data"]["generation"]
+                ))
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // It forwards to the new owner now, and answers at the new owner's generation.
+    let via_paused = answered_above(&paused, &repo_id, "handler_1_0", g1);
+    assert!(via_paused >= g2);
+    // Whatever the resumed node wrote since came from a newer lease (it
+    // may win the repository back: rendezvous prefers it), never epoch1's run.
+    let events = feed(&other);
+    for e in &events[before_resume..] {
+        if e["repo_id"] == repo_id.as_str() && writer(e) == Some(owner.as_str()) {
+            let epoch = e["data"]["written_by"]["epoch"].as_u64().unwrap();
+            assert!(
+                epoch > epoch2,
+                "the paused owner wrote under an old lease: {e}"
+            );
+        }
+    }
+    assert_feed_consistent(&events, &repo_id);
+    let (_, _, published) = placement(&other, &repo_id);
+    assert!(published >= g2);
+}
+
+/// The node that wrote a repository event (fleet mode says so in its data).
+fn writer(event: &Value) -> Option<&str> {
+    event["data"]["written_by"]["node_id"].as_str()
+}
+
+#[test]
+fn without_the_flag_nothing_of_fleet_mode_is_there() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
+    let client = server.client();
+    assert_error(&get(&client, "/fleet"), 404, "not_found");
+    let health: Value = get(&client, "/health").json().unwrap();
+    assert!(health.get("fleet").is_none(), "{health}");
+    let metrics = client.metrics().unwrap();
+    assert!(!metrics.contains("canopy_fleet_"), "{metrics}");
+    // No fleet argument means no fleet: the registry is the data
+    // directory's, as before.
+    assert!(
+        data.path().join("registry.db").exists() || data.path().read_dir().unwrap().count() > 0
+    );
+    assert!(!server.log().contains("fleet"), "{}", server.log());
+}
+
+#[test]
+fn fleet_mode_refuses_a_per_node_generated_token() {
+    let data = tempfile::tempdir().unwrap();
+    let (ok, err) = canopy_test_support::serve::serve_exits(
+        canopy_bin!(),
+        data.path(),
+        &[
+            "--bind",
+            "127.0.0.1:0",
+            "--fleet",
+            "postgres://nobody@127.0.0.1:1/x",
+        ],
+    );
+    assert!(!ok);
+    assert!(err.contains("--token"), "{err}");
+}
