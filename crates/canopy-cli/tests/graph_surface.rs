@@ -408,3 +408,106 @@ fn receivers_of_builtin_types_are_never_guessed() {
     let set = json(dir, &["callers", "Table.set"]);
     assert!(names(&set).is_empty(), "{set}");
 }
+
+/// `(file, expected dependencies)` of each language's import fixture
+/// (`tests/fixtures/graph/imports/<lang>`): imports of modules whose names
+/// are no units (constants, a default export, a namespace used whole, an
+/// import inside a function) are dependencies too.
+const IMPORT_FIXTURES: &[(&str, &str, &[&str])] = &[
+    (
+        "py",
+        "app.py",
+        &["pkg/__init__.py", "pkg/registry.py", "pkg/settings.py"],
+    ),
+    (
+        "ts",
+        "src/app.ts",
+        &[
+            "src/config.ts",
+            "src/limits.ts",
+            "src/plugins.ts",
+            "src/registry.ts",
+        ],
+    ),
+    ("rs", "src/app.rs", &["src/limits.rs"]),
+    ("go", "main.go", &["util/limits.go"]),
+];
+
+fn dep_names(a: &Value, side: &str) -> Vec<String> {
+    let mut v: Vec<String> = a["edges"]
+        .as_array()
+        .expect("edges")
+        .iter()
+        .map(|e| e[side].as_str().expect("name").to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn file_dependencies_come_from_imports_in_every_language() {
+    for (lang, file, want) in IMPORT_FIXTURES {
+        let tmp = canopy_test_support::repo::workspace_fixture(&format!("graph/imports/{lang}"));
+        let dir = tmp.path();
+        let o = canopy(dir, &["index", "--quiet"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let deps = json(dir, &["dependencies", file]);
+        assert_eq!(dep_names(&deps, "to"), *want, "{lang}: {deps}");
+        for target in *want {
+            let back = json(dir, &["dependents", target]);
+            assert_eq!(
+                dep_names(&back, "from"),
+                vec![file.to_string()],
+                "{lang}: {back}"
+            );
+        }
+    }
+}
+
+/// The same over MCP (`canopy_graph`) and HTTP (`POST /graph`).
+#[tokio::test(flavor = "multi_thread")]
+async fn file_dependencies_from_imports_over_mcp_and_http() {
+    use canopy_test_support::canopy_bin;
+    use canopy_test_support::mcp::{call, connect, ok_json};
+    use canopy_test_support::serve::{Opts, Server, add_and_index, post};
+    use serde_json::json;
+
+    let repo = Repo::new(&[
+        ("pkg/__init__.py", ""),
+        ("pkg/registry.py", "handlers = {}\n"),
+        (
+            "app.py",
+            "def count():\n    from pkg.registry import handlers\n\n    return len(handlers)\n",
+        ),
+    ]);
+    let path = repo.dir.path();
+    let want = vec!["pkg/registry.py".to_string()];
+    let client = connect(canopy_bin!()).await;
+    let deps = ok_json(
+        &call(
+            &client,
+            "canopy_graph",
+            json!({"path": path, "op": "dependencies", "target": "app.py"}),
+        )
+        .await,
+    );
+    assert_eq!(dep_names(&deps, "to"), want, "{deps}");
+    client.cancel().await.expect("close");
+
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
+    let http = server.client();
+    let id = add_and_index(&http, &repo);
+    let resp = post(
+        &http,
+        "/graph",
+        &json!({"repo": id, "op": "dependents", "target": "pkg/registry.py"}),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let back: Value = resp.json().expect("json");
+    assert_eq!(
+        dep_names(&back, "from"),
+        vec!["app.py".to_string()],
+        "{back}"
+    );
+}

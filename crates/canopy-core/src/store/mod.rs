@@ -52,8 +52,9 @@ use crate::error::{CanopyError, Result};
 /// `let` patterns, `_` counted in positional patterns; 17: Rust path heads
 /// a local of the same name could hide, marked; 18: TypeScript overload
 /// signatures are declarations, not uses of the name; function-typed
-/// interface properties are methods).
-pub const SCHEMA_VERSION: u32 = 18;
+/// interface properties are methods; 19: imports carry their line, and
+/// an import of a module file is an edge to that file's unit).
+pub const SCHEMA_VERSION: u32 = 19;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

@@ -39,6 +39,9 @@ pub struct Site {
 pub struct Import {
     /// Byte offset of the statement (its scope is the innermost unit containing it).
     pub byte: u32,
+    /// 1-based line of the statement (where a file's dependency on the
+    /// imported module is shown).
+    pub line: u32,
     /// The local name (`c` in `from a import b as c`; `*` for a glob import).
     pub local: String,
     /// The module as written (`a`, `..pkg.mod`, `./x`, `crate::a::b`, `net/http`).
@@ -203,9 +206,9 @@ impl Reader<'_> {
 }
 
 /// 2: imports carry `exported`. 3: sites in a stream of their own.
-/// 4: compiled-out ranges. (The store keeps both streams compressed; the
+/// 4: compiled-out ranges. 5: imports carry their line. (The store keeps both streams compressed; the
 /// format is that of what they inflate to.)
-const FORMAT: u64 = 4;
+const FORMAT: u64 = 5;
 
 /// A file's facts encoded: what resolving other files needs of it
 /// (`world`: imports, bindings, definition facts, package) apart from its
@@ -291,6 +294,7 @@ impl FileFacts {
         put(&mut body, self.imports.len() as u64);
         for i in &self.imports {
             put(&mut body, u64::from(i.byte));
+            put(&mut body, u64::from(i.line));
             put(&mut body, strings.id(&i.local) << 1 | u64::from(i.exported));
             put(&mut body, strings.id(&i.module));
             put(&mut body, strings.opt(i.name.as_deref()));
@@ -401,9 +405,11 @@ fn decode_world(r: &mut Reader, list: &[&str], facts: &mut FileFacts) -> Option<
     let n = r.get()? as usize;
     for _ in 0..n.min(len) {
         let byte = r.get()? as u32;
+        let line = r.get()? as u32;
         let local = r.get()?;
         facts.imports.push(Import {
             byte,
+            line,
             local: s(local >> 1)?,
             exported: local & 1 == 1,
             module: s(r.get()?)?,

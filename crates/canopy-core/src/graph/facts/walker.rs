@@ -175,6 +175,7 @@ impl<'a> Cx<'a> {
         }
         self.facts.imports.push(Import {
             byte: at.start_byte() as u32,
+            line: at.start_position().row as u32 + 1,
             local: local.to_string(),
             module: module.to_string(),
             name: name.map(str::to_string),

@@ -4,6 +4,8 @@
 //! class-like unit gets edges to the types it extends or implements.
 //! How sure an edge is follows from how it was found ([`confidence`]).
 
+use std::collections::HashSet;
+
 use super::eval::{Ctx, Val};
 use super::ids::{FileIdx, SymId};
 use super::world::{World, is_classlike};
@@ -72,7 +74,55 @@ impl World {
             });
         }
         self.base_edges(fi, &mut out);
+        self.module_import_edges(fi, &mut out);
         out
+    }
+
+    /// Imports of modules that are files of the repository: an edge from
+    /// the unit around the import statement to the imported file's unit,
+    /// once per (unit, file). An import site whose name is a definition
+    /// already has its edge (above); these make the file dependency that
+    /// no definition carries — `from pkg import submodule`, `import pkg`,
+    /// `from m import CONSTANT` (a name that is no unit), `import './x'`.
+    fn module_import_edges(&self, fi: FileIdx, out: &mut Vec<EdgeRow>) {
+        let mut seen: HashSet<(i64, FileIdx)> = HashSet::new();
+        for i in &self.files[fi].facts.imports {
+            let mut vals = self.import_target(fi, &i.module, i.name.as_deref(), 0);
+            if vals
+                .iter()
+                .any(|v| matches!(v, Val::Func(_) | Val::Class(_)))
+            {
+                // A definition: its import site's edge says the same.
+                continue;
+            }
+            if i.name.is_some() && !vals.iter().any(|v| matches!(v, Val::File(_))) {
+                // A name that is no unit (a constant, an instance): the module it is in.
+                vals = self.import_target(fi, &i.module, None, 0);
+            }
+            let Some(src) = self.caller_unit(fi, i.byte) else {
+                continue;
+            };
+            let src = self.syms[src].id;
+            for v in vals {
+                let Val::File(target) = v else { continue };
+                let Some(dst) = self.file_unit[target] else {
+                    continue;
+                };
+                if target == fi || !seen.insert((src, target)) {
+                    continue;
+                }
+                out.push(EdgeRow {
+                    src,
+                    target: Target::Resolved(self.syms[dst].id),
+                    kind: SiteKind::Import,
+                    how: How::Import,
+                    confidence: confidence(How::Import),
+                    line: i.line,
+                    col: 0,
+                    name: i.module.clone(),
+                });
+            }
+        }
     }
 
     /// Type relations of the class-like units of file `fi`: bases, traits an

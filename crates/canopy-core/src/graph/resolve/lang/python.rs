@@ -27,8 +27,15 @@ pub(crate) struct Python {
 impl Python {
     /// The rules, with the module names of the world's Python files.
     pub(crate) fn new(files: &Table<FileIdx, WorldFile>) -> Python {
+        let packages: std::collections::HashSet<&str> = files
+            .iter()
+            .filter(|(_, f)| f.family == Family::Python)
+            .filter_map(|(_, f)| f.path.strip_suffix("/__init__.py"))
+            .collect();
         Python {
-            modules: files_by_key(files, Family::Python, module_names),
+            modules: files_by_key(files, Family::Python, |path| {
+                importable_names(path, &packages)
+            }),
         }
     }
 
@@ -214,6 +221,31 @@ pub(crate) fn module_names(path: &str) -> Vec<String> {
     let stem = stem.strip_suffix("/__init__").unwrap_or(stem);
     let parts: Vec<&str> = stem.split('/').collect();
     (0..parts.len()).map(|i| parts[i..].join(".")).collect()
+}
+
+/// The dotted names a file can be imported as from some import root
+/// ([`module_names`], but not a name that starts inside a package: a
+/// folder with `__init__.py` is no import root, so
+/// `django/contrib/gis/geos/collections.py` is not the stdlib's
+/// `collections`, while `src/click/core.py` is `click.core`).
+fn importable_names(path: &str, packages: &std::collections::HashSet<&str>) -> Vec<String> {
+    let names = module_names(path);
+    let depth = names.len();
+    let stem = path
+        .strip_suffix(".py")
+        .or_else(|| path.strip_suffix(".pyi"))
+        .unwrap_or(path);
+    let stem = stem.strip_suffix("/__init__").unwrap_or(stem);
+    let parts: Vec<&str> = stem.split('/').collect();
+    names
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| {
+            // names[i] starts at parts[i]; its root is the folder parts[..i].
+            *i == 0 || *i >= depth || !packages.contains(parts[..*i].join("/").as_str())
+        })
+        .map(|(_, n)| n)
+        .collect()
 }
 
 /// The package a file's relative imports start from (`a/b/c.py` → `a/b`).
