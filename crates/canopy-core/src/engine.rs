@@ -1124,7 +1124,7 @@ impl Inner {
             ForWriting::Ready(mut store) => {
                 let mut report = run_index(&self.root, &mut store, &options, progress)?;
                 report.rebuilt = lock(&self.pending_rebuild_note).take();
-                self.embed_after_run(&mut store);
+                self.embed_after_run(&mut store, &report);
                 Ok(report)
             }
             ForWriting::Rebuild(_) => self.rebuild_beside(options, progress),
@@ -1147,7 +1147,7 @@ impl Inner {
                 drop(side);
                 let mut report = run_index(&self.root, &mut store, &options, progress)?;
                 report.rebuilt = lock(&self.pending_rebuild_note).take();
-                self.embed_after_run(&mut store);
+                self.embed_after_run(&mut store, &report);
                 return Ok(report);
             }
         };
@@ -1171,14 +1171,25 @@ impl Inner {
         *lock(&self.pending_rebuild_note) = None;
         report.rebuilt = Some(rebuild.reason);
         if let Ok(ForWriting::Ready(mut store)) = Store::open_for_writing(&self.db_path) {
-            self.embed_after_run(&mut store);
+            self.embed_after_run(&mut store, &report);
         }
         Ok(report)
     }
 
     /// Embedding is part of indexing when a model is configured; a failure
     /// there costs semantic retrieval, never the index run.
-    fn embed_after_run(&self, store: &mut Store) {
+    ///
+    /// A run that changed no file does not load the model for it: a one-off
+    /// `canopy context` with a keyword-only strategy would otherwise pay the
+    /// model's load on every call (issue 31 item 6). Vectors still missing
+    /// (a model configured after the files were indexed) are embedded by the
+    /// first semantic request, which loads the model anyway.
+    fn embed_after_run(&self, store: &mut Store, report: &IndexReport) {
+        let unchanged =
+            report.files_indexed == 0 && report.files_removed == 0 && report.rebuilt.is_none();
+        if unchanged && lock(&self.semantic).is_none() {
+            return;
+        }
         if let Err(e) = self.embed_indexed(store) {
             tracing::warn!("embedding the indexed units failed: {e}");
         }

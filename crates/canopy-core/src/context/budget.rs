@@ -9,11 +9,12 @@
 //! 2. **Degrade before dropping.** Every fragment starts at the most detail
 //!    it may have. While the total is over budget, the lowest-scored
 //!    fragment that can still lose detail loses one level (full → signature
-//!    or skeleton → outline), so the best fragments keep their bodies
-//!    longest. Only when every fragment is an outline is the lowest-scored
-//!    one dropped. How many
-//!    candidates enter is bounded by the budget (one per 120 tokens, 5 to
-//!    40), so outlines never crowd out the bodies.
+//!    or skeleton), so the best fragments keep their bodies longest. A
+//!    fragment that would fall to an outline (`kind name`, a few tokens
+//!    under a provenance line of tens) is left out instead, unless it is the
+//!    first; only when every fragment left is an outline is the
+//!    lowest-scored one dropped. How many candidates enter is bounded by the
+//!    budget (one per 80 tokens, 5 to 60).
 //! 3. **Fill what is left.** Degrading one level at a time from the lowest
 //!    score can leave room once a large fragment finally shrinks: best
 //!    first, degraded fragments get their detail back while it fits. Then a
@@ -38,7 +39,7 @@ use crate::store::read::NodeRecord;
 use crate::tokens::count_tokens;
 
 /// Budget tokens per candidate admitted.
-const TOKENS_PER_CANDIDATE: u64 = 120;
+const TOKENS_PER_CANDIDATE: u64 = 80;
 /// Held units whose reasons a merged fragment repeats.
 const HELD_REASONS: usize = 3;
 /// Members listed in a skeleton at most.
@@ -156,7 +157,7 @@ fn overlaps(a: &NodeRecord, b: &NodeRecord) -> bool {
 
 /// Packs `merged` (best first) under `budget` tokens.
 pub(crate) fn pack(snapshot: Snapshot<'_>, merged: Vec<Merged>, budget: u64) -> Result<Packed> {
-    let admit = (budget / TOKENS_PER_CANDIDATE).clamp(5, 40) as usize;
+    let admit = (budget / TOKENS_PER_CANDIDATE).clamp(5, 60) as usize;
     let mut slots = choose(merged, admit);
     let mut files = FileTexts::default();
     render(snapshot, &mut files, &mut slots, budget)?;
@@ -165,6 +166,11 @@ pub(crate) fn pack(snapshot: Snapshot<'_>, merged: Vec<Merged>, budget: u64) -> 
 
     // Degrade, then drop, until the total fits.
     let mut dropped = 0;
+    // Fragments left out rather than cut to an outline: a `kind name` line
+    // says little and pays a whole provenance line, room the best-ranked
+    // functions' text needs (issue 31 item 3). Unlike `dropped`, these do
+    // not stop [`fill`]: every fragment left scored above them.
+    let mut pruned = 0;
     let total = |slots: &[Slot]| -> u64 { slots.iter().map(|s| u64::from(s.cost(s.detail))).sum() };
     while total(&slots) > budget {
         // The lowest-valued fragment that can still lose detail loses one level.
@@ -174,6 +180,10 @@ pub(crate) fn pack(snapshot: Snapshot<'_>, merged: Vec<Merged>, budget: u64) -> 
             .filter_map(|(i, s)| s.next_lower().map(|next| (i, next, s.m.score)))
             .min_by(|a, b| a.2.total_cmp(&b.2).then(b.0.cmp(&a.0)));
         match step {
+            Some((i, Detail::Outline, _)) if i > 0 && slots.len() > 1 => {
+                slots.remove(i);
+                pruned += 1;
+            }
             Some((i, next, _)) => slots[i].detail = next,
             None => {
                 let lowest = slots
@@ -228,7 +238,7 @@ pub(crate) fn pack(snapshot: Snapshot<'_>, merged: Vec<Merged>, budget: u64) -> 
     Ok(Packed {
         fragments,
         degraded,
-        dropped,
+        dropped: dropped + pruned,
     })
 }
 

@@ -6,8 +6,8 @@
 //! ([`strategies`]: keyword, semantic, graph, history, decisions) → fused by
 //! reciprocal rank when the strategy is `fused` → packed under the budget
 //! ([`budget`]): nested and overlapping units deduplicated, low-value
-//! fragments degraded (full body → signature or skeleton → outline) before
-//! any is dropped.
+//! fragments degraded (full body → signature or skeleton) before any is
+//! dropped (one that would fall to an outline is left out instead).
 //!
 //! Invariants, each tested:
 //! - the fragments' token counts (same tokenizer as every other count) add
@@ -260,7 +260,7 @@ pub struct ContextPack {
     pub candidates: usize,
     /// Fragments shown at less than full detail to fit the budget.
     pub degraded: usize,
-    /// Fragments dropped for the budget (only once every fragment left is an outline).
+    /// Fragments dropped for the budget (instead of falling to an outline).
     pub dropped: usize,
     /// Candidates not packed: past the number the budget admits (one per
     /// 120 tokens), or their text is already inside another fragment.
