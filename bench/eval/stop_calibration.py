@@ -194,6 +194,14 @@ def run(a):
     if os.path.exists(results):
         done = {json.loads(l)["instance_id"] for l in open(results) if l.strip()}
     forms = a.forms.split(",")
+    # --variants: the same packs again under other ranking settings (CANOPY_PACK_TUNING, a
+    # measuring knob), on the same index, each into its own run dir OUT-<name>.
+    variants = [v.split("=", 1) for v in (a.variants or "").split(";") if v.strip()]
+    for name, _ in variants:
+        os.makedirs(f"{a.out}-{name}", exist_ok=True)
+        if not os.path.exists(f"{a.out}-{name}/canopy"):
+            shutil.copy(bin_, f"{a.out}-{name}/canopy")
+        json.dump(dict(meta, tuning=dict(variants)[name]), open(f"{a.out}-{name}/meta.json", "w"), indent=1)
     for n, inst in enumerate(insts):
         iid = inst["instance_id"]
         if iid in done:
@@ -209,6 +217,19 @@ def run(a):
                 if f != "full":
                     r["question"] = q
                 row[f] = r
+            for name, spec in variants:
+                vrow = {k: row[k] for k in ("instance_id", "repo", "materialise_s", "index_s")}
+                os.environ["CANOPY_PACK_TUNING"] = spec
+                try:
+                    for f in forms:
+                        q = question(inst, f)
+                        vrow[f] = pack_once(bin_, tree, q, None)
+                        if f != "full":
+                            vrow[f]["question"] = q
+                finally:
+                    os.environ.pop("CANOPY_PACK_TUNING", None)
+                with open(os.path.join(f"{a.out}-{name}", "results.jsonl"), "a") as fh:
+                    fh.write(json.dumps(vrow) + "\n")
         except Exception as e:  # a failed instance is recorded, not fatal
             row["error"] = str(e)[-500:]
         finally:
@@ -490,6 +511,8 @@ def main():
     ap.add_argument("--model", default=None, help="index with this embedding model (shares the index with "
                                                   "context_eval.py runs that use it)")
     ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--variants", help="name=key=v,key=v;name=…: also pack under these CANOPY_PACK_TUNING "
+                                       "settings (same index), each into OUT-<name>")
     ap.add_argument("--summary", action="store_true")
     a = ap.parse_args()
     for f in a.forms.split(","):

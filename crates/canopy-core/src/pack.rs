@@ -267,14 +267,36 @@ struct Tuning {
     /// best of 0.3, 0.5, 1, 1.5, 2 and 3 on 100 dev instances (file R@5
     /// 0.710 without it, 0.802 with it; `bench/eval/README.md`).
     summary: f64,
+    /// Factor on test code when the question does not ask about tests.
+    test: f64,
+    /// Factor on documentation and examples (`docs/`, `examples/`, prose
+    /// files) when the question does not ask about them.
+    docs: f64,
+    /// Selection: a file's n-th handle competes with `second`^n of its score,
+    /// so a second handle from one file does not push out another file's first.
+    second: f64,
+    /// Follow the plan (calls of the best handles that the question names)
+    /// when the caller did not say: 1 on, 0 off.
+    plan: f64,
 }
 
 impl Tuning {
     fn get() -> Tuning {
-        let mut t = Tuning { summary: 1.0 };
+        let mut t = Tuning {
+            summary: 1.0,
+            test: TEST_FACTOR,
+            docs: 1.0,
+            second: 1.0,
+            plan: 0.0,
+        };
         for (k, v) in crate::knobs::measuring_knobs("CANOPY_PACK_TUNING") {
-            if k == "summary" {
-                t.summary = v;
+            match k.as_str() {
+                "summary" => t.summary = v,
+                "test" => t.test = v,
+                "docs" => t.docs = v,
+                "second" => t.second = v,
+                "plan" => t.plan = v,
+                _ => {}
             }
         }
         t
@@ -333,6 +355,50 @@ pub fn is_test_path(path: &str) -> bool {
 }
 
 /// Paths written in the question (`django/db/models/query.py`, `query.py`).
+/// Whether a path is documentation or example code: a path word is
+/// doc/docs/example/examples/tutorial(s), or the file is prose (`.rst`,
+/// `.md`, `.txt`).
+pub(crate) fn is_docs_path(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    if [".rst", ".md", ".txt", ".markdown", ".adoc"]
+        .iter()
+        .any(|ext| lower.ends_with(ext))
+    {
+        return true;
+    }
+    let mut dirs: Vec<&str> = lower.split('/').collect();
+    dirs.pop();
+    dirs.iter().any(|w| {
+        matches!(
+            *w,
+            "doc" | "docs" | "example" | "examples" | "tutorial" | "tutorials"
+        )
+    })
+}
+
+/// A short question that names documentation or examples wants them (a
+/// long report often mentions the docs it read).
+fn question_mentions_docs(question: &str) -> bool {
+    question.split_whitespace().count() <= 30
+        && question
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|w| {
+                matches!(
+                    w.to_ascii_lowercase().as_str(),
+                    "doc"
+                        | "docs"
+                        | "documentation"
+                        | "docstring"
+                        | "example"
+                        | "examples"
+                        | "tutorial"
+                        | "readme"
+                        | "rst"
+                        | "markdown"
+                )
+            })
+}
+
 fn mentioned_paths(question: &str) -> Vec<String> {
     const EXTENSIONS: [&str; 8] = ["py", "rs", "go", "js", "ts", "tsx", "jsx", "md"];
     question
@@ -557,6 +623,7 @@ struct Question {
     terms: Vec<Term>,
     identifiers: HashSet<String>,
     wants_tests: bool,
+    wants_docs: bool,
     mentioned_paths: Vec<String>,
     /// Words in the question as asked (runs of letters, digits and `_`):
     /// which confidence map applies ([`pack_calibration`]).
@@ -582,6 +649,7 @@ impl Question {
         Ok(Question {
             words,
             wants_tests: question_mentions_tests(&text),
+            wants_docs: question_mentions_docs(&text),
             mentioned_paths: mentioned_paths(&text),
             text,
             terms,
@@ -635,7 +703,7 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
     let mut plan_steps = None;
     let max_tokens = params.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS).max(1);
     let mut selected = select(&ranked, max_handles, max_per_file, max_tokens);
-    if params.plan == Some(true) {
+    if params.plan.unwrap_or(Tuning::get().plan > 0.0) {
         let (extra, steps) = plan(store, &selected, &question.terms, started)?;
         plan_steps = Some(steps);
         if !extra.is_empty() {
@@ -753,6 +821,7 @@ fn rank(
         ident_bonus,
         ..
     } = found;
+    let tuning = Tuning::get();
     let mut ranked: Vec<Scored> = scored
         .into_values()
         .filter(|s| filter.is_none_or(|f| f.is_match(&s.node.file_path)))
@@ -765,7 +834,9 @@ fn rank(
             s.score += summary_bonus.get(&s.node.rowid).copied().unwrap_or(0.0);
             s.score *= type_factor(&s.node.node_type) * size_factor(s.node.token_count);
             if !question.wants_tests && is_test_path(&s.node.file_path) {
-                s.score *= TEST_FACTOR;
+                s.score *= tuning.test;
+            } else if !question.wants_docs && is_docs_path(&s.node.file_path) {
+                s.score *= tuning.docs;
             }
             if question
                 .mentioned_paths
@@ -899,43 +970,59 @@ fn assemble(
 }
 
 /// Rank-order selection without nested duplicates and with a per-file cap.
+/// A file's n-th handle competes with `second`^n of its score
+/// ([`Tuning::second`]): with 1.0 this is plain rank order.
 fn select(
     ranked: &[Scored],
     max_handles: usize,
     max_per_file: usize,
     max_tokens: u64,
 ) -> Vec<&Scored> {
+    let second = Tuning::get().second;
     let mut out: Vec<&Scored> = Vec::new();
     let mut tokens = 0u64;
     let mut per_file: HashMap<&str, usize> = HashMap::new();
-    for s in ranked {
-        if out.len() >= max_handles {
-            break;
+    // Candidates still eligible; one that fails a check never passes later
+    // (the selection, the per-file counts and the tokens only grow).
+    let mut open: Vec<bool> = vec![true; ranked.len()];
+    while out.len() < max_handles {
+        let mut best: Option<(usize, f64)> = None;
+        for (i, s) in ranked.iter().enumerate() {
+            if !open[i] {
+                continue;
+            }
+            let n = &s.node;
+            let nested = out.iter().any(|o| {
+                o.node.file_path == n.file_path
+                    && ((o.node.start_byte <= n.start_byte && n.end_byte <= o.node.end_byte)
+                        || (n.start_byte <= o.node.start_byte && o.node.end_byte <= n.end_byte))
+            });
+            let count = per_file.get(n.file_path.as_str()).copied().unwrap_or(0);
+            let cost = u64::from(n.token_count);
+            // A unit of a few tokens (an empty `__init__.py`, a lone import)
+            // holds nothing to read; it takes a slot only as the best answer.
+            let filler = !out.is_empty() && n.token_count <= FILLER_TOKENS;
+            if nested
+                || count >= max_per_file
+                || (!out.is_empty() && tokens + cost > max_tokens)
+                || filler
+            {
+                open[i] = false;
+                continue;
+            }
+            let effective = s.score * second.powi(count as i32);
+            if best.is_none_or(|(_, b)| effective > b) {
+                best = Some((i, effective));
+            }
+            if second >= 1.0 {
+                break; // plain rank order: the first eligible one wins
+            }
         }
-        let n = &s.node;
-        let nested = out.iter().any(|o| {
-            o.node.file_path == n.file_path
-                && ((o.node.start_byte <= n.start_byte && n.end_byte <= o.node.end_byte)
-                    || (n.start_byte <= o.node.start_byte && o.node.end_byte <= n.end_byte))
-        });
-        if nested {
-            continue;
-        }
-        let count = per_file.entry(n.file_path.as_str()).or_insert(0);
-        if *count >= max_per_file {
-            continue;
-        }
-        let cost = u64::from(n.token_count);
-        if !out.is_empty() && tokens + cost > max_tokens {
-            continue;
-        }
-        // A unit of a few tokens (an empty `__init__.py`, a lone import)
-        // holds nothing to read; it takes a slot only as the best answer.
-        if !out.is_empty() && n.token_count <= FILLER_TOKENS {
-            continue;
-        }
-        *count += 1;
-        tokens += cost;
+        let Some((i, _)) = best else { break };
+        open[i] = false;
+        let s = &ranked[i];
+        *per_file.entry(s.node.file_path.as_str()).or_insert(0) += 1;
+        tokens += u64::from(s.node.token_count);
         out.push(s);
     }
     out
@@ -1240,6 +1327,32 @@ mod tests {
         let long_report =
             "The parser crashes when given an empty string. ".repeat(5) + "A test fails.";
         assert!(!question_mentions_tests(&long_report));
+    }
+
+    #[test]
+    fn docs_paths_are_recognised() {
+        for p in [
+            "docs/ref/models.txt",
+            "doc/conf.py",
+            "examples/plot.py",
+            "README.md",
+        ] {
+            assert!(is_docs_path(p), "{p}");
+        }
+        for p in [
+            "django/db/models/query.py",
+            "sphinx/ext/autodoc/__init__.py",
+            "docs.py",
+        ] {
+            assert!(!is_docs_path(p), "{p}");
+        }
+        assert!(question_mentions_docs("where is the tutorial example?"));
+        assert!(!question_mentions_docs(
+            "QuerySet.only crashes on reverse relations"
+        ));
+        let long_report =
+            "The parser crashes on empty input. ".repeat(6) + "The docs say otherwise.";
+        assert!(!question_mentions_docs(&long_report));
     }
 
     #[test]
