@@ -511,3 +511,35 @@ async fn file_dependencies_from_imports_over_mcp_and_http() {
         "{back}"
     );
 }
+
+/// Issue 29: a target that matches no unit suggests the nearest names
+/// (typos, other case), in JSON and in the text a person reads.
+#[test]
+fn a_target_that_matches_nothing_suggests_the_nearest_names() {
+    let repo = indexed(&[(
+        "shop.py",
+        "class Basket:\n    def add_item(self, item):\n        return item\n\n    def total(self):\n        return 0\n\n\ndef checkout(basket):\n    return basket.total()\n",
+    )]);
+    let dir = repo.dir.path();
+    let a = json(dir, &["callers", "Basket.add_itme"]);
+    assert_eq!(a["empty"]["kind"], "target_not_found", "{a}");
+    let hint = a["hint"].as_str().unwrap_or_default();
+    assert!(hint.contains("nearest names: add_item"), "{a}");
+    let a = json(dir, &["callers", "chekout"]);
+    assert!(
+        a["hint"].as_str().unwrap_or_default().contains("checkout"),
+        "{a}"
+    );
+    // Nothing near: no invented suggestion.
+    let a = json(dir, &["callers", "zzzzzzzz"]);
+    assert_eq!(a["empty"]["kind"], "target_not_found", "{a}");
+    assert!(a.get("hint").is_none_or(Value::is_null), "{a}");
+    let text = canopy(dir, &["callers", "Basket.add_itme"]);
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("add_item")
+            || String::from_utf8_lossy(&text.stderr).contains("add_item"),
+        "{}{}",
+        String::from_utf8_lossy(&text.stdout),
+        String::from_utf8_lossy(&text.stderr)
+    );
+}

@@ -234,8 +234,43 @@ pub fn collapse_preview(text: &str, max_bytes: usize) -> String {
     out
 }
 
+/// The edit distance (insertions, deletions, substitutions of characters,
+/// ASCII case ignored) between `a` and `b` when it is at most `max`; `None`
+/// when it is more (the rows stop as soon as every cell exceeds `max`).
+pub fn edit_distance_within(a: &str, b: &str, max: usize) -> Option<usize> {
+    let a: Vec<char> = a.chars().map(|c| c.to_ascii_lowercase()).collect();
+    let b: Vec<char> = b.chars().map(|c| c.to_ascii_lowercase()).collect();
+    if a.len().abs_diff(b.len()) > max {
+        return None;
+    }
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut row = vec![0; b.len() + 1];
+    for (i, ca) in a.iter().enumerate() {
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = prev[j] + usize::from(ca != cb);
+            row[j + 1] = substitute.min(prev[j + 1] + 1).min(row[j] + 1);
+        }
+        if row.iter().all(|&d| d > max) {
+            return None;
+        }
+        std::mem::swap(&mut prev, &mut row);
+    }
+    Some(prev[b.len()]).filter(|&d| d <= max)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn edit_distance_is_bounded_and_ignores_case() {
+        assert_eq!(edit_distance_within("validate", "valdiate", 2), Some(2));
+        assert_eq!(edit_distance_within("Parser", "parser", 0), Some(0));
+        assert_eq!(edit_distance_within("parse", "parser", 1), Some(1));
+        assert_eq!(edit_distance_within("parse", "render", 2), None);
+        assert_eq!(edit_distance_within("", "ab", 1), None);
+        assert_eq!(edit_distance_within("kitten", "sitting", 3), Some(3));
+    }
+
     use super::*;
 
     /// The first implementation of [`split_identifier`], kept to check the current one.

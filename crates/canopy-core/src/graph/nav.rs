@@ -410,6 +410,25 @@ impl<'s> Graph<'s> {
         Ok(self.store.nodes_by_rowids(&[id])?.into_iter().next())
     }
 
+    /// For a target that matched nothing: the nearest unit names to its
+    /// last part (`Parser.parze` → `parse`), as the hint of the empty answer.
+    fn nearest_names_hint(&self, target: &str) -> Result<Option<String>> {
+        let Some(name) = target
+            .trim()
+            .rsplit(['.', ':', '/', '#'])
+            .find(|p| !p.is_empty())
+        else {
+            return Ok(None);
+        };
+        let near = self.store.nearest_names(name, 5)?;
+        Ok((!near.is_empty()).then(|| {
+            format!(
+                "no unit is named `{name}`; nearest names: {}",
+                near.join(", ")
+            )
+        }))
+    }
+
     /// Resolves a target string (see the module docs for the rule).
     pub fn resolve_target(&self, target: &str) -> Result<TargetMatch> {
         let target = target.trim();
@@ -676,6 +695,7 @@ impl<'s> Graph<'s> {
             }
             TargetMatch::NotFound => {
                 a.empty = Some(Empty::TargetNotFound);
+                a.hint = self.nearest_names_hint(target)?;
                 Ok((a, None))
             }
             TargetMatch::NoUnit(hint) => {

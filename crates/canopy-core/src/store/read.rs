@@ -473,6 +473,32 @@ impl Store {
     /// Names (lower-cased) that contain `needle` but do not start with it,
     /// shortest first, enough of them to cover `cap` units. `None` when the
     /// catalog is not worth building yet (a connection's first substring search).
+    /// Up to `k` distinct unit names nearest to `name` by edit distance
+    /// (ASCII case ignored), nearest first, then by name: the suggestions of
+    /// a graph target that matched nothing. Only names within a third of
+    /// the name's length (at least 1, at most 3 edits) are offered, and the
+    /// name itself (in any case) is not.
+    pub fn nearest_names(&self, name: &str, k: usize) -> Result<Vec<String>> {
+        let max = (name.chars().count() / 3).clamp(1, 3);
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT DISTINCT name FROM nodes WHERE name IS NOT NULL")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        let mut near: Vec<(usize, String)> = Vec::new();
+        for row in rows {
+            let candidate = row?;
+            if candidate.eq_ignore_ascii_case(name) {
+                continue;
+            }
+            if let Some(d) = crate::text::edit_distance_within(name, &candidate, max) {
+                near.push((d, candidate));
+            }
+        }
+        near.sort();
+        near.dedup_by(|a, b| a.1 == b.1);
+        Ok(near.into_iter().take(k).map(|(_, n)| n).collect())
+    }
+
     fn substring_names_from_catalog(
         &self,
         needle: &str,
