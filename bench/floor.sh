@@ -17,6 +17,7 @@
 # `cargo build --release -p canopy-core --example index_floor`).
 # Needs GNU time (/usr/bin/time). Run it on an idle machine.
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 
 runs=3
 repos=()
@@ -27,22 +28,12 @@ while [ $# -gt 0 ]; do
         *) repos+=("$1"); shift ;;
     esac
 done
-if [ ${#repos[@]} -eq 0 ]; then
-    echo "usage: bench/floor.sh [--runs N] REPO..." >&2
-    exit 2
-fi
-if [ ! -x /usr/bin/time ]; then
-    echo "GNU time is needed (apt-get install -y time)" >&2
-    exit 1
-fi
-here=$(cd "$(dirname "$0")/.." && pwd)
-if [ -z "${CANOPY_BIN:-}" ]; then
-    cargo build --release --quiet -p canopy-cli --manifest-path "$here/Cargo.toml"
-    CANOPY_BIN="$here/target/release/canopy"
-fi
+bench_require_repos "bench/floor.sh [--runs N] REPO..." "${repos[@]}"
+bench_require_gnu_time
+bench_canopy_bin
 if [ -z "${FLOOR_BIN:-}" ]; then
-    cargo build --release --quiet -p canopy-core --example index_floor --manifest-path "$here/Cargo.toml"
-    FLOOR_BIN="$here/target/release/examples/index_floor"
+    cargo build --release --quiet -p canopy-core --example index_floor --manifest-path "$bench_root/Cargo.toml"
+    FLOOR_BIN="$bench_root/target/release/examples/index_floor"
 fi
 
 # Runs a command under GNU time; prints "cpu wall rss_mib".
@@ -54,7 +45,6 @@ timed() {
     rm -f "$out"
 }
 
-best() { sort -n | head -1; }
 
 echo "| repository | floor CPU s | index CPU s | CPU ratio | floor wall s | index wall s | wall ratio | floor RSS MiB | index RSS MiB |"
 echo "|---|---|---|---|---|---|---|---|---|"

@@ -14,6 +14,7 @@
 # (`cargo build --release -p canopy-cli`); SCRATCH is where the copies go
 # (default: a temporary directory, removed at the end). Needs GNU time and git.
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 
 copies="1 2 4"
 runs=1
@@ -26,19 +27,9 @@ while [ $# -gt 0 ]; do
         *) repos+=("$1"); shift ;;
     esac
 done
-if [ ${#repos[@]} -eq 0 ]; then
-    echo "usage: bench/rss.sh [--copies \"1 2 4\"] [--runs N] REPO..." >&2
-    exit 2
-fi
-if [ ! -x /usr/bin/time ]; then
-    echo "GNU time is needed (apt-get install -y time)" >&2
-    exit 1
-fi
-here=$(cd "$(dirname "$0")/.." && pwd)
-if [ -z "${CANOPY_BIN:-}" ]; then
-    cargo build --release --quiet -p canopy-cli --manifest-path "$here/Cargo.toml"
-    CANOPY_BIN="$here/target/release/canopy"
-fi
+bench_require_repos "bench/rss.sh [--copies \"1 2 4\"] [--runs N] REPO..." "${repos[@]}"
+bench_require_gnu_time
+bench_canopy_bin
 scratch=${SCRATCH:-$(mktemp -d)}
 [ -n "${SCRATCH:-}" ] || trap 'rm -rf "$scratch"' EXIT
 

@@ -13,6 +13,7 @@
 # Environment: CANOPY_BIN uses that binary instead of building one
 # (`cargo build --release -p canopy-cli`). Needs GNU time (/usr/bin/time).
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 
 runs=3
 repos=()
@@ -23,19 +24,9 @@ while [ $# -gt 0 ]; do
         *) repos+=("$1"); shift ;;
     esac
 done
-if [ ${#repos[@]} -eq 0 ]; then
-    echo "usage: bench/threads.sh [--runs N] REPO..." >&2
-    exit 2
-fi
-if [ ! -x /usr/bin/time ]; then
-    echo "GNU time is needed (apt-get install -y time)" >&2
-    exit 1
-fi
-here=$(cd "$(dirname "$0")/.." && pwd)
-if [ -z "${CANOPY_BIN:-}" ]; then
-    cargo build --release --quiet -p canopy-cli --manifest-path "$here/Cargo.toml"
-    CANOPY_BIN="$here/target/release/canopy"
-fi
+bench_require_repos "bench/threads.sh [--runs N] REPO..." "${repos[@]}"
+bench_require_gnu_time
+bench_canopy_bin
 
 # Runs a cold index under GNU time; prints "cpu wall".
 timed() {
@@ -48,7 +39,6 @@ timed() {
     rm -f "$out"
 }
 
-best() { sort -n | head -1; }
 
 echo "| repository | cores | 1 thread wall s | default wall s | speed-up | 1 thread CPU s | default CPU s |"
 echo "|---|---|---|---|---|---|---|"
