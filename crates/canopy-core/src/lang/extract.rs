@@ -907,15 +907,43 @@ struct Draft {
     end: usize,
 }
 
+/// Turns one file's captured definitions and references into its units
+/// (file, definitions, gap chunks) and cleaned references, in four named
+/// phases: drafts, structure (parents, kinds, qualified names), own text and
+/// token counts, then units with their ids.
 fn assemble(
     path: &str,
     language: Language,
     text: &str,
     lines: &Lines,
-    mut defs: Vec<RawDef>,
+    defs: Vec<RawDef>,
     mut refs: Vec<Reference>,
     had_syntax_errors: bool,
 ) -> ParsedFile {
+    let drafts = draft_units(path, language, text, lines, defs);
+    let structure = structure_of(&drafts);
+    let (mut own_texts, tokens) = own_texts_and_tokens(text, &structure);
+    let units = build_units(path, lines, &drafts, &structure, &mut own_texts, &tokens);
+    clean_references(&drafts, &units, &mut refs);
+    ParsedFile {
+        language,
+        units,
+        refs,
+        had_syntax_errors,
+        facts: None,
+    }
+}
+
+/// The file's candidate units in document order: the file itself, one per
+/// distinct definition span and one per chunk of the text between top-level
+/// definitions (or of the whole text for languages without a grammar).
+fn draft_units(
+    path: &str,
+    language: Language,
+    text: &str,
+    lines: &Lines,
+    mut defs: Vec<RawDef>,
+) -> Vec<Draft> {
     // One unit per span: when two patterns capture the same span, the earlier pattern wins.
     defs.sort_by_key(|d| (d.start, std::cmp::Reverse(d.end), d.pattern));
     defs.dedup_by_key(|d| (d.start, d.end));
@@ -984,6 +1012,21 @@ fn assemble(
             d.node_type != NodeType::File,
         )
     });
+    drafts
+}
+
+/// How the drafts nest: each one's span, parent, final kind and qualified name.
+struct Structure {
+    spans: Vec<(usize, usize)>,
+    parents: Vec<Option<usize>>,
+    node_types: Vec<NodeType>,
+    qualified: Vec<Option<String>>,
+}
+
+/// Parents by containment, kinds (functions inside types are methods) and
+/// qualified names, parents first; Go methods declared outside their type
+/// hang under the type when it is in this file.
+fn structure_of(drafts: &[Draft]) -> Structure {
     let spans: Vec<(usize, usize)> = drafts.iter().map(|d| (d.start, d.end)).collect();
     let mut parents = containment_parents(&spans);
     for p in parents.iter_mut().skip(1) {
@@ -1032,9 +1075,19 @@ fn assemble(
             }
         }
     }
+    Structure {
+        spans,
+        parents,
+        node_types,
+        qualified,
+    }
+}
 
-    // Own text (span minus direct children) and token counts, children before parents.
-    let mut children: Vec<Vec<usize>> = vec![Vec::new(); drafts.len()];
+/// Each unit's own text (its span minus its direct children's spans) and its
+/// token count (own text plus children's), children before parents.
+fn own_texts_and_tokens(text: &str, structure: &Structure) -> (Vec<String>, Vec<u32>) {
+    let Structure { spans, parents, .. } = structure;
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); spans.len()];
     for (i, p) in parents.iter().enumerate() {
         if let Some(p) = p
             && spans[*p].0 <= spans[i].0
@@ -1043,9 +1096,9 @@ fn assemble(
             children[*p].push(i);
         }
     }
-    let mut own_texts: Vec<String> = vec![String::new(); drafts.len()];
-    let mut tokens: Vec<u32> = vec![0; drafts.len()];
-    for i in (0..drafts.len()).rev() {
+    let mut own_texts: Vec<String> = vec![String::new(); spans.len()];
+    let mut tokens: Vec<u32> = vec![0; spans.len()];
+    for i in (0..spans.len()).rev() {
         let (start, end) = spans[i];
         let mut own = String::new();
         let mut cursor = start;
@@ -1065,8 +1118,25 @@ fn assemble(
         tokens[i] = count_tokens(&own) as u32 + child_tokens;
         own_texts[i] = own;
     }
+    (own_texts, tokens)
+}
 
-    // Ids: identity, not position (see crate::handle).
+/// The units with their ids: identity, not position (see crate::handle).
+/// Own texts are moved into the units' full-text bodies.
+fn build_units(
+    path: &str,
+    lines: &Lines,
+    drafts: &[Draft],
+    structure: &Structure,
+    own_texts: &mut [String],
+    tokens: &[u32],
+) -> Vec<Unit> {
+    let Structure {
+        spans,
+        parents,
+        node_types,
+        qualified,
+    } = structure;
     let mut ordinals: HashMap<(NodeType, String), u32> = HashMap::new();
     let mut units = Vec::with_capacity(drafts.len());
     for (i, draft) in drafts.iter().enumerate() {
@@ -1115,23 +1185,19 @@ fn assemble(
             fts_body: fts_document_owned(std::mem::take(&mut own_texts[i])),
         });
     }
+    units
+}
 
-    // References: drop type mentions that are definition names, dedupe, find enclosing units.
+/// Drops type mentions that are definition names, dedupes references seen
+/// by two patterns and sets each one's enclosing unit.
+fn clean_references(drafts: &[Draft], units: &[Unit], refs: &mut Vec<Reference>) {
     let def_names: HashSet<usize> = drafts.iter().filter_map(|d| d.name_start).collect();
     refs.retain(|r| !(r.ref_type == RefType::TypeRef && def_names.contains(&r.start_byte)));
     // Two patterns can see one reference (`pkg.Type` and `Type`): keep the longer one.
     refs.sort_by_key(|r| (r.end_byte, r.ref_type, r.start_byte));
     refs.dedup_by_key(|r| (r.end_byte, r.ref_type));
     refs.sort_by_key(|r| (r.start_byte, r.end_byte));
-    assign_enclosing(&units, &mut refs);
-
-    ParsedFile {
-        language,
-        units,
-        refs,
-        had_syntax_errors,
-        facts: None,
-    }
+    assign_enclosing(units, refs);
 }
 
 /// Sets each reference's innermost enclosing unit with one sweep over both sorted lists.

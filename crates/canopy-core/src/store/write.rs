@@ -404,6 +404,8 @@ struct ParsedWritten {
     replaced: bool,
 }
 
+/// Writes one parsed file: its file row, units, full-text rows, references
+/// and graph facts, replacing what the file had before.
 fn write_parsed(
     tx: &Transaction,
     w: &ParsedWrite,
@@ -413,7 +415,6 @@ fn write_parsed(
 ) -> Result<ParsedWritten> {
     tx.prepare_cached("DELETE FROM skipped_files WHERE path = ?1")?
         .execute([&w.path])?;
-    let file_token_count = w.parsed.units.first().map_or(0, |u| u.token_count);
     let previous_id = file_id(tx, &w.path)?;
     // Most re-parses (an edit inside a body) keep every unit: the units
     // keep their row ids too, so the edges other files hold into them stay
@@ -428,9 +429,40 @@ fn write_parsed(
     if kept_first_id.is_none() {
         *next_node_id = last_node_id + 1;
     }
+    let id = upsert_file_row(
+        tx,
+        w,
+        previous_id,
+        now_unix,
+        first_node_id,
+        last_node_id,
+        kept_first_id.is_some(),
+    )?;
+    let node_ids = insert_units(tx, w, id, first_node_id)?;
+    let refs = insert_references(tx, w, id, &node_ids, name_ids)?;
+    super::graph::write_facts(tx, id, w.facts.as_ref())?;
+    Ok(ParsedWritten {
+        units: w.parsed.units.len() as u64,
+        refs,
+        replaced: previous_id.is_some(),
+    })
+}
+
+/// Updates the file's row (deleting its old rows first) or inserts a new
+/// one; returns its `files.id`.
+fn upsert_file_row(
+    tx: &Transaction,
+    w: &ParsedWrite,
+    previous_id: Option<i64>,
+    now_unix: i64,
+    first_node_id: i64,
+    last_node_id: i64,
+    keep_ids: bool,
+) -> Result<i64> {
+    let file_token_count = w.parsed.units.first().map_or(0, |u| u.token_count);
     let id = match previous_id {
         Some(id) => {
-            delete_file_rows(tx, id, kept_first_id.is_some())?;
+            delete_file_rows(tx, id, keep_ids)?;
             tx.prepare_cached(
                 "UPDATE files SET language = ?2, size = ?3, mtime_ns = ?4, content_hash = ?5,
                  line_count = ?6, token_count = ?7, syntax_errors = ?8, indexed_at = ?9,
@@ -474,6 +506,17 @@ fn write_parsed(
         }
     };
 
+    Ok(id)
+}
+
+/// Inserts the file's units (ids `first_node_id..`) and their full-text
+/// rows; returns the node id of each unit, in order.
+fn insert_units(
+    tx: &Transaction,
+    w: &ParsedWrite,
+    id: i64,
+    first_node_id: i64,
+) -> Result<Vec<i64>> {
     let path_doc = path_document(&w.path);
     let mut node_ids: Vec<i64> = Vec::with_capacity(w.parsed.units.len());
     let mut insert_node = tx.prepare_cached(
@@ -520,6 +563,18 @@ fn write_parsed(
             patch.execute(params![node_ids[child], node_ids[parent]])?;
         }
     }
+    Ok(node_ids)
+}
+
+/// Inserts the file's references as one packed blob and their postings;
+/// returns how many were written.
+fn insert_references(
+    tx: &Transaction,
+    w: &ParsedWrite,
+    id: i64,
+    node_ids: &[i64],
+    name_ids: &mut NameIds,
+) -> Result<u64> {
     let mut packed = Vec::with_capacity(w.parsed.refs.len());
     for r in &w.parsed.refs {
         let name_id = name_ids.id(tx, &r.name)?;
@@ -550,10 +605,5 @@ fn write_parsed(
             insert_posting.execute(params![name_id, id, uses as i64])?;
         }
     }
-    super::graph::write_facts(tx, id, w.facts.as_ref())?;
-    Ok(ParsedWritten {
-        units: w.parsed.units.len() as u64,
-        refs: packed.len() as u64,
-        replaced: previous_id.is_some(),
-    })
+    Ok(packed.len() as u64)
 }
