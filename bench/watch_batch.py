@@ -10,7 +10,7 @@
    place (a canary file written, then found).
 3. One MCP client queries in a closed loop, alternating
    `canopy_query symbol=<--symbol>` (latency) and
-   `canopy_query pattern="batch_probe" limit=1` (its `total_matches` counts
+   `canopy_query pattern="batch_probe*" limit=1` (its `total_matches` counts
    the new functions that are visible).
 4. After --idle seconds, `git checkout` of the batch branch: the watcher
    sees every changed file and indexes them as one batch. The loop goes on
@@ -171,7 +171,9 @@ def main():
             if i % 2:
                 kind, arguments = "symbol", {"path": path, "symbol": args.symbol}
             else:
-                kind, arguments = "count", {"path": path, "pattern": "batch_probe", "limit": 1}
+                # A prefix: `batch_probe` alone is no indexed term (the index
+                # keeps whole identifiers and their parts, not other prefixes).
+                kind, arguments = "count", {"path": path, "pattern": "batch_probe*", "limit": 1}
             t = time.monotonic()
             answer = mcp.query(arguments)
             dt = time.monotonic() - t
@@ -203,6 +205,12 @@ def main():
               "(total_matches %d) %.1f s after; answers named %d generations meanwhile"
               % (checkout["done"] - start, (first_seen or float("nan")) - start, n, final,
                  (all_seen or float("nan")) - start, len(gens)))
+        if final != n:
+            # A count that never reaches the batch means the figures above
+            # do not describe a whole batch: say so instead of a table alone.
+            print("the batch was not fully visible: %d of %d new functions found" % (final, n),
+                  file=sys.stderr)
+            return 1
         return 0
     finally:
         if mcp is not None:
