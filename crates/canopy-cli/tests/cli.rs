@@ -1166,6 +1166,10 @@ fn a_failed_background_completion_after_the_answer_leaves_one_json_document() {
         stderr.contains("completing the rest of the index failed"),
         "stderr: {stderr}"
     );
+    // EFBIG is not SQLITE_FULL: the advice is about the refused write, and
+    // never to rebuild (which writes more).
+    assert!(stderr.contains("refused a write"), "stderr: {stderr}");
+    assert!(!stderr.contains("--rebuild"), "stderr: {stderr}");
     assert!(out.status.success(), "stderr: {stderr}");
     // Nothing was lost: without the limit the next command completes the
     // index and answers from all of it.

@@ -206,6 +206,9 @@ impl CanopyError {
             CanopyError::IndexDamaged { .. } => {
                 "rebuild it: `canopy index --rebuild` (MCP: canopy_index with rebuild=true; HTTP: POST /reindex with \"rebuild\": true)"
             }
+            CanopyError::Database(e) if is_refused_write(e) => {
+                "the file system refused a write to the index (a full disk or quota, a file-size limit such as `ulimit -f`, or a failing disk); nothing was lost: fix that, then run the index again (rebuilding cannot help: it writes more)"
+            }
             CanopyError::Database(_) => {
                 "retry; if it persists, rebuild the index: `canopy index --rebuild` (MCP: canopy_index with rebuild=true; HTTP: POST /reindex with \"rebuild\": true)"
             }
@@ -256,6 +259,18 @@ impl CanopyError {
     }
 }
 
+/// SQLite's I/O errors on writing (`SQLITE_IOERR_WRITE`, `_FSYNC`,
+/// `_TRUNCATE`): the operating system refused the write — EFBIG past a
+/// file-size limit, EDQUOT, EIO — which SQLite does not report as
+/// `SQLITE_FULL`. The transaction was rolled back, so the index is intact.
+fn is_refused_write(e: &rusqlite::Error) -> bool {
+    use rusqlite::ffi;
+    matches!(
+        e.sqlite_error().map(|f| f.extended_code),
+        Some(ffi::SQLITE_IOERR_WRITE | ffi::SQLITE_IOERR_FSYNC | ffi::SQLITE_IOERR_TRUNCATE)
+    )
+}
+
 impl From<rusqlite::Error> for CanopyError {
     fn from(e: rusqlite::Error) -> Self {
         // SQLITE_FULL: the disk, the quota, or a size limit is reached.
@@ -292,6 +307,17 @@ mod tests {
         );
         assert_eq!(err.code(), "StorageFull");
         assert!(err.to_string().contains("index.db.rebuild"), "{err}");
+        // A write the operating system refused (EFBIG, EIO): fix that, not rebuild.
+        let refused = CanopyError::Database(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR_WRITE),
+            Some("disk I/O error".into()),
+        ));
+        assert!(
+            refused.hint().contains("refused a write"),
+            "{}",
+            refused.hint()
+        );
+        assert!(!refused.hint().contains("--rebuild"), "{}", refused.hint());
         // Other database errors keep their advice.
         let other: CanopyError = conn
             .execute("SELECT * FROM missing", [])
