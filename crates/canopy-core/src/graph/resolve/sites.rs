@@ -27,6 +27,7 @@ pub(crate) fn confidence(how: How) -> u8 {
 impl World {
     /// Resolves `sites`, the sites of file `fi` ([`World::decode_sites`]).
     pub fn resolve_file(&self, fi: FileIdx, sites: &[Site]) -> Vec<EdgeRow> {
+        let _memo = super::eval::FieldMemo::scope();
         let mut out = Vec::with_capacity(sites.len() / 2);
         for site in sites {
             let Some(scope) = self.innermost(fi, site.byte) else {
