@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs Canopy's graph on the four oracle corpora and scores it against the gold.
 #   bash bench/graph/run.sh [DATA]   (DATA defaults to /work/graph-data)
+#   BIN=target/debug/examples/graph_eval bash bench/graph/run.sh   (skip the release build)
 # Needs the corpora: CORPORA_ONLY=1 bash /work/shared/eval/graph/build_oracle.sh "$DATA"
 #
 # Held-out corpora (not the ones the rules were written against; the oracle
@@ -16,8 +17,12 @@ CORPORA=${CORPORA:-click mobx toml_edit gods}
 OUT=${OUT:-$DATA/canopy}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/../.."
-cargo build --release -q -p canopy-core --example graph_eval
-BIN=target/release/examples/graph_eval
+# BIN=target/debug/examples/graph_eval uses a prebuilt binary (the dev profile
+# is optimised) instead of a release build on a loaded machine.
+if [ -z "${BIN:-}" ]; then
+  cargo build --release -q -p canopy-core --example graph_eval
+  BIN=target/release/examples/graph_eval
+fi
 : > "$OUT/pred.jsonl"
 for c in $CORPORA; do
   rm -rf "$DATA/corpora/$c/.canopy"

@@ -177,16 +177,20 @@ fn use_kind(up: &Up) -> SiteKind {
 /// Walks one Python tree.
 pub(crate) fn walk(cx: &mut Cx, root: Node) {
     let mut returns = FirstReturns::default();
+    let mut decorated = DecoratedValues::default();
     walk_tree(root, &mut |n, up| match n.kind_name() {
         "return_statement" | "yield" => returns.found(cx, n, up),
-        "call" => call(cx, n),
-        "attribute" => attribute(cx, n, up),
+        "call" => call(cx, n, &decorated),
+        "attribute" => attribute(cx, n, up, &decorated),
         "identifier" => identifier(cx, n, up),
         "import_statement" => import_statement(cx, n),
         "import_from_statement" => import_from_statement(cx, n),
         "assignment" => assignment(cx, n),
         "typed_parameter" | "typed_default_parameter" => typed_parameter(cx, n),
-        "function_definition" => function_definition(cx, n, &mut returns),
+        "function_definition" => {
+            function_definition(cx, n, &mut returns);
+            decorated.at_function(cx, n);
+        }
         "class_definition" => class_definition(cx, n),
         _ => {}
     });
@@ -194,7 +198,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
 }
 
 /// `f()` and `a.f()`: a call site of the name called.
-fn call(cx: &mut Cx, n: Node) {
+fn call(cx: &mut Cx, n: Node, decorated: &DecoratedValues) {
     let Some(f) = n.field("function") else {
         return;
     };
@@ -203,6 +207,7 @@ fn call(cx: &mut Cx, n: Node) {
         "attribute" => {
             if let Some(attr) = f.field("attribute") {
                 let recv = f.field("object").and_then(|o| expr(cx, o));
+                let recv = recv.map(|r| decorated.receiver(r, n.start_byte()));
                 let recv = recv.or_else(|| Some("?".to_string()));
                 cx.site(attr, recv, SiteKind::Call);
             }
@@ -212,7 +217,7 @@ fn call(cx: &mut Cx, n: Node) {
 }
 
 /// `a.b` not called and not assigned to: a use of `b` on `a`.
-fn attribute<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+fn attribute<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>, decorated: &DecoratedValues) {
     let called = up
         .parent()
         .is_some_and(|p| p.kind_name() == "call" && p.field("function") == Some(n));
@@ -225,6 +230,7 @@ fn attribute<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
     {
         let recv = n.field("object").and_then(|o| expr(cx, o));
         if let Some(recv) = recv {
+            let recv = decorated.receiver(recv, n.start_byte());
             cx.site(attr, Some(recv), use_kind(up));
         }
     }
@@ -470,5 +476,91 @@ def nested_yield():
         assert!(of("generator").contains("Made"), "{got:?}");
         assert!(of("outer").starts_with('='), "a value, not a type: {got:?}");
         assert!(of("annotated").contains("Declared") && !of("annotated").starts_with('='));
+    }
+}
+
+/// `@click.group(chain=True)` over `def cli(): …` outside a class body: as
+/// a receiver (`cli.command()`), the name `cli` is what the outermost
+/// decorator's call returns (a `Group`), while a plain use of `cli` stays a
+/// reference to the function. Only a decorator that is itself a call on a
+/// dotted path (a decorator factory such as `click.group(…)` or
+/// `cli.command()`) counts; a method's decorators (`@property`,
+/// `@x.setter`) describe access, not a value, and a bare `@wraps`-style
+/// name often returns the function itself.
+#[derive(Default)]
+struct DecoratedValues {
+    /// (scope start, scope end, end of the definition, name, value): the
+    /// name's receivers inside the scope after the definition read as value.
+    names: Vec<(usize, usize, usize, String, String)>,
+}
+
+impl DecoratedValues {
+    /// At a function definition: remembers the value of a decorated one.
+    fn at_function(&mut self, cx: &Cx, function: Node) {
+        let Some(name) = function.field("name") else {
+            return;
+        };
+        let Some(decorated) = function
+            .parent()
+            .filter(|p| p.kind_name() == "decorated_definition")
+        else {
+            return;
+        };
+        let Some(scope) = decorated.parent() else {
+            return;
+        };
+        if scope
+            .parent()
+            .is_some_and(|c| c.kind_name() == "class_definition")
+        {
+            return;
+        }
+        let mut c = decorated.walk();
+        let Some(outermost) = decorated
+            .named_children(&mut c)
+            .find(|d| d.kind_name() == "decorator")
+            .and_then(|d| d.named_child(0))
+        else {
+            return;
+        };
+        let dotted_call = outermost.kind_name() == "call"
+            && outermost
+                .field("function")
+                .is_some_and(|f| f.kind_name() == "attribute");
+        if !dotted_call {
+            return;
+        }
+        // `click.group()` is read as the factory's return type, which for
+        // one typed `-> Group` (an overload, or the left of `Group | …`) is
+        // the decorated value.
+        if let Some(value) = expr(cx, outermost) {
+            // `@cli.command()` under `@click.group(…) def cli`: `cli` read
+            // through its own value.
+            let value = self.receiver(value, decorated.start_byte());
+            self.names.push((
+                scope.start_byte(),
+                scope.end_byte(),
+                decorated.end_byte(),
+                cx.t(name).to_string(),
+                value,
+            ));
+        }
+    }
+
+    /// A receiver expression at `byte`, its head replaced by a decorated
+    /// name's value when one is in scope there.
+    fn receiver(&self, recv: String, byte: usize) -> String {
+        let head = recv.split('.').next().unwrap_or_default();
+        let found = self
+            .names
+            .iter()
+            .rev()
+            .find(|(start, end, after, name, _)| {
+                name == head && *start <= byte && byte < *end && *after <= byte
+            });
+        match found {
+            Some((.., value)) => format!("{value}{}", &recv[head.len()..]),
+            None => recv,
+        }
     }
 }
