@@ -133,6 +133,9 @@ struct Inner {
     semantic: Mutex<Option<std::result::Result<crate::semantic::SemanticIndex, String>>>,
     /// What the last sync of the semantic index did (without its blobs).
     last_sync: Mutex<crate::semantic::SyncReport>,
+    /// The resolver world's rows, kept between index runs once
+    /// [`Engine::keep_resolver_world`] asked for it (a watcher does).
+    kept_world: Mutex<Option<crate::graph::resolve::KeptRows>>,
     /// Whole-graph results that stay valid for one index state (hotspots).
     graph_cache: crate::graph::GraphCache,
 }
@@ -199,9 +202,20 @@ impl Engine {
                 queries_waiting: std::sync::atomic::AtomicUsize::new(0),
                 semantic: Mutex::new(None),
                 last_sync: Mutex::new(Default::default()),
+                kept_world: Mutex::new(None),
                 graph_cache: Default::default(),
             }),
         })
+    }
+
+    /// Keeps the resolver world's rows in memory between this engine's
+    /// index runs, so that a run after a small edit reads only the rows of
+    /// the files that changed instead of every file's (long-lived processes:
+    /// a watcher calls it). The rows are checked against the index before
+    /// each run ([`crate::graph::resolve::KeptRows`]), and dropped when this
+    /// engine rebuilds the index. The edges are the same either way.
+    pub fn keep_resolver_world(&self) {
+        lock(&self.inner.kept_world).get_or_insert_with(Default::default);
     }
 
     /// The repository root (absolute).
@@ -1122,7 +1136,10 @@ impl Inner {
     ) -> Result<IndexReport> {
         match Store::open_for_writing(&self.db_path)? {
             ForWriting::Ready(mut store) => {
-                let mut report = run_index(&self.root, &mut store, &options, progress)?;
+                let mut kept = lock(&self.kept_world);
+                let mut report =
+                    run_index(&self.root, &mut store, &options, progress, kept.as_mut())?;
+                drop(kept);
                 report.rebuilt = lock(&self.pending_rebuild_note).take();
                 self.embed_after_run(&mut store, &report);
                 Ok(report)
@@ -1145,7 +1162,10 @@ impl Inner {
             ForWriting::Rebuild(now) => now,
             ForWriting::Ready(mut store) => {
                 drop(side);
-                let mut report = run_index(&self.root, &mut store, &options, progress)?;
+                let mut kept = lock(&self.kept_world);
+                let mut report =
+                    run_index(&self.root, &mut store, &options, progress, kept.as_mut())?;
+                drop(kept);
                 report.rebuilt = lock(&self.pending_rebuild_note).take();
                 self.embed_after_run(&mut store, &report);
                 return Ok(report);
@@ -1164,7 +1184,12 @@ impl Inner {
         } else {
             options
         };
-        let mut report = run_index(&self.root, side.store_mut()?, &options, progress)?;
+        // Rows read from the index being replaced are not kept (they would
+        // be checked against the new one and read again anyway).
+        if let Some(kept) = lock(&self.kept_world).as_mut() {
+            *kept = Default::default();
+        }
+        let mut report = run_index(&self.root, side.store_mut()?, &options, progress, None)?;
         let generation = side.swap_into_live()?;
         rebuild.clear_markers()?;
         tracing::info!("the rebuilt index is live (generation {generation})");

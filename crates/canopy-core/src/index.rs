@@ -231,16 +231,19 @@ struct WriteTotals {
 /// Runs one index pass over the repository at `root` into `store`:
 /// plan (discover, compare with the index), remove what is gone, parse and
 /// write in batches, record what the run covered, resolve the graph, finish.
+/// `kept`: the resolver world's rows a long-lived process keeps between
+/// runs ([`crate::graph::resolve::KeptRows`]); `None` reads them all.
 pub(crate) fn run_index(
     root: &Path,
     store: &mut Store,
     options: &IndexOptions,
     progress: &dyn IndexProgress,
+    kept: Option<&mut crate::graph::resolve::KeptRows>,
 ) -> Result<IndexReport> {
     // What a run reads stays out of the process's resident memory (see
     // `Store::map_for_reading`); readers of this connection map it again after.
     store.map_for_reading(false)?;
-    let report = run_index_unmapped(root, store, options, progress);
+    let report = run_index_unmapped(root, store, options, progress, kept);
     let mapped = store.map_for_reading(true);
     let report = report?;
     mapped?;
@@ -253,6 +256,7 @@ fn run_index_unmapped(
     store: &mut Store,
     options: &IndexOptions,
     progress: &dyn IndexProgress,
+    kept: Option<&mut crate::graph::resolve::KeptRows>,
 ) -> Result<IndexReport> {
     let started = Instant::now();
     let plan = plan_run(root, store, options)?;
@@ -302,7 +306,10 @@ fn run_index_unmapped(
     record_coverage(store, &plan, &totals.skipped)?;
     // Resolution: only when something changed (or a killed run left work).
     let resolve_started = Instant::now();
-    let resolved = on_index_pool(|| crate::graph::resolve_pending(store, root))?;
+    let resolved = on_index_pool(|| match kept {
+        Some(kept) => crate::graph::resolve_pending_kept(store, root, kept),
+        None => crate::graph::resolve_pending(store, root),
+    })?;
     let mut report = totals.report;
     report.graph_files_resolved = resolved.files;
     report.graph_resolve_ms = resolve_started.elapsed().as_millis() as u64;

@@ -101,6 +101,8 @@ pub fn watch(
     stop: &AtomicBool,
     mut on_cycle: impl FnMut(&WatchCycle),
 ) -> Result<WatchSummary> {
+    // A watcher runs many small index runs: keep the resolver's rows between them.
+    engine.keep_resolver_world();
     let mut cycles = 0u64;
     let mut run = |full: Option<&'static str>, paths: HashSet<String>, first_event: Instant| {
         cycles += 1;

@@ -142,6 +142,8 @@ impl EngineCache {
         let open_root = root.clone();
         let options = self.options.clone();
         let engine = blocking(move || Engine::open(&open_root, options)).await??;
+        // This process outlives many index runs (the watcher's, `canopy_index`).
+        engine.keep_resolver_world();
         Ok(self.insert(root, engine))
     }
 

@@ -57,7 +57,18 @@ const RESOLVE_CHUNK_FILES: usize = 256;
 /// `root` is the repository on disk: Rust's `Cargo.toml` files name the
 /// library crates that examples, tests and binaries import by name.
 pub fn resolve_pending(store: &mut Store, root: &std::path::Path) -> Result<ResolveStats> {
-    resolve_pending_in_chunks(store, root, RESOLVE_CHUNK_FILES)
+    resolve_pending_in_chunks(store, root, RESOLVE_CHUNK_FILES, None)
+}
+
+/// [`resolve_pending`] with the rows of the world kept between passes
+/// (a long-lived process): only the rows of files that changed are read
+/// ([`resolve::KeptRows`]). The edges written are the same.
+pub fn resolve_pending_kept(
+    store: &mut Store,
+    root: &std::path::Path,
+    kept: &mut resolve::KeptRows,
+) -> Result<ResolveStats> {
+    resolve_pending_in_chunks(store, root, RESOLVE_CHUNK_FILES, Some(kept))
 }
 
 /// [`resolve_pending`], `chunk_files` files per chunk (the tests check that
@@ -66,6 +77,7 @@ fn resolve_pending_in_chunks(
     store: &mut Store,
     root: &std::path::Path,
     chunk_files: usize,
+    kept: Option<&mut resolve::KeptRows>,
 ) -> Result<ResolveStats> {
     if !store.graph_has_pending()? {
         return Ok(ResolveStats::default());
@@ -78,7 +90,19 @@ fn resolve_pending_in_chunks(
         return Ok(ResolveStats::default());
     }
     let t_rows = std::time::Instant::now();
-    let (files, syms, index) = resolve::read_world_rows(store, &dirty)?;
+    let (files, syms, index) = match kept {
+        Some(kept) => {
+            let (rows, refreshed) = kept.refresh(store, &dirty)?;
+            tracing::debug!(
+                read = refreshed.read,
+                kept = refreshed.kept,
+                dropped = refreshed.dropped,
+                "world rows refreshed"
+            );
+            rows
+        }
+        None => resolve::read_world_rows(store, &dirty)?,
+    };
     let rows_ms = t_rows.elapsed().as_millis() as u64;
     let t_world = std::time::Instant::now();
     let manifests = resolve::Manifests::read(root, files.iter().map(|f| f.path.as_str()));
@@ -201,6 +225,9 @@ impl GraphCache {
 }
 
 #[cfg(test)]
+mod kept_world_tests;
+
+#[cfg(test)]
 mod tests {
     use std::path::Path;
 
@@ -257,7 +284,7 @@ mod tests {
             max_file_size: crate::discover::DEFAULT_MAX_FILE_SIZE,
             only_paths: None,
         };
-        run_index(root, &mut store, &options, &NoProgress).expect("index");
+        run_index(root, &mut store, &options, &NoProgress, None).expect("index");
         let streamed = graph_rows(&store);
         assert!(
             streamed.0.len() >= 2 && !streamed.1.is_empty(),
@@ -268,7 +295,8 @@ mod tests {
                 .conn
                 .execute("INSERT OR IGNORE INTO graph_dirty SELECT id FROM files", [])
                 .expect("mark every file");
-            let stats = super::resolve_pending_in_chunks(&mut store, root, chunk).expect("resolve");
+            let stats =
+                super::resolve_pending_in_chunks(&mut store, root, chunk, None).expect("resolve");
             assert!(stats.files >= 2, "{stats:?}");
             assert_eq!(graph_rows(&store), streamed, "chunks of {chunk} files");
         }

@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::Store;
-use super::graph_rows::{EdgeRow, FileIdx, FileRow, How, StoredFacts, SymRow, Target};
+use super::graph_rows::{EdgeRow, FileIdx, FileRow, FileStamp, How, StoredFacts, SymRow, Target};
 use super::packed_edges::{self, PackedEdge};
 use crate::error::Result;
 use crate::lang::{Language, NodeType, SiteKind};
@@ -413,6 +413,77 @@ impl Store {
         super::advance_generation(&tx)?;
         tx.commit()?;
         Ok(written)
+    }
+
+    /// What identifies each file's resolution rows, by `files.id`: path,
+    /// language, content hash and unit id range. Rows of a file whose stamp
+    /// is the same as when they were read are the same rows (a re-written
+    /// file takes new unit ids unless its units are the same; its facts
+    /// follow its content), which is what lets a long-lived process keep
+    /// them between passes ([`crate::graph::resolve::KeptRows`]).
+    pub fn graph_file_stamps(&self) -> Result<Vec<FileStamp>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, path, language, content_hash, first_node_id, last_node_id FROM files ORDER BY id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(FileStamp {
+                id: r.get(0)?,
+                path: r.get(1)?,
+                language: Language::from_name(r.get_ref(2)?.as_str()?).unwrap_or(Language::Text),
+                content_hash: r.get(3)?,
+                first_node: r.get(4)?,
+                last_node: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// One file's stored facts (`graph_facts.facts`), as
+    /// [`Store::graph_file_rows`] reads them.
+    pub fn graph_facts_of(&self, file_id: i64) -> Result<Option<Vec<u8>>> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT facts FROM graph_facts WHERE file_id = ?1")?
+            .query_row([file_id], |r| r.get::<_, Option<Vec<u8>>>(0))
+            .optional()?
+            .flatten())
+    }
+
+    /// One file's units as [`Store::graph_sym_rows`] reads them (in id
+    /// order), each with `file` set to `file`.
+    pub fn graph_sym_rows_of(&self, stamp: &FileStamp, file: FileIdx) -> Result<Vec<SymRow>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, parent_id, node_type, COALESCE(name, ''), COALESCE(qualified_name, ''), start_byte, end_byte
+             FROM nodes WHERE id BETWEEN ?1 AND ?2 AND file_id = ?3 AND (name IS NOT NULL OR parent_id IS NULL)
+             ORDER BY id",
+        )?;
+        let rows = stmt.query_map(params![stamp.first_node, stamp.last_node, stamp.id], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, Option<i64>>(1)?,
+                NodeType::from_name(r.get_ref(2)?.as_str()?),
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, i64>(5)?,
+                r.get::<_, i64>(6)?,
+            ))
+        })?;
+        let mut syms = Vec::new();
+        for row in rows {
+            let (id, parent, node_type, name, qualified_name, start, end) = row?;
+            let Some(node_type) = node_type else { continue };
+            syms.push(SymRow {
+                id,
+                file,
+                parent,
+                node_type,
+                name,
+                qualified_name,
+                start: start as u32,
+                end: end as u32,
+            });
+        }
+        Ok(syms)
     }
 
     /// Drops leftovers after resolution: dirty marks of files without facts,

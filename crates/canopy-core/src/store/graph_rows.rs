@@ -33,6 +33,23 @@ pub struct FileRow {
     pub facts: Option<Vec<u8>>,
 }
 
+/// What identifies a file's resolution rows ([`crate::store::Store::graph_file_stamps`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileStamp {
+    /// `files.id`.
+    pub id: i64,
+    /// Repo-relative path.
+    pub path: String,
+    /// Language.
+    pub language: Language,
+    /// `files.content_hash`.
+    pub content_hash: String,
+    /// `files.first_node_id`.
+    pub first_node: i64,
+    /// `files.last_node_id`.
+    pub last_node: i64,
+}
+
 /// A unit as a resolution pass reads it: every named unit and every file unit.
 #[derive(Clone, Debug)]
 pub struct SymRow {

@@ -229,6 +229,8 @@ impl Service {
                     message: e.to_string(),
                 }),
                 Ok(engine) => {
+                    // The service outlives many index runs of each repository.
+                    engine.keep_resolver_world();
                     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
                         engine.index(glob.as_deref(), &entry.progress)
                     }));

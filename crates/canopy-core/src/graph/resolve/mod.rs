@@ -22,6 +22,7 @@
 
 mod eval;
 pub(crate) mod ids;
+mod kept;
 pub(crate) mod lang;
 mod lookup;
 mod sites;
@@ -30,6 +31,7 @@ mod world;
 use std::collections::{BTreeSet, HashMap};
 
 pub use ids::{FileIdx, SymId};
+pub use kept::{KeptRows, RefreshStats};
 pub use lang::Manifests;
 pub use world::{LazyFacts, World, WorldFile};
 
@@ -81,6 +83,7 @@ mod layering {
             ("lookup.rs", include_str!("lookup.rs")),
             ("sites.rs", include_str!("sites.rs")),
             ("ids.rs", include_str!("ids.rs")),
+            ("kept.rs", include_str!("kept.rs")),
         ];
         let mut forbidden = vec![["Language", "::"].concat()];
         forbidden.extend(

@@ -31,8 +31,9 @@ pub struct WorldFile {
     pub language: Language,
     /// Whose rules resolve it.
     pub family: Family,
-    /// Its facts (empty when the language has no rules).
-    pub facts: LazyFacts,
+    /// Its facts (empty when the language has no rules); shared with the
+    /// rows a long-lived process keeps between passes ([`super::KeptRows`]).
+    pub facts: std::sync::Arc<LazyFacts>,
 }
 
 impl WorldFile {
@@ -42,11 +43,21 @@ impl WorldFile {
             Some(world) => LazyFacts::stored(world),
             None => LazyFacts::default(),
         };
+        WorldFile::with_facts(row.id, row.path, row.language, std::sync::Arc::new(facts))
+    }
+
+    /// The file `id` at `path` with these facts.
+    pub fn with_facts(
+        id: i64,
+        path: String,
+        language: Language,
+        facts: std::sync::Arc<LazyFacts>,
+    ) -> WorldFile {
         WorldFile {
-            id: row.id,
-            family: Family::of(row.language),
-            path: row.path,
-            language: row.language,
+            id,
+            family: Family::of(language),
+            path,
+            language,
             facts,
         }
     }
