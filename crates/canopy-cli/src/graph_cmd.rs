@@ -26,9 +26,10 @@ pub enum GraphCommand {
     References(TargetArgs),
     /// Units that use TARGET as a type.
     TypeUsages(TargetArgs),
-    /// The definition a name at FILE:LINE:COL resolves to (COL 0-based).
+    /// The definition a name at FILE:LINE[:COL] resolves to (COL 0-based;
+    /// without it, the line's one site, or a list of the line's sites).
     Definition {
-        /// `path:line:col`.
+        /// `path:line:col`, or `path:line` when the line has one site.
         position: String,
     },
     /// The shortest call path from FROM to TO.
@@ -268,16 +269,13 @@ impl GraphCommand {
     }
 }
 
-/// `definition` takes `FILE:LINE:COL`, the column too.
+/// `definition` takes `FILE:LINE[:COL]`; without the column, the line's one site.
 fn check_definition_position(position: &str) -> anyhow::Result<()> {
-    let mut it = position.rsplitn(3, ':');
-    let (Some(col), Some(line), Some(_path)) = (it.next(), it.next(), it.next()) else {
-        anyhow::bail!("expected FILE:LINE:COL, got {position:?}");
-    };
-    line.parse::<u32>()
-        .with_context(|| format!("bad line in {position:?}"))?;
-    col.parse::<u32>()
-        .with_context(|| format!("bad column in {position:?}"))?;
+    if canopy_core::graph::position::Position::parse(position).is_none() {
+        anyhow::bail!(
+            "expected FILE:LINE[:COL] (COL 0-based; without it, the line's one site), got {position:?}"
+        );
+    }
     Ok(())
 }
 

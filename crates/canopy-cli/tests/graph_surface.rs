@@ -142,6 +142,40 @@ fn definition_at_an_unresolved_call_names_it_and_no_neighbour() {
 }
 
 #[test]
+fn definition_without_a_column_takes_the_lines_one_site_or_lists_them() {
+    let repo = indexed(&[("a.go", GO)]);
+    let dir = repo.dir.path();
+    // Line 14: `\tf := func() int { return p.parseLabel(s) }`, one site.
+    let one = json(dir, &["definition", "a.go:14"]);
+    assert_eq!(
+        names(&one),
+        vec!["linkParser.parseLabel".to_string()],
+        "{one}"
+    );
+    assert_eq!(one, json(dir, &["definition", "a.go:14:29"]));
+    // Line 9 has three sites: an error naming each with its column.
+    let several = canopy(dir, &["definition", "a.go:9"]);
+    assert!(!several.status.success());
+    let err = String::from_utf8_lossy(&several.stderr);
+    for site in [
+        "`parseLabel` at a.go:9:10",
+        "`helper` at a.go:9:30",
+        "`missing` at a.go:9:42",
+    ] {
+        assert!(err.contains(site), "{site}: {err}");
+    }
+    // A line with no site says so and names the command for the unit there.
+    let blank = json(dir, &["definition", "a.go:2"]);
+    assert!(names(&blank).is_empty(), "{blank}");
+    assert!(
+        blank["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("canopy detail a.go:2")),
+        "{blank}"
+    );
+}
+
+#[test]
 fn every_site_is_listed_and_a_clamped_cap_is_reported() {
     let calls: String = (0..9).map(|i| format!("    target({i})\n")).collect();
     let source = format!("def target(x):\n    return x\n\n\ndef caller():\n{calls}");
@@ -541,5 +575,93 @@ fn a_target_that_matches_nothing_suggests_the_nearest_names() {
         "{}{}",
         String::from_utf8_lossy(&text.stdout),
         String::from_utf8_lossy(&text.stderr)
+    );
+}
+
+const DISPATCH: &str = "class Base:
+    def run(self):
+        return self.step()
+
+    def step(self):
+        return 0
+
+
+class Fast(Base):
+    def step(self):
+        return 1
+
+
+class Duck:
+    def quack(self):
+        return 1
+
+
+class Robot:
+    def quack(self):
+        return 2
+
+
+def poke(thing):
+    return thing.quack()
+
+
+def orphan():
+    return 3
+";
+
+#[test]
+fn an_empty_impact_says_whether_dynamic_dispatch_is_why() {
+    let repo = indexed(&[("d.py", DISPATCH)]);
+    let dir = repo.dir.path();
+    let hint = |target: &str| {
+        let a = json(dir, &["impact", target]);
+        assert!(names(&a).is_empty(), "{a}");
+        assert!(a["review"].as_array().is_none_or(Vec::is_empty), "{a}");
+        a["hint"].as_str().unwrap_or_default().to_string()
+    };
+    // Reached only through the base's `self.step()`: names the dispatcher.
+    let fast = hint("Fast.step");
+    assert!(
+        fast.contains("dynamic dispatch") && fast.contains("canopy references Base.step"),
+        "{fast}"
+    );
+    // Called only on an untyped receiver (two classes have `quack`).
+    let duck = hint("Duck.quack");
+    assert!(
+        duck.contains("receiver of unknown type")
+            && duck.contains("`unresolved`")
+            && duck.contains("canopy references quack"),
+        "{duck}"
+    );
+    // Never used: says so, and nothing about dispatch.
+    let orphan = hint("orphan");
+    assert!(
+        orphan.contains("no static use of orphan") && !orphan.contains("dispatch"),
+        "{orphan}"
+    );
+}
+
+#[test]
+fn detail_counts_the_callers_that_callers_lists() {
+    // `twice` calls `helper` from two sites, `once` from one: two callers.
+    let source = "def helper():\n    return 1\n\n\ndef twice():\n    helper()\n    return helper()\n\n\ndef once():\n    return helper()\n";
+    let repo = indexed(&[("h.py", source)]);
+    let dir = repo.dir.path();
+    let callers = json(dir, &["callers", "helper"]);
+    let mut listed = names(&callers);
+    listed.sort();
+    assert_eq!(listed, ["once", "twice"], "{callers}");
+    let detail = json(dir, &["detail", "helper"]);
+    assert_eq!(detail["detail"]["callers"], 2, "{detail}");
+    assert_eq!(detail["detail"]["callers"], callers["total"], "{detail}");
+    let references = json(dir, &["references", "helper"]);
+    assert_eq!(
+        detail["detail"]["references"], references["total"],
+        "{detail}"
+    );
+    let callees = json(dir, &["callees", "twice"]);
+    assert_eq!(
+        json(dir, &["detail", "twice"])["detail"]["callees"],
+        callees["total"]
     );
 }

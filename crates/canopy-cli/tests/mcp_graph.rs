@@ -115,6 +115,19 @@ async fn callers_follow_resolved_edges_not_names() {
     // Definition at a position: `p.parse()` on line 5, col 13 of app.py.
     let def = ok_json(&graph(json!({"op": "definition", "target": "app.py:5:13"})).await);
     assert_eq!(names(&def), ["Parser.parse"], "{def}");
+    // Without a column: the line's one site; a line of two sites is an
+    // error that lists both with the column to give (issue 29).
+    let def = ok_json(&graph(json!({"op": "definition", "target": "app.py:5"})).await);
+    assert_eq!(names(&def), ["Parser.parse"], "{def}");
+    let two = err_json(
+        &graph(json!({"op": "definition", "target": "app.py:1"})).await,
+        "Validation",
+    );
+    let message = two.to_string();
+    assert!(
+        message.contains("`Parser` at app.py:1:19") && message.contains("`Lexer` at app.py:1:27"),
+        "{message}"
+    );
 
     // Kinds of empty: nothing calls use_parser; an unknown target.
     let none = ok_json(&graph(json!({"op": "callers", "target": "use_parser"})).await);

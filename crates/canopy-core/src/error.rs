@@ -140,8 +140,10 @@ fn validation_hint(message: &str) -> &'static str {
         "describe the task in a few sentences (its first line weighs most), or give a focus"
     } else if message.contains("embedding model") {
         "point --model / CANOPY_MODEL at a model folder, or leave it unset to skip semantic retrieval"
+    } else if message.contains("give the column of the one you mean") {
+        "ask again with one of the positions the message lists"
     } else if message.contains("path:line") {
-        "write the target as path:line or path:line:col (1-based), or name the symbol"
+        "write the target as path:line or path:line:col (line 1-based, col 0-based), or name the symbol"
     } else {
         "fix the field the message names; it says which values are allowed"
     }

@@ -157,8 +157,8 @@ impl ToolName {
             }
             ToolName::Graph => {
                 "Code graph over references resolved to their definitions (not name matches). \
-                 op: callers/callees (depth 1-10), references, definition (target=path:line:col, \
-                 col 0-based), type_usages, implementations, implements, impact (must change vs \
+                 op: callers/callees (depth 1-10), references, definition (target=path:line[:col], \
+                 col 0-based; no col: the line's one site), type_usages, implementations, implements, impact (must change vs \
                  review), path (call chain target -> to), dependencies/dependents (level \
                  file|package). target: Type.method, Type::method, pkg.Name, file.py:Type.method, a path, or \
                  path:line:col. Nodes are handles with depth, edge_kind, confidence, how, sites \

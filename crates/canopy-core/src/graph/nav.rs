@@ -26,7 +26,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use crate::error::{CanopyError, Result};
 use crate::graph::position::Position;
 use crate::graph::resolve;
 use crate::handle::HandleId;
@@ -173,14 +173,15 @@ pub struct UnitDetail {
     pub parameters: Vec<String>,
     /// Named members (methods, fields, nested types); listed in `nodes`.
     pub members: usize,
-    /// Resolved call sites calling it.
+    /// Units that call it: how many `callers` lists at depth 1.
     pub callers: usize,
-    /// Resolved calls it makes.
+    /// Units it calls: how many `callees` lists at depth 1.
     pub callees: usize,
-    /// Resolved uses of any kind (calls, imports, types, other).
+    /// Units that use it in any way (calls, imports, types, other): how
+    /// many `references` lists.
     pub references: usize,
-    /// How many of the edges counted in `callers`, `callees` and
-    /// `references` are guesses (see [`GraphNode::guess`]).
+    /// How many of the units counted in `callees` and `references` (which
+    /// holds the callers) were reached by a guess (see [`GraphNode::guess`]).
     #[serde(default)]
     pub guesses: usize,
 }
@@ -762,15 +763,71 @@ impl<'s> Graph<'s> {
     /// The definition the site at `path:line:col` resolves to: the site
     /// whose name holds the column. A name there that did not resolve is
     /// answered `unresolved` with that name, never with another site of
-    /// the line.
-    pub fn definition(&self, path: &str, line: u32, col: u32) -> Result<GraphAnswer> {
+    /// the line. Without a column, the line's one site is taken; a line
+    /// with several sites is a validation error that lists each with the
+    /// position to ask instead, and a line with none says so.
+    pub fn definition(&self, path: &str, line: u32, col: Option<u32>) -> Result<GraphAnswer> {
         let mut a = self.answer("definition");
         let Some(file) = self.store.file_node(path)? else {
             a.empty = Some(Empty::TargetNotFound);
             return Ok(a);
         };
         let (lo, hi) = self.file_range(&file)?;
-        let word = self.line_text(&file, line).and_then(|t| word_at(&t, col));
+        let text = self.line_text(&file, line);
+        let col = match col {
+            Some(col) => col,
+            None => {
+                let edges = self.store.edges_from_range(lo, hi)?;
+                let mut cols: Vec<u32> = edges
+                    .iter()
+                    .filter(|e| e.line == line)
+                    .map(|e| e.col)
+                    .collect();
+                // Calls that resolved to nothing have no edge; their
+                // names are found in the line's text.
+                if let (Some(text), Some(file_id)) =
+                    (text.as_deref(), self.store.file_of_unit(file.rowid)?)
+                {
+                    for c in self.store.raw_calls_in_file(file_id)? {
+                        if c.line == line {
+                            cols.extend(word_columns(text, &c.name));
+                        }
+                    }
+                }
+                cols.sort_unstable();
+                cols.dedup();
+                match cols.as_slice() {
+                    [only] => *only,
+                    [] => {
+                        a.empty = Some(Empty::Resolved);
+                        a.hint = Some(format!(
+                            "no call, reference or import site on {path}:{line}; \
+                             `canopy detail {path}:{line}` names the unit there"
+                        ));
+                        return Ok(a);
+                    }
+                    several => {
+                        let listed: Vec<String> = several
+                            .iter()
+                            .map(|&c| {
+                                let name = text
+                                    .as_deref()
+                                    .and_then(|t| word_at(t, c))
+                                    .map_or_else(|| "?".to_string(), |(_, _, w)| w);
+                                format!("`{name}` at {path}:{line}:{c}")
+                            })
+                            .collect();
+                        return Err(CanopyError::Validation(format!(
+                            "definition: {path}:{line} has {} sites; give the column of \
+                             the one you mean (path:line:col, 0-based): {}",
+                            several.len(),
+                            listed.join(", ")
+                        )));
+                    }
+                }
+            }
+        };
+        let word = text.and_then(|t| word_at(&t, col));
         let Some((start, end, name)) = word else {
             a.empty = Some(Empty::Resolved);
             a.hint = Some(format!(

@@ -264,7 +264,7 @@ impl GraphRequest {
         }
         if self.op == GraphOp::Definition && parse_position(&self.target).is_none() {
             return Err(CanopyError::Validation(format!(
-                "definition needs target as path:line:col (col 0-based), got {:?}",
+                "definition needs target as path:line[:col] (col 0-based; without it, the line's one site), got {:?}",
                 self.target
             )));
         }
@@ -331,10 +331,10 @@ impl Graph<'_> {
             GraphOp::References => R::Nodes(Box::new(self.references(target, max)?)),
             GraphOp::TypeUsages => R::Nodes(Box::new(self.type_usages(target, max)?)),
             GraphOp::Definition => {
-                let (path, line, col) = parse_position(target).ok_or_else(|| {
-                    CanopyError::Validation(format!("not path:line:col: {target:?}"))
+                let p = Position::parse(target).ok_or_else(|| {
+                    CanopyError::Validation(format!("not path:line[:col]: {target:?}"))
                 })?;
-                R::Nodes(Box::new(self.definition(path, line, col)?))
+                R::Nodes(Box::new(self.definition(p.path, p.line, p.col)?))
             }
             GraphOp::Path => R::Nodes(Box::new(
                 self.path(target, request.to.as_deref().unwrap_or_default().trim())?,

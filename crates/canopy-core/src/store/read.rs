@@ -211,11 +211,16 @@ fn node_from_row(row: &Row, score: f64) -> rusqlite::Result<NodeRecord> {
 /// this list in memory (a few MB at most) and scans that instead; a one-shot
 /// CLI process never pays for building it. The list is rebuilt when
 /// `PRAGMA data_version` says another connection (the indexer) committed.
+///
+/// It also keeps each distinct spelling, for the nearest names a target
+/// that matched nothing is offered ([`Store::nearest_names`]).
 #[derive(Debug, Default)]
 struct NameCatalog {
     data_version: i64,
     /// (lower-cased name, units), sorted by name.
     names: Vec<(String, u32)>,
+    /// Every distinct name as written, sorted.
+    spellings: Vec<String>,
 }
 
 /// Per-connection state for [`NameCatalog`]: the catalog once built, and
@@ -470,9 +475,6 @@ impl Store {
             .query_row("PRAGMA data_version", [], |r| r.get(0))?)
     }
 
-    /// Names (lower-cased) that contain `needle` but do not start with it,
-    /// shortest first, enough of them to cover `cap` units. `None` when the
-    /// catalog is not worth building yet (a connection's first substring search).
     /// Up to `k` distinct unit names nearest to `name` by edit distance
     /// (ASCII case ignored), nearest first, then by name: the suggestions of
     /// a graph target that matched nothing. Only names within a third of
@@ -480,25 +482,67 @@ impl Store {
     /// name itself (in any case) is not.
     pub fn nearest_names(&self, name: &str, k: usize) -> Result<Vec<String>> {
         let max = (name.chars().count() / 3).clamp(1, 3);
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT DISTINCT name FROM nodes WHERE name IS NOT NULL")?;
-        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
-        let mut near: Vec<(usize, String)> = Vec::new();
-        for row in rows {
-            let candidate = row?;
+        self.refresh_name_catalog()?;
+        let catalog = self.names.catalog.borrow();
+        let mut near: Vec<(usize, &String)> = Vec::new();
+        for candidate in catalog.iter().flat_map(|c| &c.spellings) {
             if candidate.eq_ignore_ascii_case(name) {
                 continue;
             }
-            if let Some(d) = crate::text::edit_distance_within(name, &candidate, max) {
+            if let Some(d) = crate::text::edit_distance_within(name, candidate, max) {
                 near.push((d, candidate));
             }
         }
         near.sort();
-        near.dedup_by(|a, b| a.1 == b.1);
-        Ok(near.into_iter().take(k).map(|(_, n)| n).collect())
+        Ok(near.into_iter().take(k).map(|(_, n)| n.clone()).collect())
     }
 
+    /// Builds this connection's [`NameCatalog`], or rebuilds it when
+    /// another connection committed since.
+    fn refresh_name_catalog(&self) -> Result<()> {
+        let version = self.data_version()?;
+        let fresh = self
+            .names
+            .catalog
+            .borrow()
+            .as_ref()
+            .is_some_and(|c| c.data_version == version);
+        if fresh {
+            return Ok(());
+        }
+        let mut spellings: Vec<(String, u32)> = Vec::new();
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT name, COUNT(*) FROM nodes WHERE name IS NOT NULL GROUP BY name",
+        )?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+        for row in rows {
+            let (name, count) = row?;
+            spellings.push((name, count as u32));
+        }
+        // One entry per lower-cased name, its units summed over spellings.
+        let mut names: Vec<(String, u32)> = spellings
+            .iter()
+            .map(|(n, c)| (n.to_ascii_lowercase(), *c))
+            .collect();
+        names.sort();
+        names.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                kept.1 += later.1;
+            }
+            same
+        });
+        *self.names.catalog.borrow_mut() = Some(NameCatalog {
+            data_version: version,
+            names,
+            spellings: spellings.into_iter().map(|(n, _)| n).collect(),
+        });
+        Ok(())
+    }
+
+    /// Names (lower-cased) that contain `needle` but do not start with it,
+    /// shortest first, enough of them to cover `cap` units. `None` when the
+    /// catalog is not worth building yet (a connection's first substring search).
     fn substring_names_from_catalog(
         &self,
         needle: &str,
@@ -515,19 +559,7 @@ impl Store {
             if !cache.searched_without.replace(true) {
                 return Ok(None);
             }
-            let mut names: Vec<(String, u32)> = Vec::new();
-            let mut stmt = self.conn.prepare_cached(
-                "SELECT name, COUNT(*) FROM nodes WHERE name IS NOT NULL GROUP BY name COLLATE NOCASE",
-            )?;
-            let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
-            for row in rows {
-                let (name, count) = row?;
-                names.push((name.to_ascii_lowercase(), count as u32));
-            }
-            *cache.catalog.borrow_mut() = Some(NameCatalog {
-                data_version: version,
-                names,
-            });
+            self.refresh_name_catalog()?;
         }
         let catalog = cache.catalog.borrow();
         let Some(catalog) = catalog.as_ref() else {

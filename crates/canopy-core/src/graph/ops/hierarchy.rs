@@ -169,6 +169,100 @@ impl Graph<'_> {
                 Empty::Resolved
             }
         });
+        if direct.empty.is_some()
+            && let (_, Some(t)) = self.with_target("impact", target)?
+        {
+            direct.hint = Some(self.empty_impact_hint(&t, direct.unresolved_count)?);
+        }
         Ok(direct)
+    }
+
+    /// Why nothing is reached from `t`, and where to look instead. A
+    /// method that overrides or implements a supertype's member is reached
+    /// through that member (dynamic dispatch), so the hint names it; a
+    /// name called only on receivers of unknown type points at those
+    /// unresolved sites; anything else has no static use at all.
+    fn empty_impact_hint(&self, t: &NodeRecord, unresolved: u64) -> Result<String> {
+        let qn = t
+            .qualified_name
+            .as_deref()
+            .or(t.name.as_deref())
+            .unwrap_or_default();
+        let name = t.name.as_deref().unwrap_or_default();
+        let owner = self.owner_type(t)?;
+        let supers: Vec<NodeRecord> = match &owner {
+            Some(o) => {
+                let mut out = Vec::new();
+                for e in self.base_edges_from(o)? {
+                    if let Some(n) = e.dst.map(|d| self.node(d)).transpose()?.flatten() {
+                        out.push(n);
+                    }
+                }
+                out
+            }
+            None => Vec::new(),
+        };
+        let super_ids: Vec<i64> = supers.iter().map(|n| n.rowid).collect();
+        let dispatcher = self
+            .store
+            .children_of(&super_ids)?
+            .into_iter()
+            .find(|m| m.name.as_deref() == Some(name));
+        if let Some(d) = dispatcher {
+            let dq = d.qualified_name.as_deref().unwrap_or(name);
+            return Ok(format!(
+                "nothing reaches {qn} statically: it overrides or implements {dq}, so calls \
+                 through {dq} reach it by dynamic dispatch; ask `canopy references {dq}` \
+                 (or `impact {dq}`) for them"
+            ));
+        }
+        if let Some(s) = supers.first() {
+            let sq = s
+                .qualified_name
+                .as_deref()
+                .or(s.name.as_deref())
+                .unwrap_or_default();
+            return Ok(format!(
+                "nothing reaches {qn} statically; its type implements {sq}, so calls on a \
+                 {sq} value may reach it by dynamic dispatch; ask `canopy references {sq}` \
+                 for the places that hold one"
+            ));
+        }
+        if unresolved > 0 {
+            return Ok(format!(
+                "nothing reaches {qn} through a resolved edge, but {unresolved} site(s) call \
+                 `{name}` on a receiver of unknown type (dynamic dispatch: an interface, a \
+                 trait object or a duck-typed attribute), listed in `unresolved`; check them, \
+                 or ask `canopy references {name}` and `canopy query {name}`"
+            ));
+        }
+        Ok(format!(
+            "no static use of {qn} anywhere in the index, and no call of `{name}` on an \
+             unknown receiver: it is unused, or reached only from outside the repository, \
+             by reflection or a name in a string (`canopy query {name}` finds the text)"
+        ))
+    }
+
+    /// The type whose member `t` is: its parent unit when that is a type
+    /// (or an `impl`), else, for a method declared outside its type (Go
+    /// receivers), the type its qualified name starts with, in its file.
+    fn owner_type(&self, t: &NodeRecord) -> Result<Option<NodeRecord>> {
+        if let Some(p) = t.parent_rowid.map(|p| self.node(p)).transpose()?.flatten()
+            && p.node_type != "file"
+        {
+            return Ok(Some(p));
+        }
+        let Some((type_name, _)) = t
+            .qualified_name
+            .as_deref()
+            .and_then(|q| q.rsplit_once('.').or_else(|| q.rsplit_once("::")))
+        else {
+            return Ok(None);
+        };
+        Ok(self
+            .store
+            .nodes_by_name(type_name, crate::store::read::NameMatch::Equal, 50)?
+            .into_iter()
+            .find(|n| n.file_path == t.file_path && n.rowid != t.rowid && n.node_type != "file"))
     }
 }

@@ -3,10 +3,8 @@
 //! counts, members).
 
 use crate::error::Result;
-use crate::graph::nav::{Empty, Graph, GraphAnswer};
+use crate::graph::nav::{Empty, Graph, GraphAnswer, MAX_RESULTS};
 use crate::handle::HandleId;
-use crate::lang::SiteKind;
-use crate::store::graph::STATUS_RESOLVED;
 use crate::store::read::NodeRecord;
 
 /// The declaration of a unit up to its body: from the line its name is on,
@@ -146,22 +144,18 @@ impl Graph<'_> {
         };
         let mut members = self.store.children_of(&[node.rowid])?;
         members.retain(|m| m.name.is_some());
-        // Resolved edges only, as `symbols` counts them: an ambiguous site
-        // is a candidate, not a use.
-        let mut uses = self.store.edges_to(node.rowid)?;
-        uses.retain(|e| e.status == STATUS_RESOLVED);
-        let callers = uses.iter().filter(|e| e.kind == SiteKind::Call).count();
-        let out: Vec<_> = self
-            .out_edges(&node)?
-            .into_iter()
-            .filter(|e| e.kind == SiteKind::Call && e.status == STATUS_RESOLVED && e.dst.is_some())
-            .collect();
-        let callees = out.len();
-        let guesses = uses
-            .iter()
-            .chain(&out)
-            .filter(|e| crate::graph::nav::is_guess(e))
-            .count();
+        // The counts are the lengths of what `callers`, `callees` and
+        // `references` list for the unit at depth 1 (one source of truth:
+        // those answers themselves), so the two never disagree.
+        let counted = |answer: &GraphAnswer| {
+            let guesses = answer.nodes.iter().filter(|n| n.guess).count();
+            (answer.total, guesses)
+        };
+        let (callers, _) = counted(&self.callers(target, 1, MAX_RESULTS)?);
+        let (callees, callee_guesses) = counted(&self.callees(target, 1, MAX_RESULTS)?);
+        // `references` holds the callers too, so their guesses count once.
+        let (references, reference_guesses) = counted(&self.references(target, MAX_RESULTS)?);
+        let guesses = callee_guesses + reference_guesses;
         a.total = members.len();
         a.truncated = members.len() > max_results;
         for m in members.iter().take(max_results) {
@@ -174,7 +168,7 @@ impl Graph<'_> {
             members: members.len(),
             callers,
             callees,
-            references: uses.len(),
+            references,
             guesses,
         });
         Ok(a)
