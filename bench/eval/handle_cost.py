@@ -17,6 +17,7 @@ and prints, per channel, over all packs:
   tiny handles     handles whose token_count <= 5 that are not the pack's first
   named            share of handles with name, qualified_name and a preview (named units only
                    have names; chunks and sections are counted apart)
+  per field        (cli) mean tokens of each `"key":value` of a handle record, and of the value alone
 
 and a third row, `text*`: NOT something Canopy sends today, an estimate for a decision. The CLI's
 JSON packs re-rendered (text_form below) as a plain-text pack that keeps every field the agent
@@ -94,8 +95,15 @@ def measure(raw):
     tiny = sum(1 for i, h in enumerate(hs) if i > 0 and int(h.get("token_count") or 0) <= 5)
     named = [h for h in hs if h.get("node_type") not in ("chunk", "paragraph", "code_block")]
     full = sum(1 for h in named if h.get("name") and h.get("qualified_name") and h.get("preview"))
+    fields = {}
+    for h in hs:
+        for k, v in h.items():
+            kv = count(json.dumps({k: v}, separators=(",", ":"), ensure_ascii=False)[1:-1])
+            f = fields.setdefault(k, [0, 0])
+            f[0] += kv
+            f[1] += count(json.dumps(v, ensure_ascii=False).strip('"'))
     return {"total": total, "handles": len(hs), "handle_tokens": sum(h_tokens), "meta": meta, "tiny": tiny,
-            "named": len(named), "named_full": full}
+            "named": len(named), "named_full": full, "fields": fields}
 
 
 def text_form(pack):
@@ -189,6 +197,18 @@ def main():
               f"{sum(r['handle_tokens'] for r in rs) / n:.0f} | {tot / n:.0f} | "
               f"{sum(r['meta'] for r in rs) / tot:.3f} | {sum(r['tiny'] for r in rs)} | "
               f"{sum(r['named_full'] for r in rs)}/{sum(r['named'] for r in rs)}")
+
+
+    hn = sum(r["handles"] for r in rows["cli"])
+    if hn:
+        agg = {}
+        for r in rows["cli"]:
+            for k, (kv, v) in r["fields"].items():
+                a_ = agg.setdefault(k, [0, 0])
+                a_[0] += kv
+                a_[1] += v
+        print("per field (cli), mean tokens per handle record, key+value / value alone: "
+              + "; ".join(f"{k} {kv / hn:.1f}/{v / hn:.1f}" for k, (kv, v) in agg.items()))
 
 
 if __name__ == "__main__":
