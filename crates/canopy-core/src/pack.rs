@@ -278,6 +278,10 @@ struct Tuning {
     /// Follow the plan (calls of the best handles that the question names)
     /// when the caller did not say: 1 on, 0 off.
     plan: f64,
+    /// Selection: a class or file unit of at least this many tokens gives
+    /// its slot to its best-ranked member among the candidates, so one huge
+    /// handle does not eat the budget (0: off).
+    member: f64,
 }
 
 impl Tuning {
@@ -288,6 +292,7 @@ impl Tuning {
             docs: 1.0,
             second: 1.0,
             plan: 0.0,
+            member: 0.0,
         };
         for (k, v) in crate::knobs::measuring_knobs("CANOPY_PACK_TUNING") {
             match k.as_str() {
@@ -296,6 +301,7 @@ impl Tuning {
                 "docs" => t.docs = v,
                 "second" => t.second = v,
                 "plan" => t.plan = v,
+                "member" => t.member = v,
                 _ => {}
             }
         }
@@ -978,7 +984,8 @@ fn select(
     max_per_file: usize,
     max_tokens: u64,
 ) -> Vec<&Scored> {
-    let second = Tuning::get().second;
+    let tuning = Tuning::get();
+    let second = tuning.second;
     let mut out: Vec<&Scored> = Vec::new();
     let mut tokens = 0u64;
     let mut per_file: HashMap<&str, usize> = HashMap::new();
@@ -1018,7 +1025,11 @@ fn select(
                 break; // plain rank order: the first eligible one wins
             }
         }
-        let Some((i, _)) = best else { break };
+        let Some((mut i, _)) = best else { break };
+        if let Some(j) = best_member(ranked, &open, &out, i, tuning.member) {
+            open[i] = false; // the member stands in for it; nesting keeps it out
+            i = j;
+        }
         open[i] = false;
         let s = &ranked[i];
         *per_file.entry(s.node.file_path.as_str()).or_insert(0) += 1;
@@ -1026,6 +1037,45 @@ fn select(
         out.push(s);
     }
     out
+}
+
+/// With `member` > 0 ([`Tuning::member`]): when `ranked[i]` is a class or
+/// file unit of at least `member` tokens, the best-ranked open candidate
+/// strictly inside it (more than a filler's tokens, not nested with a
+/// selected handle), if any. It is in the same file and smaller, so the
+/// per-file cap and the token budget that admitted the unit admit it too.
+fn best_member(
+    ranked: &[Scored],
+    open: &[bool],
+    out: &[&Scored],
+    i: usize,
+    member: f64,
+) -> Option<usize> {
+    let big = &ranked[i].node;
+    if member <= 0.0
+        || f64::from(big.token_count) < member
+        || !matches!(
+            big.node_type.as_str(),
+            "class" | "struct" | "impl" | "interface" | "trait" | "module" | "file"
+        )
+    {
+        return None;
+    }
+    ranked.iter().enumerate().position(|(j, s)| {
+        let n = &s.node;
+        open[j]
+            && j != i
+            && n.file_path == big.file_path
+            && big.start_byte <= n.start_byte
+            && n.end_byte <= big.end_byte
+            && n.end_byte - n.start_byte < big.end_byte - big.start_byte
+            && n.token_count > FILLER_TOKENS
+            && !out.iter().any(|o| {
+                o.node.file_path == n.file_path
+                    && ((o.node.start_byte <= n.start_byte && n.end_byte <= o.node.end_byte)
+                        || (n.start_byte <= o.node.start_byte && o.node.end_byte <= n.end_byte))
+            })
+    })
 }
 
 /// Bounded plan: look up definitions of names the best handles call.
@@ -1271,6 +1321,53 @@ fn guide(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn unit(kind: &str, file: &str, bytes: (usize, usize), tokens: u32, score: f64) -> Scored {
+        Scored {
+            node: NodeRecord {
+                rowid: 0,
+                handle: String::new(),
+                file_path: file.into(),
+                content_hash: String::new(),
+                node_type: kind.into(),
+                name: None,
+                qualified_name: None,
+                parent_rowid: None,
+                start_byte: bytes.0,
+                end_byte: bytes.1,
+                start_line: 1,
+                end_line: 1,
+                token_count: tokens,
+                preview_start: bytes.0,
+                score,
+            },
+            score,
+        }
+    }
+
+    #[test]
+    fn a_huge_class_gives_its_slot_to_its_best_ranked_member() {
+        let ranked = vec![
+            unit("class", "a.py", (0, 9_000), 2_000, 1.0),
+            unit("function", "b.py", (0, 100), 40, 0.9),
+            unit("method", "a.py", (0, 8_000), 3, 0.8), // filler: never
+            unit("method", "a.py", (500, 900), 90, 0.7),
+            unit("method", "a.py", (1_000, 1_400), 80, 0.6),
+        ];
+        let open = vec![true; ranked.len()];
+        assert_eq!(best_member(&ranked, &open, &[], 0, 400.0), Some(3));
+        // Off, below the size, or not a container: the unit keeps its slot.
+        assert_eq!(best_member(&ranked, &open, &[], 0, 0.0), None);
+        assert_eq!(best_member(&ranked, &open, &[], 0, 2_001.0), None);
+        assert_eq!(best_member(&ranked, &open, &[], 1, 10.0), None);
+        // A member nested with a selected handle, or closed, is passed over.
+        let selected = unit("function", "a.py", (550, 600), 10, 0.5);
+        assert_eq!(best_member(&ranked, &open, &[&selected], 0, 400.0), Some(4));
+        let mut closed = open.clone();
+        closed[3] = false;
+        closed[4] = false;
+        assert_eq!(best_member(&ranked, &closed, &[], 0, 400.0), None);
+    }
 
     #[test]
     fn code_identifiers_are_recognised() {

@@ -379,3 +379,77 @@ fn packs_are_deterministic_even_with_many_identifiers() {
         assert_eq!(pack(&e, &question, None).handles, first.handles);
     }
 }
+
+/// What a pack's handle records cost on the wire, counted with the shared
+/// `o200k_base` tokenizer on each record as serialized (the JSON every
+/// front end sends): at most the README's "about 80 tokens" on average,
+/// every named unit says what it is (name, qualified name, kind, one-line
+/// preview), and a file of ≤ 5 tokens (an `__init__.py` that only
+/// re-exports) never takes a slot after the first, even when it matches.
+#[test]
+fn handle_records_cost_what_the_readme_says_and_carry_no_filler() {
+    let (dir, _) = repo();
+    let r = dir.path();
+    // Re-export stubs whose paths match the questions' words.
+    write(r, "billing/__init__.py", "from invoice import *\n");
+    write(r, "billing/invoice_total/__init__.py", "total = 1\n");
+    let e = Engine::open(r, EngineOptions::default()).unwrap();
+    e.index(None, &NoProgress).unwrap();
+    let questions = [
+        "how is the invoice total computed when rendering an invoice?",
+        "invoice",
+        "invoice total",
+        "InvoiceRenderer.render_header",
+        "add vat tax to the invoice amount",
+    ];
+    let (mut records, mut tokens, mut filler_seen) = (0usize, 0usize, false);
+    for q in questions {
+        let p = pack(&e, q, None);
+        assert!(!p.handles.is_empty(), "{q}");
+        for (i, h) in p.handles.iter().enumerate() {
+            let wire = serde_json::to_string(h).unwrap();
+            tokens += canopy_core::tokens::count_tokens(&wire);
+            records += 1;
+            if h.file_path.ends_with("__init__.py") {
+                filler_seen = true;
+            }
+            assert!(
+                i == 0 || h.token_count > 5,
+                "a {}-token handle after the first ({q}): {wire}",
+                h.token_count
+            );
+            assert!(!h.node_type.is_empty(), "{wire}");
+            assert!(
+                !h.preview.trim().is_empty() && !h.preview.contains('\n'),
+                "one-line preview: {wire}"
+            );
+            if matches!(h.node_type.as_str(), "function" | "method" | "class") {
+                let (name, qualified) = (h.name.as_deref(), h.qualified_name.as_deref());
+                assert!(
+                    name.is_some_and(|n| qualified.is_some_and(|q| q.ends_with(n))),
+                    "named unit without its names: {wire}"
+                );
+            }
+        }
+    }
+    // The stubs are indexed and rank high for "invoice total" (a plain
+    // query puts one first): the rule, not their absence, keeps them out.
+    let plain = e
+        .query(&QueryParams {
+            pattern: Some("invoice total".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert!(
+        plain
+            .handles
+            .iter()
+            .take(3)
+            .any(|h| h.file_path.ends_with("__init__.py") && h.token_count <= 5),
+        "{:?}",
+        plain.handles
+    );
+    let mean = tokens as f64 / records as f64;
+    eprintln!("{records} handle records, mean {mean:.1} o200k tokens; filler first: {filler_seen}");
+    assert!(mean <= 80.0, "mean handle record {mean:.1} tokens > 80");
+}
