@@ -420,7 +420,7 @@ mod tests {
         let err = req(GraphOp::Definition, "Parser.parse", None)
             .validate()
             .unwrap_err();
-        assert!(err.to_string().contains("path:line:col"), "{err}");
+        assert!(err.to_string().contains("path:line[:col]"), "{err}");
         let err = req(GraphOp::Path, "a", None).validate().unwrap_err();
         assert!(err.to_string().contains("`to`"), "{err}");
         let err = req(GraphOp::Callers, "a", Some("b"))
