@@ -74,11 +74,15 @@ fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// The code of a file: comments dropped, and nothing from the first
-/// top-level `#[cfg(test)]` module on (unit tests).
+/// top-level `#[cfg(test)]` module on (unit tests); none of a file that is
+/// itself a unit test module (`#![cfg(test)]`).
 fn code_of(text: &str) -> String {
     let mut code = String::new();
     let mut lines = text.lines().peekable();
     while let Some(line) = lines.next() {
+        if line.starts_with("#![cfg(test)]") {
+            break;
+        }
         if line.starts_with("#[cfg(test)]")
             && lines
                 .peek()

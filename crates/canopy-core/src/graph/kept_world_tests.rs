@@ -1,8 +1,13 @@
 //! A long-lived process keeps the resolver world's rows between index runs
 //! ([`super::resolve::KeptRows`]): after every edit of a sequence (add a
-//! function, rename one, add a file that shadows an import, move a method,
-//! delete a file) the graph it stores is every byte the graph a run that
-//! reads every row stores, and the same edges as a cold index of the tree.
+//! function and a caller, rename a method, move a method, delete a file;
+//! add a file that shadows an import) the graph it stores has the same
+//! edges as a run that reads every row again, and as a cold index of the
+//! tree (but for the incremental path's own gaps, [`INCREMENTAL_GAPS`]).
+//! Edges are compared by what their ids name: ids depend on the order the
+//! parallel workers finish in.
+
+#![cfg(test)]
 
 use std::path::{Path, PathBuf};
 
