@@ -21,9 +21,20 @@
 //! frequent tokens first, so this is the Zipf weighting model2vec applies,
 //! and it keeps `the`, `of`, `=` from dominating a mean. Vectors are L2-normalised;
 //! [`Quantized`] stores them as int8 with one scale each (4× smaller than f32).
+//!
+//! # Loading cost
+//!
+//! A one-off command embeds one short text (the task), which touches a few
+//! dozen rows of a table of tens of megabytes. So [`StaticModel::load`] reads
+//! only the safetensors header and checks that the table lies inside the
+//! file; [`StaticModel::embed`] reads the rows it needs from the file
+//! (positioned reads, decoded exactly as the whole-table decode would), and
+//! the first bulk embedding ([`StaticModel::embed_cached`], used by index
+//! runs) decodes the whole table once. Both paths give bit-identical vectors.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use crate::error::{CanopyError, Result};
 
@@ -38,11 +49,75 @@ const WORD_CACHE_ENTRIES: usize = 200_000;
 #[derive(Debug, Default)]
 pub struct WordCache(HashMap<String, Vec<u32>>);
 
+/// Where the embedding table lies in `model.safetensors` and how it is encoded.
+struct TableFile {
+    file: std::fs::File,
+    /// Byte offset of the table's first value in the file.
+    offset: u64,
+    /// Bytes per value: 4 (F32) or 2 (F16).
+    width: usize,
+    rows: usize,
+    dim: usize,
+}
+
+impl TableFile {
+    /// Decodes little-endian values exactly as the whole-table decode does.
+    fn decode(&self, raw: &[u8], out: &mut Vec<f32>) {
+        if self.width == 4 {
+            out.extend(
+                raw.chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+            );
+        } else {
+            out.extend(
+                raw.chunks_exact(2)
+                    .map(|c| f16_to_f32(u16::from_le_bytes([c[0], c[1]]))),
+            );
+        }
+    }
+
+    /// `count` values starting at value `first`, read from the file.
+    fn read_values(&self, first: usize, count: usize) -> std::io::Result<Vec<f32>> {
+        let mut raw = vec![0u8; count * self.width];
+        read_exact_at(
+            &self.file,
+            &mut raw,
+            self.offset + (first * self.width) as u64,
+        )?;
+        let mut out = Vec::with_capacity(count);
+        self.decode(&raw, &mut out);
+        Ok(out)
+    }
+}
+
+#[cfg(unix)]
+fn read_exact_at(file: &std::fs::File, buf: &mut [u8], at: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, at)
+}
+
+#[cfg(windows)]
+fn read_exact_at(file: &std::fs::File, mut buf: &mut [u8], mut at: u64) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match std::os::windows::fs::FileExt::seek_read(file, buf, at)? {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n => {
+                buf = &mut buf[n..];
+                at += n as u64;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A loaded static embedding model.
 pub struct StaticModel {
     path: PathBuf,
     dim: usize,
-    table: Vec<f32>,
+    table_file: TableFile,
+    /// The whole decoded table, once a bulk embedding asked for it.
+    table: OnceLock<Vec<f32>>,
+    /// Identifies the table's content (see [`StaticModel::fingerprint`]).
+    fingerprint: String,
     vocab: HashMap<String, u32>,
     lowercase: bool,
     /// Ids of special tokens (`[CLS]`, `[PAD]`, …), never embedded.
@@ -75,9 +150,9 @@ impl StaticModel {
             return Err(model_error(dir, "not a directory"));
         }
         let (vocab, lowercase) = load_vocab(dir)?;
-        let bytes = std::fs::read(dir.join("model.safetensors"))
-            .map_err(|e| model_error(dir, format!("model.safetensors: {e}")))?;
-        let (rows, dim, table) = read_table(&bytes).map_err(|e| model_error(dir, e))?;
+        let table_file =
+            open_table(&dir.join("model.safetensors")).map_err(|e| model_error(dir, e))?;
+        let (rows, dim) = (table_file.rows, table_file.dim);
         if rows < vocab.values().max().map_or(0, |m| *m as usize + 1) {
             return Err(model_error(
                 dir,
@@ -89,10 +164,16 @@ impl StaticModel {
             .filter(|(t, _)| t.starts_with('[') && t.ends_with(']'))
             .map(|(_, id)| *id)
             .collect();
+        let head = table_file
+            .read_values(0, (rows * dim).min(FINGERPRINT_VALUES))
+            .map_err(|e| model_error(dir, format!("model.safetensors: {e}")))?;
+        let fingerprint = fingerprint_of(vocab.len(), dim, &head);
         Ok(StaticModel {
             path: dir.to_path_buf(),
             dim,
-            table,
+            table_file,
+            table: OnceLock::new(),
+            fingerprint,
             vocab,
             lowercase,
             special,
@@ -102,18 +183,7 @@ impl StaticModel {
     /// Identifies the model's content (vocabulary size, dimensions and the
     /// start of its table), so vectors stored under another model are not reused.
     pub fn fingerprint(&self) -> String {
-        let head: Vec<u8> = self
-            .table
-            .iter()
-            .take(8_192)
-            .flat_map(|v| v.to_le_bytes())
-            .collect();
-        format!(
-            "static-{}x{}-{:016x}",
-            self.vocab.len(),
-            self.dim,
-            xxhash_rust::xxh3::xxh3_64(&head)
-        )
+        self.fingerprint.clone()
     }
 
     /// Where it was loaded from.
@@ -198,21 +268,83 @@ impl StaticModel {
         out.extend(pieces);
     }
 
-    /// The L2-normalised embedding of a text; `None` when no token of it is known.
+    /// The L2-normalised embedding of a text; `None` when no token of it is
+    /// known. Reads only the rows it needs (see "Loading cost" above).
     pub fn embed(&self, text: &str) -> Option<Vec<f32>> {
-        self.embed_cached(text, &mut WordCache::default())
+        let ids = self.tokenize(text);
+        self.embed_ids_from_file(&ids)
     }
 
-    /// [`StaticModel::embed`] with a word cache (see [`StaticModel::tokenize_cached`]).
+    /// [`StaticModel::embed`] with a word cache (see [`StaticModel::tokenize_cached`]),
+    /// for many texts: decodes the whole table on first use.
     pub fn embed_cached(&self, text: &str, cache: &mut WordCache) -> Option<Vec<f32>> {
+        let ids = self.tokenize_cached(text, cache);
+        match self.whole_table() {
+            Some(table) => self.pool(&ids, |id| table.get(id * self.dim..(id + 1) * self.dim)),
+            None => self.embed_ids_from_file(&ids),
+        }
+    }
+
+    /// The whole decoded table, read once; `None` (logged) when the file
+    /// can no longer be read, and the rows are then read one by one.
+    fn whole_table(&self) -> Option<&[f32]> {
+        if let Some(table) = self.table.get() {
+            return Some(table);
+        }
+        let t = &self.table_file;
+        match t.read_values(0, t.rows * t.dim) {
+            Ok(values) => Some(self.table.get_or_init(|| values)),
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "cannot read the embedding table");
+                None
+            }
+        }
+    }
+
+    /// Embeds token ids reading only their rows from the file (a decoded
+    /// table is used when one is already there).
+    fn embed_ids_from_file(&self, ids: &[u32]) -> Option<Vec<f32>> {
+        if let Some(table) = self.table.get() {
+            return self.pool(ids, |id| table.get(id * self.dim..(id + 1) * self.dim));
+        }
+        let mut rows: HashMap<u32, Vec<f32>> = HashMap::new();
+        for &id in ids {
+            if rows.contains_key(&id) || self.special.contains(&id) {
+                continue;
+            }
+            match self
+                .table_file
+                .read_values(id as usize * self.dim, self.dim)
+            {
+                Ok(row) => {
+                    rows.insert(id, row);
+                }
+                Err(e) => {
+                    tracing::warn!(path = %self.path.display(), error = %e, "cannot read an embedding row");
+                    return None;
+                }
+            }
+        }
+        self.pool(ids, |id| rows.get(&(id as u32)).map(Vec::as_slice))
+    }
+
+    /// The weighted mean of the ids' rows, L2-normalised (the one place the
+    /// arithmetic happens, so every path gives the same bits).
+    fn pool<'t>(
+        &self,
+        ids: &[u32],
+        row_of: impl Fn(usize) -> Option<&'t [f32]>,
+    ) -> Option<Vec<f32>> {
         let mut sum = vec![0f32; self.dim];
         let mut weight_sum = 0f32;
-        for id in self.tokenize_cached(text, cache) {
+        for &id in ids {
             if self.special.contains(&id) {
                 continue;
             }
+            let Some(row) = row_of(id as usize) else {
+                continue;
+            };
             let w = ((1.0 + id as f32 / 1000.0).ln()).min(1.0);
-            let row = &self.table[id as usize * self.dim..(id as usize + 1) * self.dim];
             for (s, v) in sum.iter_mut().zip(row) {
                 *s += w * v;
             }
@@ -238,27 +370,44 @@ fn words(text: &str) -> impl Iterator<Item = String> + '_ {
 fn load_vocab(dir: &Path) -> Result<(HashMap<String, u32>, bool)> {
     let tokenizer = dir.join("tokenizer.json");
     if tokenizer.is_file() {
-        let text = std::fs::read_to_string(&tokenizer)
+        // Typed, so only the vocabulary is built (a generic JSON tree of the
+        // whole file would be built and then copied: most of a one-off
+        // command's model load).
+        #[derive(serde::Deserialize)]
+        struct TokenizerFile {
+            model: TokenizerModel,
+            #[serde(default)]
+            normalizer: Option<serde_json::Value>,
+        }
+        #[derive(serde::Deserialize)]
+        struct TokenizerModel {
+            #[serde(rename = "type", default)]
+            kind: Option<String>,
+            #[serde(default)]
+            vocab: Option<HashMap<String, u32>>,
+        }
+        let text = std::fs::read(&tokenizer)
             .map_err(|e| model_error(dir, format!("tokenizer.json: {e}")))?;
-        let json: serde_json::Value = serde_json::from_str(&text)
+        let file: TokenizerFile = serde_json::from_slice(&text)
             .map_err(|e| model_error(dir, format!("tokenizer.json: {e}")))?;
-        let model = &json["model"];
-        if model["type"] != "WordPiece" {
+        if file.model.kind.as_deref() != Some("WordPiece") {
             return Err(model_error(
                 dir,
                 format!(
-                    "tokenizer model {} is not supported (only WordPiece)",
-                    model["type"]
+                    "tokenizer model {:?} is not supported (only WordPiece)",
+                    file.model.kind.as_deref().unwrap_or("(none)")
                 ),
             ));
         }
-        let vocab: HashMap<String, u32> = model["vocab"]
-            .as_object()
-            .ok_or_else(|| model_error(dir, "tokenizer.json has no model.vocab"))?
-            .iter()
-            .filter_map(|(t, id)| Some((t.clone(), u32::try_from(id.as_u64()?).ok()?)))
-            .collect();
-        let lowercase = json["normalizer"]["lowercase"].as_bool().unwrap_or(false);
+        let vocab = file
+            .model
+            .vocab
+            .ok_or_else(|| model_error(dir, "tokenizer.json has no model.vocab"))?;
+        let lowercase = file
+            .normalizer
+            .as_ref()
+            .and_then(|n| n["lowercase"].as_bool())
+            .unwrap_or(false);
         return Ok((vocab, lowercase));
     }
     let text = std::fs::read_to_string(dir.join("vocab.txt"))
@@ -272,33 +421,46 @@ fn load_vocab(dir: &Path) -> Result<(HashMap<String, u32>, bool)> {
     Ok((vocab, true))
 }
 
-/// The embedding table of a safetensors file: (rows, dim, values).
-fn read_table(bytes: &[u8]) -> std::result::Result<(usize, usize, Vec<f32>), String> {
-    let head_len = bytes
-        .get(..8)
-        .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as usize)
-        .ok_or("model.safetensors is truncated")?;
-    let header = bytes
-        .get(8..8usize.saturating_add(head_len))
-        .ok_or("model.safetensors header is truncated")?;
+/// Values hashed into the fingerprint (the start of the table).
+const FINGERPRINT_VALUES: usize = 8_192;
+
+fn fingerprint_of(vocab: usize, dim: usize, head: &[f32]) -> String {
+    let bytes: Vec<u8> = head.iter().flat_map(|v| v.to_le_bytes()).collect();
+    format!(
+        "static-{vocab}x{dim}-{:016x}",
+        xxhash_rust::xxh3::xxh3_64(&bytes)
+    )
+}
+
+/// Opens a safetensors file and locates its embedding table, reading only
+/// the header; the table must lie wholly inside the file.
+fn open_table(path: &Path) -> std::result::Result<TableFile, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("model.safetensors: {e}"))?;
+    let len = file
+        .metadata()
+        .map_err(|e| format!("model.safetensors: {e}"))?
+        .len();
+    let mut head_len = [0u8; 8];
+    read_exact_at(&file, &mut head_len, 0).map_err(|_| "model.safetensors is truncated")?;
+    let head_len = u64::from_le_bytes(head_len);
+    if head_len > len.saturating_sub(8) {
+        return Err("model.safetensors header is truncated".into());
+    }
+    let mut header = vec![0u8; head_len as usize];
+    read_exact_at(&file, &mut header, 8).map_err(|_| "model.safetensors header is truncated")?;
     let header: serde_json::Value =
-        serde_json::from_slice(header).map_err(|e| format!("model.safetensors header: {e}"))?;
-    let data = &bytes[8 + head_len..];
+        serde_json::from_slice(&header).map_err(|e| format!("model.safetensors header: {e}"))?;
+    let data_start = 8 + head_len;
     let (name, info) = ["embeddings", "embeddings.word_embeddings.weight"]
         .iter()
         .find_map(|n| header.get(*n).map(|i| (*n, i)))
         .ok_or(
             "model.safetensors has neither `embeddings` nor `embeddings.word_embeddings.weight`",
         )?;
-    let numbers = |key: &str| -> Vec<usize> {
+    let numbers = |key: &str| -> Vec<u64> {
         info[key]
             .as_array()
-            .map(|s| {
-                s.iter()
-                    .filter_map(|v| v.as_u64())
-                    .map(|v| v as usize)
-                    .collect()
-            })
+            .map(|s| s.iter().filter_map(|v| v.as_u64()).collect())
             .unwrap_or_default()
     };
     let shape = numbers("shape");
@@ -309,27 +471,29 @@ fn read_table(bytes: &[u8]) -> std::result::Result<(usize, usize, Vec<f32>), Str
     let [start, end] = offsets[..] else {
         return Err(format!("`{name}` has no data offsets"));
     };
-    let raw = data
-        .get(start..end)
-        .ok_or_else(|| format!("`{name}` lies outside the file"))?;
-    let values: Vec<f32> = match info["dtype"].as_str() {
-        Some("F32") => raw
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect(),
-        Some("F16") => raw
-            .chunks_exact(2)
-            .map(|c| f16_to_f32(u16::from_le_bytes([c[0], c[1]])))
-            .collect(),
+    if start > end || data_start.saturating_add(end) > len {
+        return Err(format!("`{name}` lies outside the file"));
+    }
+    let width: u64 = match info["dtype"].as_str() {
+        Some("F32") => 4,
+        Some("F16") => 2,
         other => return Err(format!("`{name}` has dtype {other:?}; F32 or F16 expected")),
     };
-    if values.len() != rows * dim {
-        return Err(format!(
-            "`{name}` holds {} values, not {rows}×{dim}",
-            values.len()
-        ));
+    let values = (end - start) / width;
+    if rows.checked_mul(dim) != Some(values) {
+        return Err(format!("`{name}` holds {values} values, not {rows}×{dim}"));
     }
-    Ok((rows, dim, values))
+    let (rows, dim) = (
+        usize::try_from(rows).map_err(|e| e.to_string())?,
+        usize::try_from(dim).map_err(|e| e.to_string())?,
+    );
+    Ok(TableFile {
+        file,
+        offset: data_start + start,
+        width: width as usize,
+        rows,
+        dim,
+    })
 }
 
 /// IEEE half to single precision.
@@ -572,6 +736,43 @@ mod tests {
         std::fs::write(dir.path().join("model.safetensors"), b"\x05\x00").unwrap();
         let err = StaticModel::load(dir.path()).unwrap_err().to_string();
         assert!(err.contains("truncated"), "{err}");
+    }
+
+    #[test]
+    fn rows_read_from_the_file_give_the_same_bits_as_the_decoded_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = tiny_model(dir.path());
+        let texts = ["config file", "ParserConfig", "parse_file parse parse"];
+        // Before any bulk call, `embed` reads rows from the file.
+        let from_file: Vec<_> = texts.iter().map(|t| m.embed(t)).collect();
+        assert!(
+            m.table.get().is_none(),
+            "a one-off embedding decoded the table"
+        );
+        let mut cache = WordCache::default();
+        let from_table: Vec<_> = texts
+            .iter()
+            .map(|t| m.embed_cached(t, &mut cache))
+            .collect();
+        assert!(m.table.get().is_some());
+        let bits = |v: &Vec<Option<Vec<f32>>>| -> Vec<Option<Vec<u32>>> {
+            v.iter()
+                .map(|o| o.as_ref().map(|x| x.iter().map(|f| f.to_bits()).collect()))
+                .collect()
+        };
+        assert_eq!(bits(&from_file), bits(&from_table));
+        assert!(from_file.iter().all(Option::is_some));
+    }
+
+    #[test]
+    fn a_truncated_table_is_refused_at_load() {
+        let dir = tempfile::tempdir().unwrap();
+        tiny_model(dir.path());
+        let path = dir.path().join("model.safetensors");
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+        let err = StaticModel::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("outside the file"), "{err}");
     }
 
     #[test]

@@ -65,6 +65,31 @@ fn meaning_repo(dir: PathBuf, more: &[(&str, &str)]) -> (tempfile::TempDir, Engi
     (repo, engine)
 }
 
+/// A one-off embedding reads only the rows it needs from the file; an index
+/// run decodes the whole table. The two must give the same bits, or stored
+/// vectors and query vectors would disagree.
+#[test]
+fn the_real_model_embeds_the_same_bits_from_file_rows_and_from_the_decoded_table() {
+    let Some(dir) = model_dir() else { return };
+    let texts = [
+        "where are context fragments cut to the token budget",
+        "def verify_credentials(username, secret):\n    return check(secret)",
+        "parseConfigFile XMLHttpRequest 2048 überprüfen",
+    ];
+    let one_off = StaticModel::load(&dir).unwrap();
+    let bulk = StaticModel::load(&dir).unwrap();
+    assert_eq!(one_off.fingerprint(), bulk.fingerprint());
+    let mut cache = canopy_core::embed::WordCache::default();
+    for t in texts {
+        let a = one_off.embed(t).unwrap();
+        let b = bulk.embed_cached(t, &mut cache).unwrap();
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&a), bits(&b), "{t}");
+        // And once the table is decoded, `embed` reads it: same bits again.
+        assert_eq!(bits(&bulk.embed(t).unwrap()), bits(&a), "{t}");
+    }
+}
+
 #[test]
 fn the_real_model_puts_related_texts_closer_than_unrelated_ones() {
     let Some(dir) = model_dir() else { return };
