@@ -30,22 +30,17 @@ const TOKEN: &str = "fleet-e2e-shared-token";
 const LEASE_TTL_MS: &str = "3000";
 
 fn pg() -> Option<PgServer> {
-    match PgServer::start(Some(Path::new(env!("CARGO_TARGET_TMPDIR")))) {
-        Ok(Some(s)) => Some(s),
-        Ok(None) => {
-            if std::env::var_os("CANOPY_REQUIRE_POSTGRES").is_some_and(|v| v == "1") {
-                panic!(
-                    "no PostgreSQL binaries found and CANOPY_REQUIRE_POSTGRES=1 (run .ci/postgres.sh)"
-                );
-            }
-            eprintln!("skipping: no PostgreSQL binaries (set CANOPY_PG_BIN or install postgresql)");
-            None
-        }
-        Err(e) => panic!("cannot start a throwaway PostgreSQL: {e}"),
-    }
+    canopy_test_support::postgres::started_or_skip(PgServer::start(Some(Path::new(env!(
+        "CARGO_TARGET_TMPDIR"
+    )))))
 }
 
 fn node(pg: &PgServer, id: &str, data: &Path) -> Server {
+    node_with(pg, id, data, &[])
+}
+
+/// A fleet node with `more` flags after the fleet's.
+fn node_with(pg: &PgServer, id: &str, data: &Path, more: &[&str]) -> Server {
     let opts = Opts {
         token: Some(TOKEN.into()),
         extra: [
@@ -58,11 +53,34 @@ fn node(pg: &PgServer, id: &str, data: &Path) -> Server {
             "--fleet-allow-local-git",
         ]
         .iter()
+        .chain(more)
         .map(|s| s.to_string())
         .collect(),
         ..Opts::default()
     };
     Server::start(canopy_bin!(), data, &opts)
+}
+
+/// The value of the unlabelled metric `name` in `server`'s `/metrics`.
+fn metric(server: &Server, name: &str) -> u64 {
+    let text = server.client().metrics().unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+}
+
+/// Registers `repo` through `server` as a git source at `HEAD`; its id.
+fn add_git(server: &Server, repo: &Repo) -> String {
+    let added = post(
+        &server.client(),
+        "/repos/add",
+        &json!({ "git_url": repo.path(), "ref": "HEAD" }),
+    );
+    assert_eq!(added.status, 200, "{}", added.text());
+    added.json().unwrap()["repo_id"]
+        .as_str()
+        .expect("a repo_id")
+        .to_string()
 }
 
 fn view(server: &Server) -> Value {
@@ -168,16 +186,7 @@ fn two_nodes_share_a_registry_forward_and_take_over_from_a_killed_owner() {
     let repo = Repo::small();
 
     // Registered through A (a git source: each owner keeps its own checkout)…
-    let added = post(
-        &a.client(),
-        "/repos/add",
-        &json!({ "git_url": repo.path(), "ref": "HEAD" }),
-    );
-    assert_eq!(added.status, 200, "{}", added.text());
-    let repo_id = added.json().unwrap()["repo_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let repo_id = add_git(&a, &repo);
     // …known to B at once (one registry), and the same source is the same repository.
     let listed = b.client().repos().unwrap();
     assert!(listed.iter().any(|r| r.repo_id == repo_id), "{listed:?}");
@@ -197,6 +206,29 @@ fn two_nodes_share_a_registry_forward_and_take_over_from_a_killed_owner() {
     assert_eq!(published, g1);
     let owner = owner.expect("an owner");
     let (owner_node, other) = if owner == "node-a" { (a, b) } else { (b, a) };
+
+    // `/status` without `repo` lists the fleet's repositories on every
+    // node (from PostgreSQL), with owner and lease epoch; only the owner
+    // has the index statistics.
+    for (server, owns) in [(&owner_node, true), (&other, false)] {
+        let status: Value = get(&server.client(), "/status").json().unwrap();
+        let listed = status["repos"].as_array().unwrap();
+        assert_eq!(listed.len(), 1, "{status}");
+        let entry = &listed[0];
+        assert_eq!(entry["repo_id"], repo_id.as_str(), "{status}");
+        assert_eq!(entry["owner"], owner.as_str(), "{status}");
+        assert_eq!(entry["lease_epoch"], epoch1, "{status}");
+        assert_eq!(entry["generation"], g1, "{status}");
+        assert_eq!(entry["index"].is_object(), owns, "{status}");
+        assert_eq!(
+            status["node_id"],
+            if owns {
+                owner.as_str()
+            } else {
+                other_id(&owner)
+            }
+        );
+    }
 
     // The other node forwarded (its metrics say so); a forwarded request
     // is never forwarded again; the caller's credentials go along.
@@ -300,16 +332,7 @@ fn a_paused_owner_cannot_publish_after_it_resumes() {
     let a = node(&pg, "node-a", da.path());
     let b = node(&pg, "node-b", db.path());
     let repo = Repo::large(FILES);
-    let added = post(
-        &a.client(),
-        "/repos/add",
-        &json!({ "git_url": repo.path(), "ref": "HEAD" }),
-    );
-    assert_eq!(added.status, 200, "{}", added.text());
-    let repo_id = added.json().unwrap()["repo_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let repo_id = add_git(&a, &repo);
     let g1 = answered_above(&a, &repo_id, "handler_1_0", 0);
     let (owner, epoch1, _) = placement(&a, &repo_id);
     let owner = owner.expect("an owner");
@@ -380,6 +403,283 @@ fn a_paused_owner_cannot_publish_after_it_resumes() {
 /// The node that wrote a repository event (fleet mode says so in its data).
 fn writer(event: &Value) -> Option<&str> {
     event["data"]["written_by"]["node_id"].as_str()
+}
+
+/// One repository's row of `GET /fleet`.
+#[derive(Clone, Debug, PartialEq)]
+struct Placed {
+    owner: Option<String>,
+    preferred: Option<String>,
+    generation: u64,
+}
+
+/// Every repository's placement in `GET /fleet`, by id.
+fn placements(server: &Server) -> std::collections::BTreeMap<String, Placed> {
+    view(server)["repos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let text = |k: &str| p[k].as_str().map(str::to_string);
+            (
+                p["repo_id"].as_str().unwrap().to_string(),
+                Placed {
+                    owner: text("owner"),
+                    preferred: text("preferred"),
+                    generation: p["generation"].as_u64().unwrap(),
+                },
+            )
+        })
+        .collect()
+}
+
+/// Live node ids in `GET /fleet`.
+fn live_nodes(server: &Server) -> Vec<String> {
+    view(server)["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["live"] == true)
+        .map(|n| n["node_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Waits until `live` are exactly the live nodes and every repository is
+/// owned by the node rendezvous placement prefers, published (generation
+/// > 0); returns the placements.
+fn settled(server: &Server, live: &[&str]) -> std::collections::BTreeMap<String, Placed> {
+    let mut last = Default::default();
+    let deadline = std::time::Instant::now() + canopy_test_support::WAIT;
+    while std::time::Instant::now() < deadline {
+        let mut nodes = live_nodes(server);
+        nodes.sort();
+        last = placements(server);
+        if nodes == live
+            && last
+                .values()
+                .all(|p| p.owner.is_some() && p.owner == p.preferred && p.generation > 0)
+        {
+            return last;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    panic!(
+        "placement did not settle on {live:?}: {last:?}\nlog:\n{}",
+        server.log()
+    );
+}
+
+/// Three nodes: repositories are owned where rendezvous placement puts
+/// them; a node joining takes exactly the repositories it is preferred
+/// for (and no others move); a node killed has its repositories taken
+/// over by the two others, answered at newer generations, with the feed
+/// gap-free and every repository's generations increasing.
+#[test]
+fn three_nodes_place_by_rendezvous_move_only_to_a_new_node_and_survive_a_kill() {
+    const REPOS: usize = 6;
+    let Some(pg) = pg() else { return };
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let a = node(&pg, "node-a", dirs[0].path());
+    let b = node(&pg, "node-b", dirs[1].path());
+    let sources: Vec<Repo> = (0..REPOS).map(|_| Repo::small()).collect();
+    let ids: Vec<String> = sources.iter().map(|r| add_git(&a, r)).collect();
+    for id in &ids {
+        answered_above(&b, id, "authenticate", 0);
+    }
+    let two = settled(&a, &["node-a", "node-b"]);
+    assert_eq!(two.len(), REPOS);
+
+    // A third node joins: it takes over exactly the repositories it is now
+    // preferred for; every other repository stays with its owner.
+    let c = node(&pg, "node-c", dirs[2].path());
+    let three = settled(&c, &["node-a", "node-b", "node-c"]);
+    for (id, now) in &three {
+        let before = &two[id];
+        if now.preferred.as_deref() == Some("node-c") {
+            assert_eq!(now.owner.as_deref(), Some("node-c"), "{id}: {three:?}");
+        } else {
+            assert_eq!(
+                now.owner, before.owner,
+                "{id} moved between old nodes: {three:?}"
+            );
+        }
+    }
+    let nodes = [("node-a", a), ("node-b", b), ("node-c", c)];
+    // Any node answers any repository.
+    for id in &ids {
+        for (_, server) in &nodes {
+            answered_above(server, id, "authenticate", 0);
+        }
+    }
+
+    // Kill the node owning the most repositories (ties: the first).
+    let owned = |n: &str| {
+        three
+            .values()
+            .filter(|p| p.owner.as_deref() == Some(n))
+            .count()
+    };
+    let victim = ["node-a", "node-b", "node-c"]
+        .into_iter()
+        .max_by_key(|n| (owned(n), std::cmp::Reverse(*n)))
+        .unwrap();
+    assert!(owned(victim) > 0);
+    let survivors: Vec<&str> = ["node-a", "node-b", "node-c"]
+        .into_iter()
+        .filter(|n| *n != victim)
+        .collect();
+    let (mut killed, mut alive) = (None, Vec::new());
+    for (id, server) in nodes {
+        if id == victim {
+            killed = Some(server);
+        } else {
+            alive.push(server);
+        }
+    }
+    let lost: Vec<&String> = three
+        .iter()
+        .filter(|(_, p)| p.owner.as_deref() == Some(victim))
+        .map(|(id, _)| id)
+        .collect();
+    killed.unwrap().kill();
+    for id in &lost {
+        answered_above(&alive[0], id, "authenticate", three[*id].generation);
+    }
+    let after = settled(&alive[1], &survivors);
+    for (id, p) in &after {
+        assert!(
+            survivors.contains(&p.owner.as_deref().unwrap()),
+            "{id}: {p:?}"
+        );
+        if !lost.contains(&id) {
+            assert_eq!(p.owner, three[id].owner, "{id} moved without cause");
+        }
+    }
+    let events = feed(&alive[0]);
+    for id in &ids {
+        assert_feed_consistent(&events, id);
+    }
+}
+
+/// PostgreSQL stopped and started again while two nodes serve a steady
+/// stream of queries: meanwhile `/health` says degraded and every answer
+/// is 200 or 503 (never another 5xx); once the database is back, the
+/// nodes reconnect, every query is answered again, and the repository's
+/// lease works again (a fetch is indexed and published at a newer
+/// generation, the feed gap-free).
+#[test]
+fn a_postgres_restart_under_load_is_survived_by_the_nodes() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let Some(mut pg) = pg() else { return };
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = node(&pg, "node-a", da.path());
+    let b = node(&pg, "node-b", db.path());
+    let repo = Repo::small();
+    let repo_id = add_git(&a, &repo);
+    let g1 = answered_above(&a, &repo_id, "authenticate", 0);
+    answered_above(&b, &repo_id, "authenticate", 0);
+
+    // Load: two clients querying through each node the whole time.
+    let stop = Arc::new(AtomicBool::new(false));
+    let load: Vec<_> = [a.client(), b.client()]
+        .into_iter()
+        .map(|client| {
+            let (stop, repo_id) = (stop.clone(), repo_id.clone());
+            std::thread::spawn(move || {
+                let body = json!({ "repo": repo_id, "symbol": "authenticate" });
+                let mut statuses = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let r = post(&client, "/query", &body);
+                    statuses.push((r.status, r.text()));
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                statuses
+            })
+        })
+        .collect();
+
+    pg.stop().expect("stop PostgreSQL");
+    for server in [&a, &b] {
+        canopy_test_support::eventually("a node reports the database down", || {
+            let health: Value = get(&server.client(), "/health").json().unwrap();
+            health["status"] != "healthy" && health["fleet"]["database"]["connected"] == false
+        });
+    }
+    pg.restart().expect("start PostgreSQL again");
+    for server in [&a, &b] {
+        canopy_test_support::eventually("a node reconnects", || {
+            let health: Value = get(&server.client(), "/health").json().unwrap();
+            health["fleet"]["database"]["connected"] == true
+        });
+    }
+    // Back: every query through either node is answered again.
+    for server in [&a, &b] {
+        canopy_test_support::eventually("queries are answered again", || {
+            (0..5).all(|_| {
+                server
+                    .client()
+                    .query(&repo_id, &symbol("authenticate"))
+                    .is_ok_and(|s| !s.answer.handles.is_empty())
+            })
+        });
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut answered = 0;
+    for handle in load {
+        for (status, text) in handle.join().unwrap() {
+            assert!(status == 200 || status == 503, "{status}: {text}");
+            answered += usize::from(status == 200);
+        }
+    }
+    assert!(answered > 0);
+
+    // The lease works again: a new commit fetched through either node is
+    // indexed and published at a newer generation.
+    repo.write(
+        "src/extra.rs",
+        "pub fn after_restart() -> u32 {\n    7\n}\n",
+    );
+    repo.commit("after the restart");
+    canopy_test_support::eventually("a fetch is accepted again", || {
+        post(&b.client(), &format!("/repos/{repo_id}/fetch"), &json!({})).status == 200
+    });
+    let g2 = answered_above(&a, &repo_id, "after_restart", g1);
+    assert!(g2 > g1);
+    assert_feed_consistent(&feed(&b), &repo_id);
+}
+
+/// A node owning many repositories keeps memory bounded: an engine
+/// nobody used for `--engine-idle-secs` is closed, and the next request
+/// reopens it and answers as before (same generation, same handles).
+#[test]
+fn an_idle_engine_is_closed_and_reopened_by_the_next_request() {
+    let Some(pg) = pg() else { return };
+    let data = tempfile::tempdir().unwrap();
+    let a = node_with(&pg, "node-a", data.path(), &["--engine-idle-secs", "1"]);
+    let repo = Repo::small();
+    let repo_id = add_git(&a, &repo);
+    let g1 = answered_above(&a, &repo_id, "authenticate", 0);
+    let first = a.client().query(&repo_id, &symbol("authenticate")).unwrap();
+
+    // Nobody asks: the engine is closed.
+    canopy_test_support::eventually("the idle engine is closed", || {
+        metric(&a, "canopy_engines_open") == 0 && metric(&a, "canopy_engines_closed_total") >= 1
+    });
+    let closed = metric(&a, "canopy_engines_closed_total");
+
+    // The next request reopens it, transparently.
+    let again = a.client().query(&repo_id, &symbol("authenticate")).unwrap();
+    assert_eq!(again.at.generation, g1);
+    assert!(!again.answer.handles.is_empty());
+    let ids = |handles: &[canopy_core::model::Handle]| {
+        handles.iter().map(|h| h.id.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(ids(&again.answer.handles), ids(&first.answer.handles));
+    // It was open again: idle once more, it is closed a second time.
+    canopy_test_support::eventually("the reopened engine is closed again", || {
+        metric(&a, "canopy_engines_closed_total") > closed
+    });
 }
 
 #[test]

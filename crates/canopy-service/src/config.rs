@@ -18,6 +18,8 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 pub const DEFAULT_REQUEST_TIMEOUT_SECS: u64 = 60;
 /// Default `--max-expand-handles`.
 pub const DEFAULT_MAX_EXPAND_HANDLES: usize = 100;
+/// Default `--engine-idle-secs` (10 minutes).
+pub const DEFAULT_ENGINE_IDLE_SECS: u64 = 600;
 
 /// Run the multi-repo HTTP service: register git repositories, reindex them
 /// in the background with generation tracking, and answer query, evidence
@@ -87,6 +89,12 @@ pub struct ServeArgs {
     /// watched with `POST /repos/add {"path": …, "watch": true}` instead.
     #[arg(long)]
     pub watch: bool,
+    /// Close a repository's engine (its open index, caches and loaded
+    /// model) after this many seconds without a request or run; the next
+    /// request reopens it. Bounds memory on a service (or fleet node)
+    /// serving many repositories. 0: never close.
+    #[arg(long, default_value_t = DEFAULT_ENGINE_IDLE_SECS, env = "CANOPY_ENGINE_IDLE_SECS")]
+    pub engine_idle_secs: u64,
     /// Fleet mode (`--fleet postgres://…`): off unless given.
     #[command(flatten)]
     pub fleet: crate::fleet::FleetArgs,
@@ -110,6 +118,7 @@ impl Default for ServeArgs {
             request_timeout_secs: DEFAULT_REQUEST_TIMEOUT_SECS,
             max_expand_handles: DEFAULT_MAX_EXPAND_HANDLES,
             watch: false,
+            engine_idle_secs: DEFAULT_ENGINE_IDLE_SECS,
             fleet: crate::fleet::FleetArgs::default(),
             engine_options: EngineOptions::default(),
         }
@@ -147,6 +156,8 @@ pub struct Config {
     /// Watch every repository (`--watch`), not only those registered with
     /// `watch: true`.
     pub watch_all: bool,
+    /// Close an engine idle this long (`None`: never, `--engine-idle-secs 0`).
+    pub engine_idle: Option<Duration>,
     /// Options for every repository's engine.
     pub engine_options: EngineOptions,
     /// Fleet mode's settings (`None`: a single node, no PostgreSQL).
@@ -372,6 +383,8 @@ impl Config {
             request_timeout: Duration::from_secs(args.request_timeout_secs),
             max_expand_handles: args.max_expand_handles,
             watch_all: args.watch,
+            engine_idle: (args.engine_idle_secs > 0)
+                .then(|| Duration::from_secs(args.engine_idle_secs)),
             fleet,
             // The service's runner owns indexing: queries never index on their own.
             engine_options: EngineOptions {

@@ -507,11 +507,71 @@ mod tests {
     #[test]
     fn openapi_is_valid_json_with_every_route() {
         let doc: serde_json::Value = serde_json::from_str(OPENAPI_JSON).unwrap();
-        for (method, path) in routes() {
+        for (method, path) in routes().into_iter().chain(crate::fleet::FLEET_ROUTES) {
             assert!(
                 doc["paths"][path][method.to_ascii_lowercase()].is_object(),
                 "{method} {path} is missing from openapi.json"
             );
         }
+    }
+
+    /// `GET /fleet`'s document names exactly the fields the fleet crate
+    /// serializes, and requires the ones always present.
+    #[test]
+    fn openapi_describes_the_fleet_view_as_served() {
+        use canopy_fleet::{FleetView, NodeView, PlacementView};
+        let doc: serde_json::Value = serde_json::from_str(OPENAPI_JSON).unwrap();
+        let view = FleetView {
+            node_id: "n1".into(),
+            schema_version: 1,
+            fleet_id: "f".into(),
+            latest_seq: 3,
+            nodes: vec![NodeView {
+                node_id: "n1".into(),
+                advertise_url: "http://127.0.0.1:1".into(),
+                state: "active".into(),
+                version: "0".into(),
+                live: true,
+                heartbeat_age_ms: 1,
+                joined_ms: 2,
+                owned: 1,
+            }],
+            repos: vec![PlacementView {
+                repo_id: "r".into(),
+                name: "r".into(),
+                owner: None,
+                epoch: 0,
+                lease_remaining_ms: None,
+                preferred: None,
+                generation: 0,
+                status: "not_indexed".into(),
+            }],
+        };
+        let served = serde_json::to_value(&view).unwrap();
+        let schemas = &doc["components"]["schemas"];
+        for (schema, value) in [
+            ("FleetView", &served),
+            ("FleetNode", &served["nodes"][0]),
+            ("FleetPlacement", &served["repos"][0]),
+        ] {
+            let props = schemas[schema]["properties"].as_object().unwrap();
+            let fields = value.as_object().unwrap();
+            let mut documented: Vec<&String> = props.keys().collect();
+            let mut sent: Vec<&String> = fields.keys().collect();
+            documented.sort();
+            sent.sort();
+            assert_eq!(documented, sent, "{schema}");
+            for required in schemas[schema]["required"].as_array().unwrap() {
+                let name = required.as_str().unwrap();
+                assert!(!fields[name].is_null(), "{schema}.{name} is required");
+            }
+        }
+        assert_eq!(
+            doc["paths"]["/fleet"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+                ["$ref"],
+            "#/components/schemas/FleetView"
+        );
+        let add = &schemas["AddRepoRequest"]["properties"];
+        assert!(add["git_url"].is_object() && add["ref"].is_object());
     }
 }

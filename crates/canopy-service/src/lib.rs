@@ -119,6 +119,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     eprintln!("{exposure}");
     eprintln!("listening on http://{addr}");
     tracing::info!(%addr, "canopy service started");
+    if let Some(idle) = service.config().engine_idle {
+        tokio::spawn(close_idle_engines(Arc::downgrade(&service), idle));
+    }
     let app = http::router(service.clone());
     let (stopping_tx, stopping) = tokio::sync::oneshot::channel::<()>();
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
@@ -147,6 +150,21 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         node.shutdown().await;
     }
     served
+}
+
+/// Closes idle engines every half `idle` (at most every 30 s), until the
+/// service is gone.
+async fn close_idle_engines(service: std::sync::Weak<Service>, idle: std::time::Duration) {
+    let every = (idle / 2).clamp(
+        std::time::Duration::from_millis(100),
+        std::time::Duration::from_secs(30),
+    );
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(svc) = service.upgrade() else { return };
+        // Closing drops an engine (file handles, caches): off the async threads.
+        let _ = tokio::task::spawn_blocking(move || svc.close_idle_engines(idle)).await;
+    }
 }
 
 async fn shutdown_signal(service: Arc<Service>) {

@@ -4,7 +4,8 @@
 //! checks and nothing else: fixture repositories ([`repo`]), git
 //! ([`git`]), child processes that never outlive a failing test
 //! ([`process`]), a `canopy serve` on a free port with its HTTP helpers
-//! ([`serve`]) and, with the `mcp` feature, an MCP client connected to a
+//! ([`serve`]), the start-or-skip rule of the PostgreSQL tests
+//! ([`postgres`]) and, with the `mcp` feature, an MCP client connected to a
 //! `canopy mcp` child (`mcp`).
 //!
 //! The binary under test is the one Cargo builds for the test's own crate:
@@ -16,6 +17,7 @@
 pub mod git;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+pub mod postgres;
 pub mod process;
 pub mod repo;
 pub mod serve;

@@ -16,19 +16,9 @@ use serde_json::json;
 /// A server for this test, or `None` (skip) when PostgreSQL is not
 /// installed and `CANOPY_REQUIRE_POSTGRES` is not set.
 pub fn pg() -> Option<PgServer> {
-    match PgServer::start(Some(Path::new(env!("CARGO_TARGET_TMPDIR")))) {
-        Ok(Some(s)) => Some(s),
-        Ok(None) => {
-            if std::env::var_os("CANOPY_REQUIRE_POSTGRES").is_some_and(|v| v == "1") {
-                panic!(
-                    "no PostgreSQL binaries found and CANOPY_REQUIRE_POSTGRES=1 (run .ci/postgres.sh)"
-                );
-            }
-            eprintln!("skipping: no PostgreSQL binaries (set CANOPY_PG_BIN or install postgresql)");
-            None
-        }
-        Err(e) => panic!("cannot start a throwaway PostgreSQL: {e}"),
-    }
+    canopy_test_support::postgres::started_or_skip(PgServer::start(Some(Path::new(env!(
+        "CARGO_TARGET_TMPDIR"
+    )))))
 }
 
 /// Short leases, with room for a loaded 2-core machine.

@@ -29,7 +29,7 @@ use serde_json::Value;
 use crate::registry::{NewEvent, RepoRecord, RepoStatus};
 use crate::service::Service;
 
-pub use routing::{FORWARDED_BY_HEADER, layer};
+pub use routing::{FLEET_ROUTES, FORWARDED_BY_HEADER, layer};
 
 /// `canopy serve`'s fleet flags.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -222,6 +222,14 @@ impl FleetNode {
         if let Some(fence) = self.fleet.fence(repo_id) {
             lock(&self.run_epoch).insert(repo_id.to_string(), fence.epoch());
         }
+    }
+
+    /// The valid lease a run of `repo_id` starting now publishes under:
+    /// the current fence, if it is the epoch the run was started under
+    /// (`None`: the run's publish would be refused; it should not run).
+    pub(crate) fn run_fence(&self, repo_id: &str) -> Option<canopy_fleet::Fence> {
+        let epoch = lock(&self.run_epoch).get(repo_id).copied()?;
+        self.fleet.fence(repo_id).filter(|f| f.epoch() == epoch)
     }
 
     /// Sets the generation the database holds for `repo_id` (on acquisition).

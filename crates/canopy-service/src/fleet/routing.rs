@@ -44,6 +44,10 @@ pub const FORWARDED_BY_HEADER: &str = "x-canopy-forwarded-by";
 
 type Svc = Arc<Service>;
 
+/// The routes only fleet mode serves (this layer answers them; the
+/// single-node router has none of them, so they are 404 without `--fleet`).
+pub const FLEET_ROUTES: [(&str, &str); 2] = [("GET", "/fleet"), ("POST", "/repos/{id}/fetch")];
+
 fn error(status: StatusCode, code: &str, message: String, hint: &str) -> Response {
     let body = json!({ "code": code, "message": message, "hint": hint });
     (status, Json(body)).into_response()
@@ -123,7 +127,7 @@ pub async fn layer(State(svc): State<Svc>, req: Request, next: Next) -> Response
             });
             match repo.filter(|r| !r.is_empty()) {
                 Some(repo) => repository(&svc, &node, req, None, &repo, Kind::Status, next).await,
-                None => next.run(req).await,
+                None => status_all(&node, req, next).await,
             }
         }
         ("POST", "/query" | "/evidence_pack" | "/context" | "/graph" | "/expand" | "/reindex") => {
@@ -516,6 +520,57 @@ fn view(row: &RepoRow) -> RepoView {
         index_lag_seconds: 0.0,
         progress: None,
     }
+}
+
+/// `GET /status` without `repo` in fleet mode: every repository of the
+/// fleet, from PostgreSQL, each with its `owner` and `lease_epoch`. The
+/// repositories this node owns are its local state (with the index
+/// statistics); the others are their published state (`index` null: only
+/// the owner reads its index).
+async fn status_all(node: &FleetNode, req: Request, next: Next) -> Response {
+    let (rows, placements) = match (node.fleet().repos().await, node.fleet().view().await) {
+        (Ok(rows), Ok(view)) => (rows, view.repos),
+        (Err(e), _) | (_, Err(e)) => return database_error(&e),
+    };
+    let response = next.run(req).await;
+    if !response.status().is_success() {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return Response::from_parts(parts, Body::empty());
+    };
+    let Ok(mut doc) = serde_json::from_slice::<Value>(&bytes) else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
+    let local: Vec<Value> = doc["repos"].as_array().cloned().unwrap_or_default();
+    let here = node.fleet().node_id().to_string();
+    let repos: Vec<Value> = rows
+        .iter()
+        .map(|row| {
+            let placement = placements.iter().find(|p| p.repo_id == row.repo_id);
+            let owner = placement.and_then(|p| p.owner.clone());
+            let mine = local
+                .iter()
+                .find(|r| r["repo_id"] == row.repo_id.as_str())
+                .filter(|_| owner.as_deref() == Some(here.as_str()));
+            let mut item = match mine {
+                Some(r) => r.clone(),
+                None => {
+                    let mut v = serde_json::to_value(view(row)).unwrap_or_else(|_| json!({}));
+                    v["index"] = Value::Null;
+                    v
+                }
+            };
+            item["owner"] = owner.map(Value::from).unwrap_or(Value::Null);
+            item["lease_epoch"] = Value::from(placement.map(|p| p.epoch).unwrap_or(0));
+            item
+        })
+        .collect();
+    doc["repos"] = Value::from(repos);
+    doc["node_id"] = Value::from(here);
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(doc.to_string()))
 }
 
 async fn list_repos(node: &FleetNode) -> Response {

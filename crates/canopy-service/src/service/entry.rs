@@ -5,29 +5,48 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use canopy_client::api::{RepoView, RunProgressView};
 use canopy_core::Engine;
+use canopy_core::cancel::CancelFlag;
 use canopy_core::engine::rfc3339_utc;
 use canopy_core::index::IndexProgress;
+use canopy_fleet::Fence;
 
 use super::lock;
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::registry::RepoRecord;
 
-/// Counts a running pass's files (the engine calls it on its writer thread).
+/// Counts a running pass's files (the engine calls it on its writer
+/// thread) and, in fleet mode, stops the pass between files once the
+/// lease it runs under lapses.
 #[derive(Default)]
 pub struct RunProgress {
     total: AtomicU64,
     done: AtomicU64,
+    /// Fleet mode: the lease the running pass publishes under, and the
+    /// pass's cancellation flag, raised after a file once the lease is no
+    /// longer valid (a node paused past its lease stops at its next file).
+    fence: Mutex<Option<(Fence, CancelFlag)>>,
 }
 
 impl RunProgress {
     pub(super) fn reset(&self) {
         self.total.store(0, Ordering::Relaxed);
         self.done.store(0, Ordering::Relaxed);
+    }
+
+    /// Raises `flag` after the next file once `fence` is no longer valid
+    /// (until [`RunProgress::unwatch`]).
+    pub(super) fn watch(&self, fence: Fence, flag: CancelFlag) {
+        *lock(&self.fence) = Some((fence, flag));
+    }
+
+    /// Ends [`RunProgress::watch`].
+    pub(super) fn unwatch(&self) {
+        *lock(&self.fence) = None;
     }
 }
 
@@ -37,6 +56,11 @@ impl IndexProgress for RunProgress {
     }
     fn advance(&self, _path: &str, _bytes: u64) {
         self.done.fetch_add(1, Ordering::Relaxed);
+        if let Some((fence, flag)) = lock(&self.fence).as_ref()
+            && !fence.is_valid()
+        {
+            flag.cancel();
+        }
     }
 }
 
@@ -72,6 +96,9 @@ pub struct RepoEntry {
     pub(super) unindexed_since: Mutex<Option<Instant>>,
     /// Raised to stop this repository's watcher, if it has one.
     pub(super) watcher: Mutex<Option<Arc<AtomicBool>>>,
+    /// When the engine was last handed out (idle engines are closed:
+    /// [`RepoEntry::close_if_idle`]).
+    last_used: Mutex<Instant>,
 }
 
 impl RepoEntry {
@@ -89,12 +116,37 @@ impl RepoEntry {
             progress: RunProgress::default(),
             unindexed_since: Mutex::new(None),
             watcher: Mutex::new(None),
+            last_used: Mutex::new(Instant::now()),
         }
+    }
+
+    /// Whether the engine is open.
+    pub(super) fn engine_open(&self) -> bool {
+        lock(&self.engine).is_some()
+    }
+
+    /// Closes the engine when nothing used it for `idle` and no run is
+    /// going (a run holds it throughout); true when it was closed. A
+    /// request still holding it keeps it alive until it finishes; the next
+    /// one reopens it ([`RepoEntry::engine`]).
+    pub(super) fn close_if_idle(&self, idle: Duration) -> bool {
+        // Lock order: state, then the engine slot.
+        let state = lock(&self.state);
+        if state.run.is_some() {
+            return false;
+        }
+        let mut slot = lock(&self.engine);
+        if slot.is_none() || lock(&self.last_used).elapsed() < idle {
+            return false;
+        }
+        *slot = None;
+        true
     }
 
     /// The engine, opened on first use.
     pub(super) fn engine(&self, config: &Config) -> Result<Arc<Engine>, ApiError> {
         let mut slot = lock(&self.engine);
+        *lock(&self.last_used) = Instant::now();
         if let Some(e) = slot.as_ref() {
             return Ok(e.clone());
         }

@@ -115,6 +115,23 @@ impl Service {
         out.push_str(&format!("canopy_repos {}\n", entries.len()));
         gauge(
             &mut out,
+            "canopy_engines_open",
+            "Repositories whose engine is open (idle ones are closed after --engine-idle-secs).",
+        );
+        out.push_str(&format!(
+            "canopy_engines_open {}\n",
+            entries.iter().filter(|e| e.engine_open()).count()
+        ));
+        out.push_str(
+            "# HELP canopy_engines_closed_total Engines closed for being idle.\n# TYPE canopy_engines_closed_total counter\n",
+        );
+        out.push_str(&format!(
+            "canopy_engines_closed_total {}\n",
+            self.engines_closed
+                .load(std::sync::atomic::Ordering::Relaxed)
+        ));
+        gauge(
+            &mut out,
             "canopy_events_latest_seq",
             "Sequence number of the newest event.",
         );

@@ -57,7 +57,7 @@ mod repos;
 mod runner;
 
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
@@ -114,6 +114,8 @@ pub struct Service {
     started: Instant,
     /// Fleet mode: the node, attached once after start ([`Service::attach_fleet`]).
     fleet: OnceLock<Arc<crate::fleet::FleetNode>>,
+    /// Engines closed for being idle (`--engine-idle-secs`), for `/metrics`.
+    engines_closed: AtomicU64,
     _data_dir_lock: std::fs::File,
 }
 
@@ -181,6 +183,7 @@ impl Service {
             metrics: Metrics::default(),
             started: Instant::now(),
             fleet: OnceLock::new(),
+            engines_closed: AtomicU64::new(0),
             _data_dir_lock: lock_file,
         });
         service.commit(
@@ -233,6 +236,21 @@ impl Service {
     /// A receiver that turns `true` when the service shuts down.
     pub fn subscribe_shutdown(&self) -> watch::Receiver<bool> {
         self.shutdown.subscribe()
+    }
+
+    /// Closes the engine of every repository idle for `idle`
+    /// (`--engine-idle-secs`); how many were closed.
+    pub fn close_idle_engines(&self, idle: Duration) -> usize {
+        let mut closed = 0;
+        for entry in self.entries() {
+            if entry.close_if_idle(idle) {
+                tracing::debug!(repo = %entry.id, "closed an idle engine");
+                closed += 1;
+            }
+        }
+        self.engines_closed
+            .fetch_add(closed as u64, Ordering::Relaxed);
+        closed
     }
 
     /// Tells long-polls to return (graceful shutdown).

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use canopy_client::api::{ReindexRequest, ReindexResponse, RunError};
+use canopy_core::cancel::CancelFlag;
 use canopy_core::model::IndexReport;
 use canopy_core::{CanopyError, Engine};
 use serde_json::json;
@@ -231,9 +232,29 @@ impl Service {
                 Ok(engine) => {
                     // The service outlives many index runs of each repository.
                     engine.keep_resolver_world();
+                    // Fleet mode: the run stops between files once its
+                    // lease lapses (its publish would be refused anyway,
+                    // and a path source's shared index must not be written
+                    // by a node that no longer owns it).
+                    let flag = CancelFlag::new();
+                    if let Some(node) = self.fleet() {
+                        match node.run_fence(&entry.id) {
+                            Some(fence) => entry.progress.watch(fence, flag.clone()),
+                            None => flag.cancel(),
+                        }
+                    }
                     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                        engine.index(glob.as_deref(), &entry.progress)
+                        canopy_core::cancel::within(&flag, || {
+                            engine.index(glob.as_deref(), &entry.progress)
+                        })
                     }));
+                    entry.progress.unwatch();
+                    if flag.is_cancelled() {
+                        tracing::warn!(
+                            repo = %entry.id,
+                            "index run stopped between files: this node no longer holds the lease it started under"
+                        );
+                    }
                     match outcome {
                         Ok(Ok(report)) => Ok(join_background(&engine, report)),
                         Ok(Err(e)) => Err(run_error(&e)),
