@@ -270,6 +270,10 @@ fn run_index_unmapped(
         rows_replaced: 0,
         skipped: plan.skipped.clone(),
     };
+    let writes_text = !plan.removals.is_empty() || !plan.work.is_empty();
+    if writes_text {
+        store.defer_text_merges()?;
+    }
     if !plan.removals.is_empty() {
         for removal in &plan.removals {
             if let FileWrite::Remove { path } = removal {
@@ -318,6 +322,17 @@ fn run_index_unmapped(
     }
     // The generation moved with each batch and edge chunk that changed
     // anything (in their own transactions); nothing to bump here.
+    if writes_text {
+        // After the run's answers are visible: the merging its batches
+        // deferred (see `Store::defer_text_merges`).
+        let merge_started = Instant::now();
+        let steps = store.merge_text_segments()?;
+        tracing::debug!(
+            steps,
+            ms = merge_started.elapsed().as_millis() as u64,
+            "text index merged"
+        );
+    }
     if report.files_indexed + report.files_removed > 0 {
         if totals.rows_replaced > 0 || !plan.started_empty {
             store.drop_unused_ref_names()?;

@@ -641,6 +641,58 @@ impl Store {
         Ok(())
     }
 
+    /// Before a run's writes: turns off the text index's automatic merging
+    /// (a setting stored in the index; [`Store::merge_text_segments`] does
+    /// the merging once, after the run's writes are visible). Each batch's
+    /// commit otherwise merges segments full of the tombstones that
+    /// `contentless_delete` leaves for replaced rows, and that merge work is
+    /// most of a large incremental batch (issue 32 item 2). A run killed
+    /// before its merge leaves it off; the next run's merge catches up, and
+    /// FTS5's crisis merge bounds the segments in between.
+    pub fn defer_text_merges(&mut self) -> Result<()> {
+        let automerge: Option<i64> = self
+            .conn
+            .query_row("SELECT v FROM fts_config WHERE k = 'automerge'", [], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        // FTS5's default, 4, when the measuring knob asks for the old way.
+        let wanted = if merges_per_batch() { 4 } else { 0 };
+        if automerge != Some(wanted) {
+            self.conn.execute(
+                "INSERT INTO fts(fts, rank) VALUES('automerge', ?1)",
+                [wanted],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// After a run's writes: merges the text index's segments as its
+    /// automatic merging would have (levels holding `usermerge`, default 4,
+    /// segments), a bounded step per transaction so that another writer
+    /// waits at most one step, until a step finds nothing left to merge.
+    /// Returns the steps that merged something.
+    pub fn merge_text_segments(&mut self) -> Result<u32> {
+        /// Leaf pages a step writes at most.
+        const PAGES_PER_STEP: i64 = 256;
+        let mut steps = 0;
+        if merges_per_batch() {
+            return Ok(steps);
+        }
+        loop {
+            let before = self.conn.total_changes();
+            self.conn.execute(
+                "INSERT INTO fts(fts, rank) VALUES('merge', ?1)",
+                [PAGES_PER_STEP],
+            )?;
+            // FTS5 documents the test: fewer than 2 changes, nothing merged.
+            if self.conn.total_changes() - before < 2 {
+                return Ok(steps);
+            }
+            steps += 1;
+        }
+    }
+
     /// Pages on the free list: space inside the file that no table uses.
     /// Zero after every run (see [`Store::release_free_pages`]).
     pub fn free_pages(&self) -> Result<u64> {
@@ -655,6 +707,14 @@ impl Store {
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         Ok(())
     }
+}
+
+/// The measuring knob `CANOPY_TEXT_MERGE=per-batch`: FTS5's automatic
+/// merging at every batch's commit, as before the merging was deferred to
+/// the end of a run, so `bench/text_merge.sh` can compare the two on one
+/// build. Not an interface.
+fn merges_per_batch() -> bool {
+    std::env::var("CANOPY_TEXT_MERGE").as_deref() == Ok("per-batch")
 }
 
 /// An open read transaction (see [`Store::read_snapshot`]); ends when dropped.
