@@ -983,6 +983,22 @@ fn service_answers_are_overlaid_with_uncommitted_local_changes() {
     for id in pack["expand_suggestion"].as_array().unwrap() {
         assert!(handles.iter().any(|h| &h["id"] == id), "{pack}");
     }
+    // Its guidance judges the merged handles, not the service's alone: it
+    // says which came from the working tree, and suggests no more expands
+    // than it lists.
+    let guidance = &pack["guidance"];
+    assert!(
+        guidance["next_step"]
+            .as_str()
+            .unwrap()
+            .contains("come from your uncommitted changes (1 changed file(s)"),
+        "{pack}"
+    );
+    assert!(
+        guidance["suggested_expand_count"].as_u64().unwrap()
+            <= pack["expand_suggestion"].as_array().unwrap().len() as u64,
+        "{pack}"
+    );
     // One generation in one response (issue 32 N8), and the file the
     // overlay answers is not reported stale.
     assert_eq!(

@@ -24,7 +24,7 @@ use canopy_core::discover::RootRule;
 use canopy_core::handle::HandleId;
 use canopy_core::index::NoProgress;
 use canopy_core::model::{Freshness, QueryResult};
-use canopy_core::pack::{EvidencePack, PackFile};
+use canopy_core::pack::{EvidencePack, Guidance, PackFile};
 use canopy_core::{Engine, EngineOptions};
 use serde::Serialize;
 
@@ -285,9 +285,10 @@ impl Overlay {
         limit: usize,
     ) {
         let service = std::mem::take(&mut served.answer.handles);
-        let (local, local_suggested) = match local {
-            Some(l) => (l.handles, l.expand_suggestion),
-            None => (Vec::new(), Vec::new()),
+        let service_suggested = served.answer.expand_suggestion.clone();
+        let (local, local_suggested, local_guidance) = match local {
+            Some(l) => (l.handles, l.expand_suggestion, Some(l.guidance)),
+            None => (Vec::new(), Vec::new(), None),
         };
         let (mut merged, dropped, added) =
             self.interleave(service, local, |h| h.file_path.as_str());
@@ -320,6 +321,22 @@ impl Overlay {
             .take(want)
             .collect();
         pack.expand_suggestion = suggested;
+        if dropped + added > 0 {
+            let suggestion_dropped = service_suggested
+                .iter()
+                .any(|id| !pack.expand_suggestion.contains(id));
+            pack.guidance = merged_guidance(
+                &pack.guidance,
+                local_guidance.as_ref(),
+                MergedPack {
+                    suggestion_dropped,
+                    handles: pack.handles.len(),
+                    suggested: pack.expand_suggestion.len(),
+                    local_handles: added,
+                    dirty_files: self.dirty.len(),
+                },
+            );
+        }
         self.freshen(&mut pack.freshness);
         let report = self.handles_report(added, dropped);
         self.mark(served, report, cut);
@@ -371,5 +388,153 @@ impl Overlay {
     /// The overlay's engine, when any changed file exists.
     pub fn engine(&self) -> Option<&Engine> {
         self.engine.as_ref()
+    }
+}
+
+/// What an overlay merge did to an evidence pack, for its guidance.
+struct MergedPack {
+    /// A handle the service suggested expanding is no longer in the pack
+    /// (its file changed, or it was cut).
+    suggestion_dropped: bool,
+    /// Handles in the merged pack.
+    handles: usize,
+    /// Handles it suggests expanding.
+    suggested: usize,
+    /// Handles the overlay added.
+    local_handles: usize,
+    /// Files with uncommitted changes.
+    dirty_files: usize,
+}
+
+/// The guidance of a merged pack: the service judged its own handles, the
+/// overlay its own, and neither judged the merge. So the merged pack is as
+/// confident as the less confident of the two, says stop only when both
+/// did and none of the handles the service's "stop" rested on went, and
+/// its next step says which handles are the working tree's.
+fn merged_guidance(service: &Guidance, local: Option<&Guidance>, merge: MergedPack) -> Guidance {
+    fn rank(band: &str) -> u8 {
+        match band {
+            "high" => 2,
+            "medium" => 1,
+            _ => 0,
+        }
+    }
+    let mut g = match local {
+        Some(local) if rank(&local.confidence_band) < rank(&service.confidence_band) => {
+            local.clone()
+        }
+        _ => service.clone(),
+    };
+    g.confidence = local.map_or(service.confidence, |l| l.confidence.min(service.confidence));
+    g.stop_querying =
+        service.stop_querying && local.is_none_or(|l| l.stop_querying) && !merge.suggestion_dropped;
+    if merge.suggestion_dropped && g.confidence_band == "high" {
+        // What the service was sure of changed under it.
+        g.confidence_band = "medium".into();
+        g.confidence = g.confidence.min(0.69);
+    }
+    let more = local.map_or(0, |l| l.max_additional_queries);
+    g.max_additional_queries = service.max_additional_queries.max(more);
+    if !g.stop_querying {
+        g.max_additional_queries = g.max_additional_queries.max(1);
+    }
+    g.suggested_expand_count = g.suggested_expand_count.min(merge.suggested);
+    if merge.handles == 0 {
+        g.recommended_action = "refine_query".into();
+        g.suggested_expand_count = 0;
+    }
+    let next = if g.stop_querying {
+        g.next_step.clone()
+    } else {
+        g.next_step
+            .replace("Stop searching: expand", "Expand")
+            .replace(
+                " and answer.",
+                ", and query again if they do not answer it.",
+            )
+    };
+    g.next_step = format!(
+        "{} of these handles come from your uncommitted changes ({} changed file(s), read as they are now); \
+         the service's handles in those files were dropped. {next}",
+        merge.local_handles, merge.dirty_files
+    );
+    g
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guidance(band: &str, confidence: f64, stop: bool) -> Guidance {
+        Guidance {
+            stop_querying: stop,
+            recommended_action: "expand_then_answer".into(),
+            suggested_expand_count: 3,
+            max_additional_queries: if stop { 0 } else { 1 },
+            confidence,
+            confidence_band: band.into(),
+            next_step: if stop {
+                "Stop searching: expand the top 3 suggested handle(s) and answer.".into()
+            } else {
+                "Expand the top 3 suggested handle(s); run at most 1 narrower query if they do not answer it.".into()
+            },
+        }
+    }
+
+    fn merge(suggestion_dropped: bool) -> MergedPack {
+        MergedPack {
+            suggestion_dropped,
+            handles: 5,
+            suggested: 2,
+            local_handles: 2,
+            dirty_files: 1,
+        }
+    }
+
+    #[test]
+    fn a_stop_the_merge_took_handles_from_is_no_longer_a_stop() {
+        let service = guidance("high", 0.9, true);
+        let local = guidance("high", 0.95, true);
+        let g = merged_guidance(&service, Some(&local), merge(true));
+        assert!(!g.stop_querying);
+        assert_eq!(g.confidence_band, "medium");
+        assert!(g.confidence <= 0.69);
+        assert!(g.max_additional_queries >= 1);
+        assert_eq!(g.suggested_expand_count, 2, "at most the suggestions left");
+        assert!(
+            g.next_step.starts_with(
+                "2 of these handles come from your uncommitted changes (1 changed file(s)"
+            ),
+            "{}",
+            g.next_step
+        );
+        assert!(!g.next_step.contains("Stop searching"), "{}", g.next_step);
+    }
+
+    #[test]
+    fn the_merged_pack_is_as_sure_as_the_less_sure_answer() {
+        let service = guidance("high", 0.9, true);
+        let local = guidance("low", 0.3, false);
+        let g = merged_guidance(&service, Some(&local), merge(false));
+        assert!(!g.stop_querying, "the overlay did not say stop");
+        assert_eq!(g.confidence_band, "low");
+        assert!((g.confidence - 0.3).abs() < 1e-9);
+        // Both sure, no suggestion lost: the stop stands.
+        let g = merged_guidance(&service, Some(&guidance("high", 0.88, true)), merge(false));
+        assert!(g.stop_querying);
+        assert_eq!(g.confidence_band, "high");
+        assert!((g.confidence - 0.88).abs() < 1e-9);
+        assert!(g.next_step.contains("Stop searching"), "{}", g.next_step);
+    }
+
+    #[test]
+    fn an_empty_merged_pack_says_refine() {
+        let service = guidance("medium", 0.7, false);
+        let mut m = merge(true);
+        m.handles = 0;
+        m.suggested = 0;
+        let g = merged_guidance(&service, None, m);
+        assert_eq!(g.recommended_action, "refine_query");
+        assert_eq!(g.suggested_expand_count, 0);
     }
 }
