@@ -21,7 +21,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::discover::{Candidate, PathFilter, SkipReason, discover_with};
 use crate::error::Result;
-use crate::lang::{Language, parse_file};
+use crate::lang::Language;
 use crate::model::IndexReport;
 use crate::store::read::StoredFile;
 use crate::store::write::{FileWrite, ParsedWrite};
@@ -165,13 +165,16 @@ fn process(candidate: &Candidate, old_hash: Option<&str>, max_file_size: u64) ->
     // The first file that needs parsing starts compiling the tokenizer's
     // regex (unless a fresh index already did), while tree-sitter parses it.
     tokens::warm_up_in_background();
-    let mut parsed = if size > crate::oversize::PARSE_MAX_BYTES {
+    let (parsed, facts) = if size > crate::oversize::PARSE_MAX_BYTES {
         // Bounded work and memory whatever the size limit (issue N6).
-        crate::oversize::parse_windows(&candidate.path, &bytes)
+        (
+            crate::oversize::parse_windows(&candidate.path, &bytes),
+            None,
+        )
     } else {
-        parse_file(&candidate.path, &bytes)
+        crate::graph::facts::parse_with_facts(&candidate.path, &bytes)
     };
-    let facts = parsed.facts.take().map(|f| {
+    let facts = facts.map(|f| {
         let encoded = f.encode();
         crate::store::graph_rows::StoredFacts::pack(&encoded.world, &encoded.sites)
     });

@@ -112,7 +112,6 @@ pub fn parse_windows(path: &str, source: &[u8]) -> ParsedFile {
         units,
         refs: Vec::new(),
         had_syntax_errors: false,
-        facts: None,
     }
 }
 

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::config::Timing;
 use crate::db::with_client;
 use crate::error::FleetError;
 use crate::fleet::{Cached, Inner, NodeState};
@@ -132,7 +133,8 @@ pub(crate) async fn run(weak: Weak<Inner>, mut stop: tokio::sync::watch::Receive
     }
 }
 
-/// One heartbeat turn.
+/// One heartbeat turn: check local deadlines, then beat, renew, read one
+/// snapshot, act on the plan and finish overdue drains, in that order.
 pub(crate) async fn turn(inner: &Arc<Inner>) -> Result<(), FleetError> {
     expire_local(inner);
     if inner.node_state() != NodeState::Active {
@@ -140,9 +142,17 @@ pub(crate) async fn turn(inner: &Arc<Inner>) -> Result<(), FleetError> {
     }
     let timing = inner.config.timing.clone();
     let me = inner.config.node_id.clone();
+    beat(inner, &me).await?;
+    *crate::fleet::lock(&inner.last_beat) = Some(Instant::now());
+    let not_renewed = renew_held(inner, &me, &timing).await?;
+    let (nodes, leases_seen) = refresh_snapshot(inner, &me, not_renewed).await?;
+    act_on_plan(inner, &me, &timing, &nodes, &leases_seen).await?;
+    finish_due_drains(inner, &timing).await
+}
 
-    // 1. Heartbeat; a row taken by another incarnation means this process
-    //    must stop acting as the node.
+/// Step 1: the heartbeat. A row taken by another incarnation means this
+/// process must stop acting as the node.
+async fn beat(inner: &Arc<Inner>, me: &str) -> Result<(), FleetError> {
     let beat = with_client!(&inner.db, keeper_conn, |c| c
         .query_opt(
             "UPDATE fleet_nodes SET heartbeat_at = clock_timestamp()
@@ -158,7 +168,7 @@ pub(crate) async fn turn(inner: &Arc<Inner>) -> Result<(), FleetError> {
             inner.set_node_state(NodeState::Superseded);
             inner.drop_all(LossReason::Superseded);
             return Err(FleetError::NodeIdInUse {
-                node_id: me,
+                node_id: me.to_string(),
                 age: Duration::ZERO,
             });
         }
@@ -167,10 +177,17 @@ pub(crate) async fn turn(inner: &Arc<Inner>) -> Result<(), FleetError> {
             return Err(e);
         }
     }
-    *crate::fleet::lock(&inner.last_beat) = Some(Instant::now());
+    Ok(())
+}
 
-    // 2. Renew everything held (draining leases too: nobody may take them
-    //    before the service stopped).
+/// Step 2: renews everything held (draining leases too: nobody may take
+/// them before the service stopped). Returns the leases the database did
+/// not renew, already revoked locally, with their epochs.
+async fn renew_held(
+    inner: &Arc<Inner>,
+    me: &str,
+    timing: &Timing,
+) -> Result<Vec<(String, u64)>, FleetError> {
     let held: Vec<(String, i64)> = inner
         .held()
         .into_iter()
@@ -199,7 +216,7 @@ pub(crate) async fn turn(inner: &Arc<Inner>) -> Result<(), FleetError> {
         for (repo, epoch) in &held {
             match leases.get(repo) {
                 Some(l) if renewed.contains(repo) => {
-                    l.renewed(sent, &timing);
+                    l.renewed(sent, timing);
                     inner.metrics.renewed();
                 }
                 Some(l) if l.fence.epoch() as i64 == *epoch => {
@@ -212,23 +229,41 @@ pub(crate) async fn turn(inner: &Arc<Inner>) -> Result<(), FleetError> {
             }
         }
     }
+    Ok(not_renewed)
+}
 
-    // 3. One snapshot of nodes and leases.
+/// Step 3: one snapshot of nodes and leases; records why each lease that
+/// was not renewed was lost, and publishes the snapshot to the cache.
+async fn refresh_snapshot(
+    inner: &Arc<Inner>,
+    me: &str,
+    not_renewed: Vec<(String, u64)>,
+) -> Result<(Vec<NodeSeen>, Vec<LeaseSeen>), FleetError> {
     let (nodes, leases_seen, cache) = snapshot(inner).await?;
     for (repo, epoch) in not_renewed {
         let reason = match cache.leases.get(&repo) {
             None => LossReason::Removed,
-            Some(c) if c.held && c.holder.as_deref() != Some(me.as_str()) => LossReason::TakenOver,
+            Some(c) if c.held && c.holder.as_deref() != Some(me) => LossReason::TakenOver,
             Some(_) => LossReason::Expired,
         };
         inner.lost(&repo, epoch, reason);
     }
     *crate::fleet::write(&inner.cache) = cache;
+    Ok((nodes, leases_seen))
+}
 
-    // 4. Plan and act.
+/// Step 4: plans from the snapshot and acts (release orphans, start
+/// handovers, take free leases).
+async fn act_on_plan(
+    inner: &Arc<Inner>,
+    me: &str,
+    timing: &Timing,
+    nodes: &[NodeSeen],
+    leases_seen: &[LeaseSeen],
+) -> Result<(), FleetError> {
     let plan = {
         let leases = crate::fleet::lock(&inner.leases);
-        lease::plan(&me, &nodes, &leases_seen, &leases, &timing)
+        lease::plan(me, nodes, leases_seen, &leases, timing)
     };
     if !plan.orphans.is_empty() {
         let (repos, epochs): (Vec<String>, Vec<i64>) = plan
@@ -255,14 +290,18 @@ pub(crate) async fn turn(inner: &Arc<Inner>) -> Result<(), FleetError> {
         }
     }
     if !plan.acquire.is_empty() {
-        acquire(inner, &plan.acquire, &leases_seen).await?;
+        acquire(inner, &plan.acquire, leases_seen).await?;
     }
-    // 5. Drains the service did not finish in time.
+    Ok(())
+}
+
+/// Step 5: releases the drains the service did not finish in time.
+async fn finish_due_drains(inner: &Arc<Inner>, timing: &Timing) -> Result<(), FleetError> {
     let due: Vec<(String, u64)> = {
         let leases = crate::fleet::lock(&inner.leases);
         leases
             .iter()
-            .filter(|(_, l)| l.phase(Instant::now(), &timing) == LeasePhase::DrainDue)
+            .filter(|(_, l)| l.phase(Instant::now(), timing) == LeasePhase::DrainDue)
             .map(|(r, l)| (r.clone(), l.fence.epoch()))
             .collect()
     };

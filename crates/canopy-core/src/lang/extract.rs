@@ -266,11 +266,32 @@ pub struct ParsedFile {
     pub refs: Vec<Reference>,
     /// Whether tree-sitter reported syntax errors (extraction still ran).
     pub had_syntax_errors: bool,
-    /// What resolution needs beyond units and references. Extracted from
-    /// the same tree by `crate::graph::facts`, which depends only on `lang`
-    /// and tree-sitter: this is the one call from `lang` into the graph,
-    /// and it points at code below the store and the resolver.
-    pub facts: Option<crate::graph::facts::FileFacts>,
+}
+
+/// A second extraction over the syntax trees [`parse_file_with`] builds,
+/// so a file is parsed once. The index passes the code graph's facts
+/// (`graph::facts::FactExtraction`) here: `lang` runs it without knowing
+/// what it extracts, and so depends on nothing above it.
+pub trait TreeExtraction {
+    /// What is extracted from one file.
+    type Output;
+    /// Extracts from one tree of `text`: the whole file, or one Rust item
+    /// macro body parsed on its own. `None`: nothing for this language.
+    fn extract(&self, language: Language, root: Node<'_>, text: &str) -> Option<Self::Output>;
+    /// Puts what a macro body (bytes `start..end` of the file) holds in
+    /// place of what the walk of the whole file saw there (tokens).
+    fn merge_body(&self, file: &mut Self::Output, body: Self::Output, start: usize, end: usize);
+}
+
+/// No second extraction: [`parse_file`].
+struct UnitsOnly;
+
+impl TreeExtraction for UnitsOnly {
+    type Output = ();
+    fn extract(&self, _: Language, _: Node<'_>, _: &str) -> Option<()> {
+        None
+    }
+    fn merge_body(&self, _: &mut (), _: (), _: usize, _: usize) {}
 }
 
 /// A definition found by the query, before units are assembled.
@@ -357,13 +378,24 @@ thread_local! {
 
 /// Parses one file. Never fails; see the module docs.
 pub fn parse_file(path: &str, source: &[u8]) -> ParsedFile {
+    parse_file_with(path, source, &UnitsOnly).0
+}
+
+/// Parses one file and runs `extraction` on the same trees: the units and
+/// references of [`parse_file`], and what `extraction` found (`None` when
+/// the language has no grammar or `extraction` nothing for it).
+pub fn parse_file_with<E: TreeExtraction>(
+    path: &str,
+    source: &[u8],
+    extraction: &E,
+) -> (ParsedFile, Option<E::Output>) {
     let language = Language::from_path(path);
     let text = text_view(source);
     let lines = Lines::new(&text);
     let mut had_syntax_errors = false;
     let mut defs = Vec::new();
     let mut refs = Vec::new();
-    let mut facts: Option<crate::graph::facts::FileFacts> = None;
+    let mut extracted: Option<E::Output> = None;
     if let Some(spec) = language.spec() {
         let tree = PARSER.with(|parser| {
             let mut parser = parser.borrow_mut();
@@ -386,7 +418,7 @@ pub fn parse_file(path: &str, source: &[u8]) -> ParsedFile {
             let separator = language.member_separator();
             let root = tree.root_node();
             run_query(spec, separator, root, &text, &lines, &mut defs, &mut refs);
-            facts = crate::graph::facts::extract(language, root, &text);
+            extracted = extraction.extract(language, root, &text);
             if language == Language::Rust {
                 for body in item_macro_bodies(spec, root, &text, 0) {
                     let inside = |b: usize| body.range.start_byte <= b && b < body.range.end_byte;
@@ -406,18 +438,22 @@ pub fn parse_file(path: &str, source: &[u8]) -> ParsedFile {
                     refs.retain(|r| !inside(r.start_byte));
                     refs.extend(body_refs);
                     if let (Some(all), Some(more)) = (
-                        facts.as_mut(),
-                        crate::graph::facts::extract(language, root, &text),
+                        extracted.as_mut(),
+                        extraction.extract(language, root, &text),
                     ) {
-                        all.merge_body(more, body.range.start_byte, body.range.end_byte);
+                        extraction.merge_body(
+                            all,
+                            more,
+                            body.range.start_byte,
+                            body.range.end_byte,
+                        );
                     }
                 }
             }
         }
     }
-    let mut parsed = assemble(path, language, &text, &lines, defs, refs, had_syntax_errors);
-    parsed.facts = facts;
-    parsed
+    let parsed = assemble(path, language, &text, &lines, defs, refs, had_syntax_errors);
+    (parsed, extracted)
 }
 
 /// The items of one Rust macro body, parsed on their own.
@@ -930,7 +966,6 @@ fn assemble(
         units,
         refs,
         had_syntax_errors,
-        facts: None,
     }
 }
 

@@ -12,7 +12,9 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-pub use extract::{NodeType, ParsedFile, RefType, Reference, Unit, parse_file};
+pub use extract::{
+    NodeType, ParsedFile, RefType, Reference, TreeExtraction, Unit, parse_file, parse_file_with,
+};
 
 /// What a use of a name does: the kind of a resolution site
 /// (`graph::facts`) and of the edge it becomes (`store::graph_rows`). The

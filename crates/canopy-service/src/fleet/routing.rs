@@ -192,6 +192,10 @@ async fn resolve(svc: &Svc, node: &FleetNode, repo: &str) -> Result<Option<Strin
     }))
 }
 
+/// Answers a repository request here or at its owner: resolves the name,
+/// reads the route (fresh from the database when the cached one has no
+/// owner), then follows it, retrying once with a fresh route when a
+/// forwarded request comes back misdirected.
 #[allow(clippy::too_many_arguments)]
 async fn repository(
     svc: &Svc,
@@ -202,25 +206,9 @@ async fn repository(
     kind: Kind,
     next: Next,
 ) -> Response {
-    let repo_id = match resolve(svc, node, repo).await {
-        Ok(Some(id)) => id,
-        Ok(None) => {
-            return error(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                format!("repository {repo} not found"),
-                "GET /repos lists the registered repositories",
-            );
-        }
-        Err(e) => {
-            // The database is down: a repository this node has an entry for
-            // may still be answered read-only (the route says).
-            if e.is_retryable() {
-                repo.to_string()
-            } else {
-                return database_error(&e);
-            }
-        }
+    let repo_id = match repository_id(svc, node, repo).await {
+        Ok(id) => id,
+        Err(response) => return response,
     };
     let forwarded = req.headers().contains_key(FORWARDED_BY_HEADER);
     let outgoing = Outgoing::of(&req, node);
@@ -234,23 +222,7 @@ async fn repository(
     loop {
         match route {
             Route::Local(fence) => {
-                let ready = node.is_ready(&repo_id, fence.epoch());
-                let (svc2, id) = (svc.clone(), repo_id.clone());
-                let adopted = tokio::task::spawn_blocking(move || svc2.fleet_has(&id))
-                    .await
-                    .unwrap_or(false);
-                if !adopted || (kind == Kind::Answer && !ready) {
-                    return unavailable(
-                        "this node took the repository over and is indexing it",
-                        Duration::from_secs(1),
-                    );
-                }
-                return match kind {
-                    Kind::Answer | Kind::Status => next.run(req).await,
-                    Kind::Reindex | Kind::Fetch => {
-                        reindex_here(svc, node, req, &repo_id, kind, next).await
-                    }
-                };
+                return answer_here(svc, node, req, &repo_id, fence.epoch(), kind, next).await;
             }
             Route::LocalReadOnly { .. } => {
                 return match kind {
@@ -274,24 +246,13 @@ async fn repository(
                 if forwarded {
                     return misdirected(node);
                 }
-                let metrics = node.fleet().metrics();
-                let started = Instant::now();
-                // An owner that stops answering (paused, partitioned) loses
-                // its lease: stop waiting for it when the route moves.
-                let moved = owner_moved(node, &repo_id, &node_id);
-                let sent = tokio::select! {
-                    sent = forward(svc, &url, &outgoing, body.clone()) => sent,
-                    () = moved => {
-                        metrics.observe_forward("error", started.elapsed());
-                        return unavailable(
-                            &format!("the owner {node_id} stopped answering and lost the repository"),
-                            Duration::from_secs(1),
-                        );
-                    }
+                let owner = Owner {
+                    node_id: &node_id,
+                    url: &url,
                 };
-                match sent {
-                    Ok(response) if response.status() == StatusCode::MISDIRECTED_REQUEST => {
-                        metrics.observe_forward("misdirected", started.elapsed());
+                match forward_to_owner(svc, node, &repo_id, owner, &outgoing, body.clone()).await {
+                    Forwarded::Answer(response) => return response,
+                    Forwarded::Misdirected(response) => {
                         if retried {
                             return response;
                         }
@@ -301,23 +262,119 @@ async fn repository(
                             Err(e) => return database_error(&e),
                         };
                     }
-                    Ok(response) => {
-                        metrics.observe_forward("ok", started.elapsed());
-                        return response;
-                    }
-                    Err(e) => {
-                        metrics.observe_forward("error", started.elapsed());
-                        return error(
-                            StatusCode::BAD_GATEWAY,
-                            "forward_failed",
-                            format!(
-                                "the owner {node_id} of {repo_id} at {url} did not answer: {e}"
-                            ),
-                            "retry shortly: if the owner is gone, another node takes the repository over",
-                        );
-                    }
                 }
             }
+        }
+    }
+}
+
+/// The id of the repository a request names, or the response refusing it.
+/// While the database is down the name is kept as the id: a repository
+/// this node has an entry for may still be answered read-only (the route
+/// says).
+async fn repository_id(svc: &Svc, node: &Arc<FleetNode>, repo: &str) -> Result<String, Response> {
+    match resolve(svc, node, repo).await {
+        Ok(Some(id)) => Ok(id),
+        Ok(None) => Err(error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("repository {repo} not found"),
+            "GET /repos lists the registered repositories",
+        )),
+        Err(e) if e.is_retryable() => Ok(repo.to_string()),
+        Err(e) => Err(database_error(&e)),
+    }
+}
+
+/// Answers on this node, which holds the lease at `epoch`: only once the
+/// service adopted the repository and, for an answer from the index, a
+/// complete index was published under this lease.
+#[allow(clippy::too_many_arguments)]
+async fn answer_here(
+    svc: &Svc,
+    node: &Arc<FleetNode>,
+    req: Request,
+    repo_id: &str,
+    epoch: u64,
+    kind: Kind,
+    next: Next,
+) -> Response {
+    let ready = node.is_ready(repo_id, epoch);
+    let (svc2, id) = (svc.clone(), repo_id.to_string());
+    let adopted = tokio::task::spawn_blocking(move || svc2.fleet_has(&id))
+        .await
+        .unwrap_or(false);
+    if !adopted || (kind == Kind::Answer && !ready) {
+        return unavailable(
+            "this node took the repository over and is indexing it",
+            Duration::from_secs(1),
+        );
+    }
+    match kind {
+        Kind::Answer | Kind::Status => next.run(req).await,
+        Kind::Reindex | Kind::Fetch => reindex_here(svc, node, req, repo_id, kind, next).await,
+    }
+}
+
+/// The node a route forwards to.
+#[derive(Clone, Copy)]
+struct Owner<'a> {
+    node_id: &'a str,
+    url: &'a str,
+}
+
+/// What one forwarding attempt came back with.
+enum Forwarded {
+    /// The response to give the caller.
+    Answer(Response),
+    /// The owner no longer holds the repository (421): worth one retry
+    /// with a fresh route.
+    Misdirected(Response),
+}
+
+/// Forwards the request to its owner once, recording the outcome in the
+/// fleet metrics.
+async fn forward_to_owner(
+    svc: &Svc,
+    node: &Arc<FleetNode>,
+    repo_id: &str,
+    owner: Owner<'_>,
+    outgoing: &Outgoing,
+    body: Option<Bytes>,
+) -> Forwarded {
+    let Owner { node_id, url } = owner;
+    let metrics = node.fleet().metrics();
+    let started = Instant::now();
+    // An owner that stops answering (paused, partitioned) loses its lease:
+    // stop waiting for it when the route moves.
+    let moved = owner_moved(node, repo_id, node_id);
+    let sent = tokio::select! {
+        sent = forward(svc, url, outgoing, body) => sent,
+        () = moved => {
+            metrics.observe_forward("error", started.elapsed());
+            return Forwarded::Answer(unavailable(
+                &format!("the owner {node_id} stopped answering and lost the repository"),
+                Duration::from_secs(1),
+            ));
+        }
+    };
+    match sent {
+        Ok(response) if response.status() == StatusCode::MISDIRECTED_REQUEST => {
+            metrics.observe_forward("misdirected", started.elapsed());
+            Forwarded::Misdirected(response)
+        }
+        Ok(response) => {
+            metrics.observe_forward("ok", started.elapsed());
+            Forwarded::Answer(response)
+        }
+        Err(e) => {
+            metrics.observe_forward("error", started.elapsed());
+            Forwarded::Answer(error(
+                StatusCode::BAD_GATEWAY,
+                "forward_failed",
+                format!("the owner {node_id} of {repo_id} at {url} did not answer: {e}"),
+                "retry shortly: if the owner is gone, another node takes the repository over",
+            ))
         }
     }
 }

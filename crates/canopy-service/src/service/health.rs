@@ -3,6 +3,7 @@
 //! /metrics` adds per-repository gauges, read from the state when rendered,
 //! to the counters of [`crate::metrics`].
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use canopy_client::api::{HealthResponse, RepoHealth, RepoView};
@@ -94,16 +95,34 @@ impl Service {
         }
     }
 
-    /// The Prometheus text of `GET /metrics`.
+    /// The Prometheus text of `GET /metrics`: the request metrics, the
+    /// service's own gauges, then the per-repository series.
     pub fn render_metrics(&self) -> String {
         let mut out = String::new();
         self.metrics.render(&mut out);
         let entries = self.entries();
-        let gauge = |out: &mut String, name: &str, help: &str| {
-            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n"));
-        };
+        self.render_service_gauges(&mut out, &entries);
+        let views: Vec<(RepoView, Option<f64>)> = entries
+            .iter()
+            .map(|e| {
+                let last = lock(&e.state)
+                    .record
+                    .last_report
+                    .as_ref()
+                    .map(|r| r.duration_ms as f64 / 1000.0);
+                (e.view(), last)
+            })
+            .collect();
+        render_repo_gauges(&mut out, &views);
+        render_last_index(&mut out, &views);
+        out
+    }
+
+    /// The service-wide series: uptime, repositories, open and closed
+    /// engines, the newest event.
+    fn render_service_gauges(&self, out: &mut String, entries: &[Arc<RepoEntry>]) {
         gauge(
-            &mut out,
+            out,
             "canopy_uptime_seconds",
             "Seconds since the service started.",
         );
@@ -111,10 +130,10 @@ impl Service {
             "canopy_uptime_seconds {}\n",
             self.started.elapsed().as_secs()
         ));
-        gauge(&mut out, "canopy_repos", "Registered repositories.");
+        gauge(out, "canopy_repos", "Registered repositories.");
         out.push_str(&format!("canopy_repos {}\n", entries.len()));
         gauge(
-            &mut out,
+            out,
             "canopy_engines_open",
             "Repositories whose engine is open (idle ones are closed after --engine-idle-secs).",
         );
@@ -131,7 +150,7 @@ impl Service {
                 .load(std::sync::atomic::Ordering::Relaxed)
         ));
         gauge(
-            &mut out,
+            out,
             "canopy_events_latest_seq",
             "Sequence number of the newest event.",
         );
@@ -139,96 +158,100 @@ impl Service {
             "canopy_events_latest_seq {}\n",
             *self.events.borrow()
         ));
-        let views: Vec<(RepoView, Option<f64>)> = entries
-            .iter()
-            .map(|e| {
-                let last = lock(&e.state)
-                    .record
-                    .last_report
-                    .as_ref()
-                    .map(|r| r.duration_ms as f64 / 1000.0);
-                (e.view(), last)
-            })
-            .collect();
-        let labels = |v: &RepoView| {
-            format!(
-                "repo_id=\"{}\",name=\"{}\"",
-                label(&v.repo_id),
-                label(&v.name)
-            )
-        };
-        let per_repo: [RepoGauge; 7] = [
-            ("canopy_repo_generation", "Last complete generation.", |v| {
-                v.generation as f64
-            }),
-            (
-                "canopy_repo_ready",
-                "1 when a complete generation is served.",
-                |v| f64::from(u8::from(v.ready)),
-            ),
-            ("canopy_repo_indexing", "1 while a reindex runs.", |v| {
-                f64::from(u8::from(v.indexing))
-            }),
-            (
-                "canopy_repo_reindex_queued",
-                "1 when a follow-up reindex is queued (backlog).",
-                |v| f64::from(u8::from(v.rerun_queued)),
-            ),
-            (
-                "canopy_repo_consecutive_failures",
-                "Failed reindex runs since the last success.",
-                |v| f64::from(v.consecutive_failures),
-            ),
-            (
-                "canopy_repo_watched",
-                "1 when the repository is re-indexed on file-system events.",
-                |v| f64::from(u8::from(v.watch)),
-            ),
-            (
-                "canopy_repo_index_lag_seconds",
-                "Age of the oldest change seen by the watcher and not indexed yet (0: none).",
-                |v| v.index_lag_seconds,
-            ),
-        ];
-        for (name, help, get) in per_repo {
-            gauge(&mut out, name, help);
-            for (v, _) in &views {
-                out.push_str(&format!("{name}{{{}}} {}\n", labels(v), get(v)));
-            }
+    }
+}
+
+/// Writes the `# HELP` and `# TYPE ... gauge` lines of one gauge.
+fn gauge(out: &mut String, name: &str, help: &str) {
+    out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n"));
+}
+
+/// The Prometheus labels naming one repository.
+fn repo_labels(v: &RepoView) -> String {
+    format!(
+        "repo_id=\"{}\",name=\"{}\"",
+        label(&v.repo_id),
+        label(&v.name)
+    )
+}
+
+/// One series per repository for each [`RepoGauge`], gauge by gauge.
+fn render_repo_gauges(out: &mut String, views: &[(RepoView, Option<f64>)]) {
+    let per_repo: [RepoGauge; 7] = [
+        ("canopy_repo_generation", "Last complete generation.", |v| {
+            v.generation as f64
+        }),
+        (
+            "canopy_repo_ready",
+            "1 when a complete generation is served.",
+            |v| f64::from(u8::from(v.ready)),
+        ),
+        ("canopy_repo_indexing", "1 while a reindex runs.", |v| {
+            f64::from(u8::from(v.indexing))
+        }),
+        (
+            "canopy_repo_reindex_queued",
+            "1 when a follow-up reindex is queued (backlog).",
+            |v| f64::from(u8::from(v.rerun_queued)),
+        ),
+        (
+            "canopy_repo_consecutive_failures",
+            "Failed reindex runs since the last success.",
+            |v| f64::from(v.consecutive_failures),
+        ),
+        (
+            "canopy_repo_watched",
+            "1 when the repository is re-indexed on file-system events.",
+            |v| f64::from(u8::from(v.watch)),
+        ),
+        (
+            "canopy_repo_index_lag_seconds",
+            "Age of the oldest change seen by the watcher and not indexed yet (0: none).",
+            |v| v.index_lag_seconds,
+        ),
+    ];
+    for (name, help, get) in per_repo {
+        gauge(out, name, help);
+        for (v, _) in views {
+            out.push_str(&format!("{name}{{{}}} {}\n", repo_labels(v), get(v)));
         }
-        gauge(
-            &mut out,
-            "canopy_index_last_duration_seconds",
-            "Duration of the last successful reindex.",
-        );
-        for (v, last) in &views {
-            if let Some(d) = last {
+    }
+}
+
+/// The duration and file counts of each repository's last successful
+/// reindex (repositories without one have no series).
+fn render_last_index(out: &mut String, views: &[(RepoView, Option<f64>)]) {
+    gauge(
+        out,
+        "canopy_index_last_duration_seconds",
+        "Duration of the last successful reindex.",
+    );
+    for (v, last) in views {
+        if let Some(d) = last {
+            out.push_str(&format!(
+                "canopy_index_last_duration_seconds{{{}}} {d}\n",
+                repo_labels(v)
+            ));
+        }
+    }
+    gauge(
+        out,
+        "canopy_index_last_files",
+        "Files of the last successful reindex by outcome (indexed, removed, unchanged).",
+    );
+    for (v, _) in views {
+        if let Some(r) = &v.last_index {
+            for (kind, n) in [
+                ("indexed", r.files_indexed),
+                ("removed", r.files_removed),
+                ("unchanged", r.files_unchanged),
+            ] {
                 out.push_str(&format!(
-                    "canopy_index_last_duration_seconds{{{}}} {d}\n",
-                    labels(v)
+                    "canopy_index_last_files{{{},kind=\"{kind}\"}} {n}\n",
+                    repo_labels(v)
                 ));
             }
         }
-        gauge(
-            &mut out,
-            "canopy_index_last_files",
-            "Files of the last successful reindex by outcome (indexed, removed, unchanged).",
-        );
-        for (v, _) in &views {
-            if let Some(r) = &v.last_index {
-                for (kind, n) in [
-                    ("indexed", r.files_indexed),
-                    ("removed", r.files_removed),
-                    ("unchanged", r.files_unchanged),
-                ] {
-                    out.push_str(&format!(
-                        "canopy_index_last_files{{{},kind=\"{kind}\"}} {n}\n",
-                        labels(v)
-                    ));
-                }
-            }
-        }
-        out
     }
 }
 

@@ -11,9 +11,10 @@
 //!
 //! Architecture Invariant: facts depend only on `lang`, tree-sitter and
 //! each other (model ← walker ← languages ← this module). They never name
-//! the store or the resolver: `lang::extract` calls [`extract`] while it
-//! parses, the index hands the encoded facts to the store, and
-//! `graph::resolve` reads them back.
+//! the store or the resolver: the index parses each file with
+//! [`FactExtraction`] as the parser's second pass over the same trees,
+//! hands the encoded facts to the store, and `graph::resolve` reads them
+//! back.
 
 pub(crate) mod ecmascript;
 pub(crate) mod go;
@@ -26,8 +27,28 @@ use tree_sitter::Node;
 
 pub use model::{Binding, DefFact, DefFactKind, EncodedFacts, FileFacts, Import, Site, SiteKind};
 
-use crate::lang::Language;
+use crate::lang::{Language, ParsedFile, TreeExtraction};
 use walker::{Cx, WalkedGrammar};
+
+/// Fact extraction as the parser's second pass over its trees
+/// ([`crate::lang::parse_file_with`]): the index parses each file once and
+/// gets its units, references and facts.
+pub struct FactExtraction;
+
+impl TreeExtraction for FactExtraction {
+    type Output = FileFacts;
+    fn extract(&self, language: Language, root: Node<'_>, text: &str) -> Option<FileFacts> {
+        extract(language, root, text)
+    }
+    fn merge_body(&self, file: &mut FileFacts, body: FileFacts, start: usize, end: usize) {
+        file.merge_body(body, start, end);
+    }
+}
+
+/// Parses one file with its facts ([`FactExtraction`]).
+pub fn parse_with_facts(path: &str, source: &[u8]) -> (ParsedFile, Option<FileFacts>) {
+    crate::lang::parse_file_with(path, source, &FactExtraction)
+}
 
 /// Extracts the facts of one parsed file; `None` for languages without rules.
 pub fn extract(language: Language, root: Node, text: &str) -> Option<FileFacts> {

@@ -488,8 +488,8 @@ mod tests {
     #[test]
     fn facts_round_trip_through_the_encoded_form() {
         let source = b"import os\nfrom a.b import c as d\n\nclass P(Base):\n    def __init__(self):\n        self.x = Q()\n\n    def run(self, y: Z) -> R:\n        p = P()\n        p.run(d(1))\n        os.path.join('a')\n";
-        let parsed = crate::lang::parse_file("m.py", source);
-        let mut facts = parsed.facts.expect("python has fact rules");
+        let (_, facts) = crate::graph::facts::parse_with_facts("m.py", source);
+        let mut facts = facts.expect("python has fact rules");
         facts.disabled = vec![(3, 9), (40, 41)];
         assert!(facts.sites.len() >= 4, "{facts:?}");
         assert!(!facts.imports.is_empty() && !facts.bindings.is_empty());

@@ -412,8 +412,8 @@ mod tests {
 
     /// (function, what it returns) for every unannotated function with a value.
     fn returns(source: &str) -> Vec<(String, String)> {
-        let parsed = crate::lang::parse_file("m.py", source.as_bytes());
-        let facts = parsed.facts.expect("python has fact rules");
+        let (_, facts) = crate::graph::facts::parse_with_facts("m.py", source.as_bytes());
+        let facts = facts.expect("python has fact rules");
         facts
             .defs
             .into_iter()

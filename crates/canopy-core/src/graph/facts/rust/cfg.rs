@@ -164,8 +164,8 @@ mod tests {
     #[test]
     fn a_false_cfg_compiles_out_the_item_or_the_whole_file() {
         let src = "#[cfg(windows)]\n#[inline]\nfn a() { b(); }\n\n#[cfg(feature = \"x\")]\nfn c() { d(); }\n\nfn e() { f(); }\n";
-        let facts = crate::lang::parse_file("src/x.rs", src.as_bytes())
-            .facts
+        let facts = crate::graph::facts::parse_with_facts("src/x.rs", src.as_bytes())
+            .1
             .expect("rust has fact rules");
         let names: Vec<&str> = facts.sites.iter().map(|s| s.name.as_str()).collect();
         assert!(!names.contains(&"b"), "{names:?}");
@@ -174,8 +174,8 @@ mod tests {
         assert_eq!(facts.disabled, [(0, fn_a_end)]);
 
         let file = "#![cfg(miri)]\nuse x::y;\nfn g() { h(); }\n";
-        let facts = crate::lang::parse_file("src/m.rs", file.as_bytes())
-            .facts
+        let facts = crate::graph::facts::parse_with_facts("src/m.rs", file.as_bytes())
+            .1
             .expect("rust has fact rules");
         assert!(
             facts.sites.is_empty() && facts.imports.is_empty(),
