@@ -86,7 +86,7 @@ pub fn engine_options(global: &GlobalArgs) -> EngineOptions {
 }
 
 /// The directory a command applies to: its PATH argument, --root, or the working directory.
-fn start_dir(global: &GlobalArgs, path: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+pub(crate) fn start_dir(global: &GlobalArgs, path: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     match path.or_else(|| global.root.clone()) {
         Some(p) => Ok(p),
         None => std::env::current_dir().context("cannot read the current directory"),

@@ -8,12 +8,14 @@ use std::fmt::Write as _;
 
 use anyhow::Context;
 use canopy_client::backend::Answer;
-use canopy_core::graph::nav::{DEFAULT_MAX_RESULTS, Empty, GraphAnswer, MAX_RESULTS};
+use canopy_core::graph::nav::{DEFAULT_MAX_RESULTS, Empty, GraphAnswer, GraphNode, MAX_RESULTS};
 use canopy_core::graph::ops::{
     CycleAnswer, DepAnswer, HotspotAnswer, Level, SummaryAnswer, SymbolsAnswer, UnusedAnswer,
 };
 use canopy_core::graph::request::{GraphOp, GraphRequest, GraphResponse};
 use clap::{Args, Subcommand, ValueEnum};
+
+use crate::tree::{self, Links};
 
 /// Graph navigation commands.
 #[derive(Subcommand, Debug)]
@@ -280,7 +282,14 @@ fn check_definition_position(position: &str) -> anyhow::Result<()> {
 }
 
 /// Prints a graph answer: JSON (pretty) with `--json`, else in `format`.
-pub fn print(answer: &Answer<GraphResponse>, format: Format, json: bool) -> anyhow::Result<()> {
+/// `links` writes each `path:line` of the text form (plain, or a terminal
+/// hyperlink).
+pub fn print(
+    answer: &Answer<GraphResponse>,
+    format: Format,
+    json: bool,
+    links: &Links,
+) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(answer)?);
         return Ok(());
@@ -288,7 +297,7 @@ pub fn print(answer: &Answer<GraphResponse>, format: Format, json: bool) -> anyh
     // Each renderer gives the whole of stdout, its last newline included.
     let out = match answer.get() {
         GraphResponse::Nodes(a) => match format {
-            Format::Text => format!("{}\n", text(a)),
+            Format::Text => format!("{}\n", text(a, links)),
             Format::Dot => format!("{}\n", dot(a)),
             Format::Mermaid => format!("{}\n", mermaid(a)),
         },
@@ -569,7 +578,76 @@ fn label(qualified: Option<&str>, path: &str, line: u32) -> String {
     }
 }
 
-fn text(a: &GraphAnswer) -> String {
+/// The name a person knows a handle by.
+fn handle_name(h: &canopy_core::model::Handle) -> &str {
+    h.qualified_name
+        .as_deref()
+        .or(h.name.as_deref())
+        .unwrap_or(&h.node_type)
+}
+
+/// A node's line: `path:line`, its name, how it was reached, its id, and,
+/// when the node it was reached from is not drawn above it, `via` that one.
+fn node_line(n: &GraphNode, via: Option<&str>, links: &Links) -> String {
+    format!(
+        "{}  {}  [{} {} {}%{}]  {}{}",
+        links.location(&n.handle.file_path, n.handle.line_range[0]),
+        n.qualified_name.as_deref().unwrap_or(&n.handle.node_type),
+        n.edge_kind,
+        n.how,
+        n.confidence,
+        if n.guess { " guess" } else { "" },
+        n.handle.id,
+        via.map(|v| format!("  via {v}")).unwrap_or_default()
+    )
+}
+
+/// A section of nodes as a tree: each under the earlier node it was
+/// reached from (`parent`), or, for answers that give no parents (`path`,
+/// `scope`), under the last node one level up; each node's sites first,
+/// then the nodes reached from it.
+fn node_tree(a: &GraphAnswer, nodes: &[GraphNode], links: &Links) -> Vec<tree::Entry> {
+    let parent_of = |i: usize| {
+        let n = &nodes[i];
+        match &n.parent {
+            Some(p) => nodes[..i].iter().position(|m| m.handle.id == *p),
+            None if n.depth > 0 => nodes[..i].iter().rposition(|m| m.depth + 1 == n.depth),
+            None => None,
+        }
+    };
+    let target = a.target.as_ref().map(|t| &t.id);
+    let entry = |i: usize| {
+        let n = &nodes[i];
+        // Reached from a node drawn elsewhere (impact's review section
+        // continues from its direct users): name it.
+        let via = n
+            .parent
+            .as_ref()
+            .filter(|p| Some(*p) != target && parent_of(i).is_none())
+            .and_then(|p| a.nodes.iter().chain(&a.review).find(|m| m.handle.id == *p))
+            .map(|m| m.qualified_name.as_deref().unwrap_or(&m.handle.node_type));
+        let mut children: Vec<tree::Entry> = n
+            .sites
+            .iter()
+            .map(|site| tree::Entry::leaf(format!("{}  {} site", links.site(site), n.edge_kind)))
+            .collect();
+        if n.sites_total > n.sites.len() {
+            children.push(tree::Entry::leaf(format!(
+                "… {} more sites",
+                n.sites_total - n.sites.len()
+            )));
+        }
+        tree::Entry {
+            line: node_line(n, via, links),
+            children,
+        }
+    };
+    tree::forest(nodes.len(), parent_of, entry)
+}
+
+/// A graph answer for people: the target, then its nodes as a tree whose
+/// every entry leads with `path:line`.
+fn text(a: &GraphAnswer, links: &Links) -> String {
     let mut s = String::new();
     if !a.candidates.is_empty() {
         let _ = writeln!(
@@ -577,20 +655,29 @@ fn text(a: &GraphAnswer) -> String {
             "ambiguous target: {} candidates (use a longer name or path:line):",
             a.total
         );
-        for c in &a.candidates {
-            let _ = writeln!(
-                s,
-                "  {}  {}:{}  {}",
-                c.id, c.file_path, c.line_range[0], c.preview
-            );
-        }
+        let entries: Vec<tree::Entry> = a
+            .candidates
+            .iter()
+            .map(|c| {
+                tree::Entry::leaf(format!(
+                    "{}  {}  {}  {}",
+                    links.location(&c.file_path, c.line_range[0]),
+                    handle_name(c),
+                    c.id,
+                    c.preview
+                ))
+            })
+            .collect();
+        s.push_str(&tree::draw(&entries));
         return s.trim_end().to_string();
     }
     if let Some(t) = &a.target {
+        let _ = writeln!(s, "{} of {}", a.op, handle_name(t));
         let _ = writeln!(
             s,
-            "{} of {}:{}  {}",
-            a.op, t.file_path, t.line_range[0], t.preview
+            "{}  {}",
+            links.location(&t.file_path, t.line_range[0]),
+            t.preview
         );
     }
     if let Some(d) = &a.detail {
@@ -604,37 +691,10 @@ fn text(a: &GraphAnswer) -> String {
             d.callers, d.callees, d.references, d.members, d.guesses
         );
     }
-    for n in &a.nodes {
-        let _ = writeln!(
-            s,
-            "{}{}  {}:{}-{}  {}  [{} {} {}%{}]",
-            "  ".repeat(n.depth as usize),
-            n.qualified_name.as_deref().unwrap_or(&n.handle.node_type),
-            n.handle.file_path,
-            n.handle.line_range[0],
-            n.handle.line_range[1],
-            n.handle.id,
-            n.edge_kind,
-            n.how,
-            n.confidence,
-            if n.guess { " guess" } else { "" }
-        );
-    }
+    s.push_str(&tree::draw(&node_tree(a, &a.nodes, links)));
     if !a.review.is_empty() {
         s.push_str("needs review:\n");
-        for n in &a.review {
-            let _ = writeln!(
-                s,
-                "  {}  {}:{}  {}  [{} {}%{}]",
-                n.qualified_name.as_deref().unwrap_or(&n.handle.node_type),
-                n.handle.file_path,
-                n.handle.line_range[0],
-                n.handle.id,
-                n.how,
-                n.confidence,
-                if n.guess { " guess" } else { "" }
-            );
-        }
+        s.push_str(&tree::draw(&node_tree(a, &a.review, links)));
     }
     match &a.empty {
         Some(Empty::TargetNotFound) => s.push_str("target not found\n"),
@@ -647,6 +707,27 @@ fn text(a: &GraphAnswer) -> String {
         }
         None => {}
     }
+    if !a.unresolved.is_empty() {
+        let _ = writeln!(s, "unresolved sites ({}):", a.unresolved_count);
+        let entries: Vec<tree::Entry> = a
+            .unresolved
+            .iter()
+            .map(|u| {
+                tree::Entry::leaf(format!(
+                    "{}  {}",
+                    links.location(&u.file_path, u.line),
+                    u.name
+                ))
+            })
+            .collect();
+        s.push_str(&tree::draw(&entries));
+        let listed = a.unresolved.len() as u64;
+        if a.unresolved_count > listed {
+            let _ = writeln!(s, "   … {} more", a.unresolved_count - listed);
+        }
+    } else if a.unresolved_count > 0 && a.empty.is_none() {
+        let _ = writeln!(s, "({} unresolved sites)", a.unresolved_count);
+    }
     if let Some(hint) = &a.hint {
         let _ = writeln!(s, "hint: {hint}");
     }
@@ -656,9 +737,6 @@ fn text(a: &GraphAnswer) -> String {
             "(--max-results {} is above the cap; {} used)",
             c.asked, c.used
         );
-    }
-    if a.unresolved_count > 0 && a.empty.is_none() {
-        let _ = writeln!(s, "({} unresolved sites)", a.unresolved_count);
     }
     if a.truncated {
         let _ = writeln!(s, "(truncated: {} in all)", a.total);
@@ -735,4 +813,109 @@ fn mermaid(a: &GraphAnswer) -> String {
         }
     }
     s.trim_end().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn id(n: u8) -> String {
+        format!("h{n:024x}")
+    }
+
+    fn handle(n: u8, path: &str, line: u32, name: &str) -> serde_json::Value {
+        json!({
+            "id": id(n), "file_path": path, "node_type": "function", "qualified_name": name,
+            "span": {"start": 0, "end": 1}, "line_range": [line, line + 2],
+            "token_count": 3, "preview": format!("def {name}():"),
+        })
+    }
+
+    fn node(n: u8, path: &str, line: u32, name: &str, depth: u32, parent: u8) -> serde_json::Value {
+        json!({
+            "handle": handle(n, path, line, name), "qualified_name": name, "depth": depth,
+            "edge_kind": "call", "confidence": 100, "status": "resolved", "how": "scope",
+            "sites": [format!("{path}:{}:4", line + 1)], "sites_total": 1, "parent": id(parent),
+        })
+    }
+
+    fn answer(value: serde_json::Value) -> GraphAnswer {
+        serde_json::from_value(value).expect("a graph answer")
+    }
+
+    #[test]
+    fn callers_draw_each_unit_under_the_one_it_was_reached_from_sites_first() {
+        let mut deep = node(3, "c.py", 30, "c", 2, 1);
+        deep["sites"] = json!(["c.py:31:4", "c.py:32:4"]);
+        deep["sites_total"] = json!(5);
+        let a = answer(json!({
+            "op": "callers", "target": handle(0, "t.py", 1, "t"),
+            "nodes": [node(1, "a.py", 10, "a", 1, 0), node(2, "b.py", 20, "b", 1, 0), deep],
+            "unresolved_count": 0, "total": 3, "truncated": false,
+        }));
+        let text = text(&a, &Links::plain());
+        let expected = format!(
+            "callers of t\n\
+             t.py:1  def t():\n\
+             ├─ a.py:10  a  [call scope 100%]  {a}\n\
+             │  ├─ a.py:11:4  call site\n\
+             │  └─ c.py:30  c  [call scope 100%]  {c}\n\
+             │     ├─ c.py:31:4  call site\n\
+             │     ├─ c.py:32:4  call site\n\
+             │     └─ … 3 more sites\n\
+             └─ b.py:20  b  [call scope 100%]  {b}\n\
+             \x20  └─ b.py:21:4  call site",
+            a = id(1),
+            b = id(2),
+            c = id(3)
+        );
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn a_review_node_reached_from_a_direct_user_names_it() {
+        let mut review = node(2, "b.py", 20, "b", 2, 1);
+        review["how"] = json!("inherited");
+        let a = answer(json!({
+            "op": "impact", "target": handle(0, "t.py", 1, "t"),
+            "nodes": [node(1, "a.py", 10, "a", 1, 0)], "review": [review],
+            "unresolved_count": 0, "total": 2, "truncated": false,
+        }));
+        let text = text(&a, &Links::plain());
+        assert!(
+            text.contains(&format!(
+                "needs review:\n└─ b.py:20  b  [call inherited 100%]  {}  via a\n",
+                id(2)
+            )),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn links_wrap_every_location_and_change_nothing_else() {
+        let a = answer(json!({
+            "op": "callers", "target": handle(0, "t.py", 1, "t"),
+            "nodes": [node(1, "a.py", 10, "a", 1, 0)],
+            "unresolved": [{"name": "t", "file_path": "u.py", "line": 4, "source_handle": id(9)}],
+            "unresolved_count": 1, "total": 1, "truncated": false,
+        }));
+        let plain = text(&a, &Links::plain());
+        let linked = text(&a, &Links::to_files_under("/r".into()));
+        for (path, line, shown) in [
+            ("t.py", 1, "t.py:1"),
+            ("a.py", 10, "a.py:10"),
+            ("a.py", 11, "a.py:11:4"),
+            ("u.py", 4, "u.py:4"),
+        ] {
+            let link = format!("\x1b]8;;file:///r/{path}#{line}\x1b\\{shown}\x1b]8;;\x1b\\");
+            assert!(linked.contains(&link), "{link:?} in {linked:?}");
+        }
+        assert_eq!(linked.matches("\x1b]8;;file://").count(), 4);
+        assert!(
+            plain.contains("unresolved sites (1):\n└─ u.py:4  t"),
+            "{plain}"
+        );
+        assert!(!plain.contains('\x1b'));
+    }
 }

@@ -14,6 +14,7 @@ mod follow_cmd;
 mod graph_cmd;
 mod output;
 mod setup;
+mod tree;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -76,6 +77,10 @@ pub(crate) struct GlobalArgs {
     /// README "Semantic retrieval"). Without one, semantic is skipped.
     #[arg(long, global = true, env = "CANOPY_MODEL")]
     pub(crate) model: Option<PathBuf>,
+    /// Escape sequences on stdout (the graph commands' `path:line`
+    /// hyperlinks): `auto` on a terminal unless NO_COLOR is set.
+    #[arg(long, global = true, value_enum, default_value_t = tree::ColorChoice::Auto)]
+    pub(crate) color: tree::ColorChoice,
 }
 
 impl GlobalArgs {
@@ -201,7 +206,7 @@ fn main() -> ExitCode {
     if !matches!(cli.command, Command::Mcp(_) | Command::Serve(_)) {
         quiet_on_closed_stdout();
     }
-    init_tracing(cli.global.quiet);
+    init_tracing(cli.global.quiet, cli.global.color);
     let json = cli.global.json;
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -303,7 +308,7 @@ fn describe_error(err: &anyhow::Error) -> (&'static str, String, Option<&'static
     (code, message, core.map(CanopyError::hint))
 }
 
-fn init_tracing(quiet: bool) {
+fn init_tracing(quiet: bool, color: tree::ColorChoice) {
     let default = if quiet { "error" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("CANOPY_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
@@ -315,7 +320,11 @@ fn init_tracing(quiet: bool) {
         // captured logs.
         // Colour only for a person at a terminal who has not opted out
         // (https://no-color.org).
-        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
+        .with_ansi(
+            color != tree::ColorChoice::Never
+                && std::io::stderr().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none(),
+        )
         .without_time()
         .init();
 }
@@ -428,9 +437,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 "the graph needs the whole repository",
             );
             backend.prepare(Need::Graph, &progress)?;
-            graph_cmd::print(&backend.graph(&request)?, format, g.json)
+            let answer = backend.graph(&request)?;
+            graph_cmd::print(&answer, format, g.json, &links(g))
         }
     }
+}
+
+/// How the graph commands write `path:line`: as hyperlinks to the files of
+/// the repository the command runs in, when stdout takes escapes
+/// (`--color`); plain otherwise, or when that root cannot be found.
+fn links(global: &GlobalArgs) -> tree::Links {
+    if global.json || !global.color.escapes_on_stdout() {
+        return tree::Links::plain();
+    }
+    backend::start_dir(global, None)
+        .ok()
+        .and_then(|start| canopy_core::discover::find_repo_root(&start).ok())
+        .map_or_else(tree::Links::plain, tree::Links::to_files_under)
 }
 
 /// A progress bar only for a person watching a terminal.

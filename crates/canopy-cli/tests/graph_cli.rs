@@ -38,8 +38,11 @@ fn callers_and_callees_in_text_json_dot_and_mermaid() {
     stdout(&canopy(dir, &["index", "--quiet"]));
 
     let text = stdout(&canopy(dir, &["callers", "Parser.parse", "--depth", "2"]));
-    assert!(text.contains("callers of pkg/models.py"), "{text}");
-    assert!(text.contains("main  app.py"), "{text}");
+    assert!(
+        text.starts_with("callers of Parser.parse\npkg/models.py:14  def parse(self):"),
+        "{text}"
+    );
+    assert!(text.contains("\n└─ app.py:10  main  [call "), "{text}");
 
     let json: serde_json::Value =
         serde_json::from_str(&stdout(&canopy(dir, &["--json", "callees", "main"]))).expect("json");
@@ -289,8 +292,8 @@ fn graph_commands_in_service_mode_answer_from_the_service() {
 
     // People get the text the local index gives.
     let served = stdout(&remote(&["callers", "Parser.parse", "--depth", "2"]));
-    assert!(served.contains("callers of pkg/models.py"), "{served}");
-    assert!(served.contains("main  app.py"), "{served}");
+    assert!(served.contains("callers of Parser.parse"), "{served}");
+    assert!(served.contains("└─ app.py:10  main  [call "), "{served}");
     let local = stdout(&canopy(dir, &["callers", "Parser.parse", "--depth", "2"]));
     assert_eq!(served, local);
 
@@ -354,6 +357,176 @@ fn graph_commands_in_service_mode_answer_from_the_service() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Lines of `text` without their handle ids (`h` + 24 hex), which the
+/// layout assertions need not spell.
+fn without_ids(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|line| {
+            line.split("  ")
+                .filter(|part| {
+                    !(part.len() == 25
+                        && part.starts_with('h')
+                        && part[1..].bytes().all(|b| b.is_ascii_hexdigit()))
+                })
+                .collect::<Vec<_>>()
+                .join("  ")
+        })
+        .collect()
+}
+
+/// People read a graph answer as a tree: the target, then each unit under
+/// the one it was reached from, its sites under it, every entry leading
+/// with `path:line`. Off a terminal there is no escape sequence; with
+/// `--color always` each `path:line` is an OSC 8 hyperlink to the file at
+/// that line; `--json` is the same bytes whatever `--color` says.
+#[test]
+fn graph_answers_read_as_a_tree_of_path_line_entries_linked_only_when_asked() {
+    let repo = fixture();
+    let dir = repo.path();
+    stdout(&canopy(dir, &["index", "--quiet"]));
+
+    let callers = stdout(&canopy(dir, &["callers", "Parser.parse", "--depth", "2"]));
+    assert!(!callers.contains('\x1b'), "{callers:?}");
+    let lines = without_ids(&callers);
+    assert_eq!(lines[0], "callers of Parser.parse", "{callers}");
+    assert!(
+        lines[1].starts_with("pkg/models.py:14  def parse(self):"),
+        "{callers}"
+    );
+    assert_eq!(
+        lines[2..5],
+        [
+            "└─ app.py:10  main  [call inferred 90%]",
+            "   ├─ app.py:11:6  call site",
+            "   └─ app.py:13:6  call site",
+        ],
+        "{callers}"
+    );
+
+    // impact: the direct user, then what needs review as a tree that
+    // continues from it (main under Parser.parse, which is reached via Base.run).
+    let impact = stdout(&canopy(dir, &["impact", "Base.step"]));
+    assert_eq!(
+        without_ids(&impact)[..10],
+        [
+            "impact of Base.step",
+            "pkg/models.py:5  def step(self): return 1",
+            "└─ pkg/models.py:2  Base.run  [call receiver 100%]",
+            "   └─ pkg/models.py:3:20  call site",
+            "needs review:",
+            "└─ pkg/models.py:14  Parser.parse  [call inherited 90%]  via Base.run",
+            "   ├─ pkg/models.py:16:20  call site",
+            "   └─ app.py:10  main  [call inferred 90%]",
+            "      ├─ app.py:11:6  call site",
+            "      └─ app.py:13:6  call site",
+        ],
+        "{impact}"
+    );
+
+    // A path is a chain, one level deeper per hop; a definition has no target line.
+    let path = without_ids(&stdout(&canopy(dir, &["path", "main", "Base.step"])));
+    assert_eq!(
+        path[2..],
+        [
+            "└─ pkg/models.py:14  Parser.parse  [call inferred 90%]",
+            "   └─ pkg/models.py:2  Base.run  [call inherited 90%]",
+            "      └─ pkg/models.py:5  Base.step  [call receiver 100%]",
+        ],
+        "{path:?}"
+    );
+    let definition = without_ids(&stdout(&canopy(dir, &["definition", "app.py:11:6"])));
+    assert_eq!(
+        definition,
+        [
+            "└─ pkg/models.py:14  Parser.parse  [call inferred 90%]",
+            "   └─ app.py:11:6  call site",
+        ],
+        "{definition:?}"
+    );
+    let detail = stdout(&canopy(dir, &["detail", "Parser.parse"]));
+    assert!(
+        detail.starts_with("detail of Parser.parse\npkg/models.py:14  def parse(self):"),
+        "{detail}"
+    );
+
+    // `--color never` gives the same text (here stdout is a pipe, so the
+    // default, auto, gave no escapes either).
+    let never = stdout(&canopy(
+        dir,
+        &[
+            "--color",
+            "never",
+            "callers",
+            "Parser.parse",
+            "--depth",
+            "2",
+        ],
+    ));
+    assert_eq!(never, callers);
+
+    let root = dir.canonicalize().expect("canonical root");
+    let link = |path: &str, line: u32, text: &str| {
+        format!(
+            "\x1b]8;;file://{}/{path}#{line}\x1b\\{text}\x1b]8;;\x1b\\",
+            root.display()
+        )
+    };
+    let linked = stdout(&canopy(
+        dir,
+        &[
+            "--color",
+            "always",
+            "callers",
+            "Parser.parse",
+            "--depth",
+            "2",
+        ],
+    ));
+    assert!(
+        linked.contains(&format!(
+            "\n└─ {}  main  [call ",
+            link("app.py", 10, "app.py:10")
+        )),
+        "{linked:?}"
+    );
+    assert!(
+        linked.contains(&format!(
+            "   ├─ {}  call site",
+            link("app.py", 11, "app.py:11:6")
+        )),
+        "{linked:?}"
+    );
+    assert!(
+        linked.starts_with(&format!(
+            "callers of Parser.parse\n{}  def parse",
+            link("pkg/models.py", 14, "pkg/models.py:14")
+        )),
+        "{linked:?}"
+    );
+    // Without the escapes, the same text.
+    let mut stripped = linked.clone();
+    while let Some(start) = stripped.find("\x1b]8;;") {
+        let end = stripped[start..].find("\x1b\\").expect("terminated") + start + 2;
+        stripped.replace_range(start..end, "");
+    }
+    assert_eq!(stripped, callers);
+
+    // --json: the same bytes, whatever --color says.
+    for op in [
+        &["callers", "Parser.parse", "--depth", "2"][..],
+        &["impact", "Base.step"],
+    ] {
+        let mut plain = vec!["--json"];
+        plain.extend_from_slice(op);
+        let mut forced = vec!["--json", "--color", "always"];
+        forced.extend_from_slice(op);
+        let plain = canopy(dir, &plain);
+        let forced = canopy(dir, &forced);
+        assert!(!plain.stdout.contains(&0x1b), "{op:?}");
+        assert_eq!(plain.stdout, forced.stdout, "{op:?}");
+    }
 }
 
 /// The first graph command on an unindexed repository indexes all of it

@@ -261,7 +261,7 @@ impl ToolName {
                     "path": path,
                     "result_set": {"type": "string", "description": "Id from a previous call"},
                     "glob": {"type": "string", "description": "Keep units in files matching this glob"},
-                    "kind": {"type": "string", "enum": ["definition", "any"], "default": "any", "description": "definition: keep symbol definitions only; any: keep all"},
+                    "kind": {"type": "string", "enum": ["definition", "reference", "any"], "default": "any", "description": "definition: keep symbol definitions only; reference, any: keep all"},
                     "term": {"type": "string", "description": "Keep units containing all these words"},
                     "query": {"type": "string", "description": "Keep units this DSL query also returns"},
                     "offset": {"type": "integer", "minimum": 0, "default": 0, "description": "Skip this many (next_offset of the previous page)"},
@@ -474,8 +474,39 @@ pub(crate) fn parse_args(tool: ToolName, arguments: Option<JsonObject>) -> Resul
             )));
         }
     }
-    serde_json::from_value(Value::Object(arguments))
-        .map_err(|e| ToolError::InvalidArguments(format!("invalid arguments: {e}")))
+    serde_json::from_value(Value::Object(arguments.clone()))
+        .map_err(|e| ToolError::InvalidArguments(bad_argument(&schema, &arguments, &e)))
+}
+
+/// What is wrong with `arguments`, which did not deserialize: the first
+/// parameter that fails on its own, named, with serde's reason and the
+/// values the schema allows for it (so a client can fix it in one go);
+/// serde's message alone when no single parameter fails.
+fn bad_argument(schema: &Value, arguments: &JsonObject, error: &serde_json::Error) -> String {
+    let culprit = arguments.iter().find_map(|(key, value)| {
+        let alone = serde_json::Map::from_iter([(key.clone(), value.clone())]);
+        serde_json::from_value::<Args>(Value::Object(alone))
+            .err()
+            .map(|e| (key, e))
+    });
+    let Some((key, reason)) = culprit else {
+        return format!("invalid arguments: {error}");
+    };
+    let property = &schema["properties"][key.as_str()];
+    let allowed = match property["enum"].as_array() {
+        Some(values) => {
+            let values: Vec<String> = values
+                .iter()
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+                .collect();
+            format!("; allowed values: {}", values.join(", "))
+        }
+        None => match property["type"].as_str() {
+            Some(kind) => format!("; expected a JSON {kind}"),
+            None => String::new(),
+        },
+    };
+    format!("invalid `{key}`: {reason}{allowed}")
 }
 
 #[cfg(test)]
@@ -515,6 +546,30 @@ mod tests {
         assert!(err.to_string().contains("\"limit\""), "{err}");
         let err = parse_args(ToolName::Expand, None).expect_err("path is required");
         assert!(err.to_string().contains("\"path\""), "{err}");
+    }
+
+    /// A value of the wrong shape is named, with what its parameter takes.
+    #[test]
+    fn a_bad_value_names_its_parameter_and_what_it_takes() {
+        let args = |v: Value| v.as_object().cloned();
+        let err = parse_args(
+            ToolName::Query,
+            args(json!({"path": "/r", "pattern": "x", "kind": "nope"})),
+        )
+        .expect_err("kind is an enum");
+        let message = err.to_string();
+        assert!(message.contains("invalid `kind`"), "{message}");
+        assert!(
+            message.contains("allowed values: definition, reference, any"),
+            "{message}"
+        );
+        let err = parse_args(ToolName::Query, args(json!({"path": "/r", "limit": "ten"})))
+            .expect_err("limit is an integer");
+        let message = err.to_string();
+        assert!(
+            message.contains("invalid `limit`") && message.contains("expected a JSON integer"),
+            "{message}"
+        );
     }
 
     /// The hand-written schemas (worded for the token budget) list exactly
