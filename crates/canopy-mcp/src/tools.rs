@@ -260,7 +260,7 @@ impl ToolName {
                     "path": path,
                     "result_set": {"type": "string", "description": "Id from a previous call"},
                     "glob": {"type": "string", "description": "Keep units in files matching this glob"},
-                    "kind": {"type": "string", "enum": ["definition", "any"], "default": "any", "description": "definition: keep symbol definitions only; any: keep all"},
+                    "kind": {"type": "string", "enum": ["definition", "reference", "any"], "default": "any", "description": "definition: definitions only; reference: units using a name another unit of the set defines; any: all"},
                     "term": {"type": "string", "description": "Keep units containing all these words"},
                     "query": {"type": "string", "description": "Keep units this DSL query also returns"},
                     "offset": {"type": "integer", "minimum": 0, "default": 0, "description": "Skip this many (next_offset of the previous page)"},
