@@ -86,6 +86,8 @@ pub enum GraphCommand {
         #[arg(long, default_value_t = 20)]
         top: usize,
         #[command(flatten)]
+        scope: ScopeArgs,
+        #[command(flatten)]
         guesses: GuessArgs,
     },
     /// Dependency cycles between files (or packages, --package), Tarjan SCC.
@@ -96,11 +98,14 @@ pub enum GraphCommand {
         #[command(flatten)]
         guesses: GuessArgs,
     },
-    /// Definitions nothing resolved uses (candidates; tests, entry points and public API left out).
+    /// Definitions nothing resolved uses (candidates; entry points, public
+    /// API, vendored, generated and test code left out).
     Unused {
         /// Include public (exported) definitions.
         #[arg(long)]
         include_public: bool,
+        #[command(flatten)]
+        scope: ScopeArgs,
         /// Most candidates.
         #[arg(long, default_value_t = DEFAULT_MAX_RESULTS)]
         max_results: usize,
@@ -139,6 +144,20 @@ impl GuessArgs {
     fn get(&self) -> Option<bool> {
         self.include_guesses.then_some(true)
     }
+}
+
+/// `--include-vendored`, `--include-tests` (`unused`, `hotspots`).
+#[derive(Args, Debug)]
+pub struct ScopeArgs {
+    /// Also list units in vendored directories (vendor/, node_modules/,
+    /// third_party/, …) and minified or generated files (*.min.js,
+    /// *.bundle.js, *.pb.go, *_pb2.py, …); left out by default.
+    #[arg(long)]
+    pub include_vendored: bool,
+    /// Also list units in test code (tests/, test_*.py, *_test.go,
+    /// *.spec.ts, …); left out by default.
+    #[arg(long)]
+    pub include_tests: bool,
 }
 
 /// A file or package target.
@@ -239,16 +258,25 @@ impl GraphCommand {
                 include_guesses: guesses.get(),
                 ..request(Op::CircularDependencies, "", MAX_RESULTS)
             }),
-            GraphCommand::Hotspots { top, guesses } => plain(GraphRequest {
+            GraphCommand::Hotspots {
+                top,
+                scope,
+                guesses,
+            } => plain(GraphRequest {
                 include_guesses: guesses.get(),
+                include_vendored: Some(scope.include_vendored),
+                include_tests: Some(scope.include_tests),
                 ..request(Op::Hotspots, "", top)
             }),
             GraphCommand::Unused {
                 include_public,
+                scope,
                 max_results,
                 guesses,
             } => plain(GraphRequest {
                 include_public: Some(include_public),
+                include_vendored: Some(scope.include_vendored),
+                include_tests: Some(scope.include_tests),
                 include_guesses: guesses.get(),
                 ..request(Op::UnusedSymbols, "", max_results)
             }),
@@ -337,6 +365,9 @@ fn hotspots_text(a: &HotspotAnswer) -> String {
             h.handle.id
         );
     }
+    if let Some(hint) = &a.hint {
+        let _ = writeln!(s, "{hint}");
+    }
     s
 }
 
@@ -354,6 +385,9 @@ fn unused_text(a: &UnusedAnswer) -> String {
         "{} candidates; {} more left out because unresolved call sites share their name",
         a.total, a.maybe_used
     );
+    if let Some(hint) = &a.hint {
+        let _ = writeln!(s, "{hint}");
+    }
     s
 }
 

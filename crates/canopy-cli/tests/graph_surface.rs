@@ -665,3 +665,246 @@ fn detail_counts_the_callers_that_callers_lists() {
         callees["total"]
     );
 }
+
+/// A repository with its own code and, beside it, a vendored copy, a
+/// minified bundle and a test helper: in each file `*_caller` calls
+/// `*_callee`, so the callers are unused and all are hotspots.
+const MIXED: &[(&str, &str)] = &[
+    (
+        "src/core.py",
+        "def _core_callee():\n    return 1\n\n\ndef _core_caller():\n    return _core_callee()\n",
+    ),
+    (
+        "vendor/lib/util.py",
+        "def _vendor_callee():\n    return 2\n\n\ndef _vendor_caller():\n    return _vendor_callee()\n",
+    ),
+    (
+        "static/app.min.js",
+        "function _min_callee(){return 3}function _min_caller(){return _min_callee()}\n",
+    ),
+    (
+        "tests/helpers.py",
+        "def _helper_callee():\n    return 4\n\n\ndef _helper_caller():\n    return _helper_callee()\n",
+    ),
+];
+
+/// Names of an `unused` answer's candidates, sorted.
+fn unused_names(a: &Value) -> Vec<String> {
+    let mut names: Vec<String> = a["candidates"]
+        .as_array()
+        .expect("candidates")
+        .iter()
+        .map(|h| h["name"].as_str().unwrap_or("").to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Qualified names of a `hotspots` answer, sorted.
+fn hotspot_names(a: &Value) -> Vec<String> {
+    let mut names: Vec<String> = a["hotspots"]
+        .as_array()
+        .expect("hotspots")
+        .iter()
+        .map(|h| h["qualified_name"].as_str().unwrap_or("").to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+fn strings(names: &[&str]) -> Vec<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+/// Issue 29: `unused` and `hotspots` list the repository's own code; what
+/// they skipped is counted per reason with a hint naming the flags, which
+/// bring it back.
+#[test]
+fn unused_and_hotspots_skip_vendored_generated_and_test_code_unless_asked() {
+    let repo = indexed(MIXED);
+    let dir = repo.dir.path();
+
+    let unused = json(dir, &["unused"]);
+    assert_eq!(
+        unused_names(&unused),
+        strings(&["_core_caller"]),
+        "{unused}"
+    );
+    assert_eq!(
+        unused["skipped"],
+        serde_json::json!({"vendored": 1, "generated": 1, "tests": 1}),
+        "{unused}"
+    );
+    let hint = unused["hint"].as_str().expect("hint");
+    assert!(hint.contains("--include-vendored"), "{hint}");
+    assert!(hint.contains("--include-tests"), "{hint}");
+
+    let unused = json(dir, &["unused", "--include-vendored"]);
+    assert_eq!(
+        unused_names(&unused),
+        strings(&["_core_caller", "_min_caller", "_vendor_caller"]),
+        "{unused}"
+    );
+    assert_eq!(
+        unused["skipped"],
+        serde_json::json!({"vendored": 0, "generated": 0, "tests": 1}),
+        "{unused}"
+    );
+    let unused = json(dir, &["unused", "--include-vendored", "--include-tests"]);
+    assert_eq!(
+        unused_names(&unused),
+        strings(&[
+            "_core_caller",
+            "_helper_caller",
+            "_min_caller",
+            "_vendor_caller"
+        ]),
+        "{unused}"
+    );
+    assert_eq!(unused["hint"], Value::Null, "{unused}");
+
+    let hot = json(dir, &["hotspots"]);
+    assert_eq!(
+        hotspot_names(&hot),
+        strings(&["_core_callee", "_core_caller"]),
+        "{hot}"
+    );
+    assert_eq!(hot["total"], 2, "{hot}");
+    assert_eq!(
+        hot["skipped"],
+        serde_json::json!({"vendored": 2, "generated": 2, "tests": 2}),
+        "{hot}"
+    );
+    let hot = json(dir, &["hotspots", "--include-tests"]);
+    assert_eq!(
+        hotspot_names(&hot),
+        strings(&[
+            "_core_callee",
+            "_core_caller",
+            "_helper_callee",
+            "_helper_caller"
+        ]),
+        "{hot}"
+    );
+
+    // A person reads the same hint under the list.
+    let text = canopy(dir, &["unused"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("src/core.py:5"), "{text}");
+    assert!(!text.contains("vendor/lib/util.py"), "{text}");
+    assert!(
+        text.lines()
+            .last()
+            .is_some_and(|l| l.starts_with("skipped ")
+                && l.contains("--include-vendored")
+                && l.contains("--include-tests")),
+        "{text}"
+    );
+}
+
+/// The same parameters over MCP (`canopy_analysis`) and HTTP (`POST /graph`).
+#[tokio::test(flavor = "multi_thread")]
+async fn unused_and_hotspots_take_include_vendored_and_include_tests_over_mcp_and_http() {
+    use canopy_test_support::canopy_bin;
+    use canopy_test_support::mcp::{call, connect, ok_json};
+    use canopy_test_support::serve::{Opts, Server, add_and_index, post};
+    use serde_json::json;
+
+    let repo = Repo::new(MIXED);
+    let path = repo.dir.path();
+    let client = connect(canopy_bin!()).await;
+    let unused = ok_json(
+        &call(
+            &client,
+            "canopy_analysis",
+            json!({"path": path, "op": "unused_symbols"}),
+        )
+        .await,
+    );
+    assert_eq!(
+        unused_names(&unused),
+        strings(&["_core_caller"]),
+        "{unused}"
+    );
+    assert_eq!(unused["skipped"]["tests"], 1, "{unused}");
+    let unused = ok_json(
+        &call(
+            &client,
+            "canopy_analysis",
+            json!({"path": path, "op": "unused_symbols", "include_tests": true}),
+        )
+        .await,
+    );
+    assert_eq!(
+        unused_names(&unused),
+        strings(&["_core_caller", "_helper_caller"]),
+        "{unused}"
+    );
+    let hot = ok_json(
+        &call(
+            &client,
+            "canopy_analysis",
+            json!({"path": path, "op": "hotspots", "include_vendored": true}),
+        )
+        .await,
+    );
+    assert_eq!(
+        hotspot_names(&hot),
+        strings(&[
+            "_core_callee",
+            "_core_caller",
+            "_min_callee",
+            "_min_caller",
+            "_vendor_callee",
+            "_vendor_caller"
+        ]),
+        "{hot}"
+    );
+    assert_eq!(hot["skipped"]["tests"], 2, "{hot}");
+    client.cancel().await.expect("close");
+
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
+    let http = server.client();
+    let id = add_and_index(&http, &repo);
+    let ask = |body: Value| -> Value {
+        let resp = post(&http, "/graph", &body);
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        resp.json().expect("json")
+    };
+    let unused = ask(json!({"repo": id, "op": "unused_symbols"}));
+    assert_eq!(
+        unused_names(&unused),
+        strings(&["_core_caller"]),
+        "{unused}"
+    );
+    assert_eq!(
+        unused["skipped"],
+        json!({"vendored": 1, "generated": 1, "tests": 1}),
+        "{unused}"
+    );
+    let unused = ask(
+        json!({"repo": id, "op": "unused_symbols", "include_vendored": true, "include_tests": true}),
+    );
+    assert_eq!(
+        unused_names(&unused),
+        strings(&[
+            "_core_caller",
+            "_helper_caller",
+            "_min_caller",
+            "_vendor_caller"
+        ]),
+        "{unused}"
+    );
+    let hot = ask(json!({"repo": id, "op": "hotspots", "include_tests": true}));
+    assert_eq!(
+        hotspot_names(&hot),
+        strings(&[
+            "_core_callee",
+            "_core_caller",
+            "_helper_callee",
+            "_helper_caller"
+        ]),
+        "{hot}"
+    );
+}

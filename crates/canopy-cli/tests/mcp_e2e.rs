@@ -1052,6 +1052,50 @@ async fn result_sets_are_refined_server_side() {
     );
 }
 
+/// `kind: reference` keeps the members of the set that use a name another
+/// member defines; `any` keeps them all.
+#[tokio::test(flavor = "multi_thread")]
+async fn refine_by_reference_keeps_the_members_using_each_other() {
+    let repo = Repo::new(&[(
+        "lib.py",
+        "def tokenize(text):\n    return text.split()\n\n\ndef parse(text):\n    return [w.upper() for w in tokenize(text)]\n\n\ndef render(items):\n    return \", \".join(items)\n",
+    )]);
+    let client = connect(canopy_bin!()).await;
+    let path = repo.path();
+    let set = ok_json(
+        &call(
+            &client,
+            "canopy_query",
+            json!({"path": path, "pattern": "return", "result_set": true}),
+        )
+        .await,
+    );
+    let id = set["result_set"].as_str().expect("result_set id");
+    let names = |answer: &Value| -> Vec<String> {
+        let mut names: Vec<String> = answer["handles"]
+            .as_array()
+            .expect("handles")
+            .iter()
+            .filter_map(|h| h["name"].as_str().map(str::to_string))
+            .collect();
+        names.sort();
+        names
+    };
+    let refine = |kind: &str| {
+        call(
+            &client,
+            "canopy_refine",
+            json!({"path": path, "result_set": id, "kind": kind}),
+        )
+    };
+    let all = ok_json(&refine("any").await);
+    assert_eq!(names(&all), vec!["parse", "render", "tokenize"], "{all}");
+    let using = ok_json(&refine("reference").await);
+    assert_eq!(names(&using), vec!["parse"], "{using}");
+    assert_eq!(using["total_matches"], 1, "{using}");
+    client.cancel().await.expect("close");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn max_file_size_flag_reaches_the_server() {
     const LIMIT: usize = 200;

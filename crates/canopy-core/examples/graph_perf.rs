@@ -18,6 +18,7 @@
 use std::time::Instant;
 
 use canopy_core::graph::nav::{DEFAULT_MAX_RESULTS, TargetMatch};
+use canopy_core::graph::ops::PathScope;
 use canopy_core::{Engine, EngineOptions};
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -80,7 +81,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // First answers on a fresh connection (page cache warm, SQLite cache cold).
     let first = Instant::now();
-    let hot = engine.graph(|g| g.hotspots(20))?;
+    let hot = engine.graph(|g| g.hotspots(20, PathScope::default()))?;
     let first_hotspots_ms = ms(first);
 
     let mut targets: Vec<Target> = Vec::new();
@@ -118,7 +119,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // Warm-up round (untimed).
-    engine.graph(|g| g.hotspots(20))?;
+    engine.graph(|g| g.hotspots(20, PathScope::default()))?;
     for t in &targets {
         engine.graph(|g| g.callers(&t.target, 3, max_results))?;
     }
@@ -130,7 +131,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut sizes: Vec<(usize, usize, bool)> = vec![(0, 0, false); targets.len()];
     for _ in 0..rounds {
         let t0 = Instant::now();
-        let h = engine.graph(|g| g.hotspots(20))?;
+        let h = engine.graph(|g| g.hotspots(20, PathScope::default()))?;
         hotspots_ms.push(ms(t0));
         assert_eq!(h.hotspots.len(), hot.hotspots.len());
         for (i, t) in targets.iter().enumerate() {

@@ -76,6 +76,7 @@ pub mod model;
 pub mod oversize;
 pub mod pack;
 mod pack_calibration;
+pub mod path_class;
 pub mod query;
 pub mod resultset;
 pub mod semantic;

@@ -20,6 +20,7 @@ use crate::error::Result;
 use crate::handle::HandleId;
 use crate::lang::NodeType;
 use crate::pack_calibration;
+use crate::path_class::is_test_path;
 use crate::query::{Evaluator, QueryKind, QueryParams};
 use crate::session::Session;
 use crate::store::Store;
@@ -350,14 +351,6 @@ fn question_mentions_tests(question: &str) -> bool {
                 "test" | "tests" | "testing" | "pytest" | "unittest" | "spec"
             )
         })
-}
-
-/// Whether a path is test code (a path word is test/tests/testing, or the
-/// file is `test_*`, `*_test.*`, `*.spec.*`, `*.test.*`).
-pub fn is_test_path(path: &str) -> bool {
-    path.to_lowercase()
-        .split(['/', '.', '_', '-'])
-        .any(|w| matches!(w, "test" | "tests" | "testing" | "spec" | "__tests__"))
 }
 
 /// Paths written in the question (`django/db/models/query.py`, `query.py`).
@@ -1401,23 +1394,7 @@ mod tests {
     }
 
     #[test]
-    fn test_paths_are_recognised() {
-        for p in [
-            "tests/test_query.py",
-            "pkg/query_test.go",
-            "src/a.spec.ts",
-            "x/__tests__/a.js",
-            "testing/utils.py",
-        ] {
-            assert!(is_test_path(p), "{p}");
-        }
-        for p in [
-            "src/query.py",
-            "django/db/models/sql/compiler.py",
-            "latest/attest.rs",
-        ] {
-            assert!(!is_test_path(p), "{p}");
-        }
+    fn questions_about_tests_are_recognised() {
         assert!(question_mentions_tests(
             "where are the tests for the parser?"
         ));

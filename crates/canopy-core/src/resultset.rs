@@ -36,7 +36,10 @@ pub struct RefineParams {
     pub result_set: String,
     /// Keep candidates whose path matches this glob.
     pub glob: Option<String>,
-    /// `definition` keeps definitions only; `any` keeps everything.
+    /// `definition` keeps definitions only; `reference` keeps candidates
+    /// holding a reference site to a name another candidate of the set
+    /// defines (the set's uses of itself; a site belongs to the smallest
+    /// candidate around it); `any` keeps everything.
     pub kind: Option<QueryKind>,
     /// Keep candidates whose text matches all words of this text.
     pub term: Option<String>,
@@ -151,8 +154,13 @@ pub(crate) fn refine(
         let filter = PathFilter::new(glob)?;
         items.retain(|n| filter.is_match(&n.file_path));
     }
-    if params.kind == Some(QueryKind::Definition) {
-        items.retain(|n| NodeType::from_name(&n.node_type).is_some_and(NodeType::is_symbol));
+    match params.kind {
+        Some(QueryKind::Definition) => items.retain(is_symbol),
+        Some(QueryKind::Reference) => {
+            let uses = store.ref_names_within(&items)?;
+            items = using_each_other(items, &uses);
+        }
+        Some(QueryKind::Any) | None => {}
     }
     if let Some(term) = params.term.as_deref()
         && let Some(expr) = fts_expression(term, true)
@@ -196,9 +204,85 @@ pub(crate) fn refine(
     })
 }
 
+fn is_symbol(n: &NodeRecord) -> bool {
+    NodeType::from_name(&n.node_type).is_some_and(NodeType::is_symbol)
+}
+
+/// The candidates holding a reference site (`uses`: names referenced in
+/// each candidate's span, by id) to a name a candidate other than itself
+/// defines. A recursive call names only itself and does not count.
+fn using_each_other(
+    items: Vec<NodeRecord>,
+    uses: &HashMap<i64, HashSet<String>>,
+) -> Vec<NodeRecord> {
+    let mut definers: HashMap<&str, usize> = HashMap::new();
+    for n in items.iter().filter(|n| is_symbol(n)) {
+        if let Some(name) = n.name.as_deref() {
+            *definers.entry(name).or_default() += 1;
+        }
+    }
+    let keep: HashSet<i64> = items
+        .iter()
+        .filter(|n| {
+            let own = n.name.as_deref().filter(|_| is_symbol(n));
+            uses.get(&n.rowid).is_some_and(|names| {
+                names.iter().any(|name| {
+                    let others = definers.get(name.as_str()).copied().unwrap_or(0)
+                        - usize::from(own == Some(name.as_str()));
+                    others > 0
+                })
+            })
+        })
+        .map(|n| n.rowid)
+        .collect();
+    items
+        .into_iter()
+        .filter(|n| keep.contains(&n.rowid))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn named(i: i64, name: &str, node_type: &str) -> NodeRecord {
+        NodeRecord {
+            name: Some(name.into()),
+            node_type: node_type.into(),
+            ..record(i)
+        }
+    }
+
+    #[test]
+    fn reference_keeps_the_candidates_that_use_another_candidates_name() {
+        let items = vec![
+            named(1, "parse", "function"),
+            named(2, "tokenize", "function"),
+            named(3, "recurse", "function"),
+            named(4, "Usage", "section"),
+            named(5, "render", "function"),
+        ];
+        let uses: HashMap<i64, HashSet<String>> = [
+            // parse calls tokenize: kept.
+            (1, ["tokenize", "len"]),
+            // tokenize calls only names outside the set: dropped.
+            (2, ["split", "strip"]),
+            // recurse calls only itself: dropped.
+            (3, ["recurse", "print"]),
+            // A section naming `render` holds a reference site: kept,
+            (4, ["render", "x"]),
+            // but a section defines no name, so `Usage` counts for no one.
+            (5, ["Usage", "y"]),
+        ]
+        .into_iter()
+        .map(|(id, names)| (id, names.iter().map(|s| s.to_string()).collect()))
+        .collect();
+        let kept: Vec<i64> = using_each_other(items, &uses)
+            .iter()
+            .map(|n| n.rowid)
+            .collect();
+        assert_eq!(kept, vec![1, 4]);
+    }
 
     fn record(i: i64) -> NodeRecord {
         NodeRecord {

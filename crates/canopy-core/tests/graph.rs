@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use canopy_core::graph::nav::TargetMatch;
+use canopy_core::graph::ops::PathScope;
 use canopy_core::index::NoProgress;
 use canopy_core::{Engine, EngineOptions};
 
@@ -461,7 +462,7 @@ fn hierarchy_impact_dependencies_cycles_hotspots_unused() {
                     .is_empty()
             );
 
-            let hot = g.hotspots(3)?;
+            let hot = g.hotspots(3, PathScope::default())?;
             assert_eq!(hot.hotspots.len(), 3);
             assert!(
                 hot.hotspots
@@ -469,7 +470,7 @@ fn hierarchy_impact_dependencies_cycles_hotspots_unused() {
                     .all(|w| w[0].fan_in + w[0].fan_out >= w[1].fan_in + w[1].fan_out)
             );
 
-            let unused = g.unused_symbols(false, 50)?;
+            let unused = g.unused_symbols(false, PathScope::default(), 50)?;
             let files: Vec<&str> = unused
                 .candidates
                 .iter()
@@ -748,14 +749,18 @@ fn unresolved_call_sites_are_counted_and_hotspots_follow_the_index() {
                     ("b.py".to_string(), 7)
                 ])
             );
-            let hot = g.hotspots(1)?;
+            let hot = g.hotspots(1, PathScope::default())?;
             assert_eq!(hot.hotspots[0].handle.file_path, "a.py");
             Ok(())
         })
         .expect("graph");
     let top = |engine: &Engine| {
         engine
-            .graph(|g| Ok(g.hotspots(1)?.hotspots[0].handle.clone()))
+            .graph(|g| {
+                Ok(g.hotspots(1, PathScope::default())?.hotspots[0]
+                    .handle
+                    .clone())
+            })
             .expect("hotspots")
     };
     let before = top(&engine);

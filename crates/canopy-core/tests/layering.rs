@@ -14,12 +14,13 @@ use std::path::{Path, PathBuf};
 /// The layers, lowest first: what a module may build on.
 const LAYERS: &[(&str, &[&str])] = &[
     (
-        "foundations: cancellation, ids, knobs, fitted tables, text and token counting",
+        "foundations: cancellation, ids, knobs, fitted tables, path classes, text and token counting",
         &[
             "cancel",
             "handle",
             "knobs",
             "pack_calibration",
+            "path_class",
             "text",
             "tokens",
         ],

@@ -336,7 +336,7 @@ fn result_sets_refine_page_and_expire() {
 
     let both = e
         .refine(&RefineParams {
-            result_set: id,
+            result_set: id.clone(),
             intersect: Some(QueryParams {
                 symbol: Some("render_footer".into()),
                 ..Default::default()
@@ -345,6 +345,29 @@ fn result_sets_refine_page_and_expire() {
         })
         .unwrap();
     assert_eq!(both.total_matches, 1);
+
+    // `reference`: the candidates holding a use of a name another candidate
+    // defines. `render_invoice` calls `compute_invoice_total` (in the set);
+    // the call is the method's, not its class's or file's, though both are
+    // in the set and around it. `compute_invoice_total` and the reports use
+    // only names outside the set, so `any` would keep them.
+    let using = e
+        .refine(&RefineParams {
+            result_set: id,
+            kind: Some(QueryKind::Reference),
+            limit: Some(50),
+            ..Default::default()
+        })
+        .unwrap();
+    let mut names: Vec<&str> = using
+        .handles
+        .iter()
+        .filter_map(|h| h.name.as_deref())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, vec!["render_invoice"], "{using:?}");
+    assert_eq!(using.total_matches, 1);
+    assert!(r.total_matches > using.total_matches);
 
     let gone = e
         .refine(&RefineParams {

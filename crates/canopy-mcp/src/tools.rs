@@ -151,9 +151,9 @@ impl ToolName {
             }
             ToolName::Refine => {
                 "Narrow a result set server-side instead of re-querying: pass result_set (from \
-                 canopy_query or canopy_evidence_pack with result_set=true) plus glob, kind, term \
-                 (all words must match), query (intersect with a DSL query), offset/limit to page. \
-                 Returns handles and a new result_set. ResultSetNotFound -> re-run the query."
+                 canopy_query or canopy_evidence_pack with result_set=true) plus filters (glob, \
+                 kind, term, query) and offset/limit to page. Returns handles and a new result_set. \
+                 ResultSetNotFound -> re-run the query."
             }
             ToolName::Graph => {
                 "Code graph over references resolved to their definitions (not name matches). \
@@ -187,8 +187,7 @@ impl ToolName {
                  unused_symbols (candidates; include_public), circular_dependencies and \
                  dependency_graph (level file|package; target = optional path prefix), \
                  type_hierarchy (target required, depth). Dependencies, cycles, unused and \
-                 hotspots use resolved edges only; include_guesses adds guessed ones \
-                 (how=unique_name). Handles, never file text."
+                 hotspots: resolved edges unless include_guesses. Handles, never file text."
             }
         }
     }
@@ -200,14 +199,14 @@ impl ToolName {
         let level = json!({"type": "string", "enum": ["file", "package"], "default": "file", "description": "Dependencies between files or between packages"});
         let depth = json!({"type": "integer", "minimum": 1, "maximum": 10, "default": 1, "description": "How many hops to follow"});
         let max_results = json!({"type": "integer", "minimum": 1, "maximum": 500, "default": 50, "description": "Most results returned"});
-        let guesses = json!({"type": "boolean", "default": false, "description": "dependencies, dependents, dependency_graph, circular_dependencies, unused_symbols, hotspots: also count guessed edges (how=unique_name)"});
+        let guesses = json!({"type": "boolean", "default": false, "description": "Also count guessed edges (how=unique_name)"});
         let keep = json!({"type": "boolean", "description": "Keep all results server-side; returns result_set for canopy_refine"});
         let search = |dsl: &str| {
             json!({
                 "path": path,
                 "pattern": {"type": "string", "description": "Full-text search"},
                 "patterns": {"type": "array", "items": text, "description": "Text patterns, combined by match"},
-                "symbol": {"type": "string", "description": "Code symbol (function, class, struct, method; Type.method works)"},
+                "symbol": {"type": "string", "description": "Symbol name (Type.method works)"},
                 "section": {"type": "string", "description": "Markdown section heading"},
                 "parent": {"type": "string", "description": "Parent symbol, e.g. a class (its members)"},
                 "kind": {"type": "string", "enum": ["definition", "reference", "any"], "default": "any", "description": "definition: where symbols are defined; reference: where they are used (ref_handles); any: both"},
@@ -261,7 +260,7 @@ impl ToolName {
                     "path": path,
                     "result_set": {"type": "string", "description": "Id from a previous call"},
                     "glob": {"type": "string", "description": "Keep units in files matching this glob"},
-                    "kind": {"type": "string", "enum": ["definition", "reference", "any"], "default": "any", "description": "definition: keep symbol definitions only; reference, any: keep all"},
+                    "kind": {"type": "string", "enum": ["definition", "reference", "any"], "default": "any", "description": "definition: definitions only; reference: units using a name another unit of the set defines; any: all"},
                     "term": {"type": "string", "description": "Keep units containing all these words"},
                     "query": {"type": "string", "description": "Keep units this DSL query also returns"},
                     "offset": {"type": "integer", "minimum": 0, "default": 0, "description": "Skip this many (next_offset of the previous page)"},
@@ -301,6 +300,8 @@ impl ToolName {
                     "level": level,
                     "include_public": {"type": "boolean", "default": false, "description": "unused_symbols: also list public symbols"},
                     "include_guesses": guesses,
+                    "include_vendored": {"type": "boolean", "default": false, "description": "unused_symbols, hotspots: also list vendored and generated code (vendor/, *.min.js)"},
+                    "include_tests": {"type": "boolean", "default": false, "description": "unused_symbols, hotspots: also list test code"},
                     "filter": {"type": "object", "description": "symbols/search: path_prefix, name (* wildcards), kinds [], visibility exported|private, min_refs, max_refs, sort refs|name|path, offset"},
                     "max_results": max_results,
                 }),
@@ -354,6 +355,8 @@ pub(crate) struct Args {
     pub level: Option<Level>,
     pub include_public: Option<bool>,
     pub include_guesses: Option<bool>,
+    pub include_vendored: Option<bool>,
+    pub include_tests: Option<bool>,
     pub filter: Option<canopy_core::graph::ops::SymbolFilter>,
     pub rebuild: Option<bool>,
     pub task: Option<String>,
@@ -428,6 +431,8 @@ impl Args {
             level: self.level,
             include_public: self.include_public,
             include_guesses: self.include_guesses,
+            include_vendored: self.include_vendored,
+            include_tests: self.include_tests,
             filter: self.filter.clone().map(|mut f| {
                 // `offset` also pages a symbols/search answer.
                 f.offset = f.offset.or(self.offset);

@@ -19,7 +19,7 @@ use crate::context::Candidate;
 use crate::error::{CanopyError, Result};
 use crate::lang::Language;
 use crate::lang::extract::text_view;
-use crate::pack::is_test_path;
+use crate::path_class::is_test_path;
 use crate::snapshot::Snapshot;
 use crate::store::read::NodeRecord;
 use crate::text::{fts_quote, identifiers, split_identifier};

@@ -14,7 +14,8 @@ use crate::context::{
 };
 use crate::error::Result;
 use crate::graph::nav::{Graph, TargetMatch};
-use crate::pack::{PackParams, code_identifiers, is_test_path};
+use crate::pack::{PackParams, code_identifiers};
+use crate::path_class::is_test_path;
 use crate::query::QueryParams;
 use crate::session::Session;
 use crate::snapshot::Snapshot;

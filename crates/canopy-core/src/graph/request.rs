@@ -15,7 +15,7 @@ use crate::error::{CanopyError, Result};
 use crate::graph::nav::{
     DEFAULT_DEPTH, DEFAULT_MAX_RESULTS, Graph, GraphAnswer, MAX_DEPTH, MAX_RESULTS,
 };
-use crate::graph::ops::{CycleAnswer, DepAnswer, HotspotAnswer, Level, UnusedAnswer};
+use crate::graph::ops::{CycleAnswer, DepAnswer, HotspotAnswer, Level, PathScope, UnusedAnswer};
 use crate::graph::position::Position;
 
 /// The graph operations: navigation (about one symbol or file) and
@@ -184,6 +184,14 @@ pub struct GraphRequest {
     /// unique_name`); by default they use resolved edges only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include_guesses: Option<bool>,
+    /// unused_symbols, hotspots: also list units in vendored directories
+    /// (`vendor/`, `node_modules/`, `third_party/`, …) and minified or
+    /// generated files (`*.min.js`, `*.pb.go`, …); left out by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_vendored: Option<bool>,
+    /// unused_symbols, hotspots: also list units in test code; left out by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_tests: Option<bool>,
 }
 
 /// What a graph request answers: one of the operation families' answers.
@@ -245,6 +253,8 @@ impl GraphRequest {
             include_public: None,
             filter: None,
             include_guesses: None,
+            include_vendored: None,
+            include_tests: None,
         }
     }
 
@@ -285,6 +295,14 @@ impl GraphRequest {
     /// Depth clamped to 1..=[`MAX_DEPTH`].
     pub fn depth(&self) -> u32 {
         self.depth.unwrap_or(DEFAULT_DEPTH).clamp(1, MAX_DEPTH)
+    }
+
+    /// Which code `unused_symbols` and `hotspots` list.
+    pub fn path_scope(&self) -> PathScope {
+        PathScope {
+            include_vendored: self.include_vendored.unwrap_or(false),
+            include_tests: self.include_tests.unwrap_or(false),
+        }
     }
 
     /// Result cap clamped to 1..=[`MAX_RESULTS`].
@@ -351,7 +369,7 @@ impl Graph<'_> {
                 max,
             )?),
             GraphOp::CircularDependencies => R::Cycles(self.circular_dependencies(level, max)?),
-            GraphOp::Hotspots => R::Hotspots(self.hotspots(max)?),
+            GraphOp::Hotspots => R::Hotspots(self.hotspots(max, request.path_scope())?),
             GraphOp::Scope => {
                 let (path, line, _) = parse_position(target).ok_or_else(|| {
                     CanopyError::Validation(format!("not path:line[:col]: {target:?}"))
@@ -375,9 +393,11 @@ impl Graph<'_> {
             GraphOp::PackageSummary => {
                 R::Summary(Box::new(self.summary("package_summary", target, max)?))
             }
-            GraphOp::UnusedSymbols => {
-                R::Unused(self.unused_symbols(request.include_public.unwrap_or(false), max)?)
-            }
+            GraphOp::UnusedSymbols => R::Unused(self.unused_symbols(
+                request.include_public.unwrap_or(false),
+                request.path_scope(),
+                max,
+            )?),
         })
     }
 }

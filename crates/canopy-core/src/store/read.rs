@@ -4,7 +4,7 @@
 //! so the same index always gives the same answer.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use rusqlite::{OptionalExtension, Row, params_from_iter};
 
@@ -1052,6 +1052,48 @@ impl Store {
                 ))
             })
             .collect()
+    }
+
+    /// The names each of `units` references, by unit id: a reference site
+    /// counts for the smallest of `units` whose byte span holds it, so a
+    /// class and its method in `units` do not both claim the method's
+    /// calls. A unit whose file is unknown references nothing.
+    pub fn ref_names_within(&self, units: &[NodeRecord]) -> Result<HashMap<i64, HashSet<String>>> {
+        let mut by_file: HashMap<i64, Vec<&NodeRecord>> = HashMap::new();
+        for n in units {
+            if let Some(file_id) = self.unit_file(n.rowid)? {
+                by_file.entry(file_id).or_default().push(n);
+            }
+        }
+        let mut names = NameTexts::default();
+        let mut out: HashMap<i64, HashSet<String>> = HashMap::new();
+        for (file_id, units) in by_file {
+            // Stored by end byte: each unit's sites are one run of them.
+            let refs = self.file_refs(file_id)?;
+            // For each site, the smallest unit holding it: (span length, unit id).
+            let mut owner: Vec<Option<(usize, i64)>> = vec![None; refs.len()];
+            for n in units {
+                let (start, end) = (n.start_byte as u64, n.end_byte as u64);
+                let len = n.end_byte.saturating_sub(n.start_byte);
+                let first = refs.partition_point(|r| r.end_byte <= start);
+                for (i, r) in refs.iter().enumerate().skip(first) {
+                    if r.end_byte > end {
+                        break;
+                    }
+                    if r.start_byte() >= start && owner[i].is_none_or(|(l, _)| len < l) {
+                        owner[i] = Some((len, n.rowid));
+                    }
+                }
+            }
+            for (r, o) in refs.iter().zip(owner) {
+                if let Some((_, unit)) = o {
+                    out.entry(unit)
+                        .or_default()
+                        .insert(names.text(self, r.name_id)?);
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Files skipped on earlier runs: path → (size, mtime, reason).

@@ -129,7 +129,7 @@ pub fn tarjan_scc(n: usize, adj: &[Vec<usize>]) -> Vec<Vec<usize>> {
 
 impl Graph<'_> {
     /// Every file's (id, path, node range), and a lookup from a node id to its index there.
-    fn node_files(&self) -> Result<(FileRanges, impl Fn(i64) -> Option<usize> + '_)> {
+    pub(super) fn node_files(&self) -> Result<(FileRanges, impl Fn(i64) -> Option<usize> + '_)> {
         let ranges = self.store.file_ranges()?;
         let mut by_lo: Vec<(i64, i64, usize)> = ranges
             .iter()

@@ -24,7 +24,7 @@ pub(crate) use structure::signature_of;
 pub use summary::SummaryAnswer;
 pub use symbols::{SymbolEntry, SymbolFilter, SymbolSort, SymbolsAnswer, Visibility};
 pub(crate) use usage::Degree;
-pub use usage::{Hotspot, HotspotAnswer, UnusedAnswer};
+pub use usage::{Hotspot, HotspotAnswer, PathScope, Skipped, UnusedAnswer};
 
 use crate::store::read::NodeRecord;
 
@@ -36,18 +36,6 @@ const HOW_BASE: u8 = 7;
 
 fn dir_of(path: &str) -> &str {
     path.rsplit_once('/').map_or(".", |(d, _)| d)
-}
-
-fn is_test_path(path: &str) -> bool {
-    let file = path.rsplit('/').next().unwrap_or(path);
-    path.split('/')
-        .any(|p| p == "tests" || p == "test" || p == "testdata" || p == "__tests__")
-        || file.starts_with("test_")
-        || file.ends_with("_test.go")
-        || file.ends_with("_test.py")
-        || file.contains(".test.")
-        || file.contains(".spec.")
-        || file == "conftest.py"
 }
 
 fn is_entry_point(n: &NodeRecord) -> bool {

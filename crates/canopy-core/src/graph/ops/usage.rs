@@ -1,16 +1,19 @@
 //! Whole-graph counts over resolved call edges: hotspots (distinct
 //! callers plus callees of every unit, kept per index state by the
-//! engine's cache) and unused-symbol candidates.
+//! engine's cache) and unused-symbol candidates. Both leave out
+//! vendored, generated and test code unless asked ([`PathScope`]), and
+//! count what they left out ([`Skipped`]).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::{is_entry_point, is_public, is_test_path};
+use super::{is_entry_point, is_public};
 use crate::error::Result;
 use crate::graph::nav::{Graph, MAX_RESULTS};
 use crate::lang::SiteKind;
 use crate::model::Handle;
+use crate::path_class::{PathClass, classify, is_test_path};
 use crate::store::graph::STATUS_RESOLVED;
 use crate::store::read::NodeRecord;
 
@@ -32,8 +35,14 @@ pub struct Hotspot {
 pub struct HotspotAnswer {
     /// The units.
     pub hotspots: Vec<Hotspot>,
-    /// Units with any call edge.
+    /// Units with any call edge, those skipped left out.
     pub total: usize,
+    /// Units with call edges left out because of where they live.
+    #[serde(default)]
+    pub skipped: Skipped,
+    /// How to list what was skipped, when anything was.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub hint: Option<String>,
 }
 
 /// Definitions nothing resolved points at.
@@ -47,6 +56,77 @@ pub struct UnusedAnswer {
     pub maybe_used: usize,
     /// Whether the cap cut the answer.
     pub truncated: bool,
+    /// Candidates left out because of where they live.
+    #[serde(default)]
+    pub skipped: Skipped,
+    /// How to list what was skipped, when anything was.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub hint: Option<String>,
+}
+
+/// Which code the whole-repository lists (`unused_symbols`, `hotspots`)
+/// look at. By default they leave out other projects' code (vendored
+/// directories, minified or generated files) and tests: a person asking
+/// "what is unused here" or "what is central here" means the repository's
+/// own source.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathScope {
+    /// Also list units in vendored directories and minified or generated files.
+    pub include_vendored: bool,
+    /// Also list units in test code.
+    pub include_tests: bool,
+}
+
+impl PathScope {
+    /// Why a unit in `path` is left out, or `None` when it is listed.
+    pub fn excludes(self, path: &str) -> Option<PathClass> {
+        match classify(path)? {
+            c @ (PathClass::Vendored | PathClass::Generated) if !self.include_vendored => Some(c),
+            PathClass::Vendored | PathClass::Generated => {
+                (!self.include_tests && is_test_path(path)).then_some(PathClass::Test)
+            }
+            PathClass::Test => (!self.include_tests).then_some(PathClass::Test),
+        }
+    }
+}
+
+/// Units a list left out, per reason ([`PathScope`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skipped {
+    /// In vendored directories (`vendor/`, `node_modules/`, `third_party/`, …).
+    pub vendored: usize,
+    /// In minified or generated files (`*.min.js`, `*.bundle.js`, `*.pb.go`, …).
+    pub generated: usize,
+    /// In test code (`tests/`, `test_*.py`, `*_test.go`, `*.spec.ts`, …).
+    pub tests: usize,
+}
+
+impl Skipped {
+    fn add(&mut self, class: PathClass) {
+        match class {
+            PathClass::Vendored => self.vendored += 1,
+            PathClass::Generated => self.generated += 1,
+            PathClass::Test => self.tests += 1,
+        }
+    }
+
+    /// What was left out and the parameter that lists it; `None` when nothing was.
+    pub fn hint(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        let other = self.vendored + self.generated;
+        if other > 0 {
+            parts.push(format!(
+                "{other} in vendored or generated files (include_vendored: true; CLI --include-vendored)"
+            ));
+        }
+        if self.tests > 0 {
+            parts.push(format!(
+                "{} in test code (include_tests: true; CLI --include-tests)",
+                self.tests
+            ));
+        }
+        (!parts.is_empty()).then(|| format!("skipped {}", parts.join(" and ")))
+    }
 }
 
 /// A unit's call degrees: (unit id, distinct callers, distinct callees).
@@ -84,8 +164,10 @@ impl Graph<'_> {
         Ok(all)
     }
 
-    /// Units with the most distinct callers plus callees (resolved call edges).
-    pub fn hotspots(&self, top: usize) -> Result<HotspotAnswer> {
+    /// Units with the most distinct callers plus callees (resolved call
+    /// edges), those `scope` leaves out counted in `skipped`. Callers in
+    /// skipped code still count towards a listed unit's fan-in.
+    pub fn hotspots(&self, top: usize, scope: PathScope) -> Result<HotspotAnswer> {
         let degrees = match self.cache {
             Some(cache) => {
                 let key = format!(
@@ -100,12 +182,23 @@ impl Graph<'_> {
             }
             None => std::sync::Arc::new(self.degrees()?),
         };
-        let total = degrees.len();
-        let all: Vec<Degree> = degrees
+        let (ranges, file_of) = self.node_files()?;
+        let excluded: Vec<Option<PathClass>> =
+            ranges.iter().map(|r| scope.excludes(&r.1)).collect();
+        let mut skipped = Skipped::default();
+        let listed: Vec<Degree> = degrees
             .iter()
-            .take(top.clamp(1, MAX_RESULTS))
+            .filter(|d| match file_of(d.0).and_then(|i| excluded[i]) {
+                Some(class) => {
+                    skipped.add(class);
+                    false
+                }
+                None => true,
+            })
             .copied()
             .collect();
+        let total = listed.len();
+        let all: Vec<Degree> = listed.into_iter().take(top.clamp(1, MAX_RESULTS)).collect();
         let ids: Vec<i64> = all.iter().map(|a| a.0).collect();
         let nodes: HashMap<i64, NodeRecord> = self
             .store
@@ -125,13 +218,24 @@ impl Graph<'_> {
                 })
             })
             .collect();
-        Ok(HotspotAnswer { hotspots, total })
+        Ok(HotspotAnswer {
+            hotspots,
+            total,
+            hint: skipped.hint(),
+            skipped,
+        })
     }
 
-    /// Definitions with no resolved use, except tests, entry points and
-    /// (unless `include_public`) public ones; those whose name an unresolved
-    /// call site has are counted in `maybe_used`, not listed.
-    pub fn unused_symbols(&self, include_public: bool, max_results: usize) -> Result<UnusedAnswer> {
+    /// Definitions with no resolved use, except entry points, (unless
+    /// `include_public`) public ones and those `scope` leaves out (counted in
+    /// `skipped`); those whose name an unresolved call site has are counted
+    /// in `maybe_used`, not listed.
+    pub fn unused_symbols(
+        &self,
+        include_public: bool,
+        scope: PathScope,
+        max_results: usize,
+    ) -> Result<UnusedAnswer> {
         let used: HashSet<i64> = self
             .analysis_edges()?
             .into_iter()
@@ -153,12 +257,14 @@ impl Graph<'_> {
                 .then(a.start_byte.cmp(&b.start_byte))
         });
         let mut maybe_used = 0;
+        let mut skipped = Skipped::default();
         let mut out = Vec::new();
         for n in nodes {
-            if is_test_path(&n.file_path)
-                || is_entry_point(&n)
-                || (!include_public && is_public(&n))
-            {
+            if is_entry_point(&n) || (!include_public && is_public(&n)) {
+                continue;
+            }
+            if let Some(class) = scope.excludes(&n.file_path) {
+                skipped.add(class);
                 continue;
             }
             if n.name.as_deref().is_some_and(|x| unresolved.contains(x)) {
@@ -174,6 +280,8 @@ impl Graph<'_> {
             total,
             maybe_used,
             truncated: total > max,
+            hint: skipped.hint(),
+            skipped,
         })
     }
 }
