@@ -331,10 +331,10 @@ pub fn print(
         },
         GraphResponse::Dependencies(a) => format!("{}\n", dep_text(a, format)),
         GraphResponse::Cycles(a) => cycles_text(a),
-        GraphResponse::Hotspots(a) => hotspots_text(a),
-        GraphResponse::Unused(a) => unused_text(a),
-        GraphResponse::Symbols(a) => symbols_text(a),
-        GraphResponse::Summary(a) => summary_text(a),
+        GraphResponse::Hotspots(a) => hotspots_text(a, links),
+        GraphResponse::Unused(a) => unused_text(a, links),
+        GraphResponse::Symbols(a) => symbols_text(a, links),
+        GraphResponse::Summary(a) => summary_text(a, links),
     };
     print!("{out}");
     Ok(())
@@ -351,17 +351,18 @@ fn cycles_text(a: &CycleAnswer) -> String {
     s
 }
 
-fn hotspots_text(a: &HotspotAnswer) -> String {
+/// One line per unit, each led by its `path:line` like every graph answer
+/// for people: `path:line  name  N in, M out  handle`.
+fn hotspots_text(a: &HotspotAnswer, links: &Links) -> String {
     let mut s = String::new();
     for h in &a.hotspots {
         let _ = writeln!(
             s,
-            "{:>4} in {:>4} out  {}  {}:{}  {}",
+            "{}  {}  {} in, {} out  {}",
+            links.location(&h.handle.file_path, h.handle.line_range[0]),
+            h.qualified_name.as_deref().unwrap_or(&h.handle.node_type),
             h.fan_in,
             h.fan_out,
-            h.qualified_name.as_deref().unwrap_or(&h.handle.node_type),
-            h.handle.file_path,
-            h.handle.line_range[0],
             h.handle.id
         );
     }
@@ -371,13 +372,15 @@ fn hotspots_text(a: &HotspotAnswer) -> String {
     s
 }
 
-fn unused_text(a: &UnusedAnswer) -> String {
+fn unused_text(a: &UnusedAnswer, links: &Links) -> String {
     let mut s = String::new();
     for h in &a.candidates {
         let _ = writeln!(
             s,
-            "{}:{}  {}  {}",
-            h.file_path, h.line_range[0], h.id, h.preview
+            "{}  {}  {}",
+            links.location(&h.file_path, h.line_range[0]),
+            h.id,
+            h.preview
         );
     }
     let _ = writeln!(
@@ -524,22 +527,22 @@ impl SymbolArgs {
 }
 
 /// One definition per line: reference count, name, location, id.
-fn symbol_line(e: &canopy_core::graph::ops::SymbolEntry) -> String {
+/// `path:line  name  N refs  handle`, `(private)` when not exported.
+fn symbol_line(e: &canopy_core::graph::ops::SymbolEntry, links: &Links) -> String {
     format!(
-        "{:>5} refs  {}  {}:{}  {}{}",
-        e.refs,
+        "{}  {}  {} refs  {}{}",
+        links.location(&e.handle.file_path, e.handle.line_range[0]),
         e.qualified_name.as_deref().unwrap_or(&e.handle.node_type),
-        e.handle.file_path,
-        e.handle.line_range[0],
+        e.refs,
         e.handle.id,
         if e.exported { "" } else { "  (private)" }
     )
 }
 
-fn symbols_text(ans: &SymbolsAnswer) -> String {
+fn symbols_text(ans: &SymbolsAnswer, links: &Links) -> String {
     let mut s = String::new();
     for e in &ans.symbols {
-        let _ = writeln!(s, "{}", symbol_line(e));
+        let _ = writeln!(s, "{}", symbol_line(e, links));
     }
     let _ = match ans.next_offset {
         Some(next) => writeln!(
@@ -553,7 +556,7 @@ fn symbols_text(ans: &SymbolsAnswer) -> String {
     s
 }
 
-fn summary_text(a: &SummaryAnswer) -> String {
+fn summary_text(a: &SummaryAnswer, links: &Links) -> String {
     if a.empty.is_some() {
         return format!("{}: nothing indexed under {}\n", a.op, a.target);
     }
@@ -574,7 +577,7 @@ fn summary_text(a: &SummaryAnswer) -> String {
     let _ = writeln!(s, "  languages: {}", list(&a.languages));
     let _ = writeln!(s, "  units: {}", list(&a.units_by_kind));
     for e in &a.top_symbols {
-        let _ = writeln!(s, "  {}", symbol_line(e));
+        let _ = writeln!(s, "  {}", symbol_line(e, links));
     }
     let _ = writeln!(s, "  depends on: {}", names(&a.dependencies));
     let _ = writeln!(s, "  used by: {}", names(&a.dependents));

@@ -529,6 +529,48 @@ fn graph_answers_read_as_a_tree_of_path_line_entries_linked_only_when_asked() {
     }
 }
 
+/// The list answers (hotspots, unused, symbols, summary) lead each line with
+/// the unit's `path:line` too, hyperlinked only when asked (issue 29).
+#[test]
+fn list_answers_lead_with_path_line_linked_only_when_asked() {
+    let repo = fixture();
+    let dir = repo.path();
+    stdout(&canopy(dir, &["index", "--quiet"]));
+    let leads_with_a_location = |line: &str| {
+        let first = line.split("  ").next().unwrap_or_default();
+        let (path, number) = first.rsplit_once(':').unwrap_or_default();
+        number.parse::<u32>().is_ok_and(|n| n > 0) && dir.join(path).is_file()
+    };
+    for args in [
+        &["hotspots", "--top", "3"][..],
+        &["symbols", "--max-results", "3"],
+    ] {
+        let text = stdout(&canopy(dir, args));
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines.len() > 1, "{args:?}: {text}");
+        // The last line is the page's count (symbols) or the hint (hotspots).
+        let entries = &lines[..lines.len() - 1];
+        assert!(
+            entries.iter().all(|l| leads_with_a_location(l)),
+            "{args:?}: {text}"
+        );
+        assert!(!text.contains('\x1b'), "{args:?}: {text:?}");
+        let mut linked = vec!["--color", "always"];
+        linked.extend_from_slice(args);
+        let linked = stdout(&canopy(dir, &linked));
+        assert!(
+            linked.starts_with("\x1b]8;;file://"),
+            "{args:?}: {linked:?}"
+        );
+    }
+    let unused = stdout(&canopy(dir, &["unused"]));
+    let orphan = unused
+        .lines()
+        .find(|l| l.contains("_orphan"))
+        .expect("the orphan is listed");
+    assert!(leads_with_a_location(orphan), "{unused}");
+}
+
 /// The first graph command on an unindexed repository indexes all of it
 /// first, and says so on stderr (one line off a terminal; nothing with
 /// `--quiet`, nothing once the index exists), with stdout still the answer.
