@@ -486,7 +486,7 @@ fn parse_and_write(
     progress: &dyn IndexProgress,
     totals: &mut WriteTotals,
 ) -> Result<bool> {
-    let (sender, receiver) = sync_channel::<(Outcome, u64)>(BATCH_FILES);
+    let (sender, receiver) = sync_channel::<(usize, Outcome, u64)>(BATCH_FILES);
     let budget = InFlight::new(IN_FLIGHT_BYTES);
     let next = std::sync::atomic::AtomicUsize::new(0);
     let parsers = index_threads().min(work.len().max(1));
@@ -503,11 +503,11 @@ fn parse_and_write(
                         let Some((candidate, old)) = work.get(n) else {
                             break;
                         };
-                        let held = budget.acquire(candidate.size);
+                        let held = budget.acquire(n, candidate.size);
                         // A send error means the writer stopped (it failed
                         // or the run was cancelled): this parser stops too.
                         if sender
-                            .send((process(candidate, *old, max_file_size), held))
+                            .send((n, process(candidate, *old, max_file_size), held))
                             .is_err()
                         {
                             break;
@@ -531,24 +531,33 @@ fn parse_and_write(
         let _close = budget.closer();
         let mut batch: Vec<FileWrite> = Vec::new();
         let mut batch_bytes = 0u64;
-        for (outcome, held) in receiver {
-            // Out of the channel: the batch bounds it from here (it is
-            // committed at BATCH_BYTES).
-            budget.release(held);
-            if crate::cancel::requested() {
-                // What is in `batch` is complete per file: keep it, stop
-                // reading (dropping the receiver stops the parsers).
-                flush(store, &mut batch, totals)?;
-                return Ok(true);
-            }
-            let bytes = count_outcome(&outcome, progress, totals);
-            batch_bytes += bytes;
-            batch.push(match outcome {
-                Outcome::Write(write, _) | Outcome::Skip(_, write) => write,
-            });
-            if batch.len() >= BATCH_FILES || batch_bytes >= BATCH_BYTES {
-                flush(store, &mut batch, totals)?;
-                batch_bytes = 0;
+        // Outcomes that arrived before an earlier file's: the writer takes
+        // files in `work` (path) order whatever the parsers' timing, so
+        // file and node ids, and every answer that lists by them, are the
+        // same on any number of threads (issue 25). Their bytes stay taken
+        // until written, which bounds this as the channel is bounded.
+        let mut early: BTreeMap<usize, (Outcome, u64)> = BTreeMap::new();
+        for (n, outcome, held) in receiver {
+            early.insert(n, (outcome, held));
+            while let Some((outcome, held)) = early.remove(&budget.next_in_order()) {
+                // Out of the channel: the batch bounds it from here (it is
+                // committed at BATCH_BYTES).
+                budget.release_in_order(held);
+                if crate::cancel::requested() {
+                    // What is in `batch` is complete per file: keep it, stop
+                    // reading (dropping the receiver stops the parsers).
+                    flush(store, &mut batch, totals)?;
+                    return Ok(true);
+                }
+                let bytes = count_outcome(&outcome, progress, totals);
+                batch_bytes += bytes;
+                batch.push(match outcome {
+                    Outcome::Write(write, _) | Outcome::Skip(_, write) => write,
+                });
+                if batch.len() >= BATCH_FILES || batch_bytes >= BATCH_BYTES {
+                    flush(store, &mut batch, totals)?;
+                    batch_bytes = 0;
+                }
             }
         }
         flush(store, &mut batch, totals)?;
@@ -558,39 +567,67 @@ fn parse_and_write(
 
 /// Bytes of source in flight between the parsers and the writer (see
 /// [`IN_FLIGHT_BYTES`]): a parser takes its file's size before reading it
-/// and the writer gives it back when it receives the outcome, so the writer
-/// never waits for it and cannot deadlock with the parsers.
+/// and the writer gives it back when it writes the outcome, in `work`
+/// order. The file the writer waits for next never waits for bytes, so
+/// the writer cannot deadlock with the parsers.
 struct InFlight {
     limit: u64,
-    /// Bytes taken, and whether the writer stopped (then nobody waits).
-    state: std::sync::Mutex<(u64, bool)>,
+    state: std::sync::Mutex<InFlightState>,
     freed: std::sync::Condvar,
+}
+
+/// What [`InFlight`] guards.
+struct InFlightState {
+    /// Bytes taken.
+    taken: u64,
+    /// The position in `work` of the file the writer takes next.
+    next: usize,
+    /// Whether the writer stopped (then nobody waits).
+    closed: bool,
 }
 
 impl InFlight {
     fn new(limit: u64) -> InFlight {
         InFlight {
             limit,
-            state: std::sync::Mutex::new((0, false)),
+            state: std::sync::Mutex::new(InFlightState {
+                taken: 0,
+                next: 0,
+                closed: false,
+            }),
             freed: std::sync::Condvar::new(),
         }
     }
 
-    /// Waits until `size` bytes (at most the whole limit: a larger file
-    /// goes alone) fit, takes them and returns how many it took.
-    fn acquire(&self, size: u64) -> u64 {
+    fn lock(&self) -> std::sync::MutexGuard<'_, InFlightState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until `size` bytes of file `n` (at most the whole limit: a
+    /// larger file goes alone) fit, or file `n` is the one the writer
+    /// waits for; takes them and returns how many it took.
+    fn acquire(&self, n: usize, size: u64) -> u64 {
         let want = size.min(self.limit);
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        while !state.1 && state.0 > 0 && state.0 + want > self.limit {
+        let mut state = self.lock();
+        while !state.closed && n != state.next && state.taken > 0 && state.taken + want > self.limit
+        {
             state = self.freed.wait(state).unwrap_or_else(|e| e.into_inner());
         }
-        state.0 += want;
+        state.taken += want;
         want
     }
 
-    fn release(&self, taken: u64) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.0 = state.0.saturating_sub(taken);
+    /// The position in `work` of the file the writer takes next.
+    fn next_in_order(&self) -> usize {
+        self.lock().next
+    }
+
+    /// Gives back the bytes of the file the writer just took, and moves on
+    /// to the next.
+    fn release_in_order(&self, taken: u64) {
+        let mut state = self.lock();
+        state.taken = state.taken.saturating_sub(taken);
+        state.next += 1;
         self.freed.notify_all();
     }
 
@@ -599,8 +636,7 @@ impl InFlight {
         struct Closer<'a>(&'a InFlight);
         impl Drop for Closer<'_> {
             fn drop(&mut self) {
-                let mut state = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
-                state.1 = true;
+                self.0.lock().closed = true;
                 self.0.freed.notify_all();
             }
         }

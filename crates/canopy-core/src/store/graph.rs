@@ -760,11 +760,14 @@ impl Store {
             .unwrap_or((1, 0)))
     }
 
-    /// Files whose raw references use `name` (as a name, not only a qualifier).
+    /// Files whose raw references use `name` (as a name, not only a
+    /// qualifier), by path: a capped sample of their sites is the same
+    /// whatever order the files were written in (issue 25).
     pub fn files_using_name(&self, name: &str) -> Result<Vec<i64>> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT p.file_id FROM ref_postings p JOIN ref_names n ON n.id = p.name_id
-             WHERE n.text = ?1 COLLATE NOCASE AND n.text = ?1 AND p.name_uses > 0 ORDER BY p.file_id",
+             JOIN files f ON f.id = p.file_id
+             WHERE n.text = ?1 COLLATE NOCASE AND n.text = ?1 AND p.name_uses > 0 ORDER BY f.path",
         )?;
         let rows = stmt.query_map([name], |r| r.get(0))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
