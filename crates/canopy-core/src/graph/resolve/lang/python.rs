@@ -99,7 +99,9 @@ impl LanguageRules for Python {
             Some(w.enclosing_class_as(cx, Val::Super))
         } else if value && SELF_NAMES.contains(&head) && !called {
             Some(w.enclosing_class_as(cx, Val::Inst))
-        } else if value && CLS_NAMES.contains(&head) && !called {
+        } else if value && CLS_NAMES.contains(&head) {
+            // `cls` is the class; `cls(...)` (a classmethod's constructor
+            // call) is then an instance of it, through the call's result.
             Some(w.enclosing_class_as(cx, Val::Class))
         } else {
             None
