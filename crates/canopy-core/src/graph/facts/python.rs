@@ -361,6 +361,14 @@ fn function_definition(cx: &mut Cx, n: Node, returns: &mut FirstReturns) {
     let Some(name) = n.field("name") else {
         return;
     };
+    if let Some(class) = property_owner(cx, n) {
+        // A property reads as a field whose value is the getter's result
+        // (`obj.prop.method()`); the getter's return type or first
+        // returned value says what that is.
+        let field = cx.t(name).to_string();
+        let getter = format!("{}.{field}()", SELF_NAMES[0]);
+        cx.bind(class, &field, Some(getter), false, true);
+    }
     if let Some(r) = n.field("return_type") {
         let t = type_expr(cx, r);
         cx.def_fact(name, t, DefFactKind::Returns);
@@ -387,6 +395,34 @@ fn function_definition(cx: &mut Cx, n: Node, returns: &mut FirstReturns) {
             }
         }
     }
+}
+
+/// The byte of the decorated definition of a method decorated as a
+/// property getter (`@property`, `@functools.cached_property`, …; not a
+/// `@x.setter`), where its field binding goes.
+fn property_owner(cx: &Cx, function: Node) -> Option<usize> {
+    let decorated = function
+        .parent()
+        .filter(|p| p.kind_name() == "decorated_definition")?;
+    let in_class = decorated
+        .parent()
+        .and_then(|b| b.parent())
+        .is_some_and(|c| c.kind_name() == "class_definition");
+    if !in_class {
+        return None;
+    }
+    let mut c = decorated.walk();
+    let is_property = decorated
+        .named_children(&mut c)
+        .filter(|d| d.kind_name() == "decorator")
+        .filter_map(|d| d.named_child(0))
+        .any(|d| {
+            matches!(d.kind_name(), "identifier" | "attribute")
+                && cx.t(d).rsplit('.').next().is_some_and(|last| {
+                    matches!(last, "property" | "cached_property" | "abstractproperty")
+                })
+        });
+    is_property.then(|| decorated.start_byte())
 }
 
 /// A class's base classes.

@@ -15,6 +15,9 @@ use crate::lang::NodeType;
 /// Python's differences as data.
 pub(crate) const CONVENTIONS: Conventions = Conventions {
     import_sites_name_their_module: true,
+    // An attribute set on an instance shadows a method of its class, and
+    // a property is a field whose value is its getter's result.
+    fields_before_methods: true,
     ..Conventions::NEUTRAL
 };
 
