@@ -54,7 +54,7 @@ use crate::error::{CanopyError, Result};
 /// signatures are declarations, not uses of the name; function-typed
 /// interface properties are methods; 19: imports carry their line, and
 /// an import of a module file is an edge to that file's unit; 20: Python
-/// properties are fields of their class).
+/// properties are fields, loop variables items of typed iterables).
 pub const SCHEMA_VERSION: u32 = 20;
 
 const SCHEMA: &str = include_str!("schema.sql");
