@@ -8,7 +8,7 @@
 
 use tree_sitter::Node;
 
-use super::model::{DefFact, DefFactKind, PARAM_VALUE, SiteKind};
+use super::model::{DefFact, DefFactKind, ELEM, PARAM_VALUE, SiteKind};
 use super::walker::{Cx, GrammarLookup, Up, walk_tree};
 
 /// Receiver names that mean "the enclosing class's instance" / "the class".
@@ -75,6 +75,92 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// Generic types whose first argument is what iterating one gives
+/// (`for x in xs` with `xs: list[T]` makes `x` a `T`).
+const ITERABLES: &[&str] = &[
+    "list",
+    "List",
+    "set",
+    "Set",
+    "frozenset",
+    "FrozenSet",
+    "AbstractSet",
+    "MutableSet",
+    "Sequence",
+    "MutableSequence",
+    "Iterable",
+    "Iterator",
+    "Collection",
+    "Reversible",
+    "Generator",
+    "deque",
+    "Deque",
+];
+
+/// The item type of an iterable annotation (`list[T]`, `t.Sequence[T]`,
+/// `Optional[List["T"]]`, `Iterable[T] | None` → `T`).
+fn item_type(cx: &Cx, n: Node) -> Option<String> {
+    match n.kind_name() {
+        "type" => item_type(cx, n.named_child(0)?),
+        "binary_operator" => {
+            let (left, right) = (n.field("left")?, n.field("right")?);
+            if cx.t(left) == "None" {
+                item_type(cx, right)
+            } else {
+                item_type(cx, left)
+            }
+        }
+        "generic_type" | "subscript" => {
+            let head = cx.t(n.named_child(0)?);
+            let head = head.rsplit('.').next().unwrap_or_default();
+            let arg = n.named_child(1)?;
+            let arg = if arg.kind_name() == "type_parameter" {
+                arg.named_child(0)?
+            } else {
+                arg
+            };
+            if head == "Optional" {
+                item_type(cx, arg)
+            } else if ITERABLES.contains(&head) {
+                type_expr(cx, arg)
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Binds `name#elem` (see [`ELEM`]) to the item type of annotation `t`, if
+/// it is an iterable of one.
+fn bind_items(cx: &mut Cx, at: usize, name: &str, t: Node, field: bool) {
+    if let Some(item) = item_type(cx, t) {
+        cx.bind(at, &format!("{name}{ELEM}"), Some(item), true, field);
+    }
+}
+
+/// `for x in xs:` (and `… for x in xs` in a comprehension): `x` is an item
+/// of `xs`, when `xs` is a name or attribute path (no call).
+fn for_loop(cx: &mut Cx, n: Node) {
+    let (Some(left), Some(right)) = (n.field("left"), n.field("right")) else {
+        return;
+    };
+    if left.kind_name() != "identifier" {
+        return;
+    }
+    let Some(source) = expr(cx, right).filter(|e| !e.contains("()")) else {
+        return;
+    };
+    let name = cx.t(left).to_string();
+    cx.bind(
+        left.start_byte(),
+        &name,
+        Some(format!("{source}{ELEM}")),
+        false,
+        false,
+    );
 }
 
 /// What an unannotated function returns: the value of the first `return`
@@ -187,6 +273,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         "import_from_statement" => import_from_statement(cx, n),
         "assignment" => assignment(cx, n),
         "typed_parameter" | "typed_default_parameter" => typed_parameter(cx, n),
+        "for_statement" | "for_in_clause" => for_loop(cx, n),
         "function_definition" => {
             function_definition(cx, n, &mut returns);
             decorated.at_function(cx, n);
@@ -319,6 +406,7 @@ fn assignment(cx: &mut Cx, n: Node) {
         _ => return,
     };
     if let Some(t) = annotation {
+        bind_items(cx, n.start_byte(), &name, t, field);
         let t = type_expr(cx, t);
         cx.bind(n.start_byte(), &name, t, true, field);
     } else if let Some(r) = right {
@@ -350,6 +438,7 @@ fn typed_parameter(cx: &mut Cx, n: Node) {
         .filter(|x| x.kind_name() == "identifier");
     if let (Some(name), Some(t)) = (name, n.field("type")) {
         let name = cx.t(name).to_string();
+        bind_items(cx, n.start_byte(), &name, t, false);
         let t = type_expr(cx, t);
         cx.bind(n.start_byte(), &name, t, true, false);
     }
@@ -361,6 +450,14 @@ fn function_definition(cx: &mut Cx, n: Node, returns: &mut FirstReturns) {
     let Some(name) = n.field("name") else {
         return;
     };
+    if let Some(class) = property_owner(cx, n) {
+        // A property reads as a field whose value is the getter's result
+        // (`obj.prop.method()`); the getter's return type or first
+        // returned value says what that is.
+        let field = cx.t(name).to_string();
+        let getter = format!("{}.{field}()", SELF_NAMES[0]);
+        cx.bind(class, &field, Some(getter), false, true);
+    }
     if let Some(r) = n.field("return_type") {
         let t = type_expr(cx, r);
         cx.def_fact(name, t, DefFactKind::Returns);
@@ -387,6 +484,34 @@ fn function_definition(cx: &mut Cx, n: Node, returns: &mut FirstReturns) {
             }
         }
     }
+}
+
+/// The byte of the decorated definition of a method decorated as a
+/// property getter (`@property`, `@functools.cached_property`, …; not a
+/// `@x.setter`), where its field binding goes.
+fn property_owner(cx: &Cx, function: Node) -> Option<usize> {
+    let decorated = function
+        .parent()
+        .filter(|p| p.kind_name() == "decorated_definition")?;
+    let in_class = decorated
+        .parent()
+        .and_then(|b| b.parent())
+        .is_some_and(|c| c.kind_name() == "class_definition");
+    if !in_class {
+        return None;
+    }
+    let mut c = decorated.walk();
+    let is_property = decorated
+        .named_children(&mut c)
+        .filter(|d| d.kind_name() == "decorator")
+        .filter_map(|d| d.named_child(0))
+        .any(|d| {
+            matches!(d.kind_name(), "identifier" | "attribute")
+                && cx.t(d).rsplit('.').next().is_some_and(|last| {
+                    matches!(last, "property" | "cached_property" | "abstractproperty")
+                })
+        });
+    is_property.then(|| decorated.start_byte())
 }
 
 /// A class's base classes.

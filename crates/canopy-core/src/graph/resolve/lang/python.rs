@@ -15,6 +15,9 @@ use crate::lang::NodeType;
 /// Python's differences as data.
 pub(crate) const CONVENTIONS: Conventions = Conventions {
     import_sites_name_their_module: true,
+    // An attribute set on an instance shadows a method of its class, and
+    // a property is a field whose value is its getter's result.
+    fields_before_methods: true,
     ..Conventions::NEUTRAL
 };
 
@@ -99,7 +102,9 @@ impl LanguageRules for Python {
             Some(w.enclosing_class_as(cx, Val::Super))
         } else if value && SELF_NAMES.contains(&head) && !called {
             Some(w.enclosing_class_as(cx, Val::Inst))
-        } else if value && CLS_NAMES.contains(&head) && !called {
+        } else if value && CLS_NAMES.contains(&head) {
+            // `cls` is the class; `cls(...)` (a classmethod's constructor
+            // call) is then an instance of it, through the call's result.
             Some(w.enclosing_class_as(cx, Val::Class))
         } else {
             None
