@@ -53,8 +53,9 @@ use crate::error::{CanopyError, Result};
 /// a local of the same name could hide, marked; 18: TypeScript overload
 /// signatures are declarations, not uses of the name; function-typed
 /// interface properties are methods; 19: imports carry their line, and
-/// an import of a module file is an edge to that file's unit).
-pub const SCHEMA_VERSION: u32 = 19;
+/// an import of a module file is an edge to that file's unit; 20:
+/// `graph_added`, the files added since the last resolution).
+pub const SCHEMA_VERSION: u32 = 20;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

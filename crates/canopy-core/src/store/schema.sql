@@ -162,6 +162,12 @@ CREATE TABLE graph_stale (
     old_id INTEGER PRIMARY KEY,
     handle BLOB NOT NULL
 );
+-- Files added since the last resolution (first indexed, or back after a
+-- delete): the files whose references may now resolve to them (by a name
+-- they define or by their module's name) are resolved again.
+CREATE TABLE graph_added (
+    file_id INTEGER PRIMARY KEY
+);
 
 -- Unit vectors for semantic retrieval (semantic.rs): one row per file,
 -- written by the index run that (re)parsed it when an embedding model is
