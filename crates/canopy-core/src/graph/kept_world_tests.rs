@@ -399,7 +399,7 @@ fn import_fixtures_through_a_kept_world() {
 /// method deleted so that its type no longer implements an interface, in
 /// the type's file or in another; an interface in a file of its own that
 /// comes, changes its methods and goes.
-const INCREMENTAL_GAPS: [(&str, &[&[Edit]]); 9] = [
+const INCREMENTAL_GAPS: [(&str, &[&[Edit]]); 10] = [
     // `import json` in app.py names it.
     (
         "python",
@@ -467,6 +467,27 @@ const INCREMENTAL_GAPS: [(&str, &[&[Edit]]); 9] = [
                 "shapes/shapes.go",
                 "func (c Circle) Area() int { return c.r }\n",
                 "",
+            )],
+        ],
+    ),
+    // A call on an unknown receiver is guessed only to a method defined
+    // once: Lexer.parse goes (Parser.parse is left alone, extra.py holds no
+    // edge into what went) and comes back.
+    (
+        "python",
+        &[
+            &[Edit::Write(
+                "extra.py",
+                "def use(thing):\n    return thing.parse()\n",
+            )],
+            &[Edit::Replace(
+                "pkg/models.py",
+                "\n    def parse(self):\n        return None\n",
+                "",
+            )],
+            &[Edit::Append(
+                "pkg/models.py",
+                "\n    def parse(self):\n        return None\n",
             )],
         ],
     ),

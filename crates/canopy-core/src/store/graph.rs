@@ -166,7 +166,7 @@ pub(crate) fn forget_file(
     // Handles of every old unit (also those no edge points at yet): a unit
     // whose handle is new after the re-parse is an added definition.
     tx.prepare_cached(
-        "INSERT OR IGNORE INTO graph_stale(old_id, handle) SELECT id, handle FROM nodes WHERE id BETWEEN ?1 AND ?2 AND name IS NOT NULL",
+        "INSERT OR IGNORE INTO graph_stale(old_id, handle, name) SELECT id, handle, name FROM nodes WHERE id BETWEEN ?1 AND ?2 AND name IS NOT NULL",
     )?
     .execute([first, last])?;
     Ok(())
@@ -256,6 +256,18 @@ fn module_names(path: &str, language: Language) -> Vec<&str> {
     }
     names.retain(|n| !n.is_empty());
     names
+}
+
+/// Adds the files whose references use `name` (as a name or a qualifier).
+fn mark_users_of_name(tx: &Transaction, name: &str, dirty: &mut BTreeSet<i64>) -> Result<()> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT p.file_id FROM ref_postings p JOIN ref_names n ON n.id = p.name_id
+         WHERE n.text = ?1 COLLATE NOCASE AND n.text = ?1",
+    )?;
+    for f in stmt.query_map([name], |r| r.get::<_, i64>(0))? {
+        dirty.insert(f?);
+    }
+    Ok(())
 }
 
 /// One unit of a file whose units were written since the last resolution.
@@ -355,13 +367,7 @@ fn mark_dependents(
         }
     }
     for n in &new_names {
-        let mut stmt = tx.prepare_cached(
-            "SELECT p.file_id FROM ref_postings p JOIN ref_names n ON n.id = p.name_id
-             WHERE n.text = ?1 COLLATE NOCASE AND n.text = ?1",
-        )?;
-        for f in stmt.query_map([n], |r| r.get::<_, i64>(0))? {
-            dirty.insert(f?);
-        }
+        mark_users_of_name(tx, n, dirty)?;
     }
     if !module_names_of_added.is_empty() {
         // One pass over the distinct names and qualifiers (tens of
@@ -436,8 +442,9 @@ impl Store {
 
     /// Moves edges that point at deleted units to the unit with the same
     /// handle; returns the files that must be resolved again: those marked
-    /// dirty, those with edges to units that are gone, and those whose
-    /// resolution a new definition or file may change
+    /// dirty, those with edges to units that are gone, those whose
+    /// references use the name of a definition that is gone, and those
+    /// whose resolution a new definition or file may change
     /// ([`mark_dependents`]).
     pub fn graph_prepare(&mut self) -> Result<BTreeSet<i64>> {
         let tx = self
@@ -453,23 +460,27 @@ impl Store {
             let rows = stmt.query_map([], |r| r.get(0))?;
             rows.collect::<rusqlite::Result<_>>()?
         };
-        let stale: Vec<(i64, Vec<u8>)> = {
-            let mut stmt = tx.prepare("SELECT old_id, handle FROM graph_stale")?;
-            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let stale: Vec<(i64, Vec<u8>, String)> = {
+            let mut stmt = tx.prepare("SELECT old_id, handle, name FROM graph_stale")?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
             rows.collect::<rusqlite::Result<_>>()?
         };
         let mut dirty = marked.clone();
         let mut old_handles = std::collections::HashSet::new();
+        let mut gone_names = BTreeSet::new();
         if !stale.is_empty() {
             // Each deleted unit's new id (the unit with its handle), or
             // `None` when the definition is gone.
             let mut moved: HashMap<i64, Option<i64>> = HashMap::new();
-            for (old_id, handle) in &stale {
+            for (old_id, handle, name) in &stale {
                 old_handles.insert(handle.clone());
                 let new_id: Option<i64> = tx
                     .prepare_cached("SELECT id FROM nodes WHERE handle = ?1 LIMIT 1")?
                     .query_row([handle], |r| r.get(0))
                     .optional()?;
+                if new_id.is_none() {
+                    gone_names.insert(name.as_str());
+                }
                 moved.insert(*old_id, new_id);
             }
             // The files whose lists hold an edge into a deleted unit; those
@@ -507,6 +518,13 @@ impl Store {
         // A pass that resolves every file (a first build) has no one else to mark.
         if (dirty.len() as i64) < files {
             mark_dependents(&tx, &marked, &added, &old_handles, &mut dirty)?;
+            // A definition that is gone: files whose references use its
+            // name but hold no edge into it (a call guessed only to a
+            // method defined once; a name another definition shadowed)
+            // may now resolve elsewhere.
+            for name in gone_names {
+                mark_users_of_name(&tx, name, &mut dirty)?;
+            }
         }
         tx.execute("DELETE FROM graph_added", [])?;
         if !stale.is_empty() {
