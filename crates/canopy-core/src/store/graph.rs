@@ -242,20 +242,60 @@ fn go_struct_files(tx: &Transaction, dir: &str, name: &str, out: &mut BTreeSet<i
     Ok(())
 }
 
-/// The names an import may give the module of a new file at `path`: its
-/// stem (`json` of `json.py`, `registry` of `registry.ts`), and for a
-/// file that stands for its directory (`__init__.py`, `index.ts`,
-/// `mod.rs`, any Go file: a Go import names the package's directory) the
-/// directory's name.
-fn module_names(path: &str, language: Language) -> Vec<&str> {
+/// The module path of a new file at `path`, as imports name it: its
+/// directories and stem (`pkg/registry.py`: `pkg`, `registry`); without
+/// the stem for a file that stands for its directory (`__init__.py`,
+/// `index.ts`, `mod.rs`, any Go file: a Go import names the package's
+/// directory).
+fn module_path(path: &str, language: Language) -> Vec<String> {
     let (dir, file) = path.rsplit_once('/').unwrap_or(("", path));
     let stem = file.split('.').next().unwrap_or(file);
-    let mut names = vec![stem];
-    if matches!(stem, "__init__" | "index" | "mod") || language == Language::Go {
-        names.push(dir.rsplit('/').next().unwrap_or(dir));
+    let mut segments: Vec<String> = dir
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect();
+    if !matches!(stem, "__init__" | "index" | "mod") && language != Language::Go {
+        segments.push(stem.to_string());
     }
-    names.retain(|n| !n.is_empty());
-    names
+    segments
+}
+
+/// The module path a reference's name or qualifier spells
+/// (`pkg.registry`, `./registry.js`, `crate::parser`,
+/// `example.com/demo/shapes`): its segments but for those no file path
+/// holds (relative steps, `crate`, `self`, `super`, aliases like `@`).
+fn spelled_module_path(text: &str) -> Vec<&str> {
+    let segments: Vec<&str> = if text.contains('/') {
+        let mut parts: Vec<&str> = text.split('/').collect();
+        if let Some(last) = parts.last_mut() {
+            // `./registry.js` names `registry.ts` too.
+            *last = last.split('.').next().unwrap_or(last);
+        }
+        parts
+    } else {
+        text.split(['.', ':']).collect()
+    };
+    segments
+        .into_iter()
+        .filter(|s| {
+            !s.is_empty()
+                && !matches!(*s, "." | ".." | "crate" | "self" | "super")
+                && !s.starts_with(['@', '~'])
+        })
+        .collect()
+}
+
+/// Whether a reference spelling `spelled` may name the module at `path`:
+/// the shorter of the two ends the longer (`registry` and `pkg.registry`
+/// name `pkg/registry.py`; `example.com/demo/shapes` names `shapes/`).
+fn may_name_module(spelled: &[&str], path: &[String]) -> bool {
+    let n = spelled.len().min(path.len());
+    n > 0
+        && spelled[spelled.len() - n..]
+            .iter()
+            .zip(&path[path.len() - n..])
+            .all(|(a, b)| a == b)
 }
 
 /// Adds the files whose references use `name` (as a name or a qualifier).
@@ -291,8 +331,9 @@ struct WrittenUnit {
 /// - A file that is new (also one that comes back after a delete): files
 ///   whose references name its module (`import json` with a new `json.py`;
 ///   the importers of `registry.ts` back again); their imports may now
-///   resolve to it. A module is named by a segment of a qualifier
-///   (`pkg.registry`, `./registry`, `crate::parser`).
+///   resolve to it. A name or qualifier names the module when its path
+///   ends the module's or the module's ends its ([`may_name_module`]):
+///   a new `humanize/utils.py` does not mark every user of `django.utils`.
 /// - A Go method: the files of its package declaring its receiver type
 ///   (their `implements` edges depend on the type's method set); a Go
 ///   interface: the files declaring the types that have its first method
@@ -306,7 +347,7 @@ fn mark_dependents(
     dirty: &mut BTreeSet<i64>,
 ) -> Result<()> {
     let mut new_names = BTreeSet::new();
-    let mut module_names_of_added: std::collections::HashSet<String> = Default::default();
+    let mut module_paths_of_added: Vec<Vec<String>> = Vec::new();
     let mut go_files: Vec<(String, Vec<(bool, WrittenUnit)>)> = Vec::new();
     for &f in marked.union(added) {
         let row: Option<(i64, i64, String, String)> = tx
@@ -349,8 +390,7 @@ fn mark_dependents(
         }
         let language = Language::from_name(&language).unwrap_or(Language::Text);
         if is_added {
-            module_names_of_added
-                .extend(module_names(&path, language).into_iter().map(String::from));
+            module_paths_of_added.push(module_path(&path, language));
         }
         let mut go_units = Vec::new();
         for (h, u) in units {
@@ -369,16 +409,18 @@ fn mark_dependents(
     for n in &new_names {
         mark_users_of_name(tx, n, dirty)?;
     }
-    if !module_names_of_added.is_empty() {
+    module_paths_of_added.retain(|p| !p.is_empty());
+    if !module_paths_of_added.is_empty() {
         // One pass over the distinct names and qualifiers (tens of
         // thousands on Django), whatever the number of new files.
         let mut naming = Vec::new();
         let mut stmt = tx.prepare_cached("SELECT id, text FROM ref_names")?;
         for row in stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))? {
             let (id, text) = row?;
-            if text
-                .split(['.', '/', ':', '\\'])
-                .any(|segment| module_names_of_added.contains(segment))
+            let spelled = spelled_module_path(&text);
+            if module_paths_of_added
+                .iter()
+                .any(|path| may_name_module(&spelled, path))
             {
                 naming.push(id);
             }
