@@ -122,11 +122,13 @@ fn drop_edge_list(tx: &Transaction, file_id: i64) -> Result<Vec<PackedEdge>> {
     }
 }
 
-/// Stores a parsed file's facts and marks it for resolution (writer side).
+/// Stores a parsed file's facts and marks it for resolution (writer side);
+/// `added`: the file was not indexed before (see `graph_added`).
 pub(crate) fn write_facts(
     tx: &Transaction,
     file_id: i64,
     facts: Option<&StoredFacts>,
+    added: bool,
 ) -> Result<()> {
     if let Some(stored) = facts {
         tx.prepare_cached(
@@ -135,6 +137,10 @@ pub(crate) fn write_facts(
         .execute(params![file_id, stored.world, stored.sites])?;
         tx.prepare_cached("INSERT OR IGNORE INTO graph_dirty(file_id) VALUES (?1)")?
             .execute([file_id])?;
+        if added {
+            tx.prepare_cached("INSERT OR IGNORE INTO graph_added(file_id) VALUES (?1)")?
+                .execute([file_id])?;
+        }
     }
     Ok(())
 }
@@ -156,12 +162,312 @@ pub(crate) fn forget_file(
     if !remember_handles {
         return Ok(());
     }
+    mark_go_type_relations_of_old_units(tx, file_id, first, last)?;
     // Handles of every old unit (also those no edge points at yet): a unit
     // whose handle is new after the re-parse is an added definition.
     tx.prepare_cached(
-        "INSERT OR IGNORE INTO graph_stale(old_id, handle) SELECT id, handle FROM nodes WHERE id BETWEEN ?1 AND ?2 AND name IS NOT NULL",
+        "INSERT OR IGNORE INTO graph_stale(old_id, handle, name) SELECT id, handle, name FROM nodes WHERE id BETWEEN ?1 AND ?2 AND name IS NOT NULL",
     )?
     .execute([first, last])?;
+    Ok(())
+}
+
+/// A Go type's `implements` edges (held by the file declaring the type)
+/// depend on its method set, which methods in other files of its package
+/// make up, and on every interface's methods. Before a Go file's old units
+/// go (it is deleted, or re-parsed with other units), the files holding
+/// edges that may now be wrong are marked: those declaring the receiver
+/// types of its old methods (a method gone shrinks the set), and those
+/// holding edges into its old interfaces (one that changed may no longer
+/// be satisfied). Their new units are looked at by [`Store::graph_prepare`].
+fn mark_go_type_relations_of_old_units(
+    tx: &Transaction,
+    file_id: i64,
+    first: i64,
+    last: i64,
+) -> Result<()> {
+    let path: Option<String> = tx
+        .prepare_cached("SELECT path FROM files WHERE id = ?1 AND language = 'go'")?
+        .query_row([file_id], |r| r.get(0))
+        .optional()?;
+    let Some(path) = path else { return Ok(()) };
+    let units: Vec<(i64, String, String)> = tx
+        .prepare_cached(
+            "SELECT id, node_type, COALESCE(qualified_name, '') FROM nodes
+             WHERE id BETWEEN ?1 AND ?2 AND node_type IN ('method', 'interface')",
+        )?
+        .query_map([first, last], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut marked = BTreeSet::new();
+    for (id, node_type, qualified_name) in units {
+        if node_type == "interface" {
+            let mut stmt = tx.prepare_cached("SELECT file_id FROM edge_targets WHERE dst = ?1")?;
+            for f in stmt.query_map([id], |r| r.get::<_, i64>(0))? {
+                marked.insert(f?);
+            }
+        } else if let Some((receiver, _)) = qualified_name.split_once('.') {
+            go_struct_files(tx, parent_dir(&path), receiver, &mut marked)?;
+        }
+    }
+    marked.remove(&file_id);
+    let mut mark = tx.prepare_cached("INSERT OR IGNORE INTO graph_dirty(file_id) VALUES (?1)")?;
+    for f in marked {
+        mark.execute([f])?;
+    }
+    Ok(())
+}
+
+/// The directory part of a repository-relative path ("" at the root).
+fn parent_dir(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(dir, _)| dir)
+}
+
+/// Adds the Go files directly in `dir` (one package) that declare a struct
+/// named `name`: the files whose `implements` edges a method of `name`
+/// declared in that package takes part in.
+fn go_struct_files(tx: &Transaction, dir: &str, name: &str, out: &mut BTreeSet<i64>) -> Result<()> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT f.id, f.path FROM nodes n JOIN files f ON f.id = n.file_id
+         WHERE n.name = ?1 COLLATE NOCASE AND n.name = ?1 AND n.node_type = 'struct'
+           AND f.language = 'go'",
+    )?;
+    for row in stmt.query_map([name], |r| {
+        Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+    })? {
+        let (f, path) = row?;
+        if parent_dir(&path) == dir {
+            out.insert(f);
+        }
+    }
+    Ok(())
+}
+
+/// The module path of a new file at `path`, as imports name it: its
+/// directories and stem (`pkg/registry.py`: `pkg`, `registry`); without
+/// the stem for a file that stands for its directory (`__init__.py`,
+/// `index.ts`, `mod.rs`, any Go file: a Go import names the package's
+/// directory).
+fn module_path(path: &str, language: Language) -> Vec<String> {
+    let (dir, file) = path.rsplit_once('/').unwrap_or(("", path));
+    let stem = file.split('.').next().unwrap_or(file);
+    let mut segments: Vec<String> = dir
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect();
+    if !matches!(stem, "__init__" | "index" | "mod") && language != Language::Go {
+        segments.push(stem.to_string());
+    }
+    segments
+}
+
+/// The module path a reference's name or qualifier spells
+/// (`pkg.registry`, `./registry.js`, `crate::parser`,
+/// `example.com/demo/shapes`): its segments but for those no file path
+/// holds (relative steps, `crate`, `self`, `super`, aliases like `@`).
+fn spelled_module_path(text: &str) -> Vec<&str> {
+    let segments: Vec<&str> = if text.contains('/') {
+        let mut parts: Vec<&str> = text.split('/').collect();
+        if let Some(last) = parts.last_mut() {
+            // `./registry.js` names `registry.ts` too.
+            *last = last.split('.').next().unwrap_or(last);
+        }
+        parts
+    } else {
+        text.split(['.', ':']).collect()
+    };
+    segments
+        .into_iter()
+        .filter(|s| {
+            !s.is_empty()
+                && !matches!(*s, "." | ".." | "crate" | "self" | "super")
+                && !s.starts_with(['@', '~'])
+        })
+        .collect()
+}
+
+/// Whether a reference spelling `spelled` may name the module at `path`:
+/// the shorter of the two ends the longer (`registry` and `pkg.registry`
+/// name `pkg/registry.py`; `example.com/demo/shapes` names `shapes/`).
+fn may_name_module(spelled: &[&str], path: &[String]) -> bool {
+    let n = spelled.len().min(path.len());
+    n > 0
+        && spelled[spelled.len() - n..]
+            .iter()
+            .zip(&path[path.len() - n..])
+            .all(|(a, b)| a == b)
+}
+
+/// Adds the files whose references use `name` (as a name or a qualifier).
+fn mark_users_of_name(tx: &Transaction, name: &str, dirty: &mut BTreeSet<i64>) -> Result<()> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT p.file_id FROM ref_postings p JOIN ref_names n ON n.id = p.name_id
+         WHERE n.text = ?1 COLLATE NOCASE AND n.text = ?1",
+    )?;
+    for f in stmt.query_map([name], |r| r.get::<_, i64>(0))? {
+        dirty.insert(f?);
+    }
+    Ok(())
+}
+
+/// One unit of a file whose units were written since the last resolution.
+struct WrittenUnit {
+    id: i64,
+    parent: Option<i64>,
+    node_type: String,
+    name: String,
+    qualified_name: String,
+}
+
+/// Adds to `dirty` the files whose edges a file written since the last
+/// resolution may change, though they did not change themselves (what a
+/// cold index would resolve otherwise). The written files looked at are
+/// those `added` and those of `marked` re-parsed with other units (its file
+/// unit's handle is among `old_handles`: [`forget_file`] remembered it); a
+/// file re-parsed with the same units, or only marked, defines nothing new.
+///
+/// - A definition that is new: files whose references use its name (an
+///   unqualified name may now resolve to it).
+/// - A file that is new (also one that comes back after a delete): files
+///   whose references name its module (`import json` with a new `json.py`;
+///   the importers of `registry.ts` back again); their imports may now
+///   resolve to it. A name or qualifier names the module when its path
+///   ends the module's or the module's ends its ([`may_name_module`]):
+///   a new `humanize/utils.py` does not mark every user of `django.utils`.
+/// - A Go method: the files of its package declaring its receiver type
+///   (their `implements` edges depend on the type's method set); a Go
+///   interface: the files declaring the types that have its first method
+///   (they may satisfy it now). The old units' side is marked as they go
+///   ([`mark_go_type_relations_of_old_units`]).
+fn mark_dependents(
+    tx: &Transaction,
+    marked: &BTreeSet<i64>,
+    added: &BTreeSet<i64>,
+    old_handles: &std::collections::HashSet<Vec<u8>>,
+    dirty: &mut BTreeSet<i64>,
+) -> Result<()> {
+    let mut new_names = BTreeSet::new();
+    let mut module_paths_of_added: Vec<Vec<String>> = Vec::new();
+    let mut go_files: Vec<(String, Vec<(bool, WrittenUnit)>)> = Vec::new();
+    for &f in marked.union(added) {
+        let row: Option<(i64, i64, String, String)> = tx
+            .prepare_cached(
+                "SELECT first_node_id, last_node_id, path, language FROM files WHERE id = ?1",
+            )?
+            .query_row([f], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .optional()?;
+        let Some((lo, hi, path, language)) = row else {
+            continue;
+        };
+        let mut units: Vec<(Vec<u8>, WrittenUnit)> = Vec::new();
+        {
+            let mut stmt = tx.prepare_cached(
+                "SELECT handle, id, parent_id, node_type, name, COALESCE(qualified_name, '')
+                 FROM nodes WHERE id BETWEEN ?1 AND ?2 AND name IS NOT NULL",
+            )?;
+            let rows = stmt.query_map([lo, hi], |r| {
+                Ok((
+                    r.get::<_, Vec<u8>>(0)?,
+                    WrittenUnit {
+                        id: r.get(1)?,
+                        parent: r.get(2)?,
+                        node_type: r.get(3)?,
+                        name: r.get(4)?,
+                        qualified_name: r.get(5)?,
+                    },
+                ))
+            })?;
+            for row in rows {
+                units.push(row?);
+            }
+        }
+        let is_added = added.contains(&f);
+        let units_replaced = units
+            .iter()
+            .any(|(h, u)| u.parent.is_none() && old_handles.contains(h));
+        if !is_added && !units_replaced {
+            continue;
+        }
+        let language = Language::from_name(&language).unwrap_or(Language::Text);
+        if is_added {
+            module_paths_of_added.push(module_path(&path, language));
+        }
+        let mut go_units = Vec::new();
+        for (h, u) in units {
+            let is_new = !old_handles.contains(&h);
+            if is_new {
+                new_names.insert(u.name.clone());
+            }
+            if language == Language::Go {
+                go_units.push((is_new, u));
+            }
+        }
+        if language == Language::Go {
+            go_files.push((path, go_units));
+        }
+    }
+    for n in &new_names {
+        mark_users_of_name(tx, n, dirty)?;
+    }
+    module_paths_of_added.retain(|p| !p.is_empty());
+    if !module_paths_of_added.is_empty() {
+        // One pass over the distinct names and qualifiers (tens of
+        // thousands on Django), whatever the number of new files.
+        let mut naming = Vec::new();
+        let mut stmt = tx.prepare_cached("SELECT id, text FROM ref_names")?;
+        for row in stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))? {
+            let (id, text) = row?;
+            let spelled = spelled_module_path(&text);
+            if module_paths_of_added
+                .iter()
+                .any(|path| may_name_module(&spelled, path))
+            {
+                naming.push(id);
+            }
+        }
+        let mut stmt = tx.prepare_cached("SELECT file_id FROM ref_postings WHERE name_id = ?1")?;
+        for id in naming {
+            for f in stmt.query_map([id], |r| r.get::<_, i64>(0))? {
+                dirty.insert(f?);
+            }
+        }
+    }
+    for (path, units) in go_files {
+        let dir = parent_dir(&path);
+        for (_, u) in units.iter().filter(|(is_new, _)| *is_new) {
+            if u.node_type == "method"
+                && let Some((receiver, _)) = u.qualified_name.split_once('.')
+            {
+                go_struct_files(tx, dir, receiver, dirty)?;
+            }
+        }
+        // An interface of a file written with other units may be new or
+        // have other methods (also one that kept its handle): the types
+        // with its first method (every implementer has it) are resolved
+        // again.
+        for (_, interface) in units.iter().filter(|(_, u)| u.node_type == "interface") {
+            let first_method = units
+                .iter()
+                .find(|(_, m)| m.node_type == "method" && m.parent == Some(interface.id));
+            let Some((_, method)) = first_method else {
+                continue;
+            };
+            let method = &method.name;
+            let receivers: Vec<(String, String)> = tx
+                .prepare_cached(
+                    "SELECT n.qualified_name, f.path FROM nodes n JOIN files f ON f.id = n.file_id
+                     WHERE n.name = ?1 COLLATE NOCASE AND n.name = ?1 AND n.node_type = 'method'
+                       AND f.language = 'go' AND n.qualified_name IS NOT NULL",
+                )?
+                .query_map([method], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            for (qualified_name, path) in receivers {
+                if let Some((receiver, _)) = qualified_name.split_once('.') {
+                    go_struct_files(tx, parent_dir(&path), receiver, dirty)?;
+                }
+            }
+        }
+    }
     Ok(())
 }
 
@@ -178,33 +484,45 @@ impl Store {
 
     /// Moves edges that point at deleted units to the unit with the same
     /// handle; returns the files that must be resolved again: those marked
-    /// dirty, those with edges to units that are gone, and those whose
-    /// references name a definition that is new.
+    /// dirty, those with edges to units that are gone, those whose
+    /// references use the name of a definition that is gone, and those
+    /// whose resolution a new definition or file may change
+    /// ([`mark_dependents`]).
     pub fn graph_prepare(&mut self) -> Result<BTreeSet<i64>> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let mut dirty: BTreeSet<i64> = {
+        let marked: BTreeSet<i64> = {
             let mut stmt = tx.prepare("SELECT file_id FROM graph_dirty")?;
             let rows = stmt.query_map([], |r| r.get(0))?;
             rows.collect::<rusqlite::Result<_>>()?
         };
-        let stale: Vec<(i64, Vec<u8>)> = {
-            let mut stmt = tx.prepare("SELECT old_id, handle FROM graph_stale")?;
-            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let added: BTreeSet<i64> = {
+            let mut stmt = tx.prepare("SELECT file_id FROM graph_added")?;
+            let rows = stmt.query_map([], |r| r.get(0))?;
             rows.collect::<rusqlite::Result<_>>()?
         };
+        let stale: Vec<(i64, Vec<u8>, String)> = {
+            let mut stmt = tx.prepare("SELECT old_id, handle, name FROM graph_stale")?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+            rows.collect::<rusqlite::Result<_>>()?
+        };
+        let mut dirty = marked.clone();
+        let mut old_handles = std::collections::HashSet::new();
+        let mut gone_names = BTreeSet::new();
         if !stale.is_empty() {
-            let mut old_handles = std::collections::HashSet::new();
             // Each deleted unit's new id (the unit with its handle), or
             // `None` when the definition is gone.
             let mut moved: HashMap<i64, Option<i64>> = HashMap::new();
-            for (old_id, handle) in &stale {
+            for (old_id, handle, name) in &stale {
                 old_handles.insert(handle.clone());
                 let new_id: Option<i64> = tx
                     .prepare_cached("SELECT id FROM nodes WHERE handle = ?1 LIMIT 1")?
                     .query_row([handle], |r| r.get(0))
                     .optional()?;
+                if new_id.is_none() {
+                    gone_names.insert(name.as_str());
+                }
                 moved.insert(*old_id, new_id);
             }
             // The files whose lists hold an edge into a deleted unit; those
@@ -237,37 +555,21 @@ impl Store {
                 edges.sort_by_key(|&(was_moved, e)| (e.key(), was_moved));
                 put_edge_list(&tx, f, edges.into_iter().map(|(_, e)| e).collect())?;
             }
-            // Definitions that are new: files whose references use their names resolve again.
-            let mut new_names = BTreeSet::new();
-            for &f in &dirty.clone() {
-                let range: Option<(i64, i64)> = tx
-                    .prepare_cached("SELECT first_node_id, last_node_id FROM files WHERE id = ?1")?
-                    .query_row([f], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .optional()?;
-                let Some((lo, hi)) = range else { continue };
-                let mut stmt = tx.prepare_cached(
-                    "SELECT handle, name FROM nodes WHERE id BETWEEN ?1 AND ?2 AND name IS NOT NULL",
-                )?;
-                let rows = stmt.query_map([lo, hi], |r| {
-                    Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, String>(1)?))
-                })?;
-                for row in rows {
-                    let (h, n) = row?;
-                    if !old_handles.contains(&h) {
-                        new_names.insert(n);
-                    }
-                }
+        }
+        let files: i64 = tx.query_row("SELECT COUNT(*) FROM files", [], |r| r.get(0))?;
+        // A pass that resolves every file (a first build) has no one else to mark.
+        if (dirty.len() as i64) < files {
+            mark_dependents(&tx, &marked, &added, &old_handles, &mut dirty)?;
+            // A definition that is gone: files whose references use its
+            // name but hold no edge into it (a call guessed only to a
+            // method defined once; a name another definition shadowed)
+            // may now resolve elsewhere.
+            for name in gone_names {
+                mark_users_of_name(&tx, name, &mut dirty)?;
             }
-            for n in new_names {
-                let mut stmt = tx.prepare_cached(
-                    "SELECT p.file_id FROM ref_postings p JOIN ref_names n ON n.id = p.name_id
-                     WHERE n.text = ?1 COLLATE NOCASE AND n.text = ?1",
-                )?;
-                let rows = stmt.query_map([&n], |r| r.get::<_, i64>(0))?;
-                for f in rows {
-                    dirty.insert(f?);
-                }
-            }
+        }
+        tx.execute("DELETE FROM graph_added", [])?;
+        if !stale.is_empty() {
             tx.execute("DELETE FROM graph_stale", [])?;
             // Edges moved: readers see them under a generation of their own.
             super::advance_generation(&tx)?;

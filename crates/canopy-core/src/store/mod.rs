@@ -54,8 +54,10 @@ use crate::error::{CanopyError, Result};
 /// signatures are declarations, not uses of the name; function-typed
 /// interface properties are methods; 19: imports carry their line, and
 /// an import of a module file is an edge to that file's unit; 20: Python
-/// properties are fields, loop variables items of typed iterables).
-pub const SCHEMA_VERSION: u32 = 20;
+/// properties are fields, loop variables items of typed iterables; 21:
+/// `graph_added`, the files added since the last resolution, and
+/// `graph_stale.name`).
+pub const SCHEMA_VERSION: u32 = 21;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

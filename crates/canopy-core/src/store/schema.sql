@@ -154,13 +154,21 @@ CREATE TABLE edge_targets (
 -- Work left for resolution by the writer (so a killed run resumes it):
 -- files whose sites need resolving, and the handles of units deleted since
 -- the last resolution (edges pointing at them are moved to the unit with the
--- same handle, or their files are resolved again).
+-- same handle, or their files are resolved again; when no unit has the
+-- handle, the files whose references use its name are resolved again).
 CREATE TABLE graph_dirty (
     file_id INTEGER PRIMARY KEY
 );
 CREATE TABLE graph_stale (
     old_id INTEGER PRIMARY KEY,
-    handle BLOB NOT NULL
+    handle BLOB NOT NULL,
+    name   TEXT NOT NULL
+);
+-- Files added since the last resolution (first indexed, or back after a
+-- delete): the files whose references may now resolve to them (by a name
+-- they define or by their module's name) are resolved again.
+CREATE TABLE graph_added (
+    file_id INTEGER PRIMARY KEY
 );
 
 -- Unit vectors for semantic retrieval (semantic.rs): one row per file,

@@ -275,6 +275,8 @@ fn remove_file(tx: &Transaction, path: &str) -> Result<u64> {
                 .execute([id])?;
             tx.prepare_cached("DELETE FROM graph_dirty WHERE file_id = ?1")?
                 .execute([id])?;
+            tx.prepare_cached("DELETE FROM graph_added WHERE file_id = ?1")?
+                .execute([id])?;
             Ok(1)
         }
         None => Ok(0),
@@ -440,7 +442,7 @@ fn write_parsed(
     )?;
     let node_ids = insert_units(tx, w, id, first_node_id)?;
     let refs = insert_references(tx, w, id, &node_ids, name_ids)?;
-    super::graph::write_facts(tx, id, w.facts.as_ref())?;
+    super::graph::write_facts(tx, id, w.facts.as_ref(), previous_id.is_none())?;
     Ok(ParsedWritten {
         units: w.parsed.units.len() as u64,
         refs,
