@@ -346,9 +346,41 @@ fn mark_dependents(
     old_handles: &std::collections::HashSet<Vec<u8>>,
     dirty: &mut BTreeSet<i64>,
 ) -> Result<()> {
-    let mut new_names = BTreeSet::new();
-    let mut module_paths_of_added: Vec<Vec<String>> = Vec::new();
-    let mut go_files: Vec<(String, Vec<(bool, WrittenUnit)>)> = Vec::new();
+    let written = written_definitions(tx, marked, added, old_handles)?;
+    for n in &written.new_names {
+        mark_users_of_name(tx, n, dirty)?;
+    }
+    mark_importers_of_modules(tx, &written.module_paths_of_added, dirty)?;
+    for (path, units) in &written.go_files {
+        mark_go_relations_of_new_units(tx, path, units, dirty)?;
+    }
+    Ok(())
+}
+
+/// What the files written with other units (or added) define, for
+/// [`mark_dependents`].
+struct WrittenDefinitions {
+    /// Names of the units that are new.
+    new_names: BTreeSet<String>,
+    /// Module paths of the files that are new (none empty).
+    module_paths_of_added: Vec<Vec<String>>,
+    /// Go files: path, and each named unit with whether it is new.
+    go_files: Vec<(String, Vec<(bool, WrittenUnit)>)>,
+}
+
+/// Reads the named units of `marked` ∪ `added` and keeps those of files
+/// added or written with other units (see [`mark_dependents`]).
+fn written_definitions(
+    tx: &Transaction,
+    marked: &BTreeSet<i64>,
+    added: &BTreeSet<i64>,
+    old_handles: &std::collections::HashSet<Vec<u8>>,
+) -> Result<WrittenDefinitions> {
+    let mut written = WrittenDefinitions {
+        new_names: BTreeSet::new(),
+        module_paths_of_added: Vec::new(),
+        go_files: Vec::new(),
+    };
     for &f in marked.union(added) {
         let row: Option<(i64, i64, String, String)> = tx
             .prepare_cached(
@@ -359,28 +391,7 @@ fn mark_dependents(
         let Some((lo, hi, path, language)) = row else {
             continue;
         };
-        let mut units: Vec<(Vec<u8>, WrittenUnit)> = Vec::new();
-        {
-            let mut stmt = tx.prepare_cached(
-                "SELECT handle, id, parent_id, node_type, name, COALESCE(qualified_name, '')
-                 FROM nodes WHERE id BETWEEN ?1 AND ?2 AND name IS NOT NULL",
-            )?;
-            let rows = stmt.query_map([lo, hi], |r| {
-                Ok((
-                    r.get::<_, Vec<u8>>(0)?,
-                    WrittenUnit {
-                        id: r.get(1)?,
-                        parent: r.get(2)?,
-                        node_type: r.get(3)?,
-                        name: r.get(4)?,
-                        qualified_name: r.get(5)?,
-                    },
-                ))
-            })?;
-            for row in rows {
-                units.push(row?);
-            }
-        }
+        let units = named_units(tx, lo, hi)?;
         let is_added = added.contains(&f);
         let units_replaced = units
             .iter()
@@ -390,81 +401,122 @@ fn mark_dependents(
         }
         let language = Language::from_name(&language).unwrap_or(Language::Text);
         if is_added {
-            module_paths_of_added.push(module_path(&path, language));
+            let module = module_path(&path, language);
+            if !module.is_empty() {
+                written.module_paths_of_added.push(module);
+            }
         }
         let mut go_units = Vec::new();
         for (h, u) in units {
             let is_new = !old_handles.contains(&h);
             if is_new {
-                new_names.insert(u.name.clone());
+                written.new_names.insert(u.name.clone());
             }
             if language == Language::Go {
                 go_units.push((is_new, u));
             }
         }
         if language == Language::Go {
-            go_files.push((path, go_units));
+            written.go_files.push((path, go_units));
         }
     }
-    for n in &new_names {
-        mark_users_of_name(tx, n, dirty)?;
+    Ok(written)
+}
+
+/// The named units of the node range `lo..=hi`, with their handles.
+fn named_units(tx: &Transaction, lo: i64, hi: i64) -> Result<Vec<(Vec<u8>, WrittenUnit)>> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT handle, id, parent_id, node_type, name, COALESCE(qualified_name, '')
+         FROM nodes WHERE id BETWEEN ?1 AND ?2 AND name IS NOT NULL",
+    )?;
+    let rows = stmt.query_map([lo, hi], |r| {
+        Ok((
+            r.get::<_, Vec<u8>>(0)?,
+            WrittenUnit {
+                id: r.get(1)?,
+                parent: r.get(2)?,
+                node_type: r.get(3)?,
+                name: r.get(4)?,
+                qualified_name: r.get(5)?,
+            },
+        ))
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Marks the files whose references name one of `module_paths` (see
+/// [`mark_dependents`]).
+fn mark_importers_of_modules(
+    tx: &Transaction,
+    module_paths: &[Vec<String>],
+    dirty: &mut BTreeSet<i64>,
+) -> Result<()> {
+    if module_paths.is_empty() {
+        return Ok(());
     }
-    module_paths_of_added.retain(|p| !p.is_empty());
-    if !module_paths_of_added.is_empty() {
-        // One pass over the distinct names and qualifiers (tens of
-        // thousands on Django), whatever the number of new files.
-        let mut naming = Vec::new();
-        let mut stmt = tx.prepare_cached("SELECT id, text FROM ref_names")?;
-        for row in stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))? {
-            let (id, text) = row?;
-            let spelled = spelled_module_path(&text);
-            if module_paths_of_added
-                .iter()
-                .any(|path| may_name_module(&spelled, path))
-            {
-                naming.push(id);
-            }
-        }
-        let mut stmt = tx.prepare_cached("SELECT file_id FROM ref_postings WHERE name_id = ?1")?;
-        for id in naming {
-            for f in stmt.query_map([id], |r| r.get::<_, i64>(0))? {
-                dirty.insert(f?);
-            }
+    // One pass over the distinct names and qualifiers (tens of
+    // thousands on Django), whatever the number of new files.
+    let mut naming = Vec::new();
+    let mut stmt = tx.prepare_cached("SELECT id, text FROM ref_names")?;
+    for row in stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))? {
+        let (id, text) = row?;
+        let spelled = spelled_module_path(&text);
+        if module_paths
+            .iter()
+            .any(|path| may_name_module(&spelled, path))
+        {
+            naming.push(id);
         }
     }
-    for (path, units) in go_files {
-        let dir = parent_dir(&path);
-        for (_, u) in units.iter().filter(|(is_new, _)| *is_new) {
-            if u.node_type == "method"
-                && let Some((receiver, _)) = u.qualified_name.split_once('.')
-            {
-                go_struct_files(tx, dir, receiver, dirty)?;
-            }
+    let mut stmt = tx.prepare_cached("SELECT file_id FROM ref_postings WHERE name_id = ?1")?;
+    for id in naming {
+        for f in stmt.query_map([id], |r| r.get::<_, i64>(0))? {
+            dirty.insert(f?);
         }
-        // An interface of a file written with other units may be new or
-        // have other methods (also one that kept its handle): the types
-        // with its first method (every implementer has it) are resolved
-        // again.
-        for (_, interface) in units.iter().filter(|(_, u)| u.node_type == "interface") {
-            let first_method = units
-                .iter()
-                .find(|(_, m)| m.node_type == "method" && m.parent == Some(interface.id));
-            let Some((_, method)) = first_method else {
-                continue;
-            };
-            let method = &method.name;
-            let receivers: Vec<(String, String)> = tx
-                .prepare_cached(
-                    "SELECT n.qualified_name, f.path FROM nodes n JOIN files f ON f.id = n.file_id
-                     WHERE n.name = ?1 COLLATE NOCASE AND n.name = ?1 AND n.node_type = 'method'
-                       AND f.language = 'go' AND n.qualified_name IS NOT NULL",
-                )?
-                .query_map([method], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect::<rusqlite::Result<_>>()?;
-            for (qualified_name, path) in receivers {
-                if let Some((receiver, _)) = qualified_name.split_once('.') {
-                    go_struct_files(tx, parent_dir(&path), receiver, dirty)?;
-                }
+    }
+    Ok(())
+}
+
+/// Marks, for the Go file at `path` written with `units`, the files
+/// declaring the receiver types of its new methods and the types that
+/// have the first method of each of its interfaces (see
+/// [`mark_dependents`]).
+fn mark_go_relations_of_new_units(
+    tx: &Transaction,
+    path: &str,
+    units: &[(bool, WrittenUnit)],
+    dirty: &mut BTreeSet<i64>,
+) -> Result<()> {
+    let dir = parent_dir(path);
+    for (_, u) in units.iter().filter(|(is_new, _)| *is_new) {
+        if u.node_type == "method"
+            && let Some((receiver, _)) = u.qualified_name.split_once('.')
+        {
+            go_struct_files(tx, dir, receiver, dirty)?;
+        }
+    }
+    // An interface of a file written with other units may be new or
+    // have other methods (also one that kept its handle): the types
+    // with its first method (every implementer has it) are resolved
+    // again.
+    for (_, interface) in units.iter().filter(|(_, u)| u.node_type == "interface") {
+        let first_method = units
+            .iter()
+            .find(|(_, m)| m.node_type == "method" && m.parent == Some(interface.id));
+        let Some((_, method)) = first_method else {
+            continue;
+        };
+        let receivers: Vec<(String, String)> = tx
+            .prepare_cached(
+                "SELECT n.qualified_name, f.path FROM nodes n JOIN files f ON f.id = n.file_id
+                 WHERE n.name = ?1 COLLATE NOCASE AND n.name = ?1 AND n.node_type = 'method'
+                   AND f.language = 'go' AND n.qualified_name IS NOT NULL",
+            )?
+            .query_map([&method.name], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        for (qualified_name, path) in receivers {
+            if let Some((receiver, _)) = qualified_name.split_once('.') {
+                go_struct_files(tx, parent_dir(&path), receiver, dirty)?;
             }
         }
     }
