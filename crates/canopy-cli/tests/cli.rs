@@ -1177,6 +1177,13 @@ fn a_failed_background_completion_after_the_answer_leaves_one_json_document() {
         answer["index_coverage"].as_f64().is_some_and(|c| c < 1.0),
         "the answer came from a partial index: {answer}"
     );
+    // While the rest is indexed after the answer, the user is told the
+    // answer is complete and that stopping is safe (issue 29).
+    assert!(
+        stderr.contains("the answer is above; indexing the rest of the repository")
+            && stderr.contains("Ctrl-C is safe: the next command continues from where this stops"),
+        "stderr: {stderr}"
+    );
     // The limit did stop the completion (else this test proves nothing).
     assert!(
         stderr.contains("completing the rest of the index failed"),
