@@ -12,6 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use super::resolve::KeptRows;
+use super::tests::graph_rows;
 use crate::index::{IndexOptions, NoProgress, run_index};
 use crate::store::Store;
 
@@ -75,30 +76,6 @@ fn open(dir: &Path) -> Store {
     let (store, why) = Store::open(&dir.join("index.db")).expect("store");
     assert!(why.is_none(), "{why:?}");
     store
-}
-
-/// Every stored byte of the graph: each file's packed edge list and the
-/// `edge_targets` rows.
-type GraphRows = (Vec<(i64, Vec<u8>)>, Vec<(i64, i64)>);
-
-fn graph_rows(store: &Store) -> GraphRows {
-    let lists = store
-        .conn
-        .prepare("SELECT file_id, edges FROM edge_lists ORDER BY file_id")
-        .expect("prepare")
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .expect("query")
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .expect("rows");
-    let targets = store
-        .conn
-        .prepare("SELECT dst, file_id FROM edge_targets ORDER BY dst, file_id")
-        .expect("prepare")
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .expect("query")
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .expect("rows");
-    (lists, targets)
 }
 
 /// The edges with every unit named by what it is (file, kind, qualified

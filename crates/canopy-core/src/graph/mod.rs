@@ -249,9 +249,10 @@ mod tests {
 
     /// Every stored byte of the graph: each file's packed edge list and
     /// the `edge_targets` rows.
-    type GraphRows = (Vec<(i64, Vec<u8>)>, Vec<(i64, i64)>);
+    pub(super) type GraphRows = (Vec<(i64, Vec<u8>)>, Vec<(i64, i64)>);
 
-    fn graph_rows(store: &Store) -> GraphRows {
+    /// The [`GraphRows`] of `store` (`kept_world_tests` compares them too).
+    pub(super) fn graph_rows(store: &Store) -> GraphRows {
         let lists = store
             .conn
             .prepare("SELECT file_id, edges FROM edge_lists ORDER BY file_id")
