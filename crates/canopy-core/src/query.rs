@@ -3,14 +3,16 @@
 //! Every parameter form is translated into a [`dsl::Expr`] and evaluated by
 //! one evaluator, so `symbol="x"` and `(code "x")` cannot drift apart.
 //!
-//! Matching rules (documented for users in `docs/query.md`):
+//! Matching rules (documented for users in README.md, "Query rules"):
 //! * **text** (`pattern`, `patterns`, `grep`): the text is split into words
 //!   (letters, digits, `_`); every word must occur in the unit (its name, its
 //!   path or its own text). Words are matched whole and case-insensitively;
 //!   identifiers are also indexed by their parts, so `parse` finds
 //!   `parse_expr` and `ParseError`. A word ending in `*` in the user text is a
 //!   prefix. Text in double quotes is a phrase. When no unit has every word,
-//!   units with any word are returned, ranked. Anything else in the text
+//!   units with any word are returned, ranked; when no unit has any word,
+//!   the words (of 3 or more characters) are tried as prefixes, so the start
+//!   of an identifier (`batch_probe`) finds it (`batch_probe_1_fn`). Anything else in the text
 //!   (operators, punctuation, emoji) is ignored, never an error. Ranking is
 //!   BM25 with weights name 10, path 4, body 1.
 //! * **symbols** (`symbol`, `code`): exact name first, then the same name in
@@ -279,6 +281,25 @@ pub(crate) struct Evaluator<'a> {
 /// Builds an FTS5 expression from free text: quoted phrases, `word*`
 /// prefixes, every other word whole. `None` when the text has no words.
 pub fn fts_expression(text: &str, all: bool) -> Option<String> {
+    fts_expression_with(text, all, false)
+}
+
+/// Shortest word [`prefix_expression`] turns into a prefix: a shorter one
+/// would match a large share of the vocabulary and say little.
+const MIN_PREFIX_CHARS: usize = 3;
+
+/// [`fts_expression`] with every whole word of at least
+/// [`MIN_PREFIX_CHARS`] characters outside quotes made a prefix: the last
+/// tier of a text search, for words that are the start of an indexed
+/// identifier but not a whole word of it (`batch_probe` for
+/// `batch_probe_1_fn`: identifiers are indexed whole and by their parts,
+/// not by other prefixes). `None` when that changes nothing.
+fn prefix_expression(text: &str, all: bool) -> Option<String> {
+    let prefixed = fts_expression_with(text, all, true)?;
+    (Some(&prefixed) != fts_expression(text, all).as_ref()).then_some(prefixed)
+}
+
+fn fts_expression_with(text: &str, all: bool, every_word_a_prefix: bool) -> Option<String> {
     let mut clauses = Vec::new();
     let mut rest = String::new();
     // Quoted phrases first.
@@ -308,7 +329,8 @@ pub fn fts_expression(text: &str, all: bool) -> Option<String> {
         let words = crate::text::query_terms(raw);
         let n = words.len();
         for (i, w) in words.into_iter().enumerate() {
-            if prefix && i + 1 == n {
+            let long_enough = w.chars().count() >= MIN_PREFIX_CHARS;
+            if (prefix && i + 1 == n) || (every_word_a_prefix && long_enough) {
                 clauses.push(format!("{}*", fts_quote(&w)));
             } else {
                 clauses.push(fts_quote(&w));
@@ -560,12 +582,22 @@ impl Evaluator<'_> {
             let Some(all) = fts_expression(text, true) else {
                 return Ok(None);
             };
+            // Tiers, each tried only when the one before matches nothing in
+            // scope: every word, any word, then the same with the words as
+            // prefixes.
+            let tiers = [
+                fts_expression(text, false),
+                prefix_expression(text, true),
+                prefix_expression(text, false),
+            ];
             let mut clause = all;
-            if let Some(any) = fts_expression(text, false)
-                && any != clause
-                && self.store.fts_count(&clause, self.scope.as_ref())? == 0
-            {
-                clause = any;
+            for tier in tiers.into_iter().flatten() {
+                if tier != clause {
+                    if self.store.fts_count(&clause, self.scope.as_ref())? > 0 {
+                        break;
+                    }
+                    clause = tier;
+                }
             }
             clauses.push(clause);
         }
@@ -1147,6 +1179,20 @@ mod tests {
             "\"hello\" + \"world\" AND \"x\""
         );
         assert!(fts_expression("🎉 ( ) \"", true).is_none());
+    }
+
+    #[test]
+    fn prefix_tier_makes_long_words_prefixes_and_keeps_phrases() {
+        assert_eq!(
+            prefix_expression("batch_probe of", true).unwrap(),
+            "\"batch_probe\"* AND \"of\""
+        );
+        assert_eq!(
+            prefix_expression("\"hello world\" parse", false).unwrap(),
+            "\"hello\" + \"world\" OR \"parse\"*"
+        );
+        // Nothing to make a prefix: no tier.
+        assert!(prefix_expression("a bc pars*", true).is_none());
     }
 
     #[test]

@@ -224,6 +224,40 @@ fn text_search_splits_identifiers_and_ranks_names_first() {
     assert!(!r.handles.is_empty());
 }
 
+/// A word that is the start of an identifier but not a whole word of it
+/// (identifiers are indexed whole and by their parts) matches as a prefix,
+/// but only when no unit holds any word whole: whole words keep their
+/// answers.
+#[test]
+fn a_partial_identifier_matches_as_a_prefix_only_when_nothing_matches_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        root,
+        "probes.py",
+        "def batch_probe_1_fn():\n    return 1\n\n\ndef probes_total():\n    return 2\n\n\ndef parseHeaderLine(x):\n    return x\n",
+    );
+    let e = Engine::open(root, EngineOptions::default()).unwrap();
+    e.index(None, &NoProgress).unwrap();
+    let names = |r: &QueryResult| -> Vec<String> {
+        r.handles.iter().filter_map(|h| h.name.clone()).collect()
+    };
+    // snake_case and camelCase prefixes of one identifier.
+    let r = q(&e, pat("batch_probe"));
+    assert_eq!(names(&r), ["batch_probe_1_fn"], "{r:?}");
+    assert_eq!(r.total_matches, 1);
+    assert_eq!(names(&q(&e, pat("parseHeader"))), ["parseHeaderLine"]);
+    // Several words: no unit starts with both, so units with either.
+    let r = q(&e, pat("probes_tot parseHead"));
+    assert_eq!(r.total_matches, 2, "{r:?}");
+    // `probe` is a whole word (a part of `batch_probe_1_fn`): `probes_total`,
+    // which it only starts, is not added.
+    assert_eq!(names(&q(&e, pat("probe"))), ["batch_probe_1_fn"]);
+    // Quoted text stays a phrase; words under 3 characters stay whole.
+    assert!(q(&e, pat("\"batch_probe\"")).handles.is_empty());
+    assert!(q(&e, pat("pa")).handles.is_empty());
+}
+
 #[test]
 fn hostile_text_is_literal_and_never_an_error() {
     let (_d, e) = fixture();
