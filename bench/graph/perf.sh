@@ -67,10 +67,12 @@ cp "$CARGO_TARGET_DIR/profiling/examples/graph_perf" "$WORK/bin/graph_perf"
 
 log "building the comparison binary without graph facts"
 extract "$WORK/src/nofacts"
-EXTRACT_RS="$WORK/src/nofacts/crates/canopy-core/src/lang/extract.rs"
-LINE='facts = crate::graph::facts::extract(language, root, &text);'
-grep -qF "$LINE" "$EXTRACT_RS" || { log "cannot find '$LINE' in lang/extract.rs: update the patch"; exit 1; }
-sed -i "s|$LINE|let _ = \\&mut facts; // graph-perf: no graph facts, nothing to resolve|" "$EXTRACT_RS"
+# `index` parses each file with `graph::facts::parse_with_facts`; the
+# comparison parses with `lang::parse_file` alone (no facts, nothing to resolve).
+INDEX_RS="$WORK/src/nofacts/crates/canopy-core/src/index.rs"
+LINE='crate::graph::facts::parse_with_facts(&candidate.path, &bytes)'
+grep -qF "$LINE" "$INDEX_RS" || { log "cannot find '$LINE' in index.rs: update the patch"; exit 1; }
+sed -i "s|$LINE|(crate::lang::parse_file(\&candidate.path, \&bytes), None) /* graph-perf: no graph facts */|" "$INDEX_RS"
 (cd "$WORK/src/nofacts" && nice -n 10 cargo build --profile profiling --quiet -p canopy-cli)
 fresh "$CARGO_TARGET_DIR/profiling/canopy"
 cp "$CARGO_TARGET_DIR/profiling/canopy" "$WORK/bin/canopy-nofacts"

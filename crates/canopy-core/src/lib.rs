@@ -7,7 +7,8 @@
 //! pointers (id, path, lines, token count, preview) that an agent expands
 //! only when it needs the text.
 //!
-//! How the parts fit: [`discover`] lists files → [`lang`] parses each into a
+//! How the parts fit: [`discover`] lists files → [`lang`] (the
+//! `canopy-syntax` crate, re-exported) parses each into a
 //! [`lang::ParsedFile`] (in parallel) → [`index`] feeds them to the single
 //! writer in [`store`] → [`query`] reads through the store → [`Engine`] is the
 //! one API the front ends (CLI, MCP server, HTTP service) call. This crate
@@ -67,10 +68,8 @@ pub mod embed;
 pub mod engine;
 pub mod error;
 pub mod graph;
-pub mod handle;
 pub mod index;
 mod knobs;
-pub mod lang;
 pub mod lazy;
 pub mod model;
 pub mod oversize;
@@ -83,9 +82,11 @@ pub mod semantic;
 pub mod session;
 pub mod snapshot;
 pub mod store;
-pub mod text;
-pub mod tokens;
 pub mod watch;
+
+// The syntax layer lives in its own crate; its modules keep their paths here
+// (`canopy_core::lang`, `crate::tokens`, …).
+pub use canopy_syntax::{handle, lang, text, tokens};
 
 pub use engine::{Engine, EngineOptions, SemanticStats};
 pub use error::{CanopyError, Result};
@@ -166,14 +167,5 @@ pub(crate) mod testing {
         }
     }
 
-    /// A fixed pseudo-random sequence (xorshift64), so failures reproduce.
-    pub(crate) fn xorshift(seed: u64) -> impl FnMut() -> u64 {
-        let mut state = seed;
-        move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        }
-    }
+    pub(crate) use canopy_syntax::testing::xorshift;
 }

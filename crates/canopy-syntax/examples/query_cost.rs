@@ -1,6 +1,6 @@
 //! What each pattern of an extraction query costs.
 //!
-//! Usage: `cargo run --release -p canopy-core --example query_cost -- LANG FILE...`
+//! Usage: `cargo run --release -p canopy-syntax --example query_cost -- LANG FILE...`
 //! (`LANG`: rust, python, typescript, go; `QUERY_COST_SCM=file.scm` measures
 //! that query text instead of the bundled one). Parses every file once, then times
 //! query matching over all trees: with the whole query, and with each

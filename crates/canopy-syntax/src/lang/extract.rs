@@ -308,7 +308,7 @@ struct RawDef {
 
 /// A unit's preview: up to [`PREVIEW_BYTES`], whitespace-collapsed, from
 /// `preview_start` (inside the unit, before `end`) of the file's text view.
-pub(crate) fn preview_text(text: &str, preview_start: usize, end: usize) -> String {
+pub fn preview_text(text: &str, preview_start: usize, end: usize) -> String {
     let end = end.min(text.len());
     let Some(start) = (preview_start.min(end)..=end).find(|&s| text.is_char_boundary(s)) else {
         return String::new();

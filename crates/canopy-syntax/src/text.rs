@@ -378,7 +378,7 @@ mod tests {
             check_same_as_reference(&format!("x {}_é y", "a".repeat(len - 3)));
         }
         check_same_as_reference(include_str!("lang/extract.rs"));
-        check_same_as_reference(include_str!("lazy.rs"));
+        check_same_as_reference(include_str!("tokens.rs"));
     }
 
     proptest::proptest! {

@@ -78,8 +78,12 @@ pub enum Language {
 }
 
 /// Everything the extractor needs to know about a tree-sitter language.
-pub(crate) struct LanguageSpec {
+/// Public so that other extractions over the same trees (the code graph's
+/// facts) use the same grammar.
+pub struct LanguageSpec {
+    /// The tree-sitter grammar.
     pub grammar: tree_sitter::Language,
+    /// The compiled extraction query (`queries/<lang>.scm`).
     pub query: tree_sitter::Query,
     /// Parent node kinds that wrap a single definition (`export_statement`,
     /// `decorated_definition`, …): a definition's span grows to cover them.
@@ -153,7 +157,7 @@ impl Language {
     /// typical file: an index run starts it
     /// as soon as discovery lists a changed file, so it is ready, or nearly,
     /// when that file is parsed.
-    pub(crate) fn warm_up_in_background(self) {
+    pub fn warm_up_in_background(self) {
         static STARTED: [std::sync::Once; Language::ALL.len()] =
             [const { std::sync::Once::new() }; Language::ALL.len()];
         if self == Language::Text {
@@ -170,7 +174,7 @@ impl Language {
     }
 
     /// The grammar and compiled extraction query; `None` for plain text.
-    pub(crate) fn spec(self) -> Option<&'static LanguageSpec> {
+    pub fn spec(self) -> Option<&'static LanguageSpec> {
         macro_rules! spec {
             ($grammar:expr, $query:expr, $wrappers:expr, $leading:expr) => {{
                 static SPEC: OnceLock<LanguageSpec> = OnceLock::new();

@@ -1,0 +1,50 @@
+//! # canopy-syntax
+//!
+//! What Canopy knows about source text before anything is stored: which
+//! [`lang::Language`] a file is in, its tree-sitter grammar and extraction
+//! query (`queries/<lang>.scm`, tags-query capture names), the *units* and
+//! *references* a parse yields ([`lang::ParsedFile`]), the stable
+//! [`handle::HandleId`] of each unit, and the text helpers every layer
+//! shares: full-text documents and query terms ([`text`]) and token counts
+//! with the agents' tokenizer ([`tokens`]).
+//!
+//! This crate has no database, no graph and no front end: `canopy-core`
+//! stores and queries what it extracts (and re-exports these modules under
+//! the same names), so a change here never needs the store, and a change
+//! in the store never rebuilds the grammars.
+//!
+//! ```
+//! use canopy_syntax::lang::{self, Language};
+//!
+//! let source = "def check(token):\n    return len(token) > 8\n";
+//! let parsed = lang::parse_file("auth.py", source.as_bytes());
+//! assert_eq!(Language::from_path("auth.py"), Language::Python);
+//! assert!(parsed.units.iter().any(|u| u.name.as_deref() == Some("check")));
+//! assert_eq!(canopy_syntax::tokens::count_tokens("hello world"), 2);
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod handle;
+pub mod lang;
+pub mod text;
+pub mod tokens;
+
+pub use handle::HandleId;
+pub use lang::{Language, NodeType, RefType};
+
+/// Helpers shared by the workspace's unit tests (`cfg(test)` code of this
+/// crate and of `canopy-core`). Not part of the library's interface.
+#[doc(hidden)]
+pub mod testing {
+    /// A fixed pseudo-random sequence (xorshift64), so failures reproduce.
+    pub fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+        let mut state = seed;
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        }
+    }
+}
