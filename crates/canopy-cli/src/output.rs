@@ -370,6 +370,9 @@ pub fn query_result(answer: &Answer<QueryResult>, json: bool) -> anyhow::Result<
     if let Some(note) = &result.expand_note {
         eprintln!("{note}");
     }
+    if let Some(note) = &result.match_note {
+        eprintln!("{note}");
+    }
     Ok(())
 }
 

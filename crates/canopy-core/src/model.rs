@@ -118,6 +118,10 @@ pub struct QueryResult {
     /// Set when the expand budget could not cover the results.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expand_note: Option<String>,
+    /// Set when no unit held the searched words whole and the answer
+    /// matched them as prefixes (`batch_probe` finding `batch_probe_1_fn`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub match_note: Option<String>,
     /// Ids of the handles that carry `content`.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub expanded_handle_ids: Vec<HandleId>,

@@ -734,7 +734,7 @@ fn gather(
     filter: Option<&PathFilter>,
     question: &Question,
 ) -> Result<Candidates> {
-    let evaluator = Evaluator { store, scope: None };
+    let evaluator = Evaluator::new(store);
     // The glob restricts the text search itself, so a narrow glob in a big
     // repository still finds its matches.
     let scope = filter

@@ -22,7 +22,9 @@
 //!   that parent (qualified name) or module (file name).
 //! * **definition**: exact name (any case) only.
 
+use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
 
@@ -276,12 +278,23 @@ pub(crate) struct Evaluator<'a> {
     /// reference searches run inside it, so the cap never drops a match in
     /// scope for one out of scope.
     pub scope: Option<FileScope>,
+    /// Set when a text search fell to its prefix tier (no unit in scope
+    /// held any of its words whole), so the answer can say so. Shared with
+    /// the scoped evaluators [`Evaluator::within`] makes.
+    prefixed: Rc<Cell<bool>>,
 }
 
 /// Builds an FTS5 expression from free text: quoted phrases, `word*`
 /// prefixes, every other word whole. `None` when the text has no words.
 pub fn fts_expression(text: &str, all: bool) -> Option<String> {
     fts_expression_with(text, all, false)
+}
+
+/// `QueryResult::match_note` of an answer found by the prefix tier.
+fn prefix_note() -> String {
+    "no unit holds the searched words whole: these units hold words that start with them \
+     (as `word*` would match); put a word in double quotes to match it whole only"
+        .to_string()
 }
 
 /// Shortest word [`prefix_expression`] turns into a prefix: a shorter one
@@ -570,7 +583,23 @@ impl Evaluator<'_> {
         Ok(Evaluator {
             store: self.store,
             scope: Some(scope),
+            prefixed: Rc::clone(&self.prefixed),
         })
+    }
+
+    /// An evaluator over the whole store.
+    pub(crate) fn new<'s>(store: &'s Store) -> Evaluator<'s> {
+        Evaluator {
+            store,
+            scope: None,
+            prefixed: Rc::default(),
+        }
+    }
+
+    /// Whether some text search of this evaluator (or of one it scoped)
+    /// matched its words as prefixes.
+    pub(crate) fn matched_prefixes(&self) -> bool {
+        self.prefixed.get()
     }
 
     /// The FTS expression for units matching every text in `texts`: each
@@ -591,13 +620,21 @@ impl Evaluator<'_> {
                 prefix_expression(text, false),
             ];
             let mut clause = all;
-            for tier in tiers.into_iter().flatten() {
-                if tier != clause {
+            let mut clause_has_prefixes = false;
+            for (tier, expression) in tiers.into_iter().enumerate() {
+                let Some(expression) = expression else {
+                    continue;
+                };
+                if expression != clause {
                     if self.store.fts_count(&clause, self.scope.as_ref())? > 0 {
                         break;
                     }
-                    clause = tier;
+                    clause = expression;
+                    clause_has_prefixes = tier >= 1;
                 }
+            }
+            if clause_has_prefixes {
+                self.prefixed.set(true);
             }
             clauses.push(clause);
         }
@@ -911,7 +948,7 @@ pub(crate) fn execute(snapshot: Snapshot<'_>, params: &QueryParams) -> Result<Ex
     let expr = params.to_expr()?;
     let kind = params.kind.unwrap_or_default();
     let limit = params.effective_limit();
-    let evaluator = Evaluator { store, scope: None };
+    let evaluator = Evaluator::new(store);
     let mut previews = Previews::new(snapshot);
     let mut keep = None;
     // A text search (under a glob or not) loads only the page it returns
@@ -933,6 +970,7 @@ pub(crate) fn execute(snapshot: Snapshot<'_>, params: &QueryParams) -> Result<Ex
             total_matches: total,
             truncated: total > nodes.len(),
             handles: nodes.iter().map(|n| to_handle(n, &mut previews)).collect(),
+            match_note: (evaluator.matched_prefixes() && !nodes.is_empty()).then(prefix_note),
             ..Default::default()
         };
         result.freshness = Some(freshness(store, &previews)?);
@@ -995,6 +1033,9 @@ pub(crate) fn execute(snapshot: Snapshot<'_>, params: &QueryParams) -> Result<Ex
             .map(|n| to_handle(n, &mut previews))
             .collect();
     }
+    let answered =
+        !result.handles.is_empty() || result.ref_handles.as_ref().is_some_and(|r| !r.is_empty());
+    result.match_note = (evaluator.matched_prefixes() && answered).then(prefix_note);
     if hits.capped {
         // Some search stopped at its cap: say so rather than present a
         // lower bound as the total.

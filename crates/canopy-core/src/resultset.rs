@@ -174,7 +174,7 @@ pub(crate) fn refine(
     }
     if let Some(other) = &params.intersect {
         other.validate()?;
-        let hits = Evaluator { store, scope: None }.eval(&other.to_expr()?)?;
+        let hits = Evaluator::new(store).eval(&other.to_expr()?)?;
         let keep: HashSet<i64> = hits.nodes.iter().map(|n| n.rowid).collect();
         let sources: HashSet<&str> = hits.refs.iter().map(|r| r.source_handle.as_str()).collect();
         items.retain(|n| keep.contains(&n.rowid) || sources.contains(n.handle.as_str()));

@@ -952,8 +952,10 @@ fn each_run_merges_the_text_segments_its_batches_wrote() {
             1,
             "second_{i} is found"
         );
+        // Quoted: the whole word only (a word nothing holds whole would
+        // otherwise match `first_12`… as a prefix).
         assert!(
-            grep(&e, &format!("first_{i}")).is_empty(),
+            grep(&e, &format!("\"first_{i}\"")).is_empty(),
             "first_{i} is gone"
         );
     }

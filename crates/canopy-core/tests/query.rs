@@ -246,13 +246,32 @@ fn a_partial_identifier_matches_as_a_prefix_only_when_nothing_matches_whole() {
     let r = q(&e, pat("batch_probe"));
     assert_eq!(names(&r), ["batch_probe_1_fn"], "{r:?}");
     assert_eq!(r.total_matches, 1);
+    // The answer says how it matched.
+    assert!(
+        r.match_note
+            .as_deref()
+            .is_some_and(|n| n.contains("start with")),
+        "{r:?}"
+    );
     assert_eq!(names(&q(&e, pat("parseHeader"))), ["parseHeaderLine"]);
     // Several words: no unit starts with both, so units with either.
     let r = q(&e, pat("probes_tot parseHead"));
     assert_eq!(r.total_matches, 2, "{r:?}");
     // `probe` is a whole word (a part of `batch_probe_1_fn`): `probes_total`,
     // which it only starts, is not added.
-    assert_eq!(names(&q(&e, pat("probe"))), ["batch_probe_1_fn"]);
+    let r = q(&e, pat("probe"));
+    assert_eq!(names(&r), ["batch_probe_1_fn"]);
+    assert!(r.match_note.is_none(), "{r:?}");
+    // The same through the general evaluator (a glob and a DSL union).
+    let r = q(
+        &e,
+        QueryParams {
+            query: Some("(union (grep \"batch_probe\") (grep \"nothing_like_it\"))".into()),
+            ..Default::default()
+        },
+    );
+    assert_eq!(names(&r), ["batch_probe_1_fn"], "{r:?}");
+    assert!(r.match_note.is_some(), "{r:?}");
     // Quoted text stays a phrase; words under 3 characters stay whole.
     assert!(q(&e, pat("\"batch_probe\"")).handles.is_empty());
     assert!(q(&e, pat("pa")).handles.is_empty());
