@@ -50,7 +50,7 @@ def _unpack_blob(blob):
 
 def decode_edge_list(blob):
     """(src, dst, line, col, info) of one `edge_lists.edges` blob
-    (crates/canopy-core/src/store/packed_edges.rs)."""
+    (crates/canopy-store/src/store/packed_edges.rs)."""
     it = _varints(_unpack_blob(blob))
     n = next(it)
     src = line = 0

@@ -60,13 +60,11 @@
 
 #![warn(missing_docs)]
 
-pub mod cancel;
 pub mod context;
 pub mod discover;
 pub mod dsl;
 pub mod embed;
 pub mod engine;
-pub mod error;
 pub mod graph;
 pub mod index;
 mod knobs;
@@ -81,12 +79,13 @@ pub mod resultset;
 pub mod semantic;
 pub mod session;
 pub mod snapshot;
-pub mod store;
 pub mod watch;
 
 // The syntax layer lives in its own crate; its modules keep their paths here
 // (`canopy_core::lang`, `crate::tokens`, …).
 pub use canopy_syntax::{handle, lang, text, tokens};
+// Likewise the database, its error type and cancellation (`canopy-store`).
+pub use canopy_store::{cancel, error, store};
 
 pub use engine::{Engine, EngineOptions, SemanticStats};
 pub use error::{CanopyError, Result};
@@ -133,9 +132,6 @@ mod layering {
             ("graph/ops/usage.rs", include_str!("graph/ops/usage.rs")),
             ("graph/position.rs", include_str!("graph/position.rs")),
             ("graph/facts/mod.rs", include_str!("graph/facts/mod.rs")),
-            ("store/mod.rs", include_str!("store/mod.rs")),
-            ("store/read.rs", include_str!("store/read.rs")),
-            ("store/swap.rs", include_str!("store/swap.rs")),
             ("oversize.rs", include_str!("oversize.rs")),
         ];
         crate::testing::assert_never_named(
@@ -166,6 +162,4 @@ pub(crate) mod testing {
             }
         }
     }
-
-    pub(crate) use canopy_syntax::testing::xorshift;
 }

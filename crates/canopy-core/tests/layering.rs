@@ -13,21 +13,23 @@ use std::path::{Path, PathBuf};
 
 /// The layers, lowest first: what a module may build on.
 const LAYERS: &[(&str, &[&str])] = &[
-    // Below all of these: the `canopy-syntax` crate (languages and
-    // extraction, handle ids, text, token counting), re-exported as
-    // `crate::{lang, handle, text, tokens}`. Cargo keeps it below: it does
-    // not depend on this crate.
+    // Below all of these, two crates this one re-exports under the same
+    // names: `canopy-syntax` (`crate::{lang, handle, text, tokens}`:
+    // languages and extraction, handle ids, text, token counting) and, above
+    // it, `canopy-store` (`crate::{store, error, cancel}`: the database, the
+    // error type, cancellation). Cargo keeps them below: neither depends on
+    // this crate.
     (
-        "foundations: cancellation, knobs, fitted tables, path classes",
-        &["cancel", "knobs", "pack_calibration", "path_class"],
+        "foundations: knobs, fitted tables, path classes",
+        &["knobs", "pack_calibration", "path_class"],
     ),
     (
-        "vocabulary: errors, the data model, sessions",
-        &["error", "model", "session"],
+        "vocabulary: the data model, sessions",
+        &["model", "session"],
     ),
     (
-        "inputs and storage: discovery, the DSL, embeddings, the database",
-        &["discover", "dsl", "embed", "store"],
+        "inputs: discovery, the DSL, embeddings",
+        &["discover", "dsl", "embed"],
     ),
     (
         "derived from the store: the code graph, oversize files, read snapshots",

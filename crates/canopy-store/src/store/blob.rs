@@ -30,7 +30,7 @@ const MIN_DEFLATED: usize = 128;
 
 /// The stored form of `raw`: deflated, or raw when it is short or deflate
 /// does not make it smaller.
-pub(crate) fn pack(raw: &[u8]) -> Vec<u8> {
+pub fn pack(raw: &[u8]) -> Vec<u8> {
     let deflated = if raw.len() < MIN_DEFLATED {
         None
     } else {
@@ -47,7 +47,7 @@ pub(crate) fn pack(raw: &[u8]) -> Vec<u8> {
 }
 
 /// The raw bytes of a blob written by [`pack`]; `None` when it is damaged.
-pub(crate) fn unpack(stored: &[u8]) -> Option<std::borrow::Cow<'_, [u8]>> {
+pub fn unpack(stored: &[u8]) -> Option<std::borrow::Cow<'_, [u8]>> {
     let (&tag, body) = stored.split_first()?;
     match tag {
         RAW => Some(std::borrow::Cow::Borrowed(body)),

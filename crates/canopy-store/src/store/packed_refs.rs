@@ -29,7 +29,7 @@ use crate::error::{CanopyError, Result};
 
 /// One stored reference, with ids instead of text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct PackedRef {
+pub struct PackedRef {
     /// Byte offset where the reference ends (exclusive).
     pub end_byte: u64,
     /// Its length in bytes.
@@ -55,7 +55,7 @@ impl PackedRef {
 
 /// Sorts `refs` into stored order, drops duplicates of `(end_byte, ref_type)`
 /// (the first one given wins) and encodes them.
-pub(crate) fn encode(refs: &mut Vec<PackedRef>) -> Vec<u8> {
+pub fn encode(refs: &mut Vec<PackedRef>) -> Vec<u8> {
     // Stable: among duplicates, the first one given stays first.
     refs.sort_by_key(|r| (r.end_byte, r.ref_type));
     refs.dedup_by_key(|r| (r.end_byte, r.ref_type));
@@ -78,7 +78,7 @@ pub(crate) fn encode(refs: &mut Vec<PackedRef>) -> Vec<u8> {
 
 /// Decodes a blob written by [`encode`]. `file_id` only names the file in
 /// the error a damaged blob gives.
-pub(crate) fn decode(blob: &[u8], file_id: i64) -> Result<Vec<PackedRef>> {
+pub fn decode(blob: &[u8], file_id: i64) -> Result<Vec<PackedRef>> {
     let (mut end, mut line, mut source) = (0u64, 0i64, 0i64);
     // Each reference takes at least 6 bytes.
     decode_list(blob, "references", file_id, |reader| {

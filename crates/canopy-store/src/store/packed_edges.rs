@@ -27,7 +27,7 @@ use crate::error::Result;
 
 /// One stored edge, packed fields as in `store::graph`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct PackedEdge {
+pub struct PackedEdge {
     /// Source unit (`nodes.id`).
     pub src: i64,
     /// 1-based line of the site.
@@ -49,7 +49,7 @@ impl PackedEdge {
 
 /// Sorts `edges` into stored order, drops later duplicates of a key (the
 /// first one given wins) and encodes them.
-pub(crate) fn encode(edges: &mut Vec<PackedEdge>) -> Vec<u8> {
+pub fn encode(edges: &mut Vec<PackedEdge>) -> Vec<u8> {
     // Stable: among duplicates, the first one given stays first.
     edges.sort_by_key(PackedEdge::key);
     edges.dedup_by_key(|e| e.key());
@@ -70,7 +70,7 @@ pub(crate) fn encode(edges: &mut Vec<PackedEdge>) -> Vec<u8> {
 
 /// Decodes a blob written by [`encode`]. `file_id` only names the file in
 /// the error a damaged blob gives.
-pub(crate) fn decode(blob: &[u8], file_id: i64) -> Result<Vec<PackedEdge>> {
+pub fn decode(blob: &[u8], file_id: i64) -> Result<Vec<PackedEdge>> {
     let (mut src, mut line) = (0i64, 0i64);
     decode_list(blob, "graph edges", file_id, |reader| {
         src = src.checked_add(unzigzag(reader.varint()?))?;

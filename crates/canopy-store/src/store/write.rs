@@ -69,7 +69,7 @@ pub struct UnitVectorRow {
     pub content_hash: String,
     /// The file's first node id then (ids change when a file is re-parsed).
     pub first_node: i64,
-    /// [`crate::embed::Quantized::to_blob`].
+    /// `canopy_core::embed::Quantized::to_blob`.
     pub data: Vec<u8>,
 }
 
@@ -135,7 +135,7 @@ fn delete_file_rows(tx: &Transaction, file_id: i64, keeps_ids: bool) -> Result<(
 
 /// The `ref_postings` rows of one file's references: every name or
 /// qualifier id with the number of references that have it as their name.
-pub(crate) fn postings(refs: &[PackedRef]) -> BTreeMap<i64, u64> {
+pub fn postings(refs: &[PackedRef]) -> BTreeMap<i64, u64> {
     let mut out = BTreeMap::new();
     for r in refs {
         *out.entry(r.name_id).or_insert(0) += 1;
@@ -329,7 +329,7 @@ fn same_units_first_id(
 /// not hold is new, and no lookup by text is needed (none could use an
 /// index then: the build creates `ref_names_nocase` at its end).
 #[derive(Debug, Default)]
-pub(crate) struct NameIds {
+pub struct NameIds {
     data_version: i64,
     ids: HashMap<String, i64>,
     complete: bool,
@@ -337,7 +337,7 @@ pub(crate) struct NameIds {
 
 impl NameIds {
     /// An empty map of an empty `ref_names` table, as of `data_version`.
-    pub(crate) fn complete(data_version: i64) -> NameIds {
+    pub fn complete(data_version: i64) -> NameIds {
         NameIds {
             data_version,
             ids: HashMap::new(),

@@ -3,7 +3,7 @@
 //! what it writes (edges). The graph gives them their meaning
 //! (`graph::facts`, `graph::resolve`); the store only keeps them.
 //!
-//! Architecture Invariant: the store never names `crate::graph`; the graph
+//! Architecture Invariant: the store never names the graph (`canopy_core::graph`); the graph
 //! uses these types from here (the dependency points down).
 
 use crate::lang::{Language, NodeType, SiteKind};

@@ -8,7 +8,9 @@
 //!
 //! **Architecture invariant: the store never names the graph.** The rows a
 //! resolution pass reads and writes are the store's ([`graph_rows`]); the
-//! graph uses them from here, so the dependency points down (tested below).
+//! graph uses them from here, so the dependency points down. Cargo enforces
+//! it: this crate (`canopy-store`) does not depend on `canopy-core`, where
+//! the graph lives.
 //!
 //! The database runs in WAL mode, so readers in other processes see the last
 //! committed state while one writer indexes. The indexer writes in
@@ -23,11 +25,11 @@
 //! it and copies it in with one write transaction. Readers never rebuild
 //! and never write to an existing index.
 
-pub(crate) mod blob;
+pub mod blob;
 pub mod graph;
 pub mod graph_rows;
-pub(crate) mod packed_edges;
-pub(crate) mod packed_refs;
+pub mod packed_edges;
+pub mod packed_refs;
 pub mod read;
 pub mod swap;
 pub mod write;
@@ -82,12 +84,12 @@ fn index_definition(name: &str) -> Option<String> {
 pub const REF_TYPES: [&str; 3] = ["call", "import", "type_ref"];
 
 /// The `refs.ref_type` code of a reference type name.
-pub(crate) fn ref_type_code(name: &str) -> i64 {
+pub fn ref_type_code(name: &str) -> i64 {
     REF_TYPES.iter().position(|t| *t == name).unwrap_or(0) as i64
 }
 
 /// A stored `ref_type` code as its name.
-pub(crate) fn ref_type_name(code: i64) -> &'static str {
+pub fn ref_type_name(code: i64) -> &'static str {
     REF_TYPES.get(code as usize).copied().unwrap_or("call")
 }
 
@@ -97,7 +99,7 @@ pub(crate) fn ref_type_name(code: i64) -> &'static str {
 /// (a batch of files, a chunk of edges), so the new state commits with a
 /// generation of its own: two readers that see the same generation see the
 /// same index. Runs that change nothing leave it alone (handles stay valid).
-pub(crate) fn advance_generation(conn: &Connection) -> Result<()> {
+pub fn advance_generation(conn: &Connection) -> Result<()> {
     conn.prepare_cached(
         "INSERT INTO meta(key, value) VALUES ('generation', '1')
          ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
@@ -108,7 +110,11 @@ pub(crate) fn advance_generation(conn: &Connection) -> Result<()> {
 
 /// One connection to a repository's index.
 pub struct Store {
-    pub(crate) conn: Connection,
+    /// The SQLite connection. Only this crate runs statements on it (the
+    /// store is the only module that writes SQL); it is public for the
+    /// tests of the layers above, which read rows to compare indexes.
+    #[doc(hidden)]
+    pub conn: Connection,
     path: PathBuf,
     /// Distinct unit names, for substring symbol search (see [`read::NameCatalog`]).
     names: read::NameCatalogCache,
@@ -130,7 +136,7 @@ pub struct Store {
 /// an older Canopy, or by hand) has another identity; the connection keeps
 /// reading the deleted one until it is reopened (issue N9).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct FileIdentity {
+pub struct FileIdentity {
     dev: u64,
     ino: u64,
 }
@@ -138,7 +144,7 @@ pub(crate) struct FileIdentity {
 impl FileIdentity {
     /// The identity of the file at `path`, if it exists (and the platform
     /// has inodes; elsewhere `None`, and no replacement is detected).
-    pub(crate) fn of(path: &Path) -> Option<FileIdentity> {
+    pub fn of(path: &Path) -> Option<FileIdentity> {
         #[cfg(unix)]
         {
             use std::os::unix::fs::MetadataExt;
@@ -168,7 +174,7 @@ pub enum ForWriting {
 /// Why an index must be rebuilt.
 #[derive(Clone, Debug)]
 pub struct Rebuild {
-    /// Said to the user (the next [`crate::model::IndexReport::rebuilt`]).
+    /// Said to the user (the next `canopy_core::model::IndexReport::rebuilt`).
     pub reason: String,
     /// The markers that asked for it (path and text): each is removed
     /// after the swap only if nobody rewrote it meanwhile.
@@ -198,11 +204,17 @@ impl Rebuild {
 }
 
 /// Well-known keys of the `meta` table.
-pub(crate) mod meta_keys {
+pub mod meta_keys {
+    /// When the last index run finished (unix seconds).
     pub const LAST_INDEXED: &str = "last_indexed";
+    /// How the files were listed (`git_ls_files` or `walk`).
     pub const FILE_DISCOVERY: &str = "file_discovery";
+    /// The last run's skipped files by reason (JSON).
     pub const SKIPPED: &str = "skipped";
+    /// How many files the repository offers for indexing.
     pub const CANDIDATE_FILES: &str = "candidate_files";
+    /// Whether every candidate file is indexed (`1`), as opposed to a
+    /// partial, lazily started index.
     pub const INDEX_COMPLETE: &str = "index_complete";
     /// Bumped by every index run that changed the index.
     pub const GENERATION: &str = "generation";
@@ -250,7 +262,7 @@ impl Store {
     /// every file's facts and units for resolution) stays resident in the
     /// process until it exits, so peak RSS grew with the index (tokio
     /// 71 MiB, Django 201, two Djangos 360).
-    pub(crate) fn map_for_reading(&self, on: bool) -> Result<()> {
+    pub fn map_for_reading(&self, on: bool) -> Result<()> {
         let bytes = if on { READ_MMAP_BYTES } else { 0 };
         self.conn.pragma_update(None, "mmap_size", bytes)?;
         Ok(())
@@ -353,7 +365,7 @@ impl Store {
 
     /// A store on a private in-memory database: a placeholder that holds no
     /// file open (see `Engine::reopen_reader`).
-    pub(crate) fn detached() -> Result<Store> {
+    pub fn detached() -> Result<Store> {
         let conn = Connection::open_in_memory()?;
         Ok(Self::with_connection(conn, PathBuf::from(":memory:"), None))
     }
@@ -374,7 +386,7 @@ impl Store {
     /// replaced under it (deleted and created again: it would keep reading
     /// the deleted one, issue N9). A file that is gone keeps its reader:
     /// there is nothing newer to read.
-    pub(crate) fn is_current(&self) -> bool {
+    pub fn is_current(&self) -> bool {
         if self.placeholder {
             return false;
         }
@@ -389,7 +401,7 @@ impl Store {
     /// connection to close a WAL database checkpoints and deletes the
     /// `-wal` and `-shm` files *by name*, which now belong to the new index
     /// and may hold its committed transactions.
-    pub(crate) fn close_orphaned(self) {
+    pub fn close_orphaned(self) {
         if let Err(e) = self.conn.set_db_config(
             rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
             true,
@@ -819,10 +831,32 @@ pub fn check_integrity(db_path: &Path) -> Result<Option<String>> {
 }
 
 /// Whether SQLite says the file is not (or no longer) a sound database.
-pub(crate) fn is_damaged(e: &rusqlite::Error) -> bool {
+pub fn is_damaged(e: &rusqlite::Error) -> bool {
     matches!(
         e.sqlite_error_code(),
         Some(rusqlite::ErrorCode::NotADatabase) | Some(rusqlite::ErrorCode::DatabaseCorrupt)
+    )
+}
+
+/// Formats unix seconds as RFC 3339 UTC (`2026-11-21T10:00:00Z`).
+pub fn rfc3339_utc(secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
     )
 }
 
@@ -952,26 +986,5 @@ mod tests {
         assert_eq!(reader.meta("probe").unwrap().as_deref(), Some("new"));
         assert_eq!(reader.generation().unwrap(), 42);
         assert!(!db.with_file_name("index.db.rebuild").exists());
-    }
-}
-
-/// Architecture Invariant (`graph_rows`): the store never names the graph;
-/// the graph's rows live here and the dependency points down.
-#[cfg(test)]
-mod layering {
-    #[test]
-    fn the_store_never_names_the_graph() {
-        let files = [
-            ("mod.rs", include_str!("mod.rs")),
-            ("blob.rs", include_str!("blob.rs")),
-            ("graph.rs", include_str!("graph.rs")),
-            ("graph_rows.rs", include_str!("graph_rows.rs")),
-            ("packed_edges.rs", include_str!("packed_edges.rs")),
-            ("packed_refs.rs", include_str!("packed_refs.rs")),
-            ("read.rs", include_str!("read.rs")),
-            ("write.rs", include_str!("write.rs")),
-        ];
-        let graph = ["crate::", "graph"].concat();
-        crate::testing::assert_never_named(&files, &[graph], "names the graph");
     }
 }

@@ -20,7 +20,7 @@ pub const STATUS_AMBIGUOUS: u8 = 1;
 pub const STATUS_UNRESOLVED: u8 = 2;
 
 /// Packs an edge's kind, status, how and confidence into `edges.info`.
-pub(crate) fn pack_info(kind: SiteKind, status: u8, how: How, confidence: u8) -> i64 {
+pub fn pack_info(kind: SiteKind, status: u8, how: How, confidence: u8) -> i64 {
     (kind as i64)
         | (i64::from(status) << 2)
         | ((how as i64) << 4)
@@ -124,7 +124,7 @@ fn drop_edge_list(tx: &Transaction, file_id: i64) -> Result<Vec<PackedEdge>> {
 
 /// Stores a parsed file's facts and marks it for resolution (writer side);
 /// `added`: the file was not indexed before (see `graph_added`).
-pub(crate) fn write_facts(
+pub fn write_facts(
     tx: &Transaction,
     file_id: i64,
     facts: Option<&StoredFacts>,
@@ -149,7 +149,7 @@ pub(crate) fn write_facts(
 /// the handles of its units so edges into them can follow them to their new
 /// ids (writer side, before the nodes go). Without it the units come back
 /// with the same ids and handles, and edges into them need nothing.
-pub(crate) fn forget_file(
+pub fn forget_file(
     tx: &Transaction,
     file_id: i64,
     first: i64,
@@ -774,7 +774,7 @@ impl Store {
     /// is the same as when they were read are the same rows (a re-written
     /// file takes new unit ids unless its units are the same; its facts
     /// follow its content), which is what lets a long-lived process keep
-    /// them between passes ([`crate::graph::resolve::KeptRows`]).
+    /// them between passes (`canopy_core::graph::resolve::KeptRows`).
     pub fn graph_file_stamps(&self) -> Result<Vec<FileStamp>> {
         let mut stmt = self.conn.prepare(
             "SELECT id, path, language, content_hash, first_node_id, last_node_id FROM files ORDER BY id",
@@ -959,7 +959,7 @@ impl Store {
     /// file, edges whose source unit is not one of their file's, and
     /// `edge_targets` rows that differ from what the lists hold (missing or
     /// extra). A damaged list is an error, as a damaged reference blob is.
-    pub(crate) fn orphan_edges(&self) -> Result<u64> {
+    pub fn orphan_edges(&self) -> Result<u64> {
         let mut targets: BTreeSet<(i64, i64)> = {
             let mut stmt = self.conn.prepare("SELECT dst, file_id FROM edge_targets")?;
             let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;

@@ -60,12 +60,12 @@ pub fn within<R>(flag: &CancelFlag, f: impl FnOnce() -> R) -> R {
 }
 
 /// This thread's flag, if the work runs inside [`within`].
-pub(crate) fn current() -> Option<CancelFlag> {
+pub fn current() -> Option<CancelFlag> {
     CURRENT.with(|c| c.borrow().clone())
 }
 
 /// Whether this thread's work was cancelled.
-pub(crate) fn requested() -> bool {
+pub fn requested() -> bool {
     current().is_some_and(|f| f.is_cancelled())
 }
 

@@ -226,7 +226,7 @@ struct NameCatalog {
 /// Per-connection state for [`NameCatalog`]: the catalog once built, and
 /// whether a substring search already ran without it.
 #[derive(Debug, Default)]
-pub(crate) struct NameCatalogCache {
+pub struct NameCatalogCache {
     catalog: RefCell<Option<NameCatalog>>,
     searched_without: Cell<bool>,
 }
@@ -241,7 +241,7 @@ pub(crate) struct NameCatalogCache {
 /// never needs invalidating. Holds at most `MAX` items: past it, it starts
 /// again empty.
 #[derive(Debug)]
-pub(crate) struct DecodedCache<T, const MAX: usize> {
+pub struct DecodedCache<T, const MAX: usize> {
     files: RefCell<HashMap<i64, (u64, Vec<T>)>>,
     items: Cell<usize>,
 }
@@ -258,7 +258,7 @@ impl<T, const MAX: usize> Default for DecodedCache<T, MAX> {
 impl<T: Clone, const MAX: usize> DecodedCache<T, MAX> {
     /// The items of file `file_id`'s `blob`: kept ones when the blob is the
     /// one they were decoded from, else `decode(blob)`'s, then kept.
-    pub(crate) fn get_or_decode(
+    pub fn get_or_decode(
         &self,
         file_id: i64,
         blob: &[u8],
@@ -287,10 +287,10 @@ impl<T: Clone, const MAX: usize> DecodedCache<T, MAX> {
 
 /// References a connection keeps decoded at most (a little over 10 MB; the
 /// Django sdist has 214,590).
-pub(crate) const DECODED_REFS_MAX: usize = 262_144;
+pub const DECODED_REFS_MAX: usize = 262_144;
 /// Edges a connection keeps decoded at most (8 MB; the Django sdist has
 /// 153,206).
-pub(crate) const DECODED_EDGES_MAX: usize = 262_144;
+pub const DECODED_EDGES_MAX: usize = 262_144;
 
 /// Escapes `%`, `_` and `\` for a `LIKE … ESCAPE '\'` pattern.
 fn like_escape(text: &str) -> String {
@@ -329,7 +329,7 @@ impl Store {
         Ok(self
             .meta(meta_keys::LAST_INDEXED)?
             .and_then(|s| s.parse::<i64>().ok())
-            .map(crate::model::rfc3339_utc))
+            .map(super::rfc3339_utc))
     }
 
     /// The index's generation (0 before the first run that wrote anything).
@@ -836,7 +836,7 @@ impl Store {
     }
 
     /// A file's references in stored order (by end, then type); none when it has no row.
-    pub(crate) fn file_refs(&self, file_id: i64) -> Result<Vec<PackedRef>> {
+    pub fn file_refs(&self, file_id: i64) -> Result<Vec<PackedRef>> {
         let blob: Option<Vec<u8>> = self
             .conn
             .prepare_cached("SELECT refs FROM file_refs WHERE file_id = ?1")?

@@ -231,7 +231,7 @@ impl CanopyError {
     /// (what a budget set by `Store::read_snapshot_within` raises), or
     /// [`CanopyError::Cancelled`] when the interrupt came from this thread's
     /// cancellation flag.
-    pub(crate) fn or_budget(self, budget: std::time::Duration) -> Self {
+    pub fn or_budget(self, budget: std::time::Duration) -> Self {
         match &self {
             CanopyError::Database(e)
                 if e.sqlite_error_code() == Some(rusqlite::ErrorCode::OperationInterrupted)
@@ -250,7 +250,9 @@ impl CanopyError {
         }
     }
 
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    /// The error for an I/O failure on `path`: a full disk becomes
+    /// [`CanopyError::StorageFull`], anything else [`CanopyError::Io`].
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         let path = path.into();
         if source.kind() == std::io::ErrorKind::StorageFull {
             return CanopyError::StorageFull {
