@@ -179,6 +179,8 @@ pub struct Rebuild {
     /// The markers that asked for it (path and text): each is removed
     /// after the swap only if nobody rewrote it meanwhile.
     markers: Vec<(PathBuf, String)>,
+    /// The live index the rebuild replaces.
+    db_path: PathBuf,
     /// Whether the live index can be read (same schema, sound header): a
     /// rebuild then replaces a working index and must be complete; else
     /// nothing usable is lost and it may start as a partial build.
@@ -188,16 +190,29 @@ pub struct Rebuild {
 impl Rebuild {
     /// Removes the markers that asked for this rebuild (after the swap),
     /// unless they were written again since.
+    ///
+    /// A damage marker written during the rebuild most often describes the
+    /// file being replaced: the live index answered (and was checked) until
+    /// the swap, and a status poll or a query that failed on it marks it
+    /// again. So a damage marker still present after the swap is checked
+    /// against the file now live, and removed when that file is sound; one
+    /// that describes the new file stays.
     pub fn clear_markers(&self) -> Result<()> {
+        let remove = |marker: &Path| match std::fs::remove_file(marker) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(CanopyError::io(marker, e)),
+        };
         for (marker, seen) in &self.markers {
             match std::fs::read_to_string(marker) {
-                Ok(now) if &now == seen => match std::fs::remove_file(marker) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(CanopyError::io(marker, e)),
-                },
+                Ok(now) if &now == seen => remove(marker)?,
                 _ => {}
             }
+        }
+        let damage = damage_marker(&self.db_path);
+        if damage.exists() && check_integrity(&self.db_path)?.is_none() {
+            tracing::info!("the rebuilt index is sound: its damage marker described the old file");
+            remove(&damage)?;
         }
         Ok(())
     }
@@ -329,11 +344,13 @@ impl Store {
                     detail.trim()
                 ),
                 markers,
+                db_path: db_path.to_path_buf(),
                 live_usable: true,
             })),
             (Err(reason), _) => Ok(ForWriting::Rebuild(Rebuild {
                 reason,
                 markers,
+                db_path: db_path.to_path_buf(),
                 live_usable: false,
             })),
         }
@@ -934,6 +951,70 @@ mod tests {
             version(&writer),
             before,
             "a reader's open committed a write"
+        );
+    }
+
+    /// A rebuild asked for by a damage marker: while it runs, the damaged
+    /// live file is found damaged again (a status poll, a failed query) and
+    /// marked with other words. After the swap the file at the path is the
+    /// sound new one, so that marker is gone; a marker describing the new
+    /// file would stay.
+    #[test]
+    fn damage_marked_again_during_a_rebuild_is_cleared_by_a_sound_swap() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("index.db");
+        {
+            let (live, _) = Store::open(&db).unwrap();
+            live.set_meta("probe", "old").unwrap();
+        }
+        mark_damaged(&db, "Tree 18 page 39: first words").unwrap();
+        let Ok(ForWriting::Rebuild(rebuild)) = Store::open_for_writing(&db) else {
+            panic!("a marked index is rebuilt");
+        };
+        let mut side = swap::SideIndex::create(&db).unwrap();
+        side.store_mut().unwrap().set_meta("probe", "new").unwrap();
+        mark_damaged(&db, "database disk image is malformed").unwrap();
+        side.swap_into_live().unwrap();
+        rebuild.clear_markers().unwrap();
+        assert!(
+            !damage_marker(&db).exists(),
+            "a marker of the replaced file survived a sound swap"
+        );
+
+        // The same after a swap onto a file that is itself damaged: the
+        // marker stays.
+        mark_damaged(&db, "first").unwrap();
+        let Ok(ForWriting::Rebuild(rebuild)) = Store::open_for_writing(&db) else {
+            panic!("a marked index is rebuilt");
+        };
+        let mut side = swap::SideIndex::create(&db).unwrap();
+        for i in 0..2000 {
+            side.store_mut()
+                .unwrap()
+                .set_meta(&format!("filler{i}"), &"x".repeat(200))
+                .unwrap();
+        }
+        side.swap_into_live().unwrap();
+        {
+            // Checkpoint, then damage the second half of the new file.
+            let (reader, _) = Store::open(&db).unwrap();
+            reader
+                .conn
+                .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+                .unwrap();
+        }
+        let mut bytes = std::fs::read(&db).unwrap();
+        let half = bytes.len() / 2;
+        for (i, b) in bytes.iter_mut().enumerate().skip(half) {
+            *b = (i * 31 % 251) as u8;
+        }
+        std::fs::write(&db, bytes).unwrap();
+        mark_damaged(&db, "second").unwrap();
+        rebuild.clear_markers().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(damage_marker(&db)).unwrap(),
+            "second",
+            "a marker of the live file must stay"
         );
     }
 
