@@ -649,6 +649,111 @@ fn a_postgres_restart_under_load_is_survived_by_the_nodes() {
     assert_feed_consistent(&feed(&b), &repo_id);
 }
 
+/// A loopback URL nobody listens on: a port the kernel handed out and
+/// that was closed again at once.
+fn dead_url() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}")
+}
+
+/// Nodes that cannot reach each other while PostgreSQL can: both nodes
+/// advertise an address nobody listens on, so the owner keeps its lease
+/// (it heartbeats) and answers locally, while the other node's forwards
+/// fail. The other node answers 503 `owner_unreachable` with
+/// `Retry-After`, naming the owner and the failed forward, counts it in
+/// `/metrics` and reports the owner in `/health` (degraded); ownership
+/// does not move.
+#[test]
+fn an_owner_unreachable_over_http_is_a_503_naming_it() {
+    let Some(pg) = pg() else { return };
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (url_a, url_b) = (dead_url(), dead_url());
+    let a = node_with(&pg, "node-a", da.path(), &["--fleet-advertise", &url_a]);
+    let b = node_with(&pg, "node-b", db.path(), &["--fleet-advertise", &url_b]);
+    let repo = Repo::small();
+    let repo_id = add_git(&a, &repo);
+    canopy_test_support::eventually("the repository is owned and published", || {
+        let (owner, _, generation) = placement(&a, &repo_id);
+        owner.is_some() && generation > 0
+    });
+    let (owner, epoch, _) = placement(&a, &repo_id);
+    let owner = owner.unwrap();
+    let (owner_node, other, owner_url) = if owner == "node-a" {
+        (a, b, url_a)
+    } else {
+        (b, a, url_b)
+    };
+    let g = answered_above(&owner_node, &repo_id, "authenticate", 0);
+
+    let body = json!({ "repo": repo_id, "symbol": "authenticate" });
+    let refused = post(&other.client(), "/query", &body);
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    assert!(
+        refused
+            .header("retry-after")
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|secs| secs >= 1),
+        "{:?}",
+        refused.headers
+    );
+    let error = refused.json().unwrap();
+    assert_eq!(error["code"], "owner_unreachable", "{error}");
+    assert_eq!(error["owner"]["node_id"], owner.as_str(), "{error}");
+    assert_eq!(error["owner"]["url"], owner_url.as_str(), "{error}");
+    assert_eq!(error["forward"]["from"], other_id(&owner), "{error}");
+    assert_eq!(error["forward"]["stage"], "connect", "{error}");
+    assert!(
+        error["message"].as_str().unwrap().contains(&owner_url),
+        "{error}"
+    );
+
+    // Counted, and reported by the forwarding node's health.
+    let metrics = other.client().metrics().unwrap();
+    let failures = metrics
+        .lines()
+        .find_map(|l| {
+            let labels = format!(
+                "canopy_fleet_forward_failures_total{{node_id=\"{}\",owner=\"{owner}\",stage=\"connect\"}} ",
+                other_id(&owner)
+            );
+            l.strip_prefix(&labels)?.parse::<u64>().ok()
+        })
+        .unwrap_or_else(|| panic!("no forward failures in:\n{metrics}"));
+    assert!(failures >= 1);
+    let health: Value = get(&other.client(), "/health").json().unwrap();
+    assert_eq!(health["status"], "degraded", "{health}");
+    let unreachable = health["fleet"]["unreachable_owners"].as_array().unwrap();
+    assert_eq!(unreachable.len(), 1, "{health}");
+    assert_eq!(unreachable[0]["node_id"], owner.as_str(), "{health}");
+    assert_eq!(unreachable[0]["url"], owner_url.as_str(), "{health}");
+    assert!(health["fleet"]["forward_failures"].as_u64().unwrap() >= 1);
+    assert!(
+        health["reasons"].as_array().unwrap().iter().any(|r| r
+            .as_str()
+            .unwrap()
+            .contains(&format!("cannot reach node {owner}"))),
+        "{health}"
+    );
+
+    // Ownership did not move, and the owner answers as before.
+    let (still, epoch_now, generation) = placement(&other, &repo_id);
+    assert_eq!(still.as_deref(), Some(owner.as_str()));
+    assert_eq!((epoch_now, generation), (epoch, g));
+    let here = owner_node
+        .client()
+        .query(&repo_id, &symbol("authenticate"))
+        .unwrap();
+    assert_eq!(here.at.generation, g);
+    let owner_health: Value = get(&owner_node.client(), "/health").json().unwrap();
+    assert_eq!(
+        owner_health["fleet"]["unreachable_owners"],
+        json!([]),
+        "{owner_health}"
+    );
+}
+
 /// A node owning many repositories keeps memory bounded: an engine
 /// nobody used for `--engine-idle-secs` is closed, and the next request
 /// reopens it and answers as before (same generation, same handles).

@@ -73,6 +73,15 @@ pub enum ClientError {
         /// The I/O error.
         error: std::io::Error,
     },
+    /// No connection could be made (refused, unreachable, or not within
+    /// the connect timeout): nothing of the request was sent.
+    #[error("cannot connect to the service at {url}: {error}")]
+    Connect {
+        /// Base URL.
+        url: String,
+        /// The I/O error of the last address tried.
+        error: std::io::Error,
+    },
     /// The service answered something that is not HTTP/JSON as expected.
     #[error("invalid response from the service: {0}")]
     InvalidResponse(String),
@@ -164,6 +173,7 @@ pub struct ServiceClient {
     token: Option<String>,
     session: Option<String>,
     timeout: Duration,
+    connect_timeout: Duration,
 }
 
 /// Percent-encodes a query-string value.
@@ -287,6 +297,7 @@ impl ServiceClient {
             token: None,
             session: None,
             timeout: RESPONSE_TIMEOUT,
+            connect_timeout: CONNECT_TIMEOUT,
         })
     }
 
@@ -305,6 +316,12 @@ impl ServiceClient {
     /// Sets the response timeout.
     pub fn with_timeout(mut self, timeout: Duration) -> ServiceClient {
         self.timeout = timeout;
+        self
+    }
+
+    /// Sets the time allowed to connect (per address the host resolves to).
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> ServiceClient {
+        self.connect_timeout = timeout;
         self
     }
 
@@ -337,7 +354,7 @@ impl ServiceClient {
         let mut last_err = None;
         let mut stream = None;
         for addr in addrs {
-            match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+            match TcpStream::connect_timeout(&addr, self.connect_timeout) {
                 Ok(s) => {
                     stream = Some(s);
                     break;
@@ -345,9 +362,10 @@ impl ServiceClient {
                 Err(e) => last_err = Some(e),
             }
         }
-        let mut stream = stream.ok_or_else(|| {
-            self.io(last_err
-                .unwrap_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no address")))
+        let mut stream = stream.ok_or_else(|| ClientError::Connect {
+            url: self.base_url.clone(),
+            error: last_err
+                .unwrap_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no address")),
         })?;
         stream
             .set_read_timeout(Some(self.timeout))

@@ -221,7 +221,9 @@ pub fn write_cursor(path: &Path, seq: u64) -> Result<(), FollowError> {
 /// restarting) rather than a refusal.
 fn retryable(e: &ClientError) -> bool {
     match e {
-        ClientError::Io { .. } | ClientError::InvalidResponse(_) => true,
+        ClientError::Io { .. } | ClientError::Connect { .. } | ClientError::InvalidResponse(_) => {
+            true
+        }
         ClientError::Api { status, .. } => matches!(status, 429 | 502 | 503 | 504),
         _ => false,
     }

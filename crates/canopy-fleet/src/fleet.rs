@@ -20,6 +20,7 @@ use crate::error::FleetError;
 use crate::feed;
 use crate::keeper::{self, LeaseChange, LossReason};
 use crate::lease::{Fence, LocalLease};
+use crate::metrics::UnreachableOwner;
 use crate::metrics::{FleetGauges, FleetMetrics};
 use crate::model::{
     EventPage, FleetView, NewEvent, NewRepo, NodeView, PlacementView, RepoRow, RepoState,
@@ -121,9 +122,20 @@ pub struct FleetHealth {
     /// Milliseconds since the last successful heartbeat.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_heartbeat_ms: Option<u64>,
+    /// Forwards to an owner that could not be reached, since start.
+    pub forward_failures: u64,
+    /// Owners whose last forward from this node failed within
+    /// [`UNREACHABLE_WINDOW`] with none answered since: requests for their
+    /// repositories get 503 `owner_unreachable` here.
+    pub unreachable_owners: Vec<UnreachableOwner>,
     /// Why not healthy.
     pub reasons: Vec<String>,
 }
+
+/// How long a failed forward keeps its owner listed as unreachable in
+/// `/health` (unless a forward to it succeeds first): long enough for a
+/// scrape to see it, short enough that an idle path does not stay degraded.
+pub const UNREACHABLE_WINDOW: Duration = Duration::from_secs(60);
 
 pub(crate) struct Inner {
     pub(crate) config: FleetConfig,
@@ -650,8 +662,9 @@ impl Fleet {
     /// `/health`'s fleet section. `unhealthy` when this process no longer
     /// acts as the node (superseded or stopped); `degraded` while the
     /// database is unreachable (the last known owners answer reads, nothing
-    /// is indexed or published), while notifications are down, or when the
-    /// last heartbeat is older than the lease TTL.
+    /// is indexed or published), while notifications are down, when the
+    /// last heartbeat is older than the lease TTL, or while an owner is
+    /// unreachable from this node (see [`UNREACHABLE_WINDOW`]).
     pub fn health(&self) -> FleetHealth {
         let database = self.inner.db.health.view();
         let node_state = self.inner.node_state();
@@ -701,6 +714,21 @@ impl Fleet {
                 age.as_secs_f64()
             ));
         }
+        let unreachable_owners = self.inner.metrics.unreachable_owners(UNREACHABLE_WINDOW);
+        for owner in &unreachable_owners {
+            if status == "healthy" {
+                status = "degraded";
+            }
+            reasons.push(format!(
+                "cannot reach node {} at {} ({} failed forwards, the last {:.1} s ago at {}: {}): requests for its repositories are answered 503 here",
+                owner.node_id,
+                owner.url,
+                owner.failures,
+                owner.last_failure_ms as f64 / 1000.0,
+                owner.stage.as_str(),
+                owner.error
+            ));
+        }
         FleetHealth {
             status,
             node_id: self.node_id().to_string(),
@@ -710,6 +738,8 @@ impl Fleet {
             leases_held,
             live_nodes,
             last_heartbeat_ms: last_beat.map(|d| d.as_millis().min(u64::MAX as u128) as u64),
+            forward_failures: self.inner.metrics.forward_failures(),
+            unreachable_owners,
             reasons,
         }
     }

@@ -47,6 +47,7 @@ pub use error::FleetError;
 pub use fleet::{Fleet, FleetHealth, NodeState, Route, migrate};
 pub use keeper::{LeaseChange, LossReason};
 pub use lease::Fence;
+pub use metrics::{ForwardStage, UnreachableOwner};
 pub use model::{
     EventPage, EventRow, FleetView, NewEvent, NewRepo, NodeView, PlacementView, RepoRow,
     RepoSource, RepoState,

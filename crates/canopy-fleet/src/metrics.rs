@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
 
 /// Latency buckets (seconds) of forwards and heartbeat turns: loopback
 /// forwards take about a millisecond, cross-zone ones tens.
@@ -49,8 +51,58 @@ pub struct FleetMetrics {
     publishes: AtomicU64,
     losses: Mutex<BTreeMap<&'static str, u64>>,
     forwards: Mutex<BTreeMap<&'static str, Histogram>>,
+    /// Owner node id → how forwards to it went.
+    reach: Mutex<BTreeMap<String, Reach>>,
     turns: Mutex<Histogram>,
     recent_turns: Mutex<VecDeque<Duration>>,
+}
+
+/// Where a forward to the owner failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ForwardStage {
+    /// No connection (refused, unreachable, connect timeout): nothing was
+    /// sent, so the owner did nothing.
+    Connect,
+    /// Connected and sent, but no complete answer came back (reset, read
+    /// timeout, not HTTP): a `/reindex` may have started there.
+    Response,
+}
+
+impl ForwardStage {
+    /// The `stage` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ForwardStage::Connect => "connect",
+            ForwardStage::Response => "response",
+        }
+    }
+}
+
+/// How forwards to one owner went.
+#[derive(Debug, Clone, Default)]
+struct Reach {
+    url: String,
+    last_ok: Option<Instant>,
+    last_failure: Option<(Instant, ForwardStage, String)>,
+    failures: BTreeMap<ForwardStage, u64>,
+}
+
+/// An owner this node could not forward to lately (for `/health`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UnreachableOwner {
+    /// The owner's node id.
+    pub node_id: String,
+    /// The URL it advertises (the one that failed).
+    pub url: String,
+    /// Where the last forward failed.
+    pub stage: ForwardStage,
+    /// The last failure's error.
+    pub error: String,
+    /// Milliseconds since that failure.
+    pub last_failure_ms: u64,
+    /// Failed forwards to this owner since this node started.
+    pub failures: u64,
 }
 
 /// Heartbeat turns whose durations are kept for [`FleetMetrics::turn_durations`].
@@ -141,6 +193,53 @@ impl FleetMetrics {
             .entry(outcome)
             .or_default()
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// Records a forward that `owner` answered (whatever the status).
+    pub fn forward_reached(&self, owner: &str, url: &str) {
+        let mut reach = lock(&self.reach);
+        let r = reach.entry(owner.to_string()).or_default();
+        r.url = url.to_string();
+        r.last_ok = Some(Instant::now());
+    }
+
+    /// Records a forward to `owner` at `url` that failed at `stage`.
+    pub fn forward_failed(&self, owner: &str, url: &str, stage: ForwardStage, error: &str) {
+        let mut reach = lock(&self.reach);
+        let r = reach.entry(owner.to_string()).or_default();
+        r.url = url.to_string();
+        r.last_failure = Some((Instant::now(), stage, error.to_string()));
+        *r.failures.entry(stage).or_insert(0) += 1;
+    }
+
+    /// Failed forwards so far, all owners and stages.
+    pub fn forward_failures(&self) -> u64 {
+        lock(&self.reach)
+            .values()
+            .flat_map(|r| r.failures.values())
+            .sum()
+    }
+
+    /// The owners whose last forward failed less than `window` ago with no
+    /// answered forward since, by node id.
+    pub fn unreachable_owners(&self, window: Duration) -> Vec<UnreachableOwner> {
+        lock(&self.reach)
+            .iter()
+            .filter_map(|(node_id, r)| {
+                let (at, stage, error) = r.last_failure.as_ref()?;
+                if at.elapsed() > window || r.last_ok.is_some_and(|ok| ok >= *at) {
+                    return None;
+                }
+                Some(UnreachableOwner {
+                    node_id: node_id.clone(),
+                    url: r.url.clone(),
+                    stage: *stage,
+                    error: error.clone(),
+                    last_failure_ms: at.elapsed().as_millis().min(u128::from(u64::MAX)) as u64,
+                    failures: r.failures.values().sum(),
+                })
+            })
+            .collect()
     }
 
     /// Leases taken so far.
@@ -278,6 +377,32 @@ impl FleetMetrics {
             let labels = format!("{node},outcome=\"{outcome}\"");
             render_histogram(out, "canopy_fleet_forward_seconds", &labels, &h);
         }
+        let failures: Vec<(String, String)> = lock(&self.reach)
+            .iter()
+            .flat_map(|(owner, r)| {
+                let node = &node;
+                r.failures.iter().map(move |(stage, n)| {
+                    (
+                        format!(
+                            "{node},owner=\"{}\",stage=\"{}\"",
+                            label(owner),
+                            stage.as_str()
+                        ),
+                        n.to_string(),
+                    )
+                })
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "# HELP canopy_fleet_forward_failures_total Forwards whose owner could not be reached (stage connect: nothing sent; response: sent, no answer), by owner.\n# TYPE canopy_fleet_forward_failures_total counter"
+        );
+        for (labels, value) in failures {
+            let _ = writeln!(
+                out,
+                "canopy_fleet_forward_failures_total{{{labels}}} {value}"
+            );
+        }
     }
 }
 
@@ -335,5 +460,33 @@ mod tests {
         ));
         assert!(out.contains("canopy_fleet_db_up{node_id=\"n\\\"1\"} 1"));
         assert!(out.contains("canopy_fleet_heartbeat_turn_seconds_count{node_id=\"n\\\"1\"} 1"));
+    }
+
+    #[test]
+    fn an_owner_is_unreachable_until_a_forward_reaches_it() {
+        let m = FleetMetrics::default();
+        let window = Duration::from_secs(60);
+        m.forward_reached("b", "http://b");
+        assert!(m.unreachable_owners(window).is_empty());
+        m.forward_failed("b", "http://b", ForwardStage::Connect, "refused");
+        m.forward_failed("b", "http://b", ForwardStage::Response, "reset");
+        let down = m.unreachable_owners(window);
+        assert_eq!(down.len(), 1, "{down:?}");
+        assert_eq!(
+            (down[0].node_id.as_str(), down[0].stage, down[0].failures),
+            ("b", ForwardStage::Response, 2)
+        );
+        let mut out = String::new();
+        m.render("a", &FleetGauges::default(), &mut out);
+        assert!(
+            out.contains(
+                "canopy_fleet_forward_failures_total{node_id=\"a\",owner=\"b\",stage=\"connect\"} 1"
+            ),
+            "{out}"
+        );
+        assert_eq!(m.forward_failures(), 2);
+        m.forward_reached("b", "http://b");
+        assert!(m.unreachable_owners(window).is_empty());
+        assert_eq!(m.forward_failures(), 2);
     }
 }

@@ -580,7 +580,23 @@ async fn a_paused_owner_cannot_publish_after_it_resumes() {
     // A process that has not looked at its clock yet is refused by the
     // database: first while the lease is merely expired ...
     let blind = fence_a.ignoring_local_deadline();
-    tokio::time::sleep(timing().safety_margin + Duration::from_millis(200)).await;
+    // Wait for the database's own clock to pass the lease's expiry (the
+    // local deadline is a safety margin earlier, and a renewal's round
+    // trip later still on a loaded machine): observed, not slept on.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let view = a.fleet.view().await.unwrap();
+        let lease = view.repos.iter().find(|p| p.repo_id == repo).unwrap();
+        if lease.lease_remaining_ms.is_some_and(|ms| ms < 0) {
+            assert_eq!(lease.owner, None, "an expired lease has no owner");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lease did not expire in the database: {lease:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     match a.fleet.publish(&blind, 1, &state(2, "ready"), &late).await {
         Err(FleetError::Fenced(m)) => assert!(m.contains("expired"), "{m}"),
         other => panic!("expected Fenced, got {other:?}"),

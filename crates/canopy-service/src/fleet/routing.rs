@@ -12,7 +12,9 @@
 //!   [`FORWARDED_BY_HEADER`]; a forwarded request is never forwarded again
 //!   (421 `misdirected`, after which the forwarding node retries once with
 //!   a route read from the database); 503 `not_ready` with `Retry-After`
-//!   while nobody can answer;
+//!   while nobody can answer; 503 `owner_unreachable` with `Retry-After`
+//!   (naming the owner and the failed forward) when the owner holds the
+//!   lease but cannot be reached from here;
 //! * `/health` and `/metrics` get the node's fleet sections.
 
 use std::sync::Arc;
@@ -28,9 +30,9 @@ use canopy_client::api::{
     AddRepoResponse, EventRecord, EventsResponse, ReindexRequest, RepoView, RunError,
     SESSION_HEADER,
 };
-use canopy_client::client::ServiceClient;
+use canopy_client::client::{ClientError, ServiceClient};
 use canopy_core::engine::rfc3339_utc;
-use canopy_fleet::{FleetError, NewRepo, RepoRow, RepoSource, Route};
+use canopy_fleet::{FleetError, ForwardStage, NewRepo, RepoRow, RepoSource, Route};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -262,6 +264,23 @@ async fn repository(
                             Err(e) => return database_error(&e),
                         };
                     }
+                    Forwarded::Unreachable(failed) => {
+                        // The cached route may be a heartbeat old: when the
+                        // database names another owner now (or this node),
+                        // follow it once; the same owner is unreachable.
+                        let unreachable = owner_unreachable(node, &repo_id, owner, &failed);
+                        if retried || failed.stage != ForwardStage::Connect {
+                            return unreachable;
+                        }
+                        retried = true;
+                        route = match node.fleet().route_fresh(&repo_id).await {
+                            Ok(Route::Forward { node_id: now, .. }) if now == node_id => {
+                                return unreachable;
+                            }
+                            Ok(r) => r,
+                            Err(_) => return unreachable,
+                        };
+                    }
                 }
             }
         }
@@ -330,6 +349,52 @@ enum Forwarded {
     /// The owner no longer holds the repository (421): worth one retry
     /// with a fresh route.
     Misdirected(Response),
+    /// The owner could not be reached (already counted).
+    Unreachable(ForwardError),
+}
+
+/// Time allowed to connect to an owner. A loopback or LAN connect takes
+/// well under a millisecond; 2 s covers one lost SYN (retransmitted after
+/// 1 s) and bounds what a caller waits for an owner nobody can reach.
+const FORWARD_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A forward that got no answer from the owner.
+#[derive(Debug)]
+struct ForwardError {
+    stage: ForwardStage,
+    message: String,
+}
+
+/// 503 `owner_unreachable`: the owner holds the repository's lease (it
+/// heartbeats in PostgreSQL) but this node cannot reach it over HTTP.
+/// Nothing else can answer honestly: only the owner has the index at the
+/// published generation, and it keeps the lease while it heartbeats.
+fn owner_unreachable(
+    node: &FleetNode,
+    repo_id: &str,
+    owner: Owner<'_>,
+    failed: &ForwardError,
+) -> Response {
+    let heartbeat = node.fleet().config().timing.heartbeat;
+    let retry_after = heartbeat.as_secs() + u64::from(heartbeat.subsec_nanos() > 0);
+    let here = node.fleet().node_id();
+    let body = json!({
+        "code": "owner_unreachable",
+        "message": format!(
+            "the owner {} of {repo_id} at {} cannot be reached from node {here} ({}: {})",
+            owner.node_id, owner.url, failed.stage.as_str(), failed.message
+        ),
+        "hint": "retry after the Retry-After seconds; an owner that is down loses the repository \
+                 within the lease TTL and another node takes it over; GET /health on this node \
+                 lists the owners it cannot reach",
+        "owner": { "node_id": owner.node_id, "url": owner.url },
+        "forward": { "from": here, "stage": failed.stage, "error": failed.message },
+    });
+    let mut r = (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    if let Ok(v) = HeaderValue::from_str(&retry_after.max(1).to_string()) {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    r
 }
 
 /// Forwards the request to its owner once, recording the outcome in the
@@ -361,20 +426,26 @@ async fn forward_to_owner(
     match sent {
         Ok(response) if response.status() == StatusCode::MISDIRECTED_REQUEST => {
             metrics.observe_forward("misdirected", started.elapsed());
+            metrics.forward_reached(node_id, url);
             Forwarded::Misdirected(response)
         }
         Ok(response) => {
             metrics.observe_forward("ok", started.elapsed());
+            metrics.forward_reached(node_id, url);
             Forwarded::Answer(response)
         }
         Err(e) => {
             metrics.observe_forward("error", started.elapsed());
-            Forwarded::Answer(error(
-                StatusCode::BAD_GATEWAY,
-                "forward_failed",
-                format!("the owner {node_id} of {repo_id} at {url} did not answer: {e}"),
-                "retry shortly: if the owner is gone, another node takes the repository over",
-            ))
+            metrics.forward_failed(node_id, url, e.stage, &e.message);
+            tracing::warn!(
+                owner = node_id,
+                url,
+                repo = repo_id,
+                stage = e.stage.as_str(),
+                "forward failed: {}",
+                e.message
+            );
+            Forwarded::Unreachable(e)
         }
     }
 }
@@ -508,7 +579,7 @@ async fn forward(
     url: &str,
     out: &Outgoing,
     body: Option<Bytes>,
-) -> Result<Response, String> {
+) -> Result<Response, ForwardError> {
     let (method, path_and_query, headers) = (
         out.method.clone(),
         out.path_and_query.clone(),
@@ -517,21 +588,29 @@ async fn forward(
     let url = url.to_string();
     // The owner has the request's own time limit, and a little more.
     let timeout = svc.config().request_timeout + Duration::from_secs(5);
+    let failed = |stage, message: String| ForwardError { stage, message };
     let raw = tokio::task::spawn_blocking(move || {
         let client = ServiceClient::new(&url)
-            .map_err(|e| e.to_string())?
-            .with_timeout(timeout);
+            .map_err(|e| failed(ForwardStage::Connect, e.to_string()))?
+            .with_timeout(timeout)
+            .with_connect_timeout(FORWARD_CONNECT_TIMEOUT);
         let refs: Vec<(&str, &str)> = headers
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         client
             .send_raw(&method, &path_and_query, body.as_deref(), &refs)
-            .map_err(|e| e.to_string())
+            .map_err(|e| match e {
+                ClientError::Connect { error, .. } => {
+                    failed(ForwardStage::Connect, error.to_string())
+                }
+                e => failed(ForwardStage::Response, e.to_string()),
+            })
     })
     .await
-    .map_err(|e| e.to_string())??;
-    let status = StatusCode::from_u16(raw.status).map_err(|e| e.to_string())?;
+    .map_err(|e| failed(ForwardStage::Response, e.to_string()))??;
+    let status = StatusCode::from_u16(raw.status)
+        .map_err(|e| failed(ForwardStage::Response, e.to_string()))?;
     let kept: Vec<(header::HeaderName, HeaderValue)> = [header::CONTENT_TYPE, header::RETRY_AFTER]
         .into_iter()
         .filter_map(|name| {
