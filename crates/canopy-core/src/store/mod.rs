@@ -58,7 +58,7 @@ use crate::error::{CanopyError, Result};
 /// `graph_added`, the files added since the last resolution, and
 /// `graph_stale.name`); 22: TypeScript item types of typed collections,
 /// `for … of` and array-callback parameters as items, casts as typed
-/// locals, index by a name as a segment.
+/// locals, index by a name as a segment, type guards narrowing in `if`.
 pub const SCHEMA_VERSION: u32 = 22;
 
 const SCHEMA: &str = include_str!("schema.sql");

@@ -232,15 +232,103 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         | "abstract_method_signature"
         | "function_signature" => {
             if let (Some(name), Some(r)) = (n.field("name"), n.field("return_type")) {
-                let t = type_expr(cx, r);
+                let t = guarded_type(cx, r).or_else(|| type_expr(cx, r));
                 cx.def_fact(name, t, DefFactKind::Returns);
             }
         }
+        "if_statement" => narrowing(cx, n),
         "class_declaration" | "abstract_class_declaration" | "class" | "interface_declaration" => {
             class_like(cx, n)
         }
         _ => {}
     });
+    // In source order: a narrowed binding's end (see [`narrowing`]) was
+    // written before the bindings inside the block.
+    cx.facts.bindings.sort_by_key(|b| b.byte);
+}
+
+/// The type a guard's return annotation (`x is T`) narrows its argument
+/// to. It stands as the guard's return type: a call of the guard then is a
+/// `T`, which the narrowed binding of [`narrowing`] reads (a guard's
+/// boolean has no members a call could mean).
+fn guarded_type(cx: &Cx, r: Node) -> Option<String> {
+    let r = match r.kind_name() {
+        "type_annotation" => r.named_child(0)?,
+        _ => r,
+    };
+    let predicate = match r.kind_name() {
+        "type_predicate_annotation" => r.named_child(0)?,
+        "type_predicate" => r,
+        _ => return None,
+    };
+    (predicate.kind_name() == "type_predicate")
+        .then(|| predicate.field("type"))
+        .flatten()
+        .and_then(|t| type_expr(cx, t))
+}
+
+/// `if (isT(x)) { … }` (also `isT(x) && …`, `isT(x) || isU(x)`): inside the
+/// block `x` is what the guard `isT` narrows to; after it, what it was
+/// before (its binding copied, else unknown).
+fn narrowing(cx: &mut Cx, n: Node) {
+    let (Some(cond), Some(body)) = (n.field("condition"), n.field("consequence")) else {
+        return;
+    };
+    let mut guards = Vec::new();
+    guard_calls(cx, cond, &mut guards);
+    // One binding of a name holds at a byte, the last written: the first
+    // guard's (`isT(x) || isU(x)`: members both have mean `T`'s).
+    for (guard, var) in guards.into_iter().rev() {
+        let before = cx
+            .facts
+            .bindings
+            .iter()
+            .rev()
+            .find(|b| b.name == var && !b.field)
+            .map(|b| (b.expr.clone(), b.is_type));
+        cx.bind(
+            body.start_byte(),
+            &var,
+            Some(format!("{guard}()")),
+            false,
+            false,
+        );
+        let (expr, is_type) = before.unwrap_or_else(|| (var.clone(), false));
+        cx.bind(body.end_byte(), &var, Some(expr), is_type, false);
+    }
+}
+
+/// The `(guard, variable)` pairs of the calls `guard(variable)` a
+/// condition is made of (through parentheses, `&&` and `||`).
+fn guard_calls(cx: &Cx, n: Node, out: &mut Vec<(String, String)>) {
+    match n.kind_name() {
+        "parenthesized_expression" => {
+            if let Some(inner) = n.named_child(0) {
+                guard_calls(cx, inner, out);
+            }
+        }
+        "binary_expression" => {
+            let op = n.field("operator").map(|o| cx.t(o));
+            if matches!(op, Some("&&" | "||")) {
+                for side in [n.field("left"), n.field("right")].into_iter().flatten() {
+                    guard_calls(cx, side, out);
+                }
+            }
+        }
+        "call_expression" => {
+            let f = n
+                .field("function")
+                .filter(|f| f.kind_name() == "identifier");
+            let arg = n
+                .field("arguments")
+                .and_then(|a| a.named_child(0))
+                .filter(|a| a.kind_name() == "identifier");
+            if let (Some(f), Some(arg)) = (f, arg) {
+                out.push((cx.t(f).to_string(), cx.t(arg).to_string()));
+            }
+        }
+        _ => {}
+    }
 }
 
 /// `f()`, `a.f()`, `new F()`, `super()`: a call site of the name called.
@@ -417,6 +505,19 @@ fn variable_declarator(cx: &mut Cx, n: Node) {
     } else if let Some(v) = n.field("value") {
         let e = expr(cx, v);
         cx.bind(n.start_byte(), &name, e, false, false);
+    }
+    // `const isT = make() as (x: any) => x is T`: a guard of `T`.
+    let guard = n
+        .field("type")
+        .or_else(|| {
+            n.field("value")
+                .filter(|v| v.kind_name() == "as_expression")
+                .and_then(|v| v.named_child(1))
+        })
+        .and_then(|t| t.field("return_type"))
+        .and_then(|r| guarded_type(cx, r));
+    if let (Some(t), Some(name)) = (guard, n.field("name")) {
+        cx.def_fact(name, Some(t), DefFactKind::Returns);
     }
 }
 
