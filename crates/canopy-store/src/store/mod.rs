@@ -58,8 +58,10 @@ use crate::error::{CanopyError, Result};
 /// an import of a module file is an edge to that file's unit; 20: Python
 /// properties are fields, loop variables items of typed iterables; 21:
 /// `graph_added`, the files added since the last resolution, and
-/// `graph_stale.name`).
-pub const SCHEMA_VERSION: u32 = 21;
+/// `graph_stale.name`); 22: TypeScript item types of typed collections,
+/// `for … of` and array-callback parameters as items, casts as typed
+/// locals, index by a name as a segment, type guards narrowing in `if`.
+pub const SCHEMA_VERSION: u32 = 22;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

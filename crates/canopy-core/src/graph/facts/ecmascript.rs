@@ -5,11 +5,14 @@
 //! `export … from` re-exports (named and `*`), variable declarations with
 //! type or initialiser, typed parameters (constructor parameter properties
 //! become fields), class properties and `this.x = …` as fields, return
-//! types, `extends` / `implements`.
+//! types, `extends` / `implements`; the item types of typed collections
+//! (`Map<K, V>`, `T[]`, `Set<T>`), `for … of` variables and the first
+//! parameter of array callbacks (`xs.map((x) => …)`) as items, casts
+//! (`x as T`) as locals of their type.
 
 use tree_sitter::Node;
 
-use super::model::{DefFactKind, IMPORT_RECV, SiteKind};
+use super::model::{CAST, DefFactKind, ELEM, IMPORT_RECV, SiteKind};
 use super::walker::{Cx, GrammarLookup, Up, walk_tree};
 
 /// The normalised expression of a value node.
@@ -23,13 +26,98 @@ pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
         }
         "call_expression" => Some(format!("{}()", expr(cx, n.field("function")?)?)),
         "new_expression" => Some(format!("{}()", expr(cx, n.field("constructor")?)?)),
+        "subscript_expression" => subscript(cx, n),
+        "as_expression" | "type_assertion" => match cast_type(cx, n) {
+            Some(_) => Some(format!("{CAST}{}", n.start_byte())),
+            None => expr(cx, cast_value(n)?),
+        },
         "parenthesized_expression"
         | "non_null_expression"
         | "await_expression"
-        | "as_expression"
-        | "satisfies_expression"
-        | "type_assertion" => expr(cx, n.named_child(0)?),
+        | "satisfies_expression" => expr(cx, n.named_child(0)?),
         _ => None,
+    }
+}
+
+/// `h[$admin]`, `xs[i]`: the segment `[$admin]` / `[i]` (the field a key
+/// of that name declares, else an item); `xs[0]`: an item of `xs`
+/// ([`ELEM`]); `o["name"]`: the member `name`.
+fn subscript(cx: &Cx, n: Node) -> Option<String> {
+    let obj = expr(cx, n.field("object")?)?;
+    let index = n.field("index")?;
+    match index.kind_name() {
+        "identifier" => Some(format!("{obj}.[{}]", cx.t(index))),
+        "string" => {
+            let key = string_content(cx, index);
+            let plain = !key.is_empty()
+                && key
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || c == '_' || c == '$');
+            plain.then(|| format!("{obj}.{key}"))
+        }
+        _ if obj.ends_with(')') => None,
+        _ => Some(format!("{obj}{ELEM}")),
+    }
+}
+
+/// The type a cast (`x as T`, `<T>x`) gives its value, when it names one
+/// (`as any`, `as const` name none: the value keeps its own).
+fn cast_type(cx: &Cx, n: Node) -> Option<String> {
+    let t = match n.kind_name() {
+        "as_expression" => n.named_child(1)?,
+        _ => n.named_child(0)?.named_child(0)?,
+    };
+    type_expr(cx, t)
+}
+
+/// The value a cast converts.
+fn cast_value(n: Node) -> Option<Node> {
+    match n.kind_name() {
+        "as_expression" => n.named_child(0),
+        _ => n.named_child(1),
+    }
+}
+
+/// The item type of a collection type: the element of an array or set,
+/// the value of a map.
+fn item_type(cx: &Cx, t: Node) -> Option<String> {
+    match t.kind_name() {
+        "type_annotation" | "parenthesized_type" | "readonly_type" => {
+            item_type(cx, t.named_child(0)?)
+        }
+        "array_type" => type_expr(cx, t.named_child(0)?),
+        "union_type" => {
+            let mut c = t.walk();
+            let parts: Vec<Node> = t.named_children(&mut c).collect();
+            parts.into_iter().find_map(|p| item_type(cx, p))
+        }
+        "generic_type" => {
+            let name = cx.t(t.field("name").or(t.named_child(0))?);
+            let args = t.field("type_arguments").or(t.named_child(1))?;
+            let arg = match name {
+                "Array" | "ReadonlyArray" | "Set" | "ReadonlySet" => args.named_child(0)?,
+                "Map" | "ReadonlyMap" | "WeakMap" => args.named_child(1)?,
+                _ => return None,
+            };
+            type_expr(cx, arg)
+        }
+        _ => None,
+    }
+}
+
+/// Binds `name#elem` ([`ELEM`]) to the item type of `t`, if it is a
+/// collection of one.
+fn bind_items(cx: &mut Cx, at: usize, name: &str, t: Node, field: bool) {
+    if let Some(item) = item_type(cx, t) {
+        cx.bind(at, &format!("{name}{ELEM}"), Some(item), true, field);
+    }
+}
+
+/// `x as T`, `<T>x`: the type binding the cast's expression names (see [`CAST`]).
+fn cast(cx: &mut Cx, n: Node) {
+    if let Some(t) = cast_type(cx, n) {
+        let name = format!("{CAST}{}", n.start_byte());
+        cx.bind(n.start_byte(), &name, Some(t), true, false);
     }
 }
 
@@ -135,21 +223,112 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         "required_parameter" | "optional_parameter" => parameter(cx, n),
         "public_field_definition" | "property_signature" => field_definition(cx, n),
         "assignment_expression" => assignment(cx, n),
+        "as_expression" | "type_assertion" => cast(cx, n),
+        "for_in_statement" => for_of(cx, n),
+        "arrow_function" | "function_expression" => callback(cx, n),
         "function_declaration"
         | "method_definition"
         | "method_signature"
         | "abstract_method_signature"
         | "function_signature" => {
             if let (Some(name), Some(r)) = (n.field("name"), n.field("return_type")) {
-                let t = type_expr(cx, r);
+                let t = guarded_type(cx, r).or_else(|| type_expr(cx, r));
                 cx.def_fact(name, t, DefFactKind::Returns);
             }
         }
+        "if_statement" => narrowing(cx, n),
         "class_declaration" | "abstract_class_declaration" | "class" | "interface_declaration" => {
             class_like(cx, n)
         }
         _ => {}
     });
+    // In source order: a narrowed binding's end (see [`narrowing`]) was
+    // written before the bindings inside the block.
+    cx.facts.bindings.sort_by_key(|b| b.byte);
+}
+
+/// The type a guard's return annotation (`x is T`) narrows its argument
+/// to. It stands as the guard's return type: a call of the guard then is a
+/// `T`, which the narrowed binding of [`narrowing`] reads (a guard's
+/// boolean has no members a call could mean).
+fn guarded_type(cx: &Cx, r: Node) -> Option<String> {
+    let r = match r.kind_name() {
+        "type_annotation" => r.named_child(0)?,
+        _ => r,
+    };
+    let predicate = match r.kind_name() {
+        "type_predicate_annotation" => r.named_child(0)?,
+        "type_predicate" => r,
+        _ => return None,
+    };
+    (predicate.kind_name() == "type_predicate")
+        .then(|| predicate.field("type"))
+        .flatten()
+        .and_then(|t| type_expr(cx, t))
+}
+
+/// `if (isT(x)) { … }` (also `isT(x) && …`, `isT(x) || isU(x)`): inside the
+/// block `x` is what the guard `isT` narrows to; after it, what it was
+/// before (its binding copied, else unknown).
+fn narrowing(cx: &mut Cx, n: Node) {
+    let (Some(cond), Some(body)) = (n.field("condition"), n.field("consequence")) else {
+        return;
+    };
+    let mut guards = Vec::new();
+    guard_calls(cx, cond, &mut guards);
+    // One binding of a name holds at a byte, the last written: the first
+    // guard's (`isT(x) || isU(x)`: members both have mean `T`'s).
+    for (guard, var) in guards.into_iter().rev() {
+        let before = cx
+            .facts
+            .bindings
+            .iter()
+            .rev()
+            .find(|b| b.name == var && !b.field)
+            .map(|b| (b.expr.clone(), b.is_type));
+        cx.bind(
+            body.start_byte(),
+            &var,
+            Some(format!("{guard}()")),
+            false,
+            false,
+        );
+        let (expr, is_type) = before.unwrap_or_else(|| (var.clone(), false));
+        cx.bind(body.end_byte(), &var, Some(expr), is_type, false);
+    }
+}
+
+/// The `(guard, variable)` pairs of the calls `guard(variable)` a
+/// condition is made of (through parentheses, `&&` and `||`).
+fn guard_calls(cx: &Cx, n: Node, out: &mut Vec<(String, String)>) {
+    match n.kind_name() {
+        "parenthesized_expression" => {
+            if let Some(inner) = n.named_child(0) {
+                guard_calls(cx, inner, out);
+            }
+        }
+        "binary_expression" => {
+            let op = n.field("operator").map(|o| cx.t(o));
+            if matches!(op, Some("&&" | "||")) {
+                for side in [n.field("left"), n.field("right")].into_iter().flatten() {
+                    guard_calls(cx, side, out);
+                }
+            }
+        }
+        "call_expression" => {
+            let f = n
+                .field("function")
+                .filter(|f| f.kind_name() == "identifier");
+            let arg = n
+                .field("arguments")
+                .and_then(|a| a.named_child(0))
+                .filter(|a| a.kind_name() == "identifier");
+            if let (Some(f), Some(arg)) = (f, arg) {
+                out.push((cx.t(f).to_string(), cx.t(arg).to_string()));
+            }
+        }
+        _ => {}
+    }
 }
 
 /// `f()`, `a.f()`, `new F()`, `super()`: a call site of the name called.
@@ -320,11 +499,25 @@ fn variable_declarator(cx: &mut Cx, n: Node) {
     };
     let name = cx.t(name).to_string();
     if let Some(t) = n.field("type") {
+        bind_items(cx, n.start_byte(), &name, t, false);
         let t = type_expr(cx, t);
         cx.bind(n.start_byte(), &name, t, true, false);
     } else if let Some(v) = n.field("value") {
         let e = expr(cx, v);
         cx.bind(n.start_byte(), &name, e, false, false);
+    }
+    // `const isT = make() as (x: any) => x is T`: a guard of `T`.
+    let guard = n
+        .field("type")
+        .or_else(|| {
+            n.field("value")
+                .filter(|v| v.kind_name() == "as_expression")
+                .and_then(|v| v.named_child(1))
+        })
+        .and_then(|t| t.field("return_type"))
+        .and_then(|r| guarded_type(cx, r));
+    if let (Some(t), Some(name)) = (guard, n.field("name")) {
+        cx.def_fact(name, Some(t), DefFactKind::Returns);
     }
 }
 
@@ -337,11 +530,15 @@ fn parameter(cx: &mut Cx, n: Node) {
         return;
     }
     let name = cx.t(p).to_string();
-    let t = type_expr(cx, t);
     let mut c = n.walk();
     let is_property = n
         .children(&mut c)
         .any(|c| c.kind_name() == "accessibility_modifier" || c.kind_name() == "readonly");
+    bind_items(cx, n.start_byte(), &name, t, false);
+    if is_property {
+        bind_items(cx, n.start_byte(), &name, t, true);
+    }
+    let t = type_expr(cx, t);
     cx.bind(n.start_byte(), &name, t.clone(), true, false);
     if is_property {
         cx.bind(n.start_byte(), &name, t, true, true);
@@ -355,6 +552,7 @@ fn field_definition(cx: &mut Cx, n: Node) {
     };
     let name = cx.t(name).to_string();
     if let Some(t) = n.field("type") {
+        bind_items(cx, n.start_byte(), &name, t, true);
         let t = type_expr(cx, t);
         cx.bind(n.start_byte(), &name, t, true, true);
     } else if let Some(v) = n.field("value") {
@@ -406,4 +604,94 @@ fn class_like(cx: &mut Cx, n: Node) {
             _ => {}
         }
     }
+}
+
+/// `for (const x of xs)`: `x` is an item of `xs` (a name or member path,
+/// no call).
+fn for_of(cx: &mut Cx, n: Node) {
+    let (Some(left), Some(right)) = (n.field("left"), n.field("right")) else {
+        return;
+    };
+    let is_of = n
+        .children(&mut n.walk())
+        .any(|c| !c.is_named() && cx.t(c) == "of");
+    if !is_of || left.kind_name() != "identifier" {
+        return;
+    }
+    let Some(source) = expr(cx, right).filter(|e| !e.contains("()")) else {
+        return;
+    };
+    let name = cx.t(left).to_string();
+    cx.bind(
+        left.start_byte(),
+        &name,
+        Some(format!("{source}{ELEM}")),
+        false,
+        false,
+    );
+}
+
+/// Array methods whose callback's first parameter is an item of the array.
+const ITEM_CALLBACKS: &[&str] = &[
+    "forEach",
+    "map",
+    "filter",
+    "some",
+    "every",
+    "find",
+    "findIndex",
+    "findLast",
+    "flatMap",
+];
+
+/// `xs.forEach((x) => …)` (and `map`, `filter`, …): the callback's first
+/// parameter, without a type of its own, is an item of `xs` (contextual
+/// typing), when `xs` is a name or member path (no call).
+fn callback(cx: &mut Cx, n: Node) {
+    let Some(call) = n
+        .parent()
+        .filter(|a| a.kind_name() == "arguments" && a.named_child(0) == Some(n))
+        .and_then(|a| a.parent())
+        .filter(|c| c.kind_name() == "call_expression")
+    else {
+        return;
+    };
+    let Some(f) = call
+        .field("function")
+        .filter(|f| f.kind_name() == "member_expression")
+    else {
+        return;
+    };
+    let (Some(obj), Some(prop)) = (f.field("object"), f.field("property")) else {
+        return;
+    };
+    if !ITEM_CALLBACKS.contains(&cx.t(prop)) {
+        return;
+    }
+    let Some(source) = expr(cx, obj).filter(|e| !e.contains("()")) else {
+        return;
+    };
+    let param = match n.field("parameter") {
+        Some(p) => Some(p),
+        None => n.field("parameters").and_then(|ps| ps.named_child(0)),
+    };
+    let Some(param) = param else {
+        return;
+    };
+    let ident = match param.kind_name() {
+        "identifier" => param,
+        "required_parameter" if param.field("type").is_none() => match param.field("pattern") {
+            Some(p) if p.kind_name() == "identifier" => p,
+            _ => return,
+        },
+        _ => return,
+    };
+    let name = cx.t(ident).to_string();
+    cx.bind(
+        ident.start_byte(),
+        &name,
+        Some(format!("{source}{ELEM}")),
+        false,
+        false,
+    );
 }

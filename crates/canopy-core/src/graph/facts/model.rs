@@ -149,6 +149,11 @@ pub const ELEM: &str = "#elem";
 /// (`import:./x`, `import:crate.a`): the name is looked up in that module.
 pub const IMPORT_RECV: &str = "import:";
 
+/// The name of the local an ECMAScript cast stands for: `(x as T)` at byte
+/// 120 is the expression `#as120`, and a type binding of that name (`T`)
+/// sits at the cast's byte, so a call on the cast reads `T`'s members.
+pub const CAST: &str = "#as";
+
 /// A binding's value that is the parameter of its name (`@param:db`, a
 /// Python parameter without annotation): a pytest fixture, if one is found.
 pub const PARAM_VALUE: &str = "@param:";

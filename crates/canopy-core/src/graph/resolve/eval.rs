@@ -214,6 +214,19 @@ impl World {
                 return Some(items);
             }
         }
+        if name.starts_with('[') && !called {
+            // `h[$admin]` / `xs[i]` (an ECMAScript index by a name): the
+            // field that key names (`[$admin]: Admin`), else an item of
+            // the collection.
+            let mut fields: Vec<Val> = vals
+                .iter()
+                .flat_map(|v| self.member(v, name, depth + 1))
+                .collect();
+            if fields.is_empty() && !before.ends_with(')') {
+                fields = self.eval_path(cx, &format!("{before}{ELEM}"), depth + 1, value);
+            }
+            return (!fields.is_empty()).then_some(fields);
+        }
         if vals.is_empty() {
             return None;
         }

@@ -97,7 +97,11 @@ impl World {
         // Nested definitions (where the language has them in scope: never
         // the items of a Rust `impl` or trait body, which are reached
         // through `Self::` / a value).
-        let defs = if conv.items_of_type_bodies_in_scope || !class_scope {
+        let value_members =
+            !first && us.node_type == NodeType::Constant && !conv.functions_in_values_in_scope;
+        let defs = if value_members {
+            Vec::new()
+        } else if conv.items_of_type_bodies_in_scope || !class_scope {
             self.definitions_named(u, name)
         } else {
             Vec::new()

@@ -7,8 +7,20 @@ use crate::graph::resolve::eval::{Ctx, Val};
 use crate::graph::resolve::ids::{FileIdx, SymId};
 use crate::graph::resolve::world::{World, is_function};
 
-/// TypeScript's and JavaScript's differences as data: none.
-pub(crate) const CONVENTIONS: Conventions = Conventions::NEUTRAL;
+/// TypeScript's and JavaScript's differences as data: a method (of a class
+/// or an object literal) is no name in scope, only a member; collection
+/// methods that give back an item.
+pub(crate) const CONVENTIONS: Conventions = Conventions {
+    methods_in_scope: false,
+    functions_in_values_in_scope: false,
+    item_methods: ITEM_METHODS,
+    ..Conventions::NEUTRAL
+};
+
+/// Methods of `Map`, `WeakMap` and arrays that give back one item (the
+/// value type of a map, the element type of an array; see
+/// [`crate::graph::facts::model::ELEM`]).
+const ITEM_METHODS: &[&str] = &["get", "at", "pop", "shift", "find", "findLast"];
 
 /// TypeScript's and JavaScript's rules (they keep no tables).
 pub(crate) struct EcmaScript;

@@ -99,6 +99,11 @@ pub(crate) struct Conventions {
     /// Methods are names of the scope they are declared in (not Go's, which
     /// are reached through their receiver's type).
     pub methods_in_scope: bool,
+    /// The functions in a constant's value are names in scope for the code
+    /// of other functions in it (not ECMAScript, where they are the methods
+    /// of an object literal: `const traps = { get() { has(…) }, has() {} }`
+    /// calls an outer `has`).
+    pub functions_in_values_in_scope: bool,
     /// Collection methods that give back an item (Rust's `first`, `get`,
     /// `pop`, …): on a field or local without a type of its own, the item
     /// of the collection (`v#elem`).
@@ -118,6 +123,7 @@ impl Conventions {
         locals_visible_before_binding: true,
         items_of_type_bodies_in_scope: true,
         methods_in_scope: true,
+        functions_in_values_in_scope: true,
         item_methods: &[],
     };
 }

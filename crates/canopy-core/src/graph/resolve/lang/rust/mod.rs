@@ -35,6 +35,7 @@ pub(crate) const CONVENTIONS: Conventions = Conventions {
     locals_visible_before_binding: false,
     items_of_type_bodies_in_scope: false,
     methods_in_scope: true,
+    functions_in_values_in_scope: true,
     item_methods: ITEM_METHODS,
 };
 
