@@ -532,3 +532,20 @@ fn incremental_gaps_match_a_cold_index() {
         kept_world_matches_cold_index(fixture, Against::ReadAgainAndCold, steps);
     }
 }
+
+/// `graph_prepare` finds the users of new and gone names by a lookup per
+/// name or, with at least one name per file, by one pass over the
+/// postings: each way alone still matches a cold index on every gap (the
+/// other tests, running meanwhile, see the same marks either way).
+#[test]
+fn incremental_gaps_match_a_cold_index_either_way_of_marking() {
+    use crate::store::graph::{FORCE_BY_NAME, FORCE_ONE_PASS, MARKING_FORCED};
+    use std::sync::atomic::Ordering;
+    for way in [FORCE_BY_NAME, FORCE_ONE_PASS] {
+        MARKING_FORCED.store(way, Ordering::Relaxed);
+        for (fixture, steps) in INCREMENTAL_GAPS {
+            kept_world_matches_cold_index(fixture, Against::ReadAgainAndCold, steps);
+        }
+    }
+    MARKING_FORCED.store(0, Ordering::Relaxed);
+}

@@ -310,6 +310,56 @@ fn mark_users_of_name(tx: &Transaction, name: &str, dirty: &mut BTreeSet<i64>) -
     Ok(())
 }
 
+/// Tests force either way of finding the users of names
+/// ([`mark_dependents`]), to check that both mark the same files; 0 lets
+/// the number of names choose.
+pub(crate) static MARKING_FORCED: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+/// [`MARKING_FORCED`]: one lookup per name.
+pub(crate) const FORCE_BY_NAME: u8 = 1;
+/// [`MARKING_FORCED`]: one pass over the postings.
+pub(crate) const FORCE_ONE_PASS: u8 = 2;
+
+/// What [`mark_users_of_name`] for each of `names` and
+/// [`mark_importers_of_modules`] for `module_paths` add to `dirty`, found
+/// from the other side: one pass over `ref_postings` keeps the names used
+/// by files not yet in `dirty` (a file already there gains nothing from
+/// being marked), and only those names' texts are compared. On a first
+/// build, where every file with references is dirty, that is one scan and
+/// nothing else.
+fn mark_users_among_clean_files(
+    tx: &Transaction,
+    names: &BTreeSet<&str>,
+    module_paths: &[Vec<String>],
+    dirty: &mut BTreeSet<i64>,
+) -> Result<()> {
+    let mut clean_users: HashMap<i64, Vec<i64>> = HashMap::new();
+    let mut stmt = tx.prepare_cached("SELECT name_id, file_id FROM ref_postings")?;
+    for row in stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))? {
+        let (name_id, file_id) = row?;
+        if !dirty.contains(&file_id) {
+            clean_users.entry(name_id).or_default().push(file_id);
+        }
+    }
+    let mut text_of = tx.prepare_cached("SELECT text FROM ref_names WHERE id = ?1")?;
+    let mut users = Vec::new();
+    for (name_id, files) in clean_users {
+        let text: Option<String> = text_of.query_row([name_id], |r| r.get(0)).optional()?;
+        let Some(text) = text else { continue };
+        let names_it = names.contains(text.as_str())
+            || !module_paths.is_empty() && {
+                let spelled = spelled_module_path(&text);
+                module_paths
+                    .iter()
+                    .any(|path| may_name_module(&spelled, path))
+            };
+        if names_it {
+            users.extend(files);
+        }
+    }
+    dirty.extend(users);
+    Ok(())
+}
+
 /// One unit of a file whose units were written since the last resolution.
 struct WrittenUnit {
     id: i64,
@@ -339,18 +389,44 @@ struct WrittenUnit {
 ///   interface: the files declaring the types that have its first method
 ///   (they may satisfy it now). The old units' side is marked as they go
 ///   ([`mark_go_type_relations_of_old_units`]).
+///
+/// A definition that is gone (`gone_names`): files whose references use
+/// its name but hold no edge into it (a call guessed only to a method
+/// defined once; a name another definition shadowed) may now resolve
+/// elsewhere.
+///
+/// Finding the users of names costs an index lookup per name; with at
+/// least one name per indexed file (a first build, a large batch) one
+/// pass over every posting is cheaper, and it looks only at the files
+/// not yet in `dirty` ([`mark_users_among_clean_files`]).
 fn mark_dependents(
     tx: &Transaction,
-    marked: &BTreeSet<i64>,
-    added: &BTreeSet<i64>,
+    files: i64,
+    (marked, added): (&BTreeSet<i64>, &BTreeSet<i64>),
     old_handles: &std::collections::HashSet<Vec<u8>>,
+    gone_names: &BTreeSet<&str>,
     dirty: &mut BTreeSet<i64>,
 ) -> Result<()> {
     let written = written_definitions(tx, marked, added, old_handles)?;
-    for n in &written.new_names {
-        mark_users_of_name(tx, n, dirty)?;
+    let names: BTreeSet<&str> = written
+        .new_names
+        .iter()
+        .map(String::as_str)
+        .chain(gone_names.iter().copied())
+        .collect();
+    let in_one_pass = match MARKING_FORCED.load(std::sync::atomic::Ordering::Relaxed) {
+        FORCE_BY_NAME => false,
+        FORCE_ONE_PASS => true,
+        _ => names.len() as i64 >= files,
+    };
+    if in_one_pass {
+        mark_users_among_clean_files(tx, &names, &written.module_paths_of_added, dirty)?;
+    } else {
+        for n in &names {
+            mark_users_of_name(tx, n, dirty)?;
+        }
+        mark_importers_of_modules(tx, &written.module_paths_of_added, dirty)?;
     }
-    mark_importers_of_modules(tx, &written.module_paths_of_added, dirty)?;
     for (path, units) in &written.go_files {
         mark_go_relations_of_new_units(tx, path, units, dirty)?;
     }
@@ -611,14 +687,14 @@ impl Store {
         let files: i64 = tx.query_row("SELECT COUNT(*) FROM files", [], |r| r.get(0))?;
         // A pass that resolves every file (a first build) has no one else to mark.
         if (dirty.len() as i64) < files {
-            mark_dependents(&tx, &marked, &added, &old_handles, &mut dirty)?;
-            // A definition that is gone: files whose references use its
-            // name but hold no edge into it (a call guessed only to a
-            // method defined once; a name another definition shadowed)
-            // may now resolve elsewhere.
-            for name in gone_names {
-                mark_users_of_name(&tx, name, &mut dirty)?;
-            }
+            mark_dependents(
+                &tx,
+                files,
+                (&marked, &added),
+                &old_handles,
+                &gone_names,
+                &mut dirty,
+            )?;
         }
         tx.execute("DELETE FROM graph_added", [])?;
         if !stale.is_empty() {

@@ -610,8 +610,9 @@ impl Store {
     /// pages about two-thirds full; created from the finished table, it is
     /// sorted once and its pages are full (tokio: 120 KB less, 1.5% of its
     /// index). Until then lookups by those keys scan their table: queries
-    /// during a first build are slower, never wrong. The build itself
-    /// looks nothing up by them (reference names: see [`write::NameIds`]).
+    /// during a first build are slower, never wrong. The build's writer
+    /// looks nothing up by them (reference names: see [`write::NameIds`]);
+    /// its resolution does, so the run creates them before it resolves.
     pub fn defer_indexes(&mut self) -> Result<()> {
         let tx = self
             .conn
