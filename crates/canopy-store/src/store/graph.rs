@@ -312,12 +312,16 @@ fn mark_users_of_name(tx: &Transaction, name: &str, dirty: &mut BTreeSet<i64>) -
 
 /// Tests force either way of finding the users of names
 /// ([`mark_dependents`]), to check that both mark the same files; 0 lets
-/// the number of names choose.
-pub(crate) static MARKING_FORCED: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+/// the number of names choose. Public for the graph's tests in
+/// `canopy-core`; nothing else sets it.
+#[doc(hidden)]
+pub static MARKING_FORCED: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 /// [`MARKING_FORCED`]: one lookup per name.
-pub(crate) const FORCE_BY_NAME: u8 = 1;
+#[doc(hidden)]
+pub const FORCE_BY_NAME: u8 = 1;
 /// [`MARKING_FORCED`]: one pass over the postings.
-pub(crate) const FORCE_ONE_PASS: u8 = 2;
+#[doc(hidden)]
+pub const FORCE_ONE_PASS: u8 = 2;
 
 /// What [`mark_users_of_name`] for each of `names` and
 /// [`mark_importers_of_modules`] for `module_paths` add to `dirty`, found
