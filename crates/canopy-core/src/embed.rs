@@ -572,7 +572,13 @@ impl Quantized {
         if stored != dim || !body.len().is_multiple_of(row) {
             return None;
         }
-        let mut q = Quantized::new(dim);
+        let rows = body.len() / row;
+        let mut q = Quantized {
+            dim,
+            ids: Vec::with_capacity(rows),
+            scales: Vec::with_capacity(rows),
+            values: Vec::with_capacity(rows * dim),
+        };
         for chunk in body.chunks_exact(row) {
             q.ids.push(i64::from_le_bytes(chunk[..8].try_into().ok()?));
             q.scales
@@ -665,10 +671,34 @@ impl Quantized {
     }
 }
 
+/// Partial sums [`cosine_i8_f32`] keeps side by side.
+const DOT_LANES: usize = 8;
+
 /// The cosine of one int8 row (times `scale`) and a float query.
+///
+/// Summed in [`DOT_LANES`] partial sums, then those in order: one running
+/// sum in floats is a chain the compiler may not reorder, so it ran a
+/// multiply-add at a time (the exact scan of Django's 66,000 units took
+/// about 30 ms of a one-off context pack); lanes let it vectorise. The
+/// order is fixed, so a row scores the same bits every time, in the scan
+/// and in the approximate index's rerank alike.
 fn cosine_i8_f32(row: &[i8], scale: f32, query: &[f32]) -> f32 {
-    let dot: f32 = row.iter().zip(query).map(|(a, b)| f32::from(*a) * b).sum();
-    dot * scale
+    let n = row.len().min(query.len());
+    let (row, query) = (&row[..n], &query[..n]);
+    let (rows, queries) = (row.chunks_exact(DOT_LANES), query.chunks_exact(DOT_LANES));
+    let tail: f32 = rows
+        .remainder()
+        .iter()
+        .zip(queries.remainder())
+        .map(|(a, b)| f32::from(*a) * b)
+        .sum();
+    let mut lanes = [0f32; DOT_LANES];
+    for (r, q) in rows.zip(queries) {
+        for ((lane, a), b) in lanes.iter_mut().zip(r).zip(q) {
+            *lane += f32::from(*a) * b;
+        }
+    }
+    (lanes.iter().sum::<f32>() + tail) * scale
 }
 
 /// The `k` best of scored ids, best first (ties by id).

@@ -138,6 +138,9 @@ struct Inner {
     kept_world: Mutex<Option<crate::graph::resolve::KeptRows>>,
     /// Whole-graph results that stay valid for one index state (hotspots).
     graph_cache: crate::graph::GraphCache,
+    /// The git history context packs read (kept in memory once
+    /// [`Engine::keep_history_log`] asked for it).
+    history: crate::context::history::HistoryLog,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -204,6 +207,7 @@ impl Engine {
                 last_sync: Mutex::new(Default::default()),
                 kept_world: Mutex::new(None),
                 graph_cache: Default::default(),
+                history: Default::default(),
             }),
         })
     }
@@ -216,6 +220,14 @@ impl Engine {
     /// engine rebuilds the index. The edges are the same either way.
     pub fn keep_resolver_world(&self) {
         lock(&self.inner.kept_world).get_or_insert_with(Default::default);
+    }
+
+    /// Reads the repository's whole git log once per `HEAD` (in a thread of
+    /// its own; requests ask git meanwhile) and answers the `history`
+    /// strategy of context packs from memory (long-lived processes: the MCP
+    /// server and the service call it). The commits are the same either way.
+    pub fn keep_history_log(&self) {
+        self.inner.history.keep();
     }
 
     /// The repository root (absolute).
@@ -810,9 +822,14 @@ impl Engine {
                 pack.index_coverage = coverage;
                 Ok(())
             };
-            let pack =
-                crate::context::build(self.snapshot_of(&snapshot), params, semantic, &finish)
-                    .map_err(|e| e.or_budget(budget))?;
+            let pack = crate::context::build(
+                self.snapshot_of(&snapshot),
+                params,
+                semantic,
+                &self.inner.history,
+                &finish,
+            )
+            .map_err(|e| e.or_budget(budget))?;
             Ok((pack, new_vectors))
         })?;
         self.store_vectors(new_vectors);

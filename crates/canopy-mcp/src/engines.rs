@@ -144,6 +144,7 @@ impl EngineCache {
         let engine = blocking(move || Engine::open(&open_root, options)).await??;
         // This process outlives many index runs (the watcher's, `canopy_index`).
         engine.keep_resolver_world();
+        engine.keep_history_log();
         Ok(self.insert(root, engine))
     }
 

@@ -21,6 +21,7 @@
 
 pub mod budget;
 mod comments;
+pub(crate) mod history;
 pub mod strategies;
 pub mod wire;
 
@@ -314,12 +315,13 @@ pub fn build(
     snapshot: Snapshot<'_>,
     params: &ContextParams,
     semantic: SemanticInput,
+    history: &history::HistoryLog,
     finish: &dyn Fn(&mut ContextPack) -> Result<()>,
 ) -> Result<ContextPack> {
     params.validate()?;
     let strategy = params.strategy.unwrap_or_default();
     let budget = params.budget();
-    let mut gathered = strategies::gather(snapshot, params, strategy, semantic)?;
+    let mut gathered = strategies::gather(snapshot, params, strategy, semantic, history)?;
     let mut merged = strategies::fuse(&mut gathered.lists, strategy);
     strategies::pin(&mut merged, std::mem::take(&mut gathered.pinned));
     let candidates = merged.len();

@@ -6,9 +6,9 @@
 //! for each unit the reason of the strategy that ranked it highest.
 
 use std::collections::{HashMap, HashSet};
-use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::context::history::HistoryLog;
 use crate::context::{
     Candidate, ContextParams, FocusReport, SemanticInput, Strategy, StrategyReport,
 };
@@ -85,6 +85,7 @@ pub(crate) fn gather(
     params: &ContextParams,
     strategy: Strategy,
     semantic: SemanticInput,
+    history: &HistoryLog,
 ) -> Result<Gathered> {
     let store = snapshot.store();
     let wants = |s: Strategy| strategy == Strategy::Fused || strategy == s;
@@ -148,7 +149,7 @@ pub(crate) fn gather(
         }
     }
     if wants(Strategy::History) {
-        let (list, note) = history_candidates(snapshot, &focus_nodes)?;
+        let (list, note) = history_candidates(snapshot, &focus_nodes, history)?;
         reports.push(report(Strategy::History, list.len(), note));
         lists.push((Strategy::History, list));
     }
@@ -361,6 +362,7 @@ fn graph_candidates(
 fn history_candidates(
     snapshot: Snapshot<'_>,
     focus: &[NodeRecord],
+    history: &HistoryLog,
 ) -> Result<(Vec<Candidate>, Option<String>)> {
     if focus.is_empty() {
         return Ok((
@@ -371,7 +373,7 @@ fn history_candidates(
     let mut focus_files: Vec<&str> = focus.iter().map(|n| n.file_path.as_str()).collect();
     focus_files.sort();
     focus_files.dedup();
-    let commits = match git_log(snapshot.root(), &focus_files) {
+    let commits = match history.commits_touching(snapshot.root(), &focus_files, HISTORY_COMMITS) {
         Ok(c) => c,
         Err(note) => return Ok((Vec::new(), Some(note))),
     };
@@ -434,56 +436,6 @@ fn history_candidates(
         });
     }
     Ok((out, None))
-}
-
-struct Commit {
-    time: i64,
-    subject: String,
-    files: Vec<String>,
-}
-
-/// `git log` of the given files: each commit's time, subject and files.
-fn git_log(root: &std::path::Path, files: &[&str]) -> std::result::Result<Vec<Commit>, String> {
-    let output = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args([
-            "log",
-            "--no-merges",
-            "--no-renames",
-            "--full-diff",
-            &format!("-n{HISTORY_COMMITS}"),
-            "--format=%x1e%ct%x1f%s",
-            "--name-only",
-            "--",
-        ])
-        .args(files)
-        .output()
-        .map_err(|e| format!("git could not run: {e}"))?;
-    if !output.status.success() {
-        let err = String::from_utf8_lossy(&output.stderr);
-        return Err(format!(
-            "no git history here ({})",
-            err.lines().next().unwrap_or("git log failed").trim()
-        ));
-    }
-    let text = String::from_utf8_lossy(&output.stdout);
-    let mut commits = Vec::new();
-    for record in text.split('\u{1e}').filter(|r| !r.trim().is_empty()) {
-        let mut lines = record.lines();
-        let Some(head) = lines.next() else { continue };
-        let (time, subject) = head.split_once('\u{1f}').unwrap_or((head, ""));
-        commits.push(Commit {
-            time: time.trim().parse().unwrap_or(0),
-            subject: subject.to_string(),
-            files: lines
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(String::from)
-                .collect(),
-        });
-    }
-    Ok(commits)
 }
 
 /// Documentation sections and code comments that mention the focus names

@@ -152,6 +152,8 @@ impl RepoEntry {
         }
         match Engine::open(&self.root, config.engine_options.clone()) {
             Ok(e) => {
+                // The service answers many context packs per repository.
+                e.keep_history_log();
                 let e = Arc::new(e);
                 *slot = Some(e.clone());
                 Ok(e)

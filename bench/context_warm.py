@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""`canopy_context` latency through a warm `canopy mcp`, per binary (issue 31 item 6).
+
+  context_warm.py --tree DIR --model MODEL_DIR --bin NAME=PATH [--bin NAME=PATH ...]
+                  [--rounds 3] [-n 30] [--strategy fused] [--settle 5]
+
+DIR must be a git checkout for history to have commits (e.g. a clone of the
+Django mirror: 31,881 commits). Indexes DIR once per binary, then for each
+round and each binary in turn: starts `canopy --model M mcp`, makes two
+warm-up calls, waits --settle seconds (a long-lived server reads the whole
+git log once in the background after its first history request; this
+measures the requests after that), then times -n calls of the 10 tasks of
+bench/context_bench.py in turn at 4,000 tokens. Prints p50/p95 ms per
+binary over all rounds, and whether both binaries returned the same packs.
+"""
+import argparse, os, subprocess, sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from mcp_latency import McpClient, call_tool, pct  # noqa: E402
+from context_bench import QUESTIONS  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--tree", required=True)
+ap.add_argument("--model", required=True)
+ap.add_argument("--bin", action="append", required=True)
+ap.add_argument("--rounds", type=int, default=3)
+ap.add_argument("-n", type=int, default=30)
+ap.add_argument("--strategy", default="fused")
+ap.add_argument("--settle", type=float, default=5.0)
+a = ap.parse_args()
+tree = os.path.realpath(a.tree)
+bins = [b.split("=", 1) for b in a.bin]
+for _, path in bins:
+    subprocess.run([path, "--model", a.model, "index", tree, "--quiet"], check=True, capture_output=True)
+
+
+def one_server(path):
+    client = McpClient([path, "--model", a.model, "mcp"], 120.0)
+    try:
+        init, _ = client.request("initialize", {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "0"}})
+        if "error" in init:
+            sys.exit(f"initialize failed: {init['error']}")
+        client.notify("notifications/initialized")
+        for q in QUESTIONS[:2]:
+            call_tool(client, "canopy_context", {"path": tree, "task": q, "strategy": a.strategy})
+        import time
+        time.sleep(a.settle)
+        times, texts = [], []
+        for i in range(a.n):
+            args = {"path": tree, "task": QUESTIONS[i % len(QUESTIONS)],
+                    "budget_tokens": 4000, "strategy": a.strategy}
+            resp, secs = client.request("tools/call", {"name": "canopy_context", "arguments": args})
+            if "error" in resp or resp["result"].get("isError"):
+                sys.exit(f"{a.strategy}: {str(resp)[:300]}")
+            times.append(secs * 1000)
+            texts.append(resp["result"]["content"])
+        return times, texts
+    finally:
+        client.close()
+
+
+times = {n: [] for n, _ in bins}
+answers = {}
+for _ in range(a.rounds):
+    for n, path in bins:
+        t, texts = one_server(path)
+        times[n] += t
+        answers.setdefault(n, texts)
+print(f"| binary | canopy_context {a.strategy}, warm mcp, 4,000 tokens | p50 ms | p95 ms | calls |")
+print("|---|---|---:|---:|---:|")
+for n, xs in times.items():
+    xs.sort()
+    print(f"| {n} | {a.strategy} | {pct(xs, 50):.1f} | {pct(xs, 95):.1f} | {len(xs)} |")
+first = bins[0][0]
+for n, _ in bins[1:]:
+    same = sum(x == y for x, y in zip(answers[first], answers[n]))
+    print(f"packs identical to {first}'s: {n} {same}/{len(answers[n])}")
