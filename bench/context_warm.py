@@ -13,6 +13,7 @@ measures the requests after that), then times -n calls of the 10 tasks of
 bench/context_bench.py in turn at 4,000 tokens. Prints p50/p95 ms per
 binary over all rounds, and whether both binaries returned the same packs.
 """
+import json
 import argparse, os, subprocess, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,6 +34,26 @@ tree = os.path.realpath(a.tree)
 bins = [b.split("=", 1) for b in a.bin]
 for _, path in bins:
     subprocess.run([path, "--model", a.model, "index", tree, "--quiet"], check=True, capture_output=True)
+
+
+def comparable(blocks):
+    """The answer's content blocks without what differs between any two runs
+    of one binary: the header's `freshness` (index time, generation) and
+    `index_coverage`."""
+    out = []
+    for block in blocks:
+        text = block.get("text", "")
+        try:
+            header = json.loads(text)
+        except ValueError:
+            out.append(text)
+            continue
+        if isinstance(header, dict):
+            header.pop("freshness", None)
+            header.pop("index_coverage", None)
+            text = json.dumps(header, sort_keys=True)
+        out.append(text)
+    return out
 
 
 def one_server(path):
@@ -56,7 +77,7 @@ def one_server(path):
             if "error" in resp or resp["result"].get("isError"):
                 sys.exit(f"{a.strategy}: {str(resp)[:300]}")
             times.append(secs * 1000)
-            texts.append(resp["result"]["content"])
+            texts.append(comparable(resp["result"]["content"]))
         return times, texts
     finally:
         client.close()
