@@ -1633,6 +1633,27 @@ fn watched_repositories_are_reindexed_on_change_and_others_only_on_request() {
         "{:?}",
         changed.data
     );
+    // A batch's run reads the paths the batch named, without listing the
+    // rest of the tree (issue 32, edit -> searchable): it finds no
+    // unchanged file.
+    let seq = client.events(0, Some(1000), None).unwrap().latest_seq;
+    watched.write("src/fresh.rs", "pub fn watched_fresh_again() -> u8 { 8 }\n");
+    let edit_run = || {
+        client
+            .events(seq, Some(1000), None)
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|e| {
+                e.kind == "reindex_finished"
+                    && e.repo_id.as_deref() == Some(id.as_str())
+                    && e.data["files_indexed"] == 1
+            })
+    };
+    eventually("the second edit is indexed", || edit_run().is_some());
+    let run = edit_run().expect("found above");
+    assert_eq!(run.data["files_unchanged"], 0, "{:?}", run.data);
+    assert!(finds(&client, &id, "watched_fresh_again", "src/fresh.rs"));
     let metrics = String::from_utf8_lossy(&get(&client, "/metrics").body).into_owned();
     assert!(metrics.contains("canopy_repo_watched{"), "{metrics}");
     assert!(

@@ -19,7 +19,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::discover::{Candidate, PathFilter, SkipReason, discover_with};
+use crate::discover::{Candidate, PathFilter, SkipReason, discover_named, discover_with};
 use crate::error::Result;
 use crate::lang::Language;
 use crate::model::IndexReport;
@@ -263,6 +263,7 @@ fn run_index_unmapped(
 ) -> Result<IndexReport> {
     let started = Instant::now();
     let plan = plan_run(root, store, options)?;
+    let planned_ms = started.elapsed().as_millis() as u64;
     let mut totals = WriteTotals {
         report: IndexReport {
             files_discovered: plan.discovery.files.len() as u64,
@@ -319,6 +320,8 @@ fn run_index_unmapped(
         // indexes are built from the same finished rows either way.
         store.ensure_indexes()?;
     }
+    // The run's files are visible from here (each batch committed).
+    let written_ms = started.elapsed().as_millis() as u64;
     // Resolution: only when something changed (or a killed run left work).
     let resolve_started = Instant::now();
     let resolved = on_index_pool(|| match kept {
@@ -352,6 +355,16 @@ fn run_index_unmapped(
     }
     report.skipped = skip_counts(&totals.skipped);
     report.duration_ms = started.elapsed().as_millis() as u64;
+    // Where a run's time goes, as milliseconds since it started (issue 32:
+    // edit -> searchable is the debounce plus `written_ms`).
+    tracing::debug!(
+        planned_ms,
+        written_ms,
+        resolved_ms = written_ms + report.graph_resolve_ms,
+        finished_ms = report.duration_ms,
+        files = report.files_indexed,
+        "index run timeline"
+    );
     progress.finish(&report);
     Ok(report)
 }
@@ -381,7 +394,7 @@ fn plan_run(root: &Path, store: &mut Store, options: &IndexOptions) -> Result<Ru
     // The first changed file of each language starts compiling that
     // language's query while the rest of the tree is listed (see
     // `Language::warm_up_in_background`).
-    let mut discovery = discover_with(root, options.max_file_size, filter.as_ref(), &|c| {
+    let warm_up = |c: &Candidate| {
         let unchanged = stored.get(&c.path).is_some_and(|s| is_unchanged(s, c))
             || known_skips
                 .get(&c.path)
@@ -389,19 +402,40 @@ fn plan_run(root: &Path, store: &mut Store, options: &IndexOptions) -> Result<Ru
         if !unchanged {
             Language::from_path(&c.path).warm_up_in_background();
         }
-    })?;
-    let candidates_in_repo = discovery.files.len();
+    };
+    let was_complete = store.meta(meta_keys::INDEX_COMPLETE)?.as_deref() == Some("1");
+    let (mut discovery, listed_in_repo) =
+        match discover_only_named(root, store, options, was_complete, &warm_up)? {
+            Some(named) => {
+                // Every file of a complete index is indexed or recorded as
+                // skipped: the named paths counted before are those, and
+                // the count moves by the difference.
+                let counted_before = named
+                    .only
+                    .iter()
+                    .filter(|p| stored.contains_key(*p) || known_skips.contains_key(*p))
+                    .count() as u64;
+                let listed = (named.candidates_before + named.discovery.files.len() as u64)
+                    .saturating_sub(counted_before);
+                (named.discovery, listed)
+            }
+            None => {
+                let discovery =
+                    discover_with(root, options.max_file_size, filter.as_ref(), &warm_up)?;
+                // A glob's run counts what its filter left out too.
+                let listed = discovery.files.len() as u64 + discovery.filtered_out;
+                (discovery, listed)
+            }
+        };
+    let candidates_in_repo = listed_in_repo as usize - discovery.filtered_out as usize;
     // Known from the start, so coverage is right while a first run is still
-    // writing (queries and status read it then); a glob's run counts what
-    // its filter left out too.
-    let listed_in_repo = candidates_in_repo as u64 + discovery.filtered_out;
+    // writing (queries and status read it then).
     if filter.is_none() || store.meta(meta_keys::CANDIDATE_FILES)?.is_none() {
         store.set_meta(meta_keys::CANDIDATE_FILES, &listed_in_repo.to_string())?;
     }
     if let Some(only) = &options.only_paths {
         discovery.files.retain(|c| only.contains(&c.path));
     }
-    let was_complete = store.meta(meta_keys::INDEX_COMPLETE)?.as_deref() == Some("1");
     // A glob that keeps every listed and every indexed path (e.g. `**/*`)
     // makes a run as complete as one without a glob: it records the same
     // repository-wide facts (candidates, skip counts, completeness).
@@ -459,6 +493,55 @@ fn plan_run(root: &Path, store: &mut Store, options: &IndexOptions) -> Result<Ru
         covers_repository,
         started_empty,
     })
+}
+
+/// A listing of a run's named paths alone (see [`discover_named`]).
+struct NamedDiscovery<'a> {
+    discovery: crate::discover::Discovery,
+    /// The paths the run names.
+    only: &'a HashSet<String>,
+    /// The candidate count the index held before the run.
+    candidates_before: u64,
+}
+
+/// Lists only the paths a run names, when it names a few, without a glob,
+/// on a complete index whose candidate count is known (the count then
+/// moves by what the named paths changed). `None`: list the whole tree.
+fn discover_only_named<'a>(
+    root: &Path,
+    store: &Store,
+    options: &'a IndexOptions,
+    was_complete: bool,
+    on_file: &(dyn Fn(&Candidate) + Sync),
+) -> Result<Option<NamedDiscovery<'a>>> {
+    let Some(only) = options.only_paths.as_ref() else {
+        return Ok(None);
+    };
+    if options.glob.is_some() || !was_complete || lists_whole_tree_always() {
+        return Ok(None);
+    }
+    let Some(candidates_before) = store
+        .meta(meta_keys::CANDIDATE_FILES)?
+        .and_then(|v| v.parse::<u64>().ok())
+    else {
+        return Ok(None);
+    };
+    Ok(
+        discover_named(root, options.max_file_size, only, on_file)?.map(|discovery| {
+            NamedDiscovery {
+                discovery,
+                only,
+                candidates_before,
+            }
+        }),
+    )
+}
+
+/// The measuring knob `CANOPY_DISCOVERY=whole`: runs over named paths list
+/// the whole tree, as before [`discover_named`], so `bench/freshness.py`
+/// can compare the two on one build. Not an interface.
+fn lists_whole_tree_always() -> bool {
+    std::env::var("CANOPY_DISCOVERY").as_deref() == Ok("whole")
 }
 
 /// A skip reason as the index stored it.

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
+use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecursiveMode, Watcher};
 use serde::Serialize;
 
@@ -34,6 +35,12 @@ use crate::model::IndexReport;
 /// Longest a batch keeps collecting events before it is indexed, however
 /// busy the file system is.
 pub const MAX_BATCH_AGE: Duration = Duration::from_secs(1);
+/// Quiet time that closes a batch of one file whose writer has closed it
+/// (an editor's save, an agent's edit): nothing more is coming for that
+/// file, so waiting the whole debounce only delays the answer (issue 32:
+/// edit -> searchable). A batch of several files, or a file still open for
+/// writing, waits the whole debounce, which keeps a `git checkout` one run.
+pub const SETTLED_QUIET: Duration = Duration::from_millis(10);
 /// Batches naming more paths than this run over the whole repository (an
 /// incremental run: unchanged files cost a `stat`).
 pub const MAX_BATCH_PATHS: usize = 5_000;
@@ -128,7 +135,7 @@ pub fn watch(
         let paths = if batch.full.is_some() {
             HashSet::new()
         } else {
-            expand_paths(engine, batch.paths)?
+            batch_files(engine, batch.paths)?
         };
         cycles_done = run(batch.full, paths, batch.first_event)?;
         Ok(!done(cycles_done))
@@ -213,7 +220,7 @@ pub fn follow_changes(
         };
         // Gather the rest of the batch.
         while first_event.elapsed() < MAX_BATCH_AGE {
-            match events.recv_timeout(options.debounce) {
+            match events.recv_timeout(batch.quiet(options.debounce)) {
                 Ok(event) => {
                     batch.add(&root, event);
                 }
@@ -252,6 +259,8 @@ struct Batch {
     paths: HashSet<String>,
     /// Set when the batch needs a run over the whole repository.
     full: Option<&'static str>,
+    /// Paths of `paths` whose writer closed them after their last change.
+    closed: HashSet<String>,
 }
 
 impl Batch {
@@ -270,7 +279,14 @@ impl Batch {
             self.full = Some("rescan");
             return true;
         }
-        if matches!(event.kind, EventKind::Access(_)) {
+        if let EventKind::Access(access) = event.kind {
+            if access == AccessKind::Close(AccessMode::Write) {
+                for rel in event.paths.iter().filter_map(|p| relative(root, p)) {
+                    if self.paths.contains(&rel) {
+                        self.closed.insert(rel);
+                    }
+                }
+            }
             return false;
         }
         let mut relevant = false;
@@ -278,6 +294,8 @@ impl Batch {
             let Some(rel) = relative(root, path) else {
                 continue;
             };
+            // Changed again: open for writing until it is closed again.
+            self.closed.remove(&rel);
             if rel.is_empty()
                 || rel == ".git"
                 || rel.starts_with(".git/")
@@ -296,10 +314,35 @@ impl Batch {
     }
 }
 
+impl Batch {
+    /// How long a quiet spell closes this batch: [`SETTLED_QUIET`] (at
+    /// most `debounce`) for one file its writer closed, `debounce`
+    /// otherwise.
+    fn quiet(&self, debounce: Duration) -> Duration {
+        if self.full.is_none()
+            && self.paths.len() == 1
+            && self.closed.len() == 1
+            && !whole_debounce_always()
+        {
+            SETTLED_QUIET.min(debounce)
+        } else {
+            debounce
+        }
+    }
+}
+
+/// The measuring knob `CANOPY_WATCH_QUIET=debounce`: every batch waits the
+/// whole debounce, as before [`SETTLED_QUIET`], so `bench/freshness.py` can
+/// compare the two on one build. Not an interface.
+fn whole_debounce_always() -> bool {
+    std::env::var("CANOPY_WATCH_QUIET").as_deref() == Ok("debounce")
+}
+
 /// A batch's paths plus, for each path that no longer exists, the indexed
 /// files under it (a deleted or renamed directory reports only itself), with
-/// directories that appeared replaced by the files in them.
-fn expand_paths(engine: &Engine, batch_paths: HashSet<String>) -> Result<HashSet<String>> {
+/// directories that appeared replaced by the files in them: what
+/// [`Engine::index_paths`] is given for a batch of [`follow_changes`].
+pub fn batch_files(engine: &Engine, batch_paths: HashSet<String>) -> Result<HashSet<String>> {
     let root = engine.root();
     let gone: Vec<String> = batch_paths
         .iter()
@@ -387,5 +430,41 @@ mod tests {
             Ok(notify::Event::new(EventKind::Other).set_flag(notify::event::Flag::Rescan)),
         );
         assert_eq!(b.full, Some("rescan"));
+    }
+
+    #[test]
+    fn one_file_closed_by_its_writer_closes_the_batch_sooner() {
+        let root = Path::new("/r");
+        let debounce = Duration::from_millis(50);
+        let modify = EventKind::Modify(notify::event::ModifyKind::Any);
+        let close_write = EventKind::Access(AccessKind::Close(AccessMode::Write));
+        let close_read = EventKind::Access(AccessKind::Close(AccessMode::Read));
+        let mut b = Batch::default();
+        // A file still open for writing: the whole debounce.
+        b.add(root, event(modify, &["/r/src/a.rs"]));
+        assert_eq!(b.quiet(debounce), debounce);
+        // Closed after reading, or another file closed: still open for writing.
+        b.add(root, event(close_read, &["/r/src/a.rs"]));
+        b.add(root, event(close_write, &["/r/src/other.rs"]));
+        assert_eq!(b.quiet(debounce), debounce);
+        // Its writer closed it: nothing more is coming for it.
+        b.add(root, event(close_write, &["/r/src/a.rs"]));
+        assert_eq!(b.quiet(debounce), SETTLED_QUIET);
+        // Never longer than the debounce asked for.
+        assert_eq!(b.quiet(Duration::from_millis(5)), Duration::from_millis(5));
+        // Written again: open for writing again.
+        b.add(root, event(modify, &["/r/src/a.rs"]));
+        assert_eq!(b.quiet(debounce), debounce);
+        b.add(root, event(close_write, &["/r/src/a.rs"]));
+        // A second file (a checkout, a save through a temporary file): the
+        // whole debounce, so a burst stays one batch.
+        b.add(root, event(modify, &["/r/src/b.rs"]));
+        b.add(root, event(close_write, &["/r/src/b.rs"]));
+        assert_eq!(b.quiet(debounce), debounce);
+        // A batch that goes over the whole repository waits too.
+        let mut b = Batch::default();
+        b.add(root, event(modify, &["/r/.gitignore"]));
+        b.add(root, event(close_write, &["/r/.gitignore"]));
+        assert_eq!(b.quiet(debounce), debounce);
     }
 }

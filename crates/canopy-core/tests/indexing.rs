@@ -961,3 +961,67 @@ fn each_run_merges_the_text_segments_its_batches_wrote() {
     }
     assert_eq!(grep(&e, "first_15").len(), 1);
 }
+
+fn candidate_files(root: &Path) -> String {
+    let db = rusqlite::Connection::open(root.join(".canopy/index.db")).unwrap();
+    db.query_row(
+        "SELECT value FROM meta WHERE key = 'candidate_files'",
+        [],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+/// A run over a few named paths (a watcher's batch) lists those paths
+/// alone, not the whole tree (issue 32: on Django the whole listing was
+/// most of a one-file run), with the whole listing's verdict on each:
+/// ignores honoured, names taken literally, deletions seen. Its report
+/// speaks of the named paths only, and the candidate count it keeps is
+/// the one a whole listing gives.
+#[test]
+fn a_run_over_named_paths_lists_only_those_and_keeps_the_candidate_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    git(root, &["init", "-q"]);
+    write(root, ".gitignore", "ignored/\n");
+    write(root, "a.py", "def a_fn():\n    pass\n");
+    write(root, "weird[1].py", "def weird_old():\n    pass\n");
+    write(root, "weird1.py", "def weird_plain():\n    pass\n");
+    // Skipped by the listing (a secret) and by the reader (binary).
+    write(root, ".env", "TOKEN=x\n");
+    write(root, "blob.dat", b"\0\x01\x02binary");
+    git(root, &["add", "a.py", ".gitignore"]);
+    let e = engine(root);
+    let full = e.index(None, &NoProgress).unwrap();
+    assert_eq!(full.skipped.get("secret"), Some(&1), "{full:?}");
+
+    fs::remove_file(root.join("a.py")).unwrap();
+    write(root, "c.py", "def c_fn():\n    pass\n");
+    write(root, "ignored/x.py", "def x_fn():\n    pass\n");
+    write(root, "weird[1].py", "def weird_new():\n    pass\n");
+    write(root, "weird1.py", "def weird_plain_new():\n    pass\n");
+    let named: std::collections::HashSet<String> = ["a.py", "c.py", "ignored/x.py", "weird[1].py"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    let report = e.index_paths(named, &NoProgress).unwrap();
+    // The whole listing would have reported the secret it passed over.
+    assert!(report.skipped.is_empty(), "{report:?}");
+    assert_eq!(report.files_indexed, 2, "{report:?}");
+    assert_eq!(report.files_removed, 1, "{report:?}");
+    assert!(symbol(&e, "a_fn").is_empty());
+    assert_eq!(symbol(&e, "c_fn").len(), 1);
+    assert!(symbol(&e, "x_fn").is_empty(), "ignored stays out");
+    // `[1]` named the file with brackets, not `weird1.py` as a glob would.
+    assert_eq!(symbol(&e, "weird_new").len(), 1);
+    assert!(symbol(&e, "weird_old").is_empty());
+    assert!(symbol(&e, "weird_plain_new").is_empty(), "not named");
+    let kept = candidate_files(root);
+
+    // A whole listing now finds the one file the named run was not given,
+    // and counts the candidates the named run kept.
+    let after = e.index(None, &NoProgress).unwrap();
+    assert_eq!(after.files_indexed, 1, "{after:?}");
+    assert_eq!(candidate_files(root), kept);
+    assert!(e.status().unwrap().index_coverage >= 1.0);
+}

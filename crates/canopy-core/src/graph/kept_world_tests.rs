@@ -549,3 +549,58 @@ fn incremental_gaps_match_a_cold_index_either_way_of_marking() {
     }
     MARKING_FORCED.store(0, Ordering::Relaxed);
 }
+
+/// A new `utils.py` re-resolves the files whose relative imports name it
+/// from their own package (`.utils` beside it, `..utils` below it), not
+/// every file with a `.utils` import anywhere (Django: 143 files for one
+/// new `utils.py` in a package, issue 32), and the graph is still a cold
+/// index's.
+#[test]
+fn a_new_module_re_resolves_only_the_relative_imports_of_its_package() {
+    let tree = tempfile::tempdir().expect("tempdir");
+    let root = tree.path();
+    let user = "from .utils import helper\n\n\ndef run():\n    return helper()\n";
+    let deep = "from ..utils import helper\n\n\ndef deep():\n    return helper()\n";
+    // pkg_b's imports name nothing the new file defines: only their
+    // module spelling (`.utils`, `..utils`) could mark them.
+    let other_user = "from .utils import other\n\n\ndef run():\n    return other()\n";
+    let other_deep = "from ..utils import other\n\n\ndef deep():\n    return other()\n";
+    for edit in [
+        Edit::Write("pkg_a/__init__.py", ""),
+        Edit::Write("pkg_a/user.py", user),
+        Edit::Write("pkg_a/sub/deep.py", deep),
+        Edit::Write("pkg_b/__init__.py", ""),
+        Edit::Write("pkg_b/user.py", other_user),
+        Edit::Write("pkg_b/sub/deep.py", other_deep),
+    ] {
+        apply(root, &edit);
+    }
+    let db = tempfile::tempdir().expect("db");
+    let mut store = open(db.path());
+    let mut kept = KeptRows::default();
+    run_index(root, &mut store, &options(), &NoProgress, Some(&mut kept)).expect("index");
+    apply(
+        root,
+        &Edit::Write("pkg_a/utils.py", "def helper():\n    return 1\n"),
+    );
+    let report =
+        run_index(root, &mut store, &options(), &NoProgress, Some(&mut kept)).expect("index");
+    // The new file, pkg_a/user.py and pkg_a/sub/deep.py; pkg_b's two
+    // files name a `pkg_b.utils` that is still missing.
+    assert_eq!(report.graph_files_resolved, 3, "{report:?}");
+    let cold_db = tempfile::tempdir().expect("db");
+    let mut cold = open(cold_db.path());
+    run_index(root, &mut cold, &options(), &NoProgress, None).expect("cold index");
+    let (incremental, cold) = (edge_dump(&store), edge_dump(&cold));
+    assert_eq!(incremental, cold);
+    let callers: std::collections::BTreeSet<&str> = incremental
+        .iter()
+        .filter(|e| e.contains("-> pkg_a/utils.py:function:helper"))
+        .filter_map(|e| e.split(' ').next())
+        .collect();
+    assert_eq!(
+        callers,
+        ["pkg_a/sub/deep.py", "pkg_a/user.py"].into(),
+        "both importers in pkg_a, and only they, reach the new helper: {incremental:#?}"
+    );
+}

@@ -2,6 +2,7 @@
 //! first use; its record and running pass under one lock; its watcher and
 //! index lag) and what a running pass reports ([`RunProgress`]).
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -68,6 +69,8 @@ impl IndexProgress for RunProgress {
 #[derive(Clone, Debug)]
 pub(super) struct RunInfo {
     pub(super) glob: Option<String>,
+    /// Only these repo-relative paths (a watcher's batch), when set.
+    pub(super) paths: Option<HashSet<String>>,
     pub(super) commit_sha: Option<String>,
     pub(super) started: Instant,
     /// An earlier run left unaccounted changes: bump on completion regardless.
@@ -80,8 +83,33 @@ pub(super) struct RunInfo {
 pub(super) struct RepoState {
     pub(super) record: RepoRecord,
     pub(super) run: Option<RunInfo>,
-    /// A follow-up run is queued, with this glob (`None`: everything).
-    pub(super) rerun: Option<Option<String>>,
+    /// A follow-up run is queued, over this scope.
+    pub(super) rerun: Option<RunScope>,
+}
+
+/// What a run reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum RunScope {
+    /// The listed files matching the glob (`None`: every file).
+    Listed(Option<String>),
+    /// Exactly these repo-relative paths (a watcher's batch): a one-file
+    /// edit does not list the whole tree (issue 32, edit -> searchable).
+    Paths(HashSet<String>),
+}
+
+impl RunScope {
+    /// One scope covering both: named paths together, the same glob, or
+    /// else every file.
+    pub(super) fn widen(self, other: RunScope) -> RunScope {
+        match (self, other) {
+            (RunScope::Paths(mut a), RunScope::Paths(b)) => {
+                a.extend(b);
+                RunScope::Paths(a)
+            }
+            (a, b) if a == b => a,
+            _ => RunScope::Listed(None),
+        }
+    }
 }
 
 /// One registered repository.
@@ -192,5 +220,36 @@ impl RepoEntry {
                 elapsed_seconds: run.started.elapsed().as_secs_f64(),
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RunScope;
+
+    fn paths(names: &[&str]) -> RunScope {
+        RunScope::Paths(names.iter().map(|s| s.to_string()).collect())
+    }
+
+    #[test]
+    fn a_follow_up_covers_every_request_it_coalesces() {
+        // Two watcher batches: one run over both batches' paths.
+        assert_eq!(
+            paths(&["a.rs"]).widen(paths(&["b.rs"])),
+            paths(&["a.rs", "b.rs"])
+        );
+        let glob = || RunScope::Listed(Some("src/**".into()));
+        assert_eq!(glob().widen(glob()), glob());
+        // Named paths and a glob, or two globs: every file.
+        assert_eq!(paths(&["a.rs"]).widen(glob()), RunScope::Listed(None));
+        assert_eq!(glob().widen(paths(&["a.rs"])), RunScope::Listed(None));
+        assert_eq!(
+            glob().widen(RunScope::Listed(Some("*.py".into()))),
+            RunScope::Listed(None)
+        );
+        assert_eq!(
+            RunScope::Listed(None).widen(paths(&["a.rs"])),
+            RunScope::Listed(None)
+        );
     }
 }

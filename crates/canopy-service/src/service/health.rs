@@ -387,6 +387,7 @@ mod tests {
     fn run(recovering: bool, age: Duration) -> RunInfo {
         RunInfo {
             glob: None,
+            paths: None,
             commit_sha: None,
             started: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
             carry_bump: false,

@@ -4,6 +4,7 @@
 //! its generation (see the module documentation of `service` for when a
 //! generation moves).
 
+use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,7 +16,7 @@ use canopy_core::model::IndexReport;
 use canopy_core::{CanopyError, Engine};
 use serde_json::json;
 
-use super::entry::{RepoEntry, RunInfo};
+use super::entry::{RepoEntry, RunInfo, RunScope};
 use super::{Service, head_sha, lock, now_secs};
 use crate::error::ApiError;
 use crate::registry::{NewEvent, RepoRecord, RepoStatus};
@@ -117,7 +118,19 @@ impl Service {
                             full = batch.full.unwrap_or(""),
                             "files changed; reindexing"
                         );
-                        if let Err(e) = service.start_reindex(&watched, None, false) {
+                        let scope = match batch.full {
+                            Some(_) => RunScope::Listed(None),
+                            None => match watched.engine(&service.config) {
+                                Ok(engine) => {
+                                    match canopy_core::watch::batch_files(&engine, batch.paths) {
+                                        Ok(paths) => RunScope::Paths(paths),
+                                        Err(_) => RunScope::Listed(None),
+                                    }
+                                }
+                                Err(_) => RunScope::Listed(None),
+                            },
+                        };
+                        if let Err(e) = service.start_reindex_scope(&watched, scope, false) {
                             tracing::warn!(repo = %watched.id, "watch cannot start a reindex: {e}");
                         }
                         Ok(true)
@@ -157,15 +170,26 @@ impl Service {
         glob: Option<String>,
         recovering: bool,
     ) -> Result<ReindexResponse, ApiError> {
+        self.start_reindex_scope(entry, RunScope::Listed(glob), recovering)
+    }
+
+    /// [`Service::start_reindex`] over a scope: listed files (with a glob)
+    /// or named paths.
+    pub(super) fn start_reindex_scope(
+        self: &Arc<Self>,
+        entry: &Arc<RepoEntry>,
+        scope: RunScope,
+        recovering: bool,
+    ) -> Result<ReindexResponse, ApiError> {
         let head = head_sha(&entry.root);
         let mut st = lock(&entry.state);
         if let Some(running_sha) = st.run.as_ref().map(|r| r.commit_sha.clone()) {
-            // One follow-up run covers every request made during this one; a
-            // different glob widens it to the whole repository.
+            // One follow-up run covers every request made during this one:
+            // named paths together; a different glob widens it to the
+            // whole repository.
             st.rerun = Some(match st.rerun.take() {
-                None => glob,
-                Some(queued) if queued == glob => queued,
-                Some(_) => None,
+                None => scope,
+                Some(queued) => queued.widen(scope),
             });
             self.metrics.coalesced();
             return Ok(ReindexResponse {
@@ -177,12 +201,13 @@ impl Service {
             });
         }
         let recovering = recovering || st.record.consecutive_failures > 0;
-        let glob = effective_glob(&st.record, glob);
+        let (glob, paths) = effective_scope(&st.record, scope);
         let (record, event) = started_record(&st.record, glob.clone(), head.clone(), false);
         self.commit(Some(&record), vec![event])
             .map_err(ApiError::internal)?;
         st.run = Some(RunInfo {
             glob,
+            paths,
             commit_sha: head.clone(),
             started: Instant::now(),
             carry_bump: st.record.dirty,
@@ -222,7 +247,11 @@ impl Service {
     /// Runs passes until no follow-up is queued.
     fn run_loop(self: Arc<Self>, entry: Arc<RepoEntry>) {
         loop {
-            let glob = lock(&entry.state).run.as_ref().and_then(|r| r.glob.clone());
+            let (glob, paths) = lock(&entry.state)
+                .run
+                .as_ref()
+                .map(|r| (r.glob.clone(), r.paths.clone()))
+                .unwrap_or_default();
             let started = Instant::now();
             let result: RunResult = match entry.engine(&self.config) {
                 Err(e) => Err(RunError {
@@ -244,8 +273,9 @@ impl Service {
                         }
                     }
                     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                        canopy_core::cancel::within(&flag, || {
-                            engine.index(glob.as_deref(), &entry.progress)
+                        canopy_core::cancel::within(&flag, || match paths {
+                            Some(paths) => engine.index_paths(paths, &entry.progress),
+                            None => engine.index(glob.as_deref(), &entry.progress),
                         })
                     }));
                     entry.progress.unwatch();
@@ -314,11 +344,13 @@ impl Service {
                 self.metrics.index_run(&entry.id, "failure", elapsed);
             }
         }
-        let follow_up = st.rerun.take().map(|glob| effective_glob(&record, glob));
-        if let Some(glob) = &follow_up {
+        let follow_up = st.rerun.take().map(|scope| effective_scope(&record, scope));
+        let following = follow_up.is_some();
+        if let Some((glob, paths)) = follow_up {
             let (next, event) = started_record(&record, glob.clone(), next_head.clone(), true);
             st.run = Some(RunInfo {
-                glob: glob.clone(),
+                glob,
+                paths,
                 commit_sha: next_head,
                 started: Instant::now(),
                 carry_bump: record.dirty,
@@ -333,7 +365,7 @@ impl Service {
             tracing::error!(repo = %entry.id, "cannot persist the reindex result: {e}");
         }
         st.record = record;
-        follow_up.is_some()
+        following
     }
 }
 
@@ -425,14 +457,20 @@ impl Service {
     }
 }
 
-/// The glob a run may use: only an index known to be complete (a generation
-/// exists and no run was left unfinished) may be refreshed partially; the
-/// first run, and the one after a failure, cover the whole repository.
-fn effective_glob(record: &RepoRecord, glob: Option<String>) -> Option<String> {
+/// The glob or named paths a run may use: only an index known to be
+/// complete (a generation exists and no run was left unfinished) may be
+/// refreshed partially; the first run, and the one after a failure, cover
+/// the whole repository.
+fn effective_scope(
+    record: &RepoRecord,
+    scope: RunScope,
+) -> (Option<String>, Option<HashSet<String>>) {
     if record.generation == 0 || record.dirty {
-        None
-    } else {
-        glob
+        return (None, None);
+    }
+    match scope {
+        RunScope::Listed(glob) => (glob, None),
+        RunScope::Paths(paths) => (None, Some(paths)),
     }
 }
 

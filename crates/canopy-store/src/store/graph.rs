@@ -545,16 +545,74 @@ fn mark_importers_of_modules(
             .iter()
             .any(|path| may_name_module(&spelled, path))
         {
-            naming.push(id);
+            naming.push((id, text));
         }
     }
-    let mut stmt = tx.prepare_cached("SELECT file_id FROM ref_postings WHERE name_id = ?1")?;
-    for id in naming {
-        for f in stmt.query_map([id], |r| r.get::<_, i64>(0))? {
-            dirty.insert(f?);
+    let mut stmt = tx.prepare_cached(
+        "SELECT p.file_id, f.path, f.language FROM ref_postings p JOIN files f ON f.id = p.file_id
+         WHERE p.name_id = ?1",
+    )?;
+    for (id, text) in naming {
+        let rows = stmt.query_map([id], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+            ))
+        })?;
+        for row in rows {
+            let (file, path, language) = row?;
+            if Language::from_name(&language) == Some(Language::Python)
+                && let Some(package) = python_relative_module(&path, &text)
+            {
+                // `.utils` in `a/b/c.py` is `a/b/utils` and nothing else
+                // (see `resolve_relative`): a new `utils.py` of another
+                // package leaves it as it was (Django: 143 files were
+                // re-resolved for one new `utils.py`, issue 32).
+                if !module_paths
+                    .iter()
+                    .any(|path| names_python_module(&package, path))
+                {
+                    continue;
+                }
+            }
+            dirty.insert(file);
         }
     }
     Ok(())
+}
+
+/// The module a Python relative import spelled `text` names from the file
+/// at `path`, as path segments (`..utils` in `a/b/c.py`: `a`, `utils`);
+/// `None` for an absolute name, or one that climbs above the root.
+fn python_relative_module(path: &str, text: &str) -> Option<Vec<String>> {
+    // As the resolver reads it (`graph::resolve::lang::python::resolve_relative`,
+    // a layer above the store): the first dot is the file's package, each
+    // further dot its parent.
+    let dots = text.chars().take_while(|&c| c == '.').count();
+    if dots == 0 || text.contains('/') {
+        return None;
+    }
+    let mut module: Vec<String> = path.split('/').map(String::from).collect();
+    module.pop();
+    for _ in 1..dots {
+        module.pop()?;
+    }
+    module.extend(
+        text[dots..]
+            .split('.')
+            .filter(|s| !s.is_empty())
+            .map(String::from),
+    );
+    Some(module)
+}
+
+/// Whether an import of `module` (path segments, from the root) may
+/// resolve to the new module at `path`: the same module, or a module
+/// inside it (a package directory without `__init__.py` that now holds a
+/// file).
+fn names_python_module(module: &[String], path: &[String]) -> bool {
+    !module.is_empty() && path.starts_with(module)
 }
 
 /// Marks, for the Go file at `path` written with `units`, the files
