@@ -11,7 +11,7 @@
 //! thousand files) becomes visible batch by batch, each state under a
 //! generation of its own, and readers never wait for the run.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Read;
 use std::path::Path;
 use std::sync::mpsc::sync_channel;
@@ -463,24 +463,11 @@ fn plan_run(root: &Path, store: &mut Store, options: &IndexOptions) -> Result<Ru
         .filter(|p| !listed.contains(p.as_str()))
         .map(|p| FileWrite::Remove { path: p.clone() })
         .collect();
-    let mut skipped: BTreeMap<SkipReason, u64> = discovery.skipped.clone();
-    let mut files_unchanged = 0;
-    let mut work = Vec::new();
-    for (i, candidate) in discovery.files.iter().enumerate() {
-        if let Some((size, mtime, reason)) = known_skips.get(&candidate.path)
-            && *size == candidate.size
-            && *mtime == candidate.mtime_ns
-        {
-            // Skipped before and unchanged since: not read again.
-            *skipped.entry(stored_skip_reason(reason)).or_insert(0) += 1;
-            continue;
-        }
-        match stored.get(&candidate.path) {
-            Some(s) if is_unchanged(s, candidate) => files_unchanged += 1,
-            Some(s) => work.push((i, Some(s.content_hash.clone()))),
-            None => work.push((i, None)),
-        }
-    }
+    let Sorted {
+        work,
+        skipped,
+        files_unchanged,
+    } = sort_listed(&discovery, &stored, &known_skips);
     Ok(RunPlan {
         discovery,
         work,
@@ -493,6 +480,51 @@ fn plan_run(root: &Path, store: &mut Store, options: &IndexOptions) -> Result<Ru
         covers_repository,
         started_empty,
     })
+}
+
+/// The listed files sorted by what the run does with them.
+struct Sorted {
+    /// Files to read: their index in the listing and, when indexed
+    /// before, their stored content hash.
+    work: Vec<(usize, Option<String>)>,
+    /// Files not indexed, by reason (those skipped before and unchanged
+    /// since included).
+    skipped: BTreeMap<SkipReason, u64>,
+    /// Indexed files unchanged since.
+    files_unchanged: u64,
+}
+
+/// Sorts `discovery`'s files against the index: unchanged, skipped before
+/// and unchanged since (not read again), or to read.
+fn sort_listed(
+    discovery: &crate::discover::Discovery,
+    stored: &HashMap<String, StoredFile>,
+    known_skips: &HashMap<String, (u64, i64, String)>,
+) -> Sorted {
+    let mut sorted = Sorted {
+        work: Vec::new(),
+        skipped: discovery.skipped.clone(),
+        files_unchanged: 0,
+    };
+    for (i, candidate) in discovery.files.iter().enumerate() {
+        if let Some((size, mtime, reason)) = known_skips.get(&candidate.path)
+            && *size == candidate.size
+            && *mtime == candidate.mtime_ns
+        {
+            // Skipped before and unchanged since: not read again.
+            *sorted
+                .skipped
+                .entry(stored_skip_reason(reason))
+                .or_insert(0) += 1;
+            continue;
+        }
+        match stored.get(&candidate.path) {
+            Some(s) if is_unchanged(s, candidate) => sorted.files_unchanged += 1,
+            Some(s) => sorted.work.push((i, Some(s.content_hash.clone()))),
+            None => sorted.work.push((i, None)),
+        }
+    }
+    sorted
 }
 
 /// A listing of a run's named paths alone (see [`discover_named`]).

@@ -265,50 +265,17 @@ impl FleetMetrics {
     /// Appends the Prometheus text of the node's fleet series.
     pub fn render(&self, node_id: &str, gauges: &FleetGauges, out: &mut String) {
         let node = format!("node_id=\"{}\"", label(node_id));
+        render_gauges(&node, gauges, out);
+        self.render_counters(&node, out);
+        self.render_timings(&node, out);
+    }
+
+    /// Heartbeats, leases and publishing writes, counted since start.
+    fn render_counters(&self, node: &str, out: &mut String) {
         let mut metric = |name: &str, kind: &str, help: &str, lines: &[(String, String)]| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-            for (labels, value) in lines {
-                let _ = writeln!(out, "{name}{{{labels}}} {value}");
-            }
+            write_metric(out, name, kind, help, lines);
         };
-        let one = |v: String| vec![(node.clone(), v)];
-        let flag = |b: bool| u8::from(b).to_string();
-        metric(
-            "canopy_fleet_owned_repos",
-            "gauge",
-            "Repositories whose lease this node holds.",
-            &one(gauges.owned.to_string()),
-        );
-        metric(
-            "canopy_fleet_live_nodes",
-            "gauge",
-            "Live nodes in the last snapshot.",
-            &one(gauges.live_nodes.to_string()),
-        );
-        metric(
-            "canopy_fleet_db_up",
-            "gauge",
-            "1 while the fleet database is reachable.",
-            &one(flag(gauges.db_connected)),
-        );
-        metric(
-            "canopy_fleet_listener_up",
-            "gauge",
-            "1 while event notifications are received.",
-            &one(flag(gauges.listening)),
-        );
-        metric(
-            "canopy_fleet_db_reconnects_total",
-            "counter",
-            "Times the database came back after an outage.",
-            &one(gauges.db_reconnects.to_string()),
-        );
-        metric(
-            "canopy_fleet_db_errors_total",
-            "counter",
-            "Failed database round trips and connection attempts.",
-            &one(gauges.db_errors.to_string()),
-        );
+        let one = |v: String| vec![(node.to_string(), v)];
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed).to_string();
         metric(
             "canopy_fleet_heartbeats_total",
@@ -362,12 +329,16 @@ impl FleetMetrics {
             "Leases lost, by reason.",
             &losses,
         );
+    }
+
+    /// Heartbeat turn and forward durations, and forwards that failed.
+    fn render_timings(&self, node: &str, out: &mut String) {
         let turns = lock(&self.turns).clone();
         let _ = writeln!(
             out,
             "# HELP canopy_fleet_heartbeat_turn_seconds Successful heartbeat turns (heartbeat, renewals, snapshot, acting on the plan).\n# TYPE canopy_fleet_heartbeat_turn_seconds histogram"
         );
-        render_histogram(out, "canopy_fleet_heartbeat_turn_seconds", &node, &turns);
+        render_histogram(out, "canopy_fleet_heartbeat_turn_seconds", node, &turns);
         let forwards = lock(&self.forwards).clone();
         let _ = writeln!(
             out,
@@ -403,6 +374,59 @@ impl FleetMetrics {
                 "canopy_fleet_forward_failures_total{{{labels}}} {value}"
             );
         }
+    }
+}
+
+/// The node's gauges: what it owns and sees, and its database connection.
+fn render_gauges(node: &str, gauges: &FleetGauges, out: &mut String) {
+    let mut metric = |name: &str, kind: &str, help: &str, lines: &[(String, String)]| {
+        write_metric(out, name, kind, help, lines);
+    };
+    let one = |v: String| vec![(node.to_string(), v)];
+    let flag = |b: bool| u8::from(b).to_string();
+    metric(
+        "canopy_fleet_owned_repos",
+        "gauge",
+        "Repositories whose lease this node holds.",
+        &one(gauges.owned.to_string()),
+    );
+    metric(
+        "canopy_fleet_live_nodes",
+        "gauge",
+        "Live nodes in the last snapshot.",
+        &one(gauges.live_nodes.to_string()),
+    );
+    metric(
+        "canopy_fleet_db_up",
+        "gauge",
+        "1 while the fleet database is reachable.",
+        &one(flag(gauges.db_connected)),
+    );
+    metric(
+        "canopy_fleet_listener_up",
+        "gauge",
+        "1 while event notifications are received.",
+        &one(flag(gauges.listening)),
+    );
+    metric(
+        "canopy_fleet_db_reconnects_total",
+        "counter",
+        "Times the database came back after an outage.",
+        &one(gauges.db_reconnects.to_string()),
+    );
+    metric(
+        "canopy_fleet_db_errors_total",
+        "counter",
+        "Failed database round trips and connection attempts.",
+        &one(gauges.db_errors.to_string()),
+    );
+}
+
+/// One series in the Prometheus text format: its help, type and lines.
+fn write_metric(out: &mut String, name: &str, kind: &str, help: &str, lines: &[(String, String)]) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    for (labels, value) in lines {
+        let _ = writeln!(out, "{name}{{{labels}}} {value}");
     }
 }
 
