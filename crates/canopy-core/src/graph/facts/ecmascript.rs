@@ -615,20 +615,9 @@ fn for_of(cx: &mut Cx, n: Node) {
     let is_of = n
         .children(&mut n.walk())
         .any(|c| !c.is_named() && cx.t(c) == "of");
-    if !is_of || left.kind_name() != "identifier" {
-        return;
+    if is_of {
+        cx.bind_loop_item(left, |cx| expr(cx, right));
     }
-    let Some(source) = expr(cx, right).filter(|e| !e.contains("()")) else {
-        return;
-    };
-    let name = cx.t(left).to_string();
-    cx.bind(
-        left.start_byte(),
-        &name,
-        Some(format!("{source}{ELEM}")),
-        false,
-        false,
-    );
 }
 
 /// Array methods whose callback's first parameter is an item of the array.

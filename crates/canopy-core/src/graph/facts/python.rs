@@ -147,20 +147,7 @@ fn for_loop(cx: &mut Cx, n: Node) {
     let (Some(left), Some(right)) = (n.field("left"), n.field("right")) else {
         return;
     };
-    if left.kind_name() != "identifier" {
-        return;
-    }
-    let Some(source) = expr(cx, right).filter(|e| !e.contains("()")) else {
-        return;
-    };
-    let name = cx.t(left).to_string();
-    cx.bind(
-        left.start_byte(),
-        &name,
-        Some(format!("{source}{ELEM}")),
-        false,
-        false,
-    );
+    cx.bind_loop_item(left, |cx| expr(cx, right));
 }
 
 /// What an unannotated function returns: the value of the first `return`
