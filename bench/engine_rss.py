@@ -34,8 +34,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_proc import start_serve  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOKEN = "engine-rss-bench-token"
@@ -65,21 +67,7 @@ class Serve:
                "--allow-root", work, "--token", TOKEN]
         if idle_secs is not None:
             cmd += ["--engine-idle-secs", str(idle_secs)]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
-        self.addr = None
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            line = self.proc.stderr.readline()
-            if not line:
-                break
-            if "listening on http://" in line:
-                self.addr = line.strip().split("http://", 1)[1]
-                break
-        if not self.addr:
-            self.proc.kill()
-            sys.exit("canopy serve did not start")
-        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
+        self.proc, self.addr = start_serve(cmd)
 
     def request(self, method, path, body=None):
         host, port = self.addr.rsplit(":", 1)

@@ -49,6 +49,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_proc import start_serve  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TOKEN = "fleet-bench-shared-token"
@@ -98,24 +101,11 @@ class Node:
         self.name = f"node-{i}"
         self.data = os.path.join(work, "data", self.name)
         os.makedirs(self.data, exist_ok=True)
-        self.proc = subprocess.Popen(
+        self.proc, self.addr = start_serve(
             [binary, "--quiet", "serve", "--fleet", url, "--bind", "127.0.0.1:0",
              "--data-dir", self.data, "--fleet-node-id", self.name, "--allow-root", work,
              "--token", TOKEN, "--fleet-allow-local-git"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self.addr = None
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            line = self.proc.stderr.readline()
-            if not line:
-                break
-            if "listening on http://" in line:
-                self.addr = line.strip().split("http://", 1)[1]
-                break
-        if not self.addr:
-            self.proc.kill()
-            sys.exit(f"{self.name} did not start")
-        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
+            what=self.name, timeout=60)
 
     def conn(self):
         host, port = self.addr.rsplit(":", 1)

@@ -1,0 +1,30 @@
+"""Starting `canopy serve` for the bench scripts: the process and the
+address it bound, read from its `listening on http://ADDR` stderr line."""
+
+import subprocess
+import sys
+import threading
+import time
+
+
+def start_serve(cmd, what="canopy serve", timeout=120):
+    """Runs `cmd` (a `canopy … serve --bind 127.0.0.1:0 …` command line) and
+    returns (process, "host:port"). Exits with a message when no address is
+    printed within `timeout` seconds; stderr is drained afterwards so the
+    server never blocks on a full pipe."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    addr = None
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        if "listening on http://" in line:
+            addr = line.strip().split("http://", 1)[1]
+            break
+    if not addr:
+        proc.kill()
+        sys.exit(f"{what} did not start")
+    threading.Thread(target=proc.stderr.read, daemon=True).start()
+    return proc, addr
