@@ -65,7 +65,6 @@ pub mod discover;
 pub mod dsl;
 pub mod embed;
 pub mod engine;
-pub mod graph;
 pub mod index;
 mod knobs;
 pub mod lazy;
@@ -73,12 +72,11 @@ pub mod model;
 pub mod oversize;
 pub mod pack;
 mod pack_calibration;
-pub mod path_class;
 pub mod query;
 pub mod resultset;
 pub mod semantic;
-pub mod session;
-pub mod snapshot;
+pub(crate) mod session;
+pub(crate) mod snapshot;
 pub mod watch;
 
 // The syntax layer lives in its own crate; its modules keep their paths here
@@ -86,16 +84,23 @@ pub mod watch;
 pub use canopy_syntax::{handle, lang, text, tokens};
 // Likewise the database, its error type and cancellation (`canopy-store`).
 pub use canopy_store::{cancel, error, store};
+// And the code graph (`canopy-graph`): `canopy_core::graph`, `crate::graph`.
+pub use canopy_graph as graph;
+pub use canopy_syntax::path_class;
 
 pub use engine::{Engine, EngineOptions, SemanticStats};
 pub use error::{CanopyError, Result};
 pub use handle::HandleId;
 pub use lang::{Language, NodeType, RefType};
 
+#[cfg(test)]
+mod graph_tests;
+
 /// Architecture invariant: `Engine` sits on top. The modules below it
 /// read through a [`snapshot::Snapshot`] (or a `Store` and a root) that the
 /// engine hands them, and never name the engine, so they cannot reach back
-/// into it (re-enter its locks, index, keep state).
+/// into it (re-enter its locks, index, keep state). (The graph is below
+/// it by Cargo: `canopy-graph` does not depend on this crate.)
 #[cfg(test)]
 mod layering {
     #[test]
@@ -115,23 +120,6 @@ mod layering {
             ("lazy.rs", include_str!("lazy.rs")),
             ("snapshot.rs", include_str!("snapshot.rs")),
             ("session.rs", include_str!("session.rs")),
-            ("graph/mod.rs", include_str!("graph/mod.rs")),
-            ("graph/nav.rs", include_str!("graph/nav.rs")),
-            ("graph/ops/mod.rs", include_str!("graph/ops/mod.rs")),
-            ("graph/ops/deps.rs", include_str!("graph/ops/deps.rs")),
-            (
-                "graph/ops/hierarchy.rs",
-                include_str!("graph/ops/hierarchy.rs"),
-            ),
-            (
-                "graph/ops/structure.rs",
-                include_str!("graph/ops/structure.rs"),
-            ),
-            ("graph/ops/summary.rs", include_str!("graph/ops/summary.rs")),
-            ("graph/ops/symbols.rs", include_str!("graph/ops/symbols.rs")),
-            ("graph/ops/usage.rs", include_str!("graph/ops/usage.rs")),
-            ("graph/position.rs", include_str!("graph/position.rs")),
-            ("graph/facts/mod.rs", include_str!("graph/facts/mod.rs")),
             ("oversize.rs", include_str!("oversize.rs")),
         ];
         crate::testing::assert_never_named(
@@ -145,21 +133,5 @@ mod layering {
 /// Helpers shared by unit tests.
 #[cfg(test)]
 pub(crate) mod testing {
-    /// Architecture-invariant tests: panics at the first line of code
-    /// (comments left out) in `files` (name, text) that contains one of
-    /// `forbidden`; `what` says what such a line does.
-    pub(crate) fn assert_never_named(
-        files: &[(&str, &str)],
-        forbidden: &[impl AsRef<str>],
-        what: &str,
-    ) {
-        for (file, text) in files {
-            for (n, line) in text.lines().enumerate() {
-                let code = line.split("//").next().unwrap_or("");
-                if let Some(name) = forbidden.iter().find(|f| code.contains(f.as_ref())) {
-                    panic!("{file}:{}: {what} ({}): {line}", n + 1, name.as_ref());
-                }
-            }
-        }
-    }
+    pub(crate) use canopy_syntax::testing::assert_never_named;
 }

@@ -8,47 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::handle::HandleId;
 
-/// A byte range `[start, end)` in a file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Span {
-    /// First byte.
-    pub start: usize,
-    /// One past the last byte.
-    pub end: usize,
-}
-
-/// A pointer to one indexed unit (~25 tokens when serialized without content).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Handle {
-    /// Stable id (`h` + 24 hex).
-    pub id: HandleId,
-    /// Repo-relative path with `/` separators.
-    pub file_path: String,
-    /// `function`, `class`, `section`, `chunk`, …
-    pub node_type: String,
-    /// The unit's own name (`serialize`), for named units.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub name: Option<String>,
-    /// Its name with its enclosing units (`JSONSerializer.serialize`): tells
-    /// same-named units apart.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub qualified_name: Option<String>,
-    /// Byte span in the file.
-    pub span: Span,
-    /// 1-based inclusive line range.
-    pub line_range: [u32; 2],
-    /// BPE tokens of the span.
-    pub token_count: u32,
-    /// ~100 bytes, one line, starting at the signature.
-    pub preview: String,
-    /// The span's text, when expanded.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub content: Option<String>,
-    /// The file changed on disk since it was indexed: the lines and preview
-    /// may be off. Re-index (or wait for `canopy watch`) before expanding.
-    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
-    pub stale: bool,
-}
+pub use canopy_syntax::handle::{Handle, Span};
 
 /// How fresh an answer is: which index state it came from and whether the
 /// files it touches changed on disk since.

@@ -13,15 +13,16 @@ use std::path::{Path, PathBuf};
 
 /// The layers, lowest first: what a module may build on.
 const LAYERS: &[(&str, &[&str])] = &[
-    // Below all of these, two crates this one re-exports under the same
-    // names: `canopy-syntax` (`crate::{lang, handle, text, tokens}`:
-    // languages and extraction, handle ids, text, token counting) and, above
-    // it, `canopy-store` (`crate::{store, error, cancel}`: the database, the
-    // error type, cancellation). Cargo keeps them below: neither depends on
-    // this crate.
+    // Below all of these, three crates this one re-exports under the same
+    // names: `canopy-syntax` (`crate::{lang, handle, text, tokens,
+    // path_class}`: languages and extraction, handle ids, text, token
+    // counting, path classes), above it `canopy-store` (`crate::{store,
+    // error, cancel}`: the database, the error type, cancellation), and above
+    // both `canopy-graph` (`crate::graph`: facts, resolution, navigation).
+    // Cargo keeps them below: none depends on this crate.
     (
-        "foundations: knobs, fitted tables, path classes",
-        &["knobs", "pack_calibration", "path_class"],
+        "foundations: knobs, fitted tables",
+        &["knobs", "pack_calibration"],
     ),
     (
         "vocabulary: the data model, sessions",
@@ -32,14 +33,16 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["discover", "dsl", "embed"],
     ),
     (
-        "derived from the store: the code graph, oversize files, read snapshots",
-        &["graph", "oversize", "snapshot"],
+        "derived from the store: oversize files, read snapshots",
+        &["oversize", "snapshot"],
     ),
     ("indexing and retrieval", &["index", "query", "semantic"]),
     ("answers built on retrieval", &["lazy", "pack", "resultset"]),
     ("context packs", &["context"]),
     ("the one API front ends call", &["engine"]),
     ("freshness over the engine", &["watch"]),
+    // Test-only (`#![cfg(test)]`): the graph's tests that need an index run.
+    ("tests across the layers", &["graph_tests"]),
 ];
 
 /// Known upward arrows, each with the reason it is still there. Removing
@@ -143,7 +146,7 @@ fn every_module_names_only_lower_layers() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     source_files(&src, &mut files);
-    assert!(files.len() > 50, "found only {} files", files.len());
+    assert!(files.len() > 20, "found only {} files", files.len());
     let modules: BTreeSet<String> = files
         .iter()
         .filter_map(|f| {

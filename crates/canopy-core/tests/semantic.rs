@@ -358,20 +358,25 @@ fn top_unit(engine: &Engine, task: &str) -> Option<String> {
 /// Real code to search: this crate's own sources (a few thousand units),
 /// plus four small Python files whose meanings are far apart.
 fn fixture_repo(root: &Path) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut stack = vec![src.clone()];
-    while let Some(dir) = stack.pop() {
-        for entry in fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let rel = path.strip_prefix(&src).unwrap();
-                write(
-                    root,
-                    &format!("core/{}", rel.display()),
-                    &fs::read_to_string(&path).unwrap(),
-                );
+    // This crate's sources and the graph's (which were one crate once):
+    // more than a thousand units of real code.
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for (name, copied_as) in [("canopy-core", "core"), ("canopy-graph", "core/graph")] {
+        let src = crates.join(name).join("src");
+        let mut stack = vec![src.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let rel = path.strip_prefix(&src).unwrap();
+                    write(
+                        root,
+                        &format!("{copied_as}/{}", rel.display()),
+                        &fs::read_to_string(&path).unwrap(),
+                    );
+                }
             }
         }
     }

@@ -27,6 +27,7 @@
 
 pub mod handle;
 pub mod lang;
+pub mod path_class;
 pub mod text;
 pub mod tokens;
 
@@ -37,6 +38,20 @@ pub use lang::{Language, NodeType, RefType};
 /// crate and of `canopy-core`). Not part of the library's interface.
 #[doc(hidden)]
 pub mod testing {
+    /// Architecture-invariant tests: panics at the first line of code
+    /// (comments left out) in `files` (name, text) that contains one of
+    /// `forbidden`; `what` says what such a line does.
+    pub fn assert_never_named(files: &[(&str, &str)], forbidden: &[impl AsRef<str>], what: &str) {
+        for (file, text) in files {
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                if let Some(name) = forbidden.iter().find(|f| code.contains(f.as_ref())) {
+                    panic!("{file}:{}: {what} ({}): {line}", n + 1, name.as_ref());
+                }
+            }
+        }
+    }
+
     /// A fixed pseudo-random sequence (xorshift64), so failures reproduce.
     pub fn xorshift(seed: u64) -> impl FnMut() -> u64 {
         let mut state = seed;

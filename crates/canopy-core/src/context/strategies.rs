@@ -242,7 +242,7 @@ fn resolve_focus(
     let focus = focus.map(str::trim).filter(|f| !f.is_empty());
     // A file path names the file (the graph's rule reads `a/b.py` as names).
     if let Some(target) = focus
-        && let Some(file) = graph.store.file_node(target.trim_start_matches("./"))?
+        && let Some(file) = graph.store().file_node(target.trim_start_matches("./"))?
     {
         let report = FocusReport {
             resolved: vec![graph.handle(&file)],
@@ -310,7 +310,7 @@ fn graph_candidates(
             Some("no focus: name one, or give a task that names code".into()),
         ));
     }
-    let store = graph.store;
+    let store = graph.store();
     let mut out: Vec<Candidate> = Vec::new();
     let mut seen = HashSet::new();
     let mut push = |node: NodeRecord, reason: String, out: &mut Vec<Candidate>| {

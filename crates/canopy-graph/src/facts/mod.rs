@@ -1,0 +1,99 @@
+//! Resolution facts (index time): what one file says about names, beyond
+//! its units — uses of names with their receivers, imports, bindings, base
+//! and return types, compiled-out ranges.
+//!
+//! [`extract`] walks the tree-sitter tree the extractor already built,
+//! once, on the indexing thread that parsed the file: `walker` is the
+//! walk every language shares, and one file per language
+//! (`python`, `ecmascript`, `go`, `rust`) holds that language's
+//! handlers, one per node kind. [`model`] holds the fact types, the
+//! expression syntax inside them and their encoded form.
+//!
+//! Architecture Invariant: facts depend only on `lang`, tree-sitter and
+//! each other (model ← walker ← languages ← this module). They never name
+//! the store or the resolver: the index parses each file with
+//! [`FactExtraction`] as the parser's second pass over the same trees,
+//! hands the encoded facts to the store, and `graph::resolve` reads them
+//! back.
+
+pub(crate) mod ecmascript;
+pub(crate) mod go;
+pub mod model;
+pub(crate) mod python;
+pub(crate) mod rust;
+pub(crate) mod walker;
+
+use tree_sitter::Node;
+
+pub use model::{Binding, DefFact, DefFactKind, EncodedFacts, FileFacts, Import, Site, SiteKind};
+
+use crate::lang::{Language, ParsedFile, TreeExtraction};
+use walker::{Cx, WalkedGrammar};
+
+/// Fact extraction as the parser's second pass over its trees
+/// ([`crate::lang::parse_file_with`]): the index parses each file once and
+/// gets its units, references and facts.
+pub struct FactExtraction;
+
+impl TreeExtraction for FactExtraction {
+    type Output = FileFacts;
+    fn extract(&self, language: Language, root: Node<'_>, text: &str) -> Option<FileFacts> {
+        extract(language, root, text)
+    }
+    fn merge_body(&self, file: &mut FileFacts, body: FileFacts, start: usize, end: usize) {
+        file.merge_body(body, start, end);
+    }
+}
+
+/// Parses one file with its facts ([`FactExtraction`]).
+pub fn parse_with_facts(path: &str, source: &[u8]) -> (ParsedFile, Option<FileFacts>) {
+    crate::lang::parse_file_with(path, source, &FactExtraction)
+}
+
+/// Extracts the facts of one parsed file; `None` for languages without rules.
+pub fn extract(language: Language, root: Node, text: &str) -> Option<FileFacts> {
+    let _grammar = WalkedGrammar::set(language);
+    let mut cx = Cx::new(text);
+    match language {
+        Language::Python => python::walk(&mut cx, root),
+        Language::JavaScript | Language::TypeScript | Language::Tsx => {
+            ecmascript::walk(&mut cx, root)
+        }
+        Language::Rust => rust::walk(&mut cx, root),
+        Language::Go => go::walk(&mut cx, root),
+        Language::Markdown | Language::Text => return None,
+    }
+    let mut facts = cx.facts;
+    facts.sites.sort_by_key(|s| (s.byte, s.kind as u8));
+    facts.sites.dedup_by_key(|s| s.byte);
+    Some(facts)
+}
+
+/// Architecture Invariant (above): no file of this module names the store,
+/// the resolver or the graph's readers.
+#[cfg(test)]
+mod layering {
+    #[test]
+    fn facts_depend_on_nothing_above_them() {
+        let files = [
+            ("mod.rs", include_str!("mod.rs")),
+            ("model.rs", include_str!("model.rs")),
+            ("walker.rs", include_str!("walker.rs")),
+            ("python.rs", include_str!("python.rs")),
+            ("ecmascript.rs", include_str!("ecmascript.rs")),
+            ("go.rs", include_str!("go.rs")),
+            ("rust/mod.rs", include_str!("rust/mod.rs")),
+            ("rust/bindings.rs", include_str!("rust/bindings.rs")),
+            ("rust/cfg.rs", include_str!("rust/cfg.rs")),
+        ];
+        let above = [
+            "store", "resolve", "nav", "ops", "request", "index", "engine",
+        ];
+        let mut forbidden: Vec<String> = above
+            .iter()
+            .flat_map(|m| [format!("crate::{m}"), format!("graph::{m}")])
+            .collect();
+        forbidden.push(["super", "super", "super"].join("::"));
+        canopy_syntax::testing::assert_never_named(&files, &forbidden, "reaches above the facts");
+    }
+}

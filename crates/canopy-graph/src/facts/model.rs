@@ -1,0 +1,536 @@
+//! The facts a file states about names, beyond its units: the types
+//! ([`FileFacts`] and its parts), the small expression syntax inside them,
+//! and their encoded form.
+//!
+//! Expressions are kept in one small normalised syntax, the same for every
+//! language: `a.b().c` — identifiers joined by `.` (Rust `::` and Go
+//! selectors included), `()` after a segment that is called. `&`, `*`, `?`,
+//! `await`, casts and parentheses are dropped. Anything else (literals,
+//! indexing, lambdas) makes the expression unknown, and a call through it
+//! is not guessed at. The markers below extend that syntax; the walkers
+//! write them and the resolver reads them, so they live here, below both.
+//!
+//! The encoded form ([`FileFacts::encode`]) is two varint streams with one
+//! string table across them; the store compresses and keeps them
+//! (`graph_facts`), so resolution can run again later (after another file
+//! changed) without re-reading or re-parsing this one.
+
+pub use crate::lang::SiteKind;
+
+/// One use of a name that resolution tries to bind to a definition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Site {
+    /// Byte offset of the name.
+    pub byte: u32,
+    /// 1-based line of the name.
+    pub line: u32,
+    /// 0-based column of the name, in characters.
+    pub col: u32,
+    /// The name (`parse`).
+    pub name: String,
+    /// The receiver or path in front of it, normalised (`self.parser`, `Parser`, `a.b()`), if any.
+    pub recv: Option<String>,
+    /// Call, import, type or other.
+    pub kind: SiteKind,
+}
+
+/// One name an import statement binds in its scope.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Import {
+    /// Byte offset of the statement (its scope is the innermost unit containing it).
+    pub byte: u32,
+    /// 1-based line of the statement (where a file's dependency on the
+    /// imported module is shown).
+    pub line: u32,
+    /// The local name (`c` in `from a import b as c`; `*` for a glob import).
+    pub local: String,
+    /// The module as written (`a`, `..pkg.mod`, `./x`, `crate::a::b`, `net/http`).
+    pub module: String,
+    /// The imported name inside the module; `None` when the module itself is bound.
+    pub name: Option<String>,
+    /// Whether importers of this file see the name too: Python module
+    /// attributes, Rust `use` items, ES `export … from` / `export { x }`;
+    /// not a plain ES `import`.
+    pub exported: bool,
+}
+
+/// A name bound to a type or a value expression inside a scope.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Binding {
+    /// Byte offset of the binding (its scope is the innermost unit containing it;
+    /// for a field, the innermost type-like unit).
+    pub byte: u32,
+    /// The bound name (`p`, or the field name for a field).
+    pub name: String,
+    /// The type (annotation) or value (assignment) expression.
+    pub expr: String,
+    /// Whether `expr` is a type (annotation) rather than a value.
+    pub is_type: bool,
+    /// Whether this is a field of the enclosing type (`self.x = …`, `x: T` in a struct).
+    pub field: bool,
+}
+
+/// A fact about a definition: its base types, return type or implemented trait.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DefFact {
+    /// Byte offset of the definition's name (the unit is the innermost one containing it with that name).
+    pub byte: u32,
+    /// The definition's name.
+    pub name: String,
+    /// Base, return or trait type expression.
+    pub expr: String,
+    /// Which fact.
+    pub what: DefFactKind,
+}
+
+/// The kind of a [`DefFact`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DefFactKind {
+    /// A base class, extended/implemented type, embedded field or supertrait.
+    Base = 0,
+    /// The type a function returns.
+    Returns = 1,
+    /// The trait an `impl` block implements (Rust).
+    ImplTrait = 2,
+}
+
+/// Everything resolution needs to know about one file, besides its units.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileFacts {
+    /// Uses of names, in source order.
+    pub sites: Vec<Site>,
+    /// Import bindings.
+    pub imports: Vec<Import>,
+    /// Local, parameter and field bindings.
+    pub bindings: Vec<Binding>,
+    /// Bases, return types, implemented traits.
+    pub defs: Vec<DefFact>,
+    /// The file's package (Go `package x`), if the language declares one.
+    pub package: Option<String>,
+    /// Byte ranges of code compiled out (Rust items under a `cfg` that is
+    /// false in a default build): no facts come from them, and resolution
+    /// ignores the units inside them.
+    pub disabled: Vec<(u32, u32)>,
+}
+
+// ---- markers inside expressions -----------------------------------------
+// Written by the walkers (Rust's, Python's, ECMAScript's), read by the
+// resolver; every language's expressions share them.
+
+/// Marks the trait of a qualified path's type (`Error~Error` for
+/// `<Error as serde::de::Error>`): the resolver prefers that trait's impl
+/// over an inherent method of the same name, and ignores it otherwise.
+pub const TRAIT_HINT: char = '~';
+
+/// Separates a path receiver from the call's first argument in a site's
+/// receiver (`serde::ser::SerializeSeq|self`): the resolver tries the
+/// path, then the argument's type, for fully qualified trait calls.
+pub const UFCS_SEP: char = '|';
+
+/// Marks the first segment of a path that a local of the same name could be
+/// mistaken for (`scheduler^.Handle`): the resolver looks it up past the
+/// locals (the Rust walker writes it only when such a local exists).
+pub const PATH_HEAD: char = '^';
+
+/// The stored return type of a function returning a tuple (`-> (A, B)`,
+/// also inside `Result` / `Option`): this prefix, then the element types
+/// separated by `;` (empty where unknown), then `)`. A call of such a
+/// function is no value itself; `f.#0` is its first element (the binding
+/// of `let (a, b) = f(x)?`).
+pub const TUPLE: &str = "#tuple(";
+
+/// Pseudo-fields that name what a collection holds: `values#elem` is an
+/// item of the `values: Vec<Item>` field (or local), `m#k` / `m#v` a key /
+/// value of a map. Bindings of `for` patterns and iterator closures point
+/// at them, so `for v in &self.values { v.f() }` finds `Item::f`.
+pub const ELEM: &str = "#elem";
+
+/// A site's receiver that names the module an import reads from
+/// (`import:./x`, `import:crate.a`): the name is looked up in that module.
+pub const IMPORT_RECV: &str = "import:";
+
+/// The name of the local an ECMAScript cast stands for: `(x as T)` at byte
+/// 120 is the expression `#as120`, and a type binding of that name (`T`)
+/// sits at the cast's byte, so a call on the cast reads `T`'s members.
+pub const CAST: &str = "#as";
+
+/// A binding's value that is the parameter of its name (`@param:db`, a
+/// Python parameter without annotation): a pytest fixture, if one is found.
+pub const PARAM_VALUE: &str = "@param:";
+
+// ---- the encoded form -----------------------------------------------------
+
+fn put(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+struct Strings<'a> {
+    ids: foldhash::HashMap<&'a str, u64>,
+    list: Vec<&'a str>,
+}
+
+impl<'a> Strings<'a> {
+    fn id(&mut self, s: &'a str) -> u64 {
+        let next = self.list.len() as u64;
+        *self.ids.entry(s).or_insert_with(|| {
+            self.list.push(s);
+            next
+        })
+    }
+    fn opt(&mut self, s: Option<&'a str>) -> u64 {
+        s.map_or(0, |s| self.id(s) + 1)
+    }
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn get(&mut self) -> Option<u64> {
+        let mut v = 0u64;
+        let mut shift = 0;
+        loop {
+            let b = *self.buf.get(self.pos)?;
+            self.pos += 1;
+            v |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                return Some(v);
+            }
+            shift += 7;
+            if shift > 63 {
+                return None;
+            }
+        }
+    }
+}
+
+/// 2: imports carry `exported`. 3: sites in a stream of their own.
+/// 4: compiled-out ranges. 5: imports carry their line. (The store keeps both streams compressed; the
+/// format is that of what they inflate to.)
+const FORMAT: u64 = 5;
+
+/// A file's facts encoded: what resolving other files needs of it
+/// (`world`: imports, bindings, definition facts, package) apart from its
+/// sites (`sites`), so that a pass which resolves a few files after an edit
+/// reads every file's `world` but only those files' `sites`. One string
+/// table spans both: `world` holds the strings its facts use, `sites` only
+/// the strings no world fact uses (its ids continue after `world`'s).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncodedFacts {
+    /// Imports, bindings, definition facts and package.
+    pub world: Vec<u8>,
+    /// Uses of names.
+    pub sites: Vec<u8>,
+}
+
+fn put_strings(out: &mut Vec<u8>, list: &[&str]) {
+    put(out, list.len() as u64);
+    for s in list {
+        put(out, s.len() as u64);
+        out.extend_from_slice(s.as_bytes());
+    }
+}
+
+/// String `id` of a table, copied; `None` past its end (a damaged blob).
+fn string_at(list: &[&str], id: u64) -> Option<String> {
+    list.get(id as usize).map(|s| s.to_string())
+}
+
+/// An optional string (0 = none, else id + 1); `None` past the table's end.
+fn opt_string_at(list: &[&str], id: u64) -> Option<Option<String>> {
+    match id {
+        0 => Some(None),
+        id => string_at(list, id - 1).map(Some),
+    }
+}
+
+/// Reads a string table (borrowed from `buf`).
+fn get_strings<'b>(r: &mut Reader<'b>) -> Option<Vec<&'b str>> {
+    let n = r.get()? as usize;
+    let mut list = Vec::with_capacity(n.min(r.buf.len()));
+    for _ in 0..n {
+        let len = r.get()? as usize;
+        let bytes = r.buf.get(r.pos..r.pos.checked_add(len)?)?;
+        list.push(std::str::from_utf8(bytes).ok()?);
+        r.pos += len;
+    }
+    Some(list)
+}
+
+impl FileFacts {
+    /// Takes the facts of a macro body parsed on its own (bytes
+    /// `start..end` of the file, see `lang::extract`) in place of what the
+    /// walk of the whole file saw there, which was tokens.
+    pub(crate) fn merge_body(&mut self, body: FileFacts, start: usize, end: usize) {
+        let outside = |b: u32| (b as usize) < start || (b as usize) >= end;
+        // Each list keeps its order: the body's facts go where its bytes are.
+        fn splice<T>(list: &mut Vec<T>, body: Vec<T>, start: usize, byte: impl Fn(&T) -> u32) {
+            let at = list.partition_point(|x| (byte(x) as usize) < start);
+            list.splice(at..at, body);
+        }
+        self.sites.retain(|x| outside(x.byte));
+        self.imports.retain(|x| outside(x.byte));
+        self.bindings.retain(|x| outside(x.byte));
+        self.defs.retain(|x| outside(x.byte));
+        splice(&mut self.imports, body.imports, start, |x| x.byte);
+        splice(&mut self.bindings, body.bindings, start, |x| x.byte);
+        splice(&mut self.defs, body.defs, start, |x| x.byte);
+        self.sites.extend(body.sites);
+        self.sites.sort_by_key(|s| (s.byte, s.kind as u8));
+        self.sites.dedup_by_key(|s| s.byte);
+        self.disabled.extend(body.disabled);
+        self.disabled.sort_unstable();
+    }
+
+    /// The compact encoded form: string tables, then each list as varints
+    /// (site positions delta-coded in source order).
+    pub fn encode(&self) -> EncodedFacts {
+        let mut strings = Strings {
+            ids: Default::default(),
+            list: Vec::new(),
+        };
+        let mut body = Vec::new();
+        put(&mut body, self.imports.len() as u64);
+        for i in &self.imports {
+            put(&mut body, u64::from(i.byte));
+            put(&mut body, u64::from(i.line));
+            put(&mut body, strings.id(&i.local) << 1 | u64::from(i.exported));
+            put(&mut body, strings.id(&i.module));
+            put(&mut body, strings.opt(i.name.as_deref()));
+        }
+        put(&mut body, self.bindings.len() as u64);
+        for b in &self.bindings {
+            put(&mut body, u64::from(b.byte));
+            put(&mut body, strings.id(&b.name));
+            put(
+                &mut body,
+                strings.id(&b.expr) << 2 | u64::from(b.is_type) | u64::from(b.field) << 1,
+            );
+        }
+        put(&mut body, self.defs.len() as u64);
+        for d in &self.defs {
+            put(&mut body, u64::from(d.byte));
+            put(&mut body, strings.id(&d.name));
+            put(&mut body, strings.id(&d.expr) << 2 | d.what as u64);
+        }
+        put(&mut body, strings.opt(self.package.as_deref()));
+        put(&mut body, self.disabled.len() as u64);
+        for &(start, end) in &self.disabled {
+            put(&mut body, u64::from(start));
+            put(&mut body, u64::from(end.saturating_sub(start)));
+        }
+        let world_strings = strings.list.len();
+
+        let mut site_body = Vec::new();
+        put(&mut site_body, self.sites.len() as u64);
+        let (mut last_byte, mut last_line) = (0u64, 0u64);
+        for s in &self.sites {
+            let byte = u64::from(s.byte);
+            put(&mut site_body, byte.wrapping_sub(last_byte) & 0xffff_ffff);
+            put(
+                &mut site_body,
+                u64::from(s.line).wrapping_sub(last_line) & 0xffff_ffff,
+            );
+            put(&mut site_body, u64::from(s.col));
+            last_byte = byte;
+            last_line = u64::from(s.line);
+            let name = strings.id(&s.name);
+            put(&mut site_body, name << 2 | s.kind as u64);
+            put(&mut site_body, strings.opt(s.recv.as_deref()));
+        }
+
+        let mut world = Vec::with_capacity(body.len() + 64);
+        put(&mut world, FORMAT);
+        put_strings(&mut world, &strings.list[..world_strings]);
+        world.extend_from_slice(&body);
+        let mut sites = Vec::with_capacity(site_body.len() + 64);
+        put(&mut sites, FORMAT);
+        put_strings(&mut sites, &strings.list[world_strings..]);
+        sites.extend_from_slice(&site_body);
+        EncodedFacts { world, sites }
+    }
+
+    /// Reads the encoded form: always the `world` part, the sites only when
+    /// `sites` is given (resolving other files needs no site of this one).
+    /// `None` when a stream is damaged or of another format.
+    pub fn decode(world: &[u8], sites: Option<&[u8]>) -> Option<FileFacts> {
+        let mut r = Reader { buf: world, pos: 0 };
+        if r.get()? != FORMAT {
+            return None;
+        }
+        // Borrowed: a string is copied only when a decoded fact uses it.
+        let mut list = get_strings(&mut r)?;
+        let mut facts = FileFacts::default();
+        decode_world(&mut r, &list, &mut facts)?;
+        let Some(sites) = sites else {
+            return Some(facts);
+        };
+        let mut r = Reader { buf: sites, pos: 0 };
+        if r.get()? != FORMAT {
+            return None;
+        }
+        list.extend(get_strings(&mut r)?);
+        decode_sites(&mut r, &list, &mut facts)?;
+        Some(facts)
+    }
+
+    /// Only the sites of a file's two encoded streams (the `sites` stream
+    /// names strings of the `world` stream's table, so both are needed);
+    /// the same sites as [`FileFacts::decode`] gives, without decoding the
+    /// world's lists. A resolution pass decodes a file's sites when it
+    /// resolves the file and drops them after.
+    pub fn decode_sites(world: &[u8], sites: &[u8]) -> Option<Vec<Site>> {
+        let mut r = Reader { buf: world, pos: 0 };
+        if r.get()? != FORMAT {
+            return None;
+        }
+        let mut list = get_strings(&mut r)?;
+        let mut r = Reader { buf: sites, pos: 0 };
+        if r.get()? != FORMAT {
+            return None;
+        }
+        list.extend(get_strings(&mut r)?);
+        let mut facts = FileFacts::default();
+        decode_sites(&mut r, &list, &mut facts)?;
+        Some(facts.sites)
+    }
+}
+
+/// The lists of the `world` stream after its string table.
+fn decode_world(r: &mut Reader, list: &[&str], facts: &mut FileFacts) -> Option<()> {
+    let len = r.buf.len();
+    let s = |id: u64| string_at(list, id);
+    let opt = |id: u64| opt_string_at(list, id);
+    let n = r.get()? as usize;
+    for _ in 0..n.min(len) {
+        let byte = r.get()? as u32;
+        let line = r.get()? as u32;
+        let local = r.get()?;
+        facts.imports.push(Import {
+            byte,
+            line,
+            local: s(local >> 1)?,
+            exported: local & 1 == 1,
+            module: s(r.get()?)?,
+            name: opt(r.get()?)?,
+        });
+    }
+    let n = r.get()? as usize;
+    for _ in 0..n.min(len) {
+        let byte = r.get()? as u32;
+        let name = s(r.get()?)?;
+        let e = r.get()?;
+        facts.bindings.push(Binding {
+            byte,
+            name,
+            expr: s(e >> 2)?,
+            is_type: e & 1 == 1,
+            field: e & 2 == 2,
+        });
+    }
+    let n = r.get()? as usize;
+    for _ in 0..n.min(len) {
+        let byte = r.get()? as u32;
+        let name = s(r.get()?)?;
+        let e = r.get()?;
+        facts.defs.push(DefFact {
+            byte,
+            name,
+            expr: s(e >> 2)?,
+            what: match e & 3 {
+                0 => DefFactKind::Base,
+                1 => DefFactKind::Returns,
+                _ => DefFactKind::ImplTrait,
+            },
+        });
+    }
+    facts.package = opt(r.get()?)?;
+    let n = r.get()? as usize;
+    for _ in 0..n.min(len) {
+        let start = r.get()? as u32;
+        let len = r.get()? as u32;
+        facts.disabled.push((start, start.saturating_add(len)));
+    }
+    Some(())
+}
+
+/// The sites of the `sites` stream after its string table (`list` is both
+/// tables: the world's, then the sites').
+fn decode_sites(r: &mut Reader, list: &[&str], facts: &mut FileFacts) -> Option<()> {
+    let len = r.buf.len();
+    let s = |id: u64| string_at(list, id);
+    let opt = |id: u64| opt_string_at(list, id);
+    let n = r.get()? as usize;
+    let (mut byte, mut line) = (0u64, 0u64);
+    for _ in 0..n.min(len) {
+        byte = (byte + r.get()?) & 0xffff_ffff;
+        line = (line + r.get()?) & 0xffff_ffff;
+        let col = r.get()? as u32;
+        let nk = r.get()?;
+        let recv = opt(r.get()?)?;
+        facts.sites.push(Site {
+            byte: byte as u32,
+            line: line as u32,
+            col,
+            name: s(nk >> 2)?,
+            recv,
+            kind: SiteKind::from_code(nk),
+        });
+    }
+    Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn facts_round_trip_through_the_encoded_form() {
+        let source = b"import os\nfrom a.b import c as d\n\nclass P(Base):\n    def __init__(self):\n        self.x = Q()\n\n    def run(self, y: Z) -> R:\n        p = P()\n        p.run(d(1))\n        os.path.join('a')\n";
+        let (_, facts) = crate::facts::parse_with_facts("m.py", source);
+        let mut facts = facts.expect("python has fact rules");
+        facts.disabled = vec![(3, 9), (40, 41)];
+        assert!(facts.sites.len() >= 4, "{facts:?}");
+        assert!(!facts.imports.is_empty() && !facts.bindings.is_empty());
+        let stored = facts.encode();
+        let decoded = FileFacts::decode(&stored.world, Some(&stored.sites)).expect("decodes");
+        assert_eq!(decoded, facts);
+        // The sites alone, as a resolution pass decodes them: the same.
+        assert_eq!(
+            FileFacts::decode_sites(&stored.world, &stored.sites).as_ref(),
+            Some(&facts.sites)
+        );
+        assert!(FileFacts::decode(&[9, 9, 9], None).is_none());
+        let mut damaged = stored.clone();
+        damaged.sites.truncate(damaged.sites.len() / 2);
+        assert!(FileFacts::decode(&damaged.world, Some(&damaged.sites)).is_none());
+        assert!(FileFacts::decode_sites(&damaged.world, &damaged.sites).is_none());
+        damaged.world.truncate(damaged.world.len() / 2);
+        assert!(FileFacts::decode(&damaged.world, None).is_none());
+        // Without sites: everything else, the same; and the site blob holds
+        // no string the world part already has.
+        let rest = FileFacts::decode(&stored.world, None).expect("decodes");
+        assert_eq!(
+            rest,
+            FileFacts {
+                sites: Vec::new(),
+                ..facts.clone()
+            }
+        );
+        // `run` (a return-type fact and the site `p.run`) is stored once, in
+        // the world part; `join` (a site only) only in the sites part.
+        let has = |blob: &[u8], s: &str| {
+            let mut entry = vec![s.len() as u8];
+            entry.extend_from_slice(s.as_bytes());
+            blob.windows(entry.len()).any(|w| w == entry.as_slice())
+        };
+        assert!(has(&stored.world, "run") && !has(&stored.sites, "run"));
+        assert!(has(&stored.sites, "join") && !has(&stored.world, "join"));
+    }
+}

@@ -1,0 +1,678 @@
+//! Python: which facts a file states.
+//!
+//! Facts: calls (`f()`, `a.f()`), other name uses (identifiers and
+//! attributes that are not definitions, parameters or assignment targets),
+//! `import` / `from … import … as …` bindings, assignments (`p = Parser()`,
+//! `x: T = …`, `self.x = …` as a field of the class), typed parameters,
+//! return annotations (or the first returned value) and base classes.
+
+use tree_sitter::Node;
+
+use super::model::{DefFact, DefFactKind, ELEM, PARAM_VALUE, SiteKind};
+use super::walker::{Cx, GrammarLookup, Up, walk_tree};
+
+/// Receiver names that mean "the enclosing class's instance" / "the class".
+pub(crate) const SELF_NAMES: &[&str] = &["self"];
+/// Receiver names that mean the enclosing class itself.
+pub(crate) const CLS_NAMES: &[&str] = &["cls"];
+
+/// The normalised expression of a value node (see [`crate::facts`]).
+pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
+    match n.kind_name() {
+        "identifier" => Some(cx.t(n).to_string()),
+        "attribute" => {
+            let obj = expr(cx, n.field("object")?)?;
+            let attr = cx.t(n.field("attribute")?);
+            Some(format!("{obj}.{attr}"))
+        }
+        "call" => Some(format!("{}()", expr(cx, n.field("function")?)?)),
+        "parenthesized_expression" | "await" => expr(cx, n.named_child(0)?),
+        _ => None,
+    }
+}
+
+/// The normalised name of a type annotation (`Optional[X]`, `"X"`, `X | None` → `X`).
+pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
+    match n.kind_name() {
+        "type" => type_expr(cx, n.named_child(0)?),
+        "identifier" | "attribute" => expr(cx, n),
+        "string" => {
+            let s = cx.t(n).trim_matches(|c| c == '"' || c == '\'');
+            s.split('[')
+                .next()
+                .filter(|s| {
+                    s.chars()
+                        .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
+                })
+                .map(str::to_string)
+        }
+        "binary_operator" => {
+            let left = n.field("left")?;
+            let right = n.field("right")?;
+            if cx.t(left) == "None" {
+                type_expr(cx, right)
+            } else {
+                type_expr(cx, left)
+            }
+        }
+        "generic_type" | "subscript" => {
+            let head = n.named_child(0)?;
+            let name = cx.t(head);
+            if name.ends_with("Optional") || name.ends_with("Union") {
+                let inner = n.named_child(1)?;
+                let inner = if inner.kind_name() == "type_parameter" {
+                    inner.named_child(0)?
+                } else {
+                    inner
+                };
+                type_expr(cx, inner)
+            } else if name.ends_with("Type") || name.ends_with("Callable") {
+                None
+            } else {
+                // `ParamType[t.Any]` → `ParamType`; builtins (`list[X]`) simply do not resolve.
+                expr(cx, head)
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Generic types whose first argument is what iterating one gives
+/// (`for x in xs` with `xs: list[T]` makes `x` a `T`).
+const ITERABLES: &[&str] = &[
+    "list",
+    "List",
+    "set",
+    "Set",
+    "frozenset",
+    "FrozenSet",
+    "AbstractSet",
+    "MutableSet",
+    "Sequence",
+    "MutableSequence",
+    "Iterable",
+    "Iterator",
+    "Collection",
+    "Reversible",
+    "Generator",
+    "deque",
+    "Deque",
+];
+
+/// The item type of an iterable annotation (`list[T]`, `t.Sequence[T]`,
+/// `Optional[List["T"]]`, `Iterable[T] | None` → `T`).
+fn item_type(cx: &Cx, n: Node) -> Option<String> {
+    match n.kind_name() {
+        "type" => item_type(cx, n.named_child(0)?),
+        "binary_operator" => {
+            let (left, right) = (n.field("left")?, n.field("right")?);
+            if cx.t(left) == "None" {
+                item_type(cx, right)
+            } else {
+                item_type(cx, left)
+            }
+        }
+        "generic_type" | "subscript" => {
+            let head = cx.t(n.named_child(0)?);
+            let head = head.rsplit('.').next().unwrap_or_default();
+            let arg = n.named_child(1)?;
+            let arg = if arg.kind_name() == "type_parameter" {
+                arg.named_child(0)?
+            } else {
+                arg
+            };
+            if head == "Optional" {
+                item_type(cx, arg)
+            } else if ITERABLES.contains(&head) {
+                type_expr(cx, arg)
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Binds `name#elem` (see [`ELEM`]) to the item type of annotation `t`, if
+/// it is an iterable of one.
+fn bind_items(cx: &mut Cx, at: usize, name: &str, t: Node, field: bool) {
+    if let Some(item) = item_type(cx, t) {
+        cx.bind(at, &format!("{name}{ELEM}"), Some(item), true, field);
+    }
+}
+
+/// `for x in xs:` (and `… for x in xs` in a comprehension): `x` is an item
+/// of `xs`, when `xs` is a name or attribute path (no call).
+fn for_loop(cx: &mut Cx, n: Node) {
+    let (Some(left), Some(right)) = (n.field("left"), n.field("right")) else {
+        return;
+    };
+    cx.bind_loop_item(left, |cx| expr(cx, right));
+}
+
+/// What an unannotated function returns: the value of the first `return`
+/// or `yield` of its body (in source order) that has one, found while the
+/// walk passes it (a second walk over every body to look for it was a
+/// quarter of Python's fact extraction). A `return` or `yield` counts for
+/// the nearest enclosing function unless a class, lambda, `return` or
+/// `yield` lies in between; one without a value, or with one `expr` cannot
+/// read, does not end the search.
+#[derive(Default)]
+struct FirstReturns {
+    /// Function node id → index of its placeholder in `facts.defs`.
+    pending: foldhash::HashMap<usize, usize>,
+}
+
+impl FirstReturns {
+    /// At an unannotated function with a body: a placeholder `Returns` fact
+    /// where the fact goes (its place among the facts is the function's).
+    fn open(&mut self, cx: &mut Cx, function: Node, name: Node) {
+        self.pending.insert(function.id(), cx.facts.defs.len());
+        cx.facts.defs.push(DefFact {
+            byte: name.start_byte() as u32,
+            name: cx.t(name).to_string(),
+            expr: String::new(),
+            what: DefFactKind::Returns,
+        });
+    }
+
+    /// At a `return` or `yield`.
+    fn found(&mut self, cx: &mut Cx, node: Node, up: &Up) {
+        // The nearest ancestor that ends the search: only a function's own
+        // body counts.
+        let Some(owner) = up.iter().find(|p| {
+            matches!(
+                p.kind_name(),
+                "function_definition"
+                    | "class_definition"
+                    | "lambda"
+                    | "return_statement"
+                    | "yield"
+            )
+        }) else {
+            return;
+        };
+        let Some(&slot) = self.pending.get(&owner.id()) else {
+            return; // not an unannotated function, or its value is known
+        };
+        if owner
+            .field("body")
+            .is_none_or(|body| node.start_byte() < body.start_byte())
+        {
+            return;
+        }
+        if let Some(v) = node.named_child(0).and_then(|v| expr(cx, v)) {
+            cx.facts.defs[slot].expr = format!("={v}");
+            self.pending.remove(&owner.id());
+        }
+    }
+
+    /// After the walk: placeholders of functions that return no value go.
+    fn close(self, cx: &mut Cx) {
+        if !self.pending.is_empty() {
+            cx.facts.defs.retain(|d| !d.expr.is_empty());
+        }
+    }
+}
+
+fn is_declaration_name(n: Node, parent: Node) -> bool {
+    match parent.kind_name() {
+        "function_definition" | "class_definition" => parent.field("name") == Some(n),
+        "parameters" | "lambda_parameters" | "list_splat_pattern" | "dictionary_splat_pattern" => {
+            true
+        }
+        "typed_parameter" | "default_parameter" | "typed_default_parameter" => {
+            parent.field("name") == Some(n) || parent.named_child(0) == Some(n)
+        }
+        "keyword_argument" => parent.field("name") == Some(n),
+        "attribute" => parent.field("attribute") == Some(n),
+        "call" => parent.field("function") == Some(n),
+        "dotted_name" | "aliased_import" | "global_statement" | "nonlocal_statement" => true,
+        "assignment" | "augmented_assignment" => parent.field("left") == Some(n),
+        "pattern_list" | "tuple_pattern" | "for_statement" | "for_in_clause"
+        | "as_pattern_target" => true,
+        _ => false,
+    }
+}
+
+/// `Type` for a name inside an annotation (`p: Parser`, `-> Optional[Parser]`,
+/// `x: models.Parser = …`; tree-sitter wraps each in a `type` node a few
+/// levels up), `Other` for any other non-call use.
+fn use_kind(up: &Up) -> SiteKind {
+    let in_annotation = up.iter().take(5).any(|p| p.kind_name() == "type");
+    if in_annotation {
+        SiteKind::Type
+    } else {
+        SiteKind::Other
+    }
+}
+
+/// Walks one Python tree.
+pub(crate) fn walk(cx: &mut Cx, root: Node) {
+    let mut returns = FirstReturns::default();
+    let mut decorated = DecoratedValues::default();
+    walk_tree(root, &mut |n, up| match n.kind_name() {
+        "return_statement" | "yield" => returns.found(cx, n, up),
+        "call" => call(cx, n, &decorated),
+        "attribute" => attribute(cx, n, up, &decorated),
+        "identifier" => identifier(cx, n, up),
+        "import_statement" => import_statement(cx, n),
+        "import_from_statement" => import_from_statement(cx, n),
+        "assignment" => assignment(cx, n),
+        "typed_parameter" | "typed_default_parameter" => typed_parameter(cx, n),
+        "for_statement" | "for_in_clause" => for_loop(cx, n),
+        "function_definition" => {
+            function_definition(cx, n, &mut returns);
+            decorated.at_function(cx, n);
+        }
+        "class_definition" => class_definition(cx, n),
+        _ => {}
+    });
+    returns.close(cx);
+}
+
+/// `f()` and `a.f()`: a call site of the name called.
+fn call(cx: &mut Cx, n: Node, decorated: &DecoratedValues) {
+    let Some(f) = n.field("function") else {
+        return;
+    };
+    match f.kind_name() {
+        "identifier" => cx.site(f, None, SiteKind::Call),
+        "attribute" => {
+            if let Some(attr) = f.field("attribute") {
+                let recv = f.field("object").and_then(|o| expr(cx, o));
+                let recv = recv.map(|r| decorated.receiver(r, n.start_byte()));
+                let recv = recv.or_else(|| Some("?".to_string()));
+                cx.site(attr, recv, SiteKind::Call);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `a.b` not called and not assigned to: a use of `b` on `a`.
+fn attribute<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>, decorated: &DecoratedValues) {
+    let called = up
+        .parent()
+        .is_some_and(|p| p.kind_name() == "call" && p.field("function") == Some(n));
+    let assigned = up
+        .parent()
+        .is_some_and(|p| p.kind_name() == "assignment" && p.field("left") == Some(n));
+    if !called
+        && !assigned
+        && let Some(attr) = n.field("attribute")
+    {
+        let recv = n.field("object").and_then(|o| expr(cx, o));
+        if let Some(recv) = recv {
+            let recv = decorated.receiver(recv, n.start_byte());
+            cx.site(attr, Some(recv), use_kind(up));
+        }
+    }
+}
+
+/// A name that is no declaration: a use.
+fn identifier<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    if let Some(p) = up.parent()
+        && !is_declaration_name(n, p)
+        && !matches!(cx.t(n), "self" | "cls" | "None" | "True" | "False")
+    {
+        cx.site(n, None, use_kind(up));
+    }
+}
+
+/// `import a.b` (binds `a`) and `import a.b as c`.
+fn import_statement(cx: &mut Cx, n: Node) {
+    let mut c = n.walk();
+    for name in n.children_by_field_name("name", &mut c) {
+        match name.kind_name() {
+            "dotted_name" => {
+                let full = cx.t(name).to_string();
+                let top = full.split('.').next().unwrap_or_default().to_string();
+                cx.import(n, &top, &top, None);
+            }
+            "aliased_import" => {
+                let (Some(m), Some(a)) = (name.field("name"), name.field("alias")) else {
+                    continue;
+                };
+                let (m, a) = (cx.t(m).to_string(), cx.t(a).to_string());
+                cx.import(n, &a, &m, None);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `from m import a as b` and `from m import *`: bindings, and an import site per name.
+fn import_from_statement(cx: &mut Cx, n: Node) {
+    let Some(module) = n.field("module_name") else {
+        return;
+    };
+    let module = cx.t(module).to_string();
+    let mut c = n.walk();
+    let names: Vec<Node> = n.children_by_field_name("name", &mut c).collect();
+    for name in names {
+        let (orig, alias) = match name.kind_name() {
+            "dotted_name" => (name, name),
+            "aliased_import" => match (name.field("name"), name.field("alias")) {
+                (Some(o), Some(a)) => (o, a),
+                _ => continue,
+            },
+            _ => continue,
+        };
+        let (o, a) = (cx.t(orig).to_string(), cx.t(alias).to_string());
+        cx.import(n, &a, &module, Some(&o));
+        cx.site(orig, Some(module.clone()), SiteKind::Import);
+    }
+    let mut c = n.walk();
+    if n.children(&mut c)
+        .any(|ch| ch.kind_name() == "wildcard_import")
+    {
+        cx.import(n, "*", &module, None);
+    }
+}
+
+/// `x = v`, `x: T = v`, `self.x = v` (a field of the class).
+fn assignment(cx: &mut Cx, n: Node) {
+    let (Some(left), right) = (n.field("left"), n.field("right")) else {
+        return;
+    };
+    let annotation = n.field("type");
+    let (name, field) = match left.kind_name() {
+        "identifier" => (cx.t(left).to_string(), false),
+        "attribute" => {
+            let obj = left.field("object");
+            if obj.is_some_and(|o| SELF_NAMES.contains(&cx.t(o))) {
+                match left.field("attribute") {
+                    Some(a) => (cx.t(a).to_string(), true),
+                    None => return,
+                }
+            } else {
+                return;
+            }
+        }
+        _ => return,
+    };
+    if let Some(t) = annotation {
+        bind_items(cx, n.start_byte(), &name, t, field);
+        let t = type_expr(cx, t);
+        cx.bind(n.start_byte(), &name, t, true, field);
+    } else if let Some(r) = right {
+        let e = expr(cx, r).or_else(|| literal_value(r).map(str::to_string));
+        cx.bind(n.start_byte(), &name, e, false, field);
+    }
+}
+
+/// A literal's value as a call of its builtin type (`"a"` → `str()`,
+/// `[]` → `list()`), so a receiver bound to one is known to be builtin.
+fn literal_value(n: Node) -> Option<&'static str> {
+    Some(match n.kind_name() {
+        "string" | "concatenated_string" => "str()",
+        "list" | "list_comprehension" => "list()",
+        "dictionary" | "dictionary_comprehension" => "dict()",
+        "set" | "set_comprehension" => "set()",
+        "tuple" => "tuple()",
+        "integer" => "int()",
+        "float" => "float()",
+        _ => return None,
+    })
+}
+
+/// `p: T` and `p: T = d`: `p` is a `T`.
+fn typed_parameter(cx: &mut Cx, n: Node) {
+    let name = n
+        .field("name")
+        .or_else(|| n.named_child(0))
+        .filter(|x| x.kind_name() == "identifier");
+    if let (Some(name), Some(t)) = (name, n.field("type")) {
+        let name = cx.t(name).to_string();
+        bind_items(cx, n.start_byte(), &name, t, false);
+        let t = type_expr(cx, t);
+        cx.bind(n.start_byte(), &name, t, true, false);
+    }
+}
+
+/// A function's return type (or, unannotated, its first returned value) and
+/// its unannotated parameters (which shadow outer names and may be pytest fixtures).
+fn function_definition(cx: &mut Cx, n: Node, returns: &mut FirstReturns) {
+    let Some(name) = n.field("name") else {
+        return;
+    };
+    if let Some(class) = property_owner(cx, n) {
+        // A property reads as a field whose value is the getter's result
+        // (`obj.prop.method()`); the getter's return type or first
+        // returned value says what that is.
+        let field = cx.t(name).to_string();
+        let getter = format!("{}.{field}()", SELF_NAMES[0]);
+        cx.bind(class, &field, Some(getter), false, true);
+    }
+    if let Some(r) = n.field("return_type") {
+        let t = type_expr(cx, r);
+        cx.def_fact(name, t, DefFactKind::Returns);
+    } else if n.field("body").is_some() {
+        // Unannotated: what the body returns, as a value (`=` marks
+        // a value expression), once the walk reaches it.
+        returns.open(cx, n, name);
+    }
+    // Unannotated parameters shadow outer names (and may be pytest fixtures).
+    if let Some(params) = n.field("parameters") {
+        let mut c = params.walk();
+        for p in params.named_children(&mut c) {
+            let id = match p.kind_name() {
+                "identifier" => Some(p),
+                "default_parameter" => p.field("name"),
+                _ => None,
+            };
+            if let Some(id) = id {
+                let pname = cx.t(id).to_string();
+                if pname != "self" && pname != "cls" {
+                    let marker = Some(format!("{PARAM_VALUE}{pname}"));
+                    cx.bind(p.start_byte(), &pname, marker, false, false);
+                }
+            }
+        }
+    }
+}
+
+/// The byte of the decorated definition of a method decorated as a
+/// property getter (`@property`, `@functools.cached_property`, …; not a
+/// `@x.setter`), where its field binding goes.
+fn property_owner(cx: &Cx, function: Node) -> Option<usize> {
+    let decorated = function
+        .parent()
+        .filter(|p| p.kind_name() == "decorated_definition")?;
+    let in_class = decorated
+        .parent()
+        .and_then(|b| b.parent())
+        .is_some_and(|c| c.kind_name() == "class_definition");
+    if !in_class {
+        return None;
+    }
+    let mut c = decorated.walk();
+    let is_property = decorated
+        .named_children(&mut c)
+        .filter(|d| d.kind_name() == "decorator")
+        .filter_map(|d| d.named_child(0))
+        .any(|d| {
+            matches!(d.kind_name(), "identifier" | "attribute")
+                && cx.t(d).rsplit('.').next().is_some_and(|last| {
+                    matches!(last, "property" | "cached_property" | "abstractproperty")
+                })
+        });
+    is_property.then(|| decorated.start_byte())
+}
+
+/// A class's base classes.
+fn class_definition(cx: &mut Cx, n: Node) {
+    let (Some(name), Some(bases)) = (n.field("name"), n.field("superclasses")) else {
+        return;
+    };
+    let mut c = bases.walk();
+    for b in bases.named_children(&mut c) {
+        // `Base[T]` (a generic base): the class `Base`.
+        let b = match b.kind_name() {
+            "subscript" => b.field("value").unwrap_or(b),
+            _ => b,
+        };
+        let e = expr(cx, b);
+        cx.def_fact(name, e, DefFactKind::Base);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::model::DefFactKind;
+
+    /// (function, what it returns) for every unannotated function with a value.
+    fn returns(source: &str) -> Vec<(String, String)> {
+        let (_, facts) = crate::facts::parse_with_facts("m.py", source.as_bytes());
+        let facts = facts.expect("python has fact rules");
+        facts
+            .defs
+            .into_iter()
+            .filter(|d| d.what == DefFactKind::Returns)
+            .map(|d| (d.name, d.expr))
+            .collect()
+    }
+
+    #[test]
+    fn an_unannotated_function_returns_its_first_returned_value() {
+        let source = "\
+def outer():
+    def inner():
+        return Inner()
+    k = lambda: Lambda()
+    class Local:
+        def method(self):
+            return Method()
+    return Outer()
+
+def bare_then_value():
+    if x:
+        return
+    return Second()
+
+def generator():
+    yield Made()
+    return Later()
+
+def nothing():
+    pass
+
+def annotated() -> Declared:
+    return Ignored()
+
+def nested_yield():
+    return (yield Inside())
+";
+        let got = returns(source);
+        let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+        // In the order of the functions; `nothing` returns no value and
+        // `nested_yield`'s `return` holds a `yield`, which is not looked into.
+        assert_eq!(
+            names,
+            [
+                "outer",
+                "inner",
+                "method",
+                "bare_then_value",
+                "generator",
+                "annotated"
+            ],
+            "{got:?}"
+        );
+        let of = |name: &str| &got.iter().find(|(n, _)| n == name).unwrap().1;
+        assert!(of("outer").contains("Outer"), "{got:?}");
+        assert!(of("inner").contains("Inner"), "{got:?}");
+        assert!(of("method").contains("Method"), "{got:?}");
+        assert!(of("bare_then_value").contains("Second"), "{got:?}");
+        assert!(of("generator").contains("Made"), "{got:?}");
+        assert!(of("outer").starts_with('='), "a value, not a type: {got:?}");
+        assert!(of("annotated").contains("Declared") && !of("annotated").starts_with('='));
+    }
+}
+
+/// `@click.group(chain=True)` over `def cli(): …` outside a class body: as
+/// a receiver (`cli.command()`), the name `cli` is what the outermost
+/// decorator's call returns (a `Group`), while a plain use of `cli` stays a
+/// reference to the function. Only a decorator that is itself a call on a
+/// dotted path (a decorator factory such as `click.group(…)` or
+/// `cli.command()`) counts; a method's decorators (`@property`,
+/// `@x.setter`) describe access, not a value, and a bare `@wraps`-style
+/// name often returns the function itself.
+#[derive(Default)]
+struct DecoratedValues {
+    /// (scope start, scope end, end of the definition, name, value): the
+    /// name's receivers inside the scope after the definition read as value.
+    names: Vec<(usize, usize, usize, String, String)>,
+}
+
+impl DecoratedValues {
+    /// At a function definition: remembers the value of a decorated one.
+    fn at_function(&mut self, cx: &Cx, function: Node) {
+        let Some(name) = function.field("name") else {
+            return;
+        };
+        let Some(decorated) = function
+            .parent()
+            .filter(|p| p.kind_name() == "decorated_definition")
+        else {
+            return;
+        };
+        let Some(scope) = decorated.parent() else {
+            return;
+        };
+        if scope
+            .parent()
+            .is_some_and(|c| c.kind_name() == "class_definition")
+        {
+            return;
+        }
+        let mut c = decorated.walk();
+        let Some(outermost) = decorated
+            .named_children(&mut c)
+            .find(|d| d.kind_name() == "decorator")
+            .and_then(|d| d.named_child(0))
+        else {
+            return;
+        };
+        let dotted_call = outermost.kind_name() == "call"
+            && outermost
+                .field("function")
+                .is_some_and(|f| f.kind_name() == "attribute");
+        if !dotted_call {
+            return;
+        }
+        // `click.group()` is read as the factory's return type, which for
+        // one typed `-> Group` (an overload, or the left of `Group | …`) is
+        // the decorated value.
+        if let Some(value) = expr(cx, outermost) {
+            // `@cli.command()` under `@click.group(…) def cli`: `cli` read
+            // through its own value.
+            let value = self.receiver(value, decorated.start_byte());
+            self.names.push((
+                scope.start_byte(),
+                scope.end_byte(),
+                decorated.end_byte(),
+                cx.t(name).to_string(),
+                value,
+            ));
+        }
+    }
+
+    /// A receiver expression at `byte`, its head replaced by a decorated
+    /// name's value when one is in scope there.
+    fn receiver(&self, recv: String, byte: usize) -> String {
+        let head = recv.split('.').next().unwrap_or_default();
+        let found = self
+            .names
+            .iter()
+            .rev()
+            .find(|(start, end, after, name, _)| {
+                name == head && *start <= byte && byte < *end && *after <= byte
+            });
+        match found {
+            Some((.., value)) => format!("{value}{}", &recv[head.len()..]),
+            None => recv,
+        }
+    }
+}

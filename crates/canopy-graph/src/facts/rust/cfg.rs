@@ -1,0 +1,186 @@
+//! Rust `cfg` attributes: which code a default build compiles out.
+
+use tree_sitter::Node;
+
+use super::super::walker::{Cx, GrammarLookup};
+
+/// The value of a `#[cfg(…)]` / `#![cfg(…)]` attribute in a default build
+/// on this host, `None` when it is not a `cfg` or cannot be known here.
+pub(super) fn cfg_attribute(cx: &Cx, attr_item: Node) -> Option<bool> {
+    let mut c = attr_item.walk();
+    let attr = attr_item
+        .named_children(&mut c)
+        .find(|k| k.kind_name() == "attribute")?;
+    let text = cx.t(attr).trim();
+    let args = text.strip_prefix("cfg")?.trim_start();
+    let inner = args.strip_prefix('(')?.strip_suffix(')')?;
+    let mut p = CfgParser { rest: inner.trim() };
+    let value = p.predicate()?;
+    p.rest.trim().is_empty().then_some(value)?
+}
+
+/// Records the code a false `cfg` attribute compiles out: the item after an
+/// outer attribute (other attributes and comments in between belong to
+/// it), or everything around an inner one (`#![cfg(x)]` at the top of a
+/// file or module).
+pub(super) fn compile_out(cx: &mut Cx, attr_item: Node) {
+    let range = if attr_item.kind_name() == "inner_attribute_item" {
+        attr_item.parent().map(|p| (p.start_byte(), p.end_byte()))
+    } else {
+        let mut next = attr_item.next_named_sibling();
+        while let Some(k) = next
+            && matches!(
+                k.kind_name(),
+                "attribute_item" | "line_comment" | "block_comment"
+            )
+        {
+            next = k.next_named_sibling();
+        }
+        next.map(|item| (attr_item.start_byte(), item.end_byte()))
+    };
+    if let Some((start, end)) = range {
+        cx.facts.disabled.push((start as u32, end as u32));
+    }
+}
+
+/// `all` (`absorbing` false) or `any` (true) over three-valued operands:
+/// one absorbing value decides; otherwise known only when every one is.
+fn combine(values: &[Option<bool>], absorbing: bool) -> Option<bool> {
+    if values.contains(&Some(absorbing)) {
+        Some(absorbing)
+    } else if values.iter().all(|v| *v == Some(!absorbing)) {
+        Some(!absorbing)
+    } else {
+        None
+    }
+}
+
+/// A `cfg` predicate reader: `name`, `key = "value"`, `not(p)`,
+/// `all(p, …)`, `any(p, …)`, evaluated as a default `cargo build` on a
+/// 64-bit Linux host sees them (what rust-analyzer shows by default):
+/// `test`, `debug_assertions`, `unix` hold; every other bare name (`windows`,
+/// `miri`, `docsrs`, and the flags build scripts set for old compilers)
+/// does not; `feature = …` and other key-value pairs are unknown (`None`),
+/// so nothing under them is compiled out.
+struct CfgParser<'a> {
+    rest: &'a str,
+}
+
+impl CfgParser<'_> {
+    fn word(&mut self) -> Option<&str> {
+        let s = self.rest.trim_start();
+        let end = s
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(s.len());
+        if end == 0 {
+            return None;
+        }
+        self.rest = &s[end..];
+        Some(&s[..end])
+    }
+
+    fn eat(&mut self, c: char) -> bool {
+        let s = self.rest.trim_start();
+        match s.strip_prefix(c) {
+            Some(r) => {
+                self.rest = r;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Three-valued: `Some(Some(b))` known, `Some(None)` unknown, `None` unreadable.
+    fn predicate(&mut self) -> Option<Option<bool>> {
+        let name = self.word()?.to_string();
+        if self.eat('(') {
+            let mut values = Vec::new();
+            if !self.eat(')') {
+                loop {
+                    values.push(self.predicate()?);
+                    if self.eat(')') {
+                        break;
+                    }
+                    if !self.eat(',') {
+                        return None;
+                    }
+                    if self.eat(')') {
+                        break; // trailing comma
+                    }
+                }
+            }
+            return match name.as_str() {
+                "not" if values.len() == 1 => Some(values[0].map(|v| !v)),
+                "all" => Some(combine(&values, false)),
+                "any" => Some(combine(&values, true)),
+                _ => None,
+            };
+        }
+        if self.eat('=') {
+            let s = self.rest.trim_start().strip_prefix('"')?;
+            let close = s.find('"')?;
+            self.rest = &s[close + 1..];
+            return Some(None);
+        }
+        Some(Some(matches!(
+            name.as_str(),
+            "test" | "debug_assertions" | "unix"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eval(predicate: &str) -> Option<Option<bool>> {
+        let mut p = CfgParser { rest: predicate };
+        let v = p.predicate()?;
+        p.rest.trim().is_empty().then_some(v)
+    }
+
+    #[test]
+    fn cfg_predicates_are_evaluated_as_a_default_linux_build() {
+        assert_eq!(eval("test"), Some(Some(true)));
+        assert_eq!(eval("unix"), Some(Some(true)));
+        assert_eq!(eval("windows"), Some(Some(false)));
+        assert_eq!(eval("no_alloc_crate"), Some(Some(false)));
+        assert_eq!(eval("not(miri)"), Some(Some(true)));
+        assert_eq!(eval(r#"feature = "std""#), Some(None));
+        assert_eq!(eval(r#"not(feature = "std")"#), Some(None));
+        assert_eq!(
+            eval(r#"all(unix, not(windows), feature = "x")"#),
+            Some(None)
+        );
+        assert_eq!(eval(r#"all(windows, feature = "x")"#), Some(Some(false)));
+        assert_eq!(eval(r#"any(docsrs, feature = "x")"#), Some(None));
+        assert_eq!(eval("any(docsrs, test,)"), Some(Some(true)));
+        assert_eq!(eval("any()"), Some(Some(false)));
+        // Unreadable: left alone.
+        assert_eq!(eval("all(unix"), None);
+        assert_eq!(eval("= \"x\""), None);
+    }
+
+    #[test]
+    fn a_false_cfg_compiles_out_the_item_or_the_whole_file() {
+        let src = "#[cfg(windows)]\n#[inline]\nfn a() { b(); }\n\n#[cfg(feature = \"x\")]\nfn c() { d(); }\n\nfn e() { f(); }\n";
+        let facts = crate::facts::parse_with_facts("src/x.rs", src.as_bytes())
+            .1
+            .expect("rust has fact rules");
+        let names: Vec<&str> = facts.sites.iter().map(|s| s.name.as_str()).collect();
+        assert!(!names.contains(&"b"), "{names:?}");
+        assert!(names.contains(&"d") && names.contains(&"f"), "{names:?}");
+        let fn_a_end = src.find("\n\n#[cfg(feature").unwrap() as u32;
+        assert_eq!(facts.disabled, [(0, fn_a_end)]);
+
+        let file = "#![cfg(miri)]\nuse x::y;\nfn g() { h(); }\n";
+        let facts = crate::facts::parse_with_facts("src/m.rs", file.as_bytes())
+            .1
+            .expect("rust has fact rules");
+        assert!(
+            facts.sites.is_empty() && facts.imports.is_empty(),
+            "{facts:?}"
+        );
+        assert_eq!(facts.disabled, [(0, file.len() as u32)]);
+    }
+}

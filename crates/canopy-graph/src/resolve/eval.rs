@@ -1,0 +1,572 @@
+//! Evaluating expressions to values: a fact's expression (`a.b().c`,
+//! `T`, see `graph::facts::model`) read at a place in a file ([`Ctx`])
+//! becomes instances, classes, functions or modules ([`Val`]), through
+//! lookups of its head, members of each segment, calls' results (return
+//! types, constructors), fields and bases.
+//!
+//! Every language evaluates the same way; where one differs (what `self`
+//! means, a path's head like `crate`, a call that returns its receiver),
+//! the evaluator asks the file's rules (`lang`) or reads its
+//! [`Conventions`](super::lang::Conventions).
+
+use std::collections::{HashMap, HashSet};
+
+use super::ids::{FileIdx, SymId};
+use super::lang::{Among, Family};
+use super::world::{World, is_classlike};
+use crate::facts::model::{ELEM, PATH_HEAD, TRAIT_HINT, TUPLE};
+use crate::lang::NodeType;
+
+/// Recursion bound for evaluating expressions through bindings and bases.
+pub(crate) const MAX_DEPTH: u32 = 12;
+
+/// What an expression evaluates to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Val {
+    /// An instance of a class-like unit.
+    Inst(SymId),
+    /// The class-like unit itself (or a module unit).
+    Class(SymId),
+    /// A function.
+    Func(SymId),
+    /// A file as a module.
+    File(FileIdx),
+    /// A module that is no one file (see [`ModulePath`]).
+    Module(ModulePath),
+    /// `super` in a Python / TS class: members of the bases of this class.
+    Super(SymId),
+}
+
+/// What [`World::field`] was asked, and its answer.
+type FieldAnswers = HashMap<(SymId, String, u32), Vec<Val>>;
+
+thread_local! {
+    /// This thread's [`FieldMemo`]: `None` outside [`World::resolve_file`].
+    static FIELD_MEMO: std::cell::RefCell<Option<FieldAnswers>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The memo of [`World::field`] while one file's sites are resolved on this
+/// thread. It lives exactly as long as the guard [`FieldMemo::scope`]
+/// returns, so it never outlives the world (or the file) it was filled for.
+pub(super) struct FieldMemo(());
+
+impl FieldMemo {
+    /// Starts an empty memo on this thread, dropped with the guard.
+    pub(super) fn scope() -> FieldMemo {
+        FIELD_MEMO.with(|m| *m.borrow_mut() = Some(HashMap::new()));
+        FieldMemo(())
+    }
+
+    fn get(key: &(SymId, String, u32)) -> Option<Vec<Val>> {
+        FIELD_MEMO.with(|m| m.borrow().as_ref().and_then(|m| m.get(key).cloned()))
+    }
+
+    fn put(key: (SymId, String, u32), vals: &[Val]) {
+        FIELD_MEMO.with(|m| {
+            if let Some(m) = m.borrow_mut().as_mut() {
+                m.insert(key, vals.to_vec());
+            }
+        });
+    }
+}
+
+impl Drop for FieldMemo {
+    fn drop(&mut self) {
+        FIELD_MEMO.with(|m| *m.borrow_mut() = None);
+    }
+}
+
+/// A module that is no single file, made and read by one language's rules
+/// only: a Python package folder without `__init__.py` or a dotted
+/// submodule path, a Go package (a folder), a Rust module path inside a
+/// crate (`root`: the crate's source folder, `path`: `crate.a.b`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ModulePath {
+    /// Whose rules read it.
+    pub family: Family,
+    /// The crate root (Rust), else empty.
+    pub root: String,
+    /// The module's key in its rules' tables.
+    pub path: String,
+}
+
+/// Where an expression is evaluated: a file, a byte in it, the innermost unit there.
+pub(crate) struct Ctx {
+    pub file: FileIdx,
+    pub byte: u32,
+    pub scope: SymId,
+}
+
+impl World {
+    /// Evaluates a value expression (`a.b().c`).
+    pub(crate) fn eval(&self, cx: &Ctx, e: &str, depth: u32) -> Vec<Val> {
+        self.eval_path(cx, e, depth, true)
+    }
+
+    /// Evaluates a type expression to instances of class-like units.
+    pub(crate) fn eval_type(&self, cx: &Ctx, e: &str, depth: u32) -> Vec<Val> {
+        if depth > MAX_DEPTH {
+            return Vec::new();
+        }
+        let mut vals = Vec::new();
+        for v in self.eval_path(cx, e, depth, false) {
+            match v {
+                Val::Class(c) => vals.push(Val::Inst(self.type_of_impl(c))),
+                Val::Inst(c) => vals.push(Val::Inst(c)),
+                _ => {}
+            }
+        }
+        vals
+    }
+
+    /// The instances a type expression evaluates to, as units.
+    pub(crate) fn type_units(&self, cx: &Ctx, e: &str, depth: u32, out: &mut Vec<SymId>) {
+        for v in self.eval_type(cx, e, depth) {
+            if let Val::Inst(c) = v {
+                out.push(c);
+            }
+        }
+    }
+
+    /// Evaluates a path: a value (`value`) or a type expression.
+    pub(crate) fn eval_path(&self, cx: &Ctx, e: &str, depth: u32, value: bool) -> Vec<Val> {
+        if depth > MAX_DEPTH {
+            return Vec::new();
+        }
+        if let Some((t, _)) = e.split_once(TRAIT_HINT) {
+            // `<T as Trait>` as a value is `T` (the hint only steers method choice).
+            return self.eval_path(cx, t, depth, value);
+        }
+        let mut segs = e.split('.');
+        let Some(first) = segs.next() else {
+            return Vec::new();
+        };
+        let mut vals = self.eval_head(cx, first, depth, value);
+        // `e[..end]`: the path before the current segment.
+        let mut end = first.len();
+        for seg in segs {
+            let before = &e[..end];
+            end += 1 + seg.len();
+            match self.eval_segment(cx, vals, before, seg, depth, value) {
+                Some(next) => vals = next,
+                None => return Vec::new(),
+            }
+        }
+        vals.dedup();
+        vals
+    }
+
+    /// The first segment of a path (`a`, `a()`, `self`, `crate`).
+    fn eval_head(&self, cx: &Ctx, first: &str, depth: u32, value: bool) -> Vec<Val> {
+        let (head, called) = match first.strip_suffix("()") {
+            Some(h) => (h, true),
+            None => (first, false),
+        };
+        // A path's head that a local of its name could be taken for
+        // (`PATH_HEAD`): looked up past the locals.
+        let (head, path_head) = match head.strip_suffix(PATH_HEAD) {
+            Some(h) => (h, true),
+            None => (head, false),
+        };
+        let mut vals = match self.rules_of(cx.file).head(self, cx, head, called, value) {
+            Some(vals) => vals,
+            None => self.lookup_in(cx, head, depth, path_head).0,
+        };
+        if called
+            && self.conventions_of(cx.file).modules_apart_from_values
+            && vals.iter().any(|v| !self.is_module_value(v))
+        {
+            // `value(x)`: the function, not the module of that name.
+            vals.retain(|v| !self.is_module_value(v));
+        }
+        if called && !matches!(vals.first(), Some(Val::Super(_))) {
+            vals = self.call_result(&vals, depth);
+        }
+        vals
+    }
+
+    /// One segment after the head (`.b`, `.b()`) applied to `vals`, the
+    /// values of the path `before` it; `None` when nothing is left.
+    fn eval_segment(
+        &self,
+        cx: &Ctx,
+        vals: Vec<Val>,
+        before: &str,
+        seg: &str,
+        depth: u32,
+        value: bool,
+    ) -> Option<Vec<Val>> {
+        let (name, called) = match seg.strip_suffix("()") {
+            Some(h) => (h, true),
+            None => (seg, false),
+        };
+        let conv = self.conventions_of(cx.file);
+        if called
+            && conv.item_methods.contains(&name)
+            && !before.ends_with(')')
+            && vals.iter().all(|v| !matches!(v, Val::Inst(_)))
+        {
+            // `self.values.remove(i)` (`values: Vec<Item>`, no type of its
+            // own here): an item of the collection.
+            let items = self.eval_path(cx, &format!("{before}{ELEM}"), depth + 1, value);
+            if !items.is_empty() {
+                return Some(items);
+            }
+        }
+        if name.starts_with('[') && !called {
+            // `h[$admin]` / `xs[i]` (an ECMAScript index by a name): the
+            // field that key names (`[$admin]: Admin`), else an item of
+            // the collection.
+            let mut fields: Vec<Val> = vals
+                .iter()
+                .flat_map(|v| self.member(v, name, depth + 1))
+                .collect();
+            if fields.is_empty() && !before.ends_with(')') {
+                fields = self.eval_path(cx, &format!("{before}{ELEM}"), depth + 1, value);
+            }
+            return (!fields.is_empty()).then_some(fields);
+        }
+        if vals.is_empty() {
+            return None;
+        }
+        let mut next = Vec::new();
+        for v in &vals {
+            // `x.decor` is the field even when a method `decor()` exists.
+            if conv.fields_before_methods
+                && !called
+                && let Val::Inst(t) | Val::Class(t) = v
+            {
+                let fields = self.field(*t, name, depth + 1);
+                if !fields.is_empty() {
+                    next.extend(fields);
+                    continue;
+                }
+            }
+            next.extend(self.member(v, name, depth + 1));
+        }
+        if next.is_empty()
+            && called
+            && let Some(same) = self.rules_of(cx.file).unknown_method(self, name, &vals)
+        {
+            return Some(same);
+        }
+        Some(if called {
+            self.call_result(&next, depth)
+        } else {
+            next
+        })
+    }
+
+    /// What calling each value gives: an instance of a class, a function's return type.
+    pub(crate) fn call_result(&self, vals: &[Val], depth: u32) -> Vec<Val> {
+        let mut out = Vec::new();
+        for v in vals {
+            match v {
+                Val::Class(c) => out.push(Val::Inst(self.type_of_impl(*c))),
+                Val::Func(f) => {
+                    let s = &self.syms[*f];
+                    // Overloads share a qualified name: any of them may carry the annotation.
+                    let ret = self.returns_of(*f).or_else(|| {
+                        self.file_syms[s.file].iter().find_map(|&o| {
+                            let os = &self.syms[o];
+                            (o != *f && os.qualified_name == s.qualified_name)
+                                .then(|| self.returns_of(o))
+                                .flatten()
+                        })
+                    });
+                    let Some(ret) = ret else {
+                        continue;
+                    };
+                    let cx = self.ctx_at_end(*f);
+                    match ret.strip_prefix('=') {
+                        Some(value) => out.extend(self.eval(&cx, value, depth + 1)),
+                        None => out.extend(self.eval_type(&cx, ret, depth + 1)),
+                    }
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The members named `name` of a value, as values.
+    pub(crate) fn member(&self, v: &Val, name: &str, depth: u32) -> Vec<Val> {
+        if depth > MAX_DEPTH {
+            return Vec::new();
+        }
+        if let Val::Class(t) = v
+            && let Some(m) = self.declared_module(*t)
+        {
+            return self.member(&m, name, depth + 1);
+        }
+        match v {
+            Val::Inst(t) | Val::Class(t) | Val::Super(t) => {
+                let (found, _) = self.member_defs(v, name, depth);
+                if !found.is_empty() {
+                    return found.into_iter().map(|s| self.as_val(s)).collect();
+                }
+                self.field(*t, name, depth)
+            }
+            Val::File(f) => self.module_member(*f, name, depth),
+            Val::Module(m) => self.rules.of(m.family).module_member(self, m, name, depth),
+            Val::Func(f) => self.tuple_element(*f, name, depth),
+        }
+    }
+
+    /// A module unit that stands for a module elsewhere (Rust `mod key;`),
+    /// as that module.
+    pub(crate) fn declared_module(&self, t: SymId) -> Option<Val> {
+        let s = &self.syms[t];
+        if s.node_type != NodeType::Module {
+            return None;
+        }
+        self.rules_of(s.file).declared_module(self, t)
+    }
+
+    /// A module value of a language whose modules live apart from its
+    /// values (Rust: `mod value;` beside `fn value`): a module path or a
+    /// `mod` unit.
+    pub(crate) fn is_module_value(&self, v: &Val) -> bool {
+        match v {
+            Val::Module(m) => m.family.conventions().modules_apart_from_values,
+            Val::Class(c) => {
+                let s = &self.syms[*c];
+                s.node_type == NodeType::Module
+                    && self.conventions_of(s.file).modules_apart_from_values
+            }
+            _ => false,
+        }
+    }
+
+    /// Definitions a list of values stands for.
+    pub(crate) fn defs_of(&self, vals: &[Val]) -> Vec<SymId> {
+        vals.iter()
+            .filter_map(|v| match v {
+                Val::Func(i) | Val::Class(i) => Some(*i),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Members named `name` of a value, and whether they came from a base.
+    pub(crate) fn member_defs(&self, v: &Val, name: &str, depth: u32) -> (Vec<SymId>, bool) {
+        if let Val::Class(t) = v
+            && let Some(m) = self.declared_module(*t)
+        {
+            return (self.defs_of(&self.member(&m, name, depth + 1)), false);
+        }
+        match v {
+            Val::Inst(t) | Val::Class(t) => {
+                let mut seen = HashSet::new();
+                self.find_member(*t, name, depth, &mut seen)
+            }
+            Val::Super(c) => {
+                let mut out = Vec::new();
+                let mut seen = HashSet::new();
+                seen.insert(*c);
+                for b in self.base_types(*c, depth) {
+                    out.extend(self.find_member(b, name, depth + 1, &mut seen).0);
+                    if !out.is_empty() {
+                        break;
+                    }
+                }
+                (out, true)
+            }
+            _ => (self.defs_of(&self.member(v, name, depth)), false),
+        }
+    }
+
+    /// Methods (and nested types) named `name` of class-like `t`, through its bases.
+    fn find_member(
+        &self,
+        t: SymId,
+        name: &str,
+        depth: u32,
+        seen: &mut HashSet<SymId>,
+    ) -> (Vec<SymId>, bool) {
+        if depth > MAX_DEPTH || !seen.insert(t) {
+            return (Vec::new(), false);
+        }
+        let ts = &self.syms[t];
+        let mut out: Vec<SymId> = self
+            .named_children(t, name)
+            .iter()
+            .copied()
+            .filter(|&c| self.syms[c].node_type != NodeType::Impl)
+            .collect();
+        if out.is_empty() && self.conventions_of(ts.file).methods_declared_apart {
+            let owner = if ts.node_type == NodeType::Impl {
+                self.type_of_impl(t)
+            } else {
+                t
+            };
+            out.extend(
+                self.owned_methods(owner)
+                    .iter()
+                    .copied()
+                    .filter(|&m| self.syms[m].name == name),
+            );
+        }
+        if out.len() > 1 {
+            out = self.rules_of(ts.file).choose(self, out, Among::Members);
+        }
+        if !out.is_empty() {
+            return (out, false);
+        }
+        for b in self.base_types(t, depth) {
+            let (found, _) = self.find_member(b, name, depth + 1, seen);
+            if !found.is_empty() {
+                return (found, true);
+            }
+        }
+        (Vec::new(), false)
+    }
+
+    /// `f.#i`: element `i` of the tuple function `f` returns ([`TUPLE`]),
+    /// as a value; nothing for any other member of a function.
+    fn tuple_element(&self, f: SymId, name: &str, depth: u32) -> Vec<Val> {
+        let Some(i) = name.strip_prefix('#').and_then(|i| i.parse::<usize>().ok()) else {
+            return Vec::new();
+        };
+        let Some(elems) = self
+            .returns_of(f)
+            .and_then(|r| r.strip_prefix(TUPLE))
+            .and_then(|r| r.strip_suffix(')'))
+        else {
+            return Vec::new();
+        };
+        let Some(t) = elems.split(';').nth(i).filter(|t| !t.is_empty()) else {
+            return Vec::new();
+        };
+        self.eval_type(&self.ctx_at_end(f), t, depth + 1)
+    }
+
+    /// The field `name` of class-like `t` (and its bases), evaluated.
+    ///
+    /// Inside [`World::resolve_file`] the answer is remembered per
+    /// `(t, name, depth)` for the rest of the file: a chain of attributes
+    /// (`self.a.b.c`, each field assigned from another) evaluates the same
+    /// fields again at every level, which made resolution exponential in
+    /// the chain's length (sympy: 9.7 of 13.5 s of a cold index). The depth
+    /// is part of the key, so a remembered answer is the one the same call
+    /// computes.
+    pub(crate) fn field(&self, t: SymId, name: &str, depth: u32) -> Vec<Val> {
+        let key = (t, name.to_string(), depth);
+        if let Some(vals) = FieldMemo::get(&key) {
+            return vals;
+        }
+        let vals = self.field_uncached(t, name, depth);
+        FieldMemo::put(key, &vals);
+        vals
+    }
+
+    /// [`World::field`] without the memo.
+    fn field_uncached(&self, t: SymId, name: &str, depth: u32) -> Vec<Val> {
+        let mut seen = HashSet::new();
+        let mut stack = vec![t];
+        while let Some(c) = stack.pop() {
+            if !seen.insert(c) || seen.len() > 32 {
+                continue;
+            }
+            let mut owners = vec![c];
+            if self.conventions_of(self.syms[c].file).fields_on_impl_type {
+                // Fields live on the struct; `self` may be the impl.
+                owners.push(self.type_of_impl(c));
+            }
+            for o in owners {
+                for (n, e, is_type) in self.fields_of(o).into_iter().flatten() {
+                    if n != name {
+                        continue;
+                    }
+                    let os = &self.syms[o];
+                    let cx = Ctx {
+                        file: os.file,
+                        byte: os.start,
+                        scope: o,
+                    };
+                    let vals = if *is_type {
+                        self.eval_type(&cx, e, depth + 1)
+                    } else {
+                        self.eval(&cx, e, depth + 1)
+                    };
+                    if !vals.is_empty() {
+                        return vals;
+                    }
+                }
+            }
+            stack.extend(self.base_types(c, depth + 1));
+        }
+        Vec::new()
+    }
+
+    /// `impl Foo` → the `Foo` type when it can be found, else the impl itself.
+    pub(crate) fn type_of_impl(&self, c: SymId) -> SymId {
+        if let Some(Some(t)) = self.impl_type_cache.get(c) {
+            return *t;
+        }
+        self.type_of_impl_uncached(c)
+    }
+
+    /// [`World::type_of_impl`] without the cache (which it fills).
+    pub(super) fn type_of_impl_uncached(&self, c: SymId) -> SymId {
+        let s = &self.syms[c];
+        if s.node_type != NodeType::Impl {
+            return c;
+        }
+        let cx = self.ctx_at_start(c);
+        // Half the depth budget: enough for `use crate::{X}` and a re-export
+        // or two (an impl in another file than its type), and a bound on the
+        // recursion while the impl-type cache is being filled.
+        self.lookup(&cx, &s.name.clone(), MAX_DEPTH / 2)
+            .0
+            .into_iter()
+            .find_map(|v| match v {
+                Val::Class(t) if self.syms[t].node_type != NodeType::Impl => Some(t),
+                _ => None,
+            })
+            .unwrap_or(c)
+    }
+
+    /// The class-like units `t` inherits from: bases, embedded types, implemented traits.
+    pub(crate) fn base_types(&self, t: SymId, depth: u32) -> Vec<SymId> {
+        thread_local! {
+            /// Units whose bases this thread is computing for the cache: a
+            /// cycle (`A(B)`, `B(A)`) evaluates uncached below them, bounded
+            /// by the depth, instead of waiting on its own cell.
+            static COMPUTING: std::cell::RefCell<Vec<SymId>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let Some(cell) = self
+            .base_cache
+            .get(t)
+            .filter(|_| is_classlike(self.syms[t].node_type))
+        else {
+            return self.base_types_uncached(t, depth);
+        };
+        if let Some(v) = cell.get() {
+            return v.clone();
+        }
+        if COMPUTING.with(|c| c.borrow().contains(&t)) {
+            return self.base_types_uncached(t, depth);
+        }
+        COMPUTING.with(|c| c.borrow_mut().push(t));
+        let v = self.base_types_uncached(t, 0);
+        COMPUTING.with(|c| {
+            c.borrow_mut().pop();
+        });
+        cell.get_or_init(|| v).clone()
+    }
+
+    /// [`World::base_types`] without the cache: the unit's base-type facts,
+    /// then what its language adds ([`super::lang::LanguageRules::more_bases`]).
+    fn base_types_uncached(&self, t: SymId, depth: u32) -> Vec<SymId> {
+        let mut out = Vec::new();
+        let cx = self.ctx_at_start(t);
+        for b in self.bases_of(t).into_iter().flatten() {
+            self.type_units(&cx, b, depth + 1, &mut out);
+        }
+        self.rules_of(self.syms[t].file)
+            .more_bases(self, t, depth, &mut out);
+        out
+    }
+}

@@ -1,0 +1,163 @@
+//! TypeScript's and JavaScript's resolution rules: `this` / `super`,
+//! modules as relative file specifiers, overloads (a use means the
+//! implementation).
+
+use super::{Among, Conventions, LanguageRules};
+use crate::resolve::eval::{Ctx, Val};
+use crate::resolve::ids::{FileIdx, SymId};
+use crate::resolve::world::{World, is_function};
+
+/// TypeScript's and JavaScript's differences as data: a method (of a class
+/// or an object literal) is no name in scope, only a member; collection
+/// methods that give back an item.
+pub(crate) const CONVENTIONS: Conventions = Conventions {
+    methods_in_scope: false,
+    functions_in_values_in_scope: false,
+    item_methods: ITEM_METHODS,
+    ..Conventions::NEUTRAL
+};
+
+/// Methods of `Map`, `WeakMap` and arrays that give back one item (the
+/// value type of a map, the element type of an array; see
+/// [`crate::facts::model::ELEM`]).
+const ITEM_METHODS: &[&str] = &["get", "at", "pop", "shift", "find", "findLast"];
+
+/// TypeScript's and JavaScript's rules (they keep no tables).
+pub(crate) struct EcmaScript;
+
+impl LanguageRules for EcmaScript {
+    fn builtin_type(&self, _w: &World, _fi: FileIdx, e: &str) -> bool {
+        let (e, head) = super::type_head(e, &['(', '<', '.', '[']);
+        e.ends_with("[]")
+            || matches!(
+                head,
+                "Array"
+                    | "ReadonlyArray"
+                    | "Map"
+                    | "ReadonlyMap"
+                    | "Set"
+                    | "ReadonlySet"
+                    | "WeakMap"
+                    | "WeakSet"
+                    | "WeakRef"
+                    | "Promise"
+                    | "PromiseLike"
+                    | "String"
+                    | "Number"
+                    | "Boolean"
+                    | "BigInt"
+                    | "Symbol"
+                    | "RegExp"
+                    | "Date"
+                    | "Error"
+                    | "JSON"
+                    | "Math"
+                    | "Reflect"
+                    | "Record"
+                    | "string"
+                    | "number"
+                    | "boolean"
+                    | "bigint"
+                    | "symbol"
+                    | "Uint8Array"
+                    | "Int32Array"
+                    | "Float64Array"
+                    | "ArrayBuffer"
+            )
+    }
+
+    fn head(
+        &self,
+        w: &World,
+        cx: &Ctx,
+        head: &str,
+        _called: bool,
+        _value: bool,
+    ) -> Option<Vec<Val>> {
+        match head {
+            "this" => Some(w.enclosing_class_as(cx, Val::Inst)),
+            "super" => Some(w.enclosing_class_as(cx, Val::Super)),
+            _ => None,
+        }
+    }
+
+    fn is_self_receiver(&self, first: &str) -> bool {
+        first == "this" || first == "super"
+    }
+
+    fn choose(&self, w: &World, found: Vec<SymId>, _among: Among) -> Vec<SymId> {
+        overload_implementation(w, found)
+    }
+
+    fn import_module(&self, w: &World, fi: FileIdx, module: &str) -> Option<Val> {
+        resolve_module(&w.files[fi].path, module, &|p| {
+            w.file_by_path.contains_key(p)
+        })
+        .and_then(|p| w.file_by_path.get(&p).map(|&f| Val::File(f)))
+    }
+}
+
+/// TypeScript overloads: signatures, then the implementation, all functions
+/// of one kind and name in one file; a use means the implementation (the
+/// last). Anything else (a class and a namespace of one name…) stays as it is.
+fn overload_implementation(w: &World, defs: Vec<SymId>) -> Vec<SymId> {
+    let first = &w.syms[defs[0]];
+    let overloads = defs.iter().all(|&d| {
+        let s = &w.syms[d];
+        s.node_type == first.node_type && is_function(s.node_type) && s.file == first.file
+    });
+    if !overloads {
+        return defs;
+    }
+    defs.into_iter()
+        .max_by_key(|&d| w.syms[d].start)
+        .into_iter()
+        .collect()
+}
+
+/// The file a relative module specifier names, among `exists` (`./x` from
+/// `src/a/b.ts` → `src/a/x.ts`, `src/a/x/index.ts`, …).
+pub(crate) fn resolve_module(
+    from: &str,
+    spec: &str,
+    exists: &dyn Fn(&str) -> bool,
+) -> Option<String> {
+    if !spec.starts_with('.') {
+        return None;
+    }
+    let mut parts: Vec<&str> = from.split('/').collect();
+    parts.pop();
+    for seg in spec.split('/') {
+        match seg {
+            "." | "" => {}
+            ".." => {
+                parts.pop()?;
+            }
+            s => parts.push(s),
+        }
+    }
+    let base = parts.join("/");
+    let base = base
+        .strip_suffix(".js")
+        .or_else(|| base.strip_suffix(".mjs"))
+        .unwrap_or(&base)
+        .to_string();
+    for ext in [
+        "",
+        ".ts",
+        ".tsx",
+        ".d.ts",
+        ".js",
+        ".jsx",
+        ".mjs",
+        "/index.ts",
+        "/index.tsx",
+        "/index.js",
+    ] {
+        let candidate = format!("{base}{ext}");
+        if exists(&candidate) {
+            return Some(candidate);
+        }
+    }
+    None
+}

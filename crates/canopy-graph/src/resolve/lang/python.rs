@@ -1,0 +1,276 @@
+//! Python's resolution rules: `self` / `cls` / `super()`, modules named
+//! by their dotted paths (relative imports, namespace packages, a
+//! package's submodules), redefinitions (the last one wins), pytest
+//! fixtures as parameter values.
+
+use foldhash::HashMap;
+
+use super::{Among, Conventions, Family, LanguageRules, dir_of, files_by_key};
+use crate::facts::python::{CLS_NAMES, SELF_NAMES};
+use crate::lang::NodeType;
+use crate::resolve::eval::{Ctx, ModulePath, Val};
+use crate::resolve::ids::{FileIdx, SymId, Table};
+use crate::resolve::world::{World, WorldFile};
+
+/// Python's differences as data.
+pub(crate) const CONVENTIONS: Conventions = Conventions {
+    import_sites_name_their_module: true,
+    // An attribute set on an instance shadows a method of its class, and
+    // a property is a field whose value is its getter's result.
+    fields_before_methods: true,
+    ..Conventions::NEUTRAL
+};
+
+/// Python's rules and the module names of a pass.
+pub(crate) struct Python {
+    /// Dotted module name → the files importable under it, in file order.
+    modules: HashMap<String, Vec<FileIdx>>,
+}
+
+impl Python {
+    /// The rules, with the module names of the world's Python files.
+    pub(crate) fn new(files: &Table<FileIdx, WorldFile>) -> Python {
+        let packages: std::collections::HashSet<&str> = files
+            .iter()
+            .filter(|(_, f)| f.family == Family::Python)
+            .filter_map(|(_, f)| f.path.strip_suffix("/__init__.py"))
+            .collect();
+        Python {
+            modules: files_by_key(files, Family::Python, |path| {
+                importable_names(path, &packages)
+            }),
+        }
+    }
+
+    /// The file a dotted module name means: the shortest path among those
+    /// importable under it (`click/core.py` over `tests/click/core.py`).
+    fn module(&self, w: &World, key: &str) -> Option<Val> {
+        let files = self.modules.get(key)?;
+        let best = files
+            .iter()
+            .copied()
+            .min_by_key(|&f| w.files[f].path.len())?;
+        Some(Val::File(best))
+    }
+}
+
+impl LanguageRules for Python {
+    fn builtin_type(&self, _w: &World, _fi: FileIdx, e: &str) -> bool {
+        let (e, _) = super::type_head(e, &[]);
+        let e = e.strip_prefix("typing.").unwrap_or(e);
+        let head = e.split(['(', '[', '.']).next().unwrap_or_default();
+        matches!(
+            head,
+            "str"
+                | "bytes"
+                | "bytearray"
+                | "list"
+                | "dict"
+                | "set"
+                | "frozenset"
+                | "tuple"
+                | "int"
+                | "float"
+                | "complex"
+                | "bool"
+                | "range"
+                | "memoryview"
+                | "List"
+                | "Dict"
+                | "Set"
+                | "FrozenSet"
+                | "Tuple"
+                | "Sequence"
+                | "MutableSequence"
+                | "Mapping"
+                | "MutableMapping"
+                | "AbstractSet"
+                | "MutableSet"
+                | "Text"
+                | "AnyStr"
+                | "DefaultDict"
+                | "OrderedDict"
+                | "Counter"
+                | "Deque"
+                | "defaultdict"
+                | "deque"
+        )
+    }
+
+    fn head(&self, w: &World, cx: &Ctx, head: &str, called: bool, value: bool) -> Option<Vec<Val>> {
+        if head == "super" && called {
+            Some(w.enclosing_class_as(cx, Val::Super))
+        } else if value && SELF_NAMES.contains(&head) && !called {
+            Some(w.enclosing_class_as(cx, Val::Inst))
+        } else if value && CLS_NAMES.contains(&head) {
+            // `cls` is the class; `cls(...)` (a classmethod's constructor
+            // call) is then an instance of it, through the call's result.
+            Some(w.enclosing_class_as(cx, Val::Class))
+        } else {
+            None
+        }
+    }
+
+    fn is_self_receiver(&self, first: &str) -> bool {
+        SELF_NAMES.contains(&first) || CLS_NAMES.contains(&first) || first == "super()"
+    }
+
+    /// Several definitions of a name in one body (`@overload`, property
+    /// setters, conditional definitions): the last one (in a scope, the
+    /// last before the use).
+    fn choose(&self, w: &World, found: Vec<SymId>, among: Among) -> Vec<SymId> {
+        match among {
+            Among::Members => {
+                let mut found = found;
+                found.sort_by_key(|&m| w.syms[m].start);
+                found.last().copied().into_iter().collect()
+            }
+            Among::Scope { before } => {
+                let earlier = found.iter().copied().filter(|&d| w.syms[d].start <= before);
+                earlier
+                    .last()
+                    .or(found.last().copied())
+                    .into_iter()
+                    .collect()
+            }
+            Among::ModuleTop => found.last().copied().into_iter().collect(),
+        }
+    }
+
+    /// A pytest fixture a test parameter names: a top-level function of that
+    /// name in the test's file or a `conftest.py` above it; its value is what it returns.
+    fn parameter_value(&self, w: &World, fi: FileIdx, name: &str, depth: u32) -> Vec<Val> {
+        let path = &w.files[fi].path;
+        let file_name = path.rsplit('/').next().unwrap_or_default();
+        let is_test = file_name.starts_with("test_")
+            || file_name.ends_with("_test.py")
+            || file_name == "conftest.py";
+        if !is_test {
+            return Vec::new();
+        }
+        let mut places = vec![fi];
+        let mut dir = dir_of(path);
+        loop {
+            let conftest = if dir.is_empty() {
+                "conftest.py".to_string()
+            } else {
+                format!("{dir}/conftest.py")
+            };
+            if let Some(&f) = w.file_by_path.get(&conftest) {
+                places.push(f);
+            }
+            if dir.is_empty() {
+                break;
+            }
+            dir = dir_of(dir);
+        }
+        for f in places {
+            let Some(fu) = w.file_unit[f] else {
+                continue;
+            };
+            let found = w.children[fu].iter().copied().find(|&c| {
+                let s = &w.syms[c];
+                s.name == name && s.node_type == NodeType::Function
+            });
+            if let Some(fx) = found {
+                return w.call_result(&[Val::Func(fx)], depth);
+            }
+        }
+        Vec::new()
+    }
+
+    /// `pkg/__init__.py`: its submodule `pkg/name.py` or package `pkg/name/`.
+    fn submodule(&self, w: &World, f: FileIdx, name: &str) -> Option<Val> {
+        let path = &w.files[f].path;
+        if !path.ends_with("__init__.py") {
+            return None;
+        }
+        let dir = dir_of(path);
+        let sub = format!("{dir}/{name}.py");
+        let sub_pkg = format!("{dir}/{name}/__init__.py");
+        [sub, sub_pkg]
+            .into_iter()
+            .find_map(|p| w.file_by_path.get(&p).map(|&sf| Val::File(sf)))
+    }
+
+    /// A package without a file of its own: its submodule `name`.
+    fn module_member(&self, w: &World, m: &ModulePath, name: &str, _depth: u32) -> Vec<Val> {
+        let sub = format!("{}.{name}", m.path);
+        self.module(w, &sub).into_iter().collect()
+    }
+
+    fn import_module(&self, w: &World, fi: FileIdx, module: &str) -> Option<Val> {
+        let key = resolve_relative(&w.files[fi].path, module).unwrap_or_else(|| module.to_string());
+        self.module(w, &key).or_else(|| {
+            // A package directory without `__init__.py` still holds submodules.
+            let prefix = format!("{key}.");
+            self.modules
+                .keys()
+                .any(|k| k.starts_with(&prefix))
+                .then_some(Val::Module(ModulePath {
+                    family: Family::Python,
+                    root: String::new(),
+                    path: key,
+                }))
+        })
+    }
+}
+
+/// The dotted module names a file can be imported as (`src/click/core.py` →
+/// `click.core`, `core`, `src.click.core`; `pkg/__init__.py` → `pkg`).
+pub(crate) fn module_names(path: &str) -> Vec<String> {
+    let stem = path
+        .strip_suffix(".py")
+        .or_else(|| path.strip_suffix(".pyi"))
+        .unwrap_or(path);
+    let stem = stem.strip_suffix("/__init__").unwrap_or(stem);
+    let parts: Vec<&str> = stem.split('/').collect();
+    (0..parts.len()).map(|i| parts[i..].join(".")).collect()
+}
+
+/// The dotted names a file can be imported as from some import root
+/// ([`module_names`], but not a name that starts inside a package: a
+/// folder with `__init__.py` is no import root, so
+/// `django/contrib/gis/geos/collections.py` is not the stdlib's
+/// `collections`, while `src/click/core.py` is `click.core`).
+fn importable_names(path: &str, packages: &std::collections::HashSet<&str>) -> Vec<String> {
+    let names = module_names(path);
+    let depth = names.len();
+    let stem = path
+        .strip_suffix(".py")
+        .or_else(|| path.strip_suffix(".pyi"))
+        .unwrap_or(path);
+    let stem = stem.strip_suffix("/__init__").unwrap_or(stem);
+    let parts: Vec<&str> = stem.split('/').collect();
+    names
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| {
+            // names[i] starts at parts[i]; its root is the folder parts[..i].
+            *i == 0 || *i >= depth || !packages.contains(parts[..*i].join("/").as_str())
+        })
+        .map(|(_, n)| n)
+        .collect()
+}
+
+/// The package a file's relative imports start from (`a/b/c.py` → `a/b`).
+pub(crate) fn resolve_relative(path: &str, module: &str) -> Option<String> {
+    let dots = module.chars().take_while(|&c| c == '.').count();
+    if dots == 0 {
+        return None;
+    }
+    let mut dir: Vec<&str> = path.split('/').collect();
+    dir.pop();
+    for _ in 1..dots {
+        dir.pop()?;
+    }
+    let rest = &module[dots..];
+    let mut out = dir.join(".");
+    if !rest.is_empty() {
+        if !out.is_empty() {
+            out.push('.');
+        }
+        out.push_str(rest);
+    }
+    Some(out)
+}

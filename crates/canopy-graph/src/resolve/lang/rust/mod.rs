@@ -1,0 +1,516 @@
+//! Rust's resolution rules: modules named by their paths inside a crate
+//! (`crate`, `self`, `super`, `mod key;` files, `use` paths, the extern
+//! prelude of the repository's library crates from Cargo), two namespaces
+//! (a call means the function, not the module of its name), methods of
+//! `impl` blocks anywhere in the crate, traits (qualified and fully
+//! qualified calls, inherent methods before trait methods, `Deref`),
+//! locals visible only after their `let`, and guesses by unique name only
+//! within Cargo's reach.
+
+pub(crate) mod cargo;
+mod traits;
+
+use foldhash::{HashMap, HashMapExt};
+
+pub use cargo::{Cargo, Package};
+
+use super::{Among, Conventions, Family, LanguageRules};
+use crate::facts::model::{PATH_HEAD, SiteKind, TRAIT_HINT, UFCS_SEP};
+use crate::facts::rust::PASSTHROUGH;
+use crate::lang::NodeType;
+use crate::resolve::eval::{Ctx, ModulePath, Val};
+use crate::resolve::ids::{FileIdx, SymId, Table};
+use crate::resolve::world::{World, WorldFile, is_function};
+use crate::store::graph_rows::{How, SymRow};
+
+/// Rust's differences as data.
+pub(crate) const CONVENTIONS: Conventions = Conventions {
+    facts_read_by_every_pass: true,
+    import_sites_name_their_module: false,
+    modules_apart_from_values: true,
+    methods_declared_apart: true,
+    impl_methods_follow_type: true,
+    fields_on_impl_type: true,
+    fields_before_methods: true,
+    locals_visible_before_binding: false,
+    items_of_type_bodies_in_scope: false,
+    methods_in_scope: true,
+    functions_in_values_in_scope: true,
+    item_methods: ITEM_METHODS,
+};
+
+/// Collection methods that give back (a reference to, an `Option` of) an item.
+pub(crate) const ITEM_METHODS: &[&str] = &[
+    "first",
+    "last",
+    "get",
+    "get_mut",
+    "first_mut",
+    "last_mut",
+    "remove",
+    "swap_remove",
+    "pop",
+    "pop_front",
+    "pop_back",
+    "front",
+    "back",
+    "front_mut",
+    "back_mut",
+];
+
+/// The module path of a file (`src/lib.rs` → `crate`, `src/a/b.rs` and
+/// `src/a/b/mod.rs` → `crate.a.b`), relative to its crate's `src/`.
+/// Integration tests, examples and benches are crates of one file each
+/// (`tests/a.rs` → `crate`), whose `mod util;` is `tests/util/mod.rs` or
+/// `tests/util.rs` (`crate.util`, shared by the files that declare it).
+pub(crate) fn module_path(path: &str) -> (String, String) {
+    let segment_at = |name: &str| {
+        path.rfind(name)
+            .filter(|&i| i == 0 || path.as_bytes()[i - 1] == b'/')
+    };
+    if let Some(i) = segment_at("src/") {
+        let (root, rel) = (&path[..i + 4], &path[i + 4..]);
+        return (root.to_string(), module_of(rel, &["lib", "main"]));
+    }
+    if let Some(i) = ["tests/", "examples/", "benches/"]
+        .iter()
+        .filter_map(|d| segment_at(d).map(|i| i + d.len()))
+        .max()
+    {
+        let (root, rel) = (&path[..i], &path[i..]);
+        let module = if rel.contains('/') {
+            module_of(rel, &[])
+        } else {
+            "crate".to_string()
+        };
+        return (root.to_string(), module);
+    }
+    let (root, rel) = match path.rfind('/') {
+        Some(i) => (&path[..i + 1], &path[i + 1..]),
+        None => ("", path),
+    };
+    (root.to_string(), module_of(rel, &["lib", "main"]))
+}
+
+/// `a/b.rs`, `a/b/mod.rs` → `crate.a.b`; a `roots` stem → `crate`.
+fn module_of(rel: &str, roots: &[&str]) -> String {
+    let stem = rel.strip_suffix(".rs").unwrap_or(rel);
+    let stem = stem.strip_suffix("/mod").unwrap_or(stem);
+    if roots.contains(&stem) {
+        "crate".to_string()
+    } else {
+        format!("crate.{}", stem.replace('/', "."))
+    }
+}
+
+/// Rust's rules and the modules and crates of a pass.
+pub(crate) struct Rust {
+    /// Per file: (crate root, module path) ([`module_path`]; empty for
+    /// files of other languages).
+    file_modules: Table<FileIdx, (String, String)>,
+    /// (crate root, module path) → the file that is that module (the last
+    /// of several).
+    modules: HashMap<(String, String), FileIdx>,
+    /// The library crates by name → their `src/` folder ([`Cargo::crates`]).
+    crates: HashMap<String, String>,
+    /// The Cargo packages ([`Cargo::packages`]).
+    packages: Vec<Package>,
+}
+
+impl Rust {
+    /// The rules, with the module paths of the world's Rust files and the
+    /// repository's Cargo side.
+    pub(crate) fn new(files: &Table<FileIdx, WorldFile>, cargo: Cargo) -> Rust {
+        let file_modules: Table<FileIdx, (String, String)> = Table::new(
+            files
+                .rows()
+                .iter()
+                .map(|f| {
+                    if f.family == Family::Rust {
+                        module_path(&f.path)
+                    } else {
+                        Default::default()
+                    }
+                })
+                .collect(),
+        );
+        let mut modules = HashMap::new();
+        for (fi, f) in files.iter() {
+            if f.family == Family::Rust {
+                modules.insert(file_modules[fi].clone(), fi);
+            }
+        }
+        Rust {
+            file_modules,
+            modules,
+            crates: cargo.crates.into_iter().collect(),
+            packages: cargo.packages,
+        }
+    }
+
+    /// A module path of crate `root` as a value.
+    fn module(root: &str, path: &str) -> Val {
+        Val::Module(ModulePath {
+            family: Family::Rust,
+            root: root.to_string(),
+            path: path.to_string(),
+        })
+    }
+
+    /// Whether crate `root` has module `path` in a file of its own.
+    fn has_module(&self, root: &str, path: &str) -> bool {
+        self.modules
+            .contains_key(&(root.to_string(), path.to_string()))
+    }
+
+    /// The Cargo package a file belongs to: the one whose folder is the
+    /// longest prefix of its path.
+    fn package(&self, w: &World, fi: FileIdx) -> Option<&Package> {
+        let path = &w.files[fi].path;
+        self.packages
+            .iter()
+            .filter(|p| path.starts_with(&p.dir))
+            .max_by_key(|p| p.dir.len())
+    }
+
+    /// The units a Rust path names as a user of its crate would write it
+    /// (`tokio::spawn`: the library crate the repository's `Cargo.toml`
+    /// names `tokio`, then its members, following `pub use` re-exports the
+    /// way `use tokio::spawn` does). Empty when the first segment is no
+    /// library crate of the repository.
+    pub(crate) fn path_units(&self, w: &World, segments: &[&str]) -> Vec<i64> {
+        let Some((first, rest)) = segments.split_first() else {
+            return Vec::new();
+        };
+        let Some(src) = self.crates.get(*first) else {
+            return Vec::new();
+        };
+        let mut vals = vec![Rust::module(src, "crate")];
+        for seg in rest {
+            vals = vals.iter().flat_map(|v| w.member(v, seg, 1)).collect();
+        }
+        let mut ids: Vec<i64> = vals
+            .iter()
+            .filter_map(|v| match v {
+                Val::Class(i) | Val::Func(i) => Some(w.syms[*i].id),
+                _ => None,
+            })
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// `use a::b` for a path that starts with no `crate` / `self` /
+    /// `super`: a module of this crate (2018 paths: beside the current
+    /// module, or from the root inside the crate root), else a name in
+    /// scope (an enum, a type, an inline module) and its members.
+    fn use_path(&self, w: &World, cx: &Ctx, fi: FileIdx, module: &str, depth: u32) -> Vec<Val> {
+        let (root, cur) = &self.file_modules[fi];
+        let local = format!("{cur}.{module}");
+        let from_root = format!("crate.{module}");
+        if self.has_module(root, &local) {
+            return vec![Rust::module(root, &local)];
+        }
+        if self.has_module(root, &from_root) && cur == "crate" {
+            return vec![Rust::module(root, &from_root)];
+        }
+        let head = module.split('.').next().unwrap_or_default();
+        if w.syms.is_empty() || head.is_empty() {
+            return Vec::new();
+        }
+        let (mut vals, _) = w.lookup(cx, head, depth + 1);
+        for seg in module.split('.').skip(1) {
+            let mut next = Vec::new();
+            for v in &vals {
+                next.extend(w.member(v, seg, depth + 1));
+            }
+            vals = next;
+        }
+        vals
+    }
+}
+
+impl LanguageRules for Rust {
+    fn builtin_type(&self, _w: &World, _fi: FileIdx, e: &str) -> bool {
+        let (e, head) = super::type_head(e, &['<', '(', ':', ' ']);
+        e.starts_with("std::")
+            || e.starts_with("core::")
+            || e.starts_with("alloc::")
+            || e.starts_with('[')
+            || matches!(
+                head,
+                "String"
+                    | "str"
+                    | "Vec"
+                    | "VecDeque"
+                    | "HashMap"
+                    | "HashSet"
+                    | "BTreeMap"
+                    | "BTreeSet"
+                    | "BinaryHeap"
+                    | "LinkedList"
+                    | "Option"
+                    | "Result"
+                    | "Box"
+                    | "Rc"
+                    | "Arc"
+                    | "RefCell"
+                    | "Cell"
+                    | "Mutex"
+                    | "RwLock"
+                    | "Cow"
+                    | "PathBuf"
+                    | "Path"
+                    | "OsString"
+                    | "OsStr"
+                    | "Duration"
+                    | "Instant"
+                    | "i8"
+                    | "i16"
+                    | "i32"
+                    | "i64"
+                    | "i128"
+                    | "isize"
+                    | "u8"
+                    | "u16"
+                    | "u32"
+                    | "u64"
+                    | "u128"
+                    | "usize"
+                    | "f32"
+                    | "f64"
+                    | "bool"
+                    | "char"
+            )
+    }
+
+    fn method_scope(&self, _w: &World, fi: FileIdx) -> String {
+        self.file_modules[fi].0.clone()
+    }
+
+    /// A function or associated type of an `impl T` block belongs to `T`.
+    fn method_owner(&self, sym: &SymRow, parent: Option<&SymRow>) -> Option<String> {
+        if !(is_function(sym.node_type) || sym.node_type == NodeType::TypeAlias) {
+            return None;
+        }
+        parent
+            .filter(|p| p.node_type == NodeType::Impl)
+            .map(|p| p.name.clone())
+    }
+
+    fn head(
+        &self,
+        w: &World,
+        cx: &Ctx,
+        head: &str,
+        _called: bool,
+        value: bool,
+    ) -> Option<Vec<Val>> {
+        let (root, module) = &self.file_modules[cx.file];
+        Some(match head {
+            "self" if value => w.enclosing_class_as(cx, |c| Val::Inst(w.type_of_impl(c))),
+            "Self" => w.enclosing_class_as(cx, |c| Val::Class(w.type_of_impl(c))),
+            "crate" => {
+                if module == "crate" && !root.ends_with("src/") && !root.is_empty() {
+                    // A one-file crate (an integration test, an example):
+                    // its siblings are other crates.
+                    vec![Val::File(cx.file)]
+                } else {
+                    vec![Rust::module(root, "crate")]
+                }
+            }
+            "self_mod" | "self" => vec![Rust::module(root, module)],
+            "super" => match module.rsplit_once('.') {
+                Some((parent, _)) => vec![Rust::module(root, parent)],
+                None => Vec::new(),
+            },
+            _ => return None,
+        })
+    }
+
+    fn is_self_receiver(&self, first: &str) -> bool {
+        first == "self" || first == "Self"
+    }
+
+    /// `T~Trait` (`<T as Trait>::name`): the trait's method on `T`, else
+    /// `T`'s. `Trait|x` (`Trait::name(x, …)`): the path's `name`, else,
+    /// when the path is not in the repository, `x`'s impls of the trait.
+    fn qualified_receiver(
+        &self,
+        w: &World,
+        cx: &Ctx,
+        name: &str,
+        r: &str,
+        kind: SiteKind,
+    ) -> Option<(Vec<SymId>, How)> {
+        if r.contains(TRAIT_HINT) {
+            let (t, tr) = r.split_once(TRAIT_HINT).unwrap_or((r, ""));
+            let of_trait = traits::trait_methods(w, cx, t, name, tr);
+            return Some(if of_trait.is_empty() {
+                w.resolve_site(cx, name, Some(t), kind)
+            } else {
+                (of_trait, How::Inferred)
+            });
+        }
+        if !r.contains(UFCS_SEP) {
+            return None;
+        }
+        let (path, first_arg) = r.split_once(UFCS_SEP).unwrap_or((r, ""));
+        let found = w.resolve_site(cx, name, Some(path), kind);
+        if !found.0.is_empty() || !w.eval(cx, path, 0).is_empty() {
+            return Some(found);
+        }
+        // Only methods of `x`'s impls of the trait the path names
+        // (`toml::Span::new(a)` is no method of `a`).
+        let tr = path.rsplit('.').next().unwrap_or(path);
+        let tr = tr.trim_end_matches(PATH_HEAD);
+        Some((
+            traits::trait_methods(w, cx, first_arg, name, tr),
+            How::Inferred,
+        ))
+    }
+
+    /// Methods of several traits: inside `impl Trait for X`, the same
+    /// trait's (`s.end()` in `SerializeStruct::end`).
+    fn narrow_methods(&self, w: &World, cx: &Ctx, found: &mut Vec<SymId>) {
+        found.sort_unstable();
+        found.dedup();
+        if let Some(tr) = traits::enclosing_impl_trait(w, cx) {
+            let same: Vec<SymId> = found
+                .iter()
+                .copied()
+                .filter(|&m| {
+                    w.parent_of(m)
+                        .is_some_and(|i| traits::impl_trait_is(w, i, tr))
+                })
+                .collect();
+            if same.len() == 1 {
+                *found = same;
+            }
+        }
+    }
+
+    /// Only a method of a package the caller's Cargo package reaches.
+    fn may_guess(&self, w: &World, caller: FileIdx, target: FileIdx) -> bool {
+        match (self.package(w, caller), self.package(w, target)) {
+            (Some(from), Some(to)) => from.reaches(&w.files[caller].path, to),
+            _ => true,
+        }
+    }
+
+    /// An inherent method shadows trait methods of the same name.
+    fn choose(&self, w: &World, found: Vec<SymId>, among: Among) -> Vec<SymId> {
+        if !matches!(among, Among::Members) {
+            return found;
+        }
+        let inherent: Vec<SymId> = found
+            .iter()
+            .copied()
+            .filter(|&m| {
+                w.parent_of(m)
+                    .is_some_and(|p| !traits::impl_has_trait(w, p))
+            })
+            .collect();
+        if inherent.len() == 1 { inherent } else { found }
+    }
+
+    /// The traits `t` implements in its crate, and through `impl Deref for
+    /// T { type Target = U; }` the methods of `U`.
+    fn more_bases(&self, w: &World, t: SymId, depth: u32, out: &mut Vec<SymId>) {
+        traits::implemented(w, t, depth, out);
+    }
+
+    /// `x.unwrap()`, `x.as_ref()`, `x.clone()`: the value itself;
+    /// `T::default()` of a derived `Default`: a `T`.
+    fn unknown_method(&self, w: &World, name: &str, vals: &[Val]) -> Option<Vec<Val>> {
+        if PASSTHROUGH.contains(&name) {
+            return Some(vals.to_vec());
+        }
+        (name == "default").then(|| {
+            vals.iter()
+                .filter_map(|v| match v {
+                    Val::Class(c) => Some(Val::Inst(w.type_of_impl(*c))),
+                    _ => None,
+                })
+                .collect()
+        })
+    }
+
+    /// `mod key;` (a module unit without a body): the module in its own
+    /// file (`key.rs` / `key/mod.rs` beside the declaring module).
+    fn declared_module(&self, w: &World, t: SymId) -> Option<Val> {
+        let s = &w.syms[t];
+        let (root, m) = &self.file_modules[s.file];
+        let path = format!("{m}.{}", s.name);
+        self.has_module(root, &path)
+            .then(|| Rust::module(root, &path))
+    }
+
+    fn prelude(&self, name: &str) -> Option<Val> {
+        self.crates.get(name).map(|src| Rust::module(src, "crate"))
+    }
+
+    /// A submodule in its own file (`mod key;`) before the declaration
+    /// unit; also what the module names so in the value namespace
+    /// (`crate::value` is both `mod value` and a re-exported `fn value`).
+    fn module_member(&self, w: &World, m: &ModulePath, name: &str, depth: u32) -> Vec<Val> {
+        let sub = format!("{}.{name}", m.path);
+        let mut out = Vec::new();
+        let has_sub = self.has_module(&m.root, &sub);
+        if has_sub {
+            out.push(Rust::module(&m.root, &sub));
+        }
+        if let Some(&f) = self.modules.get(&(m.root.clone(), m.path.clone())) {
+            out.extend(
+                w.module_member(f, name, depth)
+                    .into_iter()
+                    .filter(|v| !(has_sub && w.is_module_value(v))),
+            );
+        }
+        out
+    }
+
+    /// `use a::b::C`: the path evaluated as a module path from this file.
+    fn import_target(
+        &self,
+        w: &World,
+        fi: FileIdx,
+        module: &str,
+        name: Option<&str>,
+        depth: u32,
+    ) -> Vec<Val> {
+        let cx = Ctx {
+            file: fi,
+            byte: 0,
+            scope: w.file_unit[fi].unwrap_or_default(),
+        };
+        let first = module.split('.').next().unwrap_or_default();
+        let vals = if module.is_empty() {
+            Vec::new()
+        } else if matches!(first, "crate" | "self" | "super" | "self_mod") {
+            w.eval_path(&cx, module, depth + 1, false)
+        } else {
+            self.use_path(w, &cx, fi, module, depth)
+        };
+        match name {
+            None => vals,
+            Some(n) => {
+                let mut out = Vec::new();
+                for v in &vals {
+                    out.extend(w.member(v, n, depth + 1));
+                }
+                out
+            }
+        }
+    }
+}
+
+impl World {
+    /// The units a Rust path names from its crate's name (`tokio::spawn`),
+    /// following modules and `pub use` re-exports as `use` would:
+    /// `graph::nav`'s last resort for a target.
+    pub fn rust_path_units(&self, segments: &[&str]) -> Vec<i64> {
+        self.rules.rust.path_units(self, segments)
+    }
+}

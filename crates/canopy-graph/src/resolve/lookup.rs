@@ -1,0 +1,365 @@
+//! Looking names up: a bare name in lexical scope order (local bindings
+//! and nested definitions of the enclosing units, the file's top-level
+//! definitions, its imports, the package, glob imports, a language's
+//! prelude), a module's members, and what an import binds (memoised; the
+//! module naming itself is each language's, `lang`).
+
+use super::eval::{Ctx, MAX_DEPTH, Val};
+use super::ids::{FileIdx, SymId};
+use super::lang::Among;
+use super::world::{World, is_classlike};
+use crate::facts::model::PARAM_VALUE;
+use crate::lang::NodeType;
+use crate::store::graph_rows::How;
+
+impl World {
+    /// A name in lexical scope at `cx`.
+    pub(crate) fn lookup(&self, cx: &Ctx, name: &str, depth: u32) -> (Vec<Val>, How) {
+        self.lookup_in(cx, name, depth, false)
+    }
+
+    /// [`World::lookup`]; `past_locals`: a path's head, which no local
+    /// value binding names (type bindings, generic parameters, still do).
+    pub(crate) fn lookup_in(
+        &self,
+        cx: &Ctx,
+        name: &str,
+        depth: u32,
+        past_locals: bool,
+    ) -> (Vec<Val>, How) {
+        if depth > MAX_DEPTH {
+            return (Vec::new(), How::None);
+        }
+        let fi = cx.file;
+        let mut cur = Some(cx.scope);
+        let mut first = true;
+        while let Some(u) = cur {
+            if let Some(found) = self.lookup_in_scope(cx, u, first, name, depth, past_locals) {
+                return found;
+            }
+            first = false;
+            cur = self.parent_of(u);
+        }
+        let rules = self.rules_of(fi);
+        // The package (Go: the folder's files).
+        let vals = rules.package_members(self, fi, name);
+        if !vals.is_empty() {
+            return (vals, How::Scope);
+        }
+        // Glob imports.
+        let facts = &self.files[fi].facts;
+        for i in facts.imports.iter().filter(|i| i.local == "*") {
+            for m in self.import_target(fi, &i.module, None, depth + 1) {
+                let vals = self.member(&m, name, depth + 1);
+                if !vals.is_empty() {
+                    return (vals, How::Import);
+                }
+            }
+        }
+        // What every file sees without an import (Rust: the repository's
+        // library crates by name, the extern prelude).
+        if let Some(v) = rules.prelude(name) {
+            return (vec![v], How::Import);
+        }
+        (Vec::new(), How::None)
+    }
+
+    /// A name looked up in the scope of unit `u` (`first`: the innermost
+    /// scope of the site): `Some` when it decides the lookup.
+    fn lookup_in_scope(
+        &self,
+        cx: &Ctx,
+        u: SymId,
+        first: bool,
+        name: &str,
+        depth: u32,
+        past_locals: bool,
+    ) -> Option<(Vec<Val>, How)> {
+        let fi = cx.file;
+        let conv = self.conventions_of(fi);
+        let us = &self.syms[u];
+        // Class bodies are no scope for the functions inside them (Python, TS, Rust impls).
+        let class_scope = is_classlike(us.node_type) || us.node_type == NodeType::Impl;
+        // `impl<T: Trait>` / `where T: Trait`: type parameters are bindings
+        // of the impl that its methods see (its methods are not).
+        if us.node_type == NodeType::Impl && !first {
+            let vals = self.impl_type_parameter(fi, u, name, depth);
+            if !vals.is_empty() {
+                return Some((vals, How::Inferred));
+            }
+        }
+        if class_scope && !first {
+            return None;
+        }
+        if let Some(found) = self.local_binding(cx, u, name, depth, past_locals) {
+            return Some(found);
+        }
+        // Nested definitions (where the language has them in scope: never
+        // the items of a Rust `impl` or trait body, which are reached
+        // through `Self::` / a value).
+        let value_members =
+            !first && us.node_type == NodeType::Constant && !conv.functions_in_values_in_scope;
+        let defs = if value_members {
+            Vec::new()
+        } else if conv.items_of_type_bodies_in_scope || !class_scope {
+            self.definitions_named(u, name)
+        } else {
+            Vec::new()
+        };
+        // `mod value;` beside `use …::value` (a function): two namespaces;
+        // both are meant and the use site picks.
+        let only_modules = conv.modules_apart_from_values
+            && !defs.is_empty()
+            && defs
+                .iter()
+                .all(|&d| self.syms[d].node_type == NodeType::Module);
+        if only_modules {
+            let mut vals: Vec<Val> = defs.iter().map(|&d| self.as_val(d)).collect();
+            vals.extend(self.scope_imports(fi, u, name, false, depth + 1));
+            return Some((vals, How::Scope));
+        }
+        if !defs.is_empty() {
+            let defs = if defs.len() > 1 {
+                self.rules_of(fi)
+                    .choose(self, defs, Among::Scope { before: cx.byte })
+            } else {
+                defs
+            };
+            return Some((
+                defs.into_iter().map(|d| self.as_val(d)).collect(),
+                How::Scope,
+            ));
+        }
+        // Imports in this scope.
+        let vals = self.scope_imports(fi, u, name, false, depth + 1);
+        (!vals.is_empty()).then_some((vals, How::Import))
+    }
+
+    /// The definitions named `name` directly in unit `u` (the units a bare
+    /// name there may mean: no `impl` block, and a method only where the
+    /// language has methods in scope).
+    fn definitions_named(&self, u: SymId, name: &str) -> Vec<SymId> {
+        let methods_in_scope = self.conventions_of(self.syms[u].file).methods_in_scope;
+        self.named_children(u, name)
+            .iter()
+            .copied()
+            .filter(|&c| {
+                let s = &self.syms[c];
+                s.name == name
+                    && s.node_type.is_symbol()
+                    && s.node_type != NodeType::Impl
+                    && (methods_in_scope || s.node_type != NodeType::Method)
+            })
+            .collect()
+    }
+
+    /// A type parameter of `impl` unit `u` named `name`, as its bound.
+    fn impl_type_parameter(&self, fi: FileIdx, u: SymId, name: &str, depth: u32) -> Vec<Val> {
+        let facts = &self.files[fi].facts;
+        let part = self.part(fi);
+        for &bi in part.by_name.get(name).into_iter().flatten() {
+            let b = &facts.bindings[bi];
+            if part.scopes[bi] == u && b.is_type {
+                let bcx = Ctx {
+                    file: fi,
+                    byte: b.byte,
+                    scope: u,
+                };
+                let vals = self.eval_type(&bcx, &b.expr, depth + 1);
+                if !vals.is_empty() {
+                    return vals;
+                }
+            }
+        }
+        Vec::new()
+    }
+
+    /// The local binding of `name` in scope `u` visible at `cx` (the last
+    /// one before the site, else, where the language allows it, any),
+    /// evaluated; `Some` when it decides the lookup (a local whose value is
+    /// unknown still shadows outer names).
+    fn local_binding(
+        &self,
+        cx: &Ctx,
+        u: SymId,
+        name: &str,
+        depth: u32,
+        past_locals: bool,
+    ) -> Option<(Vec<Val>, How)> {
+        let fi = cx.file;
+        let facts = &self.files[fi].facts;
+        let part = self.part(fi);
+        let later_visible = self.conventions_of(fi).locals_visible_before_binding;
+        let mut best: Option<usize> = None;
+        for &bi in part.by_name.get(name).into_iter().flatten() {
+            let b = &facts.bindings[bi];
+            if past_locals && !b.is_type {
+                continue;
+            }
+            // Rust locals exist only after their `let`; elsewhere a later
+            // binding stands in when none comes before.
+            let visible = b.byte <= cx.byte || (best.is_none() && later_visible);
+            if part.scopes[bi] == u && visible {
+                best = Some(bi);
+            }
+        }
+        let b = &facts.bindings[best?];
+        // The value is read where the binding starts, before it exists:
+        // `let value = value(x)` calls the outer `value`.
+        let bcx = Ctx {
+            file: fi,
+            byte: b.byte.saturating_sub(1),
+            scope: u,
+        };
+        let vals = if b.is_type {
+            self.eval_type(&bcx, &b.expr, depth + 1)
+        } else if let Some(p) = b.expr.strip_prefix(PARAM_VALUE) {
+            self.rules_of(fi).parameter_value(self, fi, p, depth + 1)
+        } else if b.expr != name {
+            self.eval(&bcx, &b.expr, depth + 1)
+        } else {
+            Vec::new()
+        };
+        if !vals.is_empty() {
+            return Some((vals, How::Inferred));
+        }
+        (b.byte <= cx.byte && self.syms[u].node_type != NodeType::File)
+            .then_some((Vec::new(), How::None))
+    }
+
+    /// The expression of the binding of `name` visible at `cx` (the last
+    /// one before the site in the innermost scope that has one), as
+    /// written: a type or a value.
+    pub(crate) fn binding_expr(&self, cx: &Ctx, name: &str) -> Option<&str> {
+        let facts = &self.files[cx.file].facts;
+        let part = self.part(cx.file);
+        let ids = part.by_name.get(name)?;
+        let mut cur = Some(cx.scope);
+        while let Some(u) = cur {
+            let found = ids
+                .iter()
+                .copied()
+                .filter(|&bi| part.scopes[bi] == u && facts.bindings[bi].byte <= cx.byte)
+                .max_by_key(|&bi| facts.bindings[bi].byte);
+            if let Some(bi) = found {
+                return Some(facts.bindings[bi].expr.as_str());
+            }
+            cur = self.parent_of(u);
+        }
+        None
+    }
+
+    /// What the imports of scope `u` in file `fi` bind `name` to
+    /// (`exported_only`: only those importers of the file see, see
+    /// [`crate::facts::Import::exported`]).
+    pub(crate) fn scope_imports(
+        &self,
+        fi: FileIdx,
+        u: SymId,
+        name: &str,
+        exported_only: bool,
+        depth: u32,
+    ) -> Vec<Val> {
+        let imports = &self.files[fi].facts.imports;
+        self.part(fi)
+            .imports
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter(|(ii, scope)| *scope == u && (!exported_only || imports[*ii].exported))
+            .flat_map(|(ii, _)| {
+                let i = &imports[*ii];
+                self.import_target(fi, &i.module, i.name.as_deref(), depth)
+            })
+            .collect()
+    }
+
+    /// Top-level definitions of a file named `name`, then what it imports (re-exports) under that name.
+    pub(crate) fn module_member(&self, f: FileIdx, name: &str, depth: u32) -> Vec<Val> {
+        if depth > MAX_DEPTH {
+            return Vec::new();
+        }
+        let Some(fu) = self.file_unit[f] else {
+            return Vec::new();
+        };
+        let conv = self.conventions_of(f);
+        let mut direct = self.definitions_named(fu, name);
+        if direct.len() > 1 {
+            direct = self.rules_of(f).choose(self, direct, Among::ModuleTop);
+        }
+        let direct: Vec<Val> = direct.into_iter().map(|d| self.as_val(d)).collect();
+        let only_modules = conv.modules_apart_from_values
+            && !direct.is_empty()
+            && direct.iter().all(|v| self.is_module_value(v));
+        if !direct.is_empty() && !only_modules {
+            return direct;
+        }
+        let imported = self.scope_imports(f, fu, name, true, depth + 1);
+        if only_modules {
+            // `mod value;` and `pub use item::value;`: two namespaces, both meant.
+            let mut both = direct;
+            both.extend(imported);
+            return both;
+        }
+        if !imported.is_empty() {
+            return imported;
+        }
+        if let Some(sub) = self.rules_of(f).submodule(self, f, name) {
+            return vec![sub];
+        }
+        self.glob_reexport(f, name, depth)
+    }
+
+    /// `name` through the glob imports file `f` re-exports.
+    fn glob_reexport(&self, f: FileIdx, name: &str, depth: u32) -> Vec<Val> {
+        for i in self.files[f]
+            .facts
+            .imports
+            .iter()
+            .filter(|i| i.local == "*" && i.exported)
+        {
+            for m in self.import_target(f, &i.module, None, depth + 1) {
+                if m == Val::File(f) {
+                    continue;
+                }
+                let vals = self.member(&m, name, depth + 1);
+                if !vals.is_empty() {
+                    return vals;
+                }
+            }
+        }
+        Vec::new()
+    }
+
+    /// What an import of `module` (and `name` inside it) binds, from file `fi`.
+    pub(crate) fn import_target(
+        &self,
+        fi: FileIdx,
+        module: &str,
+        name: Option<&str>,
+        depth: u32,
+    ) -> Vec<Val> {
+        if depth > MAX_DEPTH {
+            return Vec::new();
+        }
+        // Memoised: glob imports and re-export chains are walked for many names.
+        let key = (fi, module.to_string(), name.map(str::to_string));
+        // A result computed with at least this much depth budget left is as complete.
+        if let Some((d, v)) = self
+            .import_cache
+            .read()
+            .ok()
+            .and_then(|c| c.get(&key).cloned())
+            && d <= depth
+        {
+            return v;
+        }
+        let v = self
+            .rules_of(fi)
+            .import_target(self, fi, module, name, depth);
+        if let Ok(mut c) = self.import_cache.write() {
+            c.insert(key, (depth, v.clone()));
+        }
+        v
+    }
+}

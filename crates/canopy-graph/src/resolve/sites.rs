@@ -1,0 +1,312 @@
+//! Binding a file's sites: each use of a name ([`crate::facts::Site`])
+//! becomes an edge from the unit around it to the definitions it means —
+//! through an import, a receiver's value, or the scope — and each
+//! class-like unit gets edges to the types it extends or implements.
+//! How sure an edge is follows from how it was found ([`confidence`]).
+
+use std::collections::HashSet;
+
+use super::eval::{Ctx, Val};
+use super::ids::{FileIdx, SymId};
+use super::world::{World, is_classlike};
+use crate::facts::model::{IMPORT_RECV, Site, SiteKind};
+use crate::lang::NodeType;
+use crate::store::graph_rows::{EdgeRow, How, Target};
+
+/// How sure an edge found this way is, 0..=100.
+pub(crate) fn confidence(how: How) -> u8 {
+    match how {
+        How::Scope | How::Import | How::Receiver => 100,
+        How::Inferred | How::Inherited => 90,
+        How::UniqueName => 50,
+        How::None => 0,
+        How::Base => 100,
+    }
+}
+
+impl World {
+    /// Resolves `sites`, the sites of file `fi` ([`World::decode_sites`]).
+    pub fn resolve_file(&self, fi: FileIdx, sites: &[Site]) -> Vec<EdgeRow> {
+        let _memo = super::eval::FieldMemo::scope();
+        let mut out = Vec::with_capacity(sites.len() / 2);
+        for site in sites {
+            let Some(scope) = self.innermost(fi, site.byte) else {
+                continue;
+            };
+            let cx = Ctx {
+                file: fi,
+                byte: site.byte,
+                scope,
+            };
+            let (cands, how) = self.resolve_site(&cx, &site.name, site.recv.as_deref(), site.kind);
+            let mut cands = cands;
+            cands.sort_unstable();
+            cands.dedup();
+            let src = self.syms[self.caller_unit(fi, site.byte).unwrap_or(scope)].id;
+            let target = match cands.len() {
+                0 => {
+                    // Only calls are worth recording unresolved ("N call sites named X").
+                    if site.kind != SiteKind::Call {
+                        continue;
+                    }
+                    Target::Unresolved
+                }
+                1 => Target::Resolved(self.syms[cands[0]].id),
+                _ => Target::Ambiguous(cands.iter().map(|&c| self.syms[c].id).collect()),
+            };
+            let how = if target == Target::Unresolved {
+                How::None
+            } else {
+                how
+            };
+            let confidence = match &target {
+                Target::Ambiguous(c) => (confidence(how) / c.len() as u8).max(1),
+                _ => confidence(how),
+            };
+            out.push(EdgeRow {
+                src,
+                target,
+                kind: site.kind,
+                how,
+                confidence,
+                line: site.line,
+                col: site.col,
+                name: site.name.clone(),
+            });
+        }
+        self.base_edges(fi, &mut out);
+        self.module_import_edges(fi, &mut out);
+        out
+    }
+
+    /// Imports of modules that are files of the repository: an edge from
+    /// the unit around the import statement to the imported file's unit,
+    /// once per (unit, file). An import site whose name is a definition
+    /// already has its edge (above); these make the file dependency that
+    /// no definition carries — `from pkg import submodule`, `import pkg`,
+    /// `from m import CONSTANT` (a name that is no unit), `import './x'`.
+    fn module_import_edges(&self, fi: FileIdx, out: &mut Vec<EdgeRow>) {
+        let mut seen: HashSet<(i64, FileIdx)> = HashSet::new();
+        for i in &self.files[fi].facts.imports {
+            let mut vals = self.import_target(fi, &i.module, i.name.as_deref(), 0);
+            if vals
+                .iter()
+                .any(|v| matches!(v, Val::Func(_) | Val::Class(_)))
+            {
+                // A definition: its import site's edge says the same.
+                continue;
+            }
+            if i.name.is_some() && !vals.iter().any(|v| matches!(v, Val::File(_))) {
+                // A name that is no unit (a constant, an instance): the module it is in.
+                vals = self.import_target(fi, &i.module, None, 0);
+            }
+            let Some(src) = self.caller_unit(fi, i.byte) else {
+                continue;
+            };
+            let src = self.syms[src].id;
+            for v in vals {
+                let Val::File(target) = v else { continue };
+                let Some(dst) = self.file_unit[target] else {
+                    continue;
+                };
+                if target == fi || !seen.insert((src, target)) {
+                    continue;
+                }
+                out.push(EdgeRow {
+                    src,
+                    target: Target::Resolved(self.syms[dst].id),
+                    kind: SiteKind::Import,
+                    how: How::Import,
+                    confidence: confidence(How::Import),
+                    line: i.line,
+                    col: 0,
+                    name: i.module.clone(),
+                });
+            }
+        }
+    }
+
+    /// Type relations of the class-like units of file `fi`: bases, traits an
+    /// `impl` implements, and what the language adds (Go: the interfaces a
+    /// type's method set satisfies).
+    fn base_edges(&self, fi: FileIdx, out: &mut Vec<EdgeRow>) {
+        for &t in &self.file_syms[fi] {
+            let ts = &self.syms[t];
+            if !is_classlike(ts.node_type) {
+                continue;
+            }
+            let mut targets: Vec<SymId> = Vec::new();
+            if ts.node_type == NodeType::Impl {
+                for (_, tr) in self
+                    .impl_traits
+                    .get(&ts.name)
+                    .into_iter()
+                    .flatten()
+                    .filter(|(i, _)| *i == t)
+                {
+                    let Some((_, tr)) = tr.split_once('\u{0}') else {
+                        continue;
+                    };
+                    self.type_units(&self.ctx_at_start(t), tr, 0, &mut targets);
+                }
+            } else if self.bases_of(t).is_some() {
+                targets.extend(self.base_types(t, 0).into_iter().filter(|&b| b != t));
+            }
+            self.rules_of(fi)
+                .satisfied_interfaces(self, t, &mut targets);
+            targets.sort_unstable();
+            targets.dedup();
+            for b in targets {
+                out.push(EdgeRow {
+                    src: ts.id,
+                    target: Target::Resolved(self.syms[b].id),
+                    kind: SiteKind::Type,
+                    how: How::Base,
+                    confidence: confidence(How::Base),
+                    line: 0,
+                    col: 0,
+                    name: self.syms[b].name.clone(),
+                });
+            }
+        }
+    }
+
+    /// The unit a site's edge starts from: the innermost named definition
+    /// (functions, classes, …) containing it, else the file.
+    fn caller_unit(&self, fi: FileIdx, byte: u32) -> Option<SymId> {
+        self.innermost_where(fi, byte, |s| {
+            s.node_type == NodeType::File
+                || (s.node_type.is_symbol() && s.node_type != NodeType::Impl)
+        })
+    }
+
+    /// The definitions a site means, and how they were found.
+    pub(crate) fn resolve_site(
+        &self,
+        cx: &Ctx,
+        name: &str,
+        recv: Option<&str>,
+        kind: SiteKind,
+    ) -> (Vec<SymId>, How) {
+        let conv = self.conventions_of(cx.file);
+        match recv {
+            Some(r)
+                if r.starts_with(IMPORT_RECV)
+                    || (kind == SiteKind::Import && conv.import_sites_name_their_module) =>
+            {
+                let module = r.strip_prefix(IMPORT_RECV).unwrap_or(r);
+                let vals = self.import_target(cx.file, module, Some(name), 0);
+                (self.defs_of(&vals), How::Import)
+            }
+            Some("?") => (Vec::new(), How::None),
+            Some(r) => {
+                match self
+                    .rules_of(cx.file)
+                    .qualified_receiver(self, cx, name, r, kind)
+                {
+                    Some(found) => found,
+                    None => self.receiver_site(cx, name, r, kind),
+                }
+            }
+            None => {
+                let (mut vals, how) = self.lookup(cx, name, 0);
+                if conv.modules_apart_from_values
+                    && kind == SiteKind::Call
+                    && vals.iter().any(|v| !self.is_module_value(v))
+                {
+                    // `value(x)` calls the function, not the module of that name.
+                    vals.retain(|v| !self.is_module_value(v));
+                }
+                (self.defs_of(&vals), how)
+            }
+        }
+    }
+
+    /// A site on receiver `r`: the members named `name` of what `r`
+    /// evaluates to; when nothing is known of `r`'s root, a call may be
+    /// guessed ([`World::unique_method`]).
+    fn receiver_site(&self, cx: &Ctx, name: &str, r: &str, kind: SiteKind) -> (Vec<SymId>, How) {
+        let rules = self.rules_of(cx.file);
+        let vals = self.eval(cx, r, 0);
+        let mut out = Vec::new();
+        let mut how = How::Inferred;
+        let first = r.split('.').next().unwrap_or_default();
+        for v in &vals {
+            if let Val::Inst(_) | Val::Super(_) = v
+                && rules.is_self_receiver(first)
+            {
+                how = How::Receiver;
+            }
+            if matches!(v, Val::File(_) | Val::Module(_)) {
+                how = How::Import;
+            }
+            let (found, inherited) = self.member_defs(v, name, 0);
+            if inherited {
+                how = How::Inherited;
+            }
+            out.extend(found);
+        }
+        // Unknown receiver: guess only when even its root is unknown (a
+        // pattern or closure binding). A known root whose member has an
+        // external type (`self.text.len()`, text: String) is external.
+        let root_unknown = || {
+            let root = r.split('.').next().unwrap_or_default();
+            root == r || self.eval(cx, root, 0).is_empty()
+        };
+        if out.len() > 1 {
+            rules.narrow_methods(self, cx, &mut out);
+        }
+        if out.is_empty()
+            && vals.is_empty()
+            && kind == SiteKind::Call
+            && root_unknown()
+            && !self.builtin_receiver(cx, r)
+        {
+            // Unknown receiver: a method name defined once in the repository.
+            if let Some(only) = self.unique_method(cx.file, name) {
+                return (vec![only], How::UniqueName);
+            }
+        }
+        (out, how)
+    }
+
+    /// Whether receiver `r` is known to be a value of a builtin or
+    /// standard-library type ([`super::lang::LanguageRules::builtin_type`]): written as one
+    /// (`set().add`), or its root bound to one in scope (`s: str`,
+    /// `x = []`, `var b strings.Builder`). Such a call is never guessed:
+    /// `str.replace` is not the repository's one `replace`.
+    fn builtin_receiver(&self, cx: &Ctx, r: &str) -> bool {
+        let rules = self.rules_of(cx.file);
+        let root = r.split('.').next().unwrap_or_default();
+        let builtin = |e: &str| rules.builtin_type(self, cx.file, e);
+        builtin(root) || self.binding_expr(cx, root).is_some_and(builtin)
+    }
+
+    /// The method named `name` that a call in file `fi` on a receiver of
+    /// unknown type is guessed to reach: the only method of that name in
+    /// the repository (same language family), where the file's rules allow
+    /// the guess ([`super::lang::LanguageRules::may_guess`]: Rust's Cargo
+    /// packages). Uniqueness is over the whole repository, not over what
+    /// the caller reaches: a name defined once is what makes the guess
+    /// likely (`waker()` has one definition in tokio's own package and is
+    /// mostly called on `std`'s `Context`).
+    fn unique_method(&self, fi: FileIdx, name: &str) -> Option<SymId> {
+        let family = self.files[fi].family;
+        let c: Vec<SymId> = self
+            .by_name
+            .get(name)?
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let s = &self.syms[i];
+                s.node_type == NodeType::Method && self.files[s.file].family == family
+            })
+            .collect();
+        let &[only] = c.as_slice() else {
+            return None;
+        };
+        self.rules_of(fi)
+            .may_guess(self, fi, self.syms[only].file)
+            .then_some(only)
+    }
+}

@@ -1,0 +1,652 @@
+//! The world a pass resolves in: every file (with its facts, decoded on
+//! first use) and every unit, and the tables built over them once per
+//! pass — units by name, the unit tree, methods declared away from their
+//! type, trait impls, each file's share of bindings and imports
+//! ([`World::part`], built when resolution first reaches the file) — plus
+//! the per-language rules with their own tables ([`Rules`]).
+//!
+//! Everything here is structure (which unit contains a byte, a unit's
+//! children by name); evaluating expressions is `eval`, looking names up
+//! is `lookup`, and binding sites is `sites`.
+
+// The resolver builds and probes large string-keyed tables on every pass;
+// SipHash was a tenth of a one-line-edit re-index.
+use foldhash::{HashMap, HashMapExt};
+
+use super::eval::{Ctx, Val};
+use super::ids::{FileIdx, SymId, Table};
+use super::lang::{Conventions, Family, LanguageRules, Manifests, Rules};
+use crate::facts::model::{DefFactKind, FileFacts, Site};
+use crate::lang::{Language, NodeType};
+use crate::store::graph_rows::{FileRow, StoredFacts, SymRow};
+
+/// A file as resolution sees it.
+#[derive(Debug)]
+pub struct WorldFile {
+    /// `files.id`.
+    pub id: i64,
+    /// Repo-relative path.
+    pub path: String,
+    /// Language.
+    pub language: Language,
+    /// Whose rules resolve it.
+    pub family: Family,
+    /// Its facts (empty when the language has no rules); shared with the
+    /// rows a long-lived process keeps between passes ([`super::KeptRows`]).
+    pub facts: std::sync::Arc<LazyFacts>,
+}
+
+impl WorldFile {
+    /// The file of a stored row, its facts decoded when first used.
+    pub fn new(row: FileRow) -> WorldFile {
+        let facts = match row.facts {
+            Some(world) => LazyFacts::stored(world),
+            None => LazyFacts::default(),
+        };
+        WorldFile::with_facts(row.id, row.path, row.language, std::sync::Arc::new(facts))
+    }
+
+    /// The file `id` at `path` with these facts.
+    pub fn with_facts(
+        id: i64,
+        path: String,
+        language: Language,
+        facts: std::sync::Arc<LazyFacts>,
+    ) -> WorldFile {
+        WorldFile {
+            id,
+            family: Family::of(language),
+            path,
+            language,
+            facts,
+        }
+    }
+}
+
+/// A file's facts but its sites, decoded from their stored form on first
+/// use: a pass after a small edit reads the facts of the few files the
+/// edited one reaches, and decoding every file's was a third of reading the
+/// world. The sites are not kept here: a pass reads and decodes a file's
+/// sites when it resolves the file ([`World::decode_sites`]) and drops them
+/// after, so that what a pass holds does not grow with the sites of the
+/// whole repository.
+#[derive(Debug, Default)]
+pub struct LazyFacts {
+    /// The stored blob (`graph_facts.facts`).
+    stored: Option<Vec<u8>>,
+    decoded: std::sync::OnceLock<FileFacts>,
+}
+
+impl LazyFacts {
+    /// Facts read from the store, decoded when first used (a damaged blob
+    /// or one of another format reads as no facts).
+    pub fn stored(facts: Vec<u8>) -> LazyFacts {
+        LazyFacts {
+            stored: Some(facts),
+            decoded: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The decoded facts (no sites).
+    pub fn get(&self) -> &FileFacts {
+        self.decoded.get_or_init(|| {
+            self.stored
+                .as_ref()
+                .and_then(|facts| FileFacts::decode(&StoredFacts::unpack(facts)?, None))
+                .unwrap_or_default()
+        })
+    }
+
+    /// The sites of the stored `sites` blob of this file (they name strings
+    /// of its facts blob); none when either is damaged or missing.
+    fn sites(&self, stored_sites: &[u8]) -> Vec<Site> {
+        self.stored
+            .as_ref()
+            .and_then(|facts| {
+                FileFacts::decode_sites(
+                    &StoredFacts::unpack(facts)?,
+                    &StoredFacts::unpack(stored_sites)?,
+                )
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl std::ops::Deref for LazyFacts {
+    type Target = FileFacts;
+    fn deref(&self) -> &FileFacts {
+        self.get()
+    }
+}
+
+/// Everything resolution reads: units and facts of every file.
+pub struct World {
+    pub(super) files: Table<FileIdx, WorldFile>,
+    pub(super) syms: Table<SymId, SymRow>,
+    pub(super) by_id: HashMap<i64, SymId>,
+    /// Per file: its units, sorted by start.
+    pub(super) file_syms: Table<FileIdx, Vec<SymId>>,
+    /// Children of each unit (file units included), in source order.
+    pub(super) children: Table<SymId, Vec<SymId>>,
+    /// Symbol units by name.
+    pub(super) by_name: HashMap<String, Vec<SymId>>,
+    pub(super) file_by_path: HashMap<String, FileIdx>,
+    /// Methods by (method scope, owner type name): declared away from their
+    /// type (Go receivers, Rust `impl` blocks anywhere in the package / crate).
+    owned: HashMap<(String, String), Vec<SymId>>,
+    /// Methods of `impl` blocks by the type the impl's scope sees, where the
+    /// language says so ([`Conventions::impl_methods_follow_type`]).
+    impl_methods: HashMap<SymId, Vec<SymId>>,
+    /// Trait name → (`impl` unit, "method scope\0trait expression") of every trait impl.
+    pub(super) impl_traits: HashMap<String, Vec<(SymId, String)>>,
+    /// Per file: what its facts add (bases, bindings, imports, …), computed
+    /// on first use. A pass after a small edit reads the facts of the few
+    /// files the edited one reaches, and computing every file's share in
+    /// `new` was most of building the world.
+    parts: Table<FileIdx, std::sync::OnceLock<FilePart>>,
+    /// Per file: the file unit.
+    pub(super) file_unit: Table<FileIdx, Option<SymId>>,
+    /// Named children of each unit, sorted by name (stable: source order
+    /// within a name), for a binary search; no string is copied to build it.
+    child_index: Table<SymId, Vec<SymId>>,
+    /// The type each `impl` unit is for (computed once in `new`).
+    pub(super) impl_type_cache: Table<SymId, Option<SymId>>,
+    /// The base types of each unit, computed on first use: a pass after a
+    /// small edit needs the bases of few classes, and computing every
+    /// class's in `new` was a third of building the world.
+    pub(super) base_cache: Table<SymId, std::sync::OnceLock<Vec<SymId>>>,
+    /// What (file, module, name) imports resolve to.
+    pub(super) import_cache: std::sync::RwLock<ImportCache>,
+    /// Each language family's rules, with the tables they keep.
+    pub(super) rules: Rules,
+}
+
+/// (file, module, name) → (depth budget left when computed, values).
+type ImportCache = HashMap<(FileIdx, String, Option<String>), (u32, Vec<Val>)>;
+
+/// (units of each file, file unit of each file, children, named children).
+type TreeTables = (
+    Table<FileIdx, Vec<SymId>>,
+    Table<FileIdx, Option<SymId>>,
+    Table<SymId, Vec<SymId>>,
+    Table<SymId, Vec<SymId>>,
+);
+
+/// One file's share of the world's tables (see [`World::part`]). Every
+/// unit it is keyed by is one of the file's own units.
+#[derive(Default)]
+pub(super) struct FilePart {
+    /// Base-type expressions of its class-like units, in source order.
+    bases: HashMap<SymId, Vec<String>>,
+    /// Return-type expression of its functions (the last fact wins).
+    returns: HashMap<SymId, String>,
+    /// Fields of its class-like units: (name, expression, is a type).
+    fields: HashMap<SymId, Vec<(String, String, bool)>>,
+    /// Per binding (index into the file's bindings): the unit of its scope.
+    pub(super) scopes: Vec<SymId>,
+    /// Non-field bindings by name (indices into the file's bindings).
+    pub(super) by_name: HashMap<String, Vec<usize>>,
+    /// Imports by local name (index into the file's imports), with the unit
+    /// whose scope they bind in.
+    pub(super) imports: HashMap<String, Vec<(usize, SymId)>>,
+}
+
+/// Whether units of this kind have members (classes, structs, traits, impls, …).
+pub(super) fn is_classlike(t: NodeType) -> bool {
+    matches!(
+        t,
+        NodeType::Class
+            | NodeType::Struct
+            | NodeType::Enum
+            | NodeType::Trait
+            | NodeType::Interface
+            | NodeType::TypeAlias
+            | NodeType::Impl
+    )
+}
+
+/// Whether units of this kind are called.
+pub(super) fn is_function(t: NodeType) -> bool {
+    matches!(t, NodeType::Function | NodeType::Method)
+}
+
+impl World {
+    /// Builds the world from every file and unit of the index.
+    /// `manifests`: what the repository's build manifests say (the Rust
+    /// library crates by name, for `use name::x` in examples, tests and
+    /// other crates; the Cargo packages, see `lang::rust::Package`).
+    pub fn new(files: Vec<WorldFile>, syms: Vec<SymRow>, manifests: Manifests) -> World {
+        let files: Table<FileIdx, WorldFile> = Table::new(files);
+        // Units in code compiled out (Rust `cfg`) are not definitions (other
+        // files' facts are decoded only when used).
+        let mut syms = syms;
+        syms.retain(|s| {
+            let file = &files[s.file];
+            !file.family.conventions().facts_read_by_every_pass
+                || file
+                    .facts
+                    .disabled
+                    .iter()
+                    .all(|&(start, end)| s.start < start || s.end > end)
+        });
+        let syms: Table<SymId, SymRow> = Table::new(syms);
+        let rules = Rules::new(&files, manifests);
+        let mut w = World {
+            by_id: syms.iter().map(|(i, s)| (s.id, i)).collect(),
+            file_syms: Table::default(),
+            children: Table::default(),
+            by_name: HashMap::new(),
+            file_by_path: files.iter().map(|(i, f)| (f.path.clone(), i)).collect(),
+            owned: HashMap::new(),
+            impl_methods: HashMap::new(),
+            impl_traits: HashMap::new(),
+            parts: Table::new(
+                (0..files.len())
+                    .map(|_| std::sync::OnceLock::new())
+                    .collect(),
+            ),
+            file_unit: Table::default(),
+            child_index: Table::default(),
+            impl_type_cache: Table::default(),
+            base_cache: Table::default(),
+            import_cache: Default::default(),
+            rules,
+            files,
+            syms,
+        };
+        // Three independent tables, built side by side (each only reads
+        // what the constructor above set).
+        let ((by_name, owned), tree) = rayon::join(
+            || rayon::join(|| w.names_table(), || w.owned_table()),
+            || w.tree_tables(),
+        );
+        w.by_name = by_name;
+        w.owned = owned;
+        (w.file_syms, w.file_unit, w.children, w.child_index) = tree;
+        w.impl_traits = w.impl_traits_table();
+        // Memoised type relations: every site's member lookups go through them.
+        // In parallel: each looks its type up through its file's scopes and
+        // imports, which computes those files' parts.
+        w.impl_type_cache = {
+            use rayon::prelude::*;
+            let w = &w;
+            Table::new(
+                (0..w.syms.len())
+                    .into_par_iter()
+                    .map(|i| {
+                        let i = SymId(i as u32);
+                        (w.syms[i].node_type == NodeType::Impl).then(|| w.type_of_impl_uncached(i))
+                    })
+                    .collect(),
+            )
+        };
+        w.impl_methods = w.impl_methods_table();
+        w.base_cache = Table::new(
+            (0..w.syms.len())
+                .map(|_| std::sync::OnceLock::new())
+                .collect(),
+        );
+        w
+    }
+
+    /// The sites of file `fi` from their stored blob (`graph_facts.sites`,
+    /// see [`crate::store::Store::graph_sites`]), for [`World::resolve_file`].
+    pub fn decode_sites(&self, fi: FileIdx, stored_sites: &[u8]) -> Vec<Site> {
+        self.files[fi].facts.sites(stored_sites)
+    }
+
+    /// The rules of file `fi`'s language.
+    pub(super) fn rules_of(&self, fi: FileIdx) -> &dyn LanguageRules {
+        self.rules.of(self.files[fi].family)
+    }
+
+    /// The conventions of file `fi`'s language.
+    pub(super) fn conventions_of(&self, fi: FileIdx) -> &'static Conventions {
+        self.files[fi].family.conventions()
+    }
+
+    /// Symbols by name (see [`World::new`]).
+    fn names_table(&self) -> HashMap<String, Vec<SymId>> {
+        let mut by_name: HashMap<String, Vec<SymId>> = HashMap::new();
+        for (i, s) in self.syms.iter() {
+            if !s.name.is_empty() && s.node_type.is_symbol() {
+                by_name.entry(s.name.clone()).or_default().push(i);
+            }
+        }
+        by_name
+    }
+
+    /// Per file its units sorted by start and its file unit; per unit its
+    /// children in source order and its named children sorted by name.
+    fn tree_tables(&self) -> TreeTables {
+        let mut file_syms = vec![Vec::new(); self.files.len()];
+        let mut file_unit = vec![None; self.files.len()];
+        let mut children = vec![Vec::new(); self.syms.len()];
+        for (i, s) in self.syms.iter() {
+            file_syms[s.file.index()].push(i);
+            if s.node_type == NodeType::File {
+                file_unit[s.file.index()] = Some(i);
+            }
+            if let Some(&p) = s.parent.and_then(|p| self.by_id.get(&p)) {
+                children[p.0 as usize].push(i);
+            }
+        }
+        let syms = &self.syms;
+        let child_index = children
+            .iter()
+            .map(|kids: &Vec<SymId>| {
+                let mut named: Vec<SymId> = kids
+                    .iter()
+                    .copied()
+                    .filter(|&c| !syms[c].name.is_empty())
+                    .collect();
+                named.sort_by(|&a, &b| syms[a].name.cmp(&syms[b].name));
+                named
+            })
+            .collect();
+        for v in &mut file_syms {
+            v.sort_by_key(|&i| (syms[i].start, std::cmp::Reverse(syms[i].end)));
+        }
+        (
+            Table::new(file_syms),
+            Table::new(file_unit),
+            Table::new(children),
+            Table::new(child_index),
+        )
+    }
+
+    /// Methods declared away from their type (Go receivers, Rust impl
+    /// blocks), by the rules' method scope and owner name.
+    fn owned_table(&self) -> HashMap<(String, String), Vec<SymId>> {
+        let mut owned: HashMap<(String, String), Vec<SymId>> = HashMap::new();
+        for (i, s) in self.syms.iter() {
+            let parent = s
+                .parent
+                .and_then(|p| self.by_id.get(&p))
+                .map(|&p| &self.syms[p]);
+            let Some(owner) = self.rules_of(s.file).method_owner(s, parent) else {
+                continue;
+            };
+            owned
+                .entry((self.method_scope(s.file), owner))
+                .or_default()
+                .push(i);
+        }
+        owned
+    }
+
+    /// Trait impls are looked up by trait name from anywhere: every file's
+    /// are listed now (the rest of a file's facts wait for `part`); only the
+    /// files every pass reads have them.
+    fn impl_traits_table(&self) -> HashMap<String, Vec<(SymId, String)>> {
+        let mut impl_traits: HashMap<String, Vec<(SymId, String)>> = HashMap::new();
+        for (fi, file) in self.files.iter() {
+            if !file.family.conventions().facts_read_by_every_pass {
+                continue;
+            }
+            for d in &file.facts.defs {
+                if d.what != DefFactKind::ImplTrait {
+                    continue;
+                }
+                if let Some(si) = self.def_at(fi, d.byte, &d.name) {
+                    impl_traits
+                        .entry(d.name.clone())
+                        .or_default()
+                        .push((si, format!("{}\u{0}{}", self.method_scope(fi), d.expr)));
+                }
+            }
+        }
+        impl_traits
+    }
+
+    /// Methods (and associated types) of `impl T` blocks under the `T` the
+    /// impl's scope sees, where the language says so (two private `State`
+    /// structs in one Rust crate keep their own methods).
+    fn impl_methods_table(&self) -> HashMap<SymId, Vec<SymId>> {
+        let mut by_type: HashMap<SymId, Vec<SymId>> = HashMap::new();
+        for (i, s) in self.syms.iter() {
+            if !(is_function(s.node_type) || s.node_type == NodeType::TypeAlias)
+                || !self.conventions_of(s.file).impl_methods_follow_type
+            {
+                continue;
+            }
+            let Some(p) = self.parent_of(i) else { continue };
+            if self.syms[p].node_type != NodeType::Impl {
+                continue;
+            }
+            let t = self.type_of_impl(p);
+            if t != p {
+                by_type.entry(t).or_default().push(i);
+            }
+        }
+        by_type
+    }
+
+    /// What file `fi`'s facts add to the world, computed on first use.
+    pub(super) fn part(&self, fi: FileIdx) -> &FilePart {
+        self.parts[fi].get_or_init(|| self.file_part(fi))
+    }
+
+    /// Base-type expressions of unit `t`, if it has any.
+    pub(super) fn bases_of(&self, t: SymId) -> Option<&Vec<String>> {
+        self.part(self.syms[t].file).bases.get(&t)
+    }
+
+    /// Return-type expression of function `f`.
+    pub(super) fn returns_of(&self, f: SymId) -> Option<&String> {
+        self.part(self.syms[f].file).returns.get(&f)
+    }
+
+    /// Fields of class-like unit `o`: (name, expression, is a type).
+    pub(super) fn fields_of(&self, o: SymId) -> Option<&Vec<(String, String, bool)>> {
+        self.part(self.syms[o].file).fields.get(&o)
+    }
+
+    /// The part of the world file `fi`'s facts make (see [`World::part`]);
+    /// reads only what [`World::new`] built, never another part.
+    fn file_part(&self, fi: FileIdx) -> FilePart {
+        let facts = &self.files[fi].facts;
+        let mut part = FilePart::default();
+        for d in &facts.defs {
+            let Some(si) = self.def_at(fi, d.byte, &d.name) else {
+                continue;
+            };
+            match d.what {
+                DefFactKind::ImplTrait => {} // in `World::impl_traits`
+                DefFactKind::Base => part.bases.entry(si).or_default().push(d.expr.clone()),
+                _ => {
+                    part.returns.insert(si, d.expr.clone());
+                }
+            }
+        }
+        part.scopes = Vec::with_capacity(facts.bindings.len());
+        for b in &facts.bindings {
+            let scope = self.innermost(fi, b.byte).unwrap_or_default();
+            part.scopes.push(scope);
+            let field = || (b.name.clone(), b.expr.clone(), b.is_type);
+            if b.field {
+                let owner = self.innermost_where(fi, b.byte, |s| {
+                    is_classlike(s.node_type) || s.node_type == NodeType::Impl
+                });
+                if let Some(owner) = owner {
+                    part.fields.entry(owner).or_default().push(field());
+                }
+            } else if self
+                .syms
+                .get(scope)
+                .is_some_and(|s| is_classlike(s.node_type))
+            {
+                // A class-level annotated or assigned name is a field too.
+                part.fields.entry(scope).or_default().push(field());
+            }
+        }
+        for (bi, b) in facts.bindings.iter().enumerate() {
+            if !b.field {
+                part.by_name.entry(b.name.clone()).or_default().push(bi);
+            }
+        }
+        for (ii, i) in facts.imports.iter().enumerate() {
+            if let Some(scope) = self.innermost(fi, i.byte) {
+                part.imports
+                    .entry(i.local.clone())
+                    .or_default()
+                    .push((ii, scope));
+            }
+        }
+        part
+    }
+
+    /// Methods declared away from type `t` (Go receivers, Rust impl blocks).
+    pub(super) fn owned_methods(&self, t: SymId) -> &[SymId] {
+        let ts = &self.syms[t];
+        if self.conventions_of(ts.file).impl_methods_follow_type
+            && let Some(v) = self.impl_methods.get(&t)
+        {
+            return v;
+        }
+        self.owned
+            .get(&(self.method_scope(ts.file), ts.name.clone()))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// Children of `parent` named `name`.
+    pub(super) fn named_children(&self, parent: SymId, name: &str) -> &[SymId] {
+        let Some(named) = self.child_index.get(parent) else {
+            return &[];
+        };
+        let lo = named.partition_point(|&c| self.syms[c].name.as_str() < name);
+        let hi = lo + named[lo..].partition_point(|&c| self.syms[c].name == name);
+        &named[lo..hi]
+    }
+
+    /// The package / crate / file a file's methods declared away from their
+    /// type are kept under ([`LanguageRules::method_scope`]).
+    pub(super) fn method_scope(&self, fi: FileIdx) -> String {
+        self.rules_of(fi).method_scope(self, fi)
+    }
+
+    /// The innermost unit of file `fi` containing `byte`.
+    pub(super) fn innermost(&self, fi: FileIdx, byte: u32) -> Option<SymId> {
+        self.innermost_where(fi, byte, |_| true)
+    }
+
+    /// The innermost named unit of file `fi` containing `byte` that `ok`
+    /// accepts, else the file unit (if `ok` accepts it).
+    pub(super) fn innermost_where(
+        &self,
+        fi: FileIdx,
+        byte: u32,
+        ok: impl Fn(&SymRow) -> bool,
+    ) -> Option<SymId> {
+        let list = &self.file_syms[fi];
+        let upto = list.partition_point(|&i| self.syms[i].start <= byte);
+        // Units nest, so every unit containing `byte` is the last unit that
+        // starts before it or one of its ancestors: climb from there instead
+        // of scanning back over every earlier sibling (a module-level name
+        // at the end of a long file passed every function before it).
+        let mut cur = upto.checked_sub(1).map(|k| list[k]);
+        while let Some(i) = cur {
+            let s = &self.syms[i];
+            if s.end > byte && !s.node_type.is_anonymous() && ok(s) {
+                return Some(i);
+            }
+            cur = match s.parent {
+                None => None,
+                Some(p) => match self.by_id.get(&p) {
+                    Some(&pi) => Some(pi),
+                    // A parent resolution does not load (an anonymous unit):
+                    // fall back to the scan.
+                    None => return self.innermost_scan(fi, byte, upto, ok),
+                },
+            };
+        }
+        self.file_unit[fi].filter(|&f| ok(&self.syms[f]))
+    }
+
+    /// [`World::innermost_where`] by scanning back from `upto`.
+    fn innermost_scan(
+        &self,
+        fi: FileIdx,
+        byte: u32,
+        upto: usize,
+        ok: impl Fn(&SymRow) -> bool,
+    ) -> Option<SymId> {
+        self.file_syms[fi][..upto]
+            .iter()
+            .rev()
+            .copied()
+            .filter(|&i| {
+                let s = &self.syms[i];
+                s.end > byte && !s.node_type.is_anonymous()
+            })
+            .find(|&i| ok(&self.syms[i]))
+            .or_else(|| self.file_unit[fi].filter(|&f| ok(&self.syms[f])))
+    }
+
+    /// The unit of file `fi` named `name` whose name is at `byte`.
+    pub(super) fn def_at(&self, fi: FileIdx, byte: u32, name: &str) -> Option<SymId> {
+        self.innermost_where(fi, byte, |s| {
+            s.name == name && s.node_type != NodeType::File
+        })
+    }
+
+    /// The parent unit, if it is in the world.
+    pub(super) fn parent_of(&self, si: SymId) -> Option<SymId> {
+        self.syms[si]
+            .parent
+            .and_then(|p| self.by_id.get(&p).copied())
+    }
+
+    /// A unit as a value: the class-like unit (or module) itself, or a function.
+    pub(super) fn as_val(&self, s: SymId) -> Val {
+        let t = self.syms[s].node_type;
+        if is_classlike(t) || t == NodeType::Module {
+            Val::Class(s)
+        } else {
+            Val::Func(s)
+        }
+    }
+
+    /// The innermost class-like unit (not a type alias) around `cx`.
+    pub(super) fn enclosing_class(&self, cx: &Ctx) -> Option<SymId> {
+        let mut cur = Some(cx.scope);
+        while let Some(c) = cur {
+            let s = &self.syms[c];
+            if is_classlike(s.node_type) && s.node_type != NodeType::TypeAlias {
+                return Some(c);
+            }
+            cur = self.parent_of(c);
+        }
+        None
+    }
+
+    /// The innermost class around `cx` as a value (what `self`, `this` or
+    /// `super` stand for), none outside a class.
+    pub(super) fn enclosing_class_as(
+        &self,
+        cx: &Ctx,
+        as_val: impl FnOnce(SymId) -> Val,
+    ) -> Vec<Val> {
+        self.enclosing_class(cx).map(as_val).into_iter().collect()
+    }
+
+    /// Where a unit's own expressions are read: its file, its start, its parent's scope.
+    pub(super) fn ctx_at_start(&self, t: SymId) -> Ctx {
+        let s = &self.syms[t];
+        Ctx {
+            file: s.file,
+            byte: s.start,
+            scope: self.parent_of(t).unwrap_or(t),
+        }
+    }
+
+    /// Where a function's return type is read: the end of its body, inside it.
+    pub(super) fn ctx_at_end(&self, f: SymId) -> Ctx {
+        let s = &self.syms[f];
+        Ctx {
+            file: s.file,
+            byte: s.end.saturating_sub(1),
+            scope: f,
+        }
+    }
+}
