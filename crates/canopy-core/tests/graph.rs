@@ -779,3 +779,67 @@ fn unresolved_call_sites_are_counted_and_hotspots_follow_the_index() {
     );
     assert!(after.preview.contains("def helper"), "{after:?}");
 }
+
+/// Hotspots of equal degree are listed by path, not by row id: a file
+/// indexed later gets higher ids, so ordering ties by id made a tree indexed
+/// in steps answer differently from a cold index of the same tree.
+#[test]
+fn hotspot_ties_are_ordered_by_path_whatever_the_indexing_history() {
+    // `a.py` and `z.py` each hold one function called by two others in
+    // their own file: four units of degree 1 and two of degree 2 per file.
+    let module = |prefix: &str| {
+        format!(
+            "def {prefix}_core():\n    return 1\n\n\n\
+             def {prefix}_one():\n    return {prefix}_core()\n\n\n\
+             def {prefix}_two():\n    return {prefix}_core()\n"
+        )
+    };
+    // Hotspots, then symbols by references (the default sort), as
+    // `path:line`.
+    let order = |root: &Path| -> (Vec<String>, Vec<String>) {
+        let engine = Engine::open(root, EngineOptions::default()).expect("open");
+        engine.index(None, &NoProgress).expect("index");
+        engine
+            .graph(|g| {
+                let hot = g.hotspots(10, PathScope::default())?.hotspots;
+                let filter = canopy_core::graph::ops::SymbolFilter::default();
+                let symbols = g.symbols("symbols", &filter, 50)?.symbols;
+                Ok((
+                    hot.iter()
+                        .map(|h| format!("{}:{}", h.handle.file_path, h.handle.line_range[0]))
+                        .collect(),
+                    symbols
+                        .iter()
+                        .map(|s| format!("{}:{}", s.handle.file_path, s.handle.line_range[0]))
+                        .collect(),
+                ))
+            })
+            .expect("hotspots")
+    };
+    let cold = tempfile::tempdir().expect("tempdir");
+    std::fs::write(cold.path().join("a.py"), module("a")).expect("write");
+    std::fs::write(cold.path().join("z.py"), module("z")).expect("write");
+    let cold_order = order(cold.path());
+
+    // The same tree, `z.py` indexed first: its units get the lower ids.
+    let steps = tempfile::tempdir().expect("tempdir");
+    std::fs::write(steps.path().join("z.py"), module("z")).expect("write");
+    order(steps.path());
+    std::fs::write(steps.path().join("a.py"), module("a")).expect("write");
+    let steps_order = order(steps.path());
+
+    let (hot, symbols) = &cold_order;
+    assert_eq!(hot.len(), 6, "{hot:?}");
+    assert_eq!(
+        hot[..2],
+        ["a.py:1".to_string(), "z.py:1".to_string()],
+        "{hot:?}"
+    );
+    assert!(symbols.len() >= 6, "{symbols:?}");
+    assert_eq!(
+        symbols[..2],
+        ["a.py:1".to_string(), "z.py:1".to_string()],
+        "{symbols:?}"
+    );
+    assert_eq!(steps_order, cold_order);
+}

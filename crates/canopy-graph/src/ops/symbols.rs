@@ -184,17 +184,21 @@ impl Graph<'_> {
                 Visibility::Any => true,
             })
             .collect();
+        // Ties by where a unit is (path, then start), never by row id: ids
+        // depend on the order files were indexed in.
+        fn place(n: &NodeRecord) -> (&str, usize) {
+            (n.file_path.as_str(), n.start_byte)
+        }
         match filter.sort.unwrap_or_default() {
             SymbolSort::Name => kept.sort_by(|a, b| {
                 a.0.qualified_name
                     .cmp(&b.0.qualified_name)
-                    .then(a.0.rowid.cmp(&b.0.rowid))
+                    .then_with(|| place(&a.0).cmp(&place(&b.0)))
             }),
-            SymbolSort::Path => kept.sort_by(|a, b| {
-                (a.0.file_path.as_str(), a.0.start_byte)
-                    .cmp(&(b.0.file_path.as_str(), b.0.start_byte))
-            }),
-            SymbolSort::Refs => kept.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.rowid.cmp(&b.0.rowid))),
+            SymbolSort::Path => kept.sort_by(|a, b| place(&a.0).cmp(&place(&b.0))),
+            SymbolSort::Refs => {
+                kept.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| place(&a.0).cmp(&place(&b.0))))
+            }
         }
         let total = kept.len();
         let offset = filter.offset.unwrap_or(0).min(total);

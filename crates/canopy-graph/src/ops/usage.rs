@@ -134,7 +134,8 @@ pub(crate) type Degree = (i64, usize, usize);
 
 impl Graph<'_> {
     /// Every unit with resolved call edges as (unit, distinct callers,
-    /// distinct callees), the busiest first (ties by id).
+    /// distinct callees), the busiest first (ties by id; [`Graph::hotspots`]
+    /// orders ties by path).
     pub(crate) fn degrees(&self) -> Result<Vec<Degree>> {
         let mut callers: HashMap<i64, HashSet<i64>> = HashMap::new();
         let mut callees: HashMap<i64, HashSet<i64>> = HashMap::new();
@@ -186,17 +187,29 @@ impl Graph<'_> {
         let excluded: Vec<Option<PathClass>> =
             ranges.iter().map(|r| scope.excludes(&r.1)).collect();
         let mut skipped = Skipped::default();
-        let listed: Vec<Degree> = degrees
+        let mut listed: Vec<(Degree, Option<usize>)> = degrees
             .iter()
-            .filter(|d| match file_of(d.0).and_then(|i| excluded[i]) {
+            .map(|d| (*d, file_of(d.0)))
+            .filter(|(_, file)| match file.and_then(|i| excluded[i]) {
                 Some(class) => {
                     skipped.add(class);
                     false
                 }
                 None => true,
             })
-            .copied()
             .collect();
+        // Ties by path, then by id (a file's units are numbered in the
+        // order they appear in it): ids alone depend on the order files were
+        // indexed in, so a tree indexed in steps listed ties differently from
+        // a cold index of the same tree.
+        let path_of = |file: Option<usize>| file.map(|i| ranges[i].1.as_str());
+        listed.sort_by(|(a, fa), (b, fb)| {
+            (b.1 + b.2)
+                .cmp(&(a.1 + a.2))
+                .then_with(|| path_of(*fa).cmp(&path_of(*fb)))
+                .then(a.0.cmp(&b.0))
+        });
+        let listed: Vec<Degree> = listed.into_iter().map(|(d, _)| d).collect();
         let total = listed.len();
         let all: Vec<Degree> = listed.into_iter().take(top.clamp(1, MAX_RESULTS)).collect();
         let ids: Vec<i64> = all.iter().map(|a| a.0).collect();
