@@ -33,10 +33,8 @@ Usage:
 import argparse
 import http.client
 import json
-import re
 import shutil
 import tempfile
-import threading
 import os
 import random
 import statistics
@@ -44,6 +42,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_proc import start_serve  # noqa: E402
 
 
 class Mcp:
@@ -114,19 +115,10 @@ class Serve:
 
     def __init__(self, binary, repo):
         self.data = tempfile.mkdtemp(prefix="canopy-freshness-")
-        self.proc = subprocess.Popen(
+        self.proc, addr = start_serve(
             [binary, "serve", "--bind", "127.0.0.1:0", "--data-dir", self.data, "--no-auth",
-             "--watch", "--allow-root", str(repo)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self.port = None
-        for line in self.proc.stderr:
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
-            if m:
-                self.port = int(m.group(1))
-                break
-        if self.port is None:
-            raise RuntimeError("canopy serve did not start")
-        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
+             "--watch", "--allow-root", str(repo)])
+        self.port = int(addr.rsplit(":", 1)[1])
         self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
         self.repo_id = self.call("POST", "/repos/add", {"path": str(repo)})["repo_id"]
         self.call("POST", "/reindex", {"repo": self.repo_id})

@@ -36,6 +36,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_proc import start_serve  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_BIN = os.path.join(os.path.dirname(HERE), "target", "release", "canopy")
 
@@ -87,29 +90,12 @@ def pct(sorted_vals, p):
 
 
 class Server:
-    def __init__(self, binary, data_dir, log_path, start_timeout=30.0):
+    def __init__(self, binary, data_dir, log_path, allow_root, start_timeout=30.0):
         self.log = open(log_path, "w")
-        self.proc = subprocess.Popen(
-            [binary, "serve", "--bind", "127.0.0.1:0", "--data-dir", data_dir, "--quiet", "--no-auth"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self.addr = None
-        found = threading.Event()
-
-        def drain():
-            for line in self.proc.stderr:
-                self.log.write(line)
-                self.log.flush()
-                m = re.search(r"listening on http://(\S+)", line)
-                if m and self.addr is None:
-                    self.addr = m.group(1)
-                    found.set()
-
-        self.drainer = threading.Thread(target=drain, daemon=True)
-        self.drainer.start()
-        if not found.wait(start_timeout):
-            self.stop()
-            raise RuntimeError("server did not print its address within %.0fs (see %s)"
-                               % (start_timeout, log_path))
+        self.proc, self.addr = start_serve(
+            [binary, "serve", "--bind", "127.0.0.1:0", "--data-dir", data_dir, "--quiet", "--no-auth",
+             "--allow-root", allow_root],
+            what=f"canopy serve (see {log_path})", timeout=start_timeout, log=self.log)
         host, port = self.addr.rsplit(":", 1)
         if host not in ("127.0.0.1", "[::1]"):
             self.stop()
@@ -340,7 +326,7 @@ def main():
         files = tracked_files(copy)
         symbols = collect_symbols(copy, files, seed=args.seed)
 
-        server = Server(args.bin, os.path.join(tmp, "data"), os.path.join(tmp, "serve.log"))
+        server = Server(args.bin, os.path.join(tmp, "data"), os.path.join(tmp, "serve.log"), tmp)
         print("server: http://%s:%d  (copy of %s in %s, copied in %.1fs; %d files, %d symbols)"
               % (server.host, server.port, src, copy, copy_s, len(files), len(symbols)))
         code, added = server.call("POST", "/repos/add", {"path": copy})

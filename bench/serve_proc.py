@@ -7,11 +7,12 @@ import threading
 import time
 
 
-def start_serve(cmd, what="canopy serve", timeout=120):
+def start_serve(cmd, what="canopy serve", timeout=120, log=None):
     """Runs `cmd` (a `canopy … serve --bind 127.0.0.1:0 …` command line) and
     returns (process, "host:port"). Exits with a message when no address is
     printed within `timeout` seconds; stderr is drained afterwards so the
-    server never blocks on a full pipe."""
+    server never blocks on a full pipe, into `log` (an open text file) when
+    given."""
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     addr = None
@@ -20,11 +21,21 @@ def start_serve(cmd, what="canopy serve", timeout=120):
         line = proc.stderr.readline()
         if not line:
             break
+        if log is not None:
+            log.write(line)
+            log.flush()
         if "listening on http://" in line:
             addr = line.strip().split("http://", 1)[1]
             break
     if not addr:
         proc.kill()
         sys.exit(f"{what} did not start")
-    threading.Thread(target=proc.stderr.read, daemon=True).start()
+
+    def drain():
+        for line in proc.stderr:
+            if log is not None:
+                log.write(line)
+                log.flush()
+
+    threading.Thread(target=drain, daemon=True).start()
     return proc, addr
