@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::graph_rows;
+use super::{copy_dir, graph_rows};
 use crate::graph::resolve::KeptRows;
 use crate::index::{IndexOptions, NoProgress, run_index};
 use crate::store::Store;
@@ -48,19 +48,6 @@ fn apply(root: &Path, edit: &Edit) {
             std::fs::write(&p, text).expect("write");
         }
         Edit::Delete(path) => std::fs::remove_file(root.join(path)).expect("delete"),
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("read fixture") {
-        let p = e.expect("entry").path();
-        let target = to.join(p.file_name().expect("name"));
-        if p.is_dir() {
-            copy_dir(&p, &target);
-        } else {
-            std::fs::copy(&p, &target).expect("copy");
-        }
     }
 }
 
