@@ -299,7 +299,9 @@ fn narrowing(cx: &mut Cx, n: Node) {
 }
 
 /// The `(guard, variable)` pairs of the calls `guard(variable)` a
-/// condition is made of (through parentheses, `&&` and `||`).
+/// condition is made of (through parentheses, `&&` and `||`). `variable
+/// instanceof C` is the pair `(C, variable)`: `C()` is an instance of `C`,
+/// as `new C()` is.
 fn guard_calls(cx: &Cx, n: Node, out: &mut Vec<(String, String)>) {
     match n.kind_name() {
         "parenthesized_expression" => {
@@ -312,6 +314,12 @@ fn guard_calls(cx: &Cx, n: Node, out: &mut Vec<(String, String)>) {
             if matches!(op, Some("&&" | "||")) {
                 for side in [n.field("left"), n.field("right")].into_iter().flatten() {
                     guard_calls(cx, side, out);
+                }
+            } else if op == Some("instanceof") {
+                let var = n.field("left").filter(|l| l.kind_name() == "identifier");
+                let class = n.field("right").filter(|r| r.kind_name() == "identifier");
+                if let (Some(var), Some(class)) = (var, class) {
+                    out.push((cx.t(class).to_string(), cx.t(var).to_string()));
                 }
             }
         }

@@ -60,8 +60,10 @@ use crate::error::{CanopyError, Result};
 /// `graph_added`, the files added since the last resolution, and
 /// `graph_stale.name`); 22: TypeScript item types of typed collections,
 /// `for … of` and array-callback parameters as items, casts as typed
-/// locals, index by a name as a segment, type guards narrowing in `if`.
-pub const SCHEMA_VERSION: u32 = 22;
+/// locals, index by a name as a segment, type guards narrowing in `if`;
+/// 23: Rust functions a file's `macro_rules!` make where invoked as items;
+/// TypeScript `x instanceof C` narrowing in `if`.
+pub const SCHEMA_VERSION: u32 = 23;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

@@ -420,6 +420,7 @@ pub fn parse_file_with<E: TreeExtraction>(
             run_query(spec, separator, root, &text, &lines, &mut defs, &mut refs);
             extracted = extraction.extract(language, root, &text);
             if language == Language::Rust {
+                macro_rules_functions(spec, root, &text, &lines, &mut defs);
                 for body in item_macro_bodies(spec, root, &text, 0) {
                     let inside = |b: usize| body.range.start_byte <= b && b < body.range.end_byte;
                     let root = body.tree.root_node();
@@ -524,6 +525,146 @@ fn item_macro_bodies(spec: &LanguageSpec, root: Node, text: &str, depth: usize) 
         bodies.extend(inner);
     }
     bodies
+}
+
+/// Functions a file's own `macro_rules!` make where it is invoked as an
+/// item: with `macro_rules! empty { ($name:ident, $t:ty) => { fn $name(…) {…} }; }`,
+/// `empty!(visit_bool, bool);` defines `fn visit_bool`, a unit at the
+/// invocation named by the argument's token (where rust-analyzer puts it
+/// too). Only the simple expansion: a macro of one rule whose pattern is a
+/// comma-separated list of `$x:frag` and whose body has `fn $x` at its top
+/// level, invoked in the file or a `mod` body (where items go).
+fn macro_rules_functions(
+    spec: &LanguageSpec,
+    root: Node,
+    text: &str,
+    lines: &Lines,
+    defs: &mut Vec<RawDef>,
+) {
+    let mut makers: Vec<(&str, Vec<usize>)> = Vec::new();
+    let mut invocations = Vec::new();
+    let mut item_lists = vec![root];
+    let mut cursor = root.walk();
+    let mut i = 0;
+    while i < item_lists.len() {
+        let list = item_lists[i];
+        i += 1;
+        for child in list.named_children(&mut cursor) {
+            match child.kind() {
+                "mod_item" => item_lists.extend(child.child_by_field_name("body")),
+                "macro_definition" => makers.extend(function_maker(child, text)),
+                "macro_invocation" => invocations.push(child),
+                "expression_statement" => invocations.extend(
+                    child
+                        .named_child(0)
+                        .filter(|c| c.kind() == "macro_invocation"),
+                ),
+                _ => {}
+            }
+        }
+    }
+    if makers.is_empty() {
+        return;
+    }
+    for invocation in invocations {
+        let Some(macro_name) = invocation.child_by_field_name("macro") else {
+            continue;
+        };
+        let macro_name = node_text(macro_name, text);
+        let Some((_, name_args)) = makers.iter().find(|(m, _)| *m == macro_name) else {
+            continue;
+        };
+        let Some(args) = invocation
+            .named_children(&mut invocation.walk())
+            .find(|c| c.kind() == "token_tree")
+        else {
+            continue;
+        };
+        let groups = comma_groups(args);
+        let (start, end) = extend_span(spec, invocation, text, lines);
+        for &k in name_args {
+            // The argument must be one identifier: anything else is no name.
+            let Some([name]) = groups.get(k).map(Vec::as_slice) else {
+                continue;
+            };
+            if name.kind() != "identifier" {
+                continue;
+            }
+            defs.push(RawDef {
+                node_type: NodeType::Function,
+                name: Some(node_text(*name, text)),
+                name_start: Some(name.start_byte()),
+                receiver: None,
+                trait_name: None,
+                start,
+                end,
+                // After every query pattern: a span a pattern captured keeps its unit.
+                pattern: spec.query.pattern_count(),
+            });
+        }
+    }
+}
+
+/// `macro_rules! name { (pattern) => { … fn $x … }; }` with one rule: the
+/// macro's name and the positions (in the pattern's comma-separated list)
+/// of the metavariables that name a function of the body.
+fn function_maker<'t>(definition: Node, text: &'t str) -> Option<(&'t str, Vec<usize>)> {
+    let name = definition.child_by_field_name("name")?;
+    let mut cursor = definition.walk();
+    let rules: Vec<Node> = definition
+        .named_children(&mut cursor)
+        .filter(|c| c.kind() == "macro_rule")
+        .collect();
+    let [rule] = rules.as_slice() else {
+        return None;
+    };
+    let (pattern, body) = (
+        rule.child_by_field_name("left")?,
+        rule.child_by_field_name("right")?,
+    );
+    // Each comma-separated group of the pattern is one `$x:frag`.
+    let mut params = Vec::new();
+    for group in comma_groups(pattern) {
+        let [binding] = group.as_slice() else {
+            return None;
+        };
+        if binding.kind() != "token_binding_pattern" {
+            return None;
+        }
+        params.push(node_text(binding.child_by_field_name("name")?, text));
+    }
+    let mut names = Vec::new();
+    let mut cursor = body.walk();
+    let tokens: Vec<Node> = body.children(&mut cursor).collect();
+    for pair in tokens.windows(2) {
+        if pair[0].kind() == "fn" && pair[1].kind() == "metavariable" {
+            let var = node_text(pair[1], text);
+            names.extend(params.iter().position(|p| *p == var));
+        }
+    }
+    (!names.is_empty()).then(|| (&text[name.byte_range()], names))
+}
+
+/// The tokens between the delimiters of a token tree, split at its
+/// top-level commas (a trailing comma makes no empty group).
+fn comma_groups(tree: Node) -> Vec<Vec<Node>> {
+    let mut groups = vec![Vec::new()];
+    let mut cursor = tree.walk();
+    let count = tree.child_count();
+    for (i, token) in tree.children(&mut cursor).enumerate() {
+        if i == 0 || i + 1 == count {
+            continue; // the delimiters
+        }
+        if token.kind() == "," {
+            groups.push(Vec::new());
+        } else if let Some(last) = groups.last_mut() {
+            last.push(token);
+        }
+    }
+    if groups.last().is_some_and(Vec::is_empty) {
+        groups.pop();
+    }
+    groups
 }
 
 /// The bytes between the braces of `name! { … }`.
@@ -1285,6 +1426,30 @@ mod tests {
         let doc = "interface P {\n\t(a: A): B\n\n\t/** curried */\n\t<R>(r: R): R\n}\n";
         let repaired = ts_member_separators(doc).expect("the second signature qualifies");
         assert!(repaired.contains("\n;<R>(r: R): R\n"), "{repaired}");
+    }
+
+    #[test]
+    fn macro_rules_make_functions_named_by_their_arguments() {
+        let text = "macro_rules! empty {\n    ($name: ident, $t: ty) => {\n        pub fn $name(_x: $t) {}\n    };\n}\n\
+                    macro_rules! fixed {\n    ($t: ty) => {\n        fn fixed_fn(_x: $t) {}\n    };\n}\n\
+                    macro_rules! two_rules {\n    ($n: ident) => { fn $n() {} };\n    ($n: ident, $m: ident) => { fn $n() {} };\n}\n\
+                    empty!(visit_bool, bool);\nfixed!(u8);\ntwo_rules!(skipped);\nmod inner {\n    empty!(visit_int, i64);\n}\n\
+                    fn body() {\n    empty!(local_fn, u8);\n}\n";
+        let parsed = parse_file("a.rs", text.as_bytes());
+        let functions: Vec<(&str, u32)> = parsed
+            .units
+            .iter()
+            .filter(|u| u.node_type == NodeType::Function)
+            .filter_map(|u| Some((u.name.as_deref()?, u.start_line)))
+            .collect();
+        // At its invocation line; not from a macro whose name is fixed or of
+        // two rules, nor from an invocation inside a function body.
+        assert_eq!(
+            functions,
+            vec![("visit_bool", 15), ("visit_int", 19), ("body", 21)],
+            "{:?}",
+            parsed.units
+        );
     }
 
     #[test]
