@@ -12,8 +12,10 @@
 //! counting cheap and give the same counts:
 //!
 //! * ASCII texts (most code) are split by `AsciiPieces`, a hand-written
-//!   equivalent of the regex, tested against it (other texts by the regex,
-//!   compiled on first use; [`warm_up_in_background`] compiles it ahead);
+//!   equivalent of the regex, tested against it; a text with non-ASCII
+//!   characters is cut into runs of lines where no piece can span
+//!   (`LineRuns`), and only its non-ASCII runs go through the regex
+//!   (compiled on first use; [`warm_up_in_background`] compiles it ahead);
 //! * source code repeats the same pieces (keywords, identifiers,
 //!   punctuation, indentation) over and over, so each thread remembers the
 //!   counts of short pieces in a bounded, two-way set-associative table (a
