@@ -115,8 +115,16 @@ impl fmt::Debug for HandleId {
 
 /// Hash of a unit's whitespace-collapsed text, used as the identity of anonymous units.
 pub fn content_identity(text: &str) -> String {
-    let collapsed: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    format!("{:016x}", xxhash_rust::xxh3::xxh3_64(collapsed.as_bytes()))
+    // The hash of the words joined by single spaces, fed to the hasher word
+    // by word instead of building the joined text.
+    let mut hasher = xxhash_rust::xxh3::Xxh3Default::new();
+    for (i, word) in text.split_whitespace().enumerate() {
+        if i > 0 {
+            hasher.update(b" ");
+        }
+        hasher.update(word.as_bytes());
+    }
+    format!("{:016x}", hasher.digest())
 }
 
 #[cfg(test)]
@@ -147,5 +155,27 @@ mod tests {
     fn content_identity_ignores_whitespace_layout() {
         assert_eq!(content_identity("a  b\n c"), content_identity("a b c"));
         assert_ne!(content_identity("a b"), content_identity("a c"));
+    }
+
+    #[test]
+    fn content_identity_is_the_hash_of_the_collapsed_text() {
+        // Stored identities (handles of anonymous units) must not change.
+        let long = "word  ".repeat(100) + "\u{a0}end\t";
+        for text in [
+            "",
+            " ",
+            "a",
+            "  a  ",
+            "a  b\n c",
+            "x\u{2028}y é",
+            long.as_str(),
+        ] {
+            let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            assert_eq!(
+                content_identity(text),
+                format!("{:016x}", xxhash_rust::xxh3::xxh3_64(collapsed.as_bytes())),
+                "{text:?}"
+            );
+        }
     }
 }

@@ -12,8 +12,10 @@
 //! counting cheap and give the same counts:
 //!
 //! * ASCII texts (most code) are split by `AsciiPieces`, a hand-written
-//!   equivalent of the regex, tested against it (other texts by the regex,
-//!   compiled on first use; [`warm_up_in_background`] compiles it ahead);
+//!   equivalent of the regex, tested against it; a text with non-ASCII
+//!   characters is cut into runs of lines where no piece can span
+//!   (`LineRuns`), and only its non-ASCII runs go through the regex
+//!   (compiled on first use; [`warm_up_in_background`] compiles it ahead);
 //! * source code repeats the same pieces (keywords, identifiers,
 //!   punctuation, indentation) over and over, so each thread remembers the
 //!   counts of short pieces in a bounded, two-way set-associative table (a
@@ -201,14 +203,28 @@ impl PieceCounts {
         // `o200k_base` does not normalise its input: a text's count is
         // exactly the sum of its pieces' counts.
         if text.is_ascii() {
-            AsciiPieces::new(text.as_bytes())
-                .map(|piece| self.count_piece(piece))
-                .sum()
-        } else {
-            unicode_pieces(text)
-                .map(|piece| self.count_piece(piece.as_bytes()))
-                .sum()
+            return self.count_ascii(text);
         }
+        // A text with some non-ASCII characters (a translated message, an
+        // accented name in a docstring) is split where no piece can span,
+        // so that only its non-ASCII lines pay for the regex.
+        LineRuns::new(text)
+            .map(|(run, ascii)| {
+                if ascii {
+                    self.count_ascii(run)
+                } else {
+                    unicode_pieces(run)
+                        .map(|piece| self.count_piece(piece.as_bytes()))
+                        .sum()
+                }
+            })
+            .sum()
+    }
+
+    fn count_ascii(&mut self, text: &str) -> usize {
+        AsciiPieces::new(text.as_bytes())
+            .map(|piece| self.count_piece(piece))
+            .sum()
     }
 
     #[inline]
@@ -233,6 +249,86 @@ impl PieceCounts {
         }
         set.slots[0].count as usize
     }
+}
+
+/// A text cut into runs of whole lines, each run ASCII or not (the `bool`),
+/// at line starts where no pre-tokenization piece can span, so that the
+/// pieces of the text are exactly the pieces of its runs, run by run.
+///
+/// A cut goes after a `\n` whose next line holds, after any spaces and
+/// tabs, an ASCII character other than whitespace (and other than `/` right
+/// at the line start). No alternative of the pattern (see [`AsciiPieces`])
+/// matches across such a place: letters, digits and the optional character
+/// before letters exclude `\r` and `\n`; punctuation (4.) is followed only
+/// by `[\r\n/]*`; whitespace holding a newline is taken by `\s*[\r\n]+`
+/// (5.), which comes first and ends at the run's last newline, and the
+/// line's spaces and tabs are followed by a character that is not
+/// whitespace. So the pieces of the whole text end there, and the piece
+/// that starts there is the same whether the text goes on or not: the only
+/// alternative that looks at the end of the text, `\s+$`, never wins at the
+/// end of a run, because the run's trailing whitespace ends with its `\n`
+/// and 5. comes first. `line_runs_count_as_the_whole_text` checks this
+/// against `bpe-openai`.
+struct LineRuns<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+impl<'a> LineRuns<'a> {
+    fn new(text: &'a str) -> LineRuns<'a> {
+        LineRuns { text, pos: 0 }
+    }
+}
+
+impl<'a> Iterator for LineRuns<'a> {
+    type Item = (&'a str, bool);
+
+    fn next(&mut self) -> Option<(&'a str, bool)> {
+        let bytes = self.text.as_bytes();
+        let start = self.pos;
+        if start >= bytes.len() {
+            return None;
+        }
+        let mut ascii: Option<bool> = None;
+        let mut line_start = start;
+        loop {
+            // The line from `line_start`, through its `\n` (or the text's end).
+            let line_end = bytes[line_start..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(bytes.len(), |i| line_start + i + 1);
+            let line_ascii = bytes[line_start..line_end].is_ascii();
+            match ascii {
+                None => ascii = Some(line_ascii),
+                Some(run_ascii) if run_ascii != line_ascii && can_cut_before(bytes, line_start) => {
+                    self.pos = line_start;
+                    return Some((&self.text[start..line_start], run_ascii));
+                }
+                // The run holds a non-ASCII line: it stays a non-ASCII run.
+                Some(run_ascii) => ascii = Some(run_ascii && line_ascii),
+            }
+            if line_end == bytes.len() {
+                self.pos = line_end;
+                return Some((&self.text[start..], ascii.unwrap_or(true)));
+            }
+            line_start = line_end;
+        }
+    }
+}
+
+/// Whether no piece spans the line start `at` (see [`LineRuns`]).
+#[inline]
+fn can_cut_before(bytes: &[u8], at: usize) -> bool {
+    if at == 0 || bytes.get(at - 1) != Some(&b'\n') {
+        return false;
+    }
+    let blanks = bytes[at..]
+        .iter()
+        .take_while(|&&b| b == b' ' || b == b'\t')
+        .count();
+    bytes
+        .get(at + blanks)
+        .is_some_and(|&b| b.is_ascii_graphic() && (blanks > 0 || b != b'/'))
 }
 
 /// The pre-tokenization pieces of an ASCII text, exactly as
@@ -610,6 +706,78 @@ mod tests {
                 tokenizer.count(text.as_str()),
                 "{text:?}"
             );
+        }
+    }
+
+    /// The pieces of a text's line runs, run after run.
+    fn line_run_pieces(text: &str) -> Vec<&str> {
+        let mut pieces = Vec::new();
+        for (run, ascii) in LineRuns::new(text) {
+            assert_eq!(ascii, run.is_ascii(), "{run:?} of {text:?}");
+            if ascii {
+                pieces.extend(
+                    AsciiPieces::new(run.as_bytes())
+                        .map(|p| std::str::from_utf8(p).expect("ASCII")),
+                );
+            } else {
+                pieces.extend(unicode_pieces(run));
+            }
+        }
+        pieces
+    }
+
+    #[test]
+    fn line_runs_count_as_the_whole_text() {
+        let tokenizer = bpe_openai::o200k_base();
+        let check = |text: &str| {
+            let runs: Vec<&str> = LineRuns::new(text).map(|(run, _)| run).collect();
+            assert_eq!(runs.concat(), text);
+            let expected: Vec<&str> = tokenizer.split(text).collect();
+            assert_eq!(line_run_pieces(text), expected, "{text:?}");
+            assert_eq!(count_tokens(text), tokenizer.count(text), "{text:?}");
+        };
+        for text in corpus() {
+            check(&text);
+        }
+        // Lines of every kind after one another: ASCII and not, starting
+        // with blanks, slashes, punctuation, letters, digits, newlines and
+        // Unicode whitespace, ending with and without `\r` (a fixed xorshift
+        // sequence).
+        let starts = [
+            "", " ", "  ", "\t", " \t ", "/", " /", "//", "}", "#", "a", "Z", "1", "'s", "\r",
+            "\n", " \n", "\u{a0}", "\u{2028}", "é", " é", "\u{0301}", "日", "-",
+        ];
+        let bodies = [
+            "",
+            "x",
+            "msgid \"Hello\"",
+            "msgstr \"Grüß dich\"",
+            "{",
+            "}",
+            "/",
+            "//",
+            " ",
+            "  ",
+            "self.a = b",
+            "naïve café",
+            "中文 text",
+            "🎉",
+            "x /",
+            "end  ",
+            "'ll",
+            "\u{a0}",
+        ];
+        let ends = ["\n", "\r\n", "\n\n", " \n", "\n \n", ""];
+        let mut next = xorshift(0x51ed_270b_2c4e_9f3d_u64);
+        for case in 0..20_000 {
+            let lines = 1 + (next() % if case % 10 == 0 { 30 } else { 6 }) as usize;
+            let mut text = String::new();
+            for _ in 0..lines {
+                text.push_str(starts[(next() >> 8) as usize % starts.len()]);
+                text.push_str(bodies[(next() >> 8) as usize % bodies.len()]);
+                text.push_str(ends[(next() >> 8) as usize % ends.len()]);
+            }
+            check(&text);
         }
     }
 

@@ -3,7 +3,7 @@
 //! package's submodules), redefinitions (the last one wins), pytest
 //! fixtures as parameter values.
 
-use foldhash::HashMap;
+use foldhash::{HashMap, HashSet};
 
 use super::{Among, Conventions, Family, LanguageRules, dir_of, files_by_key};
 use crate::facts::python::{CLS_NAMES, SELF_NAMES};
@@ -25,6 +25,11 @@ pub(crate) const CONVENTIONS: Conventions = Conventions {
 pub(crate) struct Python {
     /// Dotted module name → the files importable under it, in file order.
     modules: HashMap<String, Vec<FileIdx>>,
+    /// Every dotted name some module name continues (`a` and `a.b` for
+    /// `a.b.c`): a package directory, with or without `__init__.py`. Asked
+    /// for each import that names no module, which a scan of `modules` made
+    /// cost a pass over every module name.
+    parents: HashSet<String>,
 }
 
 impl Python {
@@ -35,11 +40,11 @@ impl Python {
             .filter(|(_, f)| f.family == Family::Python)
             .filter_map(|(_, f)| f.path.strip_suffix("/__init__.py"))
             .collect();
-        Python {
-            modules: files_by_key(files, Family::Python, |path| {
-                importable_names(path, &packages)
-            }),
-        }
+        let modules = files_by_key(files, Family::Python, |path| {
+            importable_names(path, &packages)
+        });
+        let parents = module_parents(modules.keys());
+        Python { modules, parents }
     }
 
     /// The file a dotted module name means: the shortest path among those
@@ -203,10 +208,8 @@ impl LanguageRules for Python {
         let key = resolve_relative(&w.files[fi].path, module).unwrap_or_else(|| module.to_string());
         self.module(w, &key).or_else(|| {
             // A package directory without `__init__.py` still holds submodules.
-            let prefix = format!("{key}.");
-            self.modules
-                .keys()
-                .any(|k| k.starts_with(&prefix))
+            self.parents
+                .contains(&key)
                 .then_some(Val::Module(ModulePath {
                     family: Family::Python,
                     root: String::new(),
@@ -214,6 +217,19 @@ impl LanguageRules for Python {
                 }))
         })
     }
+}
+
+/// The dotted names that some of `names` continue: each name's part
+/// before any of its dots (`a` and `a.b` for `a.b.c`), so that a name is in
+/// the set exactly when some module name starts with it and a dot.
+fn module_parents<'a>(names: impl Iterator<Item = &'a String>) -> HashSet<String> {
+    let mut parents = HashSet::default();
+    for name in names {
+        for (dot, _) in name.match_indices('.') {
+            parents.insert(name[..dot].to_string());
+        }
+    }
+    parents
 }
 
 /// The dotted module names a file can be imported as (`src/click/core.py` →
@@ -273,4 +289,27 @@ pub(crate) fn resolve_relative(path: &str, module: &str) -> Option<String> {
         out.push_str(rest);
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_parents_are_the_names_some_module_name_continues() {
+        let names: Vec<String> = ["a.b.c", "a.d", "x", "pkg.sub", "pkg", "p.q.r.s"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let parents = module_parents(names.iter());
+        // The scan the set replaces: some name starts with the key and a dot.
+        let scan = |key: &str| names.iter().any(|k| k.starts_with(&format!("{key}.")));
+        for key in [
+            "a", "a.b", "a.b.c", "a.d", "x", "pkg", "pkg.sub", "p", "p.q", "p.q.r", "p.q.r.s", "b",
+            "a.", "", "q", "ab", "a.bc",
+        ] {
+            assert_eq!(parents.contains(key), scan(key), "{key:?}");
+        }
+        assert_eq!(parents.len(), 6, "{parents:?}");
+    }
 }
