@@ -258,6 +258,15 @@ impl EvidencePack {
 /// Tests usually show a problem; the fix lives in the code they test.
 const TEST_FACTOR: f64 = 0.45;
 
+/// [`Tuning::stem`], off: 0.2 raised full-text file R@1 and R@5 on 40
+/// `tune` instances but was not yet confirmed on `report`
+/// (`bench/eval/README.md`).
+const STEM_BONUS: f64 = 0.0;
+
+/// [`Tuning::first`], off (the common cap): 3 raised function Hit@5 on 40
+/// `tune` instances, not on 21 `report` ones (`bench/eval/README.md`).
+const FIRST_FILE_CAP: usize = DEFAULT_MAX_PER_FILE;
+
 /// Ranking settings. The evaluation (`bench/eval/pack_eval.py --variant`)
 /// overrides them with the environment variable `CANOPY_PACK_TUNING`
 /// (`summary=0`) to compare settings on one index; it is a measuring knob,
@@ -283,6 +292,31 @@ struct Tuning {
     /// its slot to its best-ranked member among the candidates, so one huge
     /// handle does not eat the budget (0: off).
     member: f64,
+    /// Weight of a unit's file aggregate in its score (best + ½ second +
+    /// ¼ third unit of the file).
+    agg: f64,
+    /// Bonus for a definition whose own name is spelled by the question's
+    /// summary line: `name` × the share of its name's words the summary
+    /// holds (0: off).
+    name: f64,
+    /// Follow delegation: a selected function that calls a function of its
+    /// own name elsewhere (`pyplot.hist` → `Axes.hist`) brings that
+    /// definition in just below it (1 on, 0 off).
+    delegate: f64,
+    /// Factor on type stubs (`.pyi`) when a unit of the same name is among
+    /// the candidates in a real source file.
+    stub: f64,
+    /// Bonus for a unit whose file is named by the summary line of a longer
+    /// question (`legend.py` for an issue titled "Adding a legend to a
+    /// SubFigure"): its score is multiplied by 1 + `stem` × the share of the
+    /// file stem's words the summary holds (0: off). A one-line question
+    /// gets none: its words already weigh in the text search.
+    stem: f64,
+    /// Per-file cap for the file of the best handle, when above
+    /// `max_per_file` (when the caller did not set one): the file the pack
+    /// is most sure of may show more of its units, as the fix is often a
+    /// sibling of the unit that matched best.
+    first: f64,
 }
 
 impl Tuning {
@@ -294,6 +328,12 @@ impl Tuning {
             second: 1.0,
             plan: 0.0,
             member: 0.0,
+            agg: 0.3,
+            name: 0.0,
+            delegate: 0.0,
+            stub: 1.0,
+            stem: STEM_BONUS,
+            first: FIRST_FILE_CAP as f64,
         };
         for (k, v) in crate::knobs::measuring_knobs("CANOPY_PACK_TUNING") {
             match k.as_str() {
@@ -303,6 +343,12 @@ impl Tuning {
                 "second" => t.second = v,
                 "plan" => t.plan = v,
                 "member" => t.member = v,
+                "agg" => t.agg = v,
+                "name" => t.name = v,
+                "delegate" => t.delegate = v,
+                "stub" => t.stub = v,
+                "stem" => t.stem = v,
+                "first" => t.first = v,
                 _ => {}
             }
         }
@@ -437,7 +483,7 @@ fn size_factor(tokens: u32) -> f64 {
 
 /// Files where several units match are more likely the place: each unit
 /// gains a share of its file's aggregate (best + ½ second + ¼ third).
-fn aggregate_by_file(ranked: &mut [Scored]) {
+fn aggregate_by_file(ranked: &mut [Scored], weight: f64) {
     let mut per_file: HashMap<String, Vec<f64>> = HashMap::new();
     for s in ranked.iter() {
         per_file
@@ -460,7 +506,7 @@ fn aggregate_by_file(ranked: &mut [Scored]) {
         .collect();
     for s in ranked.iter_mut() {
         let agg = aggregate.get(&s.node.file_path).copied().unwrap_or(s.score);
-        s.score += 0.3 * (agg - s.score).max(0.0);
+        s.score += weight * (agg - s.score).max(0.0);
     }
 }
 
@@ -624,6 +670,11 @@ struct Question {
     wants_tests: bool,
     wants_docs: bool,
     mentioned_paths: Vec<String>,
+    /// Lower-cased words of the summary line (the whole question when it
+    /// has none), identifiers also split into their words.
+    summary_words: HashSet<String>,
+    /// The question has a summary line above more text (an issue).
+    has_summary: bool,
     /// Words in the question as asked (runs of letters, digits and `_`):
     /// which confidence map applies ([`pack_calibration`]).
     words: usize,
@@ -645,7 +696,19 @@ impl Question {
             .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
             .filter(|w| !w.is_empty())
             .count();
+        let has_summary = summary_line(&text).is_some();
+        let summary = summary_line(&text).unwrap_or(&text);
+        let mut summary_words = HashSet::new();
+        for w in crate::text::identifiers(summary).take(200) {
+            let lower = w.to_lowercase();
+            for part in split_identifier(w).into_iter().chain([lower]) {
+                summary_words.insert(stem_word(&part));
+                summary_words.insert(part);
+            }
+        }
         Ok(Question {
+            summary_words,
+            has_summary,
             words,
             wants_tests: question_mentions_tests(&text),
             wants_docs: question_mentions_docs(&text),
@@ -687,10 +750,9 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
         .max_handles
         .unwrap_or(DEFAULT_MAX_HANDLES)
         .clamp(1, 32);
-    let max_per_file = params
-        .max_per_file
-        .unwrap_or(DEFAULT_MAX_PER_FILE)
-        .clamp(1, 8);
+    // A cap the caller set holds for every file; the default one lets the
+    // best handle's file show more ([`Tuning::first`]).
+    let caps = FileCaps::new(params.max_per_file);
     let q = &params.query;
     let filter = q.glob.as_deref().map(PathFilter::new).transpose()?;
     let question = Question::read(store, q)?;
@@ -701,14 +763,20 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
 
     let mut plan_steps = None;
     let max_tokens = params.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS).max(1);
-    let mut selected = select(&ranked, max_handles, max_per_file, max_tokens);
+    let mut selected = select(&ranked, max_handles, caps, max_tokens);
     if params.plan.unwrap_or(Tuning::get().plan > 0.0) {
         let (extra, steps) = plan(store, &selected, &question.terms, started)?;
         plan_steps = Some(steps);
         if !extra.is_empty() {
             ranked = with_followed(&ranked, selected.first().map_or(1.0, |s| s.score), extra);
-            selected = select(&ranked, max_handles, max_per_file, max_tokens);
+            selected = select(&ranked, max_handles, caps, max_tokens);
         }
+    }
+    if Tuning::get().delegate > 0.0
+        && let Some(followed) = follow_delegation(store, &selected, &ranked)?
+    {
+        ranked = followed;
+        selected = select(&ranked, max_handles, caps, max_tokens);
     }
     let selected: Vec<&Scored> = selected;
     let mut pack = assemble(
@@ -829,6 +897,9 @@ fn rank(
                 || NodeType::from_name(&s.node.node_type).is_some_and(NodeType::is_symbol)
         })
         .map(|mut s| {
+            if tuning.name > 0.0 {
+                s.score += tuning.name * name_share(&s.node, &question.summary_words);
+            }
             s.score += ident_bonus.get(&s.node.rowid).copied().unwrap_or(0.0);
             s.score += summary_bonus.get(&s.node.rowid).copied().unwrap_or(0.0);
             s.score *= type_factor(&s.node.node_type) * size_factor(s.node.token_count);
@@ -844,10 +915,17 @@ fn rank(
             {
                 s.score *= 1.5;
             }
+            if tuning.stem > 0.0 && question.has_summary {
+                s.score *=
+                    1.0 + tuning.stem * stem_share(&s.node.file_path, &question.summary_words);
+            }
             s
         })
         .collect();
-    aggregate_by_file(&mut ranked);
+    if tuning.stub != 1.0 {
+        demote_stubs(&mut ranked, tuning.stub);
+    }
+    aggregate_by_file(&mut ranked, tuning.agg);
     ranked.sort_by(|a, b| {
         b.score
             .total_cmp(&a.score)
@@ -858,6 +936,95 @@ fn rank(
             .then_with(|| a.node.handle.cmp(&b.node.handle))
     });
     ranked
+}
+
+/// The share of a definition's own name's words (of 3+ letters, not stop
+/// words) that `words` holds: 1.0 for `_check_required_columns` asked about
+/// "required column check", 0 for a unit that is not a named symbol.
+fn name_share(node: &NodeRecord, words: &HashSet<String>) -> f64 {
+    let Some(name) = node.name.as_deref() else {
+        return 0.0;
+    };
+    if !NodeType::from_name(&node.node_type).is_some_and(NodeType::is_symbol) {
+        return 0.0;
+    }
+    let own = name.rsplit('.').next().unwrap_or(name);
+    let parts: Vec<String> = split_identifier(own)
+        .into_iter()
+        .filter(|p| p.len() >= 3 && !STOP_WORDS.contains(&p.as_str()))
+        .collect();
+    if parts.is_empty() {
+        return 0.0;
+    }
+    let held = parts
+        .iter()
+        .filter(|p| words.contains(p.as_str()) || words.contains(&stem_word(p)))
+        .count();
+    held as f64 / parts.len() as f64
+}
+
+/// Words of a file name that say nothing about what it holds.
+const GENERIC_STEMS: &[&str] = &[
+    "init", "test", "tests", "base", "utils", "util", "core", "main", "common", "mod", "lib",
+    "index", "helpers", "misc",
+];
+
+/// The share of a file stem's words (of 3+ letters, not generic) that
+/// `words` holds; an `__init__` file is read by its directory's name.
+fn stem_share(path: &str, words: &HashSet<String>) -> f64 {
+    let mut segments = path.rsplit('/');
+    let file = segments.next().unwrap_or(path);
+    let mut stem = file.split_once('.').map_or(file, |(s, _)| s);
+    if stem == "__init__" {
+        stem = segments.next().unwrap_or("");
+    }
+    let parts: Vec<String> = split_identifier(stem)
+        .into_iter()
+        .filter(|p| {
+            p.len() >= 3
+                && !STOP_WORDS.contains(&p.as_str())
+                && !GENERIC_STEMS.contains(&p.as_str())
+        })
+        .collect();
+    if parts.is_empty() {
+        return 0.0;
+    }
+    let held = parts
+        .iter()
+        .filter(|p| words.contains(p.as_str()) || words.contains(&stem_word(p)))
+        .count();
+    held as f64 / parts.len() as f64
+}
+
+/// A crude plural/verb stem, so `columns` meets `column` and `checks` meets `check`.
+fn stem_word(word: &str) -> String {
+    word.strip_suffix('s').unwrap_or(word).to_string()
+}
+
+/// Type stubs (`.pyi`) repeat the signatures of real modules: a stub unit
+/// whose name is also defined among the candidates in a source file is
+/// multiplied by `factor`.
+fn demote_stubs(ranked: &mut [Scored], factor: f64) {
+    let real: HashSet<&str> = ranked
+        .iter()
+        .filter(|s| !s.node.file_path.ends_with(".pyi"))
+        .filter_map(|s| s.node.qualified_name.as_deref())
+        .collect();
+    let stubbed: Vec<bool> = ranked
+        .iter()
+        .map(|s| {
+            s.node.file_path.ends_with(".pyi")
+                && s.node
+                    .qualified_name
+                    .as_deref()
+                    .is_some_and(|q| real.contains(q))
+        })
+        .collect();
+    for (s, stub) in ranked.iter_mut().zip(stubbed) {
+        if stub {
+            s.score *= factor;
+        }
+    }
 }
 
 /// The ranking with the plan's followed definitions joined just below the
@@ -968,15 +1135,38 @@ fn assemble(
     })
 }
 
+/// How many handles one file may hold: `first` for the file of the best
+/// handle, `any` for the others.
+#[derive(Clone, Copy, Debug)]
+struct FileCaps {
+    any: usize,
+    first: usize,
+}
+
+impl FileCaps {
+    /// The caller's `max_per_file` for every file, or by default
+    /// [`DEFAULT_MAX_PER_FILE`] and [`Tuning::first`] for the best file.
+    fn new(max_per_file: Option<usize>) -> FileCaps {
+        match max_per_file {
+            Some(cap) => {
+                let cap = cap.clamp(1, 8);
+                FileCaps {
+                    any: cap,
+                    first: cap,
+                }
+            }
+            None => FileCaps {
+                any: DEFAULT_MAX_PER_FILE,
+                first: DEFAULT_MAX_PER_FILE.max(Tuning::get().first as usize),
+            },
+        }
+    }
+}
+
 /// Rank-order selection without nested duplicates and with a per-file cap.
 /// A file's n-th handle competes with `second`^n of its score
 /// ([`Tuning::second`]): with 1.0 this is plain rank order.
-fn select(
-    ranked: &[Scored],
-    max_handles: usize,
-    max_per_file: usize,
-    max_tokens: u64,
-) -> Vec<&Scored> {
+fn select(ranked: &[Scored], max_handles: usize, caps: FileCaps, max_tokens: u64) -> Vec<&Scored> {
     let tuning = Tuning::get();
     let second = tuning.second;
     let mut out: Vec<&Scored> = Vec::new();
@@ -998,15 +1188,15 @@ fn select(
                         || (n.start_byte <= o.node.start_byte && o.node.end_byte <= n.end_byte))
             });
             let count = per_file.get(n.file_path.as_str()).copied().unwrap_or(0);
+            let cap = match out.first() {
+                Some(top) if top.node.file_path == n.file_path => caps.first,
+                _ => caps.any,
+            };
             let cost = u64::from(n.token_count);
             // A unit of a few tokens (an empty `__init__.py`, a lone import)
             // holds nothing to read; it takes a slot only as the best answer.
             let filler = !out.is_empty() && n.token_count <= FILLER_TOKENS;
-            if nested
-                || count >= max_per_file
-                || (!out.is_empty() && tokens + cost > max_tokens)
-                || filler
-            {
+            if nested || count >= cap || (!out.is_empty() && tokens + cost > max_tokens) || filler {
                 open[i] = false;
                 continue;
             }
@@ -1069,6 +1259,94 @@ fn best_member(
                         || (n.start_byte <= o.node.start_byte && o.node.end_byte <= n.end_byte))
             })
     })
+}
+
+/// Delegation: a public entry point often hands the work to a function of
+/// its own name elsewhere (`pyplot.hist` → `Axes.hist`, `api.request` →
+/// `Session.request`), and the fix lands there. For each of the first
+/// three selected functions, a call to its own name (leading underscores
+/// aside) is followed to its definition: the best-ranked candidate of that
+/// name in another unit, or the definition itself when the name has at
+/// most two. It joins the ranking just below the caller. `None` when no
+/// selected function delegates.
+fn follow_delegation(
+    store: &Store,
+    selected: &[&Scored],
+    ranked: &[Scored],
+) -> Result<Option<Vec<Scored>>> {
+    let mut raised: HashMap<i64, f64> = HashMap::new();
+    let mut added: Vec<Scored> = Vec::new();
+    for s in selected.iter().take(3) {
+        let n = &s.node;
+        if !matches!(n.node_type.as_str(), "function" | "method") {
+            continue;
+        }
+        let Some(own) = n.name.as_deref().and_then(|q| q.rsplit('.').next()) else {
+            continue;
+        };
+        let own = own.trim_start_matches('_');
+        if own.len() < 3 {
+            continue;
+        }
+        let calls: HashSet<String> = store
+            .refs_in_unit(n.rowid, 200)?
+            .into_iter()
+            .filter(|(name, ty)| ty == "call" && name.trim_start_matches('_') == own)
+            .map(|(name, _)| name)
+            .collect();
+        let below = s.score * 0.98;
+        for name in calls {
+            let is_other = |c: &NodeRecord| {
+                c.rowid != n.rowid
+                    && !(c.file_path == n.file_path
+                        && c.start_byte <= n.start_byte
+                        && n.end_byte <= c.end_byte)
+                    && !is_test_path(&c.file_path)
+            };
+            let among = ranked.iter().find(|r| {
+                r.node.name.as_deref().and_then(|q| q.rsplit('.').next()) == Some(name.as_str())
+                    && is_other(&r.node)
+            });
+            if let Some(r) = among {
+                let e = raised.entry(r.node.rowid).or_insert(r.score);
+                *e = e.max(below);
+                continue;
+            }
+            let defs: Vec<NodeRecord> = store
+                .nodes_by_name(&name, NameMatch::Equal, 3)?
+                .into_iter()
+                .filter(|d| NodeType::from_name(&d.node_type).is_some_and(NodeType::is_symbol))
+                .filter(|d| is_other(d))
+                .collect();
+            if defs.len() <= 2 {
+                for node in defs {
+                    if !added.iter().any(|a| a.node.rowid == node.rowid) {
+                        added.push(Scored { node, score: below });
+                    }
+                }
+            }
+        }
+    }
+    if raised.is_empty() && added.is_empty() {
+        return Ok(None);
+    }
+    let mut merged: Vec<Scored> = ranked
+        .iter()
+        .map(|s| Scored {
+            node: s.node.clone(),
+            score: raised.get(&s.node.rowid).copied().unwrap_or(s.score),
+        })
+        .collect();
+    merged.extend(added);
+    merged.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.node.file_path.cmp(&b.node.file_path))
+            .then_with(|| a.node.start_byte.cmp(&b.node.start_byte))
+            .then_with(|| b.node.end_byte.cmp(&a.node.end_byte))
+            .then_with(|| a.node.handle.cmp(&b.node.handle))
+    });
+    Ok(Some(merged))
 }
 
 /// Bounded plan: look up definitions of names the best handles call.
@@ -1360,6 +1638,102 @@ mod tests {
         closed[3] = false;
         closed[4] = false;
         assert_eq!(best_member(&ranked, &closed, &[], 0, 400.0), None);
+    }
+
+    fn named(kind: &str, file: &str, name: &str) -> NodeRecord {
+        let mut n = unit(kind, file, (0, 10), 10, 0.0).node;
+        n.name = Some(name.into());
+        n.qualified_name = Some(name.into());
+        n
+    }
+
+    #[test]
+    fn a_definition_named_by_the_summary_line_shares_its_words() {
+        let words: HashSet<String> = ["misleading", "required", "columns", "check", "column"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let hit = named(
+            "method",
+            "core.py",
+            "BaseTimeSeries._check_required_columns",
+        );
+        assert_eq!(name_share(&hit, &words), 1.0);
+        let half = named("function", "core.py", "check_units");
+        assert_eq!(name_share(&half, &words), 0.5);
+        // Dunder and short words carry nothing; paragraphs have no own name.
+        assert_eq!(
+            name_share(&named("method", "a.py", "A.__init__"), &words),
+            0.0
+        );
+        assert_eq!(
+            name_share(&named("paragraph", "a.md", "check"), &words),
+            0.0
+        );
+    }
+
+    #[test]
+    fn the_best_file_may_hold_more_handles_than_the_others() {
+        let ranked = vec![
+            unit("method", "a.py", (0, 100), 50, 1.0),
+            unit("method", "b.py", (0, 100), 50, 0.95),
+            unit("method", "b.py", (200, 300), 50, 0.94),
+            unit("method", "a.py", (200, 300), 50, 0.9),
+            unit("method", "b.py", (400, 500), 50, 0.88),
+            unit("method", "a.py", (400, 500), 50, 0.8),
+            unit("method", "c.py", (0, 100), 50, 0.7),
+        ];
+        let files = |caps| -> Vec<&str> {
+            select(&ranked, 6, caps, 10_000)
+                .iter()
+                .map(|s| s.node.file_path.as_str())
+                .collect()
+        };
+        // The third unit of the best file (a.py) wins a slot; b.py stays at two.
+        let wider = FileCaps { any: 2, first: 3 };
+        assert_eq!(
+            files(wider),
+            ["a.py", "b.py", "b.py", "a.py", "a.py", "c.py"]
+        );
+        let even = FileCaps { any: 2, first: 2 };
+        assert_eq!(files(even), ["a.py", "b.py", "b.py", "a.py", "c.py"]);
+    }
+
+    #[test]
+    fn a_file_named_by_the_summary_line_shares_its_words() {
+        let words: HashSet<String> = ["adding", "legend", "subfigure", "sub", "figure"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        assert_eq!(stem_share("lib/matplotlib/legend.py", &words), 1.0);
+        assert_eq!(stem_share("lib/matplotlib/legend_handler.py", &words), 0.5);
+        assert_eq!(stem_share("lib/legend/__init__.py", &words), 1.0);
+        assert_eq!(stem_share("lib/matplotlib/axes/_base.py", &words), 0.0);
+    }
+
+    #[test]
+    fn a_stub_repeating_a_real_definition_is_demoted() {
+        let mut ranked = vec![
+            Scored {
+                node: named("method", "figure.pyi", "Figure.subfigures"),
+                score: 1.0,
+            },
+            Scored {
+                node: named("method", "figure.py", "Figure.subfigures"),
+                score: 0.8,
+            },
+            Scored {
+                node: named("method", "only.pyi", "Only.stub"),
+                score: 0.7,
+            },
+        ];
+        demote_stubs(&mut ranked, 0.5);
+        assert_eq!(ranked[0].score, 0.5);
+        assert_eq!(ranked[1].score, 0.8);
+        assert_eq!(
+            ranked[2].score, 0.7,
+            "a stub with no real twin keeps its score"
+        );
     }
 
     #[test]
