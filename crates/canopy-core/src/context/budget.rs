@@ -22,8 +22,14 @@
 //!    whole text, which holds them (best-scored first, while it fits): the
 //!    lines between the methods — class attributes, module constants — are
 //!    often what a change touches, and an unused budget shows none of them.
-//!    Last, a chosen member whose class (struct, impl, …) is not in the pack
-//!    brings in the class's whole text in its place when that fits.
+//!    Then a chosen member whose class (struct, impl, …) is not in the pack
+//!    brings in the class's whole text in its place when that fits. Around
+//!    the best-ranked fragment, the whole class may push lower-ranked
+//!    fragments out (lowest first) when it takes at most half the budget:
+//!    the best-ranked method and the lines of its class keep their text
+//!    before smaller, lower-ranked code does. Last, fragments left out
+//!    while the pack was over budget come back, best first, at the most
+//!    detail that fits in the room left.
 
 use std::collections::HashMap;
 
@@ -164,50 +170,16 @@ pub(crate) fn pack(snapshot: Snapshot<'_>, merged: Vec<Merged>, budget: u64) -> 
     // A skeleton whose every member is a fragment of its own says nothing more than they do.
     slots.retain(|s| !s.empty_skeleton);
 
-    // Degrade, then drop, until the total fits.
-    let mut dropped = 0;
-    // Fragments left out rather than cut to an outline: a `kind name` line
-    // says little and pays a whole provenance line, room the best-ranked
-    // functions' text needs (issue 31 item 3). Unlike `dropped`, these do
-    // not stop [`fill`]: every fragment left scored above them.
-    let mut pruned = 0;
-    let total = |slots: &[Slot]| -> u64 { slots.iter().map(|s| u64::from(s.cost(s.detail))).sum() };
-    while total(&slots) > budget {
-        // The lowest-valued fragment that can still lose detail loses one level.
-        let step = slots
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.next_lower().map(|next| (i, next, s.m.score)))
-            .min_by(|a, b| a.2.total_cmp(&b.2).then(b.0.cmp(&a.0)));
-        match step {
-            Some((i, Detail::Outline, _)) if i > 0 && slots.len() > 1 => {
-                slots.remove(i);
-                pruned += 1;
-            }
-            Some((i, next, _)) => slots[i].detail = next,
-            None => {
-                let lowest = slots
-                    .iter()
-                    .enumerate()
-                    .min_by(|a, b| a.1.m.score.total_cmp(&b.1.m.score))
-                    .map(|(i, _)| i);
-                match lowest {
-                    Some(i) => {
-                        slots.remove(i);
-                        dropped += 1;
-                    }
-                    None => break,
-                }
-            }
-        }
-    }
+    let (mut pruned, dropped) = degrade(&mut slots, budget);
 
     // After a drop what is left is less than an outline: nothing to fill
     // (and nothing may regain detail a dropped fragment paid for).
     if dropped == 0 {
-        fill(&mut slots, budget);
-        enclose(snapshot, &mut files, &mut slots, budget)?;
+        fill(&mut slots, budget, &mut pruned);
+        enclose(snapshot, &mut files, &mut slots, budget, &mut pruned)?;
+        readmit(&mut slots, &mut pruned, budget);
     }
+    let pruned = pruned.len();
 
     let degraded = slots
         .iter()
@@ -242,12 +214,53 @@ pub(crate) fn pack(snapshot: Snapshot<'_>, merged: Vec<Merged>, budget: u64) -> 
     })
 }
 
+/// Step 2: degrades, then drops, until the total fits. Returns the
+/// fragments left out rather than cut to an outline (a `kind name` line
+/// says little and pays a whole provenance line, room the best-ranked
+/// functions' text needs, issue 31 item 3; unlike dropped ones they do not
+/// stop [`fill`]: every fragment left scored above them), and how many were
+/// dropped.
+fn degrade(slots: &mut Vec<Slot>, budget: u64) -> (Vec<Slot>, usize) {
+    let mut dropped = 0;
+    let mut pruned: Vec<Slot> = Vec::new();
+    let total = |slots: &[Slot]| -> u64 { slots.iter().map(|s| u64::from(s.cost(s.detail))).sum() };
+    while total(slots) > budget {
+        // The lowest-valued fragment that can still lose detail loses one level.
+        let step = slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.next_lower().map(|next| (i, next, s.m.score)))
+            .min_by(|a, b| a.2.total_cmp(&b.2).then(b.0.cmp(&a.0)));
+        match step {
+            Some((i, Detail::Outline, _)) if i > 0 && slots.len() > 1 => {
+                pruned.push(slots.remove(i));
+            }
+            Some((i, next, _)) => slots[i].detail = next,
+            None => {
+                let lowest = slots
+                    .iter()
+                    .enumerate()
+                    .min_by(|a, b| a.1.m.score.total_cmp(&b.1.m.score))
+                    .map(|(i, _)| i);
+                match lowest {
+                    Some(i) => {
+                        slots.remove(i);
+                        dropped += 1;
+                    }
+                    None => break,
+                }
+            }
+        }
+    }
+    (pruned, dropped)
+}
+
 /// Step 3: while room is left, the best-scored container shown as a
 /// skeleton whose whole text fits in place of its skeleton and of the
 /// fragments inside it becomes that whole text; those fragments go (their
 /// text is in it). It takes the place of the first of them, with the best
 /// score among them.
-fn fill(slots: &mut Vec<Slot>, budget: u64) {
+fn fill(slots: &mut Vec<Slot>, budget: u64, pruned: &mut Vec<Slot>) {
     let mut used: u64 = slots.iter().map(|s| u64::from(s.cost(s.detail))).sum();
     let mut best_first: Vec<usize> = (0..slots.len()).collect();
     best_first.sort_by(|&a, &b| {
@@ -299,7 +312,39 @@ fn fill(slots: &mut Vec<Slot>, budget: u64) {
                     .total_cmp(&slots[b].m.score)
                     .then(b.cmp(&a))
             });
-        let Some(i) = best else { return };
+        let Some(i) = best else {
+            // None fits: the skeleton around the best-ranked fragment may
+            // still become whole by pushing out lower-ranked code.
+            let top = top_slot(slots);
+            let around_top = (0..slots.len()).find(|&i| {
+                let s = &slots[i];
+                s.detail == Detail::Signature
+                    && s.cap == Detail::Signature
+                    && !s.stale
+                    && top.is_some_and(|t| t != i && contains(&s.m.node, &slots[t].m.node))
+                    && s.texts.contains_key(&Detail::Full)
+            });
+            let Some(i) = around_top else { return };
+            let mut keep = inside(i);
+            keep.push(i);
+            let freed: u64 = keep
+                .iter()
+                .map(|&j| u64::from(slots[j].cost(slots[j].detail)))
+                .sum();
+            let need =
+                (used + u64::from(slots[i].cost(Detail::Full))).saturating_sub(budget + freed);
+            if !make_room(
+                slots,
+                &keep,
+                need,
+                budget,
+                u64::from(slots[i].cost(Detail::Full)),
+                pruned,
+            ) {
+                return;
+            }
+            continue;
+        };
         let held = inside(i);
         let score = held
             .iter()
@@ -315,6 +360,109 @@ fn fill(slots: &mut Vec<Slot>, budget: u64) {
         }
         replace(slots, held.into_iter().chain([i]).collect(), whole);
     }
+}
+
+/// The best-scored fragment (the first of equals).
+fn top_slot(slots: &[Slot]) -> Option<usize> {
+    (0..slots.len()).min_by(|&a, &b| {
+        slots[b]
+            .m
+            .score
+            .total_cmp(&slots[a].m.score)
+            .then(a.cmp(&b))
+    })
+}
+
+/// Largest share of the budget a whole container may take by pushing
+/// lower-ranked fragments out (issue 31 item 3): a class around the
+/// best-ranked method, not a file that would leave room for nothing else.
+const WHOLE_SHARE: u64 = 2;
+
+/// Frees `need` tokens for a whole container of `whole` tokens around the
+/// best-ranked fragment by taking out lower-ranked fragments, lowest first
+/// (into `pruned`: [`readmit`] may bring the small ones back), never one in
+/// `keep`. The best-ranked function keeps its full text, and its class its
+/// lines between the methods, before smaller lower-ranked code does.
+/// Changes nothing and returns false when they cannot free enough or the
+/// container would take over `1 / WHOLE_SHARE` of the budget.
+fn make_room(
+    slots: &mut Vec<Slot>,
+    keep: &[usize],
+    need: u64,
+    budget: u64,
+    whole: u64,
+    pruned: &mut Vec<Slot>,
+) -> bool {
+    if whole * WHOLE_SHARE > budget {
+        return false;
+    }
+    let Some(top) = top_slot(slots) else {
+        return false;
+    };
+    let best = slots[top].m.score;
+    let mut lowest_first: Vec<usize> = (0..slots.len())
+        .filter(|j| !keep.contains(j) && slots[*j].m.score < best)
+        .collect();
+    lowest_first.sort_by(|&a, &b| {
+        slots[a]
+            .m
+            .score
+            .total_cmp(&slots[b].m.score)
+            .then(b.cmp(&a))
+    });
+    let mut freed = 0;
+    let mut out = Vec::new();
+    for j in lowest_first {
+        if freed >= need {
+            break;
+        }
+        freed += u64::from(slots[j].cost(slots[j].detail));
+        out.push(j);
+    }
+    if freed < need {
+        return false;
+    }
+    out.sort_unstable();
+    for j in out.into_iter().rev() {
+        pruned.push(slots.remove(j));
+    }
+    true
+}
+
+/// Step 3, continued: fragments left out while the pack was over budget
+/// come back, best-scored first, at the most detail that fits in the room
+/// left. They were left out lowest-scored first, before a larger fragment
+/// above them lost its body; once it did, the room it freed was left
+/// unused (a 2,000-token pack sent 1,400). One whose text is now inside a
+/// fragment (a class made whole), or that holds one, stays out.
+fn readmit(slots: &mut Vec<Slot>, pruned: &mut Vec<Slot>, budget: u64) {
+    let mut used: u64 = slots.iter().map(|s| u64::from(s.cost(s.detail))).sum();
+    pruned.sort_by(|a, b| b.m.score.total_cmp(&a.m.score));
+    let mut left = Vec::new();
+    for mut p in pruned.drain(..) {
+        let repeats = slots.iter().any(|s| {
+            overlaps(&s.m.node, &p.m.node)
+                && !(s.detail == Detail::Signature && contains(&s.m.node, &p.m.node))
+                && !(p.cap == Detail::Signature && contains(&p.m.node, &s.m.node))
+        });
+        let level = [Detail::Full, Detail::Signature].into_iter().find(|d| {
+            *d <= p.cap && p.texts.contains_key(d) && used + u64::from(p.cost(*d)) <= budget
+        });
+        match level {
+            Some(d) if !repeats && !p.stale => {
+                p.detail = d;
+                used += u64::from(p.cost(d));
+                // Best first: before the first fragment scored below it.
+                let at = slots
+                    .iter()
+                    .position(|s| s.m.score < p.m.score)
+                    .unwrap_or(slots.len());
+                slots.insert(at, p);
+            }
+            _ => left.push(p),
+        }
+    }
+    *pruned = left;
 }
 
 /// Puts `whole` where the first of the `held` slots was, and removes them
@@ -362,14 +510,12 @@ fn enclose(
     files: &mut FileTexts,
     slots: &mut Vec<Slot>,
     budget: u64,
+    pruned: &mut Vec<Slot>,
 ) -> Result<()> {
     let mut tried: std::collections::HashSet<i64> = std::collections::HashSet::new();
     loop {
         let used: u64 = slots.iter().map(|s| u64::from(s.cost(s.detail))).sum();
         let spare = budget.saturating_sub(used);
-        if spare == 0 {
-            return Ok(());
-        }
         let in_pack: std::collections::HashSet<i64> =
             slots.iter().map(|s| s.m.node.rowid).collect();
         let mut best_first: Vec<usize> = (0..slots.len())
@@ -405,21 +551,23 @@ fn enclose(
         else {
             continue;
         };
-        let held: Vec<usize> = (0..slots.len())
-            .filter(|&j| contains(&outer, &slots[j].m.node))
-            .collect();
-        let freed: u64 = held
-            .iter()
-            .map(|&j| u64::from(slots[j].cost(slots[j].detail)))
-            .sum();
         if !is_container(&outer.node_type)
             || outer.node_type == "file"
-            || u64::from(outer.token_count) > spare + freed
             // Partly overlapping a fragment: the text would repeat.
             || slots.iter().any(|s| overlaps(&outer, &s.m.node) && !contains(&outer, &s.m.node))
         {
             continue;
         }
+        let held_by = |slots: &[Slot]| -> Vec<usize> {
+            (0..slots.len())
+                .filter(|&j| contains(&outer, &slots[j].m.node))
+                .collect()
+        };
+        let mut held = held_by(slots);
+        let freed: u64 = held
+            .iter()
+            .map(|&j| u64::from(slots[j].cost(slots[j].detail)))
+            .sum();
         let Some(text) = files.get(snapshot, &outer.file_path, &outer.content_hash)? else {
             continue; // changed on disk since indexed
         };
@@ -431,7 +579,7 @@ fn enclose(
         let best = &slots[i].m;
         let mut whole = Slot::new(
             Merged {
-                node: outer,
+                node: outer.clone(),
                 strategy: best.strategy,
                 reason: held_reasons(slots, &held),
                 score: best.score,
@@ -440,8 +588,14 @@ fn enclose(
             Vec::new(),
         );
         whole.texts.insert(Detail::Full, (body, tokens));
-        if u64::from(whole.cost(Detail::Full)) > spare + freed {
-            continue;
+        let cost = u64::from(whole.cost(Detail::Full));
+        if cost > spare + freed {
+            // Around the best-ranked fragment, lower-ranked code makes room.
+            let need = cost - spare - freed;
+            if top_slot(slots) != Some(i) || !make_room(slots, &held, need, budget, cost, pruned) {
+                continue;
+            }
+            held = held_by(slots);
         }
         replace(slots, held, whole);
     }
@@ -781,14 +935,14 @@ mod tests {
         // 42 used: the outline gets its body back (60); the whole class
         // (60 in place of 10 + 30) would make 80.
         let mut slots = make();
-        fill(&mut slots, 70);
+        fill(&mut slots, 70, &mut Vec::new());
         assert_eq!(
             levels(&slots),
             [(1, Detail::Signature), (2, Detail::Full), (3, Detail::Full)]
         );
         // With room for it, the class is whole and the method inside goes.
         let mut slots = make();
-        fill(&mut slots, 100);
+        fill(&mut slots, 100, &mut Vec::new());
         assert_eq!(levels(&slots), [(1, Detail::Full), (3, Detail::Full)]);
         assert!(
             slots[0].m.reason.contains("holds `u2`: r"),
@@ -798,7 +952,7 @@ mod tests {
         assert_eq!(slots[0].m.score, 1.0);
         // No room at all: nothing changes.
         let mut slots = make();
-        fill(&mut slots, 42);
+        fill(&mut slots, 42, &mut Vec::new());
         assert_eq!(
             levels(&slots),
             [
@@ -807,6 +961,135 @@ mod tests {
                 (3, Detail::Outline)
             ]
         );
+    }
+
+    #[test]
+    fn fragments_left_out_while_over_budget_come_back_into_the_room_a_larger_one_freed() {
+        let all = |full: u32| {
+            [
+                (Detail::Outline, 2),
+                (Detail::Signature, 5),
+                (Detail::Full, full),
+            ]
+        };
+        let ranked = [(1, 1.0, 40), (2, 0.9, 80), (3, 0.5, 15), (4, 0.4, 15)];
+        let mut slots: Vec<Slot> = ranked
+            .iter()
+            .map(|&(row, score, full)| {
+                let mut m = unit(
+                    row,
+                    "function",
+                    (row as usize * 100, row as usize * 100 + 50),
+                );
+                m.score = score;
+                rendered(m, Detail::Full, Detail::Full, &all(full))
+            })
+            .collect();
+        // 150 over 100: the two lowest go (lowest first), then the second
+        // loses its body, which leaves 50 of 100 used.
+        let (mut pruned, dropped) = degrade(&mut slots, 100);
+        assert_eq!(dropped, 0);
+        assert_eq!(levels(&slots), [(1, Detail::Full), (2, Detail::Signature)]);
+        // The two come back in full, best first, in rank order.
+        readmit(&mut slots, &mut pruned, 100);
+        assert_eq!(
+            levels(&slots),
+            [
+                (1, Detail::Full),
+                (2, Detail::Signature),
+                (3, Detail::Full),
+                (4, Detail::Full)
+            ]
+        );
+        assert!(pruned.is_empty());
+        // Only what fits comes back: with 10 left, the third's signature.
+        let mut slots: Vec<Slot> = slots.drain(..2).collect();
+        let mut third = unit(3, "function", (300, 350));
+        third.score = 0.5;
+        let mut pruned = vec![rendered(third, Detail::Full, Detail::Signature, &all(15))];
+        readmit(&mut slots, &mut pruned, 55);
+        assert_eq!(
+            levels(&slots),
+            [
+                (1, Detail::Full),
+                (2, Detail::Signature),
+                (3, Detail::Signature)
+            ]
+        );
+    }
+
+    #[test]
+    fn the_class_around_the_best_method_becomes_whole_before_lower_ranked_code_keeps_its_body() {
+        let make = |class_full: u32| {
+            let mut method = unit(2, "function", (10, 40));
+            method.score = 1.0;
+            let mut other = unit(3, "function", (200, 260));
+            other.score = 0.5;
+            let mut class = unit(1, "class", (0, 100));
+            class.score = 0.3;
+            vec![
+                rendered(method, Detail::Full, Detail::Full, &[(Detail::Full, 40)]),
+                rendered(
+                    other,
+                    Detail::Full,
+                    Detail::Full,
+                    &[(Detail::Signature, 5), (Detail::Full, 150)],
+                ),
+                // The best method's class, capped at its skeleton.
+                rendered(
+                    class,
+                    Detail::Signature,
+                    Detail::Signature,
+                    &[(Detail::Signature, 10), (Detail::Full, class_full)],
+                ),
+            ]
+        };
+        // 200 of 200 used: the whole class (90 for 10 + 40) does not fit
+        // beside the lower-ranked function's body, which makes room for it
+        // and comes back as its signature in what is left.
+        let mut slots = make(90);
+        let mut pruned = Vec::new();
+        fill(&mut slots, 200, &mut pruned);
+        assert_eq!(levels(&slots), [(1, Detail::Full)]);
+        assert_eq!(slots[0].m.score, 1.0);
+        readmit(&mut slots, &mut pruned, 200);
+        assert_eq!(levels(&slots), [(1, Detail::Full), (3, Detail::Signature)]);
+        // A class that would take over half the budget does not push code out.
+        let mut slots = make(110);
+        let mut pruned = Vec::new();
+        fill(&mut slots, 200, &mut pruned);
+        assert_eq!(
+            levels(&slots),
+            [(2, Detail::Full), (3, Detail::Full), (1, Detail::Signature)]
+        );
+        assert!(pruned.is_empty());
+    }
+
+    #[test]
+    fn a_fragment_whose_text_a_whole_class_holds_does_not_come_back() {
+        let all = [
+            (Detail::Outline, 2),
+            (Detail::Signature, 5),
+            (Detail::Full, 10),
+        ];
+        let mut class = unit(1, "class", (0, 100));
+        class.score = 1.0;
+        let mut slots = vec![rendered(class, Detail::Full, Detail::Full, &all)];
+        let mut method = unit(2, "function", (10, 40));
+        method.score = 0.5;
+        let mut pruned = vec![rendered(
+            method.clone(),
+            Detail::Full,
+            Detail::Signature,
+            &all,
+        )];
+        readmit(&mut slots, &mut pruned, 1000);
+        assert_eq!(levels(&slots), [(1, Detail::Full)]);
+        assert_eq!(pruned.len(), 1);
+        // Beside the class's skeleton (which leaves it out) it does.
+        slots[0].detail = Detail::Signature;
+        readmit(&mut slots, &mut pruned, 1000);
+        assert_eq!(levels(&slots), [(1, Detail::Signature), (2, Detail::Full)]);
     }
 
     #[test]
