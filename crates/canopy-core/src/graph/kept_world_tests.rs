@@ -653,6 +653,20 @@ fn python_body_edits_update_the_kept_world_in_place() {
                 ),
                 Edit::Replace("app.py", "    q.run()\n", "    q.step()\n"),
             ],
+            // A new field and a call through it: the file's share of the
+            // world (its fields) must be made again.
+            &[
+                Edit::Replace(
+                    "pkg/models.py",
+                    "        self.lexer = Lexer()  # calls: Lexer\n",
+                    "        self.lexer = Lexer()\n        self.other = Lexer()\n",
+                ),
+                Edit::Replace(
+                    "pkg/models.py",
+                    "        return self.run()  # calls: Base.run\n",
+                    "        self.other.parse()\n        return self.run()\n",
+                ),
+            ],
         ],
     );
 }

@@ -11,6 +11,14 @@
 //! would return now, whichever process changed the index since (another
 //! process's run, a rebuild swapped in): nothing read under a stale index
 //! is ever used.
+//!
+//! The world built from those rows is kept too ([`KeptRows::world`]): when
+//! the next pass has the same files and manifests and each file read again
+//! has the same units (an edit inside a body), the world is updated in
+//! place for those files ([`World::patch`]) instead of built from every
+//! file's rows (on the 5,000-file synthetic corpus building it was about
+//! two thirds of a one-line edit's re-index). Any other change builds it
+//! again.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
