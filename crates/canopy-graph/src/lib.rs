@@ -102,24 +102,29 @@ pub fn resolve_pending_in_chunks(
         return Ok(ResolveStats::default());
     }
     let t_rows = std::time::Instant::now();
-    let (files, syms, index) = match kept {
+    let mut kept = kept;
+    let (world, index, rows_ms) = match kept.as_deref_mut() {
         Some(kept) => {
-            let (rows, refreshed) = kept.refresh(store, &dirty)?;
+            let (world, index, refreshed) = kept.world(store, root, &dirty)?;
             tracing::debug!(
                 read = refreshed.read,
                 kept = refreshed.kept,
                 dropped = refreshed.dropped,
+                patched = refreshed.patched,
                 "world rows refreshed"
             );
-            rows
+            (world, index, 0)
         }
-        None => resolve::read_world_rows(store, &dirty)?,
+        None => {
+            let (files, syms, index) = resolve::read_world_rows(store, &dirty)?;
+            let rows_ms = t_rows.elapsed().as_millis() as u64;
+            let manifests = resolve::Manifests::read(root, files.iter().map(|f| f.path.as_str()));
+            (resolve::World::new(files, syms, manifests), index, rows_ms)
+        }
     };
-    let rows_ms = t_rows.elapsed().as_millis() as u64;
-    let t_world = std::time::Instant::now();
-    let manifests = resolve::Manifests::read(root, files.iter().map(|f| f.path.as_str()));
-    let world = resolve::World::new(files, syms, manifests);
-    let world_ms = t_world.elapsed().as_millis() as u64;
+    // With a kept world, reading its rows and updating (or building) it
+    // are one step: `world_ms` holds both.
+    let world_ms = t_rows.elapsed().as_millis() as u64 - rows_ms;
     let targets: Vec<(i64, resolve::FileIdx)> = dirty
         .iter()
         .filter_map(|id| index.get(id).map(|&fi| (*id, fi)))
@@ -187,12 +192,19 @@ pub fn resolve_pending_in_chunks(
         Ok(())
     })?;
     store.graph_finish()?;
-    // Freeing the world's tables took a sixth of a one-line-edit re-index
-    // on Django; nothing waits for it (a CLI run exits before it is done).
-    // If no thread can be started, the closure, world included, is dropped here.
-    let _ = std::thread::Builder::new()
-        .name("canopy-free-world".into())
-        .spawn(move || drop(world));
+    match kept {
+        // The next pass updates it (see `resolve::KeptRows::world`).
+        Some(kept) => kept.keep_world(world, index),
+        // Freeing the world's tables took a sixth of a one-line-edit
+        // re-index on Django; nothing waits for it (a CLI run exits before
+        // it is done). If no thread can be started, the closure, world
+        // included, is dropped here.
+        None => {
+            let _ = std::thread::Builder::new()
+                .name("canopy-free-world".into())
+                .spawn(move || drop(world));
+        }
+    }
     tracing::debug!(
         files = stats.files,
         edges = stats.edges,

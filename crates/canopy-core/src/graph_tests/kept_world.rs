@@ -120,7 +120,8 @@ fn edge_dump(store: &Store) -> Vec<String> {
 
 /// Applies `steps` to a copy of `fixture`, indexing after each with the
 /// kept rows and without; checks both against each other and a cold index.
-fn kept_world_matches_cold_index(fixture: &str, against: Against, steps: &[&[Edit]]) {
+/// Returns the kept rows (with their world).
+fn kept_world_matches_cold_index(fixture: &str, against: Against, steps: &[&[Edit]]) -> KeptRows {
     let source = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fixtures/graph")
         .join(fixture);
@@ -174,6 +175,7 @@ fn kept_world_matches_cold_index(fixture: &str, against: Against, steps: &[&[Edi
             );
         }
     }
+    kept
 }
 
 /// The lines of `a` that `b` lacks (both sorted): a failure names only the
@@ -589,5 +591,124 @@ fn a_new_module_re_resolves_only_the_relative_imports_of_its_package() {
         callers,
         ["pkg_a/sub/deep.py", "pkg_a/user.py"].into(),
         "both importers in pkg_a, and only they, reach the new helper: {incremental:#?}"
+    );
+}
+
+// Edits inside bodies and comments (no unit added, removed or renamed;
+// the units after the edit move): the kept world is updated in place
+// (`World::patch`) instead of built again, and must store what a cold index
+// of the tree stores after each one. The edits move calls to other targets,
+// shift every later unit of the file, and (Rust) shift `impl` blocks whose
+// trait impls and types the world looks up.
+
+/// Runs `steps` (each an edit that keeps every unit) through a kept world
+/// and checks that each one after the first index updated the world in place.
+fn body_edits_patch_the_kept_world(fixture: &str, steps: &[&[Edit]]) {
+    let kept = kept_world_matches_cold_index(fixture, Against::ReadAgainAndCold, steps);
+    assert_eq!(
+        kept.patches(),
+        steps.len() as u64,
+        "{fixture}: every body edit updates the kept world in place"
+    );
+}
+
+#[test]
+fn python_body_edits_update_the_kept_world_in_place() {
+    body_edits_patch_the_kept_world(
+        "python",
+        &[
+            &[Edit::Replace(
+                "pkg/models.py",
+                "        self.lexer.tokens()  # calls: Lexer.tokens\n",
+                "        # two lines now\n        self.lexer.parse()\n",
+            )],
+            &[Edit::Replace(
+                "app.py",
+                "    lx.parse()  # calls: Lexer.parse\n",
+                "    lx.tokens()\n    lx.parse()\n    q.run()\n",
+            )],
+            &[Edit::Replace(
+                "pkg/models.py",
+                "        return self.step()  # calls: Base.step\n",
+                "        # every later unit of the file moves\n\n        return self.step()\n",
+            )],
+            &[
+                Edit::Replace(
+                    "pkg/models.py",
+                    "        # two lines now\n        self.lexer.parse()\n",
+                    "        self.lexer.tokens()\n",
+                ),
+                Edit::Replace("app.py", "    q.run()\n", "    q.step()\n"),
+            ],
+            // A new field and a call through it: the file's share of the
+            // world (its fields) must be made again.
+            &[
+                Edit::Replace(
+                    "pkg/models.py",
+                    "        self.lexer = Lexer()  # calls: Lexer\n",
+                    "        self.lexer = Lexer()\n        self.other = Lexer()\n",
+                ),
+                Edit::Replace(
+                    "pkg/models.py",
+                    "        return self.run()  # calls: Base.run\n",
+                    "        self.other.parse()\n        return self.run()\n",
+                ),
+            ],
+        ],
+    );
+}
+
+#[test]
+fn rust_body_edits_update_the_kept_world_in_place() {
+    body_edits_patch_the_kept_world(
+        "rust",
+        &[
+            &[Edit::Replace(
+                "src/lib.rs",
+                "    p.len() // calls: Parser.len\n",
+                "    let _moved = 1;\n    p.len() + p.parse()\n",
+            )],
+            &[Edit::Replace(
+                "src/gated.rs",
+                "        name.len()\n",
+                "        // the impls below move\n\n        name.len()\n",
+            )],
+            &[Edit::Replace(
+                "src/gated.rs",
+                "            spawn_task(\"nested\") // calls: spawn_task\n",
+                "            let _n = 2;\n            spawn_task(\"nested\") + start(&Runner { n: 1 })\n",
+            )],
+        ],
+    );
+}
+
+#[test]
+fn go_body_edits_update_the_kept_world_in_place() {
+    body_edits_patch_the_kept_world(
+        "go",
+        &[
+            &[Edit::Replace(
+                "main.go",
+                "\tc.Area()             // calls: Circle.Area\n",
+                "\t// moved\n\tc.Area()\n\tq.Area()\n",
+            )],
+            &[Edit::Replace(
+                "main.go",
+                "func total(s sh.Shape) int {\n",
+                "// total moves down\nfunc total(s sh.Shape) int {\n",
+            )],
+        ],
+    );
+}
+
+#[test]
+fn typescript_body_edits_update_the_kept_world_in_place() {
+    body_edits_patch_the_kept_world(
+        "typescript",
+        &[&[Edit::Replace(
+            "src/index.ts",
+            "  l.parse(); // calls: Lexer.parse\n",
+            "  // moved\n  l.parse();\n  q.parse();\n",
+        )]],
     );
 }

@@ -205,6 +205,15 @@ pub(super) fn is_classlike(t: NodeType) -> bool {
     )
 }
 
+/// Whether unit `s` is outside every range its file's facts say is
+/// compiled out (Rust `cfg`).
+fn compiled_in(facts: &LazyFacts, s: &SymRow) -> bool {
+    facts
+        .disabled
+        .iter()
+        .all(|&(start, end)| s.start < start || s.end > end)
+}
+
 /// Whether units of this kind are called.
 pub(super) fn is_function(t: NodeType) -> bool {
     matches!(t, NodeType::Function | NodeType::Method)
@@ -222,12 +231,7 @@ impl World {
         let mut syms = syms;
         syms.retain(|s| {
             let file = &files[s.file];
-            !file.family.conventions().facts_read_by_every_pass
-                || file
-                    .facts
-                    .disabled
-                    .iter()
-                    .all(|&(start, end)| s.start < start || s.end > end)
+            !file.family.conventions().facts_read_by_every_pass || compiled_in(&file.facts, s)
         });
         let syms: Table<SymId, SymRow> = Table::new(syms);
         let rules = Rules::new(&files, manifests);
@@ -263,13 +267,31 @@ impl World {
         w.by_name = by_name;
         w.owned = owned;
         (w.file_syms, w.file_unit, w.children, w.child_index) = tree;
-        w.impl_traits = w.impl_traits_table();
+        w.build_fact_tables();
+        w
+    }
+
+    /// The tables built from the facts of the files every pass reads and
+    /// from lookups (which read any file's facts): trait impls, the type of
+    /// each `impl`, the methods of impls by type; and the caches filled by
+    /// lookups, emptied. [`World::new`] builds them after the unit tables,
+    /// and [`World::patch`] again, the same way, after it changed facts.
+    fn build_fact_tables(&mut self) {
+        // As in a world just made: nothing memoised, no type relation yet.
+        *self
+            .import_cache
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Default::default();
+        self.impl_type_cache = Table::default();
+        self.impl_methods = HashMap::new();
+        self.base_cache = Table::default();
+        self.impl_traits = self.impl_traits_table();
         // Memoised type relations: every site's member lookups go through them.
         // In parallel: each looks its type up through its file's scopes and
         // imports, which computes those files' parts.
-        w.impl_type_cache = {
+        self.impl_type_cache = {
             use rayon::prelude::*;
-            let w = &w;
+            let w = &*self;
             Table::new(
                 (0..w.syms.len())
                     .into_par_iter()
@@ -280,13 +302,83 @@ impl World {
                     .collect(),
             )
         };
-        w.impl_methods = w.impl_methods_table();
-        w.base_cache = Table::new(
-            (0..w.syms.len())
+        self.impl_methods = self.impl_methods_table();
+        self.base_cache = Table::new(
+            (0..self.syms.len())
                 .map(|_| std::sync::OnceLock::new())
                 .collect(),
         );
-        w
+    }
+
+    /// Updates the world in place for files whose facts changed but whose
+    /// units did not, but for where they are: the same units (id, parent,
+    /// kind, name, qualified name, in id order) with other spans, as after
+    /// an edit inside a body or a comment. Each change is (file, its new
+    /// facts, all its units in id order, as the store reads them).
+    ///
+    /// Returns false, changing nothing, when a file's units differ in
+    /// anything but their spans (then the world must be built again with
+    /// [`World::new`]).
+    ///
+    /// The world is then what [`World::new`] builds from the same rows:
+    /// the unit tables do not depend on spans or facts (they are built from
+    /// units in id order, sorted by name); each changed file's units by
+    /// start and its share of the world ([`World::part`], computed from
+    /// its own facts and units only) are made again; the other files'
+    /// shares stand (their inputs did not change); and every table built
+    /// from facts or lookups is built again ([`World::build_fact_tables`]).
+    pub fn patch(
+        &mut self,
+        changes: Vec<(FileIdx, std::sync::Arc<LazyFacts>, Vec<SymRow>)>,
+    ) -> bool {
+        let mut matched = Vec::with_capacity(changes.len());
+        for (fi, facts, syms) in &changes {
+            match self.same_units(*fi, facts, syms) {
+                Some(ids) => matched.push(ids),
+                None => return false,
+            }
+        }
+        for ((fi, facts, syms), ids) in changes.into_iter().zip(matched) {
+            let every_pass = self.files[fi].family.conventions().facts_read_by_every_pass;
+            let kept = syms
+                .into_iter()
+                .filter(|s| !every_pass || compiled_in(&facts, s));
+            for (&si, row) in ids.iter().zip(kept) {
+                self.syms[si] = row;
+            }
+            self.files[fi].facts = facts;
+            // As `tree_tables` orders them: by start, then longest first,
+            // ties in id order (a stable sort of the units in id order).
+            let mut by_start = ids;
+            let syms = &self.syms;
+            by_start.sort_by_key(|&i| (syms[i].start, std::cmp::Reverse(syms[i].end)));
+            self.file_syms[fi] = by_start;
+            self.parts[fi] = std::sync::OnceLock::new();
+        }
+        self.build_fact_tables();
+        true
+    }
+
+    /// The world's units of file `fi` in id order, if `syms` (its units
+    /// read again, with `facts`) are the same units but for their spans.
+    fn same_units(&self, fi: FileIdx, facts: &LazyFacts, syms: &[SymRow]) -> Option<Vec<SymId>> {
+        let every_pass = self.files[fi].family.conventions().facts_read_by_every_pass;
+        let mut ids = self.file_syms.get(fi)?.clone();
+        ids.sort_unstable();
+        let mut new = syms.iter().filter(|s| !every_pass || compiled_in(facts, s));
+        for &si in &ids {
+            let (old, new) = (&self.syms[si], new.next()?);
+            let same = old.id == new.id
+                && old.file == new.file
+                && old.parent == new.parent
+                && old.node_type == new.node_type
+                && old.name == new.name
+                && old.qualified_name == new.qualified_name;
+            if !same {
+                return None;
+            }
+        }
+        new.next().is_none().then_some(ids)
     }
 
     /// The sites of file `fi` from their stored blob (`graph_facts.sites`,

@@ -309,7 +309,7 @@ pub(crate) fn dir_of(path: &str) -> &str {
 }
 
 /// What the repository's build manifests say, read when a pass starts.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Manifests {
     /// The Cargo side: library crates and packages.
     pub cargo: rust::Cargo,

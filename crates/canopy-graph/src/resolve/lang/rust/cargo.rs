@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use super::module_path;
 
 /// The Cargo side of a Rust repository.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Cargo {
     /// The library crates by the name other crates `use` them (`[lib]
     /// name`, else `[package] name`, `-` as `_`) → their `src/` folder
