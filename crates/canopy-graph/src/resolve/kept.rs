@@ -154,9 +154,10 @@ impl KeptRows {
     }
 
     /// How many passes updated the kept world in place instead of building
-    /// one (the tests check that the path they mean to test was taken).
-    #[cfg(test)]
-    pub(crate) fn patches(&self) -> u64 {
+    /// one (the tests check that the path they mean to test was taken;
+    /// they live in `canopy-core`, which runs the index).
+    #[doc(hidden)]
+    pub fn patches(&self) -> u64 {
         self.patches
     }
 
