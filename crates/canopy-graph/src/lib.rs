@@ -101,30 +101,8 @@ pub fn resolve_pending_in_chunks(
         store.graph_finish()?;
         return Ok(ResolveStats::default());
     }
-    let t_rows = std::time::Instant::now();
     let mut kept = kept;
-    let (world, index, rows_ms) = match kept.as_deref_mut() {
-        Some(kept) => {
-            let (world, index, refreshed) = kept.world(store, root, &dirty)?;
-            tracing::debug!(
-                read = refreshed.read,
-                kept = refreshed.kept,
-                dropped = refreshed.dropped,
-                patched = refreshed.patched,
-                "world rows refreshed"
-            );
-            (world, index, 0)
-        }
-        None => {
-            let (files, syms, index) = resolve::read_world_rows(store, &dirty)?;
-            let rows_ms = t_rows.elapsed().as_millis() as u64;
-            let manifests = resolve::Manifests::read(root, files.iter().map(|f| f.path.as_str()));
-            (resolve::World::new(files, syms, manifests), index, rows_ms)
-        }
-    };
-    // With a kept world, reading its rows and updating (or building) it
-    // are one step: `world_ms` holds both.
-    let world_ms = t_rows.elapsed().as_millis() as u64 - rows_ms;
+    let (world, index, rows_ms, world_ms) = pass_world(store, root, &dirty, kept.as_deref_mut())?;
     let targets: Vec<(i64, resolve::FileIdx)> = dirty
         .iter()
         .filter_map(|id| index.get(id).map(|&fi| (*id, fi)))
@@ -216,6 +194,45 @@ pub fn resolve_pending_in_chunks(
         "resolved"
     );
     Ok(stats)
+}
+
+/// The world a pass resolves in and the world index of each file id: the
+/// kept world updated (or built) when there is one, else built from the
+/// rows of the store. Also the milliseconds spent reading rows and building
+/// the world (with a kept world the two are one step, counted as world).
+fn pass_world(
+    store: &Store,
+    root: &std::path::Path,
+    dirty: &std::collections::BTreeSet<i64>,
+    kept: Option<&mut resolve::KeptRows>,
+) -> Result<(
+    resolve::World,
+    std::collections::HashMap<i64, resolve::FileIdx>,
+    u64,
+    u64,
+)> {
+    let t_rows = std::time::Instant::now();
+    let (world, index, rows_ms) = match kept {
+        Some(kept) => {
+            let (world, index, refreshed) = kept.world(store, root, dirty)?;
+            tracing::debug!(
+                read = refreshed.read,
+                kept = refreshed.kept,
+                dropped = refreshed.dropped,
+                patched = refreshed.patched,
+                "world rows refreshed"
+            );
+            (world, index, 0)
+        }
+        None => {
+            let (files, syms, index) = resolve::read_world_rows(store, dirty)?;
+            let rows_ms = t_rows.elapsed().as_millis() as u64;
+            let manifests = resolve::Manifests::read(root, files.iter().map(|f| f.path.as_str()));
+            (resolve::World::new(files, syms, manifests), index, rows_ms)
+        }
+    };
+    let world_ms = t_rows.elapsed().as_millis() as u64 - rows_ms;
+    Ok((world, index, rows_ms, world_ms))
 }
 
 /// Whole-graph results that hold for one index state, kept by the engine
