@@ -93,7 +93,7 @@ def incremental(bin_, repo, model):
     try:
         with open(target, "ab") as f:
             f.write(b"\n\ndef canopy_bench_added_function():\n    return 42\n")
-        env = dict(os.environ, CANOPY_LOG="canopy_core=debug")
+        env = dict(os.environ, CANOPY_LOG="canopy_core=debug,canopy_graph=debug")
         secs, p = canopy(bin_, ["--model", model, "index", repo, "--quiet"], env=env)
         m = re.search(r"embedded units files=(\d+) units=(\d+)", p.stderr)
         return secs, (m.group(1), m.group(2)) if m else ("0", "0"), os.path.relpath(target, repo)

@@ -9,7 +9,7 @@ binary, outside the figures); the script then edits N source files one at a
 time, each with a one-line change inside the file (a comment appended to an
 existing line), waits for the watcher's run to report it, restores the file
 and waits for that run too. Each run's `report.duration_ms` is the re-index
-time; with `CANOPY_LOG=canopy_core=debug` the watcher's stderr also gives
+time; with `CANOPY_LOG=canopy_core=debug,canopy_graph=debug` the watcher's stderr also gives
 where it went (`index run timeline`: written_ms / resolved_ms / finished_ms,
 and the `resolved` line: prepare_ms, rows_ms, world_ms, write_ms).
 
@@ -63,7 +63,7 @@ class Watcher:
     """A `canopy watch --json` on the repository with its debug log parsed."""
 
     def __init__(self, binary, repo):
-        env = dict(os.environ, CANOPY_LOG="canopy_core=debug", NO_COLOR="1")
+        env = dict(os.environ, CANOPY_LOG="canopy_core=debug,canopy_graph=debug", NO_COLOR="1")
         self.proc = subprocess.Popen(
             [binary, "--json", "watch", str(repo)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, bufsize=1)

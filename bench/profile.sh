@@ -53,12 +53,12 @@ if command -v perf >/dev/null && perf record -o "$TMP/probe.data" true >/dev/nul
     pct=$( (grep -F -- "$pat" "$TMP/children.txt" || true) | head -1 | awk '{print $1}')
     echo "| \`$pat\` | $label | ${pct:-0%} |"
   done <<'EOF'
-canopy_core::lang::extract::parse_file|worker: parse + extract one file (all below)
+canopy_syntax::lang::extract::parse_file|worker: parse + extract one file (all below)
 ts_parser_parse_with_options|  tree-sitter parsing
 ts_query_cursor_next_match|  tree-sitter query matching (extraction)
-canopy_core::tokens::count|  BPE token counting (o200k)
-canopy_core::text::fts_document|  building FTS documents
-canopy_core::store::write::<impl canopy_core::store::Store>::write_batch|writer thread: SQLite inserts (all below)
+canopy_syntax::tokens::count|  BPE token counting (o200k)
+canopy_syntax::text::fts_document|  building FTS documents
+canopy_store::store::write::<impl canopy_store::store::Store>::write_batch|writer thread: SQLite inserts (all below)
 fts5UpdateMethod|  FTS5 inserts
 sqlite3BtreeInsert|  B-tree inserts (tables + indexes)
 <std::sys::sync::once::futex::Once>::call|one-time init (BPE tables, grammars/queries)

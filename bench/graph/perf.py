@@ -512,7 +512,7 @@ PERF_FRAMES = [
     ("Store>::graph_world_rows", "  loading every file's facts and definitions"),
     ("FileFacts::decode", "    decoding the facts blobs"),
     ("resolve::World::new", "  building the world (symbol tables)"),
-    ("drop_in_place<canopy_core::graph::resolve::World>", "  freeing the world"),
+    ("drop_in_place<canopy_graph::resolve::World>", "  freeing the world"),
     ("World::resolve_file", "  resolving the dirty files' sites"),
     ("Store>::graph_write_edges", "  writing edges"),
     ("discover::discover", "file discovery"),
@@ -525,7 +525,7 @@ QUERY_FRAMES = [
     ("Store>::edges_from_range", "    reading those files' edges"),
     ("Store>::raw_calls_in_file", "    reading those files' raw calls"),
     ("graph::nav::Graph::resolve_target", "  resolving the target string"),
-    ("ops::<impl canopy_core::graph::nav::Graph>::hotspots", "hotspots"),
+    ("ops::<impl canopy_graph::nav::Graph>::hotspots", "hotspots"),
     ("Store>::all_edges", "  loading every edge"),
 ]
 
