@@ -949,18 +949,7 @@ fn name_share(node: &NodeRecord, words: &HashSet<String>) -> f64 {
         return 0.0;
     }
     let own = name.rsplit('.').next().unwrap_or(name);
-    let parts: Vec<String> = split_identifier(own)
-        .into_iter()
-        .filter(|p| p.len() >= 3 && !STOP_WORDS.contains(&p.as_str()))
-        .collect();
-    if parts.is_empty() {
-        return 0.0;
-    }
-    let held = parts
-        .iter()
-        .filter(|p| words.contains(p.as_str()) || words.contains(&stem_word(p)))
-        .count();
-    held as f64 / parts.len() as f64
+    held_share(own, &[], words)
 }
 
 /// Words of a file name that say nothing about what it holds.
@@ -978,12 +967,17 @@ fn stem_share(path: &str, words: &HashSet<String>) -> f64 {
     if stem == "__init__" {
         stem = segments.next().unwrap_or("");
     }
-    let parts: Vec<String> = split_identifier(stem)
+    held_share(stem, GENERIC_STEMS, words)
+}
+
+/// The share of `name`'s identifier parts (of 3+ letters, neither stop
+/// words nor `ignored`) that `words` holds, as written or by stem; 0 when
+/// no part counts.
+fn held_share(name: &str, ignored: &[&str], words: &HashSet<String>) -> f64 {
+    let parts: Vec<String> = split_identifier(name)
         .into_iter()
         .filter(|p| {
-            p.len() >= 3
-                && !STOP_WORDS.contains(&p.as_str())
-                && !GENERIC_STEMS.contains(&p.as_str())
+            p.len() >= 3 && !STOP_WORDS.contains(&p.as_str()) && !ignored.contains(&p.as_str())
         })
         .collect();
     if parts.is_empty() {
