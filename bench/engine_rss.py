@@ -37,28 +37,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from repos import make_git_repos  # noqa: E402
 from serve_proc import start_serve  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 TOKEN = "engine-rss-bench-token"
-
-
-def run(cmd):
-    return subprocess.run(cmd, check=True, capture_output=True, text=True)
-
-
-def make_repos(work, count, files):
-    roots = []
-    for i in range(count):
-        src = os.path.join(work, "src", f"repo{i:03d}")
-        run([sys.executable, os.path.join(HERE, "gen_repo.py"), "--files", str(files),
-             "--seed", str(i), src])
-        git = ["git", "-C", src, "-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
-        run(["git", "-C", src, "init", "--quiet", "-b", "main"])
-        run(git + ["add", "-A"])
-        run(git + ["commit", "--quiet", "-m", "initial"])
-        roots.append(src)
-    return roots
 
 
 class Serve:
@@ -132,7 +114,7 @@ def main():
     work = tempfile.mkdtemp(prefix="canopy-engine-rss-")
     data = os.path.join(work, "data")
     try:
-        roots = make_repos(work, args.repos, args.files)
+        roots = make_git_repos(work, args.repos, args.files)
         first = Serve(binary, work, data, None)
         ids = []
         for root in roots:

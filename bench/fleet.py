@@ -50,6 +50,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from repos import make_git_repos  # noqa: E402
 from serve_proc import start_serve  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -66,14 +67,7 @@ def run(cmd, **kw):
 def make_repos(work, count, files):
     """Small deterministic repositories and their bare clones; returns file:// URLs."""
     urls = []
-    for i in range(count):
-        src = os.path.join(work, "src", f"repo{i:03d}")
-        run([sys.executable, os.path.join(HERE, "gen_repo.py"), "--files", str(files),
-             "--seed", str(i), src])
-        git = ["git", "-C", src, "-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
-        run(["git", "-C", src, "init", "--quiet", "-b", "main"])
-        run(git + ["add", "-A"])
-        run(git + ["commit", "--quiet", "-m", "initial"])
+    for i, src in enumerate(make_git_repos(work, count, files)):
         bare = os.path.join(work, "git", f"repo{i:03d}.git")
         run(["git", "clone", "--quiet", "--bare", src, bare])
         urls.append("file://" + bare)
