@@ -186,7 +186,7 @@ def main():
         shutil.rmtree(os.path.join(copy, ".canopy"), ignore_errors=True)
         files = tracked_files(copy)
         names = collect_symbols(copy, files, seed=args.seed)
-        server = Server(binary, os.path.join(tmp, "data"), os.path.join(tmp, "serve.log"))
+        server = Server(binary, os.path.join(tmp, "data"), os.path.join(tmp, "serve.log"), tmp)
         code, added = server.call("POST", "/repos/add", {"path": copy})
         if code != 200:
             sys.exit("POST /repos/add -> %d %s" % (code, added))
