@@ -414,7 +414,7 @@ impl<'s> Graph<'s> {
     }
 
     pub(crate) fn node(&self, id: i64) -> Result<Option<NodeRecord>> {
-        Ok(self.store.nodes_by_rowids(&[id])?.into_iter().next())
+        self.store.node_by_rowid(id)
     }
 
     /// For a target that matched nothing: the nearest unit names to its
@@ -1078,12 +1078,7 @@ impl<'s> Graph<'s> {
         all_ids.extend(parents.values().copied());
         all_ids.sort_unstable();
         all_ids.dedup();
-        let nodes: HashMap<i64, NodeRecord> = self
-            .store
-            .nodes_by_rowids(&all_ids)?
-            .into_iter()
-            .map(|n| (n.rowid, n))
-            .collect();
+        let nodes = self.store.nodes_by_rowid(&all_ids)?;
         let parent_handles: HashMap<i64, HandleId> = nodes
             .iter()
             .filter_map(|(id, n)| Some((*id, HandleId::parse(&n.handle)?)))
@@ -1166,12 +1161,7 @@ impl<'s> Graph<'s> {
             }
         }
         let srcs: Vec<i64> = listed.iter().map(|c| c.0).collect();
-        let units: HashMap<i64, NodeRecord> = self
-            .store
-            .nodes_by_rowids(&srcs)?
-            .into_iter()
-            .map(|n| (n.rowid, n))
-            .collect();
+        let units = self.store.nodes_by_rowid(&srcs)?;
         let out = listed
             .into_iter()
             .filter_map(|(src, line)| {

@@ -543,12 +543,7 @@ fn enclose(
             return Ok(());
         };
         tried.insert(parent);
-        let Some(outer) = snapshot
-            .store()
-            .nodes_by_rowids(&[parent])?
-            .into_iter()
-            .next()
-        else {
+        let Some(outer) = snapshot.store().node_by_rowid(parent)? else {
             continue;
         };
         if !is_container(&outer.node_type)

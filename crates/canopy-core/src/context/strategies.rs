@@ -115,9 +115,8 @@ pub(crate) fn gather(
         lists.push((Strategy::Keyword, keyword));
     }
     if wants(Strategy::Semantic) {
-        let nodes =
-            store.nodes_by_rowids(&semantic.hits.iter().map(|h| h.0).collect::<Vec<_>>())?;
-        let by_row: HashMap<i64, NodeRecord> = nodes.into_iter().map(|n| (n.rowid, n)).collect();
+        let by_row =
+            store.nodes_by_rowid(&semantic.hits.iter().map(|h| h.0).collect::<Vec<_>>())?;
         let list: Vec<Candidate> = semantic
             .hits
             .iter()

@@ -15,7 +15,6 @@ use crate::lang::SiteKind;
 use crate::nav::{Graph, MAX_RESULTS};
 use crate::path_class::{PathClass, classify, is_test_path};
 use crate::store::graph::STATUS_RESOLVED;
-use crate::store::read::NodeRecord;
 
 /// A unit with many callers or callees.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -213,12 +212,7 @@ impl Graph<'_> {
         let total = listed.len();
         let all: Vec<Degree> = listed.into_iter().take(top.clamp(1, MAX_RESULTS)).collect();
         let ids: Vec<i64> = all.iter().map(|a| a.0).collect();
-        let nodes: HashMap<i64, NodeRecord> = self
-            .store
-            .nodes_by_rowids(&ids)?
-            .into_iter()
-            .map(|n| (n.rowid, n))
-            .collect();
+        let nodes = self.store.nodes_by_rowid(&ids)?;
         let hotspots = all
             .into_iter()
             .filter_map(|(id, fi, fo)| {

@@ -412,6 +412,21 @@ impl Store {
         Ok(out)
     }
 
+    /// Looks units up by row id, keyed by row id: what every caller that
+    /// joins rows back to their units needs (ids not found are absent).
+    pub fn nodes_by_rowid(&self, rowids: &[i64]) -> Result<HashMap<i64, NodeRecord>> {
+        Ok(self
+            .nodes_by_rowids(rowids)?
+            .into_iter()
+            .map(|n| (n.rowid, n))
+            .collect())
+    }
+
+    /// One unit by row id.
+    pub fn node_by_rowid(&self, rowid: i64) -> Result<Option<NodeRecord>> {
+        Ok(self.nodes_by_rowids(&[rowid])?.into_iter().next())
+    }
+
     /// The file unit of a path.
     pub fn file_node(&self, path: &str) -> Result<Option<NodeRecord>> {
         let sql = format!(
