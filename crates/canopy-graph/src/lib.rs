@@ -22,6 +22,38 @@
 //!   type of every front end; [`position`] the one parser of
 //!   `path:line[:col]`.
 //!
+//! Every front end asks through one [`request::GraphRequest`], checked
+//! before it reaches an index, and [`nav::Graph::run`] answers it from a
+//! read snapshot:
+//!
+//! ```
+//! use canopy_graph::nav::{Empty, Graph};
+//! use canopy_graph::request::{GraphOp, GraphRequest, GraphResponse};
+//! use canopy_store::store::Store;
+//!
+//! let mut callers = GraphRequest::new(GraphOp::Callers, "Engine.query");
+//! callers.depth = Some(20);
+//! callers.validate()?;
+//! assert_eq!(callers.depth(), 10, "depth is clamped, not refused");
+//!
+//! // A malformed request is refused with what to change.
+//! let definition = GraphRequest::new(GraphOp::Definition, "Engine.query");
+//! let refused = definition.validate().unwrap_err();
+//! assert!(refused.to_string().contains("path:line[:col]"));
+//!
+//! // Against an index (here an empty one): an answer with no nodes says
+//! // why it is empty, so "no callers" and "no such target" differ.
+//! let dir = tempfile::tempdir()?;
+//! let (store, _) = Store::open(&dir.path().join("index.db"))?;
+//! let graph = Graph::new(&store, dir.path());
+//! let GraphResponse::Nodes(answer) = graph.run(&callers)? else {
+//!     unreachable!("callers answers with nodes")
+//! };
+//! assert!(answer.nodes.is_empty());
+//! assert_eq!(answer.empty, Some(Empty::TargetNotFound));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Invariants:
 //! * every edge starts at a unit of the file whose site it is, and points
 //!   at a unit that exists (or is an unresolved name);
