@@ -408,12 +408,9 @@ impl Engine {
         let CanopyError::Database(_) = &err else {
             return err;
         };
-        match crate::store::check_integrity(&self.inner.db_path) {
+        match crate::store::check_and_mark_damaged(&self.inner.db_path) {
             Ok(Some(detail)) => {
                 tracing::error!("the index is damaged: {detail}");
-                if let Err(e) = crate::store::mark_damaged(&self.inner.db_path, &detail) {
-                    tracing::error!("cannot mark the index for rebuilding: {e}");
-                }
                 CanopyError::IndexDamaged { detail }
             }
             Ok(None) => err,

@@ -807,6 +807,56 @@ pub fn mark_damaged(db_path: &Path, detail: &str) -> Result<()> {
     std::fs::write(&marker, detail).map_err(|e| CanopyError::io(marker, e))
 }
 
+/// Checks the file at `db_path` ([`check_integrity`]) and, when it is
+/// damaged, marks it for rebuilding ([`mark_damaged`]); returns what was
+/// found in the file that was checked. Errors only when the check itself
+/// cannot run.
+///
+/// A rebuild may swap a sound index in while the damaged one is checked
+/// ([`swap`] copies into the live file, so the path and inode stay): when
+/// its [`Store::clear_markers`] ran before this marker was written, the
+/// marker would report the new index damaged until the next run. So the
+/// live generation is read before the check and again after the marker is
+/// written: moved, the file now live is checked and, sound, its marker
+/// taken back; unmoved, any later swap comes after the marker, and its own
+/// `clear_markers` checks the new file and clears it.
+pub fn check_and_mark_damaged(db_path: &Path) -> Result<Option<String>> {
+    check_and_mark_damaged_then(db_path, || {})
+}
+
+/// [`check_and_mark_damaged`], running `after_mark` between writing the
+/// marker and reading the generation again (where a test swaps).
+fn check_and_mark_damaged_then(
+    db_path: &Path,
+    after_mark: impl FnOnce(),
+) -> Result<Option<String>> {
+    let checked = swap::generation_of(db_path);
+    let Some(detail) = check_integrity(db_path)? else {
+        return Ok(None);
+    };
+    // A marker that cannot be written (a full disk) must not hide what was
+    // found: the caller reports the damage either way.
+    if let Err(e) = mark_damaged(db_path, &detail) {
+        tracing::error!("cannot mark the index for rebuilding: {e}");
+        return Ok(Some(detail));
+    }
+    after_mark();
+    if swap::generation_of(db_path) != checked && matches!(check_integrity(db_path), Ok(None)) {
+        let marker = damage_marker(db_path);
+        if std::fs::read_to_string(&marker).is_ok_and(|now| now == detail) {
+            tracing::info!(
+                "a sound index replaced the damaged one while it was checked; its marker is taken back"
+            );
+            match std::fs::remove_file(&marker) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => tracing::warn!("cannot remove {}: {e}", marker.display()),
+            }
+        }
+    }
+    Ok(Some(detail))
+}
+
 /// Checks the index file's integrity on a connection of its own
 /// (`PRAGMA quick_check`: every page and index entry, not the header only).
 /// `Ok(None)` when it is sound, `Ok(Some(problem))` when it is damaged.
@@ -1021,6 +1071,63 @@ mod tests {
             "second",
             "a marker of the live file must stay"
         );
+    }
+
+    /// The window `clear_markers` leaves: a check of the damaged live file
+    /// that writes its marker after a rebuild swapped a sound index in and
+    /// cleared the markers. The marker is taken back; without a swap it
+    /// stays.
+    #[test]
+    fn a_marker_written_after_a_swap_does_not_describe_the_new_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("index.db");
+        // A live index whose second half is garbage (as in the test above).
+        let damage = |db: &Path| {
+            let mut side = swap::SideIndex::create(db).unwrap();
+            for i in 0..2000 {
+                side.store_mut()
+                    .unwrap()
+                    .set_meta(&format!("filler{i}"), &"x".repeat(200))
+                    .unwrap();
+            }
+            side.swap_into_live().unwrap();
+            {
+                let (reader, _) = Store::open(db).unwrap();
+                reader
+                    .conn
+                    .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+                    .unwrap();
+            }
+            let mut bytes = std::fs::read(db).unwrap();
+            let half = bytes.len() / 2;
+            for (i, b) in bytes.iter_mut().enumerate().skip(half) {
+                *b = (i * 31 % 251) as u8;
+            }
+            std::fs::write(db, bytes).unwrap();
+        };
+
+        damage(&db);
+        let found = check_and_mark_damaged_then(&db, || {
+            let mut side = swap::SideIndex::create(&db).unwrap();
+            side.store_mut().unwrap().set_meta("probe", "new").unwrap();
+            side.swap_into_live().unwrap();
+        })
+        .unwrap();
+        assert!(found.is_some(), "the checked file was damaged");
+        assert!(
+            !damage_marker(&db).exists(),
+            "a marker of the replaced file describes the sound new index"
+        );
+        assert_eq!(check_integrity(&db).unwrap(), None);
+
+        damage(&db);
+        let found = check_and_mark_damaged(&db).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(damage_marker(&db)).ok(),
+            found,
+            "the damaged live file stays marked"
+        );
+        assert!(found.is_some());
     }
 
     #[test]

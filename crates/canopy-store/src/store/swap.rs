@@ -241,7 +241,7 @@ fn generation_in(conn: &Connection) -> Result<u64> {
 
 /// The live index's generation, read on a connection of its own; 0 when it
 /// has none or cannot be read (another schema, a file being emptied).
-fn generation_of(live_path: &Path) -> u64 {
+pub(super) fn generation_of(live_path: &Path) -> u64 {
     let conn = match Connection::open_with_flags(
         live_path,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
