@@ -36,6 +36,7 @@ pub(crate) const CONVENTIONS: Conventions = Conventions {
     items_of_type_bodies_in_scope: false,
     methods_in_scope: true,
     functions_in_values_in_scope: true,
+    call_bindings: false,
     item_methods: ITEM_METHODS,
 };
 
