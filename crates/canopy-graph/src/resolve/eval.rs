@@ -188,6 +188,18 @@ impl World {
             Some(vals) => vals,
             None => self.lookup_in(cx, head, depth, path_head).0,
         };
+        if vals.is_empty()
+            && let Some(at) = head.find('#').filter(|&at| at > 0)
+        {
+            // `items#k` of a local whose type names no collection itself
+            // (`items: Pairs`, an alias): the item its type has as a field.
+            let (local, item) = head.split_at(at);
+            for v in self.eval_path(cx, local, depth + 1, value) {
+                if let Val::Inst(a) = v {
+                    vals.extend(self.field(a, item, depth + 1));
+                }
+            }
+        }
         if called
             && self.conventions_of(cx.file).modules_apart_from_values
             && vals.iter().any(|v| !self.is_module_value(v))
@@ -516,6 +528,21 @@ impl World {
                 }
             }
             stack.extend(self.base_types(c, depth + 1));
+        }
+        // `items#k` of a field whose own type names no collection
+        // (`items: Pairs`, `type Pairs = IndexMap<Key, Item>`): the item
+        // the field's type has as a field of its own (`#k`).
+        if let Some(at) = name.find('#').filter(|&at| at > 0) {
+            let (f, item) = name.split_at(at);
+            return self
+                .field(t, f, depth + 1)
+                .into_iter()
+                .filter_map(|v| match v {
+                    Val::Inst(a) => Some(self.field(a, item, depth + 1)),
+                    _ => None,
+                })
+                .flatten()
+                .collect();
         }
         Vec::new()
     }
