@@ -579,7 +579,7 @@ fn call<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
                     .and_then(|a| a.named_child(0))
                     .and_then(|a| expr(cx, a));
                 let recv = match (recv, first_arg) {
-                    (Some(r), Some(a)) if r != "Self" && !r.contains(TRAIT_HINT) => {
+                    (Some(r), Some(a)) if !r.contains(TRAIT_HINT) => {
                         Some(format!("{r}{UFCS_SEP}{a}"))
                     }
                     (Some(r), _) if r == "Default" && cx.t(name) == "default" => {
