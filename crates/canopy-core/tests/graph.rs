@@ -2,7 +2,9 @@
 //! is indexed, and each line annotated `calls: A B` (after `#` or `//`)
 //! must have resolved call edges to exactly the units with those qualified
 //! names; `calls: ?` means no call on the line resolves (external or
-//! unknown receiver). A new case is a new annotated line.
+//! unknown receiver); `calls: either A B` means the line's call may mean
+//! either (one site, ambiguous between exactly those, as after `isA(x) ||
+//! isB(x)`). A new case is a new annotated line.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -58,10 +60,14 @@ fn annotations(root: &Path) -> BTreeMap<(String, u32), BTreeSet<String>> {
                 let Some((_, ann)) = line.split_once("calls: ") else {
                     continue;
                 };
+                let (ann, either) = match ann.trim_start().strip_prefix("either ") {
+                    Some(rest) => (rest, EITHER),
+                    None => (ann, ""),
+                };
                 let names: BTreeSet<String> = ann
                     .split_whitespace()
                     .filter(|n| *n != "?")
-                    .map(str::to_string)
+                    .map(|n| format!("{either}{n}"))
                     .collect();
                 out.insert((rel.clone(), i as u32 + 1), names);
             }
@@ -70,14 +76,24 @@ fn annotations(root: &Path) -> BTreeMap<(String, u32), BTreeSet<String>> {
     out
 }
 
+/// Marks a candidate of an ambiguous call (`calls: either A B`).
+const EITHER: &str = "either:";
+
+/// (path, line) → qualified names of resolved callees, and of ambiguous
+/// ones after [`EITHER`].
 fn resolved_calls(engine: &Engine) -> BTreeMap<(String, u32), BTreeSet<String>> {
     let edges = engine.graph(|g| g.export_edges()).expect("export");
     let mut out: BTreeMap<(String, u32), BTreeSet<String>> = BTreeMap::new();
     for e in edges {
-        if e.kind == "call" && e.status == "resolved" {
+        let mark = match e.status.as_str() {
+            "resolved" => "",
+            "ambiguous" => EITHER,
+            _ => continue,
+        };
+        if e.kind == "call" {
             out.entry((e.path, e.line))
                 .or_default()
-                .insert(e.dst_qualified.unwrap_or_default());
+                .insert(format!("{mark}{}", e.dst_qualified.unwrap_or_default()));
         }
     }
     out

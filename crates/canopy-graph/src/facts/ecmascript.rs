@@ -12,7 +12,7 @@
 
 use tree_sitter::Node;
 
-use super::model::{CAST, DefFactKind, ELEM, IMPORT_RECV, SiteKind};
+use super::model::{CALL_RESULT, CAST, DefFactKind, ELEM, IMPORT_RECV, SiteKind, UNION};
 use super::walker::{Cx, GrammarLookup, Up, walk_tree};
 
 /// The normalised expression of a value node.
@@ -274,11 +274,7 @@ fn narrowing(cx: &mut Cx, n: Node) {
     let (Some(cond), Some(body)) = (n.field("condition"), n.field("consequence")) else {
         return;
     };
-    let mut guards = Vec::new();
-    guard_calls(cx, cond, &mut guards);
-    // One binding of a name holds at a byte, the last written: the first
-    // guard's (`isT(x) || isU(x)`: members both have mean `T`'s).
-    for (guard, var) in guards.into_iter().rev() {
+    for (var, guards) in narrowed(cx, cond) {
         let before = cx
             .facts
             .bindings
@@ -286,10 +282,17 @@ fn narrowing(cx: &mut Cx, n: Node) {
             .rev()
             .find(|b| b.name == var && !b.field)
             .map(|b| (b.expr.clone(), b.is_type));
+        if before.is_none() {
+            // Uses before the `if` do not see the narrowed binding as the
+            // one that stands in for a name bound only later.
+            cx.bind(n.start_byte(), &var, Some(var.clone()), false, false);
+        }
+        let sep = UNION.to_string();
+        let alternatives: Vec<String> = guards.iter().map(|g| format!("{g}()")).collect();
         cx.bind(
             body.start_byte(),
             &var,
-            Some(format!("{guard}()")),
+            Some(alternatives.join(&sep)),
             false,
             false,
         );
@@ -298,44 +301,84 @@ fn narrowing(cx: &mut Cx, n: Node) {
     }
 }
 
-/// The `(guard, variable)` pairs of the calls `guard(variable)` a
-/// condition is made of (through parentheses, `&&` and `||`). `variable
-/// instanceof C` is the pair `(C, variable)`: `C()` is an instance of `C`,
-/// as `new C()` is.
-fn guard_calls(cx: &Cx, n: Node, out: &mut Vec<(String, String)>) {
-    match n.kind_name() {
+/// The variables a condition narrows, each with the guards it passed, in
+/// source order: `isT(x) && isU(y)` narrows `x` by `isT` and `y` by `isU`
+/// (of `isT(x) && isU(x)`, the first); `isT(x) || isU(x)` narrows `x` to a
+/// `T` or a `U`, and `isT(x) || isU(y)` narrows neither (either may be
+/// false inside the block).
+fn narrowed(cx: &Cx, cond: Node) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    match cond.kind_name() {
         "parenthesized_expression" => {
-            if let Some(inner) = n.named_child(0) {
-                guard_calls(cx, inner, out);
+            if let Some(inner) = cond.named_child(0) {
+                out = narrowed(cx, inner);
             }
         }
         "binary_expression" => {
+            let op = cond.field("operator").map(|o| cx.t(o));
+            let sides = cond.field("left").zip(cond.field("right"));
+            match (op, sides) {
+                (Some("&&"), Some((l, r))) => {
+                    out = narrowed(cx, l);
+                    for (var, guards) in narrowed(cx, r) {
+                        if !out.iter().any(|(v, _)| *v == var) {
+                            out.push((var, guards));
+                        }
+                    }
+                }
+                (Some("||"), Some((l, r))) => {
+                    let right = narrowed(cx, r);
+                    for (var, mut guards) in narrowed(cx, l) {
+                        if let Some((_, more)) = right.iter().find(|(v, _)| *v == var) {
+                            guards.extend(more.iter().cloned());
+                            guards.dedup();
+                            out.push((var, guards));
+                        }
+                    }
+                }
+                _ => {
+                    if let Some((guard, var)) = guard_call(cx, cond) {
+                        out.push((var, vec![guard]));
+                    }
+                }
+            }
+        }
+        _ => {
+            if let Some((guard, var)) = guard_call(cx, cond) {
+                out.push((var, vec![guard]));
+            }
+        }
+    }
+    out
+}
+
+/// The `(guard, variable)` of a condition `guard(variable)`. `variable
+/// instanceof C` is `(C, variable)`: `C()` is an instance of `C`, as
+/// `new C()` is.
+fn guard_call(cx: &Cx, n: Node) -> Option<(String, String)> {
+    match n.kind_name() {
+        "binary_expression" => {
             let op = n.field("operator").map(|o| cx.t(o));
-            if matches!(op, Some("&&" | "||")) {
-                for side in [n.field("left"), n.field("right")].into_iter().flatten() {
-                    guard_calls(cx, side, out);
+            let var = n.field("left").filter(|l| l.kind_name() == "identifier");
+            let class = n.field("right").filter(|r| r.kind_name() == "identifier");
+            match (op, var, class) {
+                (Some("instanceof"), Some(var), Some(class)) => {
+                    Some((cx.t(class).to_string(), cx.t(var).to_string()))
                 }
-            } else if op == Some("instanceof") {
-                let var = n.field("left").filter(|l| l.kind_name() == "identifier");
-                let class = n.field("right").filter(|r| r.kind_name() == "identifier");
-                if let (Some(var), Some(class)) = (var, class) {
-                    out.push((cx.t(class).to_string(), cx.t(var).to_string()));
-                }
+                _ => None,
             }
         }
         "call_expression" => {
             let f = n
                 .field("function")
-                .filter(|f| f.kind_name() == "identifier");
+                .filter(|f| f.kind_name() == "identifier")?;
             let arg = n
                 .field("arguments")
                 .and_then(|a| a.named_child(0))
-                .filter(|a| a.kind_name() == "identifier");
-            if let (Some(f), Some(arg)) = (f, arg) {
-                out.push((cx.t(f).to_string(), cx.t(arg).to_string()));
-            }
+                .filter(|a| a.kind_name() == "identifier")?;
+            Some((cx.t(f).to_string(), cx.t(arg).to_string()))
         }
-        _ => {}
+        _ => None,
     }
 }
 
@@ -524,8 +567,17 @@ fn variable_declarator(cx: &mut Cx, n: Node) {
         })
         .and_then(|t| t.field("return_type"))
         .and_then(|r| guarded_type(cx, r));
-    if let (Some(t), Some(name)) = (guard, n.field("name")) {
-        cx.def_fact(name, Some(t), DefFactKind::Returns);
+    if let (Some(t), Some(name_node)) = (guard, n.field("name")) {
+        // A `const` is a unit (a constant), whose return type this is; a
+        // `var` is none: what a call of it gives is a binding of its own.
+        cx.bind(
+            n.start_byte(),
+            &format!("{name}{CALL_RESULT}"),
+            Some(t.clone()),
+            true,
+            false,
+        );
+        cx.def_fact(name_node, Some(t), DefFactKind::Returns);
     }
 }
 

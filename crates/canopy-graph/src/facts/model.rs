@@ -154,6 +154,18 @@ pub const IMPORT_RECV: &str = "import:";
 /// sits at the cast's byte, so a call on the cast reads `T`'s members.
 pub const CAST: &str = "#as";
 
+/// Ends the name of a type binding that says what calling a value gives,
+/// for a value that is no unit: `isMap()` bound to `Map` for `var isMap =
+/// make() as (x: any) => x is Map` (an ECMAScript type guard held by a
+/// `var`). A call `isMap(x)` still resolves to nothing; only what the call
+/// narrows reads it.
+pub const CALL_RESULT: &str = "()";
+
+/// Separates the alternatives of a binding's value that is one of several
+/// (`x` after `isA(x) || isB(x)` is `isA()∪isB()`): the value is each
+/// alternative's.
+pub const UNION: char = '∪';
+
 /// A binding's value that is the parameter of its name (`@param:db`, a
 /// Python parameter without annotation): a pytest fixture, if one is found.
 pub const PARAM_VALUE: &str = "@param:";

@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use super::ids::{FileIdx, SymId};
 use super::lang::{Among, Family};
 use super::world::{World, is_classlike};
-use crate::facts::model::{ELEM, PATH_HEAD, TRAIT_HINT, TUPLE};
+use crate::facts::model::{ELEM, PATH_HEAD, TRAIT_HINT, TUPLE, UNION};
 use crate::lang::NodeType;
 
 /// Recursion bound for evaluating expressions through bindings and bases.
@@ -134,6 +134,21 @@ impl World {
         if depth > MAX_DEPTH {
             return Vec::new();
         }
+        if e.contains(UNION) {
+            // `isA()∪isB()`: one of several values, each alternative's; when
+            // one is unknown (`isES6Map(a) || isObservableMap(a)`: a
+            // builtin), so is the value.
+            let mut vals = Vec::new();
+            for alt in e.split(UNION) {
+                let found = self.eval_path(cx, alt, depth + 1, value);
+                if found.is_empty() {
+                    return Vec::new();
+                }
+                vals.extend(found);
+            }
+            vals.dedup();
+            return vals;
+        }
         if let Some((t, _)) = e.split_once(TRAIT_HINT) {
             // `<T as Trait>` as a value is `T` (the hint only steers method choice).
             return self.eval_path(cx, t, depth, value);
@@ -173,12 +188,29 @@ impl World {
             Some(vals) => vals,
             None => self.lookup_in(cx, head, depth, path_head).0,
         };
+        if vals.is_empty()
+            && let Some(at) = head.find('#').filter(|&at| at > 0)
+        {
+            // `items#k` of a local whose type names no collection itself
+            // (`items: Pairs`, an alias): the item its type has as a field.
+            let (local, item) = head.split_at(at);
+            for v in self.eval_path(cx, local, depth + 1, value) {
+                if let Val::Inst(a) = v {
+                    vals.extend(self.field(a, item, depth + 1));
+                }
+            }
+        }
         if called
             && self.conventions_of(cx.file).modules_apart_from_values
             && vals.iter().any(|v| !self.is_module_value(v))
         {
             // `value(x)`: the function, not the module of that name.
             vals.retain(|v| !self.is_module_value(v));
+        }
+        if called && vals.is_empty() {
+            // A call of a value that is no unit (a `var` holding a type
+            // guard): what its call binding says it gives.
+            return self.call_binding(cx, head, depth);
         }
         if called && !matches!(vals.first(), Some(Val::Super(_))) {
             vals = self.call_result(&vals, depth);
@@ -496,6 +528,21 @@ impl World {
                 }
             }
             stack.extend(self.base_types(c, depth + 1));
+        }
+        // `items#k` of a field whose own type names no collection
+        // (`items: Pairs`, `type Pairs = IndexMap<Key, Item>`): the item
+        // the field's type has as a field of its own (`#k`).
+        if let Some(at) = name.find('#').filter(|&at| at > 0) {
+            let (f, item) = name.split_at(at);
+            return self
+                .field(t, f, depth + 1)
+                .into_iter()
+                .filter_map(|v| match v {
+                    Val::Inst(a) => Some(self.field(a, item, depth + 1)),
+                    _ => None,
+                })
+                .flatten()
+                .collect();
         }
         Vec::new()
     }

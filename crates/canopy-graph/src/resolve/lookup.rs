@@ -8,7 +8,7 @@ use super::eval::{Ctx, MAX_DEPTH, Val};
 use super::ids::{FileIdx, SymId};
 use super::lang::Among;
 use super::world::{World, is_classlike};
-use crate::facts::model::PARAM_VALUE;
+use crate::facts::model::{CALL_RESULT, PARAM_VALUE};
 use crate::lang::NodeType;
 use crate::store::graph_rows::How;
 
@@ -272,6 +272,88 @@ impl World {
                 self.import_target(fi, &i.module, i.name.as_deref(), depth)
             })
             .collect()
+    }
+
+    /// What calling `name` gives at `cx` when `name` is no unit: the
+    /// binding `name()` in scope (see [`CALL_RESULT`]), else that of the
+    /// value an import of `name` reads, through re-exports.
+    pub(crate) fn call_binding(&self, cx: &Ctx, name: &str, depth: u32) -> Vec<Val> {
+        if depth > MAX_DEPTH || !self.conventions_of(cx.file).call_bindings {
+            return Vec::new();
+        }
+        let called = format!("{name}{CALL_RESULT}");
+        let mut cur = Some(cx.scope);
+        while let Some(u) = cur {
+            if let Some((vals, _)) = self.local_binding(cx, u, &called, depth, false) {
+                return vals;
+            }
+            cur = self.parent_of(u);
+        }
+        let imports = &self.files[cx.file].facts.imports;
+        let found: Vec<usize> = self
+            .part(cx.file)
+            .imports
+            .get(name)
+            .into_iter()
+            .flatten()
+            .map(|(ii, _)| *ii)
+            .collect();
+        for ii in found {
+            let i = &imports[ii];
+            // A namespace import (`import * as ns`) is no value to call.
+            let Some(exported) = i.name.as_deref() else {
+                continue;
+            };
+            for m in self.import_target(cx.file, &i.module, None, depth + 1) {
+                if let Val::File(g) = m {
+                    let vals = self.exported_call_binding(g, exported, depth + 1);
+                    if !vals.is_empty() {
+                        return vals;
+                    }
+                }
+            }
+        }
+        Vec::new()
+    }
+
+    /// [`World::call_binding`] of `name` as a member of file `f`: its
+    /// top-level binding `name()`, else through what `f` re-exports under
+    /// that name (named or `*`).
+    fn exported_call_binding(&self, f: FileIdx, name: &str, depth: u32) -> Vec<Val> {
+        if depth > MAX_DEPTH {
+            return Vec::new();
+        }
+        let Some(fu) = self.file_unit[f] else {
+            return Vec::new();
+        };
+        let top = Ctx {
+            file: f,
+            byte: u32::MAX,
+            scope: fu,
+        };
+        if let Some((vals, _)) =
+            self.local_binding(&top, fu, &format!("{name}{CALL_RESULT}"), depth, false)
+        {
+            return vals;
+        }
+        for i in self.files[f].facts.imports.iter().filter(|i| i.exported) {
+            let wanted = match i.name.as_deref() {
+                _ if i.local == "*" => name,
+                Some(n) if i.local == name => n,
+                _ => continue,
+            };
+            for m in self.import_target(f, &i.module, None, depth + 1) {
+                let Val::File(g) = m else { continue };
+                if g == f {
+                    continue;
+                }
+                let vals = self.exported_call_binding(g, wanted, depth + 1);
+                if !vals.is_empty() {
+                    return vals;
+                }
+            }
+        }
+        Vec::new()
     }
 
     /// Top-level definitions of a file named `name`, then what it imports (re-exports) under that name.

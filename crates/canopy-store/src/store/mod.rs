@@ -62,8 +62,10 @@ use crate::error::{CanopyError, Result};
 /// `for … of` and array-callback parameters as items, casts as typed
 /// locals, index by a name as a segment, type guards narrowing in `if`;
 /// 23: Rust functions a file's `macro_rules!` make where invoked as items;
-/// TypeScript `x instanceof C` narrowing in `if`.
-pub const SCHEMA_VERSION: u32 = 23;
+/// TypeScript `x instanceof C` narrowing in `if`; 24: what a call of a
+/// TypeScript `var` type guard gives, guards joined by `||` narrowing to
+/// either type.
+pub const SCHEMA_VERSION: u32 = 24;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

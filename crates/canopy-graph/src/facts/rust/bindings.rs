@@ -221,6 +221,8 @@ const ADAPTERS: &[&str] = &[
     "skip_while",
     "take_while",
     "inspect",
+    // indexmap's `MutableKeys::iter_mut2`: `(&mut K, &mut V)` pairs.
+    "iter_mut2",
 ];
 
 /// How a loop or closure sees the items of a collection.
@@ -310,10 +312,49 @@ fn bind_iteration(cx: &mut Cx, pattern: Node, base: &str, items: Items) {
 
 /// `for p in v.iter() { … }`: `p` is an item of `v` (see [`bind_iteration`]).
 pub(super) fn for_bindings(cx: &mut Cx, n: Node) {
-    if let (Some(p), Some(v)) = (n.field("pattern"), n.field("value"))
-        && let Some((base, items, _)) = iteration_source(cx, v)
-    {
+    let (Some(p), Some(v)) = (n.field("pattern"), n.field("value")) else {
+        return;
+    };
+    if let Some((base, items, _)) = iteration_source(cx, v) {
         bind_iteration(cx, p, &base, items);
+    }
+}
+
+/// The body of `for p in v` (reached after `v` in the walk): when the
+/// items' type is unknown, the pattern's names are unknown in the body,
+/// not the closure parameters of the same names in `v`
+/// (`xs.iter().map(|(key, v)| …)`), bound before.
+pub(super) fn for_body_bindings(cx: &mut Cx, body: Node, up: &Up) {
+    let Some(n) = up
+        .parent()
+        .filter(|f| f.kind_name() == "for_expression" && f.field("body") == Some(body))
+    else {
+        return;
+    };
+    let (Some(p), Some(v)) = (n.field("pattern"), n.field("value")) else {
+        return;
+    };
+    if iteration_source(cx, v).is_some() {
+        return;
+    }
+    let mut names = Vec::new();
+    pattern_names(cx, p, &mut names);
+    for name in names {
+        cx.bind(body.start_byte(), &name, Some(name.clone()), false, false);
+    }
+}
+
+/// The names a (tuple) pattern binds.
+fn pattern_names(cx: &Cx, p: Node, out: &mut Vec<String>) {
+    let p = bare_pattern(p);
+    match p.kind_name() {
+        "identifier" => out.push(cx.t(p).to_string()),
+        "tuple_pattern" => {
+            for part in pattern_elements(p) {
+                pattern_names(cx, part, out);
+            }
+        }
+        _ => {}
     }
 }
 

@@ -18,16 +18,20 @@ use super::model::{
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree};
 use bindings::{
-    bind_bounded, bind_items, closure_bindings, for_bindings, ordered_fields, scrutinee_node,
-    struct_pattern_bindings, tuple_bindings, tuple_struct_bindings,
+    bind_bounded, bind_items, closure_bindings, for_bindings, for_body_bindings, ordered_fields,
+    scrutinee_node, struct_pattern_bindings, tuple_bindings, tuple_struct_bindings,
 };
 use cfg::{cfg_attribute, compile_out};
 
-/// `S { f: Default::default(), ..Default::default() }`: the type whose
-/// `default` is called, as an expression (`S.f` — the field's type — or `S()`).
-/// `up`: the call's ancestors.
-fn default_target(cx: &Cx, up: &Up) -> Option<String> {
+/// `S { f: Default::default(), ..Default::default() }`, `let x: T =
+/// Default::default()`, `fn new() -> Self { Default::default() }`: the type
+/// whose `default` is called, as an expression (`S.f` — the field's type —
+/// or `S()`, `T()`, `Self()`). `up`: the call's ancestors.
+fn default_target(cx: &Cx, call: Node, up: &Up) -> Option<String> {
     let parent = up.parent()?;
+    if let Some(t) = expected_type(cx, call, parent, up) {
+        return Some(format!("{t}()"));
+    }
     // Both initializers sit in a field_initializer_list of the struct expression.
     let strukt = up.nth(2)?;
     let field = match parent.kind_name() {
@@ -43,6 +47,45 @@ fn default_target(cx: &Cx, up: &Up) -> Option<String> {
         Some(f) => format!("{name}.{}", cx.t(f)),
         None => format!("{name}()"),
     })
+}
+
+/// The type a value at `call` must have, where its place says so: `let x:
+/// T = call`, `return call` or `call` as a function body's last
+/// expression (`-> T`, `Self` too). Not through a wrapper (`Option<T>`'s
+/// default is no `T`'s).
+fn expected_type(cx: &Cx, call: Node, parent: Node, up: &Up) -> Option<String> {
+    let t = match parent.kind_name() {
+        "let_declaration" if parent.field("value") == Some(call) => parent.field("type")?,
+        "return_expression" => {
+            let f = up
+                .iter()
+                .find(|a| matches!(a.kind_name(), "function_item" | "closure_expression"))?;
+            f.field("return_type")?
+        }
+        "block" => {
+            let mut c = parent.walk();
+            let last = parent
+                .named_children(&mut c)
+                .filter(|k| !k.kind_name().ends_with("comment"))
+                .last();
+            let f = up.nth(1)?;
+            if last != Some(call) || f.kind_name() != "function_item" {
+                return None;
+            }
+            f.field("return_type")?
+        }
+        _ => return None,
+    };
+    match t.kind_name() {
+        "type_identifier" | "scoped_type_identifier" => type_expr(cx, t),
+        "generic_type" => {
+            let base = t.field("type")?;
+            let name = type_expr(cx, base)?;
+            let last = name.rsplit('.').next().unwrap_or_default();
+            (!TRANSPARENT.contains(&last)).then_some(name)
+        }
+        _ => None,
+    }
 }
 
 /// Smart pointers a method call sees through (`Box<T>` → `T`).
@@ -496,6 +539,7 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
         "parameter" => parameter(cx, n),
         "field_declaration" => field_declaration(cx, n),
         "for_expression" => for_bindings(cx, n),
+        "block" => for_body_bindings(cx, n, up),
         "function_item" | "function_signature_item" => function(cx, n),
         "impl_item" => impl_item(cx, n),
         "type_item" => type_item(cx, n),
@@ -535,11 +579,11 @@ fn call<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
                     .and_then(|a| a.named_child(0))
                     .and_then(|a| expr(cx, a));
                 let recv = match (recv, first_arg) {
-                    (Some(r), Some(a)) if r != "Self" && !r.contains(TRAIT_HINT) => {
+                    (Some(r), Some(a)) if !r.contains(TRAIT_HINT) => {
                         Some(format!("{r}{UFCS_SEP}{a}"))
                     }
                     (Some(r), _) if r == "Default" && cx.t(name) == "default" => {
-                        default_target(cx, up).or(Some(r))
+                        default_target(cx, n, up).or(Some(r))
                     }
                     (r, _) => r,
                 };
@@ -762,6 +806,10 @@ fn type_item(cx: &mut Cx, n: Node) {
     if let (Some(name), Some(t)) = (n.field("name"), n.field("type")) {
         let e = type_expr(cx, t);
         cx.def_fact(name, e, DefFactKind::Base);
+        // `type Pairs = IndexMap<Key, Item>`: the alias's items (`#k`,
+        // `#v`) are fields of the alias, read through a field or local of
+        // the alias type (`self.items#k`, `items: Pairs`).
+        bind_items(cx, t.start_byte(), "", t, true);
     }
 }
 

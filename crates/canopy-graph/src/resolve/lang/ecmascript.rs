@@ -13,6 +13,7 @@ use crate::resolve::world::{World, is_function};
 pub(crate) const CONVENTIONS: Conventions = Conventions {
     methods_in_scope: false,
     functions_in_values_in_scope: false,
+    call_bindings: true,
     item_methods: ITEM_METHODS,
     ..Conventions::NEUTRAL
 };

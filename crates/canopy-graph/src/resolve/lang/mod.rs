@@ -104,6 +104,10 @@ pub(crate) struct Conventions {
     /// of an object literal: `const traps = { get() { has(…) }, has() {} }`
     /// calls an outer `has`).
     pub functions_in_values_in_scope: bool,
+    /// A call of a value that is no unit may be typed by a binding of its
+    /// own (ECMAScript: a `var` holding a type guard; see
+    /// [`crate::facts::model::CALL_RESULT`]).
+    pub call_bindings: bool,
     /// Collection methods that give back an item (Rust's `first`, `get`,
     /// `pop`, …): on a field or local without a type of its own, the item
     /// of the collection (`v#elem`).
@@ -124,6 +128,7 @@ impl Conventions {
         items_of_type_bodies_in_scope: true,
         methods_in_scope: true,
         functions_in_values_in_scope: true,
+        call_bindings: false,
         item_methods: &[],
     };
 }

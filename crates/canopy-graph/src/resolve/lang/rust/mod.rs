@@ -23,6 +23,66 @@ use crate::resolve::ids::{FileIdx, SymId, Table};
 use crate::resolve::world::{World, WorldFile, is_function};
 use crate::store::graph_rows::{How, SymRow};
 
+/// The one of several functions (`from` of several `From` impls) whose
+/// first parameter's type is the type of `arg` (evaluated at `cx`), if
+/// exactly one is.
+fn by_first_argument(w: &World, cx: &Ctx, found: &[SymId], arg: &str) -> Option<SymId> {
+    if arg.is_empty() {
+        return None;
+    }
+    let arg_types: Vec<SymId> = w
+        .eval(cx, arg, 0)
+        .into_iter()
+        .filter_map(|v| match v {
+            Val::Inst(t) => Some(t),
+            _ => None,
+        })
+        .collect();
+    if arg_types.is_empty() {
+        return None;
+    }
+    let mut matching = found.iter().copied().filter(|&f| {
+        first_parameter_types(w, f)
+            .iter()
+            .any(|t| arg_types.contains(t))
+    });
+    let one = matching.next()?;
+    matching.next().is_none().then_some(one)
+}
+
+/// The types function `f`'s first typed parameter (not `self`) has: its
+/// first type binding, by position, whose name is no type parameter's.
+fn first_parameter_types(w: &World, f: SymId) -> Vec<SymId> {
+    let fs = &w.syms[f];
+    if !is_function(fs.node_type) {
+        return Vec::new();
+    }
+    let facts = &w.files[fs.file].facts;
+    let part = w.part(fs.file);
+    let first = facts
+        .bindings
+        .iter()
+        .enumerate()
+        .filter(|&(bi, b)| {
+            part.scopes[bi] == f
+                && b.is_type
+                && !b.field
+                && b.name.starts_with(|c: char| c.is_lowercase() || c == '_')
+        })
+        .min_by_key(|(_, b)| b.byte);
+    let Some((_, b)) = first else {
+        return Vec::new();
+    };
+    let at = Ctx {
+        file: fs.file,
+        byte: b.byte,
+        scope: f,
+    };
+    let mut out = Vec::new();
+    w.type_units(&at, &b.expr, 1, &mut out);
+    out
+}
+
 /// Rust's differences as data.
 pub(crate) const CONVENTIONS: Conventions = Conventions {
     facts_read_by_every_pass: true,
@@ -36,6 +96,7 @@ pub(crate) const CONVENTIONS: Conventions = Conventions {
     items_of_type_bodies_in_scope: false,
     methods_in_scope: true,
     functions_in_values_in_scope: true,
+    call_bindings: false,
     item_methods: ITEM_METHODS,
 };
 
@@ -357,7 +418,14 @@ impl LanguageRules for Rust {
             return None;
         }
         let (path, first_arg) = r.split_once(UFCS_SEP).unwrap_or((r, ""));
-        let found = w.resolve_site(cx, name, Some(path), kind);
+        let mut found = w.resolve_site(cx, name, Some(path), kind);
+        if found.0.len() > 1
+            && let Some(one) = by_first_argument(w, cx, &found.0, first_arg)
+        {
+            // `Deserializer::from(doc)` among `impl From<Document>` and
+            // `impl From<DocumentMut>`: the one taking `doc`'s type.
+            found.0 = vec![one];
+        }
         if !found.0.is_empty() || !w.eval(cx, path, 0).is_empty() {
             return Some(found);
         }
