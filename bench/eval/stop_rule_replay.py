@@ -17,10 +17,11 @@ This script applies that rule, or a variant of its thresholds, to the stored pac
 rebuilt from the instance), so thresholds can be chosen on `tune` without re-running packs:
 
   stop_rule_replay.py RUN_DIR [--forms full,title,query] [--lead-qualified X] [--lead-named X]
-                      [--raw-named X] [--ids]
+                      [--raw-named X] [--short-named] [--plain-names] [--ids]
 
 Prints per form: packs, stop rate, P(a gold function is in the first 3 handles | stop) (the
-handles a stop pack suggests expanding; score.py's overlap rule), and with --ids the stop
+handles a stop pack suggests expanding; score.py's overlap rule), the same share over every pack
+whose instance has gold functions (what any stop rule starts from), and with --ids the stop
 instances marked hit/miss. A run of a binary with this rule can be scored directly with
 `stop_calibration.py --out RUN --summary`; the replay is for choosing the thresholds.
 """
@@ -94,7 +95,9 @@ def stop_earned(q, words, pack, short_words, tabs, a):
         return False
     if names_qualified(q, qualified) and lead >= a.lead_qualified:
         return True
-    return words > short_words and names_in_code(q, name) and lead >= a.lead_named and raw >= a.raw_named
+    long_enough = a.short_named or words > short_words
+    in_code = names_in_code(q, name) if not a.plain_names else any(True for _ in whole(q, name or "\0"))
+    return long_enough and in_code and lead >= a.lead_named and raw >= a.raw_named
 
 
 def main():
@@ -104,6 +107,10 @@ def main():
     ap.add_argument("--lead-qualified", type=float, default=LEAD_QUALIFIED)
     ap.add_argument("--lead-named", type=float, default=LEAD_NAMED)
     ap.add_argument("--raw-named", type=float, default=RAW_NAMED)
+    ap.add_argument("--short-named", action="store_true",
+                    help="variant: the own-name path applies to questions of any length")
+    ap.add_argument("--plain-names", action="store_true",
+                    help="variant: the own name counts as any whole identifier, not only as code")
     ap.add_argument("--ids", action="store_true")
     a = ap.parse_args()
     sc = sc_.load_score()
@@ -115,13 +122,16 @@ def main():
     short_words, tabs = tables()
     rows = [json.loads(l) for l in open(os.path.join(a.run, "results.jsonl"))]
     for form in a.forms.split(","):
-        n = stops = hits = with_fn = 0
+        n = stops = hits = with_fn = all_fn = all_hits = 0
         ids = []
         for r in rows:
             pack, inst = r.get(form), insts[r["instance_id"]]
             if not pack or "error" in pack:
                 continue
             n += 1
+            if inst.get("gold_functions") and inst.get("gold_function_spans"):
+                all_fn += 1
+                all_hits += sc_.gold_fn_hit((pack.get("handles") or [])[:STOP_EXPANDS], inst, sc)
             asked = sc_.question(inst, form)
             # names are looked up in the question as the pack reads it: template comments
             # dropped (pack.rs clean_question); words are counted as asked
@@ -137,7 +147,8 @@ def main():
             ids.append(f"{r['instance_id']}:{'hit' if hit else ('miss' if has_fn else 'no-gold-fn')}")
         p = f"{hits / with_fn:.3f}" if with_fn else "-"
         print(f"{form:5s} packs {n:4d}  stop {stops:3d} ({stops / max(1, n):.3f})  "
-              f"P(gold fn in first {STOP_EXPANDS} | stop) {p} ({hits}/{with_fn})")
+              f"P(gold fn in first {STOP_EXPANDS} | stop) {p} ({hits}/{with_fn})  "
+              f"in every pack {all_hits / max(1, all_fn):.3f}")
         if a.ids:
             print("   ", " ".join(ids))
 
