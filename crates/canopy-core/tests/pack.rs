@@ -242,6 +242,51 @@ fn stop_is_earned_only_by_naming_the_member() {
 }
 
 #[test]
+fn a_right_file_without_its_function_named_does_not_stop() {
+    let (_d, e) = repo();
+    // Confident about the file (the class is named, its words are all
+    // there), but no function in it is named: the one to change is not
+    // known, so the pack says what to expand without saying stop.
+    let q = "InvoiceRenderer renders the invoice header and footer of the PDF wrongly for customers with several invoice lines; the totals drawn on the invoice look off";
+    let p = pack(&e, q, None);
+    assert_eq!(
+        p.handles[0].file_path, "billing/invoice.py",
+        "{:?}",
+        p.handles
+    );
+    assert_ne!(p.guidance.confidence_band, "low", "{:?}", p.guidance);
+    assert!(!p.guidance.stop_querying, "{:?}", p.guidance);
+    assert_eq!(p.guidance.recommended_action, "expand_then_answer");
+    assert!(p.guidance.suggested_expand_count >= 2, "{:?}", p.guidance);
+}
+
+#[test]
+fn an_issue_writing_one_function_as_code_stops_on_it() {
+    let (_d, e) = repo();
+    // A long issue text that writes one function's own name as code, with
+    // nothing else in the pack close to it: the stop is earned, and the
+    // function is the first handle to expand.
+    let q = "Totals ignore discounts\n\nWhen an invoice has a discount line, calling compute_invoice_total(invoice) returns the sum of amount times quantity of every line, so the discount is never subtracted and customers are billed the full price for the whole invoice.";
+    let p = pack(&e, q, None);
+    assert_eq!(
+        p.handles[0].qualified_name.as_deref(),
+        Some("compute_invoice_total"),
+        "{:?}",
+        p.handles
+    );
+    assert!(p.guidance.stop_querying, "{:?} {:?}", p.guidance, p.handles);
+    assert_eq!(p.expand_suggestion[0], p.handles[0].id);
+    // The same name in a short question is not enough: an agent's few
+    // words name where the symptom shows as often as the code to change.
+    let short = pack(&e, "compute_invoice_total ignores discounts", None);
+    assert_eq!(
+        short.handles[0].qualified_name.as_deref(),
+        Some("compute_invoice_total")
+    );
+    assert!(!short.guidance.stop_querying, "{:?}", short.guidance);
+}
+
+#[test]
 fn irrelevant_questions_never_say_stop() {
     let (_d, e) = repo();
     for q in [
