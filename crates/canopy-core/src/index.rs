@@ -275,7 +275,12 @@ fn run_index_unmapped(
         skipped: plan.skipped.clone(),
     };
     let writes_text = !plan.removals.is_empty() || !plan.work.is_empty();
-    if writes_text {
+    // A first build creates its secondary indexes once, at the end, from
+    // the finished tables; and merges its text segments as it writes.
+    let bulk_build = plan.started_empty && !plan.work.is_empty();
+    if bulk_build {
+        store.merge_text_during_build()?;
+    } else if writes_text {
         store.defer_text_merges()?;
     }
     if !plan.removals.is_empty() {
@@ -296,9 +301,6 @@ fn run_index_unmapped(
         // say per file), so queries and graph calls need not wait for it.
         store.set_meta(meta_keys::INDEX_COMPLETE, "0")?;
     }
-    // A first build creates its secondary indexes once, at the end, from
-    // the finished tables.
-    let bulk_build = plan.started_empty && !plan.work.is_empty();
     if bulk_build {
         store.defer_indexes()?;
     }
@@ -313,6 +315,9 @@ fn run_index_unmapped(
     }
     record_coverage(store, &plan, &totals.skipped)?;
     if bulk_build {
+        // Later runs defer their merging (what is left of the build's
+        // merging runs at the end, as theirs does).
+        store.defer_text_merges()?;
         // Before resolution, which looks names up in `ref_names` (the
         // users of each new definition, `graph_prepare`): without its index
         // each lookup is a scan of the table (tokio: ~40% of a cold index's
