@@ -659,9 +659,9 @@ fn three_nodes_place_by_rendezvous_move_only_to_a_new_node_and_survive_a_kill() 
 /// PostgreSQL stopped and started again while two nodes serve a steady
 /// stream of queries: meanwhile `/health` says degraded and every answer
 /// is 200 or 503 (never another 5xx); once the database is back, the
-/// nodes reconnect, every query is answered again, and the repository's
-/// lease works again (a fetch is indexed and published at a newer
-/// generation, the feed gap-free).
+/// nodes reconnect, `/health` is healthy again, every query is answered
+/// again, and the repository's lease works again (a fetch is indexed and
+/// published at a newer generation, the feed gap-free).
 #[test]
 fn a_postgres_restart_under_load_is_survived_by_the_nodes() {
     use std::sync::Arc;
@@ -708,8 +708,13 @@ fn a_postgres_restart_under_load_is_survived_by_the_nodes() {
             health["fleet"]["database"]["connected"] == true
         });
     }
-    // Back: every query through either node is answered again.
+    // Back: `/health` recovers, and every query through either node is
+    // answered again.
     for server in [&a, &b] {
+        canopy_test_support::eventually("a node is healthy again", || {
+            let health: Value = get(&server.client(), "/health").json().unwrap();
+            health["status"] == "healthy"
+        });
         canopy_test_support::eventually("queries are answered again", || {
             (0..5).all(|_| {
                 server
