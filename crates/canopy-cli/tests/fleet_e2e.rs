@@ -8,8 +8,10 @@
 //!   the repository over and answering at a newer generation; the event
 //!   feed gap-free and generations strictly increasing throughout;
 //! * a paused owner (SIGSTOP past its lease, then SIGCONT) whose index run
-//!   finishes after the takeover: its publish is refused, and nothing it
-//!   wrote late reaches the shared state;
+//!   is held just before its publish until after the takeover: its
+//!   publish is refused, and nothing it wrote late reaches the shared state;
+//! * PostgreSQL restarted under load: `/health` degraded, then recovered;
+//! * an owner unreachable over HTTP; an idle engine closed and reopened;
 //! * without `--fleet`, nothing of fleet mode is there.
 //!
 //! Nothing is timed (speed is `bench/fleet.py`'s) and every wait is

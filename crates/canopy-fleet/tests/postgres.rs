@@ -657,10 +657,19 @@ async fn a_paused_owner_cannot_publish_after_it_resumes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_are_gap_free_and_exactly_once_for_every_reader() {
     let Some(pg) = pg() else { return };
+    // The writers publish under the leases they hold when they start, so no
+    // lease may lapse meanwhile: the production timing (10 s leases, 3 s
+    // operation timeout), as 3 s leases lapsed under a loaded machine's
+    // stalls (3 of 10 runs beside two CPU hogs).
+    let steady = |node: &str| {
+        let mut c = config(&pg, node);
+        c.timing = canopy_fleet::Timing::default();
+        c
+    };
     let nodes = vec![
-        Node::start(config(&pg, "w1")).await,
-        Node::start(config(&pg, "w2")).await,
-        Node::start(config(&pg, "w3")).await,
+        Node::start(steady("w1")).await,
+        Node::start(steady("w2")).await,
+        Node::start(steady("w3")).await,
     ];
     let mut ids = Vec::new();
     for i in 0..6 {
