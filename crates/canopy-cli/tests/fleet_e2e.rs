@@ -8,12 +8,19 @@
 //!   the repository over and answering at a newer generation; the event
 //!   feed gap-free and generations strictly increasing throughout;
 //! * a paused owner (SIGSTOP past its lease, then SIGCONT) whose index run
-//!   finishes after the takeover: its publish is refused, and nothing it
-//!   wrote late reaches the shared state;
+//!   is held just before its publish until after the takeover: its
+//!   publish is refused, and nothing it wrote late reaches the shared state;
+//! * PostgreSQL restarted under load: `/health` degraded, then recovered;
+//! * an owner unreachable over HTTP; an idle engine closed and reopened;
 //! * without `--fleet`, nothing of fleet mode is there.
 //!
-//! Leases are 3 s here (`--fleet-lease-ttl-ms`); every wait is bounded by
-//! `WAIT` and nothing is timed (speed is `bench/fleet.py`'s).
+//! Nothing is timed (speed is `bench/fleet.py`'s) and every wait is
+//! bounded by `WAIT`. What a lease TTL still decides is how long a node
+//! may stall (a loaded machine) before it loses its repositories without
+//! cause: tests that wait for a takeover use `TAKEOVER_LEASE_TTL_MS`
+//! (short, so the takeover comes soon, yet a stall of 4.5 s is survived),
+//! the others the production default `STEADY_LEASE_TTL_MS`. The paused
+//! owner is held at a known point (the publish hold), not caught mid-run.
 
 use std::path::Path;
 use std::process::Command;
@@ -27,7 +34,10 @@ use canopy_test_support::serve::{Opts, Server, assert_error, get, post};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "fleet-e2e-shared-token";
-const LEASE_TTL_MS: &str = "3000";
+/// The lease of the nodes in tests that wait for a takeover.
+const TAKEOVER_LEASE_TTL_MS: &str = "5000";
+/// The lease of the nodes in tests where no lease may move (the default).
+const STEADY_LEASE_TTL_MS: &str = "10000";
 
 fn pg() -> Option<PgServer> {
     canopy_test_support::postgres::started_or_skip(PgServer::start(Some(Path::new(env!(
@@ -35,13 +45,29 @@ fn pg() -> Option<PgServer> {
     )))))
 }
 
+/// A fleet node of a test that waits for a takeover.
 fn node(pg: &PgServer, id: &str, data: &Path) -> Server {
-    node_with(pg, id, data, &[])
+    node_env(pg, id, data, TAKEOVER_LEASE_TTL_MS, &[], &[])
 }
 
-/// A fleet node with `more` flags after the fleet's.
+/// A fleet node of a test where no lease may move, with `more` flags
+/// after the fleet's.
 fn node_with(pg: &PgServer, id: &str, data: &Path, more: &[&str]) -> Server {
+    node_env(pg, id, data, STEADY_LEASE_TTL_MS, more, &[])
+}
+
+/// A fleet node with a lease of `lease_ttl_ms`, `more` flags after the
+/// fleet's and `env` set for its process.
+fn node_env(
+    pg: &PgServer,
+    id: &str,
+    data: &Path,
+    lease_ttl_ms: &str,
+    more: &[&str],
+    env: &[(String, String)],
+) -> Server {
     let opts = Opts {
+        env: env.to_vec(),
         token: Some(TOKEN.into()),
         extra: [
             "--fleet",
@@ -49,7 +75,7 @@ fn node_with(pg: &PgServer, id: &str, data: &Path, more: &[&str]) -> Server {
             "--fleet-node-id",
             id,
             "--fleet-lease-ttl-ms",
-            LEASE_TTL_MS,
+            lease_ttl_ms,
             "--fleet-allow-local-git",
         ]
         .iter()
@@ -324,22 +350,82 @@ fn other_id(owner: &str) -> &'static str {
     }
 }
 
+/// The test-only publish hold of `canopy serve` (`CANOPY_TEST_FLEET_HOLD_DIR`):
+/// while `hold-<node>` exists in the directory, that node stops just
+/// before it publishes a new generation and says so in `held-<node>`.
+struct PublishHold {
+    dir: tempfile::TempDir,
+}
+
+impl PublishHold {
+    fn new() -> PublishHold {
+        PublishHold {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// `node_with`'s extra environment for a node that can be held.
+    fn env(&self) -> (String, String) {
+        (
+            "CANOPY_TEST_FLEET_HOLD_DIR".to_string(),
+            self.dir.path().display().to_string(),
+        )
+    }
+
+    fn arm(&self, node: &str) {
+        std::fs::write(self.dir.path().join(format!("hold-{node}")), "").unwrap();
+    }
+
+    fn release(&self, node: &str) {
+        std::fs::remove_file(self.dir.path().join(format!("hold-{node}"))).unwrap();
+    }
+
+    /// What `node` is held at ("<repo id> <generation>"), once it is.
+    fn held_at(&self, node: &str) -> Option<String> {
+        std::fs::read_to_string(self.dir.path().join(format!("held-{node}"))).ok()
+    }
+}
+
+/// The owner's run has indexed a new commit and is held just before it
+/// publishes (no race with the run: `PublishHold`); it is paused there
+/// (SIGSTOP) until the other node has taken the repository over and
+/// published, then released and resumed (SIGCONT): its publish is
+/// refused, and nothing it wrote late reaches the shared state.
 #[test]
 fn a_paused_owner_cannot_publish_after_it_resumes() {
-    const FILES: usize = 1500;
     let Some(pg) = pg() else { return };
+    let hold = PublishHold::new();
     let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = node(&pg, "node-a", da.path());
-    let b = node(&pg, "node-b", db.path());
-    let repo = Repo::large(FILES);
+    let a = node_env(
+        &pg,
+        "node-a",
+        da.path(),
+        TAKEOVER_LEASE_TTL_MS,
+        &[],
+        &[hold.env()],
+    );
+    let b = node_env(
+        &pg,
+        "node-b",
+        db.path(),
+        TAKEOVER_LEASE_TTL_MS,
+        &[],
+        &[hold.env()],
+    );
+    let repo = Repo::small();
     let repo_id = add_git(&a, &repo);
-    let g1 = answered_above(&a, &repo_id, "handler_1_0", 0);
+    let g1 = answered_above(&a, &repo_id, "authenticate", 0);
     let (owner, epoch1, _) = placement(&a, &repo_id);
     let owner = owner.expect("an owner");
     let (paused, other) = if owner == "node-a" { (a, b) } else { (b, a) };
 
-    // A new commit, fetched by the owner: its run starts; pause it at once.
-    repo.rewrite_large(FILES, 1);
+    // A new commit, fetched by the owner: its run starts, indexes the
+    // commit and stops just before publishing; pause the owner there.
+    hold.arm(&owner);
+    repo.write(
+        "src/paused.rs",
+        "pub fn written_while_paused() -> u32 {\n    1\n}\n",
+    );
     repo.commit("v1");
     let fetched = post(
         &other.client(),
@@ -353,16 +439,27 @@ fn a_paused_owner_cannot_publish_after_it_resumes() {
         "{}",
         fetched.text()
     );
+    canopy_test_support::eventually("the owner's run is held before it publishes", || {
+        hold.held_at(&owner).is_some()
+    });
+    let held_at = hold.held_at(&owner).unwrap();
+    assert_eq!(
+        held_at.split_whitespace().collect::<Vec<_>>(),
+        [repo_id.as_str(), &(g1 + 1).to_string()],
+        "{held_at}"
+    );
     signal(&paused, "-STOP");
 
     // The other node takes over after the lease lapses and publishes.
-    let g2 = answered_above(&other, &repo_id, "handler_1_0", g1);
+    let g2 = answered_above(&other, &repo_id, "written_while_paused", g1);
     let (new_owner, epoch2, _) = placement(&other, &repo_id);
     assert_eq!(new_owner.as_deref(), Some(other_id(&owner)));
     assert!(epoch2 > epoch1);
     let before_resume = feed(&other).len();
 
-    // The paused owner resumes and finishes its run: its publish is refused.
+    // The paused owner is released and resumes: the run it held publishes
+    // only now, after its lease lapsed, and is refused.
+    hold.release(&owner);
     signal(&paused, "-CONT");
     let deadline = std::time::Instant::now() + canopy_test_support::WAIT;
     while !paused.log().contains("publish refused") {
@@ -381,7 +478,7 @@ fn a_paused_owner_cannot_publish_after_it_resumes() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     // It forwards to the new owner now, and answers at the new owner's generation.
-    let via_paused = answered_above(&paused, &repo_id, "handler_1_0", g1);
+    let via_paused = answered_above(&paused, &repo_id, "written_while_paused", g1);
     assert!(via_paused >= g2);
     // Whatever the resumed node wrote since came from a newer lease (it
     // may win the repository back: rendezvous prefers it), never epoch1's run.
@@ -564,9 +661,9 @@ fn three_nodes_place_by_rendezvous_move_only_to_a_new_node_and_survive_a_kill() 
 /// PostgreSQL stopped and started again while two nodes serve a steady
 /// stream of queries: meanwhile `/health` says degraded and every answer
 /// is 200 or 503 (never another 5xx); once the database is back, the
-/// nodes reconnect, every query is answered again, and the repository's
-/// lease works again (a fetch is indexed and published at a newer
-/// generation, the feed gap-free).
+/// nodes reconnect, `/health` is healthy again, every query is answered
+/// again, and the repository's lease works again (a fetch is indexed and
+/// published at a newer generation, the feed gap-free).
 #[test]
 fn a_postgres_restart_under_load_is_survived_by_the_nodes() {
     use std::sync::Arc;
@@ -613,8 +710,13 @@ fn a_postgres_restart_under_load_is_survived_by_the_nodes() {
             health["fleet"]["database"]["connected"] == true
         });
     }
-    // Back: every query through either node is answered again.
+    // Back: `/health` recovers, and every query through either node is
+    // answered again.
     for server in [&a, &b] {
+        canopy_test_support::eventually("a node is healthy again", || {
+            let health: Value = get(&server.client(), "/health").json().unwrap();
+            health["status"] == "healthy"
+        });
         canopy_test_support::eventually("queries are answered again", || {
             (0..5).all(|_| {
                 server

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use canopy_fleet::{
     FleetError, LeaseChange, LossReason, NewEvent, RepoState, Route, migrate, placement,
 };
-use common::{Node, config, git_repo, pg, raw, timing, wait_for};
+use common::{Node, WAIT, config, git_repo, pg, raw, timing, wait_for};
 use serde_json::json;
 
 fn state(generation: u64, status: &str) -> RepoState {
@@ -152,11 +152,7 @@ async fn a_node_refuses_a_database_that_is_not_its_fleets() {
     let node = Node::start(cfg).await;
     let repo = node.fleet.add_repo(&git_repo(1)).await.unwrap().0.repo_id;
     let own_id = node.fleet.view().await.unwrap().fleet_id;
-    assert!(
-        wait_for(Duration::from_secs(10), || node.fleet.health().status
-            == "healthy")
-        .await
-    );
+    assert!(wait_for(|| node.fleet.health().status == "healthy").await);
 
     // The URL now reaches another fleet's database.
     swap_databases(
@@ -165,7 +161,7 @@ async fn a_node_refuses_a_database_that_is_not_its_fleets() {
     )
     .await;
     assert!(
-        wait_for(Duration::from_secs(10), || {
+        wait_for(|| {
             let h = node.fleet.health();
             !h.database.connected
                 && h.database
@@ -188,12 +184,7 @@ async fn a_node_refuses_a_database_that_is_not_its_fleets() {
     )
     .await;
     assert!(
-        wait_for(Duration::from_secs(15), || node
-            .fleet
-            .health()
-            .database
-            .connected)
-        .await,
+        wait_for(|| node.fleet.health().database.connected).await,
         "{:?}",
         node.fleet.health()
     );
@@ -257,19 +248,13 @@ async fn registry_is_shared_and_long_polls_wake_across_nodes() {
     );
     assert_eq!(a.fleet.repos().await.unwrap().len(), 2);
 
-    // A long-poll on b wakes when a appends (LISTEN/NOTIFY), well before
-    // its timeout.
-    assert!(wait_for(Duration::from_secs(5), || b.fleet.health().event_listener).await);
+    // A long-poll on b wakes when a appends (LISTEN/NOTIFY), not at its
+    // timeout: the timeout is an hour, and the test gives up long before.
+    assert!(wait_for(|| b.fleet.health().event_listener).await);
     let after = b.fleet.latest_seq().await.unwrap();
     let waiter = {
         let f = b.fleet.clone();
-        tokio::spawn(async move {
-            let t = Instant::now();
-            (
-                f.wait_events(after, Duration::from_secs(20)).await,
-                t.elapsed(),
-            )
-        })
+        tokio::spawn(async move { f.wait_events(after, Duration::from_secs(3600)).await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     let seq = a
@@ -281,9 +266,11 @@ async fn registry_is_shared_and_long_polls_wake_across_nodes() {
         }])
         .await
         .unwrap();
-    let (woken, took) = waiter.await.unwrap();
+    let woken = tokio::time::timeout(WAIT, waiter)
+        .await
+        .expect("the long-poll was not woken by the append")
+        .unwrap();
     assert_eq!(woken.unwrap(), seq);
-    assert!(took < Duration::from_secs(3), "woken after {took:?}");
 
     // Removal is seen everywhere, with its event.
     assert!(a.fleet.remove_repo(&r2.repo_id).await.unwrap());
@@ -350,7 +337,7 @@ async fn placement_converges_and_ownership_is_exclusive() {
     );
     let names = ["node-a", "node-b", "node-c"];
     let nodes = [&a, &b, &c];
-    let converged = wait_for(Duration::from_secs(30), || {
+    let converged = wait_for(|| {
         ids.iter().all(|r| {
             let want = placement::owner(&names, r).unwrap_or_default();
             nodes
@@ -458,7 +445,7 @@ async fn leases_stay_exclusive_when_every_node_races_and_owners_crash() {
         let owned: HashSet<String> = nodes.iter().flat_map(|n| n.owned()).collect();
         ids.iter().all(|r| owned.contains(r))
     };
-    assert!(wait_for(Duration::from_secs(20), || all_owned(&nodes)).await);
+    assert!(wait_for(|| all_owned(&nodes)).await);
     // Crash the owner of the first repository twice; the others take over.
     let mut crashed = Vec::new();
     for round in 0..2 {
@@ -471,7 +458,7 @@ async fn leases_stay_exclusive_when_every_node_races_and_owners_crash() {
         crashed.push(dead);
         nodes.push(Node::start(racing(&format!("late-{round}"))).await);
         assert!(
-            wait_for(Duration::from_secs(20), || all_owned(&nodes)).await,
+            wait_for(|| all_owned(&nodes)).await,
             "round {round}: not every repository was taken over"
         );
     }
@@ -504,6 +491,25 @@ async fn leases_stay_exclusive_when_every_node_races_and_owners_crash() {
     );
 }
 
+/// (epoch, expiry, acquisition) of `repo_id`'s lease, times in seconds
+/// by the database's clock.
+async fn lease_row(db: &tokio_postgres::Client, repo_id: &str) -> (u64, f64, f64) {
+    let row = db
+        .query_one(
+            "SELECT epoch, extract(epoch FROM expires_at)::float8,
+                    extract(epoch FROM acquired_at)::float8
+             FROM fleet_leases WHERE repo_id = $1",
+            &[&repo_id],
+        )
+        .await
+        .unwrap();
+    (
+        row.get::<_, i64>(0).max(0) as u64,
+        row.get::<_, f64>(1),
+        row.get::<_, f64>(2),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_owner_is_replaced_after_its_lease_expires() {
     let Some(pg) = pg() else { return };
@@ -511,7 +517,7 @@ async fn a_crashed_owner_is_replaced_after_its_lease_expires() {
     cfg_a.timing.settle = Duration::from_secs(3600);
     let a = Node::start(cfg_a).await;
     let repo = a.fleet.add_repo(&git_repo(1)).await.unwrap().0.repo_id;
-    assert!(wait_for(Duration::from_secs(10), || a.fleet.fence(&repo).is_some()).await);
+    assert!(wait_for(|| a.fleet.fence(&repo).is_some()).await);
     let epoch_a = a.fleet.fence(&repo).unwrap().epoch();
     let mut cfg_b = config(&pg, "standby");
     cfg_b.timing.settle = Duration::from_secs(3600);
@@ -520,35 +526,38 @@ async fn a_crashed_owner_is_replaced_after_its_lease_expires() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(b.owned().is_empty());
 
-    // kill -9: no release, no more renewals.
-    let t = timing();
-    let killed = Instant::now();
+    // kill -9: no release, no more renewals. The standby takes over, and
+    // not before the lease expired: by the database's own clock, the new
+    // epoch was acquired no earlier than the last expiry recorded for the
+    // old one (watched until the takeover; how soon it comes is
+    // `bench/fleet.py`'s takeover time, not asserted here).
+    let db = raw(&pg).await;
+    let (epoch, mut last_expiry, _) = lease_row(&db, &repo).await;
+    assert_eq!(epoch, epoch_a);
     a.fleet.abort();
-    assert!(wait_for(Duration::from_secs(15), || b.fleet.fence(&repo).is_some()).await);
-    let took = killed.elapsed();
-    // Not before the lease (renewed at most a heartbeat before the kill)
-    // expired; within a TTL plus two heartbeats and a takeover step.
+    let deadline = Instant::now() + WAIT;
+    while b.fleet.fence(&repo).is_none() {
+        assert!(Instant::now() < deadline, "the standby did not take over");
+        let (epoch, expiry, _) = lease_row(&db, &repo).await;
+        if epoch == epoch_a {
+            last_expiry = expiry;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (epoch, _, acquired) = lease_row(&db, &repo).await;
+    assert_eq!(epoch, epoch_a + 1);
     assert!(
-        took >= t.lease_ttl - t.heartbeat - Duration::from_millis(100),
-        "{took:?}"
-    );
-    assert!(
-        took <= t.lease_ttl + t.heartbeat * 2 + t.takeover_step + Duration::from_secs(2),
-        "{took:?}"
+        acquired >= last_expiry,
+        "taken over at {acquired}, before the lease expired at {last_expiry}"
     );
     let fence_b = b.fleet.fence(&repo).unwrap();
     assert_eq!(fence_b.epoch(), epoch_a + 1);
     // The service hears of it with the previous holder named.
     assert!(
-        wait_for(Duration::from_secs(5), || b
-            .changes
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|(_, c)| matches!(
-                c,
-                LeaseChange::Acquired { previous_holder: Some(p), .. } if p == "owner"
-            )))
+        wait_for(|| b.changes.lock().unwrap().iter().any(|(_, c)| matches!(
+            c,
+            LeaseChange::Acquired { previous_holder: Some(p), .. } if p == "owner"
+        )))
         .await
     );
 }
@@ -558,7 +567,7 @@ async fn a_paused_owner_cannot_publish_after_it_resumes() {
     let Some(pg) = pg() else { return };
     let a = Node::start(config(&pg, "paused")).await;
     let repo = a.fleet.add_repo(&git_repo(1)).await.unwrap().0.repo_id;
-    assert!(wait_for(Duration::from_secs(10), || a.fleet.fence(&repo).is_some()).await);
+    assert!(wait_for(|| a.fleet.fence(&repo).is_some()).await);
     let fence_a = a.fleet.fence(&repo).unwrap();
     let bump = vec![NewEvent::repo("generation_bumped", &repo, json!({"to": 1}))];
     a.fleet
@@ -569,7 +578,7 @@ async fn a_paused_owner_cannot_publish_after_it_resumes() {
     // The pause: heartbeats stop (the process is stopped) ...
     a.fleet.abort();
     // ... and on resuming, its clock says the lease is gone: refused locally.
-    assert!(wait_for(Duration::from_secs(10), || !fence_a.is_valid()).await);
+    assert!(wait_for(|| !fence_a.is_valid()).await);
     let late = vec![NewEvent::repo("generation_bumped", &repo, json!({"to": 2}))];
     assert!(matches!(
         a.fleet
@@ -583,7 +592,7 @@ async fn a_paused_owner_cannot_publish_after_it_resumes() {
     // Wait for the database's own clock to pass the lease's expiry (the
     // local deadline is a safety margin earlier, and a renewal's round
     // trip later still on a loaded machine): observed, not slept on.
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let deadline = std::time::Instant::now() + WAIT;
     loop {
         let view = a.fleet.view().await.unwrap();
         let lease = view.repos.iter().find(|p| p.repo_id == repo).unwrap();
@@ -603,7 +612,7 @@ async fn a_paused_owner_cannot_publish_after_it_resumes() {
     }
     // ... then once another node took it over.
     let b = Node::start(config(&pg, "successor")).await;
-    assert!(wait_for(Duration::from_secs(15), || b.fleet.fence(&repo).is_some()).await);
+    assert!(wait_for(|| b.fleet.fence(&repo).is_some()).await);
     let fence_b = b.fleet.fence(&repo).unwrap();
     assert_eq!(fence_b.epoch(), fence_a.epoch() + 1);
     assert!(matches!(
@@ -648,10 +657,19 @@ async fn a_paused_owner_cannot_publish_after_it_resumes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_are_gap_free_and_exactly_once_for_every_reader() {
     let Some(pg) = pg() else { return };
+    // The writers publish under the leases they hold when they start, so no
+    // lease may lapse meanwhile: the production timing (10 s leases, 3 s
+    // operation timeout), as 3 s leases lapsed under a loaded machine's
+    // stalls (3 of 10 runs beside two CPU hogs).
+    let steady = |node: &str| {
+        let mut c = config(&pg, node);
+        c.timing = canopy_fleet::Timing::default();
+        c
+    };
     let nodes = vec![
-        Node::start(config(&pg, "w1")).await,
-        Node::start(config(&pg, "w2")).await,
-        Node::start(config(&pg, "w3")).await,
+        Node::start(steady("w1")).await,
+        Node::start(steady("w2")).await,
+        Node::start(steady("w3")).await,
     ];
     let mut ids = Vec::new();
     for i in 0..6 {
@@ -666,7 +684,7 @@ async fn events_are_gap_free_and_exactly_once_for_every_reader() {
         );
     }
     assert!(
-        wait_for(Duration::from_secs(30), || {
+        wait_for(|| {
             let owned: HashSet<String> = nodes.iter().flat_map(|n| n.owned()).collect();
             ids.iter().all(|r| owned.contains(r))
                 && nodes.iter().all(|n| n.fleet.health().live_nodes == 3)
@@ -771,7 +789,7 @@ async fn a_database_restart_under_load_is_survived() {
     let Some(mut pg) = pg() else { return };
     let a = Node::start(config(&pg, "survivor")).await;
     let repo = a.fleet.add_repo(&git_repo(1)).await.unwrap().0.repo_id;
-    assert!(wait_for(Duration::from_secs(10), || a.fleet.fence(&repo).is_some()).await);
+    assert!(wait_for(|| a.fleet.fence(&repo).is_some()).await);
     let fence = a.fleet.fence(&repo).unwrap();
     a.fleet
         .publish(
@@ -783,11 +801,7 @@ async fn a_database_restart_under_load_is_survived() {
         .await
         .unwrap();
     let seq_before = a.fleet.latest_seq().await.unwrap();
-    assert!(
-        wait_for(Duration::from_secs(5), || a.fleet.health().status
-            == "healthy")
-        .await
-    );
+    assert!(wait_for(|| a.fleet.health().status == "healthy").await);
 
     // Load: readers hitting the registry and the feed the whole time.
     let stop = Arc::new(AtomicBool::new(false));
@@ -825,18 +839,13 @@ async fn a_database_restart_under_load_is_survived() {
 
     pg.stop().expect("fast shutdown");
     assert!(
-        wait_for(Duration::from_secs(5), || !a
-            .fleet
-            .health()
-            .database
-            .connected)
-        .await,
+        wait_for(|| !a.fleet.health().database.connected).await,
         "the outage was not noticed"
     );
     let during = a.fleet.health();
     assert_eq!(during.status, "degraded", "{during:?}");
     // The lease runs out locally; the last owner still answers reads.
-    assert!(wait_for(Duration::from_secs(10), || a.fleet.fence(&repo).is_none()).await);
+    assert!(wait_for(|| a.fleet.fence(&repo).is_none()).await);
     let route = a.fleet.route(&repo);
     assert!(
         matches!(route, Route::LocalReadOnly { .. }),
@@ -844,33 +853,24 @@ async fn a_database_restart_under_load_is_survived() {
         a.fleet.health()
     );
     assert!(
-        wait_for(Duration::from_secs(5), || a
-            .changes
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|(_, c)| matches!(
-                c,
-                LeaseChange::Lost {
-                    reason: LossReason::Expired,
-                    ..
-                }
-            )))
+        wait_for(|| a.changes.lock().unwrap().iter().any(|(_, c)| matches!(
+            c,
+            LeaseChange::Lost {
+                reason: LossReason::Expired,
+                ..
+            }
+        )))
         .await
     );
 
     pg.restart().expect("restart");
     let back = Instant::now();
     assert!(
-        wait_for(Duration::from_secs(15), || a.fleet.fence(&repo).is_some()).await,
+        wait_for(|| a.fleet.fence(&repo).is_some()).await,
         "the lease was not taken again after the restart: {:?}",
         a.fleet.health()
     );
-    assert!(
-        wait_for(Duration::from_secs(10), || a.fleet.health().status
-            == "healthy")
-        .await
-    );
+    assert!(wait_for(|| a.fleet.health().status == "healthy").await);
     eprintln!("lease back {:?} after the restart", back.elapsed());
     stop.store(true, Ordering::SeqCst);
     let mut total_unavailable = 0;
@@ -919,7 +919,7 @@ async fn node_ids_are_exclusive_and_shutdown_hands_over_at_once() {
     for i in 0..4 {
         ids.push(a.fleet.add_repo(&git_repo(i)).await.unwrap().0.repo_id);
     }
-    assert!(wait_for(Duration::from_secs(10), || a.owned().len() == 4).await);
+    assert!(wait_for(|| a.owned().len() == 4).await);
     // A second process with the same id is refused while the first lives.
     match canopy_fleet::Fleet::start(config(&pg, "leaver")).await {
         Err(FleetError::NodeIdInUse { node_id, .. }) => assert_eq!(node_id, "leaver"),
@@ -928,7 +928,7 @@ async fn node_ids_are_exclusive_and_shutdown_hands_over_at_once() {
     let mut cfg_b = config(&pg, "stayer");
     cfg_b.timing.settle = Duration::from_secs(3600);
     let b = Node::start(cfg_b).await;
-    assert!(wait_for(Duration::from_secs(5), || b.fleet.health().live_nodes == 2).await);
+    assert!(wait_for(|| b.fleet.health().live_nodes == 2).await);
     a.fleet.shutdown().await.unwrap();
     assert!(a.owned().is_empty());
     // Released, not left to expire: as soon as shutdown returns, the
@@ -943,7 +943,7 @@ async fn node_ids_are_exclusive_and_shutdown_hands_over_at_once() {
             "a lease outlived its holder's shutdown: {lease:?}"
         );
     }
-    assert!(wait_for(Duration::from_secs(10), || b.owned().len() == 4).await);
+    assert!(wait_for(|| b.owned().len() == 4).await);
     let view = b.fleet.view().await.unwrap();
     let leaver = view.nodes.iter().find(|n| n.node_id == "leaver").unwrap();
     assert_eq!(leaver.state, "left");
@@ -966,7 +966,7 @@ async fn a_joining_node_receives_exactly_its_share() {
     for i in 0..20 {
         ids.push(a.fleet.add_repo(&git_repo(i)).await.unwrap().0.repo_id);
     }
-    assert!(wait_for(Duration::from_secs(10), || a.owned().len() == 20).await);
+    assert!(wait_for(|| a.owned().len() == 20).await);
     let b = Node::start(config(&pg, "second")).await;
     let names = ["first", "second"];
     let mut want: Vec<String> = ids
@@ -977,9 +977,7 @@ async fn a_joining_node_receives_exactly_its_share() {
     want.sort();
     assert!(!want.is_empty() && want.len() < 20);
     assert!(
-        wait_for(Duration::from_secs(20), || b.owned() == want
-            && a.owned().len() == 20 - want.len())
-        .await,
+        wait_for(|| b.owned() == want && a.owned().len() == 20 - want.len()).await,
         "b owns {:?}, wanted {want:?}",
         b.owned()
     );

@@ -33,6 +33,8 @@ pub struct Opts {
     pub cwd: Option<PathBuf>,
     /// Address to bind (default `127.0.0.1:0`, a free port).
     pub bind: Option<String>,
+    /// Environment variables set for the server only.
+    pub env: Vec<(String, String)>,
 }
 
 /// A running `canopy serve`.
@@ -82,6 +84,7 @@ impl Server {
             cmd.args(["--max-body-bytes", &n.to_string()]);
         }
         cmd.args(&opts.extra);
+        cmd.envs(opts.env.iter().map(|(k, v)| (k, v)));
         if let Some(cwd) = &opts.cwd {
             cmd.current_dir(cwd);
         }

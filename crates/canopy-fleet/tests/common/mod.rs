@@ -15,6 +15,8 @@ use serde_json::json;
 
 /// A server for this test, or `None` (skip) when PostgreSQL is not
 /// installed and `CANOPY_REQUIRE_POSTGRES` is not set.
+pub use canopy_test_support::WAIT;
+
 pub fn pg() -> Option<PgServer> {
     canopy_test_support::postgres::started_or_skip(PgServer::start(Some(Path::new(env!(
         "CARGO_TARGET_TMPDIR"
@@ -111,9 +113,11 @@ pub fn git_repo(i: usize) -> NewRepo {
     }
 }
 
-/// Polls `cond` every 20 ms until it holds or `limit` passes.
-pub async fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
+/// Polls `cond` every 20 ms until it holds or [`WAIT`] passes (a bound
+/// that only stops a hung test: how soon things happen is measured by
+/// `bench/fleet.py`, never asserted here).
+pub async fn wait_for(mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + WAIT;
     loop {
         if cond() {
             return true;

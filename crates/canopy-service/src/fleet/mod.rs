@@ -140,6 +140,53 @@ pub struct FleetNode {
     /// outlived its lease (a paused node) is refused even after this node
     /// acquired the repository again.
     run_epoch: Mutex<HashMap<String, u64>>,
+    /// Test-only: [`HOLD_DIR_ENV`]'s directory (see [`PublishHold`]).
+    hold: Option<PublishHold>,
+}
+
+/// Test-only environment variable: a directory through which a test holds
+/// this node just before it publishes a new generation, so it can pause
+/// the node (SIGSTOP) at that point on purpose instead of hoping a run is
+/// still going when the signal lands. Never set it in production.
+pub const HOLD_DIR_ENV: &str = "CANOPY_TEST_FLEET_HOLD_DIR";
+
+/// The test-only publish hold ([`HOLD_DIR_ENV`]). While the file
+/// `hold-<node id>` exists in the directory, this node, about to publish
+/// a new generation (a commit with a `generation_bumped` event), writes
+/// `held-<node id>` (the repository id and the generation), waits until
+/// `hold-<node id>` is removed, removes `held-<node id>` and goes on with
+/// the publish, which checks the lease only then.
+struct PublishHold {
+    armed: PathBuf,
+    held: PathBuf,
+}
+
+impl PublishHold {
+    fn from_env(node_id: &str) -> Option<PublishHold> {
+        let dir = PathBuf::from(std::env::var_os(HOLD_DIR_ENV)?);
+        tracing::warn!(
+            dir = %dir.display(),
+            "{HOLD_DIR_ENV} is set: a test may hold this node before it publishes"
+        );
+        Some(PublishHold {
+            armed: dir.join(format!("hold-{node_id}")),
+            held: dir.join(format!("held-{node_id}")),
+        })
+    }
+
+    /// Blocks while the hold is armed (called on a blocking thread).
+    fn wait(&self, repo_id: &str, generation: u64) {
+        if !self.armed.exists() {
+            return;
+        }
+        if let Err(e) = std::fs::write(&self.held, format!("{repo_id} {generation}\n")) {
+            tracing::warn!("{HOLD_DIR_ENV}: cannot write {}: {e}", self.held.display());
+        }
+        while self.armed.exists() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = std::fs::remove_file(&self.held);
+    }
 }
 
 impl FleetNode {
@@ -158,6 +205,7 @@ impl FleetNode {
             .advertise
             .clone()
             .unwrap_or_else(|| format!("http://{bound}"));
+        let hold = PublishHold::from_env(&node_id);
         let mut config = FleetConfig::new(settings.url.clone(), node_id, advertise);
         config.timing = settings.timing.clone();
         let (fleet, changes) = Fleet::start(config)
@@ -172,6 +220,7 @@ impl FleetNode {
             ready: Mutex::new(HashMap::new()),
             names: Mutex::new(HashMap::new()),
             run_epoch: Mutex::new(HashMap::new()),
+            hold,
         });
         service.attach_fleet(node.clone());
         tokio::spawn(consume(Arc::downgrade(service), node.clone(), changes));
@@ -267,6 +316,11 @@ impl FleetNode {
             }
             return Ok(());
         };
+        if let Some(hold) = &self.hold
+            && events.iter().any(|e| e.kind == "generation_bumped")
+        {
+            hold.wait(&record.repo_id, record.generation);
+        }
         let Some(fence) = self.fleet.fence(&record.repo_id) else {
             bail!(
                 "publish refused: this node does not hold the lease of {}",
