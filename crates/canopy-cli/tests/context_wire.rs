@@ -440,8 +440,8 @@ async fn a_cut_fragment_names_the_handle_that_expands_it() {
         "some budget cuts a fragment ({lines} lines seen)"
     );
     // The form before put a handle (about 15 tokens) on every line and
-    // the path on every fragment of a file: 65 tokens a line on average
-    // on the tune packs of bench/eval.
+    // the path on every fragment of a file: about 60 tokens a line on
+    // real packs (issue 31).
     assert!(
         line_tokens <= 26 * lines,
         "{line_tokens} tokens in {lines} provenance lines"
