@@ -349,3 +349,102 @@ fn fresh_indexes_give_identical_packs() {
     let second = run();
     assert_eq!(first, second);
 }
+
+/// The provenance line as an agent reads it (issue 31): a fragment whose
+/// text is cut (signature, outline) names the handle that expands it, and
+/// `canopy_expand` on that id gives the unit's whole text, which starts
+/// with what the fragment shows; a full fragment names none (its text is
+/// what expanding would give). Each file's path is on its first block
+/// only, and a line costs few tokens.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cut_fragment_names_the_handle_that_expands_it() {
+    let repo = repo();
+    let client = connect(canopy_bin!()).await;
+    let path = repo.path();
+    let mut expanded = 0;
+    let mut lines = 0;
+    let mut line_tokens = 0;
+    for budget in BUDGETS {
+        for strategy in STRATEGIES {
+            let result = call(
+                &client,
+                "canopy_context",
+                args(&path, budget, strategy, Some("Lexer.advance")),
+            )
+            .await;
+            let blocks = blocks(&result);
+            let mut paths_seen: Vec<&str> = Vec::new();
+            let mut previous: Option<&str> = None;
+            for b in &blocks[1..] {
+                let (line, body) = b.split_once('\n').unwrap_or((b, ""));
+                lines += 1;
+                let limit = if line.contains(" · expand h") {
+                    48
+                } else {
+                    36
+                };
+                line_tokens += count_tokens(line);
+                assert!(
+                    count_tokens(line) <= limit,
+                    "{strategy} at {budget}: {} tokens: {line}",
+                    count_tokens(line)
+                );
+                let rest = line.strip_prefix("--- ").expect("provenance line");
+                let (file, _) = rest.split_once(':').expect("path:lines");
+                let file = if file.is_empty() {
+                    previous.expect("a path-less line follows a block of its file")
+                } else {
+                    assert!(
+                        !paths_seen.contains(&file),
+                        "{strategy} at {budget}: a file's blocks come together, its path once: {blocks:?}"
+                    );
+                    paths_seen.push(file);
+                    file
+                };
+                previous = Some(file);
+                let Some((_, after)) = line.split_once(" · expand ") else {
+                    assert!(
+                        !line.contains("[signature") && !line.contains("[outline"),
+                        "{line}"
+                    );
+                    continue;
+                };
+                let id = &after[..25];
+                assert!(
+                    id.starts_with('h') && id[1..].bytes().all(|c| c.is_ascii_hexdigit()),
+                    "{line}"
+                );
+                let one = call(
+                    &client,
+                    "canopy_expand",
+                    json!({"path": path, "handle_ids": [id]}),
+                )
+                .await;
+                assert_ne!(one.is_error, Some(true), "{}", text(&one));
+                let whole = text(&one);
+                let first_line = body.lines().next().unwrap_or_default().trim();
+                assert!(
+                    whole.starts_with(&format!("// {id}\n")) && whole.contains(first_line),
+                    "{line}\n{body}\n---\n{whole}"
+                );
+                assert!(
+                    whole.len() > body.len(),
+                    "the handle gives more than the cut text: {line}"
+                );
+                expanded += 1;
+            }
+        }
+    }
+    assert!(
+        expanded > 0,
+        "some budget cuts a fragment ({lines} lines seen)"
+    );
+    // The form before put a handle (about 15 tokens) on every line and
+    // the path on every fragment of a file: about 60 tokens a line on
+    // real packs (issue 31).
+    assert!(
+        line_tokens <= 26 * lines,
+        "{line_tokens} tokens in {lines} provenance lines"
+    );
+    client.cancel().await.expect("close");
+}

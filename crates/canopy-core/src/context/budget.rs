@@ -46,6 +46,8 @@ use crate::tokens::count_tokens;
 
 /// Budget tokens per candidate admitted.
 const TOKENS_PER_CANDIDATE: u64 = 80;
+/// Fewest candidates admitted.
+const MIN_ADMIT: u64 = 5;
 /// Held units whose reasons a merged fragment repeats.
 const HELD_REASONS: usize = 3;
 /// Members listed in a skeleton at most.
@@ -85,29 +87,33 @@ struct Slot {
     empty_skeleton: bool,
     /// Text and tokens per level, rendered once.
     texts: HashMap<Detail, (String, u32)>,
-    /// Tokens of its provenance line on the wire ([`crate::context::wire`]),
-    /// paid whatever its detail.
-    overhead: u32,
+    /// Tokens of its provenance line on the wire ([`crate::context::wire`])
+    /// at full detail, and at less (where the line carries the handle).
+    overhead: (u32, u32),
 }
 
-/// Tokens a fragment's provenance line and block break cost on the wire
-/// (at signature detail: the detail word costs the same at every level
-/// within a token, and the exact wire total is checked after packing).
-fn overhead_of(m: &Merged) -> u32 {
+/// Tokens a fragment's provenance line and block break cost on the wire,
+/// at full detail and cut (the path written, as on a file's first block;
+/// the exact wire total is checked after packing).
+fn overhead_of(m: &Merged) -> (u32, u32) {
     let n = &m.node;
-    let line = crate::context::wire::provenance_line(
-        &n.file_path,
-        [n.start_line, n.end_line],
-        &n.node_type,
-        n.qualified_name.as_deref().or(n.name.as_deref()),
-        Detail::Signature,
-        m.strategy.as_str(),
-        m.score,
-        &n.handle,
-        false,
-        &m.reason,
-    );
-    count_tokens(&line) as u32 + 2
+    let line = |detail| {
+        let line = crate::context::wire::provenance_line(&crate::context::wire::Provenance {
+            path: &n.file_path,
+            same_file: false,
+            lines: [n.start_line, n.end_line],
+            node_type: &n.node_type,
+            name: n.qualified_name.as_deref().or(n.name.as_deref()),
+            detail,
+            strategy: m.strategy.as_str(),
+            score: m.score,
+            handle: &n.handle,
+            stale: false,
+            reason: &m.reason,
+        });
+        count_tokens(&line) as u32 + 2
+    };
+    (line(Detail::Full), line(Detail::Signature))
 }
 
 impl Slot {
@@ -127,7 +133,12 @@ impl Slot {
 
     /// What it costs on the wire at `d`: its text and its provenance line.
     fn cost(&self, d: Detail) -> u32 {
-        self.texts.get(&d).map_or(0, |t| t.1) + self.overhead
+        let overhead = if d == Detail::Full {
+            self.overhead.0
+        } else {
+            self.overhead.1
+        };
+        self.texts.get(&d).map_or(0, |t| t.1) + overhead
     }
 
     /// The next richer level, up to its cap (none for a stale file).
@@ -163,7 +174,7 @@ fn overlaps(a: &NodeRecord, b: &NodeRecord) -> bool {
 
 /// Packs `merged` (best first) under `budget` tokens.
 pub(crate) fn pack(snapshot: Snapshot<'_>, merged: Vec<Merged>, budget: u64) -> Result<Packed> {
-    let admit = (budget / TOKENS_PER_CANDIDATE).clamp(5, 60) as usize;
+    let admit = (budget / TOKENS_PER_CANDIDATE).clamp(MIN_ADMIT, 60) as usize;
     let mut slots = choose(merged, admit);
     let mut files = FileTexts::default();
     render(snapshot, &mut files, &mut slots, budget)?;
@@ -355,7 +366,13 @@ fn fill(slots: &mut Vec<Slot>, budget: u64, pruned: &mut Vec<Slot>) {
         whole.texts = std::mem::take(&mut slots[i].texts);
         whole.m.score = score;
         if !held_reasons.is_empty() {
-            whole.m.reason = format!("{}; {held_reasons}", whole.m.reason);
+            // Its own reason goes when a held unit gives the same one.
+            let own = format!(": {}", whole.m.reason);
+            whole.m.reason = if held_reasons.contains(&own) {
+                held_reasons
+            } else {
+                format!("{}; {held_reasons}", whole.m.reason)
+            };
             whole.overhead = overhead_of(&whole.m);
         }
         replace(slots, held.into_iter().chain([i]).collect(), whole);
@@ -479,19 +496,30 @@ fn replace(slots: &mut Vec<Slot>, mut held: Vec<usize>, whole: Slot) {
 
 /// Provenance of a fragment that took the place of the `held` slots: each
 /// unit's name and reason, best first (three at most; the fragment holds
-/// the others' text too).
+/// the others' text too). Units with the same reason share it (`holds `a`,
+/// `b`: r`): a class whose methods all matched the same terms would
+/// otherwise repeat them once per method on the wire.
 fn held_reasons(slots: &[Slot], held: &[usize]) -> String {
     let mut best_first: Vec<&Slot> = held.iter().map(|&j| &slots[j]).collect();
     best_first.sort_by(|a, b| b.m.score.total_cmp(&a.m.score));
-    let mut parts: Vec<String> = best_first
+    // (reason, names), in the order of each reason's best unit.
+    let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+    for s in best_first.iter().take(HELD_REASONS) {
+        let n = &s.m.node;
+        let name = n.qualified_name.as_deref().or(n.name.as_deref());
+        match groups.iter_mut().find(|g| g.0 == s.m.reason) {
+            Some(g) => g.1.extend(name),
+            None => groups.push((&s.m.reason, name.into_iter().collect())),
+        }
+    }
+    let mut parts: Vec<String> = groups
         .iter()
-        .take(HELD_REASONS)
-        .map(|s| {
-            let n = &s.m.node;
-            match n.qualified_name.as_deref().or(n.name.as_deref()) {
-                Some(name) => format!("holds `{name}`: {}", s.m.reason),
-                None => s.m.reason.clone(),
+        .map(|(reason, names)| {
+            if names.is_empty() {
+                return reason.to_string();
             }
+            let names: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+            format!("holds {}: {reason}", names.join(", "))
         })
         .collect();
     if best_first.len() > HELD_REASONS {
@@ -882,7 +910,7 @@ mod tests {
         s.detail = detail;
         // These tests are about the text's cost; the provenance line's is
         // tested on the wire (tests/context.rs, canopy-cli context_wire).
-        s.overhead = 0;
+        s.overhead = (0, 0);
         for &(d, t) in costs {
             s.texts.insert(d, (format!("{d:?}"), t));
         }

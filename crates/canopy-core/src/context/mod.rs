@@ -48,6 +48,12 @@ pub const DEFAULT_BUDGET: u64 = 4_000;
 pub const MIN_BUDGET: u64 = 150;
 /// Largest accepted budget.
 pub const MAX_BUDGET: u64 = 64_000;
+/// Room left on the wire (tokens) below which a pack is not repacked with
+/// a larger code budget.
+const GROW_MIN_ROOM: u64 = 24;
+/// Most packings of one request (see [`build`]'s search for the code
+/// budget whose wire form fills the budget).
+const MAX_PACKS: usize = 6;
 /// Longest accepted task text, in bytes.
 pub const MAX_TASK_BYTES: usize = 32_768;
 
@@ -357,15 +363,45 @@ pub fn build(
     let empty = assemble(budget::Packed::default())?;
     let mut code_budget = budget.saturating_sub(wire::tokens(&empty));
     let mut pack = empty;
-    // The exact wire total can differ from the reserve by a few tokens
-    // (merged reasons, freshness over more files): shrink and repack.
-    for _ in 0..4 {
-        pack = assemble(budget::pack(snapshot, merged.clone(), code_budget)?)?;
-        let wire_tokens = wire::tokens(&pack);
-        if wire_tokens <= budget {
-            break;
+    // The exact wire total differs from the reserve: a few tokens more
+    // (merged reasons, freshness over more files), or less, as the packer
+    // reserves each file's path on every fragment and the wire writes it
+    // once per file. Repack with the code budget moved by the difference,
+    // then halve the interval between the largest code budget that fit and
+    // the smallest that did not; keep the fitting pack with the most code.
+    let mut fits: Option<(u64, ContextPack)> = None;
+    let mut over: Option<u64> = None;
+    for _ in 0..MAX_PACKS {
+        let next = assemble(budget::pack(snapshot, merged.clone(), code_budget)?)?;
+        let wire_tokens = wire::tokens(&next);
+        let tried = code_budget;
+        if wire_tokens > budget {
+            over = Some(over.map_or(tried, |o| o.min(tried)));
+            pack = next;
+        } else {
+            let better = fits
+                .as_ref()
+                .is_none_or(|(_, f)| next.total_tokens > f.total_tokens);
+            if budget - wire_tokens < GROW_MIN_ROOM && better {
+                fits = Some((tried, next));
+                break;
+            }
+            if !better {
+                // More room changed nothing: the candidates ran out.
+                break;
+            }
+            fits = Some((tried, next));
         }
-        code_budget = code_budget.saturating_sub(wire_tokens - budget + 8);
+        let low = fits.as_ref().map(|(b, _)| *b);
+        code_budget = match (low, over) {
+            (None, Some(_)) => tried.saturating_sub(wire_tokens - budget + 8),
+            (Some(l), None) => l + (budget - wire_tokens),
+            (Some(l), Some(o)) if o > l + GROW_MIN_ROOM => l + (o - l) / 2,
+            _ => break,
+        };
+    }
+    if let Some((_, p)) = fits {
+        pack = p;
     }
     // Last resort: the lowest-ranked fragments go until it fits.
     while wire::tokens(&pack) > budget && pack.fragments.pop().is_some() {

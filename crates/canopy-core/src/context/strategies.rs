@@ -202,10 +202,8 @@ fn keyword_reason(
     if let Some(name) = &node.name
         && identifiers.contains(&name.to_lowercase())
     {
-        return format!(
-            "defines `{}` named in the task",
-            node.qualified_name.as_deref().unwrap_or(name)
-        );
+        // The provenance line names the unit already.
+        return "named in the task".to_string();
     }
     let mut words: Vec<String> = node
         .qualified_name
@@ -225,10 +223,10 @@ fn keyword_reason(
         .take(3)
         .collect();
     if matched.is_empty() {
-        format!("text matches the task's key terms (rank {})", rank + 1)
+        format!("text matches the task (rank {})", rank + 1)
     } else {
-        let list: Vec<String> = matched.iter().map(|w| format!("`{w}`")).collect();
-        format!("name or path has the task's terms {}", list.join(", "))
+        let list: Vec<&str> = matched.iter().map(|w| w.as_str()).collect();
+        format!("name or path has task terms {}", list.join(", "))
     }
 }
 

@@ -8,8 +8,10 @@
 //! - a **header**: one line of compact JSON with the budget, the strategy
 //!   reports, the focus, the counts and the freshness (no code);
 //! - one **block per fragment**: a provenance line (`--- path:a-b type name
-//!   [detail · strategy score · handle] reason`) and then the fragment's text
-//!   as it is in the file.
+//!   · strategy score · reason`; see [`provenance_line`]) and then the
+//!   fragment's text as it is in the file. The blocks are grouped by file
+//!   (each file where its best fragment ranks, the first block the best
+//!   fragment) and a file's path is written on its first block only.
 //!
 //! `canopy mcp` sends the header and each block as content blocks of their
 //! own; `POST /context` with `Accept: text/plain` and the CLI's human output
@@ -29,7 +31,9 @@ use crate::tokens::count_tokens;
 pub struct Wire {
     /// One line of compact JSON: everything but the code.
     pub header: String,
-    /// One block per fragment, best first: provenance line, newline, text.
+    /// One block per fragment: provenance line, newline, text. Grouped by
+    /// file: files in the order of their best fragment, and within a file
+    /// best first, so the first block is the best fragment.
     pub blocks: Vec<String>,
 }
 
@@ -67,10 +71,29 @@ pub fn render(pack: &ContextPack) -> Wire {
     } else {
         full
     };
-    Wire {
-        header,
-        blocks: pack.fragments.iter().map(block).collect(),
+    let mut blocks = Vec::with_capacity(pack.fragments.len());
+    let mut previous: Option<&str> = None;
+    for f in in_file_groups(&pack.fragments) {
+        blocks.push(block(f, previous));
+        previous = Some(&f.file_path);
     }
+    Wire { header, blocks }
+}
+
+/// `fragments` (best first) grouped by file: each file at the place of its
+/// best fragment, its other fragments right after it, best first. The
+/// path is then written once per file (see [`provenance_line`]).
+fn in_file_groups(fragments: &[Fragment]) -> Vec<&Fragment> {
+    let mut files: Vec<&str> = Vec::new();
+    for f in fragments {
+        if !files.contains(&f.file_path.as_str()) {
+            files.push(&f.file_path);
+        }
+    }
+    files
+        .into_iter()
+        .flat_map(|path| fragments.iter().filter(move |f| f.file_path == path))
+        .collect()
 }
 
 /// [`render`], joined: what `POST /context` (`Accept: text/plain`) and the
@@ -133,54 +156,94 @@ fn header(pack: &ContextPack, minimal: bool) -> String {
     Value::Object(h).to_string()
 }
 
-/// One fragment's block: its provenance line, then its text.
-fn block(f: &Fragment) -> String {
-    let mut out = provenance(f);
+/// One fragment's block: its provenance line, then its text. `previous`
+/// is the file of the block before it.
+fn block(f: &Fragment, previous: Option<&str>) -> String {
+    let mut out = provenance(f, previous);
     out.push('\n');
     out.push_str(f.text.trim_end());
     out
 }
 
-/// `--- path:a-b type name [detail · strategy score · handle] reason`.
-pub(crate) fn provenance(f: &Fragment) -> String {
-    provenance_line(
-        &f.file_path,
-        f.line_range,
-        &f.node_type,
-        f.name.as_deref(),
-        f.detail,
-        f.strategy.as_str(),
-        f.score,
-        f.handle.as_str(),
-        f.stale,
-        &f.reason,
-    )
+/// The fragment's provenance line (see [`provenance_line`]).
+pub(crate) fn provenance(f: &Fragment, previous: Option<&str>) -> String {
+    provenance_line(&Provenance {
+        path: &f.file_path,
+        same_file: previous == Some(f.file_path.as_str()),
+        lines: f.line_range,
+        node_type: &f.node_type,
+        name: f.name.as_deref(),
+        detail: f.detail,
+        strategy: f.strategy.as_str(),
+        score: f.score,
+        handle: f.handle.as_str(),
+        stale: f.stale,
+        reason: &f.reason,
+    })
 }
 
-/// [`provenance`] from its parts (the packer measures it before the
+/// What a provenance line says (the packer measures one before the
 /// fragment exists).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn provenance_line(
-    path: &str,
-    lines: [u32; 2],
-    node_type: &str,
-    name: Option<&str>,
-    detail: Detail,
-    strategy: &str,
-    score: f64,
-    handle: &str,
-    stale: bool,
-    reason: &str,
-) -> String {
-    let detail = match detail {
-        Detail::Full => "full",
-        Detail::Signature => "signature",
-        Detail::Outline => "outline",
+pub(crate) struct Provenance<'a> {
+    /// Repo-relative path.
+    pub(crate) path: &'a str,
+    /// The block before is in the same file: the path is left out.
+    pub(crate) same_file: bool,
+    /// 1-based inclusive lines.
+    pub(crate) lines: [u32; 2],
+    /// `function`, `class`, … or `comment`.
+    pub(crate) node_type: &'a str,
+    /// Qualified name, for named units.
+    pub(crate) name: Option<&'a str>,
+    /// How much of the unit the text shows.
+    pub(crate) detail: Detail,
+    /// The strategy that ranked it highest.
+    pub(crate) strategy: &'a str,
+    /// Relevance, 0..1.
+    pub(crate) score: f64,
+    /// Handle id (written only when the text is cut: see below).
+    pub(crate) handle: &'a str,
+    /// The file changed on disk since it was indexed.
+    pub(crate) stale: bool,
+    /// Why it was chosen.
+    pub(crate) reason: &'a str,
+}
+
+/// `--- path:a-b type name · strategy score · reason`, with
+/// `[signature · expand <handle>]` (or `outline`, and `stale`) after the
+/// name when the text is cut.
+///
+/// What each part costs decided the form (o200k tokens, measured on tune
+/// packs: 65 a line before, most of it a handle, a long reason and the
+/// path again for every fragment of a file):
+/// - a `full` fragment's text is all that expanding its handle gives, so
+///   only a cut one (signature, outline) carries its handle, the one thing
+///   that gets its whole text;
+/// - the path is written once per file: a line `--- :a-b …` is in the file
+///   of the block before it (the blocks are grouped by file);
+/// - the score is written without its leading zero (`.92`, `1`).
+pub(crate) fn provenance_line(p: &Provenance<'_>) -> String {
+    let path = if p.same_file { "" } else { p.path };
+    let name = p.name.map(|n| format!(" {n}")).unwrap_or_default();
+    let cut = match (p.detail, p.stale) {
+        (Detail::Full, false) => String::new(),
+        (Detail::Full, true) => " [stale]".to_string(),
+        (d, stale) => {
+            let d = if d == Detail::Signature {
+                "signature"
+            } else {
+                "outline"
+            };
+            let stale = if stale { " · stale" } else { "" };
+            format!(" [{d} · expand {}{stale}]", p.handle)
+        }
     };
-    let name = name.map(|n| format!(" {n}")).unwrap_or_default();
-    let stale = if stale { " · stale" } else { "" };
+    let score = format!("{:.2}", p.score);
+    let score = score.trim_end_matches('0').trim_end_matches('.');
+    let score = score.strip_prefix('0').unwrap_or(score);
+    let score = if score.is_empty() { "0" } else { score };
     format!(
-        "--- {path}:{}-{} {node_type}{name} [{detail} · {strategy} {score:.2} · {handle}{stale}] {reason}",
-        lines[0], lines[1]
+        "--- {path}:{}-{} {}{name}{cut} · {} {score} · {}",
+        p.lines[0], p.lines[1], p.node_type, p.strategy, p.reason
     )
 }
