@@ -661,6 +661,18 @@ struct Scored {
     score: f64,
 }
 
+/// The order of ranked candidates: best score first, ties by path and
+/// position, then the wider unit, then the handle — a key stable across
+/// fresh indexes of one tree (row ids are not).
+fn rank_order(a: &Scored, b: &Scored) -> std::cmp::Ordering {
+    b.score
+        .total_cmp(&a.score)
+        .then_with(|| a.node.file_path.cmp(&b.node.file_path))
+        .then_with(|| a.node.start_byte.cmp(&b.node.start_byte))
+        .then_with(|| b.node.end_byte.cmp(&a.node.end_byte))
+        .then_with(|| a.node.handle.cmp(&b.node.handle))
+}
+
 /// What the question asks, read once: its cleaned text, key terms,
 /// identifiers, and what it says about tests and paths.
 struct Question {
@@ -926,15 +938,7 @@ fn rank(
         demote_stubs(&mut ranked, tuning.stub);
     }
     aggregate_by_file(&mut ranked, tuning.agg);
-    ranked.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then_with(|| a.node.file_path.cmp(&b.node.file_path))
-            .then_with(|| a.node.start_byte.cmp(&b.node.start_byte))
-            // Stable across fresh indexes (row ids are not): the wider unit, then the handle.
-            .then_with(|| b.node.end_byte.cmp(&a.node.end_byte))
-            .then_with(|| a.node.handle.cmp(&b.node.handle))
-    });
+    ranked.sort_by(rank_order);
     ranked
 }
 
@@ -1326,14 +1330,7 @@ fn follow_delegation(
         })
         .collect();
     merged.extend(added);
-    merged.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then_with(|| a.node.file_path.cmp(&b.node.file_path))
-            .then_with(|| a.node.start_byte.cmp(&b.node.start_byte))
-            .then_with(|| b.node.end_byte.cmp(&a.node.end_byte))
-            .then_with(|| a.node.handle.cmp(&b.node.handle))
-    });
+    merged.sort_by(rank_order);
     Ok(Some(merged))
 }
 
