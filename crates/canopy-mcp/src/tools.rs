@@ -173,8 +173,8 @@ impl ToolName {
                 "The code to read before starting a task, within budget_tokens as received: a \
                  JSON header, then one block per fragment: a `--- path:a-b type name · strategy \
                  score · reason` line and its text; best first, focus first, grouped by file \
-                 (`--- :a-b` = same file as the block above). A cut fragment says \
-                 `[signature · expand <handle>]`: canopy_expand that handle for the whole unit. Give task (a one-line summary first, it weighs most; \
+                 (`--- :a-b`: the file above). A cut fragment says `[signature · expand \
+                 <handle>]`: expand that handle for the whole unit. Give task (a one-line summary first, it weighs most; \
                  then the issue or plan) and optionally focus \
                  (Type.method, a path, path:line). strategy: fused (default) | keyword | \
                  semantic | graph (callers, callees) | history (git co-changes) | decisions \
