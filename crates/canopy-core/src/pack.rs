@@ -663,14 +663,23 @@ struct Scored {
 
 /// The order of ranked candidates: best score first, ties by path and
 /// position, then the wider unit, then the handle — a key stable across
-/// fresh indexes of one tree (row ids are not).
-fn rank_order(a: &Scored, b: &Scored) -> std::cmp::Ordering {
-    b.score
-        .total_cmp(&a.score)
-        .then_with(|| a.node.file_path.cmp(&b.node.file_path))
-        .then_with(|| a.node.start_byte.cmp(&b.node.start_byte))
-        .then_with(|| b.node.end_byte.cmp(&a.node.end_byte))
-        .then_with(|| a.node.handle.cmp(&b.node.handle))
+/// fresh indexes of one tree (row ids are not). Evidence packs and context
+/// packs both rank by it.
+pub(crate) fn rank_order(
+    (a_score, a): (f64, &NodeRecord),
+    (b_score, b): (f64, &NodeRecord),
+) -> std::cmp::Ordering {
+    b_score
+        .total_cmp(&a_score)
+        .then_with(|| a.file_path.cmp(&b.file_path))
+        .then_with(|| a.start_byte.cmp(&b.start_byte))
+        .then_with(|| b.end_byte.cmp(&a.end_byte))
+        .then_with(|| a.handle.cmp(&b.handle))
+}
+
+/// [`rank_order`] of two scored candidates.
+fn by_rank(a: &Scored, b: &Scored) -> std::cmp::Ordering {
+    rank_order((a.score, &a.node), (b.score, &b.node))
 }
 
 /// What the question asks, read once: its cleaned text, key terms,
@@ -938,7 +947,7 @@ fn rank(
         demote_stubs(&mut ranked, tuning.stub);
     }
     aggregate_by_file(&mut ranked, tuning.agg);
-    ranked.sort_by(rank_order);
+    ranked.sort_by(by_rank);
     ranked
 }
 
@@ -1330,7 +1339,7 @@ fn follow_delegation(
         })
         .collect();
     merged.extend(added);
-    merged.sort_by(rank_order);
+    merged.sort_by(by_rank);
     Ok(Some(merged))
 }
 

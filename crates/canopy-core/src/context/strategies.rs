@@ -14,7 +14,7 @@ use crate::context::{
 };
 use crate::error::Result;
 use crate::graph::nav::{Graph, TargetMatch};
-use crate::pack::{PackParams, code_identifiers};
+use crate::pack::{PackParams, code_identifiers, rank_order};
 use crate::path_class::is_test_path;
 use crate::query::QueryParams;
 use crate::session::Session;
@@ -572,15 +572,7 @@ pub(crate) fn fuse(lists: &mut [(Strategy, Vec<Candidate>)], strategy: Strategy)
             score,
         })
         .collect();
-    merged.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then_with(|| a.node.file_path.cmp(&b.node.file_path))
-            .then_with(|| a.node.start_byte.cmp(&b.node.start_byte))
-            // Stable across indexes (row ids are not): the wider unit, then the handle.
-            .then_with(|| b.node.end_byte.cmp(&a.node.end_byte))
-            .then_with(|| a.node.handle.cmp(&b.node.handle))
-    });
+    merged.sort_by(|a, b| rank_order((a.score, &a.node), (b.score, &b.node)));
     if strategy == Strategy::Fused && tuning.lift_firsts {
         // Each strategy's best candidate moves up to within the first few.
         let mut firsts: Vec<usize> = Vec::new();
