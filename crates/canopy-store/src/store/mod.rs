@@ -1028,6 +1028,32 @@ mod tests {
         );
     }
 
+    /// Swaps a new index of some size into the live file at `db`,
+    /// checkpoints it, and overwrites its second half with garbage.
+    fn swap_in_a_damaged_index(db: &Path) {
+        let mut side = swap::SideIndex::create(db).unwrap();
+        for i in 0..2000 {
+            side.store_mut()
+                .unwrap()
+                .set_meta(&format!("filler{i}"), &"x".repeat(200))
+                .unwrap();
+        }
+        side.swap_into_live().unwrap();
+        {
+            let (reader, _) = Store::open(db).unwrap();
+            reader
+                .conn
+                .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+                .unwrap();
+        }
+        let mut bytes = std::fs::read(db).unwrap();
+        let half = bytes.len() / 2;
+        for (i, b) in bytes.iter_mut().enumerate().skip(half) {
+            *b = (i * 31 % 251) as u8;
+        }
+        std::fs::write(db, bytes).unwrap();
+    }
+
     /// A rebuild asked for by a damage marker: while it runs, the damaged
     /// live file is found damaged again (a status poll, a failed query) and
     /// marked with other words. After the swap the file at the path is the
@@ -1061,28 +1087,7 @@ mod tests {
         let Ok(ForWriting::Rebuild(rebuild)) = Store::open_for_writing(&db) else {
             panic!("a marked index is rebuilt");
         };
-        let mut side = swap::SideIndex::create(&db).unwrap();
-        for i in 0..2000 {
-            side.store_mut()
-                .unwrap()
-                .set_meta(&format!("filler{i}"), &"x".repeat(200))
-                .unwrap();
-        }
-        side.swap_into_live().unwrap();
-        {
-            // Checkpoint, then damage the second half of the new file.
-            let (reader, _) = Store::open(&db).unwrap();
-            reader
-                .conn
-                .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
-                .unwrap();
-        }
-        let mut bytes = std::fs::read(&db).unwrap();
-        let half = bytes.len() / 2;
-        for (i, b) in bytes.iter_mut().enumerate().skip(half) {
-            *b = (i * 31 % 251) as u8;
-        }
-        std::fs::write(&db, bytes).unwrap();
+        swap_in_a_damaged_index(&db);
         mark_damaged(&db, "second").unwrap();
         rebuild.clear_markers().unwrap();
         assert_eq!(
@@ -1100,32 +1105,7 @@ mod tests {
     fn a_marker_written_after_a_swap_does_not_describe_the_new_index() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("index.db");
-        // A live index whose second half is garbage (as in the test above).
-        let damage = |db: &Path| {
-            let mut side = swap::SideIndex::create(db).unwrap();
-            for i in 0..2000 {
-                side.store_mut()
-                    .unwrap()
-                    .set_meta(&format!("filler{i}"), &"x".repeat(200))
-                    .unwrap();
-            }
-            side.swap_into_live().unwrap();
-            {
-                let (reader, _) = Store::open(db).unwrap();
-                reader
-                    .conn
-                    .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
-                    .unwrap();
-            }
-            let mut bytes = std::fs::read(db).unwrap();
-            let half = bytes.len() / 2;
-            for (i, b) in bytes.iter_mut().enumerate().skip(half) {
-                *b = (i * 31 % 251) as u8;
-            }
-            std::fs::write(db, bytes).unwrap();
-        };
-
-        damage(&db);
+        swap_in_a_damaged_index(&db);
         let found = check_and_mark_damaged_then(&db, || {
             let mut side = swap::SideIndex::create(&db).unwrap();
             side.store_mut().unwrap().set_meta("probe", "new").unwrap();
@@ -1139,7 +1119,7 @@ mod tests {
         );
         assert_eq!(check_integrity(&db).unwrap(), None);
 
-        damage(&db);
+        swap_in_a_damaged_index(&db);
         let found = check_and_mark_damaged(&db).unwrap();
         assert_eq!(
             std::fs::read_to_string(damage_marker(&db)).ok(),
