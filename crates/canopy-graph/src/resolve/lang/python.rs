@@ -235,13 +235,19 @@ fn module_parents<'a>(names: impl Iterator<Item = &'a String>) -> HashSet<String
 /// The dotted module names a file can be imported as (`src/click/core.py` →
 /// `click.core`, `core`, `src.click.core`; `pkg/__init__.py` → `pkg`).
 pub(crate) fn module_names(path: &str) -> Vec<String> {
+    let parts = module_parts(path);
+    (0..parts.len()).map(|i| parts[i..].join(".")).collect()
+}
+
+/// A module file's path as folder and module names, without its `.py` /
+/// `.pyi` and without a trailing `__init__` (`pkg/__init__.py` → `pkg`).
+fn module_parts(path: &str) -> Vec<&str> {
     let stem = path
         .strip_suffix(".py")
         .or_else(|| path.strip_suffix(".pyi"))
         .unwrap_or(path);
     let stem = stem.strip_suffix("/__init__").unwrap_or(stem);
-    let parts: Vec<&str> = stem.split('/').collect();
-    (0..parts.len()).map(|i| parts[i..].join(".")).collect()
+    stem.split('/').collect()
 }
 
 /// The dotted names a file can be imported as from some import root
@@ -252,12 +258,7 @@ pub(crate) fn module_names(path: &str) -> Vec<String> {
 fn importable_names(path: &str, packages: &std::collections::HashSet<&str>) -> Vec<String> {
     let names = module_names(path);
     let depth = names.len();
-    let stem = path
-        .strip_suffix(".py")
-        .or_else(|| path.strip_suffix(".pyi"))
-        .unwrap_or(path);
-    let stem = stem.strip_suffix("/__init__").unwrap_or(stem);
-    let parts: Vec<&str> = stem.split('/').collect();
+    let parts = module_parts(path);
     names
         .into_iter()
         .enumerate()
