@@ -14,8 +14,21 @@ violators), over every pack of a stop_calibration.py run of the baseline binary 
 
 The output is Rust source: two step tables (raw upper bound, calibrated value); a raw score takes
 the value of the first step whose bound is >= it. Needs the shared score.py (EVAL_SHARED).
+
+Checking a map before committing one (issue 26, item 1: ECE <= 0.05 in each question form):
+
+  fit_confidence.py RUN [RUN ...] --cv     leave-one-instance-out on the runs' packs (fit on all
+        instances but one, predict its three packs): the committed table as run, this script's
+        isotonic refit, per-length-class logistic maps (three classes: <= QUERY_WORDS words, <=
+        SHORT_WORDS, longer) of raw score, distinct files and lead, and a recalibration of the
+        committed table per class shrunk toward it. Per form: ECE, log loss, mean confidence, hit
+        rate. Only for `tune` runs: choosing on `report` is what the splits forbid.
+  fit_confidence.py RUN [RUN ...] --floor  the packs' confidence as run, per form: ECE and its
+        sampling floor, the mean ECE of a perfectly calibrated map with the same confidences
+        (outcomes drawn as Bernoulli(confidence), 2,000 draws, seeded): what no map can be
+        shown to beat on that many packs.
 """
-import json, os, re, sys
+import argparse, json, math, os, random, re, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -42,7 +55,189 @@ def pav(points):
     return blocks
 
 
+# ---------------------------------------------------------------- checks (--cv, --floor)
+
+QUERY_WORDS = 6
+CLASSES = ("query", "title", "issue")
+
+
+def length_class(words):
+    return "query" if words <= QUERY_WORDS else "title" if words <= SHORT_WORDS else "issue"
+
+
+def raw_confidence(s):
+    """pack.rs `raw_confidence`, exactly (rounded to 3 decimals)."""
+    raw = 0.5 * s["coverage"] + 0.2 * s["margin"] + 0.15 * s["definition_hits"] + 0.15 * s["agreement"]
+    if s["identifier_hit"]:
+        raw += 0.1
+    return round(min(1.0, max(0.0, raw)) * 1000.0) / 1000.0
+
+
+def packs_of(runs):
+    """Every non-empty pack of the runs: (instance id, form, features, hit, confidence as run).
+    Features are what the pack knows when it answers: raw score, words (and so the length class),
+    distinct files among the handles, lead (1 - runner-up score / best)."""
+    dev = {json.loads(l)["instance_id"]: json.loads(l) for l in open(splits.DEV) if l.strip()}
+    out, seen = [], set()
+    for run in runs:
+        for line in open(os.path.join(run, "results.jsonl")):
+            r = json.loads(line)
+            if "error" in r or r["instance_id"] in seen:
+                continue
+            seen.add(r["instance_id"])
+            inst = dev[r["instance_id"]]
+            for f in S.FORMS:
+                p = r.get(f)
+                if not p or "error" in p or not p.get("handles"):
+                    continue
+                hs = p["handles"]
+                words = len(WORD.findall(S.question(inst, f)))
+                sc = [h.get("score") or 0.0 for h in hs]
+                feat = {"raw": raw_confidence(p["signals"]), "words": words, "class": length_class(words),
+                        "files": len({h["path"] for h in hs}) / 8.0,
+                        "lead": 1.0 if len(sc) < 2 or sc[0] <= 0 else min(1.0, max(0.0, 1 - sc[1] / sc[0]))}
+                hit = float(any(h["path"] in set(inst["gold_files"]) for h in hs))
+                out.append((r["instance_id"], f, feat, hit, p["confidence"]))
+    return out
+
+
+def sigmoid(z):
+    return 1.0 / (1.0 + math.exp(-max(-40.0, min(40.0, z))))
+
+
+def logit(p):
+    p = min(0.999, max(0.001, p))
+    return math.log(p / (1 - p))
+
+
+def newton(rows, ys, penalty, offsets=None):
+    """Logistic regression weights by Newton steps; penalty[i] = L2 weight on w[i] (toward 0)."""
+    d = len(rows[0])
+    w = [0.0] * d
+    offsets = offsets or [0.0] * len(rows)
+    for _ in range(60):
+        g = [penalty[i] * w[i] for i in range(d)]
+        h = [[penalty[i] if i == j else 0.0 for j in range(d)] for i in range(d)]
+        for x, y, o in zip(rows, ys, offsets):
+            p = sigmoid(o + sum(a * b for a, b in zip(w, x)))
+            for i in range(d):
+                g[i] += (p - y) * x[i]
+                for j in range(d):
+                    h[i][j] += p * (1 - p) * x[i] * x[j]
+        m = [h[i][:] + [g[i]] for i in range(d)]  # solve h * step = g (Gauss-Jordan)
+        for c in range(d):
+            piv = max(range(c, d), key=lambda r: abs(m[r][c]))
+            m[c], m[piv] = m[piv], m[c]
+            for r in range(d):
+                if r != c and abs(m[c][c]) > 1e-12:
+                    f = m[r][c] / m[c][c]
+                    m[r] = [a - f * b for a, b in zip(m[r], m[c])]
+        step = [m[i][d] / m[i][i] if abs(m[i][i]) > 1e-12 else 0.0 for i in range(d)]
+        w = [a - b for a, b in zip(w, step)]
+        if max(abs(x) for x in step) < 1e-9:
+            break
+    return w
+
+
+def ece(pairs, bins=10):
+    """stop_calibration.py's ECE: 10 equal-width bins, sum n_bin/N * |hit rate - mean confidence|."""
+    total, n = 0.0, len(pairs)
+    for b in range(bins):
+        lo, hi = b / bins, (b + 1) / bins
+        sel = [(c, y) for c, y in pairs if lo <= c < hi or (b == bins - 1 and c >= 1.0)]
+        if sel:
+            total += len(sel) / n * abs(sum(y for _, y in sel) / len(sel) - sum(c for c, _ in sel) / len(sel))
+    return total
+
+
+def ece_floor(confs, draws=2000):
+    rng = random.Random(26)
+    return sum(ece([(c, float(rng.random() < c)) for c in confs]) for _ in range(draws)) / draws
+
+
+def show(label, preds, floor=False):
+    cells = []
+    for f in S.FORMS + ("all",):
+        sel = [(c, y) for form, c, y in preds if f in (form, "all")]
+        if not sel:
+            continue
+        ll = -sum(math.log(max(1e-6, c if y else 1 - c)) for c, y in sel) / len(sel)
+        cells.append(f"{f} n={len(sel)} ECE {ece(sel):.3f}" + (f" (floor {ece_floor([c for c, _ in sel]):.3f})" if floor else "")
+                     + f" logloss {ll:.3f} conf {sum(c for c, _ in sel) / len(sel):.3f} hit {sum(y for _, y in sel) / len(sel):.3f}")
+    print(f"{label:24s}" + "\n                        ".join(cells))
+
+
+def table_of(points):
+    blocks = pav(points)
+    blocks[-1][0] = 1.0
+    return blocks
+
+
+def lookup(blocks, x):
+    return next((y for up, y, _ in blocks if x <= up), blocks[-1][1])
+
+
+LOGISTIC = {"logistic raw": ("raw",), "logistic raw+files": ("raw", "files"),
+            "logistic raw+files+lead": ("raw", "files", "lead")}
+
+
+def predictor(name, train):
+    """A map fitted on `train` packs: feature dict and as-run confidence -> probability."""
+    if name == "isotonic refit":
+        tabs = {k: table_of([(p[2]["raw"], p[3]) for p in train if (p[2]["words"] <= SHORT_WORDS) == (k == "short")])
+                for k in ("short", "long")}
+        return lambda feat, conf: lookup(tabs["short" if feat["words"] <= SHORT_WORDS else "long"], feat["raw"])
+    if name in LOGISTIC:  # per class, L2 1.0 on the slopes, one pseudo hit and miss at the class mean
+        names, ws = LOGISTIC[name], {}
+        for c in CLASSES:
+            sel = [p for p in train if p[2]["class"] == c]
+            mean = [sum(p[2][k] for p in sel) / max(1, len(sel)) for k in names]
+            rows = [[1.0] + [p[2][k] for k in names] for p in sel] + [[1.0] + mean] * 2
+            ws[c] = newton(rows, [p[3] for p in sel] + [1.0, 0.0], [0.0] + [1.0] * len(names))
+        return lambda feat, conf: sigmoid(sum(a * b for a, b in zip(ws[feat["class"]], [1.0] + [feat[k] for k in names])))
+    l2 = float(name.split("=")[1])  # "recalibrate l2=X": sigmoid(a + b * logit(conf)) per class, toward a=0, b=1
+    ab = {}
+    for c in CLASSES:
+        sel = [p for p in train if p[2]["class"] == c]
+        if not sel:
+            ab[c] = (0.0, 1.0)
+            continue
+        w = newton([[1.0, logit(p[4])] for p in sel], [p[3] for p in sel], [l2, l2], [logit(p[4]) for p in sel])
+        ab[c] = (w[0], 1.0 + w[1])
+    return lambda feat, conf: sigmoid(ab[feat["class"]][0] + ab[feat["class"]][1] * logit(conf))
+
+
+def checks(a):
+    packs = packs_of(a.runs)
+    as_run = [(p[1], p[4], p[3]) for p in packs]
+    if a.floor:
+        show("as run", as_run, floor=True)
+        # The floor at other sample sizes: the same forms' confidences resampled to n packs.
+        rng = random.Random(26)
+        for f in S.FORMS:
+            confs = [c for form, c, _ in as_run if form == f]
+            if confs:
+                print(f"floor ({f}) at n = " + ", ".join(
+                    f"{n}: {sum(ece([(c, float(rng.random() < c)) for c in rng.choices(confs, k=n)]) for _ in range(500)) / 500:.3f}"
+                    for n in (67, 157, 250, 500, 1000)))
+        return
+    show("as run", as_run)
+    ids = sorted({p[0] for p in packs})
+    for name in ["isotonic refit", *LOGISTIC, "recalibrate l2=1", "recalibrate l2=5", "recalibrate l2=20"]:
+        preds = []
+        for iid in ids:  # leave one instance (its three packs) out
+            f = predictor(name, [p for p in packs if p[0] != iid])
+            preds += [(p[1], round(f(p[2], p[4]), 3), p[3]) for p in packs if p[0] == iid]
+        show(name, preds)
+
+
 def main():
+    if "--cv" in sys.argv or "--floor" in sys.argv:
+        ap = argparse.ArgumentParser()
+        ap.add_argument("runs", nargs="+")
+        ap.add_argument("--cv", action="store_true")
+        ap.add_argument("--floor", action="store_true")
+        return checks(ap.parse_args())
     run = sys.argv[1]
     dev = {json.loads(l)["instance_id"]: json.loads(l) for l in open(splits.DEV) if l.strip()}
     pts = {"short": [], "long": []}
