@@ -92,6 +92,9 @@ pub enum DefFactKind {
     Returns = 1,
     /// The trait an `impl` block implements (Rust).
     ImplTrait = 2,
+    /// The path of the type an `impl` block is for, when it is a path
+    /// (Rust `impl Trait for crate::X`: `X` alone may be no name in scope).
+    ImplType = 3,
 }
 
 /// Everything resolution needs to know about one file, besides its units.
@@ -144,6 +147,10 @@ pub const TUPLE: &str = "#tuple(";
 /// value of a map. Bindings of `for` patterns and iterator closures point
 /// at them, so `for v in &self.values { v.f() }` finds `Item::f`.
 pub const ELEM: &str = "#elem";
+
+/// The key pseudo-field of a map (`m#k`) or of a map's entry (`entry#k`,
+/// what `entry.key()` gives; see [`ELEM`]).
+pub const KEY: &str = "#k";
 
 /// A site's receiver that names the module an import reads from
 /// (`import:./x`, `import:crate.a`): the name is looked up in that module.
@@ -458,7 +465,8 @@ fn decode_world(r: &mut Reader, list: &[&str], facts: &mut FileFacts) -> Option<
             what: match e & 3 {
                 0 => DefFactKind::Base,
                 1 => DefFactKind::Returns,
-                _ => DefFactKind::ImplTrait,
+                2 => DefFactKind::ImplTrait,
+                _ => DefFactKind::ImplType,
             },
         });
     }

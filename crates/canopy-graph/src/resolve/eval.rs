@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use super::ids::{FileIdx, SymId};
 use super::lang::{Among, Family};
 use super::world::{World, is_classlike};
-use crate::facts::model::{ELEM, PATH_HEAD, TRAIT_HINT, TUPLE, UNION};
+use crate::facts::model::{DefFactKind, ELEM, KEY, PATH_HEAD, TRAIT_HINT, TUPLE, UNION};
 use crate::lang::NodeType;
 
 /// Recursion bound for evaluating expressions through bindings and bases.
@@ -234,14 +234,22 @@ impl World {
             None => (seg, false),
         };
         let conv = self.conventions_of(cx.file);
+        let item = if conv.item_methods.contains(&name) {
+            Some(ELEM)
+        } else if conv.key_methods.contains(&name) {
+            Some(KEY)
+        } else {
+            None
+        };
         if called
-            && conv.item_methods.contains(&name)
+            && let Some(item) = item
             && !before.ends_with(')')
             && vals.iter().all(|v| !matches!(v, Val::Inst(_)))
         {
             // `self.values.remove(i)` (`values: Vec<Item>`, no type of its
-            // own here): an item of the collection.
-            let items = self.eval_path(cx, &format!("{before}{ELEM}"), depth + 1, value);
+            // own here): an item of the collection; `self.entry.key()`
+            // (`entry: OccupiedEntry<'a, K, V>`): the entry's key.
+            let items = self.eval_path(cx, &format!("{before}{item}"), depth + 1, value);
             if !items.is_empty() {
                 return Some(items);
             }
@@ -565,13 +573,20 @@ impl World {
         // Half the depth budget: enough for `use crate::{X}` and a re-export
         // or two (an impl in another file than its type), and a bound on the
         // recursion while the impl-type cache is being filled.
-        self.lookup(&cx, &s.name.clone(), MAX_DEPTH / 2)
-            .0
-            .into_iter()
-            .find_map(|v| match v {
+        let type_of = |vals: Vec<Val>| {
+            vals.into_iter().find_map(|v| match v {
                 Val::Class(t) if self.syms[t].node_type != NodeType::Impl => Some(t),
                 _ => None,
             })
+        };
+        if let Some(t) = type_of(self.lookup(&cx, &s.name.clone(), MAX_DEPTH / 2).0) {
+            return t;
+        }
+        // `impl … for crate::X` where `X` alone names nothing here: the path.
+        let path = self.files[s.file].facts.defs.iter().find(|d| {
+            d.what == DefFactKind::ImplType && self.def_at(s.file, d.byte, &d.name) == Some(c)
+        });
+        path.and_then(|d| type_of(self.eval_path(&cx, &d.expr, MAX_DEPTH / 2, false)))
             .unwrap_or(c)
     }
 

@@ -544,7 +544,8 @@ impl World {
                 continue;
             };
             match d.what {
-                DefFactKind::ImplTrait => {} // in `World::impl_traits`
+                // In `World::impl_traits` and `World::type_of_impl`.
+                DefFactKind::ImplTrait | DefFactKind::ImplType => {}
                 DefFactKind::Base => part.bases.entry(si).or_default().push(d.expr.clone()),
                 _ => {
                     part.returns.insert(si, d.expr.clone());

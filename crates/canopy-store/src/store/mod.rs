@@ -64,8 +64,11 @@ use crate::error::{CanopyError, Result};
 /// 23: Rust functions a file's `macro_rules!` make where invoked as items;
 /// TypeScript `x instanceof C` narrowing in `if`; 24: what a call of a
 /// TypeScript `var` type guard gives, guards joined by `||` narrowing to
-/// either type.
-pub const SCHEMA_VERSION: u32 = 24;
+/// either type; 25: Rust map entries' key and value items
+/// (`OccupiedEntry<'a, K, V>`), `for` patterns over a `map` to a tuple,
+/// `(i, (k, v))` of a map's `enumerate()`, the path of `impl … for
+/// crate::X`.
+pub const SCHEMA_VERSION: u32 = 25;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

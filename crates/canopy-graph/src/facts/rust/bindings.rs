@@ -6,7 +6,7 @@
 
 use tree_sitter::Node;
 
-use super::super::model::ELEM;
+use super::super::model::{ELEM, KEY};
 use super::super::walker::{Cx, GrammarLookup, Up};
 use super::{PASSTHROUGH, expr, tuple_elements, type_expr};
 
@@ -148,7 +148,12 @@ const SEQUENCES: &[&str] = &[
 /// Maps: keys are the first type argument, values the second.
 const MAPS: &[&str] = &["HashMap", "BTreeMap", "IndexMap"];
 
-const KEY: &str = "#k";
+/// A map's entries (`OccupiedEntry<'a, K, V>` of indexmap and std): the
+/// key is the first type argument, the value (what `get()`, `into_mut()`,
+/// `insert(v)` give, [`crate::resolve::lang::Conventions::item_methods`])
+/// the second.
+const ENTRIES: &[&str] = &["OccupiedEntry", "VacantEntry"];
+
 const VALUE: &str = "#v";
 
 /// The item types of a collection type: `[(suffix, item type)]`.
@@ -184,6 +189,11 @@ fn item_types(cx: &Cx, t: Node) -> Vec<(&'static str, String)> {
                 arg(0).map(|e| vec![(ELEM, e)]).unwrap_or_default()
             } else if MAPS.contains(&name.as_str()) {
                 [(KEY, arg(0)), (VALUE, arg(1))]
+                    .into_iter()
+                    .filter_map(|(k, v)| v.map(|v| (k, v)))
+                    .collect()
+            } else if ENTRIES.contains(&name.as_str()) {
+                [(KEY, arg(0)), (ELEM, arg(1))]
                     .into_iter()
                     .filter_map(|(k, v)| v.map(|v| (k, v)))
                     .collect()
@@ -275,21 +285,32 @@ fn iteration_source(cx: &Cx, mut n: Node) -> Option<(String, Items, bool)> {
 
 /// Binds the names a loop pattern or closure parameter gets from `items` of `base`.
 fn bind_iteration(cx: &mut Cx, pattern: Node, base: &str, items: Items) {
+    for (at, name, item) in iteration_names(cx, pattern, base, items) {
+        cx.bind(at, &name, Some(item), false, false);
+    }
+}
+
+/// The names a loop pattern or closure parameter gets from `items` of
+/// `base`, each with its byte and the item it is (`base#elem`, `base#k`,
+/// …). `(i, (k, v))` of a map's `enumerate()` names its pairs.
+fn iteration_names(
+    cx: &Cx,
+    pattern: Node,
+    base: &str,
+    items: Items,
+) -> Vec<(usize, String, String)> {
     let p = bare_pattern(pattern);
-    let item = |suffix: &str| Some(format!("{base}{suffix}"));
+    let named = |suffix: &str| {
+        vec![(
+            p.start_byte(),
+            cx.t(p).to_string(),
+            format!("{base}{suffix}"),
+        )]
+    };
     match (p.kind_name(), items) {
-        ("identifier", Items::Each) => {
-            let name = cx.t(p).to_string();
-            cx.bind(p.start_byte(), &name, item(ELEM), false, false);
-        }
-        ("identifier", Items::Values) => {
-            let name = cx.t(p).to_string();
-            cx.bind(p.start_byte(), &name, item(VALUE), false, false);
-        }
-        ("identifier", Items::Keys) => {
-            let name = cx.t(p).to_string();
-            cx.bind(p.start_byte(), &name, item(KEY), false, false);
-        }
+        ("identifier", Items::Each) => named(ELEM),
+        ("identifier", Items::Values) => named(VALUE),
+        ("identifier", Items::Keys) => named(KEY),
         ("tuple_pattern", Items::Enumerated | Items::Each) => {
             // `(i, x)` of `enumerate()`; `(k, v)` of a map.
             let parts = pattern_elements(p);
@@ -298,16 +319,68 @@ fn bind_iteration(cx: &mut Cx, pattern: Node, base: &str, items: Items) {
             } else {
                 [KEY, VALUE]
             };
+            let mut out = Vec::new();
             for (part, suffix) in parts.into_iter().zip(suffixes) {
                 let part = bare_pattern(part);
-                if part.kind_name() == "identifier" && !suffix.is_empty() {
-                    let name = cx.t(part).to_string();
-                    cx.bind(part.start_byte(), &name, item(suffix), false, false);
+                match part.kind_name() {
+                    "identifier" if !suffix.is_empty() => {
+                        out.push((
+                            part.start_byte(),
+                            cx.t(part).to_string(),
+                            format!("{base}{suffix}"),
+                        ));
+                    }
+                    // `(i, (k, v))`: the enumerated item is a pair.
+                    "tuple_pattern" if items == Items::Enumerated && suffix == ELEM => {
+                        out.extend(iteration_names(cx, part, base, Items::Each));
+                    }
+                    _ => {}
                 }
             }
+            out
         }
-        _ => {}
+        _ => Vec::new(),
     }
+}
+
+/// `v.iter().map(|(k, x)| (k.f(), x))`: per element of the tuple the
+/// closure gives, that element with the closure's parameters read as the
+/// items of `v` they are (`v#k.f()`, `v#v`); `None` for any other source.
+fn mapped_tuple(cx: &Cx, v: Node) -> Option<Vec<Option<String>>> {
+    let f = v
+        .field("function")
+        .filter(|f| f.kind_name() == "field_expression")?;
+    if v.kind_name() != "call_expression" || cx.t(f.field("field")?) != "map" {
+        return None;
+    }
+    let (base, items, adapted) = iteration_source(cx, f.field("value")?)?;
+    let closure = v
+        .field("arguments")?
+        .named_child(0)
+        .filter(|c| c.kind_name() == "closure_expression")?;
+    let body = closure
+        .field("body")
+        .filter(|b| b.kind_name() == "tuple_expression")?;
+    let param = closure.field("parameters")?.named_child(0)?;
+    if !adapted {
+        return None;
+    }
+    let params = iteration_names(cx, param, &base, items);
+    let mut c = body.walk();
+    let elements = body
+        .named_children(&mut c)
+        .filter(|e| !e.is_extra())
+        .map(|e| {
+            let e = expr(cx, e)?;
+            let head_len = e.find(['.', '#']).unwrap_or(e.len());
+            let (head, rest) = e.split_at(head_len);
+            Some(match params.iter().find(|(_, name, _)| name == head) {
+                Some((_, _, item)) => format!("{item}{rest}"),
+                None => e.clone(),
+            })
+        })
+        .collect();
+    Some(elements)
 }
 
 /// `for p in v.iter() { … }`: `p` is an item of `v` (see [`bind_iteration`]).
@@ -323,7 +396,9 @@ pub(super) fn for_bindings(cx: &mut Cx, n: Node) {
 /// The body of `for p in v` (reached after `v` in the walk): when the
 /// items' type is unknown, the pattern's names are unknown in the body,
 /// not the closure parameters of the same names in `v`
-/// (`xs.iter().map(|(key, v)| …)`), bound before.
+/// (`xs.iter().map(|(key, v)| …)`), bound before; when `v` maps items to
+/// a tuple (`xs.iter().map(|(key, v)| (key.f(), v))`), each name is its
+/// element ([`mapped_tuple`]).
 pub(super) fn for_body_bindings(cx: &mut Cx, body: Node, up: &Up) {
     let Some(n) = up
         .parent()
@@ -337,10 +412,32 @@ pub(super) fn for_body_bindings(cx: &mut Cx, body: Node, up: &Up) {
     if iteration_source(cx, v).is_some() {
         return;
     }
+    // `for (k, x) in v.iter().map(|(k, x)| (k.f(), x))`: each name is its
+    // element of the closure's tuple.
+    let mut mapped: Vec<(String, String)> = Vec::new();
+    let tuple = bare_pattern(p);
+    if tuple.kind_name() == "tuple_pattern"
+        && let Some(elements) = mapped_tuple(cx, v)
+        && let parts = pattern_elements(tuple)
+        && parts.len() == elements.len()
+    {
+        for (part, element) in parts.into_iter().zip(elements) {
+            let part = bare_pattern(part);
+            if part.kind_name() == "identifier"
+                && let Some(element) = element
+            {
+                mapped.push((cx.t(part).to_string(), element));
+            }
+        }
+    }
     let mut names = Vec::new();
     pattern_names(cx, p, &mut names);
     for name in names {
-        cx.bind(body.start_byte(), &name, Some(name.clone()), false, false);
+        let value = match mapped.iter().find(|(n, _)| *n == name) {
+            Some((_, element)) => element.clone(),
+            None => name.clone(),
+        };
+        cx.bind(body.start_byte(), &name, Some(value), false, false);
     }
 }
 

@@ -774,9 +774,10 @@ fn function(cx: &mut Cx, n: Node) {
     }
 }
 
-/// `impl Trait for Type`: the trait the impl implements.
+/// `impl Trait for Type`: the trait the impl implements; `impl … for
+/// crate::X`: the type's path.
 fn impl_item(cx: &mut Cx, n: Node) {
-    let (Some(t), Some(tr)) = (n.field("type"), n.field("trait")) else {
+    let Some(t) = n.field("type") else {
         return;
     };
     let t = match t.kind_name() {
@@ -794,9 +795,18 @@ fn impl_item(cx: &mut Cx, n: Node) {
             x
         }
     });
-    if let Some(name) = name {
-        let e = type_expr(cx, tr);
-        cx.def_fact(name, e, DefFactKind::ImplTrait);
+    let Some(name) = name else {
+        return;
+    };
+    if name.kind_name() == "type_identifier"
+        && let Some(path) = name
+            .parent()
+            .filter(|p| p.kind_name() == "scoped_type_identifier")
+    {
+        cx.def_fact(name, type_expr(cx, path), DefFactKind::ImplType);
+    }
+    if let Some(tr) = n.field("trait") {
+        cx.def_fact(name, type_expr(cx, tr), DefFactKind::ImplTrait);
     }
 }
 

@@ -112,6 +112,10 @@ pub(crate) struct Conventions {
     /// `pop`, …): on a field or local without a type of its own, the item
     /// of the collection (`v#elem`).
     pub item_methods: &'static [&'static str],
+    /// Methods of a map's entry that give back its key (Rust's `key`,
+    /// `key_mut`): on a field or local without a type of its own, the
+    /// entry's key (`entry#k`).
+    pub key_methods: &'static [&'static str],
 }
 
 impl Conventions {
@@ -130,6 +134,7 @@ impl Conventions {
         functions_in_values_in_scope: true,
         call_bindings: false,
         item_methods: &[],
+        key_methods: &[],
     };
 }
 

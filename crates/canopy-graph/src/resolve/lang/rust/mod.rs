@@ -98,9 +98,11 @@ pub(crate) const CONVENTIONS: Conventions = Conventions {
     functions_in_values_in_scope: true,
     call_bindings: false,
     item_methods: ITEM_METHODS,
+    key_methods: &["key", "key_mut", "into_key"],
 };
 
-/// Collection methods that give back (a reference to, an `Option` of) an item.
+/// Collection methods that give back (a reference to, an `Option` of) an
+/// item; of a map's entry, its value.
 pub(crate) const ITEM_METHODS: &[&str] = &[
     "first",
     "last",
@@ -117,6 +119,10 @@ pub(crate) const ITEM_METHODS: &[&str] = &[
     "back",
     "front_mut",
     "back_mut",
+    // A map entry's value (`OccupiedEntry`, `VacantEntry`).
+    "into_mut",
+    "insert",
+    "shift_remove",
 ];
 
 /// The module path of a file (`src/lib.rs` → `crate`, `src/a/b.rs` and
