@@ -13,9 +13,10 @@ script checks by time, poll_during_index.py's 1.2x, may be missed).
 Every script gets its own copy of the repository (several edit it in place).
 Scripts run --jobs at a time (most of their time is waiting on canopy).
 Those that need the embedding model (context_*) take it from --model or
-CANOPY_TEST_MODEL, and fleet.py needs PostgreSQL (CANOPY_PG_BIN, and the
-built `throwaway_pg` example); without them they are skipped, or fail when
-CANOPY_REQUIRE_MODEL / CANOPY_REQUIRE_POSTGRES is set, like the tests.
+CANOPY_TEST_MODEL, and fleet.py needs PostgreSQL (CANOPY_PG_BIN; it starts
+it with the built `throwaway_pg` example, else with `cargo run`); without
+them they are skipped, or fail when CANOPY_REQUIRE_MODEL /
+CANOPY_REQUIRE_POSTGRES is set, like the tests.
 
 Not covered: bench/eval/*.py and bench/graph/perf.py (they need the
 evaluation data or the graph corpora), and the shell scripts.
@@ -74,7 +75,8 @@ def cases(b, repo, model, pg_example):
          + mcp_ctx, "model", r"\| a \| fused \|", {0}),
         ("fleet", ["fleet.py", "--bin", b, "--repos", "2", "--files", "8", "--nodes", "2", "--threads", "2",
                    "--duration", "0.5", "--forward-samples", "2", "--lease-ttl-ms", "2000",
-                   "--pg-example", pg_example], "postgres", r"takeover after kill -9", {0}),
+                   ] + (["--pg-example", pg_example] if pg_example else []), "postgres",
+         r"takeover after kill -9", {0}),
     ]
 
 
@@ -127,8 +129,10 @@ def main():
         sys.exit(f"no canopy binary at {binary}")
     have = {
         "model": bool(args.model) and os.path.isdir(args.model),
-        "postgres": bool(os.environ.get("CANOPY_PG_BIN")) and os.access(args.pg_example, os.X_OK),
+        "postgres": bool(os.environ.get("CANOPY_PG_BIN")),
     }
+    # Without the built example, fleet.py starts PostgreSQL with `cargo run`.
+    pg_example = args.pg_example if os.access(args.pg_example, os.X_OK) else None
     required = {"model": os.environ.get("CANOPY_REQUIRE_MODEL") == "1",
                 "postgres": os.environ.get("CANOPY_REQUIRE_POSTGRES") == "1"}
     start = time.monotonic()
@@ -138,7 +142,7 @@ def main():
         repo = os.path.join(tmp, "tiny")
         make_repo(repo)
         todo = []
-        for case in cases(binary, repo, args.model and os.path.abspath(args.model), args.pg_example):
+        for case in cases(binary, repo, args.model and os.path.abspath(args.model), pg_example):
             name, _, needs, _, _ = case
             if args.only and not any(name.startswith(n) for n in args.only.split(",")):
                 continue
