@@ -8,10 +8,11 @@ set-up, says so and exits 2 (with --setup-only it exits 0).
    (deterministic: seed = index), one commit each, and a bare clone of each
    (the `git_url` the nodes fetch from: file://...).
 2. Starts a throwaway PostgreSQL (`cargo run --example throwaway_pg` of
-   crates/canopy-fleet: it goes away when this script's pipe closes).
+   crates/canopy-fleet, or the built example named by --pg-example: it
+   goes away when this script's pipe closes).
 3. Starts N nodes (default 3): `canopy serve --fleet URL --bind 127.0.0.1:0
    --data-dir D_i --fleet-node-id node-i --token T --fleet-allow-local-git`
-   (default lease timing) and reads each bound address from its
+   (default lease timing, or --lease-ttl-ms) and reads each bound address from its
    `listening on http://ADDR` line.
 4. POST /repos/add {"git_url": file://..., "ref": "main"} for every
    repository (round robin over the nodes), then waits until GET /fleet
@@ -74,10 +75,9 @@ def make_repos(work, count, files):
     return urls
 
 
-def start_postgres():
-    proc = subprocess.Popen(
-        ["cargo", "run", "--quiet", "--example", "throwaway_pg"],
-        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def start_postgres(example=None):
+    cmd = [example] if example else ["cargo", "run", "--quiet", "--example", "throwaway_pg"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline().strip()
     if not line.startswith("url="):
         proc.kill()
@@ -91,14 +91,15 @@ def has_fleet_flag(binary):
 
 
 class Node:
-    def __init__(self, binary, url, work, i):
+    def __init__(self, binary, url, work, i, lease_ttl_ms=None):
         self.name = f"node-{i}"
         self.data = os.path.join(work, "data", self.name)
         os.makedirs(self.data, exist_ok=True)
         self.proc, self.addr = start_serve(
             [binary, "--quiet", "serve", "--fleet", url, "--bind", "127.0.0.1:0",
              "--data-dir", self.data, "--fleet-node-id", self.name, "--allow-root", work,
-             "--token", TOKEN, "--fleet-allow-local-git"],
+             "--token", TOKEN, "--fleet-allow-local-git"]
+            + (["--fleet-lease-ttl-ms", str(lease_ttl_ms)] if lease_ttl_ms else []),
             what=self.name, timeout=60)
 
     def conn(self):
@@ -224,6 +225,10 @@ def main():
     ap.add_argument("--forward-samples", type=int, default=100)
     ap.add_argument("--setup-only", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--lease-ttl-ms", type=int,
+                    help="the nodes' lease time (default: serve's own, 10 s); the takeover waits for it")
+    ap.add_argument("--pg-example", help="a built throwaway_pg example binary "
+                    "(default: `cargo run -p canopy-fleet --example throwaway_pg`)")
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="canopy-fleet-bench-")
@@ -233,7 +238,7 @@ def main():
         t = time.time()
         urls = make_repos(work, args.repos, args.files)
         print(f"{args.repos} repositories of {args.files} files in {time.time() - t:.1f} s under {work}")
-        pg, db_url = start_postgres()
+        pg, db_url = start_postgres(args.pg_example)
         print(f"PostgreSQL at {db_url}")
         if args.setup_only:
             return 0
@@ -241,7 +246,7 @@ def main():
             print(f"{args.bin} has no `serve --fleet` yet (phase 2 of issue 30); set-up only")
             return 2
         print(f"nproc {os.cpu_count()}, load average {os.getloadavg()}")
-        nodes = [Node(args.bin, db_url, work, i) for i in range(args.nodes)]
+        nodes = [Node(args.bin, db_url, work, i, args.lease_ttl_ms) for i in range(args.nodes)]
         repo_ids = []
         for i, url in enumerate(urls):
             status, body = nodes[i % len(nodes)].request(

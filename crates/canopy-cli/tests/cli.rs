@@ -193,6 +193,18 @@ fn errors_are_clear_and_not_on_stdout() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("controller.ts was deleted since"), "{err}");
 
+    // `expand` with no ids is refused with what to pass, not an empty
+    // `expand:` (issue 32, U7).
+    let out = canopy(root, &["expand"]);
+    assert!(!out.status.success());
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("<IDS>") || err.contains("handle id"), "{err}");
+
     // A pattern may start with a dash (issue 32, U5).
     for pattern in ["-> None", "--verbose"] {
         let answer = json(root, &["query", "--pattern", pattern, "--json"]);

@@ -237,6 +237,8 @@ pub fn assert_error(resp: &RawResponse, status: u16, code: &str) {
     assert_eq!(body["code"], code, "body: {body}");
     assert!(!body["message"].as_str().unwrap_or("").is_empty());
     assert!(!body["hint"].as_str().unwrap_or("").is_empty());
+    // A hint says what to do, not the message again (issue 32, U8).
+    assert_ne!(body["hint"], body["message"], "body: {body}");
 }
 
 /// POSTs a JSON value and returns the raw response.

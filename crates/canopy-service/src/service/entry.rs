@@ -56,12 +56,71 @@ impl IndexProgress for RunProgress {
         self.total.store(to_parse, Ordering::Relaxed);
     }
     fn advance(&self, _path: &str, _bytes: u64) {
-        self.done.fetch_add(1, Ordering::Relaxed);
+        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
         if let Some((fence, flag)) = lock(&self.fence).as_ref()
             && !fence.is_valid()
         {
             flag.cancel();
         }
+        if let Some(hold) = RunHold::from_env() {
+            hold.wait(done);
+        }
+    }
+}
+
+/// Test-only environment variable: a directory through which a test holds
+/// an index run part-way, between files, so it can read the service at
+/// that point on purpose instead of hoping a run is still going (issue 32:
+/// answers across a rebuild). Never set it in production.
+pub const RUN_HOLD_DIR_ENV: &str = "CANOPY_TEST_RUN_HOLD_DIR";
+
+/// The test-only run hold ([`RUN_HOLD_DIR_ENV`]). While the file `hold`
+/// exists in the directory and holds a number N, a run that has just
+/// counted its N-th file (or a later one) writes `held` (that count),
+/// waits until `hold` is removed, removes `held` and goes on. It waits on
+/// the engine's writer thread, between files: the batches before it are
+/// committed (into the side file, for a rebuild), the next not begun.
+struct RunHold {
+    armed: PathBuf,
+    held: PathBuf,
+}
+
+impl RunHold {
+    /// The hold, when the variable is set (read once; a warning says so).
+    fn from_env() -> Option<&'static RunHold> {
+        static HOLD: std::sync::OnceLock<Option<RunHold>> = std::sync::OnceLock::new();
+        HOLD.get_or_init(|| {
+            let dir = PathBuf::from(std::env::var_os(RUN_HOLD_DIR_ENV)?);
+            tracing::warn!(
+                dir = %dir.display(),
+                "{RUN_HOLD_DIR_ENV} is set: a test may hold index runs part-way"
+            );
+            Some(RunHold {
+                armed: dir.join("hold"),
+                held: dir.join("held"),
+            })
+        })
+        .as_ref()
+    }
+
+    /// Blocks while the hold is armed for `done` files (on the writer thread).
+    fn wait(&self, done: u64) {
+        let Ok(at) = std::fs::read_to_string(&self.armed) else {
+            return;
+        };
+        if at.trim().parse::<u64>().is_ok_and(|at| done < at) {
+            return;
+        }
+        if let Err(e) = std::fs::write(&self.held, format!("{done}\n")) {
+            tracing::warn!(
+                "{RUN_HOLD_DIR_ENV}: cannot write {}: {e}",
+                self.held.display()
+            );
+        }
+        while self.armed.exists() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = std::fs::remove_file(&self.held);
     }
 }
 
