@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use canopy_fleet::{
     FleetError, LeaseChange, LossReason, NewEvent, RepoState, Route, migrate, placement,
 };
-use common::{Node, WAIT, config, git_repo, pg, raw, timing, wait_for};
+use common::{Node, WAIT, config, git_repo, pg, raw, wait_for};
 use serde_json::json;
 
 fn state(generation: u64, status: &str) -> RepoState {
@@ -817,6 +817,17 @@ async fn a_lease_taken_just_before_an_outage_is_still_known_as_this_nodes() {
     }
 }
 
+/// What one load task of [`a_database_restart_under_load_is_survived`] saw.
+#[derive(Debug, Default)]
+struct Load {
+    ok: u64,
+    /// `Unavailable` after trying the database (refused, broken, timed out).
+    unavailable: u64,
+    /// `Unavailable` without trying: inside the pool's backoff delay.
+    refused_in_backoff: u64,
+    other: Vec<String>,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_restart_under_load_is_survived() {
     let Some(mut pg) = pg() else { return };
@@ -836,7 +847,11 @@ async fn a_database_restart_under_load_is_survived() {
     let seq_before = a.fleet.latest_seq().await.unwrap();
     assert!(wait_for(|| a.fleet.health().status == "healthy").await);
 
-    // Load: readers hitting the registry and the feed the whole time.
+    // Load: readers hitting the registry and the feed the whole time. Each
+    // call has a hang guard (WAIT, which only stops a hung test; a call that
+    // hit it counts as an error below). How fast a call fails is not timed:
+    // each one is bounded by its connect and operation timeouts by
+    // construction; what is checked is that the calls keep returning.
     let stop = Arc::new(AtomicBool::new(false));
     let load: Vec<_> = (0..4)
         .map(|i| {
@@ -844,27 +859,29 @@ async fn a_database_restart_under_load_is_survived() {
             let stop = stop.clone();
             let repo = repo.clone();
             tokio::spawn(async move {
-                let (mut ok, mut unavailable, mut other, mut slowest) =
-                    (0u64, 0u64, Vec::new(), Duration::ZERO);
+                let mut seen = Load::default();
                 while !stop.load(Ordering::SeqCst) {
-                    let t = Instant::now();
-                    let r = if i % 2 == 0 {
-                        f.repo(&repo).await.map(|_| ())
-                    } else {
-                        f.events_after(0, 10, None).await.map(|_| ())
+                    let call = async {
+                        if i % 2 == 0 {
+                            f.repo(&repo).await.map(|_| ())
+                        } else {
+                            f.events_after(0, 10, None).await.map(|_| ())
+                        }
                     };
+                    let r = tokio::time::timeout(WAIT, call).await;
                     let _ = f.route(&repo);
                     match r {
-                        Ok(()) => ok += 1,
-                        Err(FleetError::Unavailable(_)) => {
-                            unavailable += 1;
-                            slowest = slowest.max(t.elapsed());
+                        Ok(Ok(())) => seen.ok += 1,
+                        Ok(Err(FleetError::Unavailable(m))) if m.starts_with("reconnecting in") => {
+                            seen.refused_in_backoff += 1
                         }
-                        Err(e) => other.push(e.to_string()),
+                        Ok(Err(FleetError::Unavailable(_))) => seen.unavailable += 1,
+                        Ok(Err(e)) => seen.other.push(e.to_string()),
+                        Err(_) => seen.other.push(format!("no answer within {WAIT:?}")),
                     }
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-                (ok, unavailable, other, slowest)
+                seen
             })
         })
         .collect();
@@ -906,21 +923,30 @@ async fn a_database_restart_under_load_is_survived() {
     assert!(wait_for(|| a.fleet.health().status == "healthy").await);
     eprintln!("lease back {:?} after the restart", back.elapsed());
     stop.store(true, Ordering::SeqCst);
-    let mut total_unavailable = 0;
+    let mut refused_in_backoff = 0;
     for l in load {
-        let (ok, unavailable, other, slowest) = l.await.unwrap();
-        assert!(other.is_empty(), "errors other than unavailable: {other:?}");
-        assert!(ok > 0);
-        // Failing fast: no call waited longer than a connection attempt and
-        // a round trip.
-        let t = timing();
+        let seen = l.await.unwrap();
         assert!(
-            slowest <= t.connect_timeout + t.op_timeout + Duration::from_secs(1),
-            "{slowest:?}"
+            seen.other.is_empty(),
+            "errors other than unavailable: {:?}",
+            seen.other
         );
-        total_unavailable += unavailable;
+        assert!(seen.ok > 0, "{seen:?}");
+        // Failing, not hanging: every caller had calls fail during the
+        // outage and went on calling (one call stuck across the outage would
+        // leave it at most one failure).
+        assert!(
+            seen.unavailable + seen.refused_in_backoff >= 2,
+            "a caller did not keep failing through the outage: {seen:?}"
+        );
+        refused_in_backoff += seen.refused_in_backoff;
     }
-    assert!(total_unavailable > 0, "the load never saw the outage");
+    // Between attempts the pool backs off: calls inside a backoff delay
+    // fail at once, without trying the database (no connection storm).
+    assert!(
+        refused_in_backoff > 0,
+        "no call was refused during a backoff"
+    );
     // Nothing lost: the generation, the feed and its sequence carry on.
     let fence = a.fleet.fence(&repo).unwrap();
     assert!(fence.epoch() > 1);
