@@ -62,12 +62,29 @@ pub(crate) struct CachedLease {
     pub(crate) held: bool,
 }
 
-/// The last snapshot, for routing without a round trip.
+/// The last snapshot, for routing without a round trip, with what this
+/// node learned of single leases since (its own acquisitions, direct reads).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Cached {
     /// node id → (advertised URL, live).
     pub(crate) nodes: HashMap<String, (String, bool)>,
     pub(crate) leases: HashMap<String, CachedLease>,
+}
+
+impl Cached {
+    /// Records one lease as a statement other than the snapshot read it
+    /// (the keeper's acquisition, [`Fleet::route_fresh`]). Epochs only
+    /// grow, so a read that finds an older epoch than the one cached is
+    /// older news and is dropped.
+    pub(crate) fn learn(&mut self, repo_id: &str, lease: CachedLease) {
+        if self
+            .leases
+            .get(repo_id)
+            .is_none_or(|known| known.epoch <= lease.epoch)
+        {
+            self.leases.insert(repo_id.to_string(), lease);
+        }
+    }
 }
 
 /// Where a request for a repository should be answered.
@@ -264,6 +281,30 @@ impl Fleet {
     pub async fn start(
         config: FleetConfig,
     ) -> Result<(Fleet, mpsc::UnboundedReceiver<LeaseChange>), FleetError> {
+        Fleet::start_with(config, true).await
+    }
+
+    /// Tests only: [`Fleet::start`] without the heartbeat task, so the test
+    /// runs the keeper's turns itself ([`Fleet::keeper_turn`]) in the order
+    /// it needs. Never used by canopy itself.
+    #[doc(hidden)]
+    pub async fn start_without_keeper(
+        config: FleetConfig,
+    ) -> Result<(Fleet, mpsc::UnboundedReceiver<LeaseChange>), FleetError> {
+        Fleet::start_with(config, false).await
+    }
+
+    /// Tests only: one turn of the lease keeper, what the heartbeat task
+    /// does every heartbeat (with [`Fleet::start_without_keeper`]).
+    #[doc(hidden)]
+    pub async fn keeper_turn(&self) -> Result<(), FleetError> {
+        keeper::turn(&self.inner).await
+    }
+
+    async fn start_with(
+        config: FleetConfig,
+        run_keeper: bool,
+    ) -> Result<(Fleet, mpsc::UnboundedReceiver<LeaseChange>), FleetError> {
         let pg = config.validate()?;
         let timing = config.timing.clone();
         let mut backoff = crate::db::Backoff::new(timing.backoff_start, timing.backoff_max);
@@ -330,11 +371,14 @@ impl Fleet {
             fleet.inner.listening.clone(),
             fleet.inner.stop.subscribe(),
         ));
-        let keeper = tokio::spawn(keeper::run(
-            Arc::downgrade(&fleet.inner),
-            fleet.inner.stop.subscribe(),
-        ));
-        lock(&fleet.inner.tasks).extend([listener, keeper]);
+        lock(&fleet.inner.tasks).push(listener);
+        if run_keeper {
+            let keeper = tokio::spawn(keeper::run(
+                Arc::downgrade(&fleet.inner),
+                fleet.inner.stop.subscribe(),
+            ));
+            lock(&fleet.inner.tasks).push(keeper);
+        }
         Ok((fleet, receiver))
     }
 
@@ -425,8 +469,8 @@ impl Fleet {
         let live: Option<bool> = row.try_get(4).map_err(parse)?;
         {
             let mut cache = write(&self.inner.cache);
-            cache.leases.insert(
-                repo_id.to_string(),
+            cache.learn(
+                repo_id,
                 CachedLease {
                     holder: holder.clone(),
                     epoch,
@@ -1074,5 +1118,23 @@ mod tests {
             route_from("a", "r", &cache("b", false, false), false, d),
             Route::Forward { .. }
         ));
+    }
+
+    #[test]
+    fn the_cache_never_goes_back_to_an_older_epoch() {
+        let mut c = cache("a", true, true);
+        let lease = |holder: &str, epoch| CachedLease {
+            holder: Some(holder.into()),
+            epoch,
+            held: true,
+        };
+        c.learn("r", lease("b", 3));
+        assert_eq!(c.leases["r"].holder.as_deref(), Some("a"));
+        c.learn("r", lease("b", 4));
+        assert_eq!(c.leases["r"].holder.as_deref(), Some("b"));
+        c.learn("r", lease("c", 5));
+        c.learn("new", lease("c", 1));
+        assert_eq!(c.leases["r"].epoch, 5);
+        assert_eq!(c.leases["new"].holder.as_deref(), Some("c"));
     }
 }

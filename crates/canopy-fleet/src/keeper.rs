@@ -444,6 +444,23 @@ async fn acquire(
     if won.is_empty() {
         return Ok(());
     }
+    // Routing reads the cache once the fence is gone (an outage outlasting
+    // the lease): it must name this node as the holder from now on, not
+    // from the next snapshot, which an outage may prevent. This turn's
+    // snapshot was read before the take and shows the lease free.
+    {
+        let mut cache = crate::fleet::write(&inner.cache);
+        for (repo, fence) in &won {
+            cache.learn(
+                repo,
+                crate::fleet::CachedLease {
+                    holder: Some(me.clone()),
+                    epoch: fence.epoch(),
+                    held: true,
+                },
+            );
+        }
+    }
     let ids: Vec<String> = won.iter().map(|(r, _)| r.clone()).collect();
     let rows = match crate::registry::repos_by_id(&inner.db, &ids).await {
         Ok(rows) => rows,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use canopy_fleet::{
     FleetError, LeaseChange, LossReason, NewEvent, RepoState, Route, migrate, placement,
 };
-use common::{Node, WAIT, config, git_repo, pg, raw, timing, wait_for};
+use common::{Node, WAIT, config, git_repo, pg, raw, wait_for};
 use serde_json::json;
 
 fn state(generation: u64, status: &str) -> RepoState {
@@ -784,6 +784,50 @@ async fn events_are_gap_free_and_exactly_once_for_every_reader() {
     }
 }
 
+/// The bad order behind `a_database_restart_under_load_is_survived`'s
+/// flakiness, driven by hand (no heartbeat task runs): one keeper turn
+/// reads its snapshot (the new repository's lease free, no holder), then
+/// takes the lease; the database goes away before another snapshot is
+/// read; the lease runs out locally. This node was the lease's last holder
+/// and nobody can take a lease without the database, so routing must say
+/// `LocalReadOnly`, not that the repository has no owner. (Under load the
+/// restart test's outage sometimes began within that heartbeat.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_taken_just_before_an_outage_is_still_known_as_this_nodes() {
+    let Some(mut pg) = pg() else { return };
+    let (fleet, _changes) = canopy_fleet::Fleet::start_without_keeper(config(&pg, "last"))
+        .await
+        .expect("node starts");
+    let repo = fleet.add_repo(&git_repo(1)).await.unwrap().0.repo_id;
+    fleet.keeper_turn().await.unwrap();
+    let fence = fleet
+        .fence(&repo)
+        .expect("the lease is taken in the first turn");
+
+    pg.stop().expect("fast shutdown");
+    // Wait out the local deadline (TTL − margin after the take).
+    assert!(wait_for(|| !fence.is_valid()).await);
+    // The next turn drops the lease and finds the database gone.
+    assert!(fleet.keeper_turn().await.is_err());
+    assert!(!fleet.health().database.connected);
+    assert!(fleet.fence(&repo).is_none());
+    match fleet.route(&repo) {
+        Route::LocalReadOnly { epoch } => assert_eq!(epoch, fence.epoch()),
+        other => panic!("expected LocalReadOnly, got {other:?}"),
+    }
+}
+
+/// What one load task of [`a_database_restart_under_load_is_survived`] saw.
+#[derive(Debug, Default)]
+struct Load {
+    ok: u64,
+    /// `Unavailable` after trying the database (refused, broken, timed out).
+    unavailable: u64,
+    /// `Unavailable` without trying: inside the pool's backoff delay.
+    refused_in_backoff: u64,
+    other: Vec<String>,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_restart_under_load_is_survived() {
     let Some(mut pg) = pg() else { return };
@@ -803,7 +847,11 @@ async fn a_database_restart_under_load_is_survived() {
     let seq_before = a.fleet.latest_seq().await.unwrap();
     assert!(wait_for(|| a.fleet.health().status == "healthy").await);
 
-    // Load: readers hitting the registry and the feed the whole time.
+    // Load: readers hitting the registry and the feed the whole time. Each
+    // call has a hang guard (WAIT, which only stops a hung test; a call that
+    // hit it counts as an error below). How fast a call fails is not timed:
+    // each one is bounded by its connect and operation timeouts by
+    // construction; what is checked is that the calls keep returning.
     let stop = Arc::new(AtomicBool::new(false));
     let load: Vec<_> = (0..4)
         .map(|i| {
@@ -811,27 +859,29 @@ async fn a_database_restart_under_load_is_survived() {
             let stop = stop.clone();
             let repo = repo.clone();
             tokio::spawn(async move {
-                let (mut ok, mut unavailable, mut other, mut slowest) =
-                    (0u64, 0u64, Vec::new(), Duration::ZERO);
+                let mut seen = Load::default();
                 while !stop.load(Ordering::SeqCst) {
-                    let t = Instant::now();
-                    let r = if i % 2 == 0 {
-                        f.repo(&repo).await.map(|_| ())
-                    } else {
-                        f.events_after(0, 10, None).await.map(|_| ())
+                    let call = async {
+                        if i % 2 == 0 {
+                            f.repo(&repo).await.map(|_| ())
+                        } else {
+                            f.events_after(0, 10, None).await.map(|_| ())
+                        }
                     };
+                    let r = tokio::time::timeout(WAIT, call).await;
                     let _ = f.route(&repo);
                     match r {
-                        Ok(()) => ok += 1,
-                        Err(FleetError::Unavailable(_)) => {
-                            unavailable += 1;
-                            slowest = slowest.max(t.elapsed());
+                        Ok(Ok(())) => seen.ok += 1,
+                        Ok(Err(FleetError::Unavailable(m))) if m.starts_with("reconnecting in") => {
+                            seen.refused_in_backoff += 1
                         }
-                        Err(e) => other.push(e.to_string()),
+                        Ok(Err(FleetError::Unavailable(_))) => seen.unavailable += 1,
+                        Ok(Err(e)) => seen.other.push(e.to_string()),
+                        Err(_) => seen.other.push(format!("no answer within {WAIT:?}")),
                     }
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-                (ok, unavailable, other, slowest)
+                seen
             })
         })
         .collect();
@@ -873,21 +923,30 @@ async fn a_database_restart_under_load_is_survived() {
     assert!(wait_for(|| a.fleet.health().status == "healthy").await);
     eprintln!("lease back {:?} after the restart", back.elapsed());
     stop.store(true, Ordering::SeqCst);
-    let mut total_unavailable = 0;
+    let mut refused_in_backoff = 0;
     for l in load {
-        let (ok, unavailable, other, slowest) = l.await.unwrap();
-        assert!(other.is_empty(), "errors other than unavailable: {other:?}");
-        assert!(ok > 0);
-        // Failing fast: no call waited longer than a connection attempt and
-        // a round trip.
-        let t = timing();
+        let seen = l.await.unwrap();
         assert!(
-            slowest <= t.connect_timeout + t.op_timeout + Duration::from_secs(1),
-            "{slowest:?}"
+            seen.other.is_empty(),
+            "errors other than unavailable: {:?}",
+            seen.other
         );
-        total_unavailable += unavailable;
+        assert!(seen.ok > 0, "{seen:?}");
+        // Failing, not hanging: every caller had calls fail during the
+        // outage and went on calling (one call stuck across the outage would
+        // leave it at most one failure).
+        assert!(
+            seen.unavailable + seen.refused_in_backoff >= 2,
+            "a caller did not keep failing through the outage: {seen:?}"
+        );
+        refused_in_backoff += seen.refused_in_backoff;
     }
-    assert!(total_unavailable > 0, "the load never saw the outage");
+    // Between attempts the pool backs off: calls inside a backoff delay
+    // fail at once, without trying the database (no connection storm).
+    assert!(
+        refused_in_backoff > 0,
+        "no call was refused during a backoff"
+    );
     // Nothing lost: the generation, the feed and its sequence carry on.
     let fence = a.fleet.fence(&repo).unwrap();
     assert!(fence.epoch() > 1);
