@@ -1,5 +1,5 @@
 //! Exact scan against the approximate index (HNSW) for semantic search, on
-//! real vectors: the measurement behind `semantic::ANN_MIN_UNITS`.
+//! real vectors: the measurement behind `canopy_core::ANN_MIN_UNITS`.
 //!
 //! `cargo run --release -p canopy-core --example ann_bench -- <repo> <model dir> [sizes...]`
 //!
@@ -21,8 +21,7 @@ use std::time::Instant;
 
 use canopy_core::embed::{Quantized, StaticModel};
 use canopy_core::index::NoProgress;
-use canopy_core::semantic::UnitVectors;
-use canopy_core::{Engine, EngineOptions};
+use canopy_core::{Engine, EngineOptions, UnitVectors};
 
 fn ms(started: Instant) -> f64 {
     started.elapsed().as_secs_f64() * 1000.0

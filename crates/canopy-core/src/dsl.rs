@@ -424,6 +424,22 @@ mod tests {
         assert!(parse("\"unterminated").is_err());
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 2000, ..Default::default() })]
+
+        #[test]
+        fn dsl_parser_never_panics(text in "\\PC*") {
+            let _ = parse(&text);
+        }
+
+        #[test]
+        fn dsl_parser_never_panics_on_dsl_shaped_text(
+            text in r#"[() "\\a-z0-9*-]{0,80}"#
+        ) {
+            let _ = parse(&text);
+        }
+    }
+
     #[test]
     fn deep_nesting_is_rejected_not_overflowed() {
         let deep = "(limit 1 ".repeat(10_000) + "(grep a)" + &")".repeat(10_000);

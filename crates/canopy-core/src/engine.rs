@@ -63,8 +63,8 @@ pub struct EngineOptions {
     pub embedding_model: Option<PathBuf>,
     /// Units of a repository from which semantic search uses an approximate
     /// nearest-neighbour index instead of an exact scan (see
-    /// [`crate::semantic::UnitVectors`]). `None` (the default) reads
-    /// `CANOPY_ANN_MIN_UNITS`, else [`crate::semantic::ANN_MIN_UNITS`];
+    /// [`crate::UnitVectors`]). `None` (the default) reads
+    /// `CANOPY_ANN_MIN_UNITS`, else [`crate::ANN_MIN_UNITS`];
     /// `Some(0)` always uses the index (tests of small repositories do).
     pub ann_min_units: Option<usize>,
 }
@@ -92,11 +92,11 @@ pub struct SemanticStats {
     /// Bytes those vectors take.
     pub bytes: usize,
     /// What the last sync did.
-    pub last_sync: crate::semantic::SyncReport,
+    pub last_sync: crate::SyncReport,
     /// Units from which search uses the approximate index.
     pub ann_min_units: usize,
     /// The approximate index, once a search past that size built it.
-    pub ann: Option<crate::semantic::AnnStats>,
+    pub ann: Option<crate::AnnStats>,
 }
 
 /// A repository's Canopy index and the operations on it.

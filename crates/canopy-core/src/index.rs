@@ -39,6 +39,10 @@ const BATCH_BYTES: u64 = 4 * 1024 * 1024;
 /// channel of [`BATCH_FILES`] parsed files could otherwise hold gigabytes.
 const IN_FLIGHT_BYTES: u64 = 64 * 1024 * 1024;
 
+// A file above the default size limit, admitted by a raised
+// `max_file_size`, is cut into units of at most this many bytes (`oversize`).
+pub use crate::oversize::MAX_UNIT_BYTES;
+
 /// What to index.
 #[derive(Clone, Debug)]
 pub struct IndexOptions {

@@ -1069,8 +1069,7 @@ fn assemble(
     let handles: Vec<PackHandle> = selected
         .iter()
         .map(|s| PackHandle {
-            id: HandleId::parse(&s.node.handle)
-                .unwrap_or_else(|| HandleId::derive("", "", &s.node.handle, 0)),
+            id: s.node.handle_id(),
             file_path: s.node.file_path.clone(),
             node_type: s.node.node_type.clone(),
             name: s.node.name.clone(),

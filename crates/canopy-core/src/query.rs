@@ -1,6 +1,6 @@
 //! Queries: the `canopy_query` parameters and the DSL, evaluated against the store.
 //!
-//! Every parameter form is translated into a [`dsl::Expr`] and evaluated by
+//! Every parameter form is translated into an [`Expr`] and evaluated by
 //! one evaluator, so `symbol="x"` and `(code "x")` cannot drift apart.
 //!
 //! Matching rules (documented for users in README.md, "Query rules"):
@@ -29,7 +29,7 @@ use std::rc::Rc;
 use serde::{Deserialize, Serialize};
 
 use crate::discover::{PathFilter, check_relative};
-use crate::dsl::{self, Expr};
+use crate::dsl;
 use crate::error::{CanopyError, Result};
 use crate::handle::HandleId;
 use crate::lang::NodeType;
@@ -38,6 +38,10 @@ use crate::snapshot::Snapshot;
 use crate::store::Store;
 use crate::store::read::{FileScope, NameMatch, NodeRecord, RefRecord};
 use crate::text::{collapse_preview, fts_quote};
+
+/// A query in the S-expression language's terms: what [`QueryParams::to_expr`]
+/// makes of every parameter form (the `query` parameter is parsed into one).
+pub use crate::dsl::Expr;
 
 /// Default `limit`.
 pub const DEFAULT_LIMIT: usize = 16;
@@ -914,23 +918,7 @@ impl<'a> Previews<'a> {
 
 pub(crate) fn to_handle(n: &NodeRecord, previews: &mut Previews) -> Handle {
     let stale = previews.file_text(&n.file_path, &n.content_hash).is_none();
-    Handle {
-        stale,
-        id: HandleId::parse(&n.handle)
-            .unwrap_or_else(|| HandleId::derive(&n.file_path, &n.node_type, &n.handle, 0)),
-        file_path: n.file_path.clone(),
-        node_type: n.node_type.clone(),
-        name: n.name.clone(),
-        qualified_name: n.qualified_name.clone(),
-        span: Span {
-            start: n.start_byte,
-            end: n.end_byte,
-        },
-        line_range: [n.start_line, n.end_line],
-        token_count: n.token_count,
-        preview: previews.preview(n),
-        content: None,
-    }
+    n.to_handle(previews.preview(n), stale)
 }
 
 /// A query's answer, plus the ranked candidates the engine keeps as a

@@ -119,11 +119,6 @@ impl SemanticIndex {
         }
     }
 
-    /// The model.
-    pub fn model(&self) -> &StaticModel {
-        &self.model
-    }
-
     /// The model's fingerprint, the key of its stored vectors.
     pub fn fingerprint(&self) -> &str {
         &self.fingerprint
@@ -132,11 +127,6 @@ impl SemanticIndex {
     /// Units with a vector.
     pub fn len(&self) -> usize {
         self.vectors.len()
-    }
-
-    /// Whether no unit has a vector.
-    pub fn is_empty(&self) -> bool {
-        self.vectors.is_empty()
     }
 
     /// Bytes the vectors take in memory (not counting the approximate
@@ -285,15 +275,6 @@ impl SemanticIndex {
     pub fn search(&mut self, text: &str, k: usize) -> Vec<(i64, f32)> {
         match self.model.embed(text) {
             Some(q) => self.vectors.search(&q, k),
-            None => Vec::new(),
-        }
-    }
-
-    /// [`SemanticIndex::search`] by an exact scan whatever the size: the
-    /// reference the approximate answers are measured against.
-    pub fn search_exact(&self, text: &str, k: usize) -> Vec<(i64, f32)> {
-        match self.model.embed(text) {
-            Some(q) => self.vectors.search_exact(&q, k),
             None => Vec::new(),
         }
     }

@@ -11,9 +11,8 @@
 use std::path::Path;
 
 use canopy_core::discover::PathFilter;
-use canopy_core::dsl::{self, Expr};
 use canopy_core::index::NoProgress;
-use canopy_core::query::{MatchMode, QueryKind, QueryParams};
+use canopy_core::query::{Expr, MatchMode, QueryKind, QueryParams};
 use canopy_core::{CanopyError, Engine, EngineOptions};
 use proptest::prelude::*;
 
@@ -132,7 +131,9 @@ proptest! {
     #[test]
     fn rendered_expressions_parse_back_to_themselves(e in expr()) {
         let text = render(&e);
-        match dsl::parse(&text) {
+        // The `query` parameter alone is its expression, as parsed.
+        let params = QueryParams { query: Some(text.clone()), ..QueryParams::default() };
+        match params.to_expr() {
             Ok(parsed) => prop_assert_eq!(parsed, e, "{}", text),
             // A generated empty string or an out-of-range limit may be
             // refused, but only as a parse error naming what is wrong.

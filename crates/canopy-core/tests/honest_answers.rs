@@ -133,7 +133,7 @@ fn a_huge_single_line_file_is_indexed_in_bounded_units() {
     let report = e.index(None, &NoProgress).unwrap();
     assert_eq!(report.files_indexed, 2);
 
-    let bound = canopy_core::oversize::MAX_UNIT_BYTES;
+    let bound = canopy_core::index::MAX_UNIT_BYTES;
     let all = e
         .query(&QueryParams {
             pattern: Some("token0".into()),

@@ -27,8 +27,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{CanopyError, Result};
+use crate::handle::Handle;
 use crate::handle::HandleId;
-use crate::handle::{Handle, Span};
 use crate::lang::SiteKind;
 use crate::lang::extract::{preview_text, text_view};
 use crate::position::Position;
@@ -385,22 +385,7 @@ impl<'s> Graph<'s> {
         let preview = text
             .map(|t| preview_text(&t, n.preview_start, n.end_byte))
             .unwrap_or_else(|| n.qualified_name.clone().unwrap_or_default());
-        Handle {
-            stale,
-            id: HandleId::parse(&n.handle).unwrap_or_else(|| HandleId::derive("", "", "", 0)),
-            file_path: n.file_path.clone(),
-            node_type: n.node_type.clone(),
-            name: n.name.clone(),
-            qualified_name: n.qualified_name.clone(),
-            span: Span {
-                start: n.start_byte,
-                end: n.end_byte,
-            },
-            line_range: [n.start_line, n.end_line],
-            token_count: n.token_count,
-            preview,
-            content: None,
-        }
+        n.to_handle(preview, stale)
     }
 
     /// Every resolved or ambiguous edge the whole-graph analyses read:

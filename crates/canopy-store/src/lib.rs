@@ -24,7 +24,7 @@ pub use error::{CanopyError, Result};
 
 // The store's files name the syntax layer by the paths they had inside
 // canopy-core (`crate::lang`, `crate::text`, …).
-pub(crate) use canopy_syntax::{lang, text};
+pub(crate) use canopy_syntax::{handle, lang, text};
 
 /// Helpers of this crate's unit tests.
 #[cfg(test)]

@@ -52,6 +52,32 @@ pub mod testing {
         }
     }
 
+    /// Every `.rs` file under `dir` (subfolders too), as (path relative to
+    /// `dir` with `/`, text), sorted: architecture tests read every file of
+    /// a folder, so a new one cannot escape them as it could a list.
+    pub fn sources_under(dir: &std::path::Path) -> Vec<(String, String)> {
+        fn walk(root: &std::path::Path, dir: &std::path::Path, out: &mut Vec<(String, String)>) {
+            let entries =
+                std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+            for entry in entries {
+                let path = entry.expect("directory entry").path();
+                if path.is_dir() {
+                    walk(root, &path, out);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let rel = path.strip_prefix(root).expect("under the root");
+                    let rel = rel.to_string_lossy().replace('\\', "/");
+                    let text = std::fs::read_to_string(&path)
+                        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+                    out.push((rel, text));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(dir, dir, &mut out);
+        out.sort();
+        out
+    }
+
     /// A fixed pseudo-random sequence (xorshift64), so failures reproduce.
     pub fn xorshift(seed: u64) -> impl FnMut() -> u64 {
         let mut state = seed;

@@ -38,7 +38,6 @@ use crate::context::strategies::Merged;
 use crate::context::{Detail, Fragment};
 use crate::error::{CanopyError, Result};
 use crate::graph::ops::signature_of;
-use crate::handle::HandleId;
 use crate::lang::extract::text_view;
 use crate::snapshot::Snapshot;
 use crate::store::read::NodeRecord;
@@ -202,8 +201,7 @@ pub(crate) fn pack(snapshot: Snapshot<'_>, merged: Vec<Merged>, budget: u64) -> 
             let (text, tokens) = s.texts.remove(&s.detail).unwrap_or_default();
             let n = &s.m.node;
             Fragment {
-                handle: HandleId::parse(&n.handle)
-                    .unwrap_or_else(|| HandleId::derive("", "", &n.handle, 0)),
+                handle: n.handle_id(),
                 file_path: n.file_path.clone(),
                 node_type: n.node_type.clone(),
                 name: n.qualified_name.clone().or_else(|| n.name.clone()),

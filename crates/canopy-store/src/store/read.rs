@@ -11,6 +11,7 @@ use rusqlite::{OptionalExtension, Row, params_from_iter};
 use super::packed_refs::{self, PackedRef};
 use super::{Store, meta_keys};
 use crate::error::Result;
+use crate::handle::{Handle, HandleId, Span};
 
 /// `ref_names` texts by id, looked up once per call.
 #[derive(Default)]
@@ -76,6 +77,40 @@ pub struct NodeRecord {
     pub preview_start: usize,
     /// Search score (lower is better for BM25; 0 when not scored).
     pub score: f64,
+}
+
+impl NodeRecord {
+    /// Its handle id: the stored one (12 bytes, read as `h` + 24 hex). A
+    /// stored handle that does not read as one (a damaged row: the writer
+    /// always writes 12 bytes) gets an id derived from the row's path, node
+    /// type and stored text: the same for the row in every process, and a
+    /// different one for each damaged unit, so answers do not merge them
+    /// (deduplicated by handle) and a session does not take one for another.
+    pub fn handle_id(&self) -> HandleId {
+        HandleId::parse(&self.handle)
+            .unwrap_or_else(|| HandleId::derive(&self.file_path, &self.node_type, &self.handle, 0))
+    }
+
+    /// The unit as a [`Handle`] with the preview its reader rebuilt from the
+    /// file and whether the file changed on disk since it was indexed.
+    pub fn to_handle(&self, preview: String, stale: bool) -> Handle {
+        Handle {
+            stale,
+            id: self.handle_id(),
+            file_path: self.file_path.clone(),
+            node_type: self.node_type.clone(),
+            name: self.name.clone(),
+            qualified_name: self.qualified_name.clone(),
+            span: Span {
+                start: self.start_byte,
+                end: self.end_byte,
+            },
+            line_range: [self.start_line, self.end_line],
+            token_count: self.token_count,
+            preview,
+            content: None,
+        }
+    }
 }
 
 /// A reference as stored, joined with its file and enclosing unit.
@@ -1127,5 +1162,53 @@ impl Store {
             ))
         })?;
         Ok(rows.collect::<rusqlite::Result<HashMap<_, _>>>()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NodeRecord;
+    use crate::handle::HandleId;
+
+    fn record(path: &str, handle: &str) -> NodeRecord {
+        NodeRecord {
+            rowid: 1,
+            handle: handle.to_string(),
+            file_path: path.to_string(),
+            content_hash: "0".repeat(16),
+            node_type: "function".to_string(),
+            name: Some("f".to_string()),
+            qualified_name: Some("f".to_string()),
+            parent_rowid: None,
+            start_byte: 10,
+            end_byte: 20,
+            start_line: 2,
+            end_line: 3,
+            token_count: 4,
+            preview_start: 10,
+            score: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_stored_handle_is_the_id_and_a_damaged_one_gets_an_id_of_its_own() {
+        let stored = HandleId::derive("a.py", "function", "f", 0);
+        let n = record("a.py", stored.as_str());
+        assert_eq!(n.handle_id(), stored);
+        let h = n.to_handle("def f():".to_string(), true);
+        assert_eq!((h.id, h.span.start, h.span.end), (stored, 10, 20));
+        assert_eq!((h.line_range, h.token_count, h.stale), ([2, 3], 4, true));
+        assert_eq!((h.preview.as_str(), h.content), ("def f():", None));
+
+        // Two damaged rows (a blob of the wrong length reads as too few
+        // digits): stable ids, one per unit, never the same one.
+        let (a, b) = (record("a.py", "h0a1b"), record("b.py", "h0a1b"));
+        assert_eq!(a.handle_id(), record("a.py", "h0a1b").handle_id());
+        assert_ne!(a.handle_id(), b.handle_id());
+        assert_ne!(a.handle_id(), record("a.py", "h").handle_id());
+        assert_eq!(
+            a.handle_id(),
+            HandleId::derive("a.py", "function", "h0a1b", 0)
+        );
     }
 }
