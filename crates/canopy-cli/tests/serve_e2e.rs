@@ -1723,10 +1723,19 @@ impl RunHold {
         RunHold(tempfile::tempdir().unwrap())
     }
 
-    fn env(&self) -> (String, String) {
-        (
+    /// `canopy serve` over `data`, its runs under this hold.
+    fn serve(&self, data: &std::path::Path) -> Server {
+        let env = (
             "CANOPY_TEST_RUN_HOLD_DIR".into(),
             self.0.path().display().to_string(),
+        );
+        Server::start(
+            canopy_bin!(),
+            data,
+            &Opts {
+                env: vec![env],
+                ..Opts::default()
+            },
         )
     }
 
@@ -1772,14 +1781,7 @@ fn probe_repo() -> Repo {
 fn sixteen_clients_read_the_old_complete_index_throughout_a_rebuild_over_http() {
     let hold = RunHold::new();
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(
-        canopy_bin!(),
-        data.path(),
-        &Opts {
-            env: vec![hold.env()],
-            ..Opts::default()
-        },
-    );
+    let server = hold.serve(data.path());
     let client = server.client();
     let repo = probe_repo();
     let id = add_and_index(&client, &repo);
@@ -1875,14 +1877,7 @@ fn sixteen_clients_read_the_old_complete_index_throughout_a_rebuild_over_http() 
 fn a_generation_names_what_a_reader_sees_during_a_plain_reindex_over_http() {
     let hold = RunHold::new();
     let data = tempfile::tempdir().unwrap();
-    let server = Server::start(
-        canopy_bin!(),
-        data.path(),
-        &Opts {
-            env: vec![hold.env()],
-            ..Opts::default()
-        },
-    );
+    let server = hold.serve(data.path());
     let client = server.client();
     let repo = probe_repo();
     let id = add_and_index(&client, &repo);
