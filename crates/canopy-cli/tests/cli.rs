@@ -237,7 +237,7 @@ fn a_killed_indexer_leaves_a_consistent_queryable_index() {
         write(
             root,
             &format!("pkg{}/module_{i}.py", i % 40),
-            &format!(
+            format!(
                 "\"\"\"Module {i}.\"\"\"\n\nclass Widget{i}:\n    def compute_{i}(self, value):\n        total = 0\n{body}        return total\n\n\ndef unique_symbol_{i}():\n    return Widget{i}()\n"
             ),
         );
@@ -436,17 +436,17 @@ fn repeated_patterns_are_searched_once_and_too_many_are_refused() {
 fn secret_files_are_skipped_and_reported() {
     let dir = git_repo();
     let marker = "SUPERSECRETVALUE";
-    write(dir.path(), ".env", &format!("API_TOKEN={marker}\n"));
+    write(dir.path(), ".env", format!("API_TOKEN={marker}\n"));
     write(
         dir.path(),
         "deploy/server.pem",
-        &format!("-----BEGIN PRIVATE KEY-----\n{marker}\n"),
+        format!("-----BEGIN PRIVATE KEY-----\n{marker}\n"),
     );
-    write(dir.path(), ".ssh/id_ed25519", &format!("{marker}\n"));
+    write(dir.path(), ".ssh/id_ed25519", format!("{marker}\n"));
     write(
         dir.path(),
         ".bash_history",
-        &format!("export TOKEN={marker}\n"),
+        format!("export TOKEN={marker}\n"),
     );
     write(
         dir.path(),
@@ -842,7 +842,7 @@ fn watch_keeps_the_index_fresh_through_edits_renames_checkouts_and_bursts() {
         write(
             root,
             &format!("gen/g{i:04}.py"),
-            &format!("def generated_{i:04}():\n    return {i}\n"),
+            format!("def generated_{i:04}():\n    return {i}\n"),
         );
     }
     eventually("the last file of the burst is searchable", || {

@@ -11,6 +11,7 @@
 //! The writer is paused at a chosen file by its progress sink (a
 //! rendezvous, not a timing): while it waits there, the test reads.
 
+use canopy_test_support::repo::write;
 use std::collections::HashSet;
 use std::fs;
 use std::path::Path;
@@ -21,12 +22,6 @@ use std::time::Duration;
 use canopy_core::index::{IndexProgress, NoProgress};
 use canopy_core::query::QueryParams;
 use canopy_core::{Engine, EngineOptions};
-
-fn write(root: &Path, rel: &str, text: impl AsRef<[u8]>) {
-    let path = root.join(rel);
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(path, text).unwrap();
-}
 
 /// How long a paused writer waits for the test's reads before it decides
 /// they are blocked behind it. Not a speed limit: an unblocked read takes

@@ -4,20 +4,13 @@
 //! each strategy finds what it is for on a repository built by the test
 //! (history on a real git repository with real commits).
 
-use std::fs;
-use std::path::Path;
-use std::process::Command;
+use canopy_test_support::git::git;
+use canopy_test_support::repo::write;
 
 use canopy_core::context::{ContextPack, ContextParams, Detail, Strategy};
 use canopy_core::index::NoProgress;
 use canopy_core::{CanopyError, Engine, EngineOptions};
 use proptest::prelude::*;
-
-fn write(root: &Path, rel: &str, text: &str) {
-    let path = root.join(rel);
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(path, text).unwrap();
-}
 
 const PARSER: &str = "class Parser:\n    \"\"\"Turns configuration text into settings.\"\"\"\n\n    def parse(self, text):\n        \"\"\"Parses every line of the configuration.\"\"\"\n        settings = {}\n        for line in text.splitlines():\n            key, value = split_setting(line)\n            settings[key] = value\n        return settings\n\n    def parse_file(self, path):\n        with open(path) as handle:\n            return self.parse(handle.read())\n\n    def reset(self):\n        self.cache = None\n\n\ndef split_setting(line):\n    \"\"\"Splits `key = value`.\"\"\"\n    key, _, value = line.partition('=')\n    return key.strip(), value.strip()\n";
 
@@ -28,24 +21,6 @@ const LOADER: &str = "from config.parser import Parser\n\n\ndef load_settings(pa
 const VALIDATE: &str = "def validate_settings(settings):\n    \"\"\"Checks parsed configuration settings against the schema.\"\"\"\n    errors = []\n    for key, value in settings.items():\n        if key not in ('name', 'port', 'host'):\n            errors.append('unknown setting %s' % key)\n        elif key == 'port' and not value.isdigit():\n            errors.append('port must be a number, got %r' % value)\n        elif key == 'host' and not value:\n            errors.append('host must not be empty')\n        elif key == 'name' and len(value) > 64:\n            errors.append('name is longer than 64 characters')\n    if errors:\n        raise ValueError('; '.join(errors))\n    return settings\n";
 
 const ADR: &str = "# ADR 7: configuration parsing\n\nWe parse configuration with `Parser` line by line instead of a grammar, because\nsettings files are flat key = value lists.\n\n# Unrelated decision\n\nLogs rotate daily.\n";
-
-fn git(root: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// A small repository with a real git history: `config/parser.py` was
 /// changed twice together with `config/schema.py`, never with `web/app.py`.
@@ -63,7 +38,7 @@ fn repo() -> (tempfile::TempDir, Engine) {
     write(
         r,
         "config/parser.py",
-        &PARSER.replace("settings = {}", "settings = dict()"),
+        PARSER.replace("settings = {}", "settings = dict()"),
     );
     write(
         r,
@@ -214,7 +189,7 @@ fn a_class_with_chosen_methods_is_a_skeleton_without_them() {
     write(
         d.path(),
         "config/parser.py",
-        &PARSER.replacen("class Parser:\n", &format!("class Parser:\n{long}"), 1),
+        PARSER.replacen("class Parser:\n", &format!("class Parser:\n{long}"), 1),
     );
     engine.index(None, &NoProgress).unwrap();
     let task = "Parser parse parse_file reset class";

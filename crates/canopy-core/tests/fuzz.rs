@@ -8,7 +8,7 @@
 //! the error a caller can act on (never `Database` or `Internal`), and an
 //! answer respects the filters and limits it was asked for.
 
-use std::path::Path;
+use canopy_test_support::repo::write;
 
 use canopy_core::discover::PathFilter;
 use canopy_core::index::NoProgress;
@@ -155,12 +155,6 @@ proptest! {
     }
 }
 
-fn write(root: &Path, rel: &str, text: &str) {
-    let path = root.join(rel);
-    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-    std::fs::write(path, text).expect("write");
-}
-
 /// A small repository in three languages and Markdown whose text uses `WORDS`.
 fn fixture() -> (tempfile::TempDir, Engine) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -168,7 +162,7 @@ fn fixture() -> (tempfile::TempDir, Engine) {
         write(
             dir.path(),
             &format!("src/m{i}.py"),
-            &format!(
+            format!(
                 "class Widget{i}:\n    def parse(self, token):\n        return alpha_{i}(token) + beta\n\n\
                  def alpha_{i}(x):\n    # gamma delta render\n    return x\n"
             ),

@@ -5,19 +5,13 @@
 //! * a huge single-line file, admitted by a raised `--max-file-size`, is
 //!   indexed in bounded units, every byte of it still searchable (N6).
 
+use canopy_test_support::repo::write;
 use std::fs;
-use std::path::Path;
 
 use canopy_core::index::NoProgress;
 use canopy_core::pack::{EvidencePack, PackParams};
 use canopy_core::query::QueryParams;
 use canopy_core::{Engine, EngineOptions};
-
-fn write(root: &Path, rel: &str, text: &str) {
-    let path = root.join(rel);
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(path, text).unwrap();
-}
 
 fn pack(e: &Engine, question: &str) -> EvidencePack {
     e.evidence_pack(

@@ -1,31 +1,14 @@
 //! Integration tests of indexing: stability of handles, incremental updates,
 //! deletion without orphans, hostile files, discovery rules and expansion.
 
+use canopy_test_support::git::git;
+use canopy_test_support::repo::write;
 use std::fs;
 use std::path::Path;
-use std::process::Command;
 
 use canopy_core::index::NoProgress;
 use canopy_core::query::{QueryKind, QueryParams};
 use canopy_core::{CanopyError, Engine, EngineOptions};
-
-fn write(root: &Path, rel: &str, text: impl AsRef<[u8]>) {
-    let path = root.join(rel);
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(path, text).unwrap();
-}
-
-fn git(root: &Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(args)
-        .output()
-        .expect("git runs")
-        .status
-        .success();
-    assert!(ok, "git {args:?} failed");
-}
 
 fn engine(root: &Path) -> Engine {
     Engine::open(root, EngineOptions::default()).unwrap()

@@ -2,20 +2,13 @@
 //! novelty, plans, result sets, and the calibration rule that irrelevant
 //! results never say "stop".
 
-use std::fs;
-use std::path::Path;
+use canopy_test_support::repo::write;
 
 use canopy_core::index::NoProgress;
 use canopy_core::pack::{EvidencePack, PackParams};
 use canopy_core::query::{QueryKind, QueryParams};
 use canopy_core::resultset::RefineParams;
 use canopy_core::{CanopyError, Engine, EngineOptions};
-
-fn write(root: &Path, rel: &str, text: &str) {
-    let path = root.join(rel);
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(path, text).unwrap();
-}
 
 fn repo() -> (tempfile::TempDir, Engine) {
     let dir = tempfile::tempdir().unwrap();
@@ -44,7 +37,7 @@ fn repo() -> (tempfile::TempDir, Engine) {
         write(
             r,
             &format!("billing/reports/report_{i}.py"),
-            &format!(
+            format!(
                 "def invoice_report_{i}(invoices):\n    return [invoice.total for invoice in invoices]\n"
             ),
         );
@@ -434,7 +427,7 @@ fn packs_are_deterministic_even_with_many_identifiers() {
         write(
             dir.path(),
             &format!("ledger/m{i:02}.py"),
-            &format!("def {name}(book):\n    return book\n"),
+            format!("def {name}(book):\n    return book\n"),
         );
         names.push(format!("`{name}`"));
     }

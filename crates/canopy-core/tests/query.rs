@@ -1,19 +1,12 @@
 //! Integration tests of the query contract (seed `004_…`): every parameter,
 //! every DSL form, hostile text, references, errors and lazy indexing.
 
-use std::fs;
-use std::path::Path;
+use canopy_test_support::repo::write;
 
 use canopy_core::index::NoProgress;
 use canopy_core::model::QueryResult;
 use canopy_core::query::{MatchMode, QueryKind, QueryParams};
 use canopy_core::{CanopyError, Engine, EngineOptions};
-
-fn write(root: &Path, rel: &str, text: &str) {
-    let path = root.join(rel);
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(path, text).unwrap();
-}
 
 const CONTROLLER: &str = r#"import { Token } from '../models/token';
 
@@ -700,7 +693,7 @@ fn lazy_indexing_answers_targeted_queries_first_then_completes() {
         write(
             root,
             &format!("services/{area}/handlers/h{i}.py"),
-            &format!("def handle_{i}(event):\n    return event.get('{area}_{i}')\n"),
+            format!("def handle_{i}(event):\n    return event.get('{area}_{i}')\n"),
         );
     }
     write(
@@ -1090,7 +1083,7 @@ fn partially_indexed(options: EngineOptions) -> (tempfile::TempDir, Engine) {
         write(
             root,
             &format!("services/{area}/handlers/h{i}.py"),
-            &format!("def handle_{i}(event):\n    return event.get('{area}_{i}')\n"),
+            format!("def handle_{i}(event):\n    return event.get('{area}_{i}')\n"),
         );
     }
     write(

@@ -6,6 +6,7 @@
 //! Never random vectors: a model that does not know that a password check
 //! is about logging in fails these tests.
 
+use canopy_test_support::repo::write;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -25,12 +26,6 @@ fn model_dir() -> Option<PathBuf> {
             None
         }
     }
-}
-
-fn write(root: &Path, rel: &str, text: &str) {
-    let path = root.join(rel);
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(path, text).unwrap();
 }
 
 /// Three files about different things (logging in, charts, invoices) and
@@ -236,7 +231,7 @@ fn vectors_are_computed_at_index_time_stored_and_reused_incrementally() {
         write(
             r,
             &format!("m{i}.py"),
-            &format!("def handler_{i}(request):\n    return respond(request, {i})\n"),
+            format!("def handler_{i}(request):\n    return respond(request, {i})\n"),
         );
     }
     let options = EngineOptions {
@@ -374,7 +369,7 @@ fn fixture_repo(root: &Path) {
                     write(
                         root,
                         &format!("{copied_as}/{}", rel.display()),
-                        &fs::read_to_string(&path).unwrap(),
+                        fs::read_to_string(&path).unwrap(),
                     );
                 }
             }

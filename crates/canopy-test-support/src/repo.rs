@@ -191,7 +191,7 @@ fn large_file(i: usize, v: usize) -> String {
 }
 
 /// Writes `root/rel` (creating directories).
-pub fn write(root: &Path, rel: &str, content: &str) {
+pub fn write(root: &Path, rel: &str, content: impl AsRef<[u8]>) {
     let path = root.join(rel);
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).expect("mkdir");
