@@ -1,6 +1,8 @@
 //! Typed indices into the world's tables: a unit is a [`SymId`], a file a
-//! [`FileIdx`] (the store's file row order), and a [`Table`] is indexed
-//! only by its own kind of id, so a unit's index can never read a file's row.
+//! [`FileIdx`] (the store's file row order), a binding or an import of one
+//! file's facts a [`BindingIdx`] or [`ImportIdx`], and a [`Table`] is
+//! indexed only by its own kind of id, so a unit's index can never read a
+//! file's row.
 
 use std::marker::PhantomData;
 
@@ -10,6 +12,14 @@ pub use crate::store::graph_rows::FileIdx;
 /// `nodes.id`: units compiled out by `cfg` are not in the table.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SymId(pub u32);
+
+/// A binding's place in its file's facts (`FileFacts::bindings`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BindingIdx(pub u32);
+
+/// An import's place in its file's facts (`FileFacts::imports`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ImportIdx(pub u32);
 
 /// An index kind of a [`Table`].
 pub trait Idx: Copy {
@@ -25,6 +35,24 @@ impl Idx for SymId {
     }
     fn at(i: usize) -> SymId {
         SymId(i as u32)
+    }
+}
+
+impl Idx for BindingIdx {
+    fn index(self) -> usize {
+        self.0 as usize
+    }
+    fn at(i: usize) -> BindingIdx {
+        BindingIdx(i as u32)
+    }
+}
+
+impl Idx for ImportIdx {
+    fn index(self) -> usize {
+        self.0 as usize
+    }
+    fn at(i: usize) -> ImportIdx {
+        ImportIdx(i as u32)
     }
 }
 

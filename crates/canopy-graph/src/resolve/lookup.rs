@@ -5,7 +5,7 @@
 //! module naming itself is each language's, `lang`).
 
 use super::eval::{Ctx, MAX_DEPTH, Val};
-use super::ids::{FileIdx, SymId};
+use super::ids::{BindingIdx, FileIdx, Idx, ImportIdx, SymId};
 use super::lang::Among;
 use super::world::{World, is_classlike};
 use crate::facts::model::{CALL_RESULT, PARAM_VALUE};
@@ -158,7 +158,7 @@ impl World {
         let facts = &self.files[fi].facts;
         let part = self.part(fi);
         for &bi in part.by_name.get(name).into_iter().flatten() {
-            let b = &facts.bindings[bi];
+            let b = &facts.bindings[bi.index()];
             if part.scopes[bi] == u && b.is_type {
                 let bcx = Ctx {
                     file: fi,
@@ -190,9 +190,9 @@ impl World {
         let facts = &self.files[fi].facts;
         let part = self.part(fi);
         let later_visible = self.conventions_of(fi).locals_visible_before_binding;
-        let mut best: Option<usize> = None;
+        let mut best: Option<BindingIdx> = None;
         for &bi in part.by_name.get(name).into_iter().flatten() {
-            let b = &facts.bindings[bi];
+            let b = &facts.bindings[bi.index()];
             if past_locals && !b.is_type {
                 continue;
             }
@@ -203,7 +203,7 @@ impl World {
                 best = Some(bi);
             }
         }
-        let b = &facts.bindings[best?];
+        let b = &facts.bindings[best?.index()];
         // The value is read where the binding starts, before it exists:
         // `let value = value(x)` calls the outer `value`.
         let bcx = Ctx {
@@ -239,10 +239,10 @@ impl World {
             let found = ids
                 .iter()
                 .copied()
-                .filter(|&bi| part.scopes[bi] == u && facts.bindings[bi].byte <= cx.byte)
-                .max_by_key(|&bi| facts.bindings[bi].byte);
+                .filter(|&bi| part.scopes[bi] == u && facts.bindings[bi.index()].byte <= cx.byte)
+                .max_by_key(|&bi| facts.bindings[bi.index()].byte);
             if let Some(bi) = found {
-                return Some(facts.bindings[bi].expr.as_str());
+                return Some(facts.bindings[bi.index()].expr.as_str());
             }
             cur = self.parent_of(u);
         }
@@ -266,9 +266,9 @@ impl World {
             .get(name)
             .into_iter()
             .flatten()
-            .filter(|(ii, scope)| *scope == u && (!exported_only || imports[*ii].exported))
+            .filter(|(ii, scope)| *scope == u && (!exported_only || imports[ii.index()].exported))
             .flat_map(|(ii, _)| {
-                let i = &imports[*ii];
+                let i = &imports[ii.index()];
                 self.import_target(fi, &i.module, i.name.as_deref(), depth)
             })
             .collect()
@@ -290,7 +290,7 @@ impl World {
             cur = self.parent_of(u);
         }
         let imports = &self.files[cx.file].facts.imports;
-        let found: Vec<usize> = self
+        let found: Vec<ImportIdx> = self
             .part(cx.file)
             .imports
             .get(name)
@@ -299,7 +299,7 @@ impl World {
             .map(|(ii, _)| *ii)
             .collect();
         for ii in found {
-            let i = &imports[ii];
+            let i = &imports[ii.index()];
             // A namespace import (`import * as ns`) is no value to call.
             let Some(exported) = i.name.as_deref() else {
                 continue;

@@ -14,7 +14,7 @@
 use foldhash::{HashMap, HashMapExt};
 
 use super::eval::{Ctx, Val};
-use super::ids::{FileIdx, SymId, Table};
+use super::ids::{BindingIdx, FileIdx, Idx, ImportIdx, SymId, Table};
 use super::lang::{Conventions, Family, LanguageRules, Manifests, Rules};
 use crate::facts::model::{DefFactKind, FileFacts, Site};
 use crate::lang::{Language, NodeType};
@@ -183,12 +183,12 @@ pub(super) struct FilePart {
     /// Fields of its class-like units: (name, expression, is a type).
     fields: HashMap<SymId, Vec<(String, String, bool)>>,
     /// Per binding (index into the file's bindings): the unit of its scope.
-    pub(super) scopes: Vec<SymId>,
+    pub(super) scopes: Table<BindingIdx, SymId>,
     /// Non-field bindings by name (indices into the file's bindings).
-    pub(super) by_name: HashMap<String, Vec<usize>>,
+    pub(super) by_name: HashMap<String, Vec<BindingIdx>>,
     /// Imports by local name (index into the file's imports), with the unit
     /// whose scope they bind in.
-    pub(super) imports: HashMap<String, Vec<(usize, SymId)>>,
+    pub(super) imports: HashMap<String, Vec<(ImportIdx, SymId)>>,
 }
 
 /// Whether units of this kind have members (classes, structs, traits, impls, …).
@@ -552,10 +552,10 @@ impl World {
                 }
             }
         }
-        part.scopes = Vec::with_capacity(facts.bindings.len());
+        let mut scopes = Vec::with_capacity(facts.bindings.len());
         for b in &facts.bindings {
             let scope = self.innermost(fi, b.byte).unwrap_or_default();
-            part.scopes.push(scope);
+            scopes.push(scope);
             let field = || (b.name.clone(), b.expr.clone(), b.is_type);
             if b.field {
                 let owner = self.innermost_where(fi, b.byte, |s| {
@@ -573,9 +573,13 @@ impl World {
                 part.fields.entry(scope).or_default().push(field());
             }
         }
+        part.scopes = Table::new(scopes);
         for (bi, b) in facts.bindings.iter().enumerate() {
             if !b.field {
-                part.by_name.entry(b.name.clone()).or_default().push(bi);
+                part.by_name
+                    .entry(b.name.clone())
+                    .or_default()
+                    .push(BindingIdx::at(bi));
             }
         }
         for (ii, i) in facts.imports.iter().enumerate() {
@@ -583,7 +587,7 @@ impl World {
                 part.imports
                     .entry(i.local.clone())
                     .or_default()
-                    .push((ii, scope));
+                    .push((ImportIdx::at(ii), scope));
             }
         }
         part

@@ -19,7 +19,7 @@ use crate::facts::model::{PATH_HEAD, SiteKind, TRAIT_HINT, UFCS_SEP};
 use crate::facts::rust::PASSTHROUGH;
 use crate::lang::NodeType;
 use crate::resolve::eval::{Ctx, ModulePath, Val};
-use crate::resolve::ids::{FileIdx, SymId, Table};
+use crate::resolve::ids::{BindingIdx, FileIdx, Idx, SymId, Table};
 use crate::resolve::world::{World, WorldFile, is_function};
 use crate::store::graph_rows::{How, SymRow};
 
@@ -64,7 +64,7 @@ fn first_parameter_types(w: &World, f: SymId) -> Vec<SymId> {
         .iter()
         .enumerate()
         .filter(|&(bi, b)| {
-            part.scopes[bi] == f
+            part.scopes[BindingIdx::at(bi)] == f
                 && b.is_type
                 && !b.field
                 && b.name.starts_with(|c: char| c.is_lowercase() || c == '_')
