@@ -69,9 +69,9 @@ pub struct ReindexRequest {
 pub struct ReindexResponse {
     /// Repo id.
     pub repo_id: String,
-    /// The generation queries are answered from now (the last complete one;
-    /// 0 before the first run completes). It bumps when this run finishes
-    /// *and* changed the index.
+    /// The last complete generation (0 before the first run completes). It
+    /// bumps when this run finishes *and* changed the index, to one above
+    /// every generation answers read from the run's own states carried.
     pub generation: u64,
     /// `indexing` (a run started) or `already_indexing` (coalesced into the
     /// running one; a single follow-up run is queued so later edits are seen).

@@ -246,6 +246,16 @@ impl Engine {
         &self,
         f: impl FnOnce(&crate::graph::nav::Graph<'_>) -> Result<R>,
     ) -> Result<R> {
+        self.graph_at(f).map(|(answer, _)| answer)
+    }
+
+    /// [`Engine::graph`], also returning the generation of the snapshot
+    /// `f` read (what [`crate::model::Freshness::generation`] is for the
+    /// other answers), so a front end can name the state it answered from.
+    pub fn graph_at<R>(
+        &self,
+        f: impl FnOnce(&crate::graph::nav::Graph<'_>) -> Result<R>,
+    ) -> Result<(R, u64)> {
         let budget = self.inner.options.time_budget;
         // `f` runs once: probe the connection first, so a stale one is
         // reopened before it.
@@ -257,9 +267,11 @@ impl Engine {
         })?;
         let store = self.inner.reader();
         let snapshot = store.read_snapshot_within(budget)?;
+        let generation = snapshot.generation().map_err(|e| self.diagnose(e))?;
         let graph =
             crate::graph::nav::Graph::with_cache(&snapshot, self.root(), &self.inner.graph_cache);
         f(&graph)
+            .map(|answer| (answer, generation))
             .map_err(|e| e.or_budget(budget))
             .map_err(|e| self.diagnose(e))
     }
@@ -272,8 +284,17 @@ impl Engine {
         &self,
         request: &crate::graph::request::GraphRequest,
     ) -> Result<crate::graph::request::GraphResponse> {
+        self.graph_request_at(request).map(|(answer, _)| answer)
+    }
+
+    /// [`Engine::graph_request`], also returning the generation of the
+    /// snapshot it read ([`Engine::graph_at`]).
+    pub fn graph_request_at(
+        &self,
+        request: &crate::graph::request::GraphRequest,
+    ) -> Result<(crate::graph::request::GraphResponse, u64)> {
         request.validate()?;
-        self.graph(|g| g.run(request))
+        self.graph_at(|g| g.run(request))
     }
 
     /// Path of the index database.

@@ -58,7 +58,7 @@ CREATE INDEX IF NOT EXISTS events_by_repo ON events(repo_id, seq);
 pub enum RepoStatus {
     /// Registered; no run has completed yet.
     NotIndexed,
-    /// A run is in progress (queries are answered from the last complete generation, if any).
+    /// A run is in progress (queries see its committed batches, each state under a generation of its own).
     Indexing,
     /// The last run completed.
     Ready,

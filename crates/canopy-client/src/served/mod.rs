@@ -47,7 +47,9 @@ pub fn sorted<T: Serialize + ?Sized, S: Serializer>(
 pub struct ServedAt {
     /// The service's id of the repository.
     pub repo_id: String,
-    /// The last complete generation, which answered.
+    /// The generation naming the index state the answer read: the last
+    /// complete run's, or one of its own for a state a running pass (or a
+    /// failed one) left, given the first time an answer reads it.
     pub generation: u64,
     /// `HEAD` when that generation's run started (none without commits).
     pub commit_sha: Option<String>,

@@ -1,7 +1,8 @@
 //! The answers: `/query`, `/evidence_pack`, `/context`, `/graph` and
-//! `/expand` from the last complete generation (503 `not_ready` before the
-//! first; 409 `stale_generation` for what an older one issued), each a
-//! [`Served`] answer; `/status` and `/events`.
+//! `/expand`, each a [`Served`] answer under the generation naming the
+//! index state it read (503 `not_ready` before the first complete run; 409
+//! `stale_generation` for what names a state the index has left); `/status`
+//! and `/events`.
 
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ use canopy_core::graph::request::GraphResponse;
 use canopy_core::model::QueryResult;
 use canopy_core::pack::EvidencePack;
 
-use super::entry::RepoEntry;
+use super::entry::{Judged, RepoEntry};
 use super::{Service, lock};
 use crate::error::ApiError;
 
@@ -63,6 +64,16 @@ impl Service {
         Ok((entry.engine(&self.config)?, at))
     }
 
+    /// `at` with the generation naming the state an answer read: the
+    /// engine generation of its snapshot (`read`), else the index's now
+    /// (see `entry::StateNames`).
+    fn named(entry: &RepoEntry, engine: &Engine, mut at: ServedAt, read: Option<u64>) -> ServedAt {
+        if let Some(read) = read.or_else(|| engine.generation().ok()) {
+            at.generation = lock(&entry.state).name_state(read);
+        }
+        at
+    }
+
     /// `POST /query`.
     pub fn query(&self, req: QueryRequest) -> Result<Served<QueryResult>, ApiError> {
         let entry = self.lookup(&req.repo)?;
@@ -72,25 +83,33 @@ impl Service {
         let (engine, at) = self.serving(&entry)?;
         let result = engine.query(&params)?;
         self.metrics.returned(&entry.id, result.handles.len(), &[]);
+        let at = Self::named(&entry, &engine, at, read_at(&result.freshness));
         Ok(Served::new(at, result))
     }
 
-    /// The generation a graph or context request's target came from: the
-    /// current one passes, an older one is 409 `stale_generation` (naming
-    /// `target`), a newer one is a 400.
+    /// The generation a graph or context request's target came from: one
+    /// naming the index's state now (or, during a run, a state of that
+    /// run) passes, an older one is 409 `stale_generation` (naming
+    /// `target`), one this service never gave is a 400.
     fn check_generation(
         &self,
-        repo_id: &str,
+        entry: &RepoEntry,
+        engine: &Engine,
         given: Option<u64>,
-        current: u64,
         target: &str,
     ) -> Result<(), ApiError> {
-        match given {
-            Some(given) if given > current => Err(ApiError::Validation(format!(
-                "generation {given} is newer than the current generation {current} of {repo_id}; \
-                 pass a generation from a response of this service"
+        let Some(given) = given else {
+            return Ok(());
+        };
+        let now = engine.generation()?;
+        match lock(&entry.state).judge(given, now) {
+            Judged::Current(_) | Judged::DuringRun(_) => Ok(()),
+            Judged::Future(current) => Err(ApiError::Validation(format!(
+                "generation {given} is newer than the current generation {current} of {}; \
+                 pass a generation from a response of this service",
+                entry.id
             ))),
-            Some(given) if given != current => {
+            Judged::Stale(current) => {
                 self.metrics.stale_rejection();
                 Err(ApiError::StaleGeneration {
                     ids: target.to_string(),
@@ -98,23 +117,18 @@ impl Service {
                     current,
                 })
             }
-            _ => Ok(()),
         }
     }
 
-    /// `POST /graph`: one navigation request over the last complete generation.
+    /// `POST /graph`: one navigation request over one snapshot of the index.
     pub fn graph(&self, req: GraphHttpRequest) -> Result<Served<GraphResponse>, ApiError> {
         let entry = self.lookup(&req.repo)?;
         req.request.validate()?;
         let (engine, at) = self.serving(&entry)?;
-        self.check_generation(
-            &entry.id,
-            req.generation,
-            at.generation,
-            &req.request.target,
-        )?;
-        let answer = engine.graph_request(&req.request)?;
+        self.check_generation(&entry, &engine, req.generation, &req.request.target)?;
+        let (answer, read) = engine.graph_request_at(&req.request)?;
         self.metrics.returned(&entry.id, answer.len(), &[]);
+        let at = Self::named(&entry, &engine, at, Some(read));
         Ok(Served::new(at, answer))
     }
 
@@ -130,9 +144,10 @@ impl Service {
         params.validate()?;
         let (engine, at) = self.serving(&entry)?;
         let focus = params.focus.clone().unwrap_or_default();
-        self.check_generation(&entry.id, req.generation, at.generation, &focus)?;
+        self.check_generation(&entry, &engine, req.generation, &focus)?;
         let pack = engine.context(&params)?;
         self.metrics.returned(&entry.id, pack.fragments.len(), &[]);
+        let at = Self::named(&entry, &engine, at, read_at(&pack.freshness));
         Ok(Served::new(at, pack))
     }
 
@@ -156,6 +171,7 @@ impl Service {
             .collect();
         self.metrics
             .returned(&entry.id, pack.handles.len(), &suggested);
+        let at = Self::named(&entry, &engine, at, read_at(&pack.freshness));
         Ok(Served::new(at, pack).with_session(session))
     }
 
@@ -181,26 +197,35 @@ impl Service {
             )));
         }
         let (engine, at) = self.serving(&entry)?;
-        let generation = at.generation;
-        // A generation this service never issued is a client bug, not a
-        // stale handle: re-querying would not help, so it is a 400.
-        if let Some(future) = req
-            .handles
-            .iter()
-            .find(|h| h.generation().is_some_and(|g| g > generation))
+        let now = engine.generation()?;
+        let mut generation = at.generation;
+        let mut stale: Vec<&HandleRef> = Vec::new();
         {
-            return Err(ApiError::Validation(format!(
-                "handle {} carries generation {}, newer than the current generation {generation}; \
-                 pass the generation a response of this service gave",
-                future.id(),
-                future.generation().unwrap_or_default()
-            )));
+            let mut st = lock(&entry.state);
+            for handle in &req.handles {
+                let verdict = match handle.generation() {
+                    Some(given) => st.judge(given, now),
+                    None => Judged::Current(st.name_state(now)),
+                };
+                match verdict {
+                    Judged::Current(current) | Judged::DuringRun(current) => generation = current,
+                    // A generation this service never issued is a client
+                    // bug, not a stale handle: re-querying would not help.
+                    Judged::Future(current) => {
+                        return Err(ApiError::Validation(format!(
+                            "handle {} carries generation {}, newer than the current generation {current}; \
+                             pass the generation a response of this service gave",
+                            handle.id(),
+                            handle.generation().unwrap_or_default()
+                        )));
+                    }
+                    Judged::Stale(current) => {
+                        generation = current;
+                        stale.push(handle);
+                    }
+                }
+            }
         }
-        let stale: Vec<&HandleRef> = req
-            .handles
-            .iter()
-            .filter(|h| h.generation().is_some_and(|g| g != generation))
-            .collect();
         if let Some(first) = stale.first() {
             self.metrics.stale_rejection();
             let ids: Vec<&str> = stale.iter().take(5).map(|h| h.id()).collect();
@@ -294,4 +319,9 @@ impl Service {
             latest_seq: latest,
         })
     }
+}
+
+/// The engine generation an answer's snapshot had, when it says.
+fn read_at(freshness: &Option<canopy_core::model::Freshness>) -> Option<u64> {
+    freshness.as_ref().map(|f| f.generation)
 }

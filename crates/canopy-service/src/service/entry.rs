@@ -144,6 +144,133 @@ pub(super) struct RepoState {
     pub(super) run: Option<RunInfo>,
     /// A follow-up run is queued, over this scope.
     pub(super) rerun: Option<RunScope>,
+    /// The service generations given to index states since the last
+    /// complete one (see [`StateNames`]).
+    pub(super) names: StateNames,
+}
+
+/// [`RepoState::judge`]: each variant carries the current generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Judged {
+    /// It names the state the index is in.
+    Current(u64),
+    /// It names a state of the running pass, or the one it started from.
+    DuringRun(u64),
+    /// This service never gave it (a client bug: 400).
+    Future(u64),
+    /// It names a state the index has left (409 `stale_generation`).
+    Stale(u64),
+}
+
+/// Which service generation names which index state (issue 32, N2: a
+/// generation names exactly what a reader sees).
+///
+/// The engine's index moves its own generation with every commit that
+/// changes what readers see (a run commits batch by batch), while the
+/// service's generation counts complete runs. An answer read from the
+/// state the last complete run left is named by `record.generation`; an
+/// answer read from any other state (a run's committed batches, a failed
+/// run's remains, a write the service did not make) is named by a
+/// generation of its own, given the first time an answer reads that state:
+/// the next one above every generation given so far. The run's completion
+/// then publishes a generation above all of them, so no generation ever
+/// names two states. Nothing is given while nobody reads a changing index,
+/// so generations stay one per complete run when no answer overlaps a run.
+///
+/// Kept in memory: after a restart (or when a fleet node adopts a
+/// repository) the state the record names is not known until an answer
+/// reads the index with no run going and no unfinished run recorded; until
+/// then every state read gets a generation of its own.
+#[derive(Debug, Default)]
+pub(super) struct StateNames {
+    /// The engine generation of the state `record.generation` names.
+    complete: Option<u64>,
+    /// Engine generations read since, each with the service generation it
+    /// was given (ascending service generations; a handful per run: at
+    /// most one per committed batch that an answer read).
+    since: Vec<(u64, u64)>,
+}
+
+impl StateNames {
+    /// The highest service generation given since the last complete run.
+    pub(super) fn last_given(&self) -> Option<u64> {
+        self.since.last().map(|&(_, name)| name)
+    }
+
+    /// Whether `generation` names a state given since the last complete run.
+    pub(super) fn gave(&self, generation: u64) -> bool {
+        self.since.iter().any(|&(_, name)| name == generation)
+    }
+
+    /// After a complete run: `engine_generation` (when it could be read) is
+    /// the state the record's new generation names.
+    pub(super) fn completed(&mut self, engine_generation: Option<u64>) {
+        self.complete = engine_generation;
+        self.since.clear();
+    }
+
+    /// Forgets which state the record names (a fleet node adopted the
+    /// repository: its index may be in any state).
+    pub(super) fn forget(&mut self) {
+        self.complete = None;
+        self.since.clear();
+    }
+}
+
+impl RepoState {
+    /// The service generation naming the index state whose engine
+    /// generation is `engine_generation` (see [`StateNames`]).
+    pub(super) fn name_state(&mut self, engine_generation: u64) -> u64 {
+        let complete = self.record.generation;
+        let settled = self.run.is_none() && !self.record.dirty;
+        match self.names.complete {
+            Some(known) if known == engine_generation => return complete,
+            // Read with nothing running and nothing left unfinished: the
+            // index is the state the last complete run left.
+            None if settled && self.names.since.is_empty() => {
+                self.names.complete = Some(engine_generation);
+                return complete;
+            }
+            _ => {}
+        }
+        if let Some(&(_, name)) = self
+            .names
+            .since
+            .iter()
+            .find(|&&(state, _)| state == engine_generation)
+        {
+            return name;
+        }
+        let name = self.names.last_given().unwrap_or(complete).max(complete) + 1;
+        self.names.since.push((engine_generation, name));
+        name
+    }
+
+    /// How a generation a client passes back (from an earlier answer)
+    /// stands against the index now (`engine_generation`).
+    pub(super) fn judge(&mut self, given: u64, engine_generation: u64) -> Judged {
+        let current = self.name_state(engine_generation);
+        if given == current {
+            Judged::Current(current)
+        } else if given > self.newest_given() {
+            Judged::Future(current)
+        } else if self.run.is_some() && (given == self.record.generation || self.names.gave(given))
+        {
+            // A state of the running pass (or the one it started from): as
+            // before, the core checks each handle's file against the index.
+            Judged::DuringRun(current)
+        } else {
+            Judged::Stale(current)
+        }
+    }
+
+    /// The highest generation this service has given for the repository.
+    pub(super) fn newest_given(&self) -> u64 {
+        self.names
+            .last_given()
+            .unwrap_or(0)
+            .max(self.record.generation)
+    }
 }
 
 /// What a run reads.
@@ -199,6 +326,7 @@ impl RepoEntry {
                 record,
                 run: None,
                 rerun: None,
+                names: StateNames::default(),
             }),
             progress: RunProgress::default(),
             unindexed_since: Mutex::new(None),
@@ -284,7 +412,82 @@ impl RepoEntry {
 
 #[cfg(test)]
 mod tests {
-    use super::RunScope;
+    use super::{Judged, RepoState, RunInfo, RunScope, StateNames};
+    use crate::registry::RepoRecord;
+
+    fn state(generation: u64) -> RepoState {
+        let mut record = RepoRecord::registered("r".into(), "r".into(), "/r".into(), 0);
+        record.generation = generation;
+        RepoState {
+            record,
+            run: None,
+            rerun: None,
+            names: StateNames::default(),
+        }
+    }
+
+    fn running(st: &mut RepoState) {
+        st.record.dirty = true;
+        st.run = Some(RunInfo {
+            glob: None,
+            paths: None,
+            commit_sha: None,
+            started: std::time::Instant::now(),
+            carry_bump: false,
+            recovering: false,
+        });
+    }
+
+    #[test]
+    fn each_state_read_has_a_generation_of_its_own() {
+        let mut st = state(4);
+        // Settled: the index is the state generation 4 names.
+        assert_eq!(st.name_state(40), 4);
+        running(&mut st);
+        assert_eq!(st.name_state(40), 4, "no batch committed yet");
+        assert_eq!(st.name_state(41), 5);
+        assert_eq!(st.name_state(43), 6);
+        assert_eq!(st.name_state(41), 5, "the same state, the same name");
+        assert_eq!(st.name_state(40), 4);
+        assert_eq!(st.newest_given(), 6);
+        // A state read with generation 5 during the run expands; one this
+        // service never gave is refused as a client error.
+        assert_eq!(st.judge(5, 43), Judged::DuringRun(6));
+        assert_eq!(st.judge(4, 43), Judged::DuringRun(6));
+        assert_eq!(st.judge(6, 43), Judged::Current(6));
+        assert_eq!(st.judge(9, 43), Judged::Future(6));
+        assert_eq!(st.judge(3, 43), Judged::Stale(6));
+        // The run completes above every name given (runner.rs), at engine
+        // generation 44: only that state is current now.
+        st.run = None;
+        st.record.dirty = false;
+        st.record.generation = st.names.last_given().unwrap() + 1;
+        st.names.completed(Some(44));
+        assert_eq!(st.name_state(44), 7);
+        assert_eq!(st.judge(5, 44), Judged::Stale(7));
+        assert_eq!(st.judge(7, 44), Judged::Current(7));
+        // A write the service did not make (another process): a new name.
+        assert_eq!(st.name_state(45), 8);
+        assert_eq!(st.judge(7, 45), Judged::Stale(8));
+    }
+
+    #[test]
+    fn an_unknown_state_is_never_named_by_the_complete_generation() {
+        // After a restart in the middle of a run (the record is dirty),
+        // which state generation 2 named is not known: every state read
+        // gets a new name until a run completes.
+        let mut st = state(2);
+        st.record.dirty = true;
+        assert_eq!(st.name_state(17), 3);
+        assert_eq!(st.name_state(17), 3);
+        assert_eq!(st.name_state(18), 4);
+        // A fleet node adopting a repository forgets what it knew.
+        let mut adopted = state(9);
+        assert_eq!(adopted.name_state(5), 9);
+        adopted.names.forget();
+        adopted.record.dirty = true;
+        assert_eq!(adopted.name_state(5), 10);
+    }
 
     fn paths(names: &[&str]) -> RunScope {
         RunScope::Paths(names.iter().map(|s| s.to_string()).collect())

@@ -85,7 +85,10 @@ impl Service {
             match repos.iter().position(|e| e.id == row.repo_id) {
                 Some(i) if repos[i].root == root => {
                     let e = repos[i].clone();
-                    lock(&e.state).record = record;
+                    let mut st = lock(&e.state);
+                    st.record = record;
+                    st.names.forget();
+                    drop(st);
                     e
                 }
                 Some(i) => {

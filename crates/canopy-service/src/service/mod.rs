@@ -14,7 +14,7 @@
 //! * `runner`: index runs and watchers (`POST /reindex`, generations);
 //! * `answers`: the answers (`/query`, `/evidence_pack`, `/context`,
 //!   `/graph`, `/expand`, `/status`, `/events`), each
-//!   [`canopy_client::served::Served`] at the last complete generation;
+//!   [`canopy_client::served::Served`] under the generation naming the state it read;
 //! * `health`: `GET /health` and the gauges of `GET /metrics`.
 //!
 //! # Generations and consistency
@@ -26,26 +26,36 @@
 //! it: the persisted `dirty` flag). A no-op run keeps the generation, so
 //! handles issued before it stay valid.
 //!
-//! Queries are answered by the engine from the index's committed state.
-//! While a run is in progress the engine commits whole files per batch, so a
-//! query can see some files already new and others still old (never a
-//! half-written file). Every such answer is tagged with the *last completed*
-//! generation `G`, read before the query runs. When the run completes and
-//! bumps to `G+1`, every handle tagged `G` (including those served from the
-//! mixed state) is refused by `/expand` with 409 `stale_generation`, so a
-//! client never mixes handles across a change it was not told about. While
-//! the run is still going, expanding a `G` handle is allowed: the core checks
-//! each file's content hash against the index and reports `stale_index` (409)
-//! instead of returning text that does not match what was indexed. A repo
-//! without a completed generation answers 503 `not_ready` at once (the
-//! engine, which would index on a first query, is never asked).
+//! A generation names exactly what a reader sees (issue 32, N2). Queries
+//! are answered by the engine from the index's committed state, and while a
+//! run is in progress the engine commits whole files per batch, so a query
+//! can see some files already new and others still old (never a
+//! half-written file). An answer read from the state the last complete run
+//! left carries that run's generation `G`; an answer read from any other
+//! state (a running pass's committed batches, a failed run's remains) carries
+//! a generation of its own, given the first time an answer reads that state
+//! (`G+1`, `G+2`, …; `entry::StateNames`), and the run's completion
+//! publishes one above them all. So two answers with one generation read one
+//! state, and a run nobody reads during still moves `G` to `G+1`. `/expand`
+//! (and a graph or context request's `generation`) accepts the generation
+//! naming the index's state now; while a run is going it also accepts `G`
+//! and the run's own states, and the core checks each file's content hash
+//! against the index, reporting `stale_index` (409) instead of returning text
+//! that does not match what was indexed. Anything older is refused with 409
+//! `stale_generation`, so a client never mixes handles across a change it
+//! was not told about. A repo without a completed generation answers 503
+//! `not_ready` at once (the engine, which would index on a first query, is
+//! never asked).
 //!
 //! Changes made behind the service's back are accounted for where they can
 //! be: the engine's background index completion (started by a query while a
 //! run has the index marked incomplete) is joined by the run and counted in
 //! its report. An index written by another process (e.g. `canopy index` on
-//! the same repository) is not seen until the next service run; `/expand`
-//! still never returns text that differs from what was indexed.
+//! the same repository) is answered under generations of its own, like a
+//! run's states, and the next service run publishes one above them; `/expand`
+//! still never returns text that differs from what was indexed. Which state
+//! `G` names is kept in memory: after a restart it is learnt from the first
+//! answer read with no run going and none left unfinished.
 //!
 //! Lock order: the repository list → a repository's state → the registry.
 

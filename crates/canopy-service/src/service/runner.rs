@@ -21,9 +21,10 @@ use super::{Service, head_sha, lock, now_secs};
 use crate::error::ApiError;
 use crate::registry::{NewEvent, RepoRecord, RepoStatus};
 
-/// Outcome of a run, as recorded: the report, and whether the index changed
-/// in a way the report's counts do not show.
-type RunResult = Result<(IndexReport, bool), RunError>;
+/// Outcome of a run, as recorded: the report, whether the index changed
+/// in a way the report's counts do not show, and the engine generation of
+/// the state it left (`None` if it could not be read).
+type RunResult = Result<(IndexReport, bool, Option<u64>), RunError>;
 
 /// Folds the engine's background index completion into a finished run.
 ///
@@ -286,7 +287,10 @@ impl Service {
                         );
                     }
                     match outcome {
-                        Ok(Ok(report)) => Ok(join_background(&engine, report)),
+                        Ok(Ok(report)) => {
+                            let (report, unaccounted) = join_background(&engine, report);
+                            Ok((report, unaccounted, engine.generation().ok()))
+                        }
                         Ok(Err(e)) => Err(run_error(&e)),
                         Err(_) => Err(RunError {
                             code: "panic".into(),
@@ -321,9 +325,19 @@ impl Service {
         let mut record = st.record.clone();
         let mut events = Vec::new();
         match result {
-            Ok((report, unaccounted_change)) => {
-                let done =
-                    self.record_success(entry, &run, &mut record, report, unaccounted_change);
+            Ok((report, unaccounted_change, left)) => {
+                // States read during the run were given generations of
+                // their own: the index changed, and the next generation
+                // goes above them all.
+                let named = st.names.last_given();
+                let done = self.record_success(
+                    entry,
+                    &run,
+                    &mut record,
+                    report,
+                    (unaccounted_change || named.is_some(), named.unwrap_or(0)),
+                );
+                st.names.completed(left);
                 events.extend(done);
                 self.metrics.index_run(&entry.id, "success", elapsed);
             }
@@ -371,7 +385,9 @@ impl Service {
 
 impl Service {
     /// Records a successful pass in `record`: the generation moves when
-    /// the index changed (or the run must account for an earlier one);
+    /// the index changed (or the run must account for an earlier one), to
+    /// one above `named_up_to`, the highest generation given to a state
+    /// read during the run, when that is higher;
     /// returns its events (`reindex_finished`, then `generation_bumped` and
     /// `files_changed` when they apply).
     fn record_success(
@@ -380,7 +396,7 @@ impl Service {
         run: &RunInfo,
         record: &mut RepoRecord,
         mut report: IndexReport,
-        unaccounted_change: bool,
+        (unaccounted_change, named_up_to): (bool, u64),
     ) -> Vec<NewEvent> {
         let repo_id = Some(entry.id.clone());
         let changed = report.files_indexed + report.files_removed > 0
@@ -389,7 +405,7 @@ impl Service {
         let previous = record.generation;
         let bump = previous == 0 || changed || run.carry_bump;
         if bump {
-            record.generation = previous + 1;
+            record.generation = previous.max(named_up_to) + 1;
         }
         record.commit_sha = run.commit_sha.clone();
         record.status = RepoStatus::Ready;
