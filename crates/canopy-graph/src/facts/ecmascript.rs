@@ -12,7 +12,9 @@
 
 use tree_sitter::Node;
 
-use super::model::{CALL_RESULT, CAST, DefFactKind, ELEM, IMPORT_RECV, SiteKind, UNION};
+use super::model::{
+    CALL_RESULT, CAST, DefFactKind, ELEM, GUARD_CALL, GUARD_OF, IMPORT_RECV, SiteKind, UNION,
+};
 use super::walker::{Cx, GrammarLookup, Up, walk_tree};
 
 /// The normalised expression of a value node.
@@ -232,7 +234,9 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         | "abstract_method_signature"
         | "function_signature" => {
             if let (Some(name), Some(r)) = (n.field("name"), n.field("return_type")) {
-                let t = guarded_type(cx, r).or_else(|| type_expr(cx, r));
+                let t = guarded_type(cx, r)
+                    .or_else(|| type_expr(cx, r))
+                    .or_else(|| guard_maker(cx, n, r));
                 cx.def_fact(name, t, DefFactKind::Returns);
             }
         }
@@ -265,6 +269,75 @@ fn guarded_type(cx: &Cx, r: Node) -> Option<String> {
         .then(|| predicate.field("type"))
         .flatten()
         .and_then(|t| type_expr(cx, t))
+}
+
+/// `function make<T>(name, c: new (...a: any[]) => T): (x: any) => x is T`:
+/// a maker of guards whose type is a type parameter, taken from the
+/// argument whose type gives it (a constructor's or function's result, or
+/// `T` itself): [`GUARD_OF`] and that argument's index.
+fn guard_maker(cx: &Cx, f: Node, r: Node) -> Option<String> {
+    let r = match r.kind_name() {
+        "type_annotation" => r.named_child(0)?,
+        _ => r,
+    };
+    if r.kind_name() != "function_type" {
+        return None;
+    }
+    let t = guarded_type(cx, r.field("return_type")?)?;
+    let mut c = f.field("type_parameters")?.walk();
+    let is_param = f
+        .field("type_parameters")?
+        .named_children(&mut c)
+        .any(|p| p.field("name").is_some_and(|n| cx.t(n) == t));
+    if !is_param {
+        return None;
+    }
+    let params = f.field("parameters")?;
+    let mut c = params.walk();
+    let at = params
+        .named_children(&mut c)
+        .filter(|p| matches!(p.kind_name(), "required_parameter" | "optional_parameter"))
+        .position(|p| {
+            let ty =
+                p.field("type")
+                    .and_then(|a| a.named_child(0))
+                    .map(|ty| match ty.kind_name() {
+                        "constructor_type" => ty.field("type"),
+                        "function_type" => ty.field("return_type"),
+                        _ => Some(ty),
+                    });
+            ty.flatten().is_some_and(|ty| cx.t(ty) == t)
+        })?;
+    Some(format!("{GUARD_OF}{at}"))
+}
+
+/// `const isT = make("T", T)` at the top of a module: a call that may make
+/// a guard ([`GUARD_CALL`]), its callee and its arguments' expressions.
+fn maker_call(cx: &Cx, n: Node) -> Option<String> {
+    let v = n
+        .field("value")
+        .filter(|v| v.kind_name() == "call_expression")?;
+    let top = n
+        .parent()
+        .and_then(|d| d.parent())
+        .is_some_and(|p| matches!(p.kind_name(), "program" | "export_statement"));
+    if !top || n.field("type").is_some() {
+        return None;
+    }
+    let callee = expr(cx, v.field("function")?)?;
+    let mut c = v.field("arguments")?.walk();
+    let args: Vec<String> = v
+        .field("arguments")?
+        .named_children(&mut c)
+        .filter(|a| !a.is_extra())
+        .map(|a| match a.kind_name() {
+            "identifier" | "member_expression" => expr(cx, a).unwrap_or_default(),
+            _ => String::new(),
+        })
+        .collect();
+    args.iter()
+        .any(|a| !a.is_empty())
+        .then(|| format!("{GUARD_CALL}{callee};{})", args.join(";")))
 }
 
 /// `if (isT(x)) { … }` (also `isT(x) && …`, `isT(x) || isU(x)`): inside the
@@ -578,6 +651,8 @@ fn variable_declarator(cx: &mut Cx, n: Node) {
             false,
         );
         cx.def_fact(name_node, Some(t), DefFactKind::Returns);
+    } else if let (Some(call), Some(name_node)) = (maker_call(cx, n), n.field("name")) {
+        cx.def_fact(name_node, Some(call), DefFactKind::Returns);
     }
 }
 

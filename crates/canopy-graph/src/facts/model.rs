@@ -152,6 +152,10 @@ pub const ELEM: &str = "#elem";
 /// what `entry.key()` gives; see [`ELEM`]).
 pub const KEY: &str = "#k";
 
+/// The value pseudo-field of a map (`m#v`) or of an iterator over its
+/// pairs (see [`ELEM`]).
+pub const VALUE: &str = "#v";
+
 /// A site's receiver that names the module an import reads from
 /// (`import:./x`, `import:crate.a`): the name is looked up in that module.
 pub const IMPORT_RECV: &str = "import:";
@@ -172,6 +176,19 @@ pub const CALL_RESULT: &str = "()";
 /// (`x` after `isA(x) || isB(x)` is `isA()∪isB()`): the value is each
 /// alternative's.
 pub const UNION: char = '∪';
+
+/// The stored return type of a function that makes type guards from a
+/// class (`function make<T>(c: new () => T): (x: any) => x is T`): this
+/// prefix, then the index of the parameter the guarded type comes from
+/// (`#guard-of1`). What a call of the guard it returns gives is an
+/// instance of that argument; see [`GUARD_CALL`].
+pub const GUARD_OF: &str = "#guard-of";
+
+/// The stored return type of a constant that holds what a call returns
+/// (`const isT = make("T", T)`), when that call may make a guard
+/// ([`GUARD_OF`]): this prefix, the callee, then each argument's
+/// expression (empty where it is none), separated by `;`, then `)`.
+pub const GUARD_CALL: &str = "#guard-call(";
 
 /// A binding's value that is the parameter of its name (`@param:db`, a
 /// Python parameter without annotation): a pytest fixture, if one is found.

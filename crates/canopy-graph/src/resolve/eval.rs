@@ -14,7 +14,9 @@ use std::collections::{HashMap, HashSet};
 use super::ids::{FileIdx, SymId};
 use super::lang::{Among, Family};
 use super::world::{World, is_classlike};
-use crate::facts::model::{DefFactKind, ELEM, KEY, PATH_HEAD, TRAIT_HINT, TUPLE, UNION};
+use crate::facts::model::{
+    DefFactKind, ELEM, GUARD_CALL, GUARD_OF, KEY, PATH_HEAD, TRAIT_HINT, TUPLE, UNION,
+};
 use crate::lang::NodeType;
 
 /// Recursion bound for evaluating expressions through bindings and bases.
@@ -319,12 +321,52 @@ impl World {
                         continue;
                     };
                     let cx = self.ctx_at_end(*f);
+                    if let Some(call) = ret.strip_prefix(GUARD_CALL) {
+                        out.extend(self.made_guard_result(&cx, call, depth + 1));
+                        continue;
+                    }
+                    if ret.starts_with(GUARD_OF) {
+                        continue;
+                    }
                     match ret.strip_prefix('=') {
                         Some(value) => out.extend(self.eval(&cx, value, depth + 1)),
                         None => out.extend(self.eval_type(&cx, ret, depth + 1)),
                     }
                 }
                 _ => {}
+            }
+        }
+        out
+    }
+
+    /// What a call of a guard made by `f(a0;a1…)` gives (`call`, a
+    /// [`GUARD_CALL`] after its prefix): when `f` makes guards of its
+    /// argument `i` ([`GUARD_OF`]), an instance of the class `ai` names.
+    fn made_guard_result(&self, cx: &Ctx, call: &str, depth: u32) -> Vec<Val> {
+        let mut parts = call.strip_suffix(')').unwrap_or(call).split(';');
+        let Some(callee) = parts.next() else {
+            return Vec::new();
+        };
+        let args: Vec<&str> = parts.collect();
+        let mut out = Vec::new();
+        for g in self.eval(cx, callee, depth) {
+            let Val::Func(g) = g else {
+                continue;
+            };
+            let Some(i) = self
+                .returns_of(g)
+                .and_then(|r| r.strip_prefix(GUARD_OF))
+                .and_then(|i| i.parse::<usize>().ok())
+            else {
+                continue;
+            };
+            let Some(arg) = args.get(i).filter(|a| !a.is_empty()) else {
+                continue;
+            };
+            for v in self.eval(cx, arg, depth + 1) {
+                if let Val::Class(c) = v {
+                    out.push(Val::Inst(self.type_of_impl(c)));
+                }
             }
         }
         out

@@ -67,8 +67,11 @@ use crate::error::{CanopyError, Result};
 /// either type; 25: Rust map entries' key and value items
 /// (`OccupiedEntry<'a, K, V>`), `for` patterns over a `map` to a tuple,
 /// `(i, (k, v))` of a map's `enumerate()`, the path of `impl … for
-/// crate::X`.
-pub const SCHEMA_VERSION: u32 = 25;
+/// crate::X`; 26: Rust pairs of a map taken apart (`Some((k, v))` of a
+/// map iterator's `next()` or an `Option<(K, V)>`, `|(k, v)|` of
+/// `shift_remove_entry`, `Entry::Occupied(e)` of `m.entry(k)`), TypeScript
+/// guards made by a generic maker (`#guard-of`, `#guard-call(`).
+pub const SCHEMA_VERSION: u32 = 26;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

@@ -6,7 +6,7 @@
 
 use tree_sitter::Node;
 
-use super::super::model::{ELEM, KEY};
+use super::super::model::{ELEM, KEY, VALUE};
 use super::super::walker::{Cx, GrammarLookup, Up};
 use super::{PASSTHROUGH, expr, tuple_elements, type_expr};
 
@@ -114,11 +114,43 @@ pub(super) fn tuple_struct_bindings(cx: &mut Cx, n: Node, up: &Up) {
         "scoped_identifier" => expr(cx, ty),
         _ => None,
     };
+    if let Some(path) = path.as_deref()
+        && let Some(entry) = map_entry_variant(cx, path, matched)
+    {
+        // `Entry::Occupied(e)` of `m.entry(k)`: `e`'s key and value are `m`'s.
+        if let Some(p) = pattern_elements(n).first().map(|p| bare_pattern(*p))
+            && p.kind_name() == "identifier"
+        {
+            let name = cx.t(p).to_string();
+            let at = value_end.max(p.start_byte());
+            cx.bind(
+                at,
+                &format!("{name}{KEY}"),
+                Some(format!("{entry}{KEY}")),
+                false,
+                false,
+            );
+            cx.bind(
+                at,
+                &format!("{name}{ELEM}"),
+                Some(format!("{entry}{VALUE}")),
+                false,
+                false,
+            );
+        }
+        return;
+    }
     for (i, item) in pattern_elements(n).into_iter().enumerate() {
         if item.kind_name() == "remaining_field_pattern" {
             break;
         }
         let p = bare_pattern(item);
+        if p.kind_name() == "tuple_pattern" && matches!(path.as_deref(), Some("Some" | "Ok")) {
+            // `Some((k, v))`: the elements of the pair the value holds.
+            let source = matched.and_then(|v| expr(cx, v));
+            bind_pair(cx, p, source.as_deref(), value_end);
+            continue;
+        }
         if p.kind_name() != "identifier" {
             continue;
         }
@@ -130,6 +162,86 @@ pub(super) fn tuple_struct_bindings(cx: &mut Cx, n: Node, up: &Up) {
         let name = cx.t(p).to_string();
         let at = value_end.max(p.start_byte());
         cx.bind(at, &name, value, false, false);
+    }
+}
+
+/// `m` for a pattern `Entry::Occupied(e)` / `Entry::Vacant(e)` matched
+/// against `m.entry(k)`, when `m` is a path without calls.
+fn map_entry_variant(cx: &Cx, path: &str, matched: Option<Node>) -> Option<String> {
+    let mut segs = path.rsplit('.');
+    let (variant, ty) = (segs.next()?, segs.next()?);
+    if ty != "Entry" || !matches!(variant, "Occupied" | "Vacant") {
+        return None;
+    }
+    let map = expr(cx, matched?)?.strip_suffix(".entry()")?.to_string();
+    (!map.contains("()")).then_some(map)
+}
+
+/// Methods whose result holds a map's `(key, value)` pair: an iterator's
+/// `next()` (`IntoIter<K, V>` binds `#k` / `#v` like the map), a map's
+/// removals and ends.
+const PAIR_METHODS: &[&str] = &[
+    "next",
+    "next_back",
+    "remove_entry",
+    "shift_remove_entry",
+    "swap_remove_entry",
+    "pop",
+    "first",
+    "last",
+    "get_key_value",
+];
+
+/// Names of a tuple's elements as pseudo-fields (`value#0` for a field
+/// `value: Option<(A, B)>`).
+const TUPLE_ITEMS: &[&str] = &["#0", "#1", "#2", "#3"];
+
+/// The expressions of the elements of a pair that `source` holds
+/// (`Some((k, v))` matched against it, `|(k, v)|` given its payload):
+/// `m#k` / `m#v` of `m.next()`, `m.remove_entry(x)`, …
+/// ([`PAIR_METHODS`]); `t#0`, `t#1`, … of a path `t` (or `t.take()`)
+/// whose type is a tuple ([`TUPLE_ITEMS`]). Nothing for any other source.
+fn pair_elements(source: &str, n: usize) -> Vec<String> {
+    let (base, method) = match source.strip_suffix("()").and_then(|s| s.rsplit_once('.')) {
+        Some((base, m)) => (base, Some(m)),
+        None => (source, None),
+    };
+    if base.contains("()") || base.is_empty() {
+        return Vec::new();
+    }
+    match method {
+        Some(m) if PAIR_METHODS.contains(&m) && n == 2 => {
+            vec![format!("{base}{KEY}"), format!("{base}{VALUE}")]
+        }
+        None | Some("take") => TUPLE_ITEMS
+            .iter()
+            .take(n)
+            .map(|i| format!("{base}{i}"))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Binds the names of tuple pattern `p` to the elements of the pair
+/// `source` holds ([`pair_elements`]), visible from `after` on.
+fn bind_pair(cx: &mut Cx, p: Node, source: Option<&str>, after: usize) {
+    let Some(source) = source else {
+        return;
+    };
+    let parts = pattern_elements(p);
+    let elements = pair_elements(source, parts.len());
+    for (part, element) in parts.into_iter().zip(elements) {
+        let part = bare_pattern(part);
+        if part.kind_name() == "identifier" {
+            let name = cx.t(part).to_string();
+            cx.bind(
+                after.max(part.start_byte()),
+                &name,
+                Some(element),
+                false,
+                false,
+            );
+        }
     }
 }
 
@@ -154,10 +266,20 @@ const MAPS: &[&str] = &["HashMap", "BTreeMap", "IndexMap"];
 /// the second.
 const ENTRIES: &[&str] = &["OccupiedEntry", "VacantEntry"];
 
-const VALUE: &str = "#v";
+/// Iterators over a map's pairs (`indexmap::map::IntoIter<K, V>`): keys
+/// and values as a map's; with one type argument, items as a sequence's.
+const ITERATORS: &[&str] = &["IntoIter", "Iter", "IterMut", "Drain"];
 
 /// The item types of a collection type: `[(suffix, item type)]`.
 fn item_types(cx: &Cx, t: Node) -> Vec<(&'static str, String)> {
+    if let Some(elems) = tuple_elements(cx, t) {
+        // `Option<(A, B)>`: its elements as `#0`, `#1`, … (see [`TUPLE_ITEMS`]).
+        return elems
+            .into_iter()
+            .zip(TUPLE_ITEMS)
+            .filter_map(|(e, i)| type_expr(cx, e).map(|e| (*i, e)))
+            .collect();
+    }
     let t = match t.kind_name() {
         "reference_type" => match t.field("type") {
             Some(inner) => inner,
@@ -185,9 +307,10 @@ fn item_types(cx: &Cx, t: Node) -> Vec<(&'static str, String)> {
                 .filter(|a| a.kind_name() != "lifetime")
                 .collect();
             let arg = |i: usize| args.get(i).and_then(|a| type_expr(cx, *a));
-            if SEQUENCES.contains(&name.as_str()) {
+            let pairs = ITERATORS.contains(&name.as_str()) && args.len() == 2;
+            if SEQUENCES.contains(&name.as_str()) || ITERATORS.contains(&name.as_str()) && !pairs {
                 arg(0).map(|e| vec![(ELEM, e)]).unwrap_or_default()
-            } else if MAPS.contains(&name.as_str()) {
+            } else if MAPS.contains(&name.as_str()) || pairs {
                 [(KEY, arg(0)), (VALUE, arg(1))]
                     .into_iter()
                     .filter_map(|(k, v)| v.map(|v| (k, v)))
@@ -547,6 +670,11 @@ pub(super) fn closure_bindings(cx: &mut Cx, n: Node, up: &Up) {
         .and_then(|f| f.field("value"))
         .and_then(|v| expr(cx, v));
     if let Some(first) = params.named_child(0).map(bare_pattern)
+        && first.kind_name() == "tuple_pattern"
+    {
+        // `m.shift_remove_entry(k).and_then(|(k, v)| …)`: the pair's elements.
+        bind_pair(cx, first, payload.as_deref(), first.start_byte());
+    } else if let Some(first) = params.named_child(0).map(bare_pattern)
         && first.kind_name() == "identifier"
     {
         let name = cx.t(first).to_string();

@@ -128,6 +128,8 @@ pub(crate) const PASSTHROUGH: &[&str] = &[
     "map_err",
     "context",
     "with_context",
+    // `Option::take`: the `Option` itself (`if let Some(v) = self.v.take()`).
+    "take",
 ];
 
 fn path_text(cx: &Cx, n: Node) -> String {
