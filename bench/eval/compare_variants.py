@@ -6,8 +6,10 @@
 OUT is a `stop_calibration.py --variants` run: the base run in OUT and each setting in OUT-NAME. A
 run stopped early, or a setting added on resume, covers fewer instances; only the instances that all
 the given runs hold are scored, and their ids are printed. Per form and setting: file R@1, R@5 and
-function Hit@5 (the shared score.py), handle tokens per pack, stop rate, P(gold fn in expands | stop)
-and the ECE of `confidence` (as in stop_calibration.py's summary).
+function Hit@5 (the shared score.py), P(gold fn in expands) over every pack whose instance has gold
+functions (the handles a pack tells the agent to expand first), handle tokens per pack, stop rate,
+P(gold fn in expands | stop), the ECE of `confidence` (as in stop_calibration.py's summary), and
+against the base run the packs whose stop_querying differs.
 """
 import argparse, json, os, sys
 
@@ -40,8 +42,9 @@ def main():
     sc = stopcal.load_score()
     inst_list = [dev[i] for i in ids]
     print(f"{len(ids)} instances: {' '.join(ids)}\n")
-    print("| form | setting | file R@1 | R@5 | fn Hit@5 | handle tokens/pack | stop rate | P(gold fn in expands \\| stop) | ECE |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| form | setting | file R@1 | R@5 | fn Hit@5 | P(gold fn in expands) | handle tokens/pack | stop rate "
+          "| P(gold fn in expands \\| stop) | ECE | stop differs from base |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for f in a.forms.split(","):
         for n, _ in runs:
             packs, preds = [], {}
@@ -54,9 +57,13 @@ def main():
                             "ranked_handles": [{"path": h["path"], "start": h["start"], "end": h["end"]} for h in hs]}
             g = stopcal.aggregate(packs, preds, inst_list, sc)
             fmt = stopcal.fmt
+            with_fn = [p for p in packs if p["has_fn"]]
+            in_exp = sum(p["fn_in_expands"] for p in with_fn) / max(1, len(with_fn))
+            differs = sum(bool(res[n][i].get(f, {}).get("stop")) != bool(res["base"][i].get(f, {}).get("stop"))
+                          for i in ids)
             print(f"| {f} | {n} | {fmt(g['file_r1'])} | {fmt(g['file_r5'])} | {fmt(g['fn_hit5'])} | "
-                  f"{fmt(g['handle_tokens_per_pack'], 0)} | {fmt(g['stop_rate'])} | "
-                  f"{fmt(g['p_fn_in_expands_given_stop'])} (n={g['stop_with_fn_n']}) | {fmt(g['ece'])} |")
+                  f"{fmt(in_exp)} (n={len(with_fn)}) | {fmt(g['handle_tokens_per_pack'], 0)} | {fmt(g['stop_rate'])} | "
+                  f"{fmt(g['p_fn_in_expands_given_stop'])} (n={g['stop_with_fn_n']}) | {fmt(g['ece'])} | {differs} |")
 
 
 if __name__ == "__main__":
