@@ -683,3 +683,93 @@ fn fragments_are_left_out_rather_than_cut_to_outlines() {
         "{pack:#?}"
     );
 }
+
+/// A ledger class with many short members and one long method the task is
+/// about: its skeleton outranks the method at some budgets.
+fn ledger_repo() -> (tempfile::TempDir, Engine) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut class = String::from(
+        "class Ledger:\n    \"\"\"Keeps ledger entries, balances and the statement they reconcile with.\"\"\"\n\n",
+    );
+    for name in [
+        "entries",
+        "balance",
+        "statement",
+        "ledger_total",
+        "entry_count",
+        "last_entry",
+        "first_entry",
+        "opening_balance",
+        "closing_balance",
+        "statement_date",
+    ] {
+        class.push_str(&format!(
+            "    def {name}(self):\n        return self._ledger_{name}\n\n"
+        ));
+    }
+    class.push_str(&reconcile_text());
+    write(dir.path(), "books/ledger.py", &class);
+    let mut other = String::new();
+    for i in 0..6 {
+        other.push_str(&format!(
+            "def ledger_statement_report_{i}(ledger):\n    return str(ledger.balance()) + ' {i}'\n\n\n"
+        ));
+    }
+    write(dir.path(), "books/report.py", &other);
+    let engine = Engine::open(dir.path(), EngineOptions::default()).unwrap();
+    engine.index(None, &NoProgress).unwrap();
+    (dir, engine)
+}
+
+/// `Ledger.reconcile`, long beside the other members.
+fn reconcile_text() -> String {
+    let mut text = String::from(
+        "    def reconcile(self, statement):\n        \"\"\"Matches ledger entries with the bank statement.\"\"\"\n        unmatched = []\n",
+    );
+    for i in 0..24 {
+        text.push_str(&format!(
+            "        if statement.line({i}).amount != self.entry({i}).amount:\n            unmatched.append(({i}, statement.line({i}), self.entry({i})))\n"
+        ));
+    }
+    text.push_str("        return unmatched\n");
+    text
+}
+
+/// The budgets a sweep tries: every 10 tokens from the smallest accepted.
+fn sweep() -> impl Iterator<Item = u64> {
+    (200..2_400).step_by(10)
+}
+
+/// Issue 31 item 3: a class skeleton around a matched method never pushes
+/// the method itself out. A skeleton leaves out the text of the chosen
+/// units inside it (they are fragments of their own); when one of them
+/// is not in the pack, its code is nowhere.
+#[test]
+fn a_class_skeleton_never_pushes_its_matched_method_out() {
+    let (_d, engine) = ledger_repo();
+    let task = "Ledger entries do not reconcile with the bank statement balance";
+    let mut skeletons = 0;
+    for budget in sweep() {
+        for strategy in [Strategy::Keyword, Strategy::Fused] {
+            let pack = context(&engine, task, None, budget, strategy);
+            check_invariants(&pack);
+            let Some(class) = pack
+                .fragments
+                .iter()
+                .find(|f| f.name.as_deref() == Some("Ledger") && f.detail == Detail::Signature)
+            else {
+                continue;
+            };
+            skeletons += 1;
+            if !class.text.contains("def reconcile(") {
+                assert!(
+                    pack.fragments
+                        .iter()
+                        .any(|f| f.name.as_deref() == Some("Ledger.reconcile")),
+                    "budget {budget} {strategy:?}: the skeleton left `reconcile` out and so did the pack: {pack:#?}"
+                );
+            }
+        }
+    }
+    assert!(skeletons > 0, "no budget showed the skeleton");
+}

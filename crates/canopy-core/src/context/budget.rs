@@ -13,7 +13,11 @@
 //!    fragment that would fall to an outline (`kind name`, a few tokens
 //!    under a provenance line of tens) is left out instead, unless it is the
 //!    first; only when every fragment left is an outline is the
-//!    lowest-scored one dropped. How many candidates enter is bounded by the
+//!    lowest-scored one dropped. A class skeleton never pushes a chosen
+//!    unit inside it out (the skeleton leaves that unit's text out): before
+//!    such a unit loses detail, the skeleton is left out instead, and when
+//!    left-out fragments come back, its units come before it. How many
+//!    candidates enter is bounded by the
 //!    budget (one per 80 tokens, 5 to 60).
 //! 3. **Fill what is left.** Degrading one level at a time from the lowest
 //!    score can leave room once a large fragment finally shrinks: best
@@ -240,8 +244,17 @@ fn degrade(slots: &mut Vec<Slot>, budget: u64) -> (Vec<Slot>, usize) {
             .enumerate()
             .filter_map(|(i, s)| s.next_lower().map(|next| (i, next, s.m.score)))
             .min_by(|a, b| a.2.total_cmp(&b.2).then(b.0.cmp(&a.0)));
+        // A class skeleton around a matched method never pushes the method
+        // out (issue 31 item 3): before the method loses detail, the
+        // skeleton goes ([`readmit`] may bring it back after the method).
+        let step = step.map(|(i, next, score)| match skeleton_around(slots, i) {
+            Some(k) => (k, Detail::Outline, score),
+            None => (i, next, score),
+        });
         match step {
-            Some((i, Detail::Outline, _)) if i > 0 && slots.len() > 1 => {
+            Some((i, Detail::Outline, _))
+                if (i > 0 || is_skeleton(&slots[i])) && slots.len() > 1 =>
+            {
                 pruned.push(slots.remove(i));
             }
             Some((i, next, _)) => slots[i].detail = next,
@@ -262,6 +275,26 @@ fn degrade(slots: &mut Vec<Slot>, budget: u64) -> (Vec<Slot>, usize) {
         }
     }
     (pruned, dropped)
+}
+
+/// A container shown as a skeleton because chosen units inside it are
+/// fragments of their own.
+fn is_skeleton(s: &Slot) -> bool {
+    is_container(&s.m.node.node_type) && s.cap == Detail::Signature && !s.excluded.is_empty()
+}
+
+/// The skeleton in the pack around slot `i`, when `i` is a unit (not a
+/// container) at full detail that is about to lose it.
+fn skeleton_around(slots: &[Slot], i: usize) -> Option<usize> {
+    let s = &slots[i];
+    if is_container(&s.m.node.node_type)
+        || s.m.node.node_type == COMMENT
+        || s.detail != Detail::Full
+    {
+        return None;
+    }
+    (0..slots.len())
+        .find(|&k| k != i && is_skeleton(&slots[k]) && contains(&slots[k].m.node, &s.m.node))
 }
 
 /// Step 3: while room is left, the best-scored container shown as a
@@ -415,9 +448,21 @@ fn make_room(
         return false;
     };
     let best = slots[top].m.score;
-    let mut lowest_first: Vec<usize> = (0..slots.len())
-        .filter(|j| !keep.contains(j) && slots[*j].m.score < best)
-        .collect();
+    push_out(slots, need, pruned, |j, s| {
+        !keep.contains(&j) && s.m.score < best
+    })
+}
+
+/// Takes fragments that `may_go` out, lowest-scored first (into `pruned`,
+/// for [`readmit`]), until they free `need` tokens. Changes nothing and
+/// returns false when they cannot.
+fn push_out(
+    slots: &mut Vec<Slot>,
+    need: u64,
+    pruned: &mut Vec<Slot>,
+    may_go: impl Fn(usize, &Slot) -> bool,
+) -> bool {
+    let mut lowest_first: Vec<usize> = (0..slots.len()).filter(|&j| may_go(j, &slots[j])).collect();
     lowest_first.sort_by(|&a, &b| {
         slots[a]
             .m
@@ -452,13 +497,41 @@ fn make_room(
 /// fragment (a class made whole), or that holds one, stays out.
 fn readmit(slots: &mut Vec<Slot>, pruned: &mut Vec<Slot>, budget: u64) {
     let mut used: u64 = slots.iter().map(|s| u64::from(s.cost(s.detail))).sum();
-    pruned.sort_by(|a, b| b.m.score.total_cmp(&a.m.score));
+    // Best first; a unit comes back just before a skeleton left out around
+    // it (the skeleton left it out of its text: without it, a gap).
+    let rank: Vec<f64> = pruned
+        .iter()
+        .map(|p| {
+            pruned
+                .iter()
+                .filter(|k| {
+                    is_skeleton(k)
+                        && contains(&k.m.node, &p.m.node)
+                        && !is_container(&p.m.node.node_type)
+                })
+                .map(|k| k.m.score)
+                .fold(p.m.score, f64::max)
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..pruned.len()).collect();
+    order.sort_by(|&a, &b| {
+        rank[b]
+            .total_cmp(&rank[a])
+            .then(is_skeleton(&pruned[a]).cmp(&is_skeleton(&pruned[b])))
+            .then(pruned[b].m.score.total_cmp(&pruned[a].m.score))
+    });
+    let mut taken: Vec<Option<Slot>> = pruned.drain(..).map(Some).collect();
+    let ordered: Vec<Slot> = order.into_iter().filter_map(|i| taken[i].take()).collect();
     let mut left = Vec::new();
-    for mut p in pruned.drain(..) {
+    for mut p in ordered {
         let repeats = slots.iter().any(|s| {
-            overlaps(&s.m.node, &p.m.node)
-                && !(s.detail == Detail::Signature && contains(&s.m.node, &p.m.node))
-                && !(p.cap == Detail::Signature && contains(&p.m.node, &s.m.node))
+            let (sn, pn) = (&s.m.node, &p.m.node);
+            // A fragment at full detail that holds it (a class made whole)
+            // repeats it; a skeleton around it, or one it is around, does not.
+            let whole_around = s.detail == Detail::Full && contains(sn, pn);
+            let skeleton_pair = (s.detail == Detail::Signature && contains(sn, pn))
+                || (p.cap == Detail::Signature && contains(pn, sn));
+            overlaps(sn, pn) && (whole_around || !skeleton_pair)
         });
         let level = [Detail::Full, Detail::Signature].into_iter().find(|d| {
             *d <= p.cap && p.texts.contains_key(d) && used + u64::from(p.cost(*d)) <= budget
