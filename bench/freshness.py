@@ -34,6 +34,7 @@ import argparse
 import http.client
 import json
 import shutil
+import signal
 import tempfile
 import os
 import random
@@ -150,7 +151,10 @@ class Serve:
 
 def start_load(n):
     """N processes that keep a core busy each, until killed."""
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    # Each hog spins only while this script lives: killed with SIGKILL (or
+    # SIGTERM, see main), it leaves no process burning the CPU behind it.
+    spin = f"import os\nwhile os.getppid() == {os.getpid()}: pass"
+    return [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(n)]
 
 
 def main():
@@ -196,6 +200,8 @@ def main():
                                              "kind": "definition", "limit": 4})
         close = mcp.close
     time.sleep(1.0)
+    # SIGTERM unwinds like Ctrl-C, so the `finally` below stops the hogs.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     hogs = start_load(args.load)
 
     originals = {}

@@ -22,6 +22,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use canopy_client::backend::{Backend, BackendError, Need};
+use canopy_client::client::ClientError;
 use canopy_client::request::{Expand, GraphQuery, IndexRequest};
 use canopy_core::discover::RootRule;
 use canopy_core::{CanopyError, EngineOptions};
@@ -291,21 +292,27 @@ fn report_error(err: &anyhow::Error, json: bool) {
     }
 }
 
-/// An error's code, message and hint: the core's own when it is a
-/// [`CanopyError`] (directly or through the backend), else the whole chain.
-fn describe_error(err: &anyhow::Error) -> (&'static str, String, Option<&'static str>) {
-    let core = err.downcast_ref::<CanopyError>().or_else(|| {
-        err.downcast_ref::<BackendError>().and_then(|e| match e {
-            BackendError::Core(core) => Some(core),
-            _ => None,
-        })
-    });
-    let code = core.map_or("Error", CanopyError::code);
-    let message = match core {
-        Some(core) => core.to_string(),
-        None => format!("{err:#}"),
-    };
-    (code, message, core.map(CanopyError::hint))
+/// An error's code, message and hint: the backend's (the core's own codes,
+/// the service's, or the client's) when it is one, else the whole chain.
+fn describe_error(err: &anyhow::Error) -> (&str, String, Option<&str>) {
+    if let Some(core) = err.downcast_ref::<CanopyError>() {
+        return (core.code(), core.to_string(), Some(core.hint()));
+    }
+    match err.downcast_ref::<BackendError>() {
+        Some(BackendError::Core(core)) => (core.code(), core.to_string(), Some(core.hint())),
+        // The service's own words; its hint goes on its own line, not twice.
+        Some(
+            backend @ BackendError::Client(ClientError::Api {
+                status, message, ..
+            }),
+        ) => (
+            backend.code(),
+            format!("{message} [{status} {}]", backend.code()),
+            Some(backend.hint()),
+        ),
+        Some(backend) => (backend.code(), format!("{err:#}"), Some(backend.hint())),
+        None => ("Error", format!("{err:#}"), None),
+    }
 }
 
 fn init_tracing(quiet: bool, color: tree::ColorChoice) {

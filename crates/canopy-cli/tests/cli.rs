@@ -389,6 +389,24 @@ fn service_url_sends_commands_to_a_running_service() {
     let human = String::from_utf8_lossy(&human.stdout);
     assert!(human.starts_with("{\"budget_tokens\":300,"), "{human}");
     assert!(canopy_core::tokens::count_tokens(&human) <= 300, "{human}");
+    // A refusal by the service keeps its code and hint in the CLI's JSON
+    // error, and its hint is printed once (issue 32).
+    let out = remote(&["expand", "h00000000000000000000dead", "--json"]);
+    assert!(!out.status.success());
+    let refused: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let code = refused["error"]["code"].as_str().unwrap();
+    assert!(
+        code.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+        "{refused}"
+    );
+    assert!(
+        refused["error"]["hint"]
+            .as_str()
+            .is_some_and(|h| !h.is_empty()),
+        "{refused}"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("hint:").count(), 1, "{err}");
     server.kill();
     let unregistered = tempfile::tempdir().unwrap();
     let out = canopy(
@@ -406,6 +424,17 @@ fn service_url_sends_commands_to_a_running_service() {
     assert!(err.contains("cannot reach the Canopy service"), "{err}");
     // The cause once, not twice (issue 32, U6).
     assert_eq!(err.matches("Connection refused").count(), 1, "{err}");
+    // A script polling `status --json` learns what failed and what to do,
+    // not a bare "Error" with no hint (issue 32).
+    let out = canopy(
+        unregistered.path(),
+        &["--service-url", "http://127.0.0.1:9", "status", "--json"],
+    );
+    assert!(!out.status.success());
+    let failed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(failed["error"]["code"], "ServiceUnreachable", "{failed}");
+    let hint = failed["error"]["hint"].as_str().unwrap_or_default();
+    assert!(hint.contains("canopy serve"), "{failed}");
 }
 
 /// Issue 15 item 3: a thousand copies of one word are one search; too many

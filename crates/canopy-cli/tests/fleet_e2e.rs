@@ -27,9 +27,10 @@ use std::process::Command;
 
 use canopy_core::query::QueryParams;
 use canopy_fleet::testing::PgServer;
-use canopy_test_support::canopy_bin;
+use canopy_test_support::follow::{FollowAuth, Follower};
 use canopy_test_support::repo::Repo;
 use canopy_test_support::serve::{Opts, Server, assert_error, get, post};
+use canopy_test_support::{canopy_bin, eventually};
 
 use serde_json::{Value, json};
 
@@ -232,6 +233,17 @@ fn two_nodes_share_a_registry_forward_and_take_over_from_a_killed_owner() {
     assert_eq!(published, g1);
     let owner = owner.expect("an owner");
     let (owner_node, other) = if owner == "node-a" { (a, b) } else { (b, a) };
+    // A follower reading the feed through the owner (it moves to the other
+    // node when the owner dies, below).
+    let cursor_dir = tempfile::tempdir().unwrap();
+    let follow_cursor = cursor_dir.path().join("cursor");
+    let first_follower = Follower::start(
+        canopy_bin!(),
+        &owner_node.url,
+        FollowAuth::Token(TOKEN),
+        &follow_cursor,
+        &[],
+    );
 
     // `/status` without `repo` lists the fleet's repositories on every
     // node (from PostgreSQL), with owner and lease epoch; only the owner
@@ -323,10 +335,59 @@ fn two_nodes_share_a_registry_forward_and_take_over_from_a_killed_owner() {
     assert_eq!(seqs(&paged)[..], seqs(&whole)[..paged.len()]);
     assert!(paged.len() >= 6, "{paged:?}");
 
+    // A rebuild asked through the other node runs on the owner; after it, a
+    // handle of the old generation gets the same 409 from both nodes: the
+    // forward passes the owner's refusal through as it is (issue 30 item 4).
+    let rebuild = post(
+        &other.client(),
+        "/reindex",
+        &json!({ "repo": repo_id, "rebuild": true }),
+    );
+    assert!(rebuild.status < 300, "{}", rebuild.text());
+    let rebuilt = answered_above(&other, &repo_id, "authenticate", g1);
+    let handle = via_a.answer.handles[0].id.clone();
+    for server in [&owner_node, &other] {
+        let stale = post(
+            &server.client(),
+            "/expand",
+            &json!({ "repo": repo_id, "handles": [{ "id": handle, "generation": g1 }] }),
+        );
+        assert_error(&stale, 409, "stale_generation");
+    }
+
     // The owner dies; the survivor takes the lease (a newer epoch),
     // re-indexes and answers at a newer generation.
+    let so_far = relevant_seqs(&feed(&other));
+    eventually("the follower printed the events so far", || {
+        first_follower.seqs().len() >= so_far.len()
+    });
+    let first_seen = first_follower.seqs();
+    first_follower.kill();
     owner_node.kill();
-    let g2 = answered_above(&other, &repo_id, "authenticate", g1);
+    let g2 = answered_above(&other, &repo_id, "authenticate", rebuilt);
+    // The follower, moved to the surviving node with its cursor, goes on
+    // where it stopped: across the switch, every relevant event of the
+    // feed exactly once (issue 30's checks: `canopy follow` across a node
+    // switch without loss or duplicates).
+    let mut second_follower = Follower::start(
+        canopy_bin!(),
+        &other.url,
+        FollowAuth::Token(TOKEN),
+        &follow_cursor,
+        &["--duration-seconds", "3"],
+    );
+    assert!(second_follower.wait_exit(), "the moved follower failed");
+    let mut seen = first_seen;
+    seen.extend(second_follower.seqs());
+    let all = relevant_seqs(&feed(&other));
+    assert!(
+        all.len() > so_far.len(),
+        "the takeover published events: {all:?}"
+    );
+    assert_eq!(
+        seen, all,
+        "each relevant event once, in order, across the switch"
+    );
     let (new_owner, epoch2, published2) = placement(&other, &repo_id);
     assert_eq!(new_owner.as_deref(), Some(other_id(&owner)));
     assert!(epoch2 > epoch1);
@@ -340,6 +401,21 @@ fn two_nodes_share_a_registry_forward_and_take_over_from_a_killed_owner() {
     );
     assert_error(&stale, 409, "stale_generation");
     assert_feed_consistent(&feed(&other), &repo_id);
+}
+
+/// Sequence numbers of a feed's events that `canopy follow` handles by
+/// default (`generation_bumped`, `files_changed`).
+fn relevant_seqs(events: &[Value]) -> Vec<u64> {
+    events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e["kind"].as_str(),
+                Some("generation_bumped" | "files_changed")
+            )
+        })
+        .filter_map(|e| e["seq"].as_u64())
+        .collect()
 }
 
 fn other_id(owner: &str) -> &'static str {

@@ -8,103 +8,13 @@
 //! canopy-cli, where Cargo builds it for them.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use canopy_test_support::process::KillOnDrop;
+use canopy_test_support::follow::{FollowAuth, Follower};
 use canopy_test_support::repo::Repo;
 use canopy_test_support::serve::{Opts, Server, add_and_index};
 use canopy_test_support::{WAIT, canopy_bin, eventually};
 use serde_json::Value;
-
-/// A running `canopy follow --json`, its stdout lines collected.
-struct Follower {
-    /// Killed when the follower is dropped, so a failing test leaves no process behind.
-    child: KillOnDrop,
-    lines: Arc<Mutex<Vec<Value>>>,
-}
-
-impl Follower {
-    /// Starts `canopy follow` against `url`. It is given no token: it reads
-    /// the one the service generated in `data_dir`, as a follower on the
-    /// service's machine does.
-    fn start(url: &str, data_dir: &Path, cursor: &Path, extra: &[&str]) -> Follower {
-        let mut child = Command::new(canopy_bin!())
-            .args([
-                "--json",
-                "--service-url",
-                url,
-                "follow",
-                "--wait-seconds",
-                "1",
-            ])
-            .arg("--cursor-file")
-            .arg(cursor)
-            .args(extra)
-            .env("CANOPY_LOG", "warn")
-            .env("CANOPY_DATA_DIR", data_dir)
-            .env_remove("CANOPY_SERVICE_TOKEN")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn canopy follow");
-        let stdout = child.stdout.take().expect("stdout");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let value: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("follow printed a non-JSON line ({e}): {line}"));
-                sink.lock().unwrap().push(value);
-            }
-        });
-        Follower {
-            child: KillOnDrop(child),
-            lines,
-        }
-    }
-
-    /// Sequence numbers of the events printed so far.
-    fn seqs(&self) -> Vec<u64> {
-        self.lines
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|l| l["seq"].as_u64())
-            .collect()
-    }
-
-    fn end(&self) -> Option<Value> {
-        self.lines
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|l| l.get("follow_end").is_some())
-            .cloned()
-    }
-
-    fn kill(mut self) {
-        self.child.kill();
-    }
-
-    fn wait_exit(&mut self) -> bool {
-        let deadline = Instant::now() + WAIT;
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.0.try_wait() {
-                // Let the reader thread drain the pipe.
-                std::thread::sleep(Duration::from_millis(100));
-                return status.success();
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("canopy follow did not exit");
-    }
-}
 
 /// Changes a file and reindexes: one generation bump and one files_changed.
 fn change(client: &canopy_client::client::ServiceClient, repo: &Repo, id: &str, n: usize) {
@@ -138,7 +48,13 @@ fn a_killed_follower_resumes_from_its_cursor_without_losing_or_repeating_events(
     let client = server.client();
     let id = add_and_index(&client, &repo);
 
-    let first = Follower::start(&server.url, data.path(), &cursor, &[]);
+    let first = Follower::start(
+        canopy_bin!(),
+        &server.url,
+        FollowAuth::DataDir(data.path()),
+        &cursor,
+        &[],
+    );
     change(&client, &repo, &id, 1);
     change(&client, &repo, &id, 2);
     let so_far = relevant_seqs(&client);
@@ -155,8 +71,9 @@ fn a_killed_follower_resumes_from_its_cursor_without_losing_or_repeating_events(
     assert!(all.len() > so_far.len());
 
     let mut second = Follower::start(
+        canopy_bin!(),
         &server.url,
-        data.path(),
+        FollowAuth::DataDir(data.path()),
         &cursor,
         &["--duration-seconds", "3"],
     );
@@ -207,9 +124,10 @@ fn a_follower_backs_off_while_the_service_is_down_and_resumes_when_it_is_back() 
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or(Value::Null)
     };
-    let mut follower = Follower::start(
+    let follower = Follower::start(
+        canopy_bin!(),
         &url,
-        data.path(),
+        FollowAuth::DataDir(data.path()),
         &cursor,
         &[
             "--status-file",
@@ -250,6 +168,5 @@ fn a_follower_backs_off_while_the_service_is_down_and_resumes_when_it_is_back() 
         let s = status();
         s["health"] == "healthy" && s["consecutive_errors"] == 0
     });
-    follower.child.0.kill().ok();
-    follower.wait_exit();
+    follower.kill();
 }

@@ -1943,3 +1943,46 @@ fn a_generation_names_what_a_reader_sees_during_a_plain_reindex_over_http() {
     let after = query_json(&client, &id, &symbol("second_0_fn")).unwrap();
     assert_eq!(after["generation"], view.generation, "{after}");
 }
+
+/// Issue 32, N2: a service killed in the middle of a run and started again
+/// never gives a generation twice. The generation it gave to a state read
+/// during the run is saved before the answer leaves; the restarted service
+/// resumes the run, completes above it, and a handle of that state is
+/// stale there (before, the resumed run completed at the very number the
+/// killed process had given to another state, and the handle passed).
+#[test]
+fn a_restart_in_the_middle_of_a_run_never_gives_a_generation_twice() {
+    let hold = RunHold::new();
+    let data = tempfile::tempdir().unwrap();
+    let server = hold.serve(data.path());
+    let client = server.client();
+    let repo = probe_repo();
+    let id = add_and_index(&client, &repo);
+    let before = client.status(Some(&id)).unwrap().repos[0].repo.generation;
+    for i in 0..PROBES {
+        repo.write(
+            &probe_path(i),
+            &format!("def probe_{i}_fn(x):\n    return x + {i}\n\n\ndef second_{i}_fn(x):\n    return x\n"),
+        );
+    }
+    hold.arm(300);
+    let resp = post(&client, "/reindex", &json!({"repo": id}));
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    eventually("the reindex is held part-way", || hold.is_held());
+    let mid = query_json(&client, &id, &symbol("second_0_fn")).unwrap();
+    let during = mid["generation"].as_u64().unwrap();
+    assert!(during > before, "{mid}");
+    let handle = mid["handles"][0]["id"].as_str().unwrap().to_string();
+    server.kill();
+
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
+    let client = server.client();
+    let view = client.wait_until_idle(&id, WAIT).unwrap();
+    assert!(
+        view.generation > during,
+        "the killed process gave {during} to a state of its run; the resumed run completed at {}",
+        view.generation
+    );
+    let expand = json!({"repo": id, "handles": [{"id": handle, "generation": during}]});
+    assert_error(&post(&client, "/expand", &expand), 409, "stale_generation");
+}

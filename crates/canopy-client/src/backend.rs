@@ -227,6 +227,58 @@ pub enum BackendError {
     LocalOnly(&'static str),
 }
 
+impl BackendError {
+    /// Stable machine-readable code: the engine's own for [`BackendError::Core`],
+    /// the service's (snake_case, as in its HTTP error body) when it refused
+    /// the request, else one named here. Scripts that read `--json` errors
+    /// branch on it (issue 32: an unreachable service said only "Error").
+    pub fn code(&self) -> &str {
+        match self {
+            BackendError::Core(core) => core.code(),
+            BackendError::Client(ClientError::Api { code, .. }) => code,
+            BackendError::Client(ClientError::Connect { .. } | ClientError::Io { .. })
+            | BackendError::Unreachable { .. } => "ServiceUnreachable",
+            BackendError::Client(ClientError::InvalidResponse(_)) => "ServiceInvalidResponse",
+            BackendError::Client(ClientError::InvalidUrl { .. })
+            | BackendError::InvalidUrl { .. } => "InvalidServiceUrl",
+            BackendError::NotRegistered { .. } => "NotRegistered",
+            BackendError::Overlay(_) => "Overlay",
+            BackendError::LocalOnly(_) => "LocalOnly",
+        }
+    }
+
+    /// What the caller should do next (the service's hint when it gave one).
+    pub fn hint(&self) -> &str {
+        match self {
+            BackendError::Core(core) => core.hint(),
+            BackendError::Client(ClientError::Api { hint, .. }) => hint,
+            BackendError::Client(ClientError::Connect { .. } | ClientError::Io { .. })
+            | BackendError::Unreachable { .. } => {
+                "start the service (`canopy serve`) or fix --service-url / CANOPY_SERVICE_URL; \
+                 without them the CLI answers from the local index"
+            }
+            BackendError::Client(ClientError::InvalidResponse(_)) => {
+                "check that --service-url points at a Canopy service of this version \
+                 (GET /health answers with its version)"
+            }
+            BackendError::Client(ClientError::InvalidUrl { .. })
+            | BackendError::InvalidUrl { .. } => {
+                "give the service as http://host:port, optionally with a path prefix"
+            }
+            BackendError::NotRegistered { .. } => {
+                "register the repository: run `canopy --service-url URL index` in it (or POST /repos/add)"
+            }
+            BackendError::Overlay(_) => {
+                "the local overlay of uncommitted changes needs git and a writable temporary folder; \
+                 commit or stash the changes, or check the message's path"
+            }
+            BackendError::LocalOnly(_) => {
+                "run it without --service-url, in a checkout with a local index"
+            }
+        }
+    }
+}
+
 impl From<OverlayError> for BackendError {
     fn from(e: OverlayError) -> Self {
         match e {

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Schema version of the registry (`PRAGMA user_version`).
-pub const REGISTRY_VERSION: u32 = 2;
+pub const REGISTRY_VERSION: u32 = 3;
 
 /// Most events kept; older ones are pruned.
 pub const MAX_EVENTS: i64 = 100_000;
@@ -40,7 +40,8 @@ CREATE TABLE IF NOT EXISTS repos(
     last_indexed_at INTEGER,
     last_report TEXT,
     last_error TEXT,
-    watch INTEGER NOT NULL DEFAULT 0
+    watch INTEGER NOT NULL DEFAULT 0,
+    named_up_to INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS events(
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -120,6 +121,11 @@ pub struct RepoRecord {
     /// Whether the service re-indexes this repository on file-system
     /// events (`POST /repos/add` with `watch: true`).
     pub watch: bool,
+    /// The highest generation given to an index state read during a run
+    /// (0: none). Saved before the answer carrying it leaves, so a service
+    /// restarted in the middle of a run never gives a number twice: its
+    /// next names and its next complete generation go above it.
+    pub named_up_to: u64,
 }
 
 impl RepoRecord {
@@ -138,6 +144,7 @@ impl RepoRecord {
             last_started_at: None,
             last_indexed_at: None,
             last_report: None,
+            named_up_to: 0,
             last_error: None,
             watch: false,
         }
@@ -199,6 +206,13 @@ impl Registry {
             // Version 2 added the per-repository watch flag (off).
             conn.execute_batch("ALTER TABLE repos ADD COLUMN watch INTEGER NOT NULL DEFAULT 0")?;
         }
+        if (1..3).contains(&version) {
+            // Version 3 keeps the highest generation given to a state read
+            // during a run (none before it was kept).
+            conn.execute_batch(
+                "ALTER TABLE repos ADD COLUMN named_up_to INTEGER NOT NULL DEFAULT 0",
+            )?;
+        }
         conn.pragma_update(None, "user_version", REGISTRY_VERSION)?;
         Ok(Registry {
             conn: Mutex::new(conn),
@@ -217,7 +231,7 @@ impl Registry {
         let mut stmt = conn.prepare(
             "SELECT repo_id, name, root, added_at, generation, commit_sha, status, dirty,
                     consecutive_failures, last_started_at, last_indexed_at, last_report, last_error,
-                    watch
+                    watch, named_up_to
              FROM repos ORDER BY added_at, rowid",
         )?;
         let rows = stmt.query_map([], |r| {
@@ -238,9 +252,20 @@ impl Registry {
                 last_report: report.and_then(|s| serde_json::from_str(&s).ok()),
                 last_error: error.and_then(|s| serde_json::from_str(&s).ok()),
                 watch: r.get::<_, i64>(13)? != 0,
+                named_up_to: r.get::<_, i64>(14)?.max(0) as u64,
             })
         })?;
         rows.collect()
+    }
+
+    /// Saves that `generation` was given to a state of `repo_id`'s index
+    /// read during a run (it only ever rises).
+    pub fn note_named(&self, repo_id: &str, generation: u64) -> rusqlite::Result<()> {
+        lock(&self.conn).execute(
+            "UPDATE repos SET named_up_to = max(named_up_to, ?2) WHERE repo_id = ?1",
+            params![repo_id, generation as i64],
+        )?;
+        Ok(())
     }
 
     /// Writes `repo` (insert or full update) and appends `events`, in one
@@ -252,15 +277,16 @@ impl Registry {
             tx.execute(
                 "INSERT INTO repos(repo_id, name, root, added_at, generation, commit_sha, status, dirty,
                                    consecutive_failures, last_started_at, last_indexed_at, last_report, last_error,
-                                   watch)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+                                   watch, named_up_to)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
                  ON CONFLICT(repo_id) DO UPDATE SET
                     name = excluded.name, root = excluded.root, generation = excluded.generation,
                     commit_sha = excluded.commit_sha, status = excluded.status, dirty = excluded.dirty,
                     consecutive_failures = excluded.consecutive_failures,
                     last_started_at = excluded.last_started_at, last_indexed_at = excluded.last_indexed_at,
                     last_report = excluded.last_report, last_error = excluded.last_error,
-                    watch = excluded.watch",
+                    watch = excluded.watch,
+                    named_up_to = max(repos.named_up_to, excluded.named_up_to)",
                 params![
                     r.repo_id,
                     r.name,
@@ -280,6 +306,7 @@ impl Registry {
                         .as_ref()
                         .and_then(|x| serde_json::to_string(x).ok()),
                     r.watch as i64,
+                    r.named_up_to as i64,
                 ],
             )?;
         }
@@ -391,5 +418,32 @@ mod tests {
         assert_eq!(items.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2, 3]);
         let (items, _) = reg.events_after(0, 10, Some("other")).unwrap();
         assert!(items.is_empty());
+    }
+
+    #[test]
+    fn a_generation_saved_as_given_only_rises_and_survives_an_upgrade() {
+        let dir = tempfile::tempdir().unwrap();
+        // A version-2 registry (before `named_up_to`), as an older canopy left it.
+        {
+            let conn = Connection::open(dir.path().join("registry.db")).unwrap();
+            conn.execute_batch(
+                &SCHEMA.replace(",\n    named_up_to INTEGER NOT NULL DEFAULT 0", ""),
+            )
+            .unwrap();
+            conn.pragma_update(None, "user_version", 2).unwrap();
+        }
+        let reg = Registry::open(dir.path()).unwrap();
+        let mut r = record("a");
+        r.generation = 2;
+        reg.commit(Some(&r), &[]).unwrap();
+        assert_eq!(reg.repos().unwrap()[0].named_up_to, 0);
+        reg.note_named("a", 7).unwrap();
+        reg.note_named("a", 5).unwrap();
+        assert_eq!(reg.repos().unwrap()[0].named_up_to, 7);
+        // A record written from memory never lowers it.
+        reg.commit(Some(&r), &[]).unwrap();
+        drop(reg);
+        let reg = Registry::open(dir.path()).unwrap();
+        assert_eq!(reg.repos().unwrap()[0].named_up_to, 7);
     }
 }

@@ -4,7 +4,7 @@
 //! checks and nothing else: fixture repositories ([`repo`]), git
 //! ([`git`]), child processes that never outlive a failing test
 //! ([`process`]), a `canopy serve` on a free port with its HTTP helpers
-//! ([`serve`]), the start-or-skip rule of the PostgreSQL tests
+//! ([`serve`]), a `canopy follow` whose events a test reads ([`follow`]), the start-or-skip rule of the PostgreSQL tests
 //! ([`postgres`]) and, with the `mcp` feature, an MCP client connected to a
 //! `canopy mcp` child (`mcp`).
 //!
@@ -14,6 +14,7 @@
 //!
 //! Never a dependency of anything but tests (`publish = false`).
 
+pub mod follow;
 pub mod git;
 #[cfg(feature = "mcp")]
 pub mod mcp;

@@ -17,7 +17,7 @@ use canopy_core::graph::request::GraphResponse;
 use canopy_core::model::QueryResult;
 use canopy_core::pack::EvidencePack;
 
-use super::entry::{Judged, RepoEntry};
+use super::entry::{Judged, RepoEntry, RepoState};
 use super::{Service, lock};
 use crate::error::ApiError;
 
@@ -67,11 +67,37 @@ impl Service {
     /// `at` with the generation naming the state an answer read: the
     /// engine generation of its snapshot (`read`), else the index's now
     /// (see `entry::StateNames`).
-    fn named(entry: &RepoEntry, engine: &Engine, mut at: ServedAt, read: Option<u64>) -> ServedAt {
+    fn named(
+        &self,
+        entry: &RepoEntry,
+        engine: &Engine,
+        mut at: ServedAt,
+        read: Option<u64>,
+    ) -> ServedAt {
         if let Some(read) = read.or_else(|| engine.generation().ok()) {
-            at.generation = lock(&entry.state).name_state(read);
+            let mut st = lock(&entry.state);
+            at.generation = st.name_state(read);
+            self.save_named(entry, &mut st);
         }
         at
+    }
+
+    /// Saves a generation naming just gave (see `RepoRecord::named_up_to`)
+    /// before the answer carrying it leaves, so a restart in the middle of
+    /// a run never gives it again. In fleet mode it is not saved: the
+    /// shared state has no place for it yet, and an adopting node starts
+    /// from the published generation.
+    fn save_named(&self, entry: &RepoEntry, st: &mut RepoState) {
+        let Some(name) = st.names.take_unsaved() else {
+            return;
+        };
+        if self.fleet.get().is_some() {
+            return;
+        }
+        if let Err(e) = self.registry.note_named(&entry.id, name) {
+            // Answering matters more; a restart mid-run could then repeat it.
+            tracing::warn!(repo = %entry.id, "cannot save generation {name} as given: {e}");
+        }
     }
 
     /// `POST /query`.
@@ -83,7 +109,7 @@ impl Service {
         let (engine, at) = self.serving(&entry)?;
         let result = engine.query(&params)?;
         self.metrics.returned(&entry.id, result.handles.len(), &[]);
-        let at = Self::named(&entry, &engine, at, read_at(&result.freshness));
+        let at = self.named(&entry, &engine, at, read_at(&result.freshness));
         Ok(Served::new(at, result))
     }
 
@@ -102,7 +128,13 @@ impl Service {
             return Ok(());
         };
         let now = engine.generation()?;
-        match lock(&entry.state).judge(given, now) {
+        let verdict = {
+            let mut st = lock(&entry.state);
+            let verdict = st.judge(given, now);
+            self.save_named(entry, &mut st);
+            verdict
+        };
+        match verdict {
             Judged::Current(_) | Judged::DuringRun(_) => Ok(()),
             Judged::Future(current) => Err(ApiError::Validation(format!(
                 "generation {given} is newer than the current generation {current} of {}; \
@@ -128,7 +160,7 @@ impl Service {
         self.check_generation(&entry, &engine, req.generation, &req.request.target)?;
         let (answer, read) = engine.graph_request_at(&req.request)?;
         self.metrics.returned(&entry.id, answer.len(), &[]);
-        let at = Self::named(&entry, &engine, at, Some(read));
+        let at = self.named(&entry, &engine, at, Some(read));
         Ok(Served::new(at, answer))
     }
 
@@ -147,7 +179,7 @@ impl Service {
         self.check_generation(&entry, &engine, req.generation, &focus)?;
         let pack = engine.context(&params)?;
         self.metrics.returned(&entry.id, pack.fragments.len(), &[]);
-        let at = Self::named(&entry, &engine, at, read_at(&pack.freshness));
+        let at = self.named(&entry, &engine, at, read_at(&pack.freshness));
         Ok(Served::new(at, pack))
     }
 
@@ -171,7 +203,7 @@ impl Service {
             .collect();
         self.metrics
             .returned(&entry.id, pack.handles.len(), &suggested);
-        let at = Self::named(&entry, &engine, at, read_at(&pack.freshness));
+        let at = self.named(&entry, &engine, at, read_at(&pack.freshness));
         Ok(Served::new(at, pack).with_session(session))
     }
 
@@ -207,6 +239,7 @@ impl Service {
                     Some(given) => st.judge(given, now),
                     None => Judged::Current(st.name_state(now)),
                 };
+                self.save_named(&entry, &mut st);
                 match verdict {
                     Judged::Current(current) | Judged::DuringRun(current) => generation = current,
                     // A generation this service never issued is a client

@@ -189,6 +189,9 @@ pub(super) struct StateNames {
     /// was given (ascending service generations; a handful per run: at
     /// most one per committed batch that an answer read).
     since: Vec<(u64, u64)>,
+    /// A generation given since the last save, to be saved before the
+    /// answer carrying it leaves (`RepoRecord::named_up_to`).
+    unsaved: Option<u64>,
 }
 
 impl StateNames {
@@ -207,6 +210,12 @@ impl StateNames {
     pub(super) fn completed(&mut self, engine_generation: Option<u64>) {
         self.complete = engine_generation;
         self.since.clear();
+    }
+
+    /// The generation given since the last call, if one was: the caller
+    /// saves it (`Registry::note_named`).
+    pub(super) fn take_unsaved(&mut self) -> Option<u64> {
+        self.unsaved.take()
     }
 
     /// Forgets which state the record names (a fleet node adopted the
@@ -241,8 +250,12 @@ impl RepoState {
         {
             return name;
         }
-        let name = self.names.last_given().unwrap_or(complete).max(complete) + 1;
+        // Above every generation given, by this process or (saved in the
+        // record) by one that stopped in the middle of a run.
+        let name = self.newest_given() + 1;
         self.names.since.push((engine_generation, name));
+        self.record.named_up_to = name;
+        self.names.unsaved = Some(name);
         name
     }
 
@@ -264,12 +277,14 @@ impl RepoState {
         }
     }
 
-    /// The highest generation this service has given for the repository.
+    /// The highest generation this service has given for the repository
+    /// (saved ones included: see `RepoRecord::named_up_to`).
     pub(super) fn newest_given(&self) -> u64 {
         self.names
             .last_given()
             .unwrap_or(0)
             .max(self.record.generation)
+            .max(self.record.named_up_to)
     }
 }
 
@@ -487,6 +502,31 @@ mod tests {
         adopted.names.forget();
         adopted.record.dirty = true;
         assert_eq!(adopted.name_state(5), 10);
+    }
+
+    #[test]
+    fn names_go_above_every_generation_saved_as_given() {
+        // A process stopped in the middle of a run had given 3..=5 (saved
+        // in the record); the restarted one starts above them.
+        let mut st = state(2);
+        st.record.dirty = true;
+        st.record.named_up_to = 5;
+        assert_eq!(st.names.take_unsaved(), None);
+        assert_eq!(st.name_state(17), 6);
+        assert_eq!(
+            st.names.take_unsaved(),
+            Some(6),
+            "a new name is to be saved"
+        );
+        assert_eq!(st.name_state(17), 6);
+        assert_eq!(
+            st.names.take_unsaved(),
+            None,
+            "an old name is saved already"
+        );
+        assert_eq!(st.record.named_up_to, 6);
+        // A generation the stopped process gave is stale, not unknown.
+        assert_eq!(st.judge(4, 17), Judged::Stale(6));
     }
 
     fn paths(names: &[&str]) -> RunScope {

@@ -55,7 +55,13 @@
 //! run's states, and the next service run publishes one above them; `/expand`
 //! still never returns text that differs from what was indexed. Which state
 //! `G` names is kept in memory: after a restart it is learnt from the first
-//! answer read with no run going and none left unfinished.
+//! answer read with no run going and none left unfinished. The highest
+//! generation given is saved in the registry before the answer carrying it
+//! leaves (`RepoRecord::named_up_to`), so a service restarted in the middle
+//! of a run gives every later state, and its resumed run's completion, a
+//! number above all the stopped process gave, and that process's handles
+//! are stale there. (Fleet mode does not save it yet: a node adopting a
+//! repository starts from its published generation.)
 //!
 //! Lock order: the repository list → a repository's state → the registry.
 

@@ -387,7 +387,8 @@ impl Service {
     /// Records a successful pass in `record`: the generation moves when
     /// the index changed (or the run must account for an earlier one), to
     /// one above `named_up_to`, the highest generation given to a state
-    /// read during the run, when that is higher;
+    /// read during the run (or saved as given by a process that stopped
+    /// in the middle of one: `RepoRecord::named_up_to`), when that is higher;
     /// returns its events (`reindex_finished`, then `generation_bumped` and
     /// `files_changed` when they apply).
     fn record_success(
@@ -405,7 +406,7 @@ impl Service {
         let previous = record.generation;
         let bump = previous == 0 || changed || run.carry_bump;
         if bump {
-            record.generation = previous.max(named_up_to) + 1;
+            record.generation = previous.max(named_up_to).max(record.named_up_to) + 1;
         }
         record.commit_sha = run.commit_sha.clone();
         record.status = RepoStatus::Ready;
