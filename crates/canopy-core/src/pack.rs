@@ -367,10 +367,13 @@ pub(crate) fn summary_line(question: &str) -> Option<&str> {
 }
 
 /// Drops what issue templates add and people do not write: HTML comments,
-/// carriage returns.
+/// carriage returns, and characters nobody sees (zero-width spaces and
+/// joiners, soft hyphens, a byte-order mark: [`crate::text::visible`]),
+/// before any word, identifier or path is read from the question.
 pub(crate) fn clean_question(question: &str) -> String {
+    let question = crate::text::visible(question);
     let mut out = String::with_capacity(question.len());
-    let mut rest = question;
+    let mut rest = question.as_ref();
     while let Some(start) = rest.find("<!--") {
         out.push_str(&rest[..start]);
         match rest[start..].find("-->") {
@@ -449,6 +452,9 @@ fn mentioned_paths(question: &str) -> Vec<String> {
     question
         .split(|c: char| c.is_whitespace() || "\"'`()[]{}<>,;:".contains(c))
         .map(|w| {
+            // A link's line anchor or query (`blob/main/pkg/util.py#L428-L433`)
+            // is not part of the path.
+            let w = w.split(['#', '?']).next().unwrap_or_default();
             w.trim_matches(|c: char| c == '.' || c == '/')
                 .replace('\\', "/")
         })
@@ -699,6 +705,9 @@ struct Question {
     /// Words in the question as asked (runs of letters, digits and `_`):
     /// which confidence map applies ([`pack_calibration`]).
     words: usize,
+    /// The text a stop reads names from: the question without its
+    /// traceback frames ([`without_frames`]).
+    naming: String,
 }
 
 impl Question {
@@ -713,7 +722,7 @@ impl Question {
         }
         let text = clean_question(&question);
         let (terms, identifiers) = key_terms(store, &text)?;
-        let words = question
+        let words = crate::text::visible(&question)
             .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
             .filter(|w| !w.is_empty())
             .count();
@@ -734,6 +743,7 @@ impl Question {
             wants_tests: question_mentions_tests(&text),
             wants_docs: question_mentions_docs(&text),
             mentioned_paths: mentioned_paths(&text),
+            naming: without_frames(&text),
             text,
             terms,
             identifiers,
@@ -1479,16 +1489,33 @@ impl Evidence {
             }),
             names_top_definition: top
                 .and_then(|h| h.qualified_name.as_deref())
-                .is_some_and(|name| names_qualified(&question.text, name)),
+                .is_some_and(|name| names_qualified(&question.naming, name)),
             names_top_in_code: top
                 .and_then(|h| h.name.as_deref())
-                .is_some_and(|name| names_in_code(&question.text, name)),
+                .is_some_and(|name| names_in_code(&question.naming, name)),
             lead: match (top, handles.get(1)) {
                 (Some(t), Some(r)) if t.score > 0.0 => (1.0 - r.score / t.score).clamp(0.0, 1.0),
                 _ => 1.0,
             },
         }
     }
+}
+
+/// The question without the frame lines of its tracebacks (Python's
+/// `File "a/b.py", line 3, in f`, IPython's `File a/b.py:3, in f(x)`). A
+/// frame names a function the error passed through, which is seldom the
+/// one to change: on the `tune` split a function named by a frame in the
+/// repository is the one the fix touches 12 times in 92 (6 of 21 innermost
+/// frames, 6 of 71 outer ones), so a name written there earns no stop.
+fn without_frames(question: &str) -> String {
+    question
+        .lines()
+        .filter(|line| {
+            let line = line.trim_start();
+            !(line.starts_with("File ") && line.contains(", in "))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Whether `question` writes `name` as code: as a whole identifier (not
@@ -1895,9 +1922,18 @@ mod tests {
     #[test]
     fn mentioned_paths_are_extracted_and_matched() {
         let paths = mentioned_paths(
-            "Traceback: File \"django/db/models/query.py\", line 3, in filter; see utils.py and pkg/util.py.",
+            "Traceback: File \"django/db/models/query.py\", line 3, in filter; see utils.py and pkg/util.py. \
+             Here: https://github.com/o/r/blob/main/pkg/io.py#L428-L433 (and compiler.py#L5).",
         );
-        assert_eq!(paths, ["django/db/models/query.py", "pkg/util.py"]);
+        assert_eq!(
+            paths,
+            [
+                "django/db/models/query.py",
+                "pkg/util.py",
+                "github.com/o/r/blob/main/pkg/io.py"
+            ]
+        );
+        assert!(path_matches("pkg/io.py", &paths[2]));
         assert!(path_matches(
             "src/django/db/models/query.py",
             "django/db/models/query.py"

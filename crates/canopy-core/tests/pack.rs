@@ -280,6 +280,77 @@ fn an_issue_writing_one_function_as_code_stops_on_it() {
 }
 
 #[test]
+fn characters_nobody_sees_do_not_change_the_pack() {
+    let (_d, e) = repo();
+    // The same issue as a reader sees it and as copied from a web page: a
+    // byte-order mark, a soft hyphen and a zero-width space inside the
+    // identifier (a renderer's break opportunities), and a zero-width
+    // space before the linked path (Trac writes one).
+    let seen = "Totals ignore discounts\n\nWhen an invoice has a discount line, calling compute_invoice_total(invoice) returns the sum of amount times quantity of every line, so the discount is never subtracted (see billing/invoice.py).";
+    let copied = "\u{FEFF}Totals ignore discounts\n\nWhen an invoice has a discount line, calling compute\u{AD}_invoice\u{200B}_total(invoice) returns the sum of amount times quantity of every line, so the discount is never subtracted (see \u{200B}billing/invoice.py).";
+    let want = pack(&e, seen, None);
+    let got = pack(&e, copied, None);
+    let ranked = |p: &EvidencePack| {
+        p.handles
+            .iter()
+            .map(|h| (h.id.clone(), h.score))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ranked(&got), ranked(&want), "{:#?}", got.handles);
+    assert_eq!(got.expand_suggestion, want.expand_suggestion);
+    assert_eq!(got.guidance.confidence, want.guidance.confidence);
+    assert_eq!(got.guidance.stop_querying, want.guidance.stop_querying);
+    assert_eq!(
+        got.handles[0].qualified_name.as_deref(),
+        Some("compute_invoice_total")
+    );
+    assert!(got.guidance.stop_querying, "{:?}", got.guidance);
+}
+
+#[test]
+fn a_name_written_only_in_a_traceback_frame_earns_no_stop() {
+    let (_d, e) = repo();
+    // A traceback names every function the error passed through; the one
+    // to change is seldom among them (astropy__astropy-14309 stopped on
+    // an outer frame). The same member named in prose earns the stop.
+    let frame = "Footer is constant\n\nTraceback (most recent call last)\n\
+        File ~/venv/site-packages/billing/invoice.py:12, in InvoiceRenderer.render_footer(self, invoice)\n\
+        AssertionError: footer";
+    let prose = "Footer is constant\n\n`InvoiceRenderer.render_footer` returns a constant footer";
+    for (q, stops) in [(prose, true), (frame, false)] {
+        let p = pack(&e, q, None);
+        assert_eq!(
+            p.handles[0].qualified_name.as_deref(),
+            Some("InvoiceRenderer.render_footer"),
+            "{q}: {:?}",
+            p.handles
+        );
+        assert_ne!(p.guidance.confidence_band, "low", "{q}: {:?}", p.guidance);
+        assert_eq!(p.guidance.stop_querying, stops, "{q}: {:?}", p.guidance);
+    }
+}
+
+#[test]
+fn a_line_anchor_does_not_hide_a_linked_file() {
+    let (_d, e) = repo();
+    // Issues link the code they read with a line anchor; the link names
+    // the file as well as the same link without it.
+    let link = "https://github.com/acme/shop/blob/0123abc/billing/tax.py";
+    let question =
+        |url: &str| format!("Totals are rendered twice for every invoice line, see {url}");
+    let ranked = |p: &EvidencePack| {
+        p.handles
+            .iter()
+            .map(|h| (h.id.clone(), h.score))
+            .collect::<Vec<_>>()
+    };
+    let plain = pack(&e, &question(link), None);
+    let anchored = pack(&e, &question(&format!("{link}#L1-L3")), None);
+    assert_eq!(plain.handles[0].file_path, "billing/tax.py");
+    assert_eq!(ranked(&anchored), ranked(&plain), "{:#?}", anchored.handles);
+}
+
+#[test]
 fn irrelevant_questions_never_say_stop() {
     let (_d, e) = repo();
     for q in [

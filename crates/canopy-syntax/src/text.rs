@@ -58,6 +58,47 @@ fn for_each_word<'a>(ident: &'a str, mut f: impl FnMut(&'a str)) {
     }
 }
 
+/// Whether `c` is invisible: Unicode's `Default_Ignorable_Code_Point`
+/// (DerivedCoreProperties.txt): zero-width space, joiners and non-joiner,
+/// soft hyphen, word joiner, byte-order mark, direction marks and
+/// embeddings, variation selectors, fillers, tags. Text copied from a web
+/// page carries them (Trac writes a zero-width space before a linked file
+/// name, renderers put break opportunities into long identifiers), and
+/// nothing a reader sees is there.
+pub fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{034F}'
+            | '\u{061C}'
+            | '\u{115F}'..='\u{1160}'
+            | '\u{17B4}'..='\u{17B5}'
+            | '\u{180B}'..='\u{180F}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{206F}'
+            | '\u{3164}'
+            | '\u{FE00}'..='\u{FE0F}'
+            | '\u{FEFF}'
+            | '\u{FFA0}'
+            | '\u{FFF0}'..='\u{FFF8}'
+            | '\u{1BCA0}'..='\u{1BCA3}'
+            | '\u{1D173}'..='\u{1D17A}'
+            | '\u{E0000}'..='\u{E0FFF}'
+    )
+}
+
+/// `text` without its invisible characters ([`is_invisible`]): the text as
+/// a reader sees it, so `compute\u{AD}_total` is the identifier
+/// `compute_total` and `\u{200B}src/app.py` the path `src/app.py`.
+pub fn visible(text: &str) -> Cow<'_, str> {
+    if text.chars().any(is_invisible) {
+        Cow::Owned(text.chars().filter(|&c| !is_invisible(c)).collect())
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
 /// Iterates over identifier-like runs (`[A-Za-z0-9_]+` plus other alphanumerics).
 pub fn identifiers(text: &str) -> impl Iterator<Item = &str> {
     text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
@@ -298,6 +339,18 @@ pub fn edit_distance_within(a: &str, b: &str, max: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn invisible_characters_are_dropped() {
+        let text =
+            "\u{FEFF}see \u{200B}src/app.py: compute\u{AD}_to\u{200D}tal\u{2060}() \u{202E}x";
+        assert_eq!(visible(text), "see src/app.py: compute_total() x");
+        assert!(matches!(visible("plain text, caf\u{E9}"), Cow::Borrowed(_)));
+        // Visible format characters and spaces are not invisible.
+        for c in [' ', '\u{00A0}', '\u{0600}', '\u{06DD}', 'a', '_'] {
+            assert!(!is_invisible(c), "{c:?}");
+        }
+    }
+
     #[test]
     fn edit_distance_is_bounded_and_ignores_case() {
         assert_eq!(edit_distance_within("validate", "valdiate", 2), Some(2));
