@@ -177,6 +177,18 @@ pub const CALL_RESULT: &str = "()";
 /// alternative's.
 pub const UNION: char = '∪';
 
+/// A literal as a call's first argument, by its type (`#lit:str` for
+/// `T::from("x")`; `int`, `float`, `bool`, `char`): the resolver matches
+/// it with the first parameter's type as written, to choose among `From`
+/// impls.
+pub const LITERAL: &str = "#lit:";
+
+/// Separates the alternatives of a binding's value of which the first
+/// one known is meant (`m#k¦m.remove_entry.#0` for `a` in `Some((a, b)) =
+/// m.remove_entry(k)`: a key of the map `m`, else the first element of the
+/// tuple `m`'s own `remove_entry` returns).
+pub const FIRST_KNOWN: char = '¦';
+
 /// The stored return type of a function that makes type guards from a
 /// class (`function make<T>(c: new () => T): (x: any) => x is T`): this
 /// prefix, then the index of the parameter the guarded type comes from

@@ -15,7 +15,8 @@ use super::ids::{FileIdx, SymId};
 use super::lang::{Among, Family};
 use super::world::{World, is_classlike};
 use crate::facts::model::{
-    DefFactKind, ELEM, GUARD_CALL, GUARD_OF, KEY, PATH_HEAD, TRAIT_HINT, TUPLE, UNION,
+    DefFactKind, ELEM, FIRST_KNOWN, GUARD_CALL, GUARD_OF, KEY, PATH_HEAD, TRAIT_HINT, TUPLE, UNION,
+    VALUE,
 };
 use crate::lang::NodeType;
 
@@ -151,6 +152,14 @@ impl World {
             vals.dedup();
             return vals;
         }
+        if e.contains(FIRST_KNOWN) {
+            // `m#k¦m.remove_entry.#0`: the first alternative known.
+            return e
+                .split(FIRST_KNOWN)
+                .map(|alt| self.eval_path(cx, alt, depth + 1, value))
+                .find(|vals| !vals.is_empty())
+                .unwrap_or_default();
+        }
         if let Some((t, _)) = e.split_once(TRAIT_HINT) {
             // `<T as Trait>` as a value is `T` (the hint only steers method choice).
             return self.eval_path(cx, t, depth, value);
@@ -236,25 +245,11 @@ impl World {
             None => (seg, false),
         };
         let conv = self.conventions_of(cx.file);
-        let item = if conv.item_methods.contains(&name) {
-            Some(ELEM)
-        } else if conv.key_methods.contains(&name) {
-            Some(KEY)
-        } else {
-            None
-        };
         if called
-            && let Some(item) = item
-            && !before.ends_with(')')
             && vals.iter().all(|v| !matches!(v, Val::Inst(_)))
+            && let Some(items) = self.collection_item(cx, before, name, depth, value)
         {
-            // `self.values.remove(i)` (`values: Vec<Item>`, no type of its
-            // own here): an item of the collection; `self.entry.key()`
-            // (`entry: OccupiedEntry<'a, K, V>`): the entry's key.
-            let items = self.eval_path(cx, &format!("{before}{item}"), depth + 1, value);
-            if !items.is_empty() {
-                return Some(items);
-            }
+            return Some(items);
         }
         if name.starts_with('[') && !called {
             // `h[$admin]` / `xs[i]` (an ECMAScript index by a name): the
@@ -270,7 +265,10 @@ impl World {
             return (!fields.is_empty()).then_some(fields);
         }
         if vals.is_empty() {
-            return None;
+            // `m.entry(k)` of a map of no type here: nothing yet, but what
+            // the entry's methods give follows (`collection_item`).
+            let entry = called && name == "entry" && !conv.entry_value_methods.is_empty();
+            return entry.then(Vec::new);
         }
         let mut next = Vec::new();
         for v in &vals {
@@ -279,13 +277,25 @@ impl World {
                 && !called
                 && let Val::Inst(t) | Val::Class(t) = v
             {
-                let fields = self.field(*t, name, depth + 1);
+                let mut fields = self.field(*t, name, depth + 1);
+                if fields.is_empty() && before == "self" {
+                    fields = self.parameter_field(cx, v, name, depth + 1);
+                }
                 if !fields.is_empty() {
                     next.extend(fields);
                     continue;
                 }
             }
             next.extend(self.member(v, name, depth + 1));
+        }
+        if next.is_empty()
+            && called
+            && vals.iter().any(|v| matches!(v, Val::Inst(_)))
+            && let Some(items) = self.collection_item(cx, before, name, depth, value)
+        {
+            // `self.items.shift_remove(k)` (`items: Pairs`, an alias of a
+            // map, which defines no method).
+            return Some(items);
         }
         if next.is_empty()
             && called
@@ -298,6 +308,67 @@ impl World {
         } else {
             next
         })
+    }
+
+    /// What method `name` of a collection at path `before` gives back, for
+    /// a collection of no type of its own here (its items are known only as
+    /// pseudo-fields, see [`ELEM`]): `self.values.remove(i)` (`values:
+    /// Vec<Item>`) an item; `self.entry.key()` (`entry: OccupiedEntry<'a,
+    /// K, V>`) the entry's key; `m.get(k)` / `m.shift_remove(k)` of a map
+    /// its value (`m#v`); `m.entry(k).or_insert(v)` the map's value too.
+    /// `None` when the method is none of these or gives nothing known.
+    fn collection_item(
+        &self,
+        cx: &Ctx,
+        before: &str,
+        name: &str,
+        depth: u32,
+        value: bool,
+    ) -> Option<Vec<Val>> {
+        let conv = self.conventions_of(cx.file);
+        let mut paths = Vec::new();
+        if !before.ends_with(')') {
+            if conv.item_methods.contains(&name) {
+                paths.push(format!("{before}{ELEM}"));
+            } else if conv.key_methods.contains(&name) {
+                paths.push(format!("{before}{KEY}"));
+            }
+            if conv.value_methods.contains(&name) {
+                paths.push(format!("{before}{VALUE}"));
+            }
+        } else if conv.entry_value_methods.contains(&name)
+            && let Some(map) = before.strip_suffix(".entry()")
+            && !map.contains("()")
+        {
+            paths.push(format!("{map}{VALUE}"));
+        }
+        paths.into_iter().find_map(|p| {
+            let items = self.eval_path(cx, &p, depth + 1, value);
+            (!items.is_empty()).then_some(items)
+        })
+    }
+
+    /// `self.value` where the field's type is a bare name its own type
+    /// knows nothing of (`value: T` of `struct Formatted<T>`): that name
+    /// read where the site is, inside the `impl<T> Formatted<T> where T:
+    /// Trait` block that bounds it.
+    fn parameter_field(&self, cx: &Ctx, v: &Val, name: &str, depth: u32) -> Vec<Val> {
+        let Val::Inst(t) = v else {
+            return Vec::new();
+        };
+        let mut owners = vec![*t];
+        if self.conventions_of(self.syms[*t].file).fields_on_impl_type {
+            owners.push(self.type_of_impl(*t));
+        }
+        for o in owners {
+            for (n, e, is_type) in self.fields_of(o).into_iter().flatten() {
+                let bare = e.chars().all(|c| c.is_alphanumeric() || c == '_');
+                if n == name && *is_type && bare {
+                    return self.eval_type(cx, e, depth + 1);
+                }
+            }
+        }
+        Vec::new()
     }
 
     /// What calling each value gives: an instance of a class, a function's return type.

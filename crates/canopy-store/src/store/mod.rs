@@ -70,8 +70,13 @@ use crate::error::{CanopyError, Result};
 /// crate::X`; 26: Rust pairs of a map taken apart (`Some((k, v))` of a
 /// map iterator's `next()` or an `Option<(K, V)>`, `|(k, v)|` of
 /// `shift_remove_entry`, `Entry::Occupied(e)` of `m.entry(k)`), TypeScript
-/// guards made by a generic maker (`#guard-of`, `#guard-call(`).
-pub const SCHEMA_VERSION: u32 = 26;
+/// guards made by a generic maker (`#guard-of`, `#guard-call(`); 27: Rust
+/// primitive types as type expressions, closure parameters bound (to
+/// themselves when unknown, the shadowed name again after the closure),
+/// tuple scrutinees' elements, `s.parse::<T>()`, `x.map(Cow::Borrowed)`,
+/// `(**self)` of a forwarding impl as its `T`, a literal first argument
+/// (`#lit:`), pairs of a type's own tuple-returning method (`¦`).
+pub const SCHEMA_VERSION: u32 = 27;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

@@ -6,7 +6,7 @@
 
 use tree_sitter::Node;
 
-use super::super::model::{ELEM, KEY, VALUE};
+use super::super::model::{ELEM, FIRST_KNOWN, KEY, VALUE};
 use super::super::walker::{Cx, GrammarLookup, Up};
 use super::{PASSTHROUGH, expr, tuple_elements, type_expr};
 
@@ -95,6 +95,34 @@ pub(super) fn scrutinee_node<'t>(parent: Node<'t>, above: &Up<'_, 't>) -> Option
     }
 }
 
+/// The value pattern `n` (whose ancestors are `up`) is matched against:
+/// the scrutinee of a top-level pattern ([`scrutinee_node`]); of an
+/// element of a tuple pattern matched against a tuple expression (`if let
+/// (Some(a), Some(b)) = (x, &y.z)`, `match (x, y)`), the element of the
+/// same place.
+fn matched_node<'t>(n: Node<'t>, up: &Up<'_, 't>) -> Option<Node<'t>> {
+    let parent = up.parent()?;
+    if parent.kind_name() != "tuple_pattern" {
+        return scrutinee_node(parent, &up.above());
+    }
+    let parts = pattern_elements(parent);
+    let i = parts.iter().position(|p| p.id() == n.id())?;
+    let above = up.above();
+    let outer = scrutinee_node(above.parent()?, &above.above())?;
+    let outer = match outer.kind_name() {
+        "tuple_expression" => outer,
+        _ => return None,
+    };
+    let mut c = outer.walk();
+    let elements: Vec<Node> = outer
+        .named_children(&mut c)
+        .filter(|e| !e.is_extra())
+        .collect();
+    (elements.len() == parts.len())
+        .then(|| elements.get(i).copied())
+        .flatten()
+}
+
 /// Bindings of `Path::Variant(a, b)` / `Some(x)` patterns: `a` is the first
 /// payload of the variant (a field `Variant#0` of the enum), `x` the
 /// scrutinee itself (`Option` and `Result` are transparent). A name whose
@@ -107,7 +135,7 @@ pub(super) fn tuple_struct_bindings(cx: &mut Cx, n: Node, up: &Up) {
     let Some(ty) = n.field("type") else {
         return;
     };
-    let matched = up.parent().and_then(|p| scrutinee_node(p, &up.above()));
+    let matched = matched_node(n, up);
     let value_end = matched.map_or(0, |v| v.end_byte());
     let path = match ty.kind_name() {
         "identifier" => Some(cx.t(ty).to_string()),
@@ -210,9 +238,12 @@ fn pair_elements(source: &str, n: usize) -> Vec<String> {
         return Vec::new();
     }
     match method {
-        Some(m) if PAIR_METHODS.contains(&m) && n == 2 => {
-            vec![format!("{base}{KEY}"), format!("{base}{VALUE}")]
-        }
+        // A map's pair, else (a type of the repository's own method of
+        // that name) the elements of the tuple it returns.
+        Some(m) if PAIR_METHODS.contains(&m) && n == 2 => vec![
+            format!("{base}{KEY}{FIRST_KNOWN}{base}.{m}.#0"),
+            format!("{base}{VALUE}{FIRST_KNOWN}{base}.{m}.#1"),
+        ],
         None | Some("take") => TUPLE_ITEMS
             .iter()
             .take(n)
@@ -625,11 +656,53 @@ const PAYLOAD_CLOSURES: &[&str] = &[
 ];
 
 /// `recv.map(|x| …)` (see [`PAYLOAD_CLOSURES`]): `x` is `recv`'s payload,
-/// the receiver itself since `Option` and `Result` are transparent.
+/// the receiver itself since `Option` and `Result` are transparent. A
+/// parameter these rules give no value is unknown in the closure (bound
+/// to its own name), not the outer name it shadows (`key: &str` around
+/// `.map(|(_, key, _)| key.as_mut())`).
 pub(super) fn closure_bindings(cx: &mut Cx, n: Node, up: &Up) {
     let Some(params) = n.field("parameters") else {
         return;
     };
+    let first_new = cx.facts.bindings.len();
+    closure_parameter_values(cx, params, up);
+    let mut names = Vec::new();
+    let mut c = params.walk();
+    for p in params.named_children(&mut c) {
+        pattern_names(cx, p, &mut names);
+    }
+    // Bindings last until the end of the function: after the closure, an
+    // outer binding of the same function that a parameter shadowed holds
+    // again.
+    let function_start = up
+        .iter()
+        .find(|a| a.kind_name() == "function_item")
+        .map_or(0, |f| f.start_byte() as u32);
+    for name in names {
+        if cx.facts.bindings[first_new..]
+            .iter()
+            .any(|b| b.name == name)
+        {
+            continue;
+        }
+        let end = n.end_byte() as u32;
+        let earlier = &cx.facts.bindings[..first_new];
+        // A `let` around the closure binds the name after it anyway.
+        let rebound = earlier.iter().any(|b| b.name == name && b.byte > end);
+        let outer = earlier
+            .iter()
+            .rfind(|b| b.name == name && !b.field && b.byte >= function_start)
+            .filter(|_| !rebound)
+            .map(|b| (b.expr.clone(), b.is_type));
+        cx.bind(params.start_byte(), &name, Some(name.clone()), false, false);
+        if let Some((expr, is_type)) = outer {
+            cx.bind(n.end_byte(), &name, Some(expr), is_type, false);
+        }
+    }
+}
+
+/// The values [`closure_bindings`] gives a closure's parameters `params`.
+fn closure_parameter_values(cx: &mut Cx, params: Node, up: &Up) {
     // `v.iter().map(|x| …)`, `v.retain(|x| …)`: `x` is an item of `v`.
     let method = up
         .parent()

@@ -14,7 +14,7 @@ mod cfg;
 use tree_sitter::Node;
 
 use super::model::{
-    Binding, DefFactKind, IMPORT_RECV, PATH_HEAD, SiteKind, TRAIT_HINT, TUPLE, UFCS_SEP,
+    Binding, DefFactKind, IMPORT_RECV, LITERAL, PATH_HEAD, SiteKind, TRAIT_HINT, TUPLE, UFCS_SEP,
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree};
 use bindings::{
@@ -148,6 +148,12 @@ pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
             Some(format!("{v}.{}", cx.t(n.field("field")?)))
         }
         "call_expression" => {
+            if let Some(t) = parsed_type(cx, n.field("function")?) {
+                return Some(format!("{t}()"));
+            }
+            if let Some(inner) = wrapped_map(cx, n) {
+                return expr(cx, inner);
+            }
             let f = expr(cx, n.field("function")?)?;
             // `mem::take(x)` / `mem::replace(x, v)` give back a value of `x`'s type.
             if matches!(f.rsplit('.').next(), Some("take" | "replace"))
@@ -171,12 +177,125 @@ pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
             Some(format!("{}()", type_expr(cx, name)?))
         }
         "reference_expression" => expr(cx, n.field("value")?),
+        "unary_expression" if cx.t(n).starts_with('*') => {
+            let inner = expr(cx, n.named_child(0)?)?;
+            if inner == "self"
+                && let Some(t) = deref_self(cx, n)
+            {
+                return Some(t);
+            }
+            Some(inner)
+        }
         "try_expression" | "parenthesized_expression" | "unary_expression" => {
             expr(cx, n.named_child(0)?)
         }
         "await_expression" => expr(cx, n.named_child(0)?),
         _ => None,
     }
+}
+
+/// `x` of `x.map(Cow::Borrowed)` (`Box::new`, `Some`, …: a constructor
+/// of a [`TRANSPARENT`] wrapper): the payload stays what it was.
+fn wrapped_map<'t>(cx: &Cx, call: Node<'t>) -> Option<Node<'t>> {
+    let f = call.field("function")?;
+    if f.kind_name() != "field_expression" || cx.t(f.field("field")?) != "map" {
+        return None;
+    }
+    let args = call.field("arguments")?;
+    if args.named_child_count() != 1 {
+        return None;
+    }
+    let arg = args.named_child(0)?;
+    let wrapper = match arg.kind_name() {
+        "identifier" => matches!(cx.t(arg), "Some" | "Ok"),
+        "scoped_identifier" => {
+            let ty = arg.field("path").map(|p| cx.t(p)).unwrap_or_default();
+            let ty = ty.rsplit("::").next().unwrap_or_default();
+            TRANSPARENT.contains(&ty)
+                && matches!(
+                    cx.t(arg.field("name")?),
+                    "new" | "Borrowed" | "Owned" | "from"
+                )
+        }
+        _ => false,
+    };
+    wrapper.then(|| f.field("value")).flatten()
+}
+
+/// The type `T` of the function of a call `s.parse::<T>()` (`FromStr`:
+/// the call gives a `T`, or a `Result` of one).
+fn parsed_type(cx: &Cx, f: Node) -> Option<String> {
+    if f.kind_name() != "generic_function" {
+        return None;
+    }
+    let method = f.field("function")?;
+    if method.kind_name() != "field_expression" || cx.t(method.field("field")?) != "parse" {
+        return None;
+    }
+    type_expr(cx, f.field("type_arguments")?.named_child(0)?)
+}
+
+/// A literal's type as [`LITERAL`] writes it (`#lit:str` for `"x"`).
+fn literal_type(n: Node) -> Option<String> {
+    let t = match n.kind_name() {
+        "string_literal" | "raw_string_literal" => "str",
+        "integer_literal" => "int",
+        "float_literal" => "float",
+        "boolean_literal" => "bool",
+        "char_literal" => "char",
+        "reference_expression" => return literal_type(n.field("value")?),
+        _ => return None,
+    };
+    Some(format!("{LITERAL}{t}"))
+}
+
+/// `*self` / `**self` (`n`, the outermost `*`) inside an `impl … for &T`
+/// (or `&mut T`) / `impl … for Box<T>` (`Rc`, `Arc`) whose `T` is a type
+/// parameter of the impl: `T` (a value of its bound, the resolver reads),
+/// once enough `*` reach it (one through a reference, two through a box;
+/// fewer call the impl's own method). `None` otherwise.
+fn deref_self(cx: &Cx, n: Node) -> Option<String> {
+    let mut derefs = 0;
+    let mut cur = Some(n);
+    while let Some(u) = cur.filter(|u| {
+        matches!(
+            u.kind_name(),
+            "unary_expression" | "parenthesized_expression"
+        )
+    }) {
+        derefs += usize::from(u.kind_name() == "unary_expression");
+        cur = u.named_child(0);
+    }
+    let mut item = n.parent();
+    while let Some(p) = item
+        && p.kind_name() != "impl_item"
+    {
+        item = p.parent();
+    }
+    let item = item?;
+    let ty = item.field("type")?;
+    let (param, needed) = match ty.kind_name() {
+        "reference_type" => (ty.field("type")?, 1),
+        "generic_type" if matches!(cx.t(ty.field("type")?), "Box" | "Rc" | "Arc") => {
+            (ty.field("type_arguments")?.named_child(0)?, 2)
+        }
+        _ => return None,
+    };
+    if param.kind_name() != "type_identifier" || derefs < needed {
+        return None;
+    }
+    let name = cx.t(param);
+    let params = item.field("type_parameters")?;
+    let mut c = params.walk();
+    let declared = params.named_children(&mut c).any(|p| {
+        let id = if p.kind_name() == "type_identifier" {
+            Some(p)
+        } else {
+            p.field("name")
+        };
+        id.is_some_and(|id| cx.t(id) == name)
+    });
+    declared.then(|| name.to_string())
 }
 
 /// The path `p` (the part before a `::name`) as [`scoped_path`] writes it,
@@ -304,6 +423,9 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
             }
             Some(name)
         }
+        // `&str`, `usize`: a name the resolver finds nothing for, but
+        // which says the value is no unknown (no guess on its methods).
+        "primitive_type" => Some(cx.t(n).to_string()),
         "reference_type" | "pointer_type" => type_expr(cx, n.field("type")?),
         "abstract_type" | "dynamic_type" => {
             let t = n.field("trait").or_else(|| n.named_child(0))?;
@@ -579,7 +701,7 @@ fn call<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
                 let first_arg = n
                     .field("arguments")
                     .and_then(|a| a.named_child(0))
-                    .and_then(|a| expr(cx, a));
+                    .and_then(|a| expr(cx, a).or_else(|| literal_type(a)));
                 let recv = match (recv, first_arg) {
                     (Some(r), Some(a)) if !r.contains(TRAIT_HINT) => {
                         Some(format!("{r}{UFCS_SEP}{a}"))

@@ -116,6 +116,13 @@ pub(crate) struct Conventions {
     /// `key_mut`): on a field or local without a type of its own, the
     /// entry's key (`entry#k`).
     pub key_methods: &'static [&'static str],
+    /// Methods of a map that give back the value stored under a key
+    /// (Rust's `get`, `shift_remove`): on a field or local without a type
+    /// of its own whose items are no sequence's, the map's value (`m#v`).
+    pub value_methods: &'static [&'static str],
+    /// Methods of a map's entry (`m.entry(k)`) that give back its value,
+    /// inserted if missing (Rust's `or_insert`): the map's value (`m#v`).
+    pub entry_value_methods: &'static [&'static str],
 }
 
 impl Conventions {
@@ -135,6 +142,8 @@ impl Conventions {
         call_bindings: false,
         item_methods: &[],
         key_methods: &[],
+        value_methods: &[],
+        entry_value_methods: &[],
     };
 }
 

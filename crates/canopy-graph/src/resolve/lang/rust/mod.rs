@@ -15,7 +15,7 @@ use foldhash::{HashMap, HashMapExt};
 pub use cargo::{Cargo, Package};
 
 use super::{Among, Conventions, Family, LanguageRules};
-use crate::facts::model::{PATH_HEAD, SiteKind, TRAIT_HINT, UFCS_SEP};
+use crate::facts::model::{LITERAL, PATH_HEAD, SiteKind, TRAIT_HINT, UFCS_SEP};
 use crate::facts::rust::PASSTHROUGH;
 use crate::lang::NodeType;
 use crate::resolve::eval::{Ctx, ModulePath, Val};
@@ -26,9 +26,31 @@ use crate::store::graph_rows::{How, SymRow};
 /// The one of several functions (`from` of several `From` impls) whose
 /// first parameter's type is the type of `arg` (evaluated at `cx`), if
 /// exactly one is.
+///
+/// A literal (`#lit:str`, see [`LITERAL`]), or a local whose type is
+/// written as a builtin's (`s: String`), is matched with the parameter's
+/// type as written (`&'b str` is `str`; `int` any integer type).
 fn by_first_argument(w: &World, cx: &Ctx, found: &[SymId], arg: &str) -> Option<SymId> {
     if arg.is_empty() {
         return None;
+    }
+    let one = |matching: Vec<SymId>| match matching.as_slice() {
+        &[one] => Some(one),
+        _ => None,
+    };
+    let written = match arg.strip_prefix(LITERAL) {
+        Some(lit) => Some(lit),
+        None if arg.chars().all(|c| c.is_alphanumeric() || c == '_') => w
+            .binding_expr(cx, arg)
+            .filter(|e| w.rules_of(cx.file).builtin_type(w, cx.file, e)),
+        None => None,
+    };
+    if let Some(written) = written {
+        return one(found
+            .iter()
+            .copied()
+            .filter(|&f| first_parameter(w, f).is_some_and(|(_, t)| same_written_type(written, t)))
+            .collect());
     }
     let arg_types: Vec<SymId> = w
         .eval(cx, arg, 0)
@@ -41,25 +63,41 @@ fn by_first_argument(w: &World, cx: &Ctx, found: &[SymId], arg: &str) -> Option<
     if arg_types.is_empty() {
         return None;
     }
-    let mut matching = found.iter().copied().filter(|&f| {
-        first_parameter_types(w, f)
-            .iter()
-            .any(|t| arg_types.contains(t))
-    });
-    let one = matching.next()?;
-    matching.next().is_none().then_some(one)
+    one(found
+        .iter()
+        .copied()
+        .filter(|&f| {
+            first_parameter_types(w, f)
+                .iter()
+                .any(|t| arg_types.contains(t))
+        })
+        .collect())
 }
 
-/// The types function `f`'s first typed parameter (not `self`) has: its
-/// first type binding, by position, whose name is no type parameter's.
-fn first_parameter_types(w: &World, f: SymId) -> Vec<SymId> {
+/// Whether an argument of type `arg` (as written, or a literal's kind:
+/// `int`, `float`) fits a parameter of type `param` as written.
+fn same_written_type(arg: &str, param: &str) -> bool {
+    const INTS: &[&str] = &[
+        "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64", "u128", "usize",
+    ];
+    match arg {
+        "int" => INTS.contains(&param),
+        "float" => matches!(param, "f32" | "f64"),
+        _ => arg == param,
+    }
+}
+
+/// Function `f`'s first typed parameter (not `self`): its first type
+/// binding, by position, whose name is no type parameter's; with the
+/// place it is read at and its type as written.
+fn first_parameter(w: &World, f: SymId) -> Option<(Ctx, &str)> {
     let fs = &w.syms[f];
     if !is_function(fs.node_type) {
-        return Vec::new();
+        return None;
     }
     let facts = &w.files[fs.file].facts;
     let part = w.part(fs.file);
-    let first = facts
+    let (_, b) = facts
         .bindings
         .iter()
         .enumerate()
@@ -69,17 +107,22 @@ fn first_parameter_types(w: &World, f: SymId) -> Vec<SymId> {
                 && !b.field
                 && b.name.starts_with(|c: char| c.is_lowercase() || c == '_')
         })
-        .min_by_key(|(_, b)| b.byte);
-    let Some((_, b)) = first else {
-        return Vec::new();
-    };
+        .min_by_key(|(_, b)| b.byte)?;
     let at = Ctx {
         file: fs.file,
         byte: b.byte,
         scope: f,
     };
+    Some((at, b.expr.as_str()))
+}
+
+/// The types function `f`'s first typed parameter has ([`first_parameter`]).
+fn first_parameter_types(w: &World, f: SymId) -> Vec<SymId> {
+    let Some((at, e)) = first_parameter(w, f) else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
-    w.type_units(&at, &b.expr, 1, &mut out);
+    w.type_units(&at, e, 1, &mut out);
     out
 }
 
@@ -99,6 +142,20 @@ pub(crate) const CONVENTIONS: Conventions = Conventions {
     call_bindings: false,
     item_methods: ITEM_METHODS,
     key_methods: &["key", "key_mut", "into_key"],
+    value_methods: &[
+        "get",
+        "get_mut",
+        "remove",
+        "swap_remove",
+        "shift_remove",
+        "insert",
+    ],
+    entry_value_methods: &[
+        "or_insert",
+        "or_insert_with",
+        "or_insert_with_key",
+        "or_default",
+    ],
 };
 
 /// Collection methods that give back (a reference to, an `Option` of) an
