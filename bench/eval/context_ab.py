@@ -1,18 +1,51 @@
-"""A/B of canopy binaries' fused context packs on kept git trees that are already indexed (no re-index):
-gold file and body@2k/4k/8k per binary, as context_eval.py scores them.
+"""A/B of canopy binaries' fused context packs on kept git trees: gold file and body@2k/4k/8k per
+binary, as context_eval.py scores them.
 
   context_ab.py IDS.txt TREES_ROOT OUT.jsonl NAME=BIN [NAME=BIN ...]   (MIRROR_ROOT as for context_eval.py)
+      [--budgets 2000,4000,8000] [--keep-full] [--fragments]
+
+Each binary runs `canopy index TREE` on a tree once before its packs are measured. The first call on
+a tree refreshes its index (a lean tree's restored files have new mtimes; a binary with another index
+schema rebuilds it), and a pack built by that call could differ from every later one, so two runs of
+one binary did not always agree (issue 31, s10-w31). The index step is incremental: on a tree this
+binary already indexed it reads the file list and changes nothing.
+--keep-full keeps git trees whole instead of lean (no restore, so no refresh on the next run);
+--fragments also stores each pack's fragments (detail, tokens, score, node type, path, name, lines)
+for diagnosis.
 """
 import json, os, sys, subprocess
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import trees, splits
 from context_eval import score_context
-ids_file, root, out = sys.argv[1], sys.argv[2], sys.argv[3]
-bins = dict(a.split("=", 1) for a in sys.argv[4:])
+
+args = [a for a in sys.argv[1:]]
 budgets = [2000, 4000, 8000]
+keep = True
+with_fragments = False
+if "--budgets" in args:
+    k = args.index("--budgets")
+    budgets = [int(b) for b in args[k + 1].split(",")]
+    del args[k:k + 2]
+if "--keep-full" in args:
+    args.remove("--keep-full")
+    keep = "full"
+if "--fragments" in args:
+    args.remove("--fragments")
+    with_fragments = True
+ids_file, root, out = args[0], args[1], args[2]
+bins = dict(a.split("=", 1) for a in args[3:])
 insts = {i["instance_id"]: i for i in splits.instances("tune") + splits.instances("report")}
 ids = [l.strip() for l in open(ids_file) if l.strip() and not l.startswith("#")]
 done = {json.loads(l)["instance_id"] for l in open(out)} if os.path.exists(out) else set()
+
+
+def warm(b, tree):
+    """The binary's first call on the tree, outside the measurement (see the module doc)."""
+    p = subprocess.run([b, "index", tree, "--quiet"], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"canopy index {tree}: {p.stderr[-300:]}")
+
+
 for iid in ids:
     if iid in done: continue
     inst = insts[iid]
@@ -21,17 +54,21 @@ for iid in ids:
     row = {"instance_id": iid}
     try:
         for name, b in bins.items():
+            warm(b, tree)
             for bud in budgets:
                 p = subprocess.run([b, "--root", tree, "--quiet", "--json", "context", "-", "--budget", str(bud), "--strategy", "fused"],
                                    input=inst["query"], capture_output=True, text=True)
                 pack = json.loads(p.stdout)
                 sc = score_context(pack, inst)
                 sc["wire"] = pack.get("wire_tokens")
+                if with_fragments:
+                    sc["fragments"] = [[f["detail"], f["tokens"], round(f["score"], 3), f["node_type"], f["file_path"],
+                                        f.get("name"), f["line_range"]] for f in pack["fragments"]]
                 row[f"{name}@{bud}"] = sc
     except Exception as e:
         row["error"] = str(e)[-300:]
     finally:
-        trees.release(root, inst, True, True, existed)
+        trees.release(root, inst, True, keep, existed)
     with open(out, "a") as f: f.write(json.dumps(row) + "\n")
     print(iid, " ".join(f"{k}:{'F' if v['file'] else '-'}{'B' if v['body'] else ('.' if v['body'] is None else '-')}" for k, v in row.items() if "@" in k), flush=True)
 rows = [json.loads(l) for l in open(out)]

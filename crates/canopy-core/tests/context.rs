@@ -773,3 +773,85 @@ fn a_class_skeleton_never_pushes_its_matched_method_out() {
     }
     assert!(skeletons > 0, "no budget showed the skeleton");
 }
+
+/// A tariff class whose methods the task names (its file holds the
+/// best-ranked fragments: clearly the file to change), beside many small
+/// functions in other files that match the task's words less well.
+fn tariff_repo() -> (tempfile::TempDir, Engine) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut class = String::from(
+        "class Tariff:\n    \"\"\"Prices a customer's order under a tariff: base rates, discounts, surcharges.\"\"\"\n\n",
+    );
+    for i in 0..12 {
+        class.push_str(&format!(
+            "    RATE_{i} = {i}.{i}  # base rate of band {i}\n"
+        ));
+    }
+    class.push('\n');
+    for name in [
+        "discount_rate",
+        "surcharge",
+        "band_of",
+        "customer_rate",
+        "tariff_name",
+    ] {
+        class.push_str(&format!(
+            "    def {name}(self, order):\n        return self._tariff_{name}(order)\n\n"
+        ));
+    }
+    class.push_str(
+        "    def apply_discount(self, order):\n        \"\"\"Applies the customer's tariff discount to the order total.\"\"\"\n        total = order.total\n",
+    );
+    for i in 0..14 {
+        class.push_str(&format!(
+            "        if order.band == {i}:\n            total = total - total * self.RATE_{i} / 100\n"
+        ));
+    }
+    class.push_str("        return total\n");
+    write(dir.path(), "billing/tariff.py", &class);
+    for k in 0..14 {
+        let mut text = String::new();
+        for j in 0..2 {
+            text.push_str(&format!(
+                "def helper_{k}_{j}(order):\n    \"\"\"Order totals for the report (discount shown separately).\"\"\"\n    return [order.total, order.band, {k}, {j}]\n\n\n"
+            ));
+        }
+        write(dir.path(), &format!("billing/report_{k}.py"), &text);
+    }
+    let engine = Engine::open(dir.path(), EngineOptions::default()).unwrap();
+    engine.index(None, &NoProgress).unwrap();
+    (dir, engine)
+}
+
+/// Issue 31 item 3: when a pack has room and a file is clearly right (it
+/// holds the best-ranked fragment and most of the best five), the whole
+/// class that matched comes before more fragments of other files. Once a
+/// budget holds `Tariff` whole, every larger one does; before, some larger
+/// budgets sent its methods, its skeleton and more of the other files'
+/// small functions instead (the whole class was refused for taking over
+/// half the budget, though it pushed out little).
+#[test]
+fn in_a_clearly_right_file_the_whole_matched_class_comes_before_more_files_fragments() {
+    let (_d, engine) = tariff_repo();
+    let task = "Tariff.apply_discount applies the discount twice: discount_rate and customer_rate disagree on the order total";
+    for strategy in [Strategy::Keyword, Strategy::Fused] {
+        let mut first_whole = None;
+        for budget in (900..2_000).step_by(10) {
+            let pack = context(&engine, task, None, budget, strategy);
+            check_invariants(&pack);
+            let whole = pack
+                .fragments
+                .iter()
+                .any(|f| f.name.as_deref() == Some("Tariff") && f.detail == Detail::Full);
+            match first_whole {
+                None if whole => first_whole = Some(budget),
+                Some(first) => assert!(
+                    whole,
+                    "{strategy:?}: `Tariff` whole at {first} tokens but not at {budget}: {pack:#?}"
+                ),
+                None => {}
+            }
+        }
+        assert!(first_whole.is_some(), "{strategy:?}: never whole");
+    }
+}

@@ -31,7 +31,11 @@
 //!    the best-ranked fragment, the whole class may push lower-ranked
 //!    fragments out (lowest first) when it takes at most half the budget:
 //!    the best-ranked method and the lines of its class keep their text
-//!    before smaller, lower-ranked code does. Last, fragments left out
+//!    before smaller, lower-ranked code does. When its file is clearly
+//!    right (it holds the best-ranked fragment and at least three of the
+//!    best five), the whole unit that matched comes before more fragments
+//!    of other files: up to three quarters of the budget, or any share when
+//!    it pushes out at most a quarter of the budget. Last, fragments left out
 //!    while the pack was over budget come back, best first, at the most
 //!    detail that fits in the room left.
 
@@ -426,13 +430,49 @@ fn top_slot(slots: &[Slot]) -> Option<usize> {
 /// best-ranked method, not a file that would leave room for nothing else.
 const WHOLE_SHARE: u64 = 2;
 
+/// In a clearly right file ([`clearly_right_file`]) the whole container
+/// around the best-ranked fragment may take up to this share (numerator,
+/// denominator) of the budget, or push out lower-ranked code worth up to
+/// [`CLEAR_PUSH`] of it: the matched unit whole is worth more than more
+/// fragments of other files.
+const CLEAR_SHARE: (u64, u64) = (3, 4);
+/// Largest share (1 / N) of the budget a whole container in a clearly
+/// right file may push out, whatever its own size.
+const CLEAR_PUSH: u64 = 4;
+
+/// Of the best-ranked fragments, how many [`clearly_right_file`] looks at,
+/// and how many of them must be in one file.
+const CLEAR_TOP: usize = 5;
+const CLEAR_HELD: usize = 3;
+
+/// A file is clearly right when it holds the best-ranked fragment and at
+/// least [`CLEAR_HELD`] of the [`CLEAR_TOP`] best-ranked ones (in the pack
+/// or left out of it while it was over budget): the task's terms, names and
+/// neighbours point at it again and again, not at one unit that happens to
+/// match. Returns that file.
+fn clearly_right_file<'a>(slots: &'a [Slot], pruned: &'a [Slot]) -> Option<&'a str> {
+    let mut ranked: Vec<&Slot> = slots.iter().chain(pruned.iter()).collect();
+    ranked.sort_by(|a, b| b.m.score.total_cmp(&a.m.score));
+    let first = ranked.first()?.m.node.file_path.as_str();
+    let held = ranked
+        .iter()
+        .take(CLEAR_TOP)
+        .filter(|s| s.m.node.file_path == first)
+        .count();
+    (held >= CLEAR_HELD).then_some(first)
+}
+
 /// Frees `need` tokens for a whole container of `whole` tokens around the
 /// best-ranked fragment by taking out lower-ranked fragments, lowest first
 /// (into `pruned`: [`readmit`] may bring the small ones back), never one in
 /// `keep`. The best-ranked function keeps its full text, and its class its
 /// lines between the methods, before smaller lower-ranked code does.
 /// Changes nothing and returns false when they cannot free enough or the
-/// container would take over `1 / WHOLE_SHARE` of the budget.
+/// container would take over `1 / WHOLE_SHARE` of the budget. In a
+/// clearly right file the whole unit that matched comes before more
+/// fragments of lower-ranked code: it may take up to [`CLEAR_SHARE`] of the
+/// budget, or any share when what it pushes out is at most
+/// `1 / CLEAR_PUSH` of the budget (issue 31 item 3).
 fn make_room(
     slots: &mut Vec<Slot>,
     keep: &[usize],
@@ -441,12 +481,18 @@ fn make_room(
     whole: u64,
     pruned: &mut Vec<Slot>,
 ) -> bool {
-    if whole * WHOLE_SHARE > budget {
-        return false;
-    }
     let Some(top) = top_slot(slots) else {
         return false;
     };
+    let clear = clearly_right_file(slots, pruned) == Some(slots[top].m.node.file_path.as_str());
+    let too_large = if clear {
+        whole * CLEAR_SHARE.1 > budget * CLEAR_SHARE.0 && need * CLEAR_PUSH > budget
+    } else {
+        whole * WHOLE_SHARE > budget
+    };
+    if too_large {
+        return false;
+    }
     let best = slots[top].m.score;
     push_out(slots, need, pruned, |j, s| {
         !keep.contains(&j) && s.m.score < best
@@ -1114,10 +1160,13 @@ mod tests {
 
     #[test]
     fn the_class_around_the_best_method_becomes_whole_before_lower_ranked_code_keeps_its_body() {
-        let make = |class_full: u32| {
+        // The other function in `other_file`: in b.py, a.py holds two of
+        // the three fragments and is not clearly right.
+        let make_in = |class_full: u32, other_file: &str| {
             let mut method = unit(2, "function", (10, 40));
             method.score = 1.0;
             let mut other = unit(3, "function", (200, 260));
+            other.node.file_path = other_file.into();
             other.score = 0.5;
             let mut class = unit(1, "class", (0, 100));
             class.score = 0.3;
@@ -1138,6 +1187,7 @@ mod tests {
                 ),
             ]
         };
+        let make = |class_full: u32| make_in(class_full, "b.py");
         // 200 of 200 used: the whole class (90 for 10 + 40) does not fit
         // beside the lower-ranked function's body, which makes room for it
         // and comes back as its signature in what is left.
@@ -1157,6 +1207,21 @@ mod tests {
             [(2, Detail::Full), (3, Detail::Full), (1, Detail::Signature)]
         );
         assert!(pruned.is_empty());
+        // In a clearly right file (all three fragments in a.py) it may take
+        // up to three quarters of the budget (issue 31 item 3).
+        let mut slots = make_in(110, "a.py");
+        let mut pruned = Vec::new();
+        fill(&mut slots, 200, &mut pruned);
+        assert_eq!(levels(&slots), [(1, Detail::Full)]);
+        assert_eq!(pruned.len(), 1);
+        // Over three quarters, and pushing out more than a quarter: no.
+        let mut slots = make_in(160, "a.py");
+        let mut pruned = Vec::new();
+        fill(&mut slots, 200, &mut pruned);
+        assert_eq!(
+            levels(&slots),
+            [(2, Detail::Full), (3, Detail::Full), (1, Detail::Signature)]
+        );
     }
 
     #[test]
