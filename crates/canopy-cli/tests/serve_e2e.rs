@@ -1787,6 +1787,18 @@ fn probe_repo() -> Repo {
     })
 }
 
+/// Adds `second_<i>_fn` to every probe file of [`probe_repo`].
+fn give_every_probe_a_second_function(repo: &Repo) {
+    for i in 0..PROBES {
+        repo.write(
+            &probe_path(i),
+            &format!(
+                "def probe_{i}_fn(x):\n    return x + {i}\n\n\ndef second_{i}_fn(x):\n    return x\n"
+            ),
+        );
+    }
+}
+
 /// Issue 32 item 1, N2 where it was seen (`POST /reindex {"rebuild": true}`):
 /// 16 clients reading while the rebuild is held half-way get the old
 /// complete index, every answer whole and right, under the old generation;
@@ -1899,14 +1911,7 @@ fn a_generation_names_what_a_reader_sees_during_a_plain_reindex_over_http() {
     assert_eq!(first["handles"], json!([]), "{first}");
     assert_eq!(first["generation"], before, "{first}");
     // Every file gains a function; the run is held after its first batch.
-    for i in 0..PROBES {
-        repo.write(
-            &probe_path(i),
-            &format!(
-                "def probe_{i}_fn(x):\n    return x + {i}\n\n\ndef second_{i}_fn(x):\n    return x\n"
-            ),
-        );
-    }
+    give_every_probe_a_second_function(&repo);
     hold.arm(300);
     let resp = post(&client, "/reindex", &json!({"repo": id}));
     assert_eq!(resp.status, 200, "{}", resp.text());
@@ -1959,12 +1964,7 @@ fn a_restart_in_the_middle_of_a_run_never_gives_a_generation_twice() {
     let repo = probe_repo();
     let id = add_and_index(&client, &repo);
     let before = client.status(Some(&id)).unwrap().repos[0].repo.generation;
-    for i in 0..PROBES {
-        repo.write(
-            &probe_path(i),
-            &format!("def probe_{i}_fn(x):\n    return x + {i}\n\n\ndef second_{i}_fn(x):\n    return x\n"),
-        );
-    }
+    give_every_probe_a_second_function(&repo);
     hold.arm(300);
     let resp = post(&client, "/reindex", &json!({"repo": id}));
     assert_eq!(resp.status, 200, "{}", resp.text());
