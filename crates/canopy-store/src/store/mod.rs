@@ -28,6 +28,7 @@
 pub mod blob;
 pub mod graph;
 pub mod graph_rows;
+mod name_catalog;
 pub mod packed_edges;
 pub mod packed_refs;
 pub mod read;

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use rusqlite::{OptionalExtension, Row, params_from_iter};
 
+use super::name_catalog::NameCatalog;
 use super::packed_refs::{self, PackedRef};
 use super::{Store, meta_keys};
 use crate::error::Result;
@@ -235,27 +236,6 @@ fn node_from_row(row: &Row, score: f64) -> rusqlite::Result<NodeRecord> {
         preview_start: row.get::<_, i64>(13)? as usize,
         score,
     })
-}
-
-/// The distinct unit names of the index (ASCII-lower-cased, the case rule of
-/// SQLite's `LIKE` and `NOCASE`) with how many units carry each.
-///
-/// A substring search (`LIKE '%x%'`) cannot use an index, so SQLite tests
-/// every unit name (~7 ms on 95,000 units). A long-lived engine answers
-/// many queries, so after its first substring search a connection keeps
-/// this list in memory (a few MB at most) and scans that instead; a one-shot
-/// CLI process never pays for building it. The list is rebuilt when
-/// `PRAGMA data_version` says another connection (the indexer) committed.
-///
-/// It also keeps each distinct spelling, for the nearest names a target
-/// that matched nothing is offered ([`Store::nearest_names`]).
-#[derive(Debug, Default)]
-struct NameCatalog {
-    data_version: i64,
-    /// (lower-cased name, units), sorted by name.
-    names: Vec<(String, u32)>,
-    /// Every distinct name as written, sorted.
-    spellings: Vec<String>,
 }
 
 /// Per-connection state for [`NameCatalog`]: the catalog once built, and
@@ -535,7 +515,7 @@ impl Store {
         self.refresh_name_catalog()?;
         let catalog = self.names.catalog.borrow();
         let mut near: Vec<(usize, &String)> = Vec::new();
-        for candidate in catalog.iter().flat_map(|c| &c.spellings) {
+        for candidate in catalog.iter().flat_map(|c| c.spellings()) {
             if candidate.eq_ignore_ascii_case(name) {
                 continue;
             }
@@ -560,33 +540,7 @@ impl Store {
         if fresh {
             return Ok(());
         }
-        let mut spellings: Vec<(String, u32)> = Vec::new();
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT name, COUNT(*) FROM nodes WHERE name IS NOT NULL GROUP BY name",
-        )?;
-        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
-        for row in rows {
-            let (name, count) = row?;
-            spellings.push((name, count as u32));
-        }
-        // One entry per lower-cased name, its units summed over spellings.
-        let mut names: Vec<(String, u32)> = spellings
-            .iter()
-            .map(|(n, c)| (n.to_ascii_lowercase(), *c))
-            .collect();
-        names.sort();
-        names.dedup_by(|later, kept| {
-            let same = later.0 == kept.0;
-            if same {
-                kept.1 += later.1;
-            }
-            same
-        });
-        *self.names.catalog.borrow_mut() = Some(NameCatalog {
-            data_version: version,
-            names,
-            spellings: spellings.into_iter().map(|(n, _)| n).collect(),
-        });
+        *self.names.catalog.borrow_mut() = Some(NameCatalog::read(&self.conn, version)?);
         Ok(())
     }
 
@@ -615,23 +569,16 @@ impl Store {
         let Some(catalog) = catalog.as_ref() else {
             return Ok(None);
         };
-        let needle = needle.to_ascii_lowercase();
-        let mut found: Vec<&(String, u32)> = catalog
-            .names
-            .iter()
-            .filter(|(n, _)| {
-                n.len() > needle.len() && !n.starts_with(&needle) && n.contains(&needle)
-            })
-            .collect();
-        found.sort_by(|a, b| a.0.len().cmp(&b.0.len()).then_with(|| a.0.cmp(&b.0)));
+        let mut found = catalog.containing_not_at_start(needle);
+        found.sort_by(|a, b| a.0.len().cmp(&b.0.len()).then_with(|| a.0.cmp(b.0)));
         let mut units = 0usize;
         let mut out = Vec::new();
         for (name, count) in found {
             if units >= cap {
                 break;
             }
-            units += *count as usize;
-            out.push(name.clone());
+            units += count as usize;
+            out.push(name.to_string());
         }
         Ok(Some(out))
     }
