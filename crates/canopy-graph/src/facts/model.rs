@@ -156,6 +156,15 @@ pub const KEY: &str = "#k";
 /// pairs (see [`ELEM`]).
 pub const VALUE: &str = "#v";
 
+/// The name prefix of the item bindings of what a function returns
+/// (`#ret#elem` for `-> Vec<T>`, `#ret#k#elem` for `-> Vec<(Vec<&A>, B)>`,
+/// the names [`ELEM`] gives a field or local, after this prefix), bound at
+/// the function's name, so their scope is the function. A call's items
+/// are written `f()#elem` (`sheet.rows()#elem`, `parse()#k`): an item of
+/// what that call returns, that binding of the function, else the item
+/// the returned type has as a field (an alias of a collection).
+pub const RETURNED: &str = "#ret";
+
 /// A site's receiver that names the module an import reads from
 /// (`import:./x`, `import:crate.a`): the name is looked up in that module.
 pub const IMPORT_RECV: &str = "import:";

@@ -11,12 +11,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::ids::{FileIdx, SymId};
+use super::ids::{FileIdx, Idx, SymId};
 use super::lang::{Among, Family};
 use super::world::{World, is_classlike};
 use crate::facts::model::{
-    DefFactKind, ELEM, FIRST_KNOWN, GUARD_CALL, GUARD_OF, KEY, PATH_HEAD, TRAIT_HINT, TUPLE, UNION,
-    VALUE,
+    DefFactKind, ELEM, FIRST_KNOWN, GUARD_CALL, GUARD_OF, KEY, PATH_HEAD, RETURNED, TRAIT_HINT,
+    TUPLE, UNION, VALUE,
 };
 use crate::lang::NodeType;
 
@@ -185,6 +185,11 @@ impl World {
 
     /// The first segment of a path (`a`, `a()`, `self`, `crate`).
     fn eval_head(&self, cx: &Ctx, first: &str, depth: u32, value: bool) -> Vec<Val> {
+        if let Some((callee, item)) = first.split_once("()#") {
+            // `parse(s)#elem`: an item of what the call returns.
+            let funcs = self.eval_head(cx, callee, depth + 1, value);
+            return self.returned_items(&funcs, &format!("#{item}"), depth);
+        }
         let (head, called) = match first.strip_suffix("()") {
             Some(h) => (h, true),
             None => (first, false),
@@ -209,6 +214,18 @@ impl World {
                 if let Val::Inst(a) = v {
                     vals.extend(self.field(a, item, depth + 1));
                 }
+            }
+            if vals.is_empty()
+                && let Some((e, byte)) = self.item_of_binding(cx, local, item)
+            {
+                // `children#k` of `let children = t.paths()`: `t.paths()#k`,
+                // read where the binding's value is.
+                let bcx = Ctx {
+                    file: cx.file,
+                    byte: byte.saturating_sub(1),
+                    scope: cx.scope,
+                };
+                vals = self.eval_path(&bcx, &e, depth + 1, value);
             }
         }
         if called
@@ -240,6 +257,15 @@ impl World {
         depth: u32,
         value: bool,
     ) -> Option<Vec<Val>> {
+        if let Some((name, item)) = seg.split_once("()#") {
+            // `sheet.rows()#elem`: an item of what the method returns.
+            let funcs: Vec<Val> = vals
+                .iter()
+                .flat_map(|v| self.member(v, name, depth + 1))
+                .collect();
+            let items = self.returned_items(&funcs, &format!("#{item}"), depth);
+            return (!items.is_empty()).then_some(items);
+        }
         let (name, called) = match seg.strip_suffix("()") {
             Some(h) => (h, true),
             None => (seg, false),
@@ -346,6 +372,72 @@ impl World {
             let items = self.eval_path(cx, &p, depth + 1, value);
             (!items.is_empty()).then_some(items)
         })
+    }
+
+    /// Item `item` (`#elem`, `#k#elem`) of what calling each of `funcs`
+    /// returns: the item its return type states (the function's
+    /// [`RETURNED`] binding), else that item of the type it returns (an
+    /// alias of a collection or an iterator, as a field of the alias).
+    fn returned_items(&self, funcs: &[Val], item: &str, depth: u32) -> Vec<Val> {
+        let mut out = Vec::new();
+        for v in funcs {
+            let Val::Func(f) = v else {
+                continue;
+            };
+            let stated = self.returned_item_type(*f, item, depth);
+            if !stated.is_empty() {
+                out.extend(stated);
+                continue;
+            }
+            for r in self.call_result(std::slice::from_ref(v), depth + 1) {
+                if let Val::Inst(a) = r {
+                    out.extend(self.field(a, item, depth + 1));
+                }
+            }
+        }
+        out.dedup();
+        out
+    }
+
+    /// The type function `f`'s return type states for its item `item`
+    /// (the binding `#ret{item}` in `f`'s scope), evaluated.
+    fn returned_item_type(&self, f: SymId, item: &str, depth: u32) -> Vec<Val> {
+        let fi = self.syms[f].file;
+        let part = self.part(fi);
+        let name = format!("{RETURNED}{item}");
+        for &bi in part.by_name.get(&name).into_iter().flatten() {
+            let b = &self.files[fi].facts.bindings[bi.index()];
+            if part.scopes[bi] == f && b.is_type {
+                let bcx = Ctx {
+                    file: fi,
+                    byte: b.byte,
+                    scope: f,
+                };
+                return self.eval_type(&bcx, &b.expr, depth + 1);
+            }
+        }
+        Vec::new()
+    }
+
+    /// `local{item}` read through the value `local` is bound to at `cx`,
+    /// when that is an expression whose items can be named
+    /// (`children#k#elem` for `path#elem` after `for (path, _) in
+    /// children`; `t.paths()#k` for `children#k` after `let children =
+    /// t.paths()`); each alternative of a [`FIRST_KNOWN`] value gets the
+    /// item; with the binding's byte. `None` for a type, an unknown or a
+    /// one-of-several value.
+    fn item_of_binding(&self, cx: &Ctx, local: &str, item: &str) -> Option<(String, u32)> {
+        let (e, is_type, byte) = self.binding_of(cx, local)?;
+        let own = e == local || e.strip_prefix(local).is_some_and(|r| r.starts_with('#'));
+        if is_type || own || e.contains(UNION) || e.is_empty() {
+            return None;
+        }
+        let e = e
+            .split(FIRST_KNOWN)
+            .map(|alt| format!("{alt}{item}"))
+            .collect::<Vec<_>>()
+            .join(&FIRST_KNOWN.to_string());
+        Some((e, byte))
     }
 
     /// `self.value` where the field's type is a bare name its own type

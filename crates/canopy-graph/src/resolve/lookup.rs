@@ -231,6 +231,11 @@ impl World {
     /// one before the site in the innermost scope that has one), as
     /// written: a type or a value.
     pub(crate) fn binding_expr(&self, cx: &Ctx, name: &str) -> Option<&str> {
+        self.binding_of(cx, name).map(|(e, _, _)| e)
+    }
+
+    /// [`World::binding_expr`], whether it is a type, and its byte.
+    pub(crate) fn binding_of(&self, cx: &Ctx, name: &str) -> Option<(&str, bool, u32)> {
         let facts = &self.files[cx.file].facts;
         let part = self.part(cx.file);
         let ids = part.by_name.get(name)?;
@@ -242,7 +247,8 @@ impl World {
                 .filter(|&bi| part.scopes[bi] == u && facts.bindings[bi.index()].byte <= cx.byte)
                 .max_by_key(|&bi| facts.bindings[bi.index()].byte);
             if let Some(bi) = found {
-                return Some(facts.bindings[bi.index()].expr.as_str());
+                let b = &facts.bindings[bi.index()];
+                return Some((b.expr.as_str(), b.is_type, b.byte));
             }
             cur = self.parent_of(u);
         }

@@ -76,8 +76,11 @@ use crate::error::{CanopyError, Result};
 /// themselves when unknown, the shadowed name again after the closure),
 /// tuple scrutinees' elements, `s.parse::<T>()`, `x.map(Cow::Borrowed)`,
 /// `(**self)` of a forwarding impl as its `T`, a literal first argument
-/// (`#lit:`), pairs of a type's own tuple-returning method (`¦`).
-pub const SCHEMA_VERSION: u32 = 27;
+/// (`#lit:`), pairs of a type's own tuple-returning method (`¦`); 28: Rust
+/// items of what a function returns (`#ret#elem` bindings, `f()#elem`),
+/// pairs in sequences and `Iterator<Item = X>` as items, items one level
+/// down, loops over a call's items, `let x = x` binding nothing.
+pub const SCHEMA_VERSION: u32 = 28;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

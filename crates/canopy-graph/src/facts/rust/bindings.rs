@@ -301,15 +301,77 @@ const ENTRIES: &[&str] = &["OccupiedEntry", "VacantEntry"];
 /// and values as a map's; with one type argument, items as a sequence's.
 const ITERATORS: &[&str] = &["IntoIter", "Iter", "IterMut", "Drain"];
 
-/// The item types of a collection type: `[(suffix, item type)]`.
-fn item_types(cx: &Cx, t: Node) -> Vec<(&'static str, String)> {
+/// Traits whose `Item = X` names what an `impl Trait` / `dyn Trait` value
+/// yields.
+const ITERATOR_TRAITS: &[&str] = &[
+    "Iterator",
+    "DoubleEndedIterator",
+    "ExactSizeIterator",
+    "IntoIterator",
+];
+
+/// `X` of `impl Iterator<Item = X>` or `dyn Iterator<Item = X> + 'a` (see
+/// [`ITERATOR_TRAITS`]).
+fn iterator_item<'t>(cx: &Cx, mut t: Node<'t>) -> Option<Node<'t>> {
+    loop {
+        t = match t.kind_name() {
+            "bounded_type" => {
+                let mut c = t.walk();
+                let first = t
+                    .named_children(&mut c)
+                    .find(|k| k.kind_name() != "lifetime");
+                first?
+            }
+            "abstract_type" | "dynamic_type" => t.field("trait").or_else(|| t.named_child(0))?,
+            _ => break,
+        };
+    }
+    if t.kind_name() != "generic_type" {
+        return None;
+    }
+    let name = type_expr(cx, t.field("type")?)?;
+    if !ITERATOR_TRAITS.contains(&name.rsplit('.').next().unwrap_or_default()) {
+        return None;
+    }
+    let args = t.field("type_arguments")?;
+    let mut c = args.walk();
+    let item = args.named_children(&mut c).find(|a| {
+        a.kind_name() == "type_binding" && a.field("name").is_some_and(|n| cx.t(n) == "Item")
+    })?;
+    item.field("type")
+}
+
+/// What a sequence of `item`s yields: each item (`#elem`); an item that is
+/// a pair also as a key and a value (`#k` / `#v`, what `for (a, b) in v`
+/// binds, as over a map).
+fn sequence_items<'t>(item: Node<'t>) -> Vec<(&'static str, Node<'t>)> {
+    let mut out = vec![(ELEM, item)];
+    let bare = match item.kind_name() {
+        "reference_type" => item.field("type").unwrap_or(item),
+        _ => item,
+    };
+    if bare.kind_name() == "tuple_type" {
+        let mut c = bare.walk();
+        let pair: Vec<Node> = bare.named_children(&mut c).collect();
+        if let [k, v] = pair[..] {
+            out.extend([(KEY, k), (VALUE, v)]);
+        }
+    }
+    out
+}
+
+/// The item type nodes of a collection type: `[(suffix, item type)]`.
+fn item_nodes<'t>(cx: &Cx, t: Node<'t>) -> Vec<(&'static str, Node<'t>)> {
     if let Some(elems) = tuple_elements(cx, t) {
         // `Option<(A, B)>`: its elements as `#0`, `#1`, … (see [`TUPLE_ITEMS`]).
         return elems
             .into_iter()
             .zip(TUPLE_ITEMS)
-            .filter_map(|(e, i)| type_expr(cx, e).map(|e| (*i, e)))
+            .map(|(e, i)| (*i, e))
             .collect();
+    }
+    if let Some(item) = iterator_item(cx, t) {
+        return sequence_items(item);
     }
     let t = match t.kind_name() {
         "reference_type" => match t.field("type") {
@@ -319,11 +381,7 @@ fn item_types(cx: &Cx, t: Node) -> Vec<(&'static str, String)> {
         _ => t,
     };
     match t.kind_name() {
-        "array_type" => t
-            .field("element")
-            .and_then(|e| type_expr(cx, e))
-            .map(|e| vec![(ELEM, e)])
-            .unwrap_or_default(),
+        "array_type" => t.field("element").map(sequence_items).unwrap_or_default(),
         "generic_type" => {
             let Some(name) = t.field("type").and_then(|n| type_expr(cx, n)) else {
                 return Vec::new();
@@ -337,28 +395,43 @@ fn item_types(cx: &Cx, t: Node) -> Vec<(&'static str, String)> {
                 .named_children(&mut c)
                 .filter(|a| a.kind_name() != "lifetime")
                 .collect();
-            let arg = |i: usize| args.get(i).and_then(|a| type_expr(cx, *a));
             let pairs = ITERATORS.contains(&name.as_str()) && args.len() == 2;
+            let two = |a: &'static str, b: &'static str| match args[..] {
+                [k, v, ..] => vec![(a, k), (b, v)],
+                _ => Vec::new(),
+            };
             if SEQUENCES.contains(&name.as_str()) || ITERATORS.contains(&name.as_str()) && !pairs {
-                arg(0).map(|e| vec![(ELEM, e)]).unwrap_or_default()
+                args.first().map(|a| sequence_items(*a)).unwrap_or_default()
             } else if MAPS.contains(&name.as_str()) || pairs {
-                [(KEY, arg(0)), (VALUE, arg(1))]
-                    .into_iter()
-                    .filter_map(|(k, v)| v.map(|v| (k, v)))
-                    .collect()
+                two(KEY, VALUE)
             } else if ENTRIES.contains(&name.as_str()) {
-                [(KEY, arg(0)), (ELEM, arg(1))]
-                    .into_iter()
-                    .filter_map(|(k, v)| v.map(|v| (k, v)))
-                    .collect()
+                two(KEY, ELEM)
             } else if name == "Box" || name == "Rc" || name == "Arc" {
-                args.first().map(|a| item_types(cx, *a)).unwrap_or_default()
+                args.first().map(|a| item_nodes(cx, *a)).unwrap_or_default()
             } else {
                 Vec::new()
             }
         }
         _ => Vec::new(),
     }
+}
+
+/// The item types of a collection type: `[(suffix, item type)]`, and the
+/// items of an item that is a collection itself, one level down
+/// (`Vec<(Vec<&A>, &B)>`: `#k#elem` is `A`).
+fn item_types(cx: &Cx, t: Node) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (suffix, item) in item_nodes(cx, t) {
+        if let Some(e) = type_expr(cx, item) {
+            out.push((suffix.to_string(), e));
+        }
+        for (inner, deeper) in item_nodes(cx, item) {
+            if let Some(e) = type_expr(cx, deeper) {
+                out.push((format!("{suffix}{inner}"), e));
+            }
+        }
+    }
+    out
 }
 
 /// Binds the item pseudo-names of `name: t` (see [`ELEM`]).
@@ -402,12 +475,34 @@ enum Items {
     Keys,
 }
 
+/// What a loop or an iterator closure walks ([`iteration_source`]).
+struct Source {
+    /// The collection: a field or local path (`self.values`), or a call
+    /// of one whose items its return type states (`sheet.rows()`, items
+    /// `sheet.rows()#elem`, see `model::RETURNED`).
+    base: String,
+    /// How the items are seen.
+    items: Items,
+    /// Whether any iterator method was seen.
+    adapted: bool,
+    /// `v.iter()` for a walk of `v.iter()` (`iter_mut`, `into_iter`): the
+    /// items of what that method of `v`'s type returns, for a `v` that
+    /// names no collection itself (`node: &mut Array`).
+    via: Option<String>,
+}
+
+/// Methods that give the items of what they are called on, whose own
+/// return type may say what those are ([`Source::via`]).
+const ITER_METHODS: &[&str] = &["iter", "iter_mut", "into_iter"];
+
 /// `&self.values.iter().enumerate()` → (`self.values`, Enumerated), when the
-/// base is a field or local path (no calls) and `adapted` says whether any
-/// iterator method was seen.
-fn iteration_source(cx: &Cx, mut n: Node) -> Option<(String, Items, bool)> {
+/// base is a field or local path (no calls); `sheet.rows().map(…)` →
+/// `sheet.rows()` when the innermost call is no iterator method and is
+/// called on such a path (or is a function's call, `parse(s)`).
+fn iteration_source(cx: &Cx, mut n: Node) -> Option<Source> {
     let mut items = Items::Each;
     let mut adapted = false;
+    let mut innermost = None;
     loop {
         match n.kind_name() {
             "reference_expression" | "parenthesized_expression" => {
@@ -415,52 +510,82 @@ fn iteration_source(cx: &Cx, mut n: Node) -> Option<(String, Items, bool)> {
             }
             "call_expression" => {
                 let f = n.field("function")?;
-                if f.kind_name() != "field_expression" {
-                    return None;
-                }
-                let m = cx.t(f.field("field")?);
+                let m = f
+                    .field("field")
+                    .filter(|_| f.kind_name() == "field_expression")
+                    .map(|m| cx.t(m));
                 match m {
-                    "enumerate" if items == Items::Each => items = Items::Enumerated,
-                    "values" | "values_mut" | "into_values" => items = Items::Values,
-                    "keys" | "into_keys" => items = Items::Keys,
-                    m if ADAPTERS.contains(&m) => {}
-                    _ => return None,
+                    Some("enumerate") if items == Items::Each => items = Items::Enumerated,
+                    Some("values" | "values_mut" | "into_values") => items = Items::Values,
+                    Some("keys" | "into_keys") => items = Items::Keys,
+                    Some(m) if ADAPTERS.contains(&m) => {}
+                    _ => {
+                        // A call whose return type says what it yields.
+                        let e = expr(cx, n)?;
+                        let head = e.strip_suffix("()")?;
+                        let by_value = matches!(items, Items::Each | Items::Enumerated);
+                        return (!head.contains("()") && !head.is_empty() && by_value).then_some(
+                            Source {
+                                base: e,
+                                items,
+                                adapted: true,
+                                via: None,
+                            },
+                        );
+                    }
                 }
+                innermost = m;
                 adapted = true;
                 n = f.field("value")?;
             }
             _ => {
                 let base = expr(cx, n)?;
-                return (!base.contains("()")).then_some((base, items, adapted));
+                if base.contains("()") {
+                    return None;
+                }
+                let via = innermost
+                    .filter(|m| ITER_METHODS.contains(m))
+                    .filter(|_| matches!(items, Items::Each | Items::Enumerated))
+                    .map(|m| format!("{base}.{m}()"));
+                return Some(Source {
+                    base,
+                    items,
+                    adapted,
+                    via,
+                });
             }
         }
     }
 }
 
-/// Binds the names a loop pattern or closure parameter gets from `items` of `base`.
-fn bind_iteration(cx: &mut Cx, pattern: Node, base: &str, items: Items) {
-    for (at, name, item) in iteration_names(cx, pattern, base, items) {
+/// Binds the names a loop pattern or closure parameter gets from the
+/// items of `source`.
+fn bind_iteration(cx: &mut Cx, pattern: Node, source: &Source) {
+    for (at, name, item) in iteration_names(cx, pattern, source, source.items) {
         cx.bind(at, &name, Some(item), false, false);
     }
 }
 
+/// Item `suffix` of `source` (`base#elem`), else of its `via`
+/// (`base#elem¦base.iter()#elem`, see [`FIRST_KNOWN`]).
+fn item_of(source: &Source, suffix: &str) -> String {
+    match &source.via {
+        Some(via) => format!("{}{suffix}{FIRST_KNOWN}{via}{suffix}", source.base),
+        None => format!("{}{suffix}", source.base),
+    }
+}
+
 /// The names a loop pattern or closure parameter gets from `items` of
-/// `base`, each with its byte and the item it is (`base#elem`, `base#k`,
-/// …). `(i, (k, v))` of a map's `enumerate()` names its pairs.
+/// `source`, each with its byte and the item it is (`base#elem`, `base#k`,
+/// …, [`item_of`]). `(i, (k, v))` of a map's `enumerate()` names its pairs.
 fn iteration_names(
     cx: &Cx,
     pattern: Node,
-    base: &str,
+    source: &Source,
     items: Items,
 ) -> Vec<(usize, String, String)> {
     let p = bare_pattern(pattern);
-    let named = |suffix: &str| {
-        vec![(
-            p.start_byte(),
-            cx.t(p).to_string(),
-            format!("{base}{suffix}"),
-        )]
-    };
+    let named = |suffix: &str| vec![(p.start_byte(), cx.t(p).to_string(), item_of(source, suffix))];
     match (p.kind_name(), items) {
         ("identifier", Items::Each) => named(ELEM),
         ("identifier", Items::Values) => named(VALUE),
@@ -481,12 +606,12 @@ fn iteration_names(
                         out.push((
                             part.start_byte(),
                             cx.t(part).to_string(),
-                            format!("{base}{suffix}"),
+                            item_of(source, suffix),
                         ));
                     }
                     // `(i, (k, v))`: the enumerated item is a pair.
                     "tuple_pattern" if items == Items::Enumerated && suffix == ELEM => {
-                        out.extend(iteration_names(cx, part, base, Items::Each));
+                        out.extend(iteration_names(cx, part, source, Items::Each));
                     }
                     _ => {}
                 }
@@ -507,7 +632,7 @@ fn mapped_tuple(cx: &Cx, v: Node) -> Option<Vec<Option<String>>> {
     if v.kind_name() != "call_expression" || cx.t(f.field("field")?) != "map" {
         return None;
     }
-    let (base, items, adapted) = iteration_source(cx, f.field("value")?)?;
+    let source = iteration_source(cx, f.field("value")?)?;
     let closure = v
         .field("arguments")?
         .named_child(0)
@@ -516,10 +641,10 @@ fn mapped_tuple(cx: &Cx, v: Node) -> Option<Vec<Option<String>>> {
         .field("body")
         .filter(|b| b.kind_name() == "tuple_expression")?;
     let param = closure.field("parameters")?.named_child(0)?;
-    if !adapted {
+    if !source.adapted {
         return None;
     }
-    let params = iteration_names(cx, param, &base, items);
+    let params = iteration_names(cx, param, &source, source.items);
     let mut c = body.walk();
     let elements = body
         .named_children(&mut c)
@@ -529,7 +654,12 @@ fn mapped_tuple(cx: &Cx, v: Node) -> Option<Vec<Option<String>>> {
             let head_len = e.find(['.', '#']).unwrap_or(e.len());
             let (head, rest) = e.split_at(head_len);
             Some(match params.iter().find(|(_, name, _)| name == head) {
-                Some((_, _, item)) => format!("{item}{rest}"),
+                // Each alternative of the item ([`item_of`]) goes on.
+                Some((_, _, item)) => item
+                    .split(FIRST_KNOWN)
+                    .map(|alt| format!("{alt}{rest}"))
+                    .collect::<Vec<_>>()
+                    .join(&FIRST_KNOWN.to_string()),
                 None => e.clone(),
             })
         })
@@ -542,8 +672,8 @@ pub(super) fn for_bindings(cx: &mut Cx, n: Node) {
     let (Some(p), Some(v)) = (n.field("pattern"), n.field("value")) else {
         return;
     };
-    if let Some((base, items, _)) = iteration_source(cx, v) {
-        bind_iteration(cx, p, &base, items);
+    if let Some(source) = iteration_source(cx, v) {
+        bind_iteration(cx, p, &source);
     }
 }
 
@@ -713,11 +843,14 @@ fn closure_parameter_values(cx: &mut Cx, params: Node, up: &Up) {
         .filter(|f| f.kind_name() == "field_expression");
     if let Some(f) = method
         && let (Some(m), Some(recv)) = (f.field("field"), f.field("value"))
-        && let Some((base, items, adapted)) = iteration_source(cx, recv)
+        && let Some(source) = iteration_source(cx, recv)
+        // `self.get(k).map(|x| …)`: an `Option`'s payload, not items (below).
+        && !(source.base.ends_with(')') && PAYLOAD_CLOSURES.contains(&cx.t(m)))
     {
         let m = cx.t(m);
         let first = params.named_child(0);
         let (fold, collection) = (m == "fold", COLLECTION_CLOSURES.contains(&m));
+        let adapted = source.adapted;
         if ((adapted && ITEM_CLOSURES.contains(&m)) || (!adapted && collection))
             && let Some(first) = first
         {
@@ -728,7 +861,7 @@ fn closure_parameter_values(cx: &mut Cx, params: Node, up: &Up) {
                 Some(first)
             };
             if let Some(target) = target {
-                bind_iteration(cx, target, &base, items);
+                bind_iteration(cx, target, &source);
                 return;
             }
         }

@@ -14,7 +14,8 @@ mod cfg;
 use tree_sitter::Node;
 
 use super::model::{
-    Binding, DefFactKind, IMPORT_RECV, LITERAL, PATH_HEAD, SiteKind, TRAIT_HINT, TUPLE, UFCS_SEP,
+    Binding, DefFactKind, IMPORT_RECV, LITERAL, PATH_HEAD, RETURNED, SiteKind, TRAIT_HINT, TUPLE,
+    UFCS_SEP,
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree};
 use bindings::{
@@ -834,7 +835,7 @@ fn use_declaration(cx: &mut Cx, n: Node) {
 }
 
 /// `let x: T` / `let x = v` (and a tuple pattern, [`tuple_bindings`]):
-/// visible from the end of the statement.
+/// visible from the end of the statement; `let x = x` binds nothing new.
 fn let_declaration(cx: &mut Cx, n: Node) {
     let Some(p) = n.field("pattern") else {
         return;
@@ -858,6 +859,12 @@ fn let_declaration(cx: &mut Cx, n: Node) {
         cx.bind(n.end_byte(), &name, t, true, false);
     } else if let Some(v) = n.field("value") {
         let e = expr(cx, v);
+        // `let x = std::mem::replace(x, y)`, `let x = x`: the same value,
+        // so the binding `x` had holds on (a binding to its own name would
+        // read as unknown).
+        if e.as_deref() == Some(name.as_str()) {
+            return;
+        }
         cx.bind(n.end_byte(), &name, e, false, false);
     }
 }
@@ -890,11 +897,13 @@ fn field_declaration(cx: &mut Cx, n: Node) {
     }
 }
 
-/// A function's return type (or tuple of types).
+/// A function's return type (or tuple of types), and the items of what it
+/// returns (`-> Vec<T>`: `#ret#elem`, see [`RETURNED`]).
 fn function(cx: &mut Cx, n: Node) {
     if let (Some(name), Some(r)) = (n.field("name"), n.field("return_type")) {
         let t = return_type(cx, r);
         cx.def_fact(name, t, DefFactKind::Returns);
+        bind_items(cx, name.start_byte(), RETURNED, r, false);
     }
 }
 

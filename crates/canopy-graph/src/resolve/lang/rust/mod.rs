@@ -553,10 +553,28 @@ impl LanguageRules for Rust {
     }
 
     /// `x.unwrap()`, `x.as_ref()`, `x.clone()`: the value itself;
-    /// `T::default()` of a derived `Default`: a `T`.
+    /// `T::default()` of a derived `Default`: a `T`; `E::Variant(x)` of a
+    /// tuple variant (a field `Variant#0` of the enum): an `E`.
     fn unknown_method(&self, w: &World, name: &str, vals: &[Val]) -> Option<Vec<Val>> {
         if PASSTHROUGH.contains(&name) {
             return Some(vals.to_vec());
+        }
+        let payload = format!("{name}#0");
+        let made: Vec<Val> = vals
+            .iter()
+            .filter_map(|v| match v {
+                Val::Class(c) => Some(w.type_of_impl(*c)),
+                _ => None,
+            })
+            .filter(|&e| {
+                w.syms[e].node_type == NodeType::Enum
+                    && w.fields_of(e)
+                        .is_some_and(|fs| fs.iter().any(|(n, _, _)| *n == payload))
+            })
+            .map(Val::Inst)
+            .collect();
+        if !made.is_empty() {
+            return Some(made);
         }
         (name == "default").then(|| {
             vals.iter()
