@@ -7,7 +7,8 @@ Counts the instances whose text writes a gold function as `Owner.member` or `Own
 (a member of a call's result), where Owner is the gold function's class (the part of its
 qualified name before the member) or, for a top-level function, its module (the file stem, not a
 package's `__init__`): the pattern `pack::owner_mentions` reads (tracebacks included here).
---show lists the instances and the pairs.
+--show lists the instances and the pairs. --repl also counts the names called as `.name(` in
+reproduction lines (`>>>`, `...`, `In [`) and elsewhere, and how many are a gold function's own name.
 """
 import argparse, json, os, re, sys
 
@@ -35,6 +36,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--split", default="tune")
     ap.add_argument("--show", action="store_true")
+    ap.add_argument("--repl", action="store_true")
     a = ap.parse_args()
     insts = splits.instances(a.split)
     n = 0
@@ -45,6 +47,30 @@ def main():
             if a.show:
                 print(inst["instance_id"], sorted(hits))
     print(f"{a.split}: {n} of {len(insts)} instances write a gold function as Owner.member")
+    if a.repl:
+        repl_counts(a.split, insts)
+
+
+CALL = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)\(")
+
+
+def repl_counts(split, insts):
+    n_inst = names = gold_names = other = other_gold = 0
+    for inst in insts:
+        text = inst["query"].replace("\u200b", "")
+        gold = {g.split("::", 1)[1].split(".")[-1] for g in inst["gold_functions"]}
+        repl, prose = set(), set()
+        for line in text.split("\n"):
+            s = line.strip()
+            (repl if s.startswith((">>>", "...", "In [")) else prose).update(CALL.findall(line))
+        if repl:
+            n_inst += 1
+            names += len(repl)
+            gold_names += len(repl & gold)
+        other += len(prose)
+        other_gold += len(prose & gold)
+    print(f"{split}: names called in reproduction lines: {gold_names} of {names} are a gold function's own name "
+          f"({n_inst} instances); called elsewhere: {other_gold} of {other}")
 
 
 if __name__ == "__main__":
