@@ -11,6 +11,7 @@
 //!   is held just before its publish until after the takeover: its
 //!   publish is refused, and nothing it wrote late reaches the shared state;
 //! * PostgreSQL restarted under load: `/health` degraded, then recovered;
+//! * PostgreSQL down past the owner's lease: reads still answered, writes 503;
 //! * an owner unreachable over HTTP; an idle engine closed and reopened;
 //! * without `--fleet`, nothing of fleet mode is there.
 //!
@@ -825,6 +826,70 @@ fn a_postgres_restart_under_load_is_survived_by_the_nodes() {
     let g2 = answered_above(&a, &repo_id, "after_restart", g1);
     assert!(g2 > g1);
     assert_feed_consistent(&feed(&b), &repo_id);
+}
+
+/// The database is down for longer than a lease: the owner's lease has
+/// lapsed (its last successful heartbeat is older than the TTL, which
+/// `/health` says), and it still answers reads from its index at the
+/// generation it published (`LocalReadOnly`: no node can take the lease
+/// while the database is down, so its index is the newest there is),
+/// while `/reindex` and a fetch are refused with 503 and `Retry-After`.
+/// With the database back, the lease works again: a new commit is
+/// indexed and published at a newer generation.
+#[test]
+fn an_owner_answers_reads_only_after_its_lease_lapsed_in_a_database_outage() {
+    let Some(mut pg) = pg() else { return };
+    let da = tempfile::tempdir().unwrap();
+    let a = node(&pg, "node-a", da.path());
+    let repo = Repo::small();
+    let repo_id = add_git(&a, &repo);
+    let g1 = answered_above(&a, &repo_id, "authenticate", 0);
+    let (owner, _, _) = placement(&a, &repo_id);
+    assert_eq!(owner.as_deref(), Some("node-a"));
+
+    pg.stop().expect("stop PostgreSQL");
+    let lease_ms: u64 = TAKEOVER_LEASE_TTL_MS.parse().unwrap();
+    canopy_test_support::eventually("the owner's lease lapses (no heartbeat for a TTL)", || {
+        let health: Value = get(&a.client(), "/health").json().unwrap();
+        health["fleet"]["database"]["connected"] == false
+            && health["fleet"]["last_heartbeat_ms"]
+                .as_u64()
+                .is_some_and(|ms| ms > lease_ms)
+    });
+    // Reads: answered from the local index, at the published generation.
+    for _ in 0..3 {
+        let served = a
+            .client()
+            .query(&repo_id, &symbol("authenticate"))
+            .expect("a read is answered past the lease");
+        assert_eq!(served.at.generation, g1);
+        assert!(!served.answer.handles.is_empty());
+    }
+    // Writes: refused, with a time to retry.
+    for path in ["/reindex".to_string(), format!("/repos/{repo_id}/fetch")] {
+        let body = json!({ "repo": repo_id });
+        let r = post(&a.client(), &path, &body);
+        assert_eq!(r.status, 503, "{path}: {}", r.text());
+        assert!(r.header("retry-after").is_some(), "{path}: no Retry-After");
+        assert!(
+            r.text().contains("answers reads only"),
+            "{path}: {}",
+            r.text()
+        );
+    }
+
+    pg.restart().expect("start PostgreSQL again");
+    repo.write(
+        "src/after.rs",
+        "pub fn after_the_outage() -> u32 {\n    3\n}\n",
+    );
+    repo.commit("after the outage");
+    canopy_test_support::eventually("a fetch is accepted again", || {
+        post(&a.client(), &format!("/repos/{repo_id}/fetch"), &json!({})).status == 200
+    });
+    let g2 = answered_above(&a, &repo_id, "after_the_outage", g1);
+    assert!(g2 > g1);
+    assert_feed_consistent(&feed(&a), &repo_id);
 }
 
 /// A loopback URL nobody listens on: a port the kernel handed out and

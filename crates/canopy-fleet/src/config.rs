@@ -6,6 +6,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::error::FleetError;
+use crate::tls::{MakeTls, SslMode, TlsSettings, TlsStream, split_settings};
 
 /// Environment variable holding the fleet database URL (`canopy serve
 /// --fleet URL` takes precedence).
@@ -163,8 +164,9 @@ impl FleetConfig {
         }
     }
 
-    /// Checks every field; returns the parsed driver configuration.
-    pub(crate) fn validate(&self) -> Result<tokio_postgres::Config, FleetError> {
+    /// Checks every field; returns the database to connect to (the
+    /// driver's configuration and the TLS connector for `sslmode`).
+    pub(crate) fn validate(&self) -> Result<Target, FleetError> {
         self.timing.validate()?;
         validate_node_id(&self.node_id)?;
         let adv = self.advertise_url.trim();
@@ -176,7 +178,11 @@ impl FleetConfig {
         if self.pool_size == 0 || self.pool_size > 64 {
             return Err(FleetError::Config("the pool size must be 1..=64".into()));
         }
-        let mut pg = tokio_postgres::Config::from_str(&self.url).map_err(|e| {
+        // libpq's default root certificate file.
+        let default_root = std::env::var_os("HOME")
+            .map(|h| std::path::PathBuf::from(h).join(".postgresql/root.crt"));
+        let (driver_url, tls) = split_settings(&self.url, default_root.as_deref())?;
+        let mut pg = tokio_postgres::Config::from_str(&driver_url).map_err(|e| {
             FleetError::Config(format!(
                 "cannot read the fleet URL {}: {e}",
                 redact_url(&self.url)
@@ -197,7 +203,61 @@ impl FleetConfig {
             .keepalives_idle(Duration::from_secs(5))
             .tcp_user_timeout(self.timing.lease_ttl);
         pg.application_name(format!("canopy-fleet {}", self.node_id));
-        Ok(pg)
+        let unix_only = pg
+            .get_hosts()
+            .iter()
+            .all(|h| !matches!(h, tokio_postgres::config::Host::Tcp(_)));
+        // The driver asks the server for TLS (`prefer`) or insists
+        // (`require`); the connector decides what is checked. Unix sockets
+        // never use TLS, as in libpq.
+        pg.ssl_mode(match tls.mode {
+            _ if unix_only => tokio_postgres::config::SslMode::Disable,
+            SslMode::Disable => tokio_postgres::config::SslMode::Disable,
+            SslMode::Prefer => tokio_postgres::config::SslMode::Prefer,
+            _ => tokio_postgres::config::SslMode::Require,
+        });
+        Ok(Target {
+            connector: tls.connector()?,
+            tls,
+            pg,
+        })
+    }
+}
+
+/// The database a node connects to: the driver's configuration, the TLS
+/// settings and their connector.
+#[derive(Clone)]
+pub(crate) struct Target {
+    pg: tokio_postgres::Config,
+    tls: TlsSettings,
+    connector: MakeTls,
+}
+
+impl Target {
+    /// Opens one session; the connection future must be driven (spawned)
+    /// by the caller. A failure caused by TLS is a configuration error
+    /// that names the `sslmode` / `sslrootcert` settings; any other is
+    /// classified as usual ([`crate::error::classify`]).
+    pub(crate) async fn connect(
+        &self,
+    ) -> Result<
+        (
+            tokio_postgres::Client,
+            tokio_postgres::Connection<tokio_postgres::Socket, TlsStream>,
+        ),
+        FleetError,
+    > {
+        self.pg.connect(self.connector.clone()).await.map_err(|e| {
+            let host = match self.pg.get_hosts().first() {
+                Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+                Some(tokio_postgres::config::Host::Unix(p)) => p.display().to_string(),
+                None => String::new(),
+            };
+            match self.tls.explain(&host, &e) {
+                Some(message) => FleetError::Config(message),
+                None => crate::error::classify(&e).0,
+            }
+        })
     }
 }
 

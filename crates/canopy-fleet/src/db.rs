@@ -9,9 +9,9 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
-use crate::config::Timing;
+use crate::config::{Target, Timing};
 use crate::error::{FleetError, Severity, classify};
 
 /// Settings of every session: a server-side bound on statements and lock
@@ -194,19 +194,18 @@ impl DbHealth {
 /// task runs on the current runtime and ends when the client is dropped or
 /// the socket breaks (the client then reports [`Client::is_closed`]).
 pub(crate) async fn connect(
-    pg: &tokio_postgres::Config,
+    pg: &Target,
     timing: &Timing,
     fleet_id: Option<&str>,
 ) -> Result<Client, FleetError> {
-    let (client, connection) = tokio::time::timeout(timing.connect_timeout, pg.connect(NoTls))
+    let (client, connection) = tokio::time::timeout(timing.connect_timeout, pg.connect())
         .await
         .map_err(|_| {
             FleetError::Unavailable(format!(
                 "connecting took longer than {} ms",
                 timing.connect_timeout.as_millis()
             ))
-        })?
-        .map_err(|e| classify(&e).0)?;
+        })??;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::debug!("fleet database connection ended: {e}");
@@ -275,7 +274,7 @@ pub(crate) use with_client;
 /// burst of slow requests never delays a lease renewal), and the shared
 /// health.
 pub(crate) struct Db {
-    pg: tokio_postgres::Config,
+    pg: Target,
     fleet_id: String,
     timing: Timing,
     slots: Vec<tokio::sync::Mutex<Option<Client>>>,
@@ -290,12 +289,7 @@ pub(crate) struct Conn<'a> {
 }
 
 impl Db {
-    pub(crate) fn new(
-        pg: tokio_postgres::Config,
-        fleet_id: String,
-        timing: Timing,
-        size: usize,
-    ) -> Db {
+    pub(crate) fn new(pg: Target, fleet_id: String, timing: Timing, size: usize) -> Db {
         Db {
             health: DbHealth::new(&timing),
             pg,

@@ -164,7 +164,7 @@ pub(crate) fn note_seq(latest: &watch::Sender<u64>, seq: u64) {
 /// reconnects with backoff. `listening` says whether notifications can be
 /// trusted right now; while it is false, long-polls poll the database.
 pub(crate) async fn listen(
-    pg: tokio_postgres::Config,
+    pg: crate::config::Target,
     fleet_id: String,
     timing: Timing,
     latest: Arc<watch::Sender<u64>>,
@@ -192,18 +192,16 @@ pub(crate) async fn listen(
 }
 
 async fn listen_once(
-    pg: &tokio_postgres::Config,
+    pg: &crate::config::Target,
     fleet_id: &str,
     timing: &Timing,
     latest: &watch::Sender<u64>,
     listening: &AtomicBool,
 ) -> Result<(), FleetError> {
-    let connecting =
-        tokio::time::timeout(timing.connect_timeout, pg.connect(tokio_postgres::NoTls));
+    let connecting = tokio::time::timeout(timing.connect_timeout, pg.connect());
     let (client, mut connection) = connecting
         .await
-        .map_err(|_| FleetError::Unavailable("connecting the listener timed out".into()))?
-        .map_err(|e| FleetError::Unavailable(e.to_string()))?;
+        .map_err(|_| FleetError::Unavailable("connecting the listener timed out".into()))??;
     // The connection must be polled for the LISTEN below to complete, and
     // afterwards for notifications: one task forwards what it yields.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();

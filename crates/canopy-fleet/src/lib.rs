@@ -22,6 +22,7 @@
 //! | [`metrics`] | fleet counters and their Prometheus text |
 //! | [`model`] | the plain data types |
 //! | [`testing`] | a throwaway PostgreSQL server for tests and benchmarks |
+//! | [`tls`] | `sslmode` / `sslrootcert` as libpq reads them, the rustls connector |
 //!
 //! Design, failure cases and deployment: `docs/fleet.md`.
 
@@ -41,6 +42,7 @@ pub mod placement;
 pub mod registry;
 pub mod schema;
 pub mod testing;
+pub mod tls;
 
 pub use config::{FLEET_URL_ENV, FleetConfig, Timing};
 pub use error::FleetError;

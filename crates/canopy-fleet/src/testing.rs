@@ -453,6 +453,31 @@ impl PgServer {
         self.spawn()
     }
 
+    /// Turns TLS on: writes the server's certificate chain and key (PEM)
+    /// into the data directory, replaces `pg_hba.conf` with `hba` (its
+    /// lines, e.g. `hostssl all all 127.0.0.1/32 scram-sha-256`), sets
+    /// `ssl = on`, and restarts the server on the same port.
+    pub fn enable_tls(&mut self, cert_pem: &str, key_pem: &str, hba: &str) -> io::Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::PermissionsExt;
+        fs::write(self.data.join("server.crt"), cert_pem)?;
+        let key = self.data.join("server.key");
+        fs::write(&key, key_pem)?;
+        // The server refuses a key others can read.
+        fs::set_permissions(&key, fs::Permissions::from_mode(0o600))?;
+        fs::write(self.data.join("pg_hba.conf"), hba)?;
+        let mut conf = fs::OpenOptions::new()
+            .append(true)
+            .open(self.data.join("postgresql.conf"))?;
+        writeln!(
+            conf,
+            "\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'"
+        )?;
+        drop(conf);
+        chown_tree(&self.data, &self.user)?;
+        self.restart()
+    }
+
     /// Immediate shutdown, then SIGKILL if that does not end it.
     fn halt(&mut self) {
         self.signal("QUIT");
