@@ -38,8 +38,8 @@ for _, path in bins:
 
 def comparable(blocks):
     """The answer's content blocks without what differs between any two runs
-    of one binary: the header's `freshness` (index time, generation) and
-    `index_coverage`."""
+    of one binary: the header's index generation, stale files and
+    `index_coverage` (`freshness` in headers before issue 31's compact one)."""
     out = []
     for block in blocks:
         text = block.get("text", "")
@@ -49,8 +49,8 @@ def comparable(blocks):
             out.append(text)
             continue
         if isinstance(header, dict):
-            header.pop("freshness", None)
-            header.pop("index_coverage", None)
+            for key in ("freshness", "generation", "stale_files", "stale_paths", "index_coverage"):
+                header.pop(key, None)
             text = json.dumps(header, sort_keys=True)
         out.append(text)
     return out

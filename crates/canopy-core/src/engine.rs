@@ -876,10 +876,7 @@ impl Engine {
             return Ok((SemanticInput::default(), Vec::new()));
         }
         let Some(mut state) = self.inner.semantic_index() else {
-            return Ok((
-                skipped("no embedding model configured (--model PATH or CANOPY_MODEL)".into()),
-                Vec::new(),
-            ));
+            return Ok((skipped("no embedding model configured".into()), Vec::new()));
         };
         let index = match state.as_mut() {
             Some(Ok(index)) => index,

@@ -855,3 +855,89 @@ fn in_a_clearly_right_file_the_whole_matched_class_comes_before_more_files_fragm
         assert!(first_whole.is_some(), "{strategy:?}: never whole");
     }
 }
+
+/// One module copied into several folders: each unit ties with its copies
+/// in every ranking (same text, same terms, same neighbours).
+const DISCOUNTS: &str = "def apply_discount(order, rate):\n    \"\"\"Applies a discount rate to the order total.\"\"\"\n    order.total = round_total(order.total * (1 - rate))\n    return order.total\n\n\ndef round_total(total):\n    \"\"\"Rounds an order total to cents.\"\"\"\n    return round(total, 2)\n\n\nclass Order:\n    def __init__(self, total):\n        self.total = total\n\n    def discounted(self, rate):\n        return apply_discount(self, rate)\n";
+
+/// Two fresh indexes of one tree give byte-identical context packs (the
+/// JSON form and the wire text) and evidence packs (issue 31 item 5), on a
+/// tree where fragments tie (copies of one unit in several files): ties
+/// fall to a stable key (path, start, the wider unit, handle), never to row
+/// ids or a hash map's order.
+#[test]
+fn two_fresh_indexes_give_byte_identical_packs_when_fragments_tie() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    for folder in ["north", "south", "east", "west", "upper", "lower"] {
+        write(r, &format!("{folder}/discounts.py"), DISCOUNTS);
+    }
+    write(
+        r,
+        "docs/discounts.md",
+        "# Discounts\n\n`apply_discount` applies a rate, then `round_total` rounds to cents.\n",
+    );
+    let task = "the order total is wrong after apply_discount rounds a discount rate";
+    let build = || -> (Vec<String>, usize) {
+        let _ = std::fs::remove_dir_all(r.join(".canopy"));
+        let engine = Engine::open(r, EngineOptions::default()).unwrap();
+        engine.index(None, &NoProgress).unwrap();
+        let mut out = Vec::new();
+        let mut ties = 0;
+        for strategy in [
+            Strategy::Keyword,
+            Strategy::Graph,
+            Strategy::Decisions,
+            Strategy::Fused,
+        ] {
+            for focus in [None, Some("apply_discount")] {
+                for budget in [300, 1_500] {
+                    let mut pack = context(&engine, task, focus, budget, strategy);
+                    check_invariants(&pack);
+                    // A unit and its copy in another file: only the tie
+                    // break orders them (the rankings score ranks, so the
+                    // scores the pack shows differ even for copies).
+                    ties += pack
+                        .fragments
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, f)| {
+                            pack.fragments[..*i]
+                                .iter()
+                                .any(|g| g.text == f.text && g.file_path != f.file_path)
+                        })
+                        .count();
+                    out.push(canopy_core::context::wire::text(&pack));
+                    if let Some(f) = pack.freshness.as_mut() {
+                        f.indexed_at = None;
+                    }
+                    out.push(serde_json::to_string(&pack).unwrap());
+                }
+            }
+        }
+        let mut evidence = engine
+            .evidence_pack(
+                &canopy_core::pack::PackParams {
+                    query: canopy_core::query::QueryParams {
+                        pattern: Some(task.into()),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+                None,
+            )
+            .unwrap();
+        if let Some(f) = evidence.freshness.as_mut() {
+            f.indexed_at = None;
+        }
+        out.push(serde_json::to_string(&evidence).unwrap());
+        (out, ties)
+    };
+    let (first, ties) = build();
+    assert!(ties >= 4, "the packs hold tied fragments: {ties}");
+    let (second, _) = build();
+    for (a, b) in first.iter().zip(&second) {
+        assert_eq!(a, b);
+    }
+    assert_eq!(first.len(), second.len());
+}

@@ -265,13 +265,22 @@ fn git_log(root: &Path, files: &[&str], limit: usize) -> Result<Vec<Commit>, Str
         .output()
         .map_err(|e| format!("git could not run: {e}"))?;
     if !output.status.success() {
-        let err = String::from_utf8_lossy(&output.stderr);
-        return Err(format!(
-            "no git history here ({})",
-            err.lines().next().unwrap_or("git log failed").trim()
-        ));
+        return Err(why_no_log(&String::from_utf8_lossy(&output.stderr)));
     }
     Ok(parse_log(&String::from_utf8_lossy(&output.stdout)))
+}
+
+/// The pack's note for a `git log` that failed, in a few words: git's
+/// error names the directories it searched, which the agent does not need.
+fn why_no_log(stderr: &str) -> String {
+    let Some(first) = stderr.lines().map(str::trim).find(|l| !l.is_empty()) else {
+        return "git log failed".to_string();
+    };
+    if first.contains("not a git repository") {
+        return "not a git repository".to_string();
+    }
+    let first = first.strip_prefix("fatal: ").unwrap_or(first);
+    format!("git log failed: {first}")
 }
 
 /// The records of a log printed with [`LOG_FLAGS`].
@@ -427,7 +436,20 @@ mod tests {
         let err = history
             .commits_touching(dir.path(), &["a.py"], 50)
             .unwrap_err();
-        assert!(err.starts_with("no git history here"), "{err}");
+        assert_eq!(err, "not a git repository");
+    }
+
+    #[test]
+    fn a_failed_log_says_why_in_a_few_words() {
+        assert_eq!(
+            why_no_log("fatal: not a git repository (or any of the parent directories): .git\n"),
+            "not a git repository"
+        );
+        assert_eq!(
+            why_no_log("fatal: detected dubious ownership in repository at '/x'\nmore\n"),
+            "git log failed: detected dubious ownership in repository at '/x'"
+        );
+        assert_eq!(why_no_log(""), "git log failed");
     }
 
     impl HistoryLog {

@@ -362,10 +362,7 @@ fn history_candidates(
     history: &HistoryLog,
 ) -> Result<(Vec<Candidate>, Option<String>)> {
     if focus.is_empty() {
-        return Ok((
-            Vec::new(),
-            Some("no focus code to follow in history".into()),
-        ));
+        return Ok((Vec::new(), Some("no focus code to follow".into())));
     }
     let mut focus_files: Vec<&str> = focus.iter().map(|n| n.file_path.as_str()).collect();
     focus_files.sort();
@@ -375,10 +372,7 @@ fn history_candidates(
         Err(note) => return Ok((Vec::new(), Some(note))),
     };
     if commits.is_empty() {
-        return Ok((
-            Vec::new(),
-            Some("the focus files have no git history".into()),
-        ));
+        return Ok((Vec::new(), Some("no commit touches the focus files".into())));
     }
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
