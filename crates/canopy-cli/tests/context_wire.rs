@@ -163,6 +163,28 @@ async fn mcp_results_fit_the_budget_on_the_wire() {
                 let header: Value = serde_json::from_str(blocks[0]).expect("JSON header");
                 assert_eq!(header["budget_tokens"], budget, "{header}");
                 assert_eq!(header["fragments"], blocks.len() - 1, "{header}");
+                if budget >= 1_200 {
+                    // The full header: what ran and what gave how many
+                    // fragments; what was skipped, why in a few words
+                    // (no model here).
+                    let ran = header["ran"].as_object().expect("ran");
+                    let skipped = header["skipped"].as_object();
+                    let every = ran.len() + skipped.map_or(0, |s| s.len());
+                    assert_eq!(every, if strategy == "fused" { 5 } else { 1 }, "{header}");
+                    if matches!(strategy, "fused" | "semantic") {
+                        assert_eq!(
+                            header["skipped"]["semantic"], "no embedding model configured",
+                            "{header}"
+                        );
+                    }
+                    for (name, why) in skipped.into_iter().flatten() {
+                        let why = why.as_str().unwrap_or_default();
+                        assert!(
+                            !why.is_empty() && why.chars().count() <= 60,
+                            "{name}: {header}"
+                        );
+                    }
+                }
                 for b in &blocks[1..] {
                     assert!(b.starts_with("--- "), "provenance line: {b}");
                     saw_code |= b.contains(r#"out = ["\"item\"\t"#);
