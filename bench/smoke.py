@@ -49,6 +49,8 @@ def cases(b, repo, model, pg_example):
         ("freshness (serve, --load 1)", ["freshness.py", "--repo", repo, "--bin", b, "--edits", "2",
                                          "--gap", "0.05", "--timeout", "30", "--via", "serve", "--load", "1"],
          None, r"\| serve \| 1 \| \d+ \| 2 \|", {0}),
+        ("first_answer_after_commit", ["first_answer_after_commit.py", "--repo", repo, "--bin", b, "--edits", "1",
+                                       "--settle", "1.0"], None, r"first query after a commit: median \d", {0}),
         ("watch_batch", ["watch_batch.py", "--repo", repo, "--bin", b, "--files", "5", "--symbol", "Service",
                          "--idle", "0.3", "--quiet", "1", "--timeout", "60"], None, r"all \d+ \(total_matches \d+\)",
          {0}),
