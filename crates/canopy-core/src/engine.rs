@@ -551,6 +551,13 @@ impl Engine {
         self.inner.reader().orphan_rows()
     }
 
+    /// How many of the totals `status` reads (kept by the schema's
+    /// triggers) disagree with a scan of the rows they count. Zero in a
+    /// consistent index, whatever happened to the runs; used by tests.
+    pub fn totals_drift(&self) -> Result<u64> {
+        self.inner.reader().totals_drift()
+    }
+
     /// Pages inside the database file that no table uses. Zero after every
     /// finished run, which hands them back to the file system; used by tests.
     pub fn free_pages(&self) -> Result<u64> {

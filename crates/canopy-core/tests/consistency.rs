@@ -204,6 +204,7 @@ fn a_rebuild_serves_the_old_complete_index_until_the_new_one_is_live() {
         "answers named generations {generations:?}, not only {before} and {after}"
     );
     assert_eq!(writer.orphan_rows().unwrap(), 0);
+    assert_eq!(writer.totals_drift().unwrap(), 0);
 }
 
 #[test]
@@ -243,7 +244,9 @@ fn a_long_lived_reader_follows_an_index_file_replaced_under_it() {
     assert_eq!(symbol(&third, "added_with_the_new_file").handles.len(), 1);
     assert_eq!(symbol(&third, "present_from_the_start").handles.len(), 1);
     assert_eq!(third.orphan_rows().unwrap(), 0);
+    assert_eq!(third.totals_drift().unwrap(), 0);
     assert_eq!(other.orphan_rows().unwrap(), 0);
+    assert_eq!(other.totals_drift().unwrap(), 0);
 }
 
 #[test]

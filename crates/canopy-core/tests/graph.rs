@@ -166,6 +166,7 @@ fn editing_one_file_re_resolves_the_files_that_used_it() {
     assert_eq!(after.get(&site), None, "stale edge to a removed method");
     // The edge lists and the index of their targets agree after the edit.
     assert_eq!(engine.orphan_rows().expect("check"), 0);
+    assert_eq!(engine.totals_drift().expect("check"), 0);
     // Edges into unchanged definitions of the edited file still resolve (followed by handle).
     assert_eq!(
         after.get(&("app.py".to_string(), 11)),
@@ -180,6 +181,7 @@ fn editing_one_file_re_resolves_the_files_that_used_it() {
     // back from the store, not re-parsed) agree with the first full pass.
     assert_eq!(resolved_calls(&engine), before);
     assert_eq!(engine.orphan_rows().expect("check"), 0);
+    assert_eq!(engine.totals_drift().expect("check"), 0);
 }
 
 /// (row id, qualified name) of every unit of `path`, by id.
@@ -251,6 +253,7 @@ fn an_edit_inside_a_body_keeps_unit_ids_so_edges_into_them_stay() {
     // Other files' edge lists were rewritten to the new ids, and the index
     // of targets with them.
     assert_eq!(engine.orphan_rows().expect("check"), 0);
+    assert_eq!(engine.totals_drift().expect("check"), 0);
 }
 
 #[test]
@@ -276,6 +279,7 @@ fn damaged_edge_rows_are_reported_and_repaired_by_reindexing() {
     };
     assert_eq!(callers(&engine).expect("callers"), ["a.py"]);
     assert_eq!(engine.orphan_rows().expect("check"), 0);
+    assert_eq!(engine.totals_drift().expect("check"), 0);
 
     let db = rusqlite::Connection::open(root.join(".canopy/index.db")).expect("db");
     let a_id: i64 = db
@@ -324,6 +328,7 @@ fn damaged_edge_rows_are_reported_and_repaired_by_reindexing() {
     assert_eq!(report.files_indexed, 1);
     assert_eq!(callers(&engine).expect("callers"), ["a.py"]);
     assert_eq!(engine.orphan_rows().expect("check"), 0);
+    assert_eq!(engine.totals_drift().expect("check"), 0);
 }
 
 #[test]

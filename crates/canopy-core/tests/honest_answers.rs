@@ -172,4 +172,5 @@ fn a_huge_single_line_file_is_indexed_in_bounded_units() {
         .unwrap();
     assert_eq!(app.handles[0].node_type, "function");
     assert_eq!(e.orphan_rows().unwrap(), 0);
+    assert_eq!(e.totals_drift().unwrap(), 0);
 }

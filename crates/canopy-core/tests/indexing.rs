@@ -117,6 +117,7 @@ fn space_of_deleted_rows_goes_back_to_the_file_system() {
     // once) the deleted rows' pages stay in the file as free pages.
     assert_eq!(e.free_pages().unwrap(), 0, "after deleting 250 files");
     assert_eq!(e.orphan_rows().unwrap(), 0);
+    assert_eq!(e.totals_drift().unwrap(), 0);
     assert_eq!(symbol(&e, "function_49_3").len(), 1);
 }
 
@@ -148,6 +149,7 @@ fn deleted_and_renamed_files_leave_no_orphans() {
     let report = e.index(None, &NoProgress).unwrap();
     assert_eq!(report.files_removed, 2);
     assert_eq!(e.orphan_rows().unwrap(), 0);
+    assert_eq!(e.totals_drift().unwrap(), 0);
     assert!(symbol(&e, "vanished_function").is_empty());
     // The full-text index forgot the old file too.
     let zebra = grep(&e, "zebra_marker");
@@ -176,6 +178,7 @@ fn deleted_and_renamed_files_leave_no_orphans() {
     let report = e.index(None, &NoProgress).unwrap();
     assert_eq!(report.files_indexed, 1);
     assert_eq!(e.orphan_rows().unwrap(), 0);
+    assert_eq!(e.totals_drift().unwrap(), 0);
     assert_eq!(e.free_pages().unwrap(), 0);
 }
 
@@ -387,6 +390,7 @@ fn skipped_files_are_remembered_until_they_change() {
     assert_eq!(fourth.files_removed, 1);
     assert!(grep(&e, "now_text_marker").is_empty());
     assert_eq!(e.orphan_rows().unwrap(), 0);
+    assert_eq!(e.totals_drift().unwrap(), 0);
 }
 
 #[test]
@@ -467,6 +471,7 @@ fn damaged_reference_rows_are_reported_and_repaired_by_reindexing() {
     };
     assert_eq!(references(&e).unwrap(), 3);
     assert_eq!(e.orphan_rows().unwrap(), 0);
+    assert_eq!(e.totals_drift().unwrap(), 0);
 
     let db = rusqlite::Connection::open(dir.path().join(".canopy/index.db")).unwrap();
     let a_id: i64 = db
@@ -511,6 +516,7 @@ fn damaged_reference_rows_are_reported_and_repaired_by_reindexing() {
     assert_eq!(report.files_indexed, 1);
     assert_eq!(references(&e).unwrap(), 3);
     assert_eq!(e.orphan_rows().unwrap(), 0);
+    assert_eq!(e.totals_drift().unwrap(), 0);
 }
 
 #[test]
@@ -612,6 +618,7 @@ fn damage_inside_the_index_is_detected_reported_and_rebuilt() {
     assert!(e.damage().is_none());
     assert_eq!(symbol(&e, "damage_probe_7_3").len(), 1);
     assert_eq!(e.orphan_rows().unwrap(), 0);
+    assert_eq!(e.totals_drift().unwrap(), 0);
     assert!(e.status().unwrap().damaged.is_none());
 
     // An explicit rebuild works on a sound index too.
@@ -647,6 +654,7 @@ fn a_deleted_wal_under_an_open_engine_does_not_break_it() {
     assert_eq!(e.status().unwrap().files_indexed, 41);
     assert_eq!(symbol(&e, "damage_probe_3_8").len(), 1);
     assert_eq!(e.orphan_rows().unwrap(), 0);
+    assert_eq!(e.totals_drift().unwrap(), 0);
 }
 
 /// Raises a cancellation flag after `after` files were written.
@@ -809,6 +817,7 @@ fn a_first_build_creates_its_indexes_at_the_end_and_a_killed_one_leaves_them_to_
     assert_eq!(report.files_indexed, 0);
     assert_eq!(bulk_built_indexes(root), all);
     assert_eq!(engine.orphan_rows().unwrap(), 0);
+    assert_eq!(engine.totals_drift().unwrap(), 0);
 
     // Reference names written while their index was missing are found by
     // text (each once: no name was inserted twice for want of a lookup).
@@ -1007,4 +1016,75 @@ fn a_run_over_named_paths_lists_only_those_and_keeps_the_candidate_count() {
     assert_eq!(after.files_indexed, 1, "{after:?}");
     assert_eq!(candidate_files(root), kept);
     assert!(e.status().unwrap().index_coverage >= 1.0);
+}
+
+/// `status` reads totals the schema's triggers keep (issue 32: a poll must
+/// not scan the index). They must follow every kind of change: new files,
+/// edits that change sizes, units and references, files of a language
+/// that disappears, deletions, and a rebuild.
+#[test]
+fn status_totals_follow_every_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "src/lib.rs", LIB);
+    write(root, "pkg/a.py", "def alpha(x):\n    return beta(x)\n");
+    write(root, "pkg/b.py", "def beta(x):\n    return x + 1\n");
+    write(
+        root,
+        "web/app.ts",
+        "export function gamma() { return delta(); }\n",
+    );
+    let e = engine(root);
+    e.index(None, &NoProgress).unwrap();
+    let first = e.status().unwrap();
+    assert_eq!(first.files_indexed, 4);
+    assert_eq!(first.languages.get("python"), Some(&2));
+    assert_eq!(first.languages.get("typescript"), Some(&1));
+    assert!(first.units > 0 && first.references > 0 && first.total_tokens > 0);
+    assert_eq!(e.totals_drift().unwrap(), 0, "after a first build");
+
+    // An edit that adds units, references and bytes.
+    write(
+        root,
+        "pkg/a.py",
+        "def alpha(x):\n    return beta(x)\n\n\ndef alpha2(y):\n    return alpha(beta(y)) + beta(y)\n",
+    );
+    e.index(None, &NoProgress).unwrap();
+    let edited = e.status().unwrap();
+    assert!(edited.units > first.units);
+    assert!(edited.references > first.references);
+    assert!(edited.source_bytes > first.source_bytes);
+    assert_eq!(e.totals_drift().unwrap(), 0, "after an edit");
+
+    // The only TypeScript file goes: its language leaves the totals.
+    fs::remove_file(root.join("web/app.ts")).unwrap();
+    write(
+        root,
+        "pkg/c.py",
+        "class Gamma:\n    def run(self):\n        return 1\n",
+    );
+    e.index(None, &NoProgress).unwrap();
+    let moved = e.status().unwrap();
+    assert_eq!(moved.files_indexed, 4);
+    assert_eq!(
+        moved.languages.get("typescript"),
+        None,
+        "{:?}",
+        moved.languages
+    );
+    assert_eq!(moved.languages.get("python"), Some(&3));
+    assert_eq!(e.totals_drift().unwrap(), 0, "after a delete and an add");
+
+    // A file emptied of everything, then the whole rebuild.
+    write(root, "pkg/b.py", "");
+    e.index(None, &NoProgress).unwrap();
+    assert_eq!(e.totals_drift().unwrap(), 0, "after emptying a file");
+    let before_rebuild = e.status().unwrap();
+    e.rebuild(&NoProgress).unwrap();
+    let rebuilt = e.status().unwrap();
+    assert_eq!(e.totals_drift().unwrap(), 0, "after a rebuild");
+    assert_eq!(rebuilt.files_indexed, before_rebuild.files_indexed);
+    assert_eq!(rebuilt.units, before_rebuild.units);
+    assert_eq!(rebuilt.references, before_rebuild.references);
+    assert_eq!(rebuilt.languages, before_rebuild.languages);
 }

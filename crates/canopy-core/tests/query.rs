@@ -1151,4 +1151,5 @@ fn a_partial_index_says_so_and_indexes_what_a_query_points_at_first() {
     assert_eq!(status.files_indexed, 3001);
     assert_eq!(status.index_coverage, 1.0);
     assert_eq!(e.orphan_rows().unwrap(), 0);
+    assert_eq!(e.totals_drift().unwrap(), 0);
 }

@@ -307,14 +307,20 @@ impl Service {
             .iter()
             .map(|e| {
                 let view = e.view();
-                let index = if view.ready {
-                    e.engine(&self.config)
-                        .ok()
-                        .and_then(|eng| eng.status().ok())
-                } else {
-                    None
+                // Named as an answer read now would be (`named`), so the
+                // generation a poller compares is the one answers carry.
+                let (index, serving_generation) = match self.serving(e) {
+                    Ok((engine, at)) => {
+                        let at = self.named(e, &engine, at, None);
+                        (engine.status().ok(), Some(at.generation))
+                    }
+                    Err(_) => (None, None),
                 };
-                RepoStatusView { repo: view, index }
+                RepoStatusView {
+                    repo: view,
+                    index,
+                    serving_generation,
+                }
             })
             .collect();
         Ok(StatusResponse {

@@ -79,8 +79,9 @@ use crate::error::{CanopyError, Result};
 /// (`#lit:`), pairs of a type's own tuple-returning method (`¦`); 28: Rust
 /// items of what a function returns (`#ret#elem` bindings, `f()#elem`),
 /// pairs in sequences and `Iterator<Item = X>` as items, items one level
-/// down, loops over a call's items, `let x = x` binding nothing.
-pub const SCHEMA_VERSION: u32 = 28;
+/// down, loops over a call's items, `let x = x` binding nothing; 29:
+/// `files.ref_count`, so `status` sums `files` alone.
+pub const SCHEMA_VERSION: u32 = 29;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

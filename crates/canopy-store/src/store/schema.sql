@@ -36,7 +36,11 @@ CREATE TABLE files (
     -- This range replaces an index on nodes.file_id (and one on parent_id:
     -- a unit's children are in its file).
     first_node_id INTEGER NOT NULL,
-    last_node_id  INTEGER NOT NULL
+    last_node_id  INTEGER NOT NULL,
+    -- References in the file's `file_refs` blob (= its `ref_postings` uses):
+    -- with the node range, `status` sums one small table instead of
+    -- scanning `nodes` and `ref_postings` (a poll stays cheap; issue 32).
+    ref_count     INTEGER NOT NULL DEFAULT 0
 );
 
 CREATE TABLE nodes (

@@ -442,6 +442,12 @@ fn write_parsed(
     )?;
     let node_ids = insert_units(tx, w, id, first_node_id)?;
     let refs = insert_references(tx, w, id, &node_ids, name_ids)?;
+    if refs != w.parsed.refs.len() as u64 {
+        // The row was written with the extractor's count; the blob
+        // dropped a duplicate (see `insert_references`).
+        tx.prepare_cached("UPDATE files SET ref_count = ?2 WHERE id = ?1")?
+            .execute(params![id, refs as i64])?;
+    }
     super::graph::write_facts(tx, id, w.facts.as_ref(), previous_id.is_none())?;
     Ok(ParsedWritten {
         units: w.parsed.units.len() as u64,
@@ -468,7 +474,7 @@ fn upsert_file_row(
             tx.prepare_cached(
                 "UPDATE files SET language = ?2, size = ?3, mtime_ns = ?4, content_hash = ?5,
                  line_count = ?6, token_count = ?7, syntax_errors = ?8, indexed_at = ?9,
-                 first_node_id = ?10, last_node_id = ?11 WHERE id = ?1",
+                 first_node_id = ?10, last_node_id = ?11, ref_count = ?12 WHERE id = ?1",
             )?
             .execute(params![
                 id,
@@ -481,15 +487,16 @@ fn upsert_file_row(
                 w.parsed.had_syntax_errors,
                 now_unix,
                 first_node_id,
-                last_node_id
+                last_node_id,
+                w.parsed.refs.len() as i64
             ])?;
             id
         }
         None => {
             tx.prepare_cached(
                 "INSERT INTO files(path, language, size, mtime_ns, content_hash, line_count,
-                 token_count, syntax_errors, indexed_at, first_node_id, last_node_id)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                 token_count, syntax_errors, indexed_at, first_node_id, last_node_id, ref_count)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             )?
             .execute(params![
                 w.path,
@@ -502,7 +509,8 @@ fn upsert_file_row(
                 w.parsed.had_syntax_errors,
                 now_unix,
                 first_node_id,
-                last_node_id
+                last_node_id,
+                w.parsed.refs.len() as i64
             ])?;
             tx.last_insert_rowid()
         }
