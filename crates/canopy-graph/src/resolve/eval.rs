@@ -405,8 +405,9 @@ impl World {
         let fi = self.syms[f].file;
         let part = self.part(fi);
         let name = format!("{RETURNED}{item}");
-        for &bi in part.by_name.get(&name).into_iter().flatten() {
-            let b = &self.files[fi].facts.bindings[bi.index()];
+        let bindings = &self.files[fi].facts.bindings;
+        for &bi in part.bindings_named(bindings, &name) {
+            let b = &bindings[bi.index()];
             if part.scopes[bi] == f && b.is_type {
                 let bcx = Ctx {
                     file: fi,
@@ -453,9 +454,9 @@ impl World {
             owners.push(self.type_of_impl(*t));
         }
         for o in owners {
-            for (n, e, is_type) in self.fields_of(o).into_iter().flatten() {
+            for (n, e, is_type) in self.fields_of(o) {
                 let bare = e.chars().all(|c| c.is_alphanumeric() || c == '_');
-                if n == name && *is_type && bare {
+                if n == name && is_type && bare {
                     return self.eval_type(cx, e, depth + 1);
                 }
             }
@@ -720,7 +721,7 @@ impl World {
                 owners.push(self.type_of_impl(c));
             }
             for o in owners {
-                for (n, e, is_type) in self.fields_of(o).into_iter().flatten() {
+                for (n, e, is_type) in self.fields_of(o) {
                     if n != name {
                         continue;
                     }
@@ -730,7 +731,7 @@ impl World {
                         byte: os.start,
                         scope: o,
                     };
-                    let vals = if *is_type {
+                    let vals = if is_type {
                         self.eval_type(&cx, e, depth + 1)
                     } else {
                         self.eval(&cx, e, depth + 1)
@@ -829,7 +830,7 @@ impl World {
     fn base_types_uncached(&self, t: SymId, depth: u32) -> Vec<SymId> {
         let mut out = Vec::new();
         let cx = self.ctx_at_start(t);
-        for b in self.bases_of(t).into_iter().flatten() {
+        for b in self.bases_of(t) {
             self.type_units(&cx, b, depth + 1, &mut out);
         }
         self.rules_of(self.syms[t].file)

@@ -157,7 +157,7 @@ impl World {
     fn impl_type_parameter(&self, fi: FileIdx, u: SymId, name: &str, depth: u32) -> Vec<Val> {
         let facts = &self.files[fi].facts;
         let part = self.part(fi);
-        for &bi in part.by_name.get(name).into_iter().flatten() {
+        for &bi in part.bindings_named(&facts.bindings, name) {
             let b = &facts.bindings[bi.index()];
             if part.scopes[bi] == u && b.is_type {
                 let bcx = Ctx {
@@ -191,7 +191,7 @@ impl World {
         let part = self.part(fi);
         let later_visible = self.conventions_of(fi).locals_visible_before_binding;
         let mut best: Option<BindingIdx> = None;
-        for &bi in part.by_name.get(name).into_iter().flatten() {
+        for &bi in part.bindings_named(&facts.bindings, name) {
             let b = &facts.bindings[bi.index()];
             if past_locals && !b.is_type {
                 continue;
@@ -238,7 +238,7 @@ impl World {
     pub(crate) fn binding_of(&self, cx: &Ctx, name: &str) -> Option<(&str, bool, u32)> {
         let facts = &self.files[cx.file].facts;
         let part = self.part(cx.file);
-        let ids = part.by_name.get(name)?;
+        let ids = part.bindings_named(&facts.bindings, name);
         let mut cur = Some(cx.scope);
         while let Some(u) = cur {
             let found = ids
@@ -268,10 +268,8 @@ impl World {
     ) -> Vec<Val> {
         let imports = &self.files[fi].facts.imports;
         self.part(fi)
-            .imports
-            .get(name)
-            .into_iter()
-            .flatten()
+            .imports_named(imports, name)
+            .iter()
             .filter(|(ii, scope)| *scope == u && (!exported_only || imports[ii.index()].exported))
             .flat_map(|(ii, _)| {
                 let i = &imports[ii.index()];
@@ -298,10 +296,8 @@ impl World {
         let imports = &self.files[cx.file].facts.imports;
         let found: Vec<ImportIdx> = self
             .part(cx.file)
-            .imports
-            .get(name)
-            .into_iter()
-            .flatten()
+            .imports_named(imports, name)
+            .iter()
             .map(|(ii, _)| *ii)
             .collect();
         for ii in found {

@@ -149,7 +149,7 @@ impl World {
                     };
                     self.type_units(&self.ctx_at_start(t), tr, 0, &mut targets);
                 }
-            } else if self.bases_of(t).is_some() {
+            } else if self.has_bases(t) {
                 targets.extend(self.base_types(t, 0).into_iter().filter(|&b| b != t));
             }
             self.rules_of(fi)
@@ -293,8 +293,7 @@ impl World {
     fn unique_method(&self, fi: FileIdx, name: &str) -> Option<SymId> {
         let family = self.files[fi].family;
         let c: Vec<SymId> = self
-            .by_name
-            .get(name)?
+            .units_named(name)
             .iter()
             .copied()
             .filter(|&i| {

@@ -16,7 +16,7 @@ use foldhash::{HashMap, HashMapExt};
 use super::eval::{Ctx, Val};
 use super::ids::{BindingIdx, FileIdx, Idx, ImportIdx, SymId, Table};
 use super::lang::{Conventions, Family, LanguageRules, Manifests, Rules};
-use crate::facts::model::{DefFactKind, FileFacts, Site};
+use crate::facts::model::{Binding, DefFactKind, FileFacts, Import, Site};
 use crate::lang::{Language, NodeType};
 use crate::store::graph_rows::{FileRow, StoredFacts, SymRow};
 
@@ -128,8 +128,9 @@ pub struct World {
     pub(super) file_syms: Table<FileIdx, Vec<SymId>>,
     /// Children of each unit (file units included), in source order.
     pub(super) children: Table<SymId, Vec<SymId>>,
-    /// Symbol units by name.
-    pub(super) by_name: HashMap<String, Vec<SymId>>,
+    /// Symbol units sorted by name (stable: id order within a name), for a
+    /// binary search ([`World::units_named`]): no name is copied to build it.
+    by_name: Vec<SymId>,
     pub(super) file_by_path: HashMap<String, FileIdx>,
     /// Methods by (method scope, owner type name): declared away from their
     /// type (Go receivers, Rust `impl` blocks anywhere in the package / crate).
@@ -161,6 +162,26 @@ pub struct World {
     pub(super) rules: Rules,
 }
 
+impl FilePart {
+    /// The file's non-field bindings named `name` (`bindings`: the file's),
+    /// in source order.
+    pub(super) fn bindings_named(&self, bindings: &[Binding], name: &str) -> &[BindingIdx] {
+        let list = &self.by_name;
+        let lo = list.partition_point(|b| bindings[b.index()].name.as_str() < name);
+        let hi = lo + list[lo..].partition_point(|b| bindings[b.index()].name == name);
+        &list[lo..hi]
+    }
+
+    /// The file's imports of local name `name` (`imports`: the file's),
+    /// with the unit whose scope each binds in, in source order.
+    pub(super) fn imports_named(&self, imports: &[Import], name: &str) -> &[(ImportIdx, SymId)] {
+        let list = &self.imports;
+        let lo = list.partition_point(|i| imports[i.0.index()].local.as_str() < name);
+        let hi = lo + list[lo..].partition_point(|i| imports[i.0.index()].local == name);
+        &list[lo..hi]
+    }
+}
+
 /// (file, module, name) → (depth budget left when computed, values).
 type ImportCache = HashMap<(FileIdx, String, Option<String>), (u32, Vec<Val>)>;
 
@@ -173,22 +194,26 @@ type TreeTables = (
 );
 
 /// One file's share of the world's tables (see [`World::part`]). Every
-/// unit it is keyed by is one of the file's own units.
+/// unit it is keyed by is one of the file's own units, and every fact it
+/// names is one of the file's own facts, by its place (no string of the
+/// facts is copied: a cold pass builds every file's part and keeps them all).
 #[derive(Default)]
 pub(super) struct FilePart {
-    /// Base-type expressions of its class-like units, in source order.
-    bases: HashMap<SymId, Vec<String>>,
-    /// Return-type expression of its functions (the last fact wins).
-    returns: HashMap<SymId, String>,
-    /// Fields of its class-like units: (name, expression, is a type).
-    fields: HashMap<SymId, Vec<(String, String, bool)>>,
+    /// Base-type facts of its class-like units, in source order (indices
+    /// into the file's `defs`).
+    bases: HashMap<SymId, Vec<u32>>,
+    /// Return-type fact of its functions (the last fact wins).
+    returns: HashMap<SymId, u32>,
+    /// Fields of its class-like units (bindings of the file).
+    fields: HashMap<SymId, Vec<BindingIdx>>,
     /// Per binding (index into the file's bindings): the unit of its scope.
     pub(super) scopes: Table<BindingIdx, SymId>,
-    /// Non-field bindings by name (indices into the file's bindings).
-    pub(super) by_name: HashMap<String, Vec<BindingIdx>>,
-    /// Imports by local name (index into the file's imports), with the unit
-    /// whose scope they bind in.
-    pub(super) imports: HashMap<String, Vec<(ImportIdx, SymId)>>,
+    /// Non-field bindings sorted by name, source order within a name
+    /// ([`FilePart::bindings_named`]).
+    by_name: Vec<BindingIdx>,
+    /// Imports that bind in a unit's scope, with that unit, sorted by local
+    /// name, source order within a name ([`FilePart::imports_named`]).
+    imports: Vec<(ImportIdx, SymId)>,
 }
 
 /// Whether units of this kind have members (classes, structs, traits, impls, …).
@@ -239,7 +264,7 @@ impl World {
             by_id: syms.iter().map(|(i, s)| (s.id, i)).collect(),
             file_syms: Table::default(),
             children: Table::default(),
-            by_name: HashMap::new(),
+            by_name: Vec::new(),
             file_by_path: files.iter().map(|(i, f)| (f.path.clone(), i)).collect(),
             owned: HashMap::new(),
             impl_methods: HashMap::new(),
@@ -397,15 +422,25 @@ impl World {
         self.files[fi].family.conventions()
     }
 
-    /// Symbols by name (see [`World::new`]).
-    fn names_table(&self) -> HashMap<String, Vec<SymId>> {
-        let mut by_name: HashMap<String, Vec<SymId>> = HashMap::new();
-        for (i, s) in self.syms.iter() {
-            if !s.name.is_empty() && s.node_type.is_symbol() {
-                by_name.entry(s.name.clone()).or_default().push(i);
-            }
-        }
+    /// Symbols sorted by name, id order within a name (see [`World::new`]).
+    fn names_table(&self) -> Vec<SymId> {
+        let mut by_name: Vec<SymId> = self
+            .syms
+            .iter()
+            .filter(|(_, s)| !s.name.is_empty() && s.node_type.is_symbol())
+            .map(|(i, _)| i)
+            .collect();
+        let syms = &self.syms;
+        by_name.sort_by(|&a, &b| syms[a].name.cmp(&syms[b].name));
         by_name
+    }
+
+    /// Symbol units named `name`, in id order.
+    pub(super) fn units_named(&self, name: &str) -> &[SymId] {
+        let list = &self.by_name;
+        let lo = list.partition_point(|&c| self.syms[c].name.as_str() < name);
+        let hi = lo + list[lo..].partition_point(|&c| self.syms[c].name == name);
+        &list[lo..hi]
     }
 
     /// Per file its units sorted by start and its file unit; per unit its
@@ -519,19 +554,38 @@ impl World {
         self.parts[fi].get_or_init(|| self.file_part(fi))
     }
 
-    /// Base-type expressions of unit `t`, if it has any.
-    pub(super) fn bases_of(&self, t: SymId) -> Option<&Vec<String>> {
-        self.part(self.syms[t].file).bases.get(&t)
+    /// Base-type expressions of unit `t`, in source order.
+    pub(super) fn bases_of(&self, t: SymId) -> impl Iterator<Item = &str> {
+        let fi = self.syms[t].file;
+        let defs = &self.files[fi].facts.defs;
+        let bases = self.part(fi).bases.get(&t);
+        bases
+            .into_iter()
+            .flatten()
+            .map(move |&d| defs[d as usize].expr.as_str())
+    }
+
+    /// Whether unit `t` has a base-type expression.
+    pub(super) fn has_bases(&self, t: SymId) -> bool {
+        self.part(self.syms[t].file).bases.contains_key(&t)
     }
 
     /// Return-type expression of function `f`.
-    pub(super) fn returns_of(&self, f: SymId) -> Option<&String> {
-        self.part(self.syms[f].file).returns.get(&f)
+    pub(super) fn returns_of(&self, f: SymId) -> Option<&str> {
+        let fi = self.syms[f].file;
+        let &d = self.part(fi).returns.get(&f)?;
+        Some(self.files[fi].facts.defs[d as usize].expr.as_str())
     }
 
     /// Fields of class-like unit `o`: (name, expression, is a type).
-    pub(super) fn fields_of(&self, o: SymId) -> Option<&Vec<(String, String, bool)>> {
-        self.part(self.syms[o].file).fields.get(&o)
+    pub(super) fn fields_of(&self, o: SymId) -> impl Iterator<Item = (&str, &str, bool)> {
+        let fi = self.syms[o].file;
+        let bindings = &self.files[fi].facts.bindings;
+        let fields = self.part(fi).fields.get(&o);
+        fields.into_iter().flatten().map(move |&bi| {
+            let b = &bindings[bi.index()];
+            (b.name.as_str(), b.expr.as_str(), b.is_type)
+        })
     }
 
     /// The part of the world file `fi`'s facts make (see [`World::part`]);
@@ -539,24 +593,25 @@ impl World {
     fn file_part(&self, fi: FileIdx) -> FilePart {
         let facts = &self.files[fi].facts;
         let mut part = FilePart::default();
-        for d in &facts.defs {
+        for (di, d) in facts.defs.iter().enumerate() {
             let Some(si) = self.def_at(fi, d.byte, &d.name) else {
                 continue;
             };
+            let di = di as u32;
             match d.what {
                 // In `World::impl_traits` and `World::type_of_impl`.
                 DefFactKind::ImplTrait | DefFactKind::ImplType => {}
-                DefFactKind::Base => part.bases.entry(si).or_default().push(d.expr.clone()),
+                DefFactKind::Base => part.bases.entry(si).or_default().push(di),
                 _ => {
-                    part.returns.insert(si, d.expr.clone());
+                    part.returns.insert(si, di);
                 }
             }
         }
         let mut scopes = Vec::with_capacity(facts.bindings.len());
-        for b in &facts.bindings {
+        for (bi, b) in facts.bindings.iter().enumerate() {
             let scope = self.innermost(fi, b.byte).unwrap_or_default();
             scopes.push(scope);
-            let field = || (b.name.clone(), b.expr.clone(), b.is_type);
+            let field = || BindingIdx::at(bi);
             if b.field {
                 let owner = self.innermost_where(fi, b.byte, |s| {
                     is_classlike(s.node_type) || s.node_type == NodeType::Impl
@@ -574,22 +629,21 @@ impl World {
             }
         }
         part.scopes = Table::new(scopes);
-        for (bi, b) in facts.bindings.iter().enumerate() {
-            if !b.field {
-                part.by_name
-                    .entry(b.name.clone())
-                    .or_default()
-                    .push(BindingIdx::at(bi));
-            }
-        }
+        let bindings = &facts.bindings;
+        part.by_name = (0..bindings.len())
+            .filter(|&bi| !bindings[bi].field)
+            .map(BindingIdx::at)
+            .collect();
+        part.by_name
+            .sort_by(|a, b| bindings[a.index()].name.cmp(&bindings[b.index()].name));
         for (ii, i) in facts.imports.iter().enumerate() {
             if let Some(scope) = self.innermost(fi, i.byte) {
-                part.imports
-                    .entry(i.local.clone())
-                    .or_default()
-                    .push((ImportIdx::at(ii), scope));
+                part.imports.push((ImportIdx::at(ii), scope));
             }
         }
+        let imports = &facts.imports;
+        part.imports
+            .sort_by(|a, b| imports[a.0.index()].local.cmp(&imports[b.0.index()].local));
         part
     }
 

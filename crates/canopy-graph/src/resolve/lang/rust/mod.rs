@@ -568,8 +568,7 @@ impl LanguageRules for Rust {
             })
             .filter(|&e| {
                 w.syms[e].node_type == NodeType::Enum
-                    && w.fields_of(e)
-                        .is_some_and(|fs| fs.iter().any(|(n, _, _)| *n == payload))
+                    && w.fields_of(e).any(|(n, _, _)| n == payload)
             })
             .map(Val::Inst)
             .collect();

@@ -83,7 +83,7 @@ pub(super) fn implemented(w: &World, t: SymId, depth: u32, out: &mut Vec<SymId>)
         w.type_units(&icx, tr, depth + 1, out);
         if impl_trait_is(w, *impl_sym, "Deref") {
             for &target in w.named_children(*impl_sym, "Target") {
-                for b in w.bases_of(target).into_iter().flatten() {
+                for b in w.bases_of(target) {
                     w.type_units(&icx, b, depth + 1, out);
                 }
             }
