@@ -12,11 +12,14 @@ binary already indexed it reads the file list and changes nothing.
 --keep-full keeps git trees whole instead of lean (no restore, so no refresh on the next run);
 --fragments also stores each pack's fragments (detail, tokens, score, node type, path, name, lines)
 for diagnosis.
+Per pack it also stores the fragments per strategy (`by`) and the strategies whose `full` fragments
+cover a gold function's whole span (`body_by`); the summary prints history's fragments per pack and
+the packs whose gold body only history's fragments cover (issue 31 item 4).
 """
 import json, os, sys, subprocess
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import trees, splits
-from context_eval import score_context
+from context_eval import score_context, body_strategies
 
 args = [a for a in sys.argv[1:]]
 budgets = [2000, 4000, 8000]
@@ -61,6 +64,10 @@ for iid in ids:
                 pack = json.loads(p.stdout)
                 sc = score_context(pack, inst)
                 sc["wire"] = pack.get("wire_tokens")
+                sc["by"] = {}
+                for f in pack["fragments"]:
+                    sc["by"][f.get("strategy") or "?"] = sc["by"].get(f.get("strategy") or "?", 0) + 1
+                sc["body_by"] = body_strategies(pack, inst)
                 if with_fragments:
                     sc["fragments"] = [[f["detail"], f["tokens"], round(f["score"], 3), f["node_type"], f["file_path"],
                                         f.get("name"), f["line_range"]] for f in pack["fragments"]]
@@ -79,3 +86,9 @@ for name in bins:
         have = [r[k] for r in rows if k in r]
         wb = [x for x in have if x["body"] is not None]
         print(f"{k}: n={len(have)} file={sum(x['file'] for x in have)/len(have):.3f} body={sum(x['body'] for x in wb)/max(1,len(wb)):.3f} (of {len(wb)}) maxwire/budget={max((x['wire'] or 0)/bud for x in have):.3f}")
+        by = [x for x in have if "by" in x]
+        if by:
+            hist = sum(x["by"].get("history", 0) for x in by)
+            only = [r["instance_id"] for r in rows if k in r and r[k].get("body_by") == ["history"]]
+            print(f"  history fragments per pack {hist / len(by):.2f} (packs with any: {sum(1 for x in by if x['by'].get('history'))}); "
+                  f"gold body only by history: {len(only)} {only}")

@@ -4,7 +4,7 @@
 //! each strategy finds what it is for on a repository built by the test
 //! (history on a real git repository with real commits).
 
-use canopy_test_support::git::git;
+use canopy_test_support::git::{commit_all_at, git};
 use canopy_test_support::repo::write;
 
 use canopy_core::context::{ContextPack, ContextParams, Detail, Strategy};
@@ -405,6 +405,113 @@ fn history_strategy_follows_files_changed_together_in_git() {
     assert!(
         !paths.contains(&"web/app.py"),
         "never changed with the parser: {paths:?}"
+    );
+}
+
+/// "N days ago" counts from the checked-out commit, not from today: the
+/// pack of a fixed tree is the same whenever it is asked for.
+#[test]
+fn history_dates_changes_from_the_checked_out_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    git(r, &["init", "-q", "-b", "main"]);
+    let parse = |v: &str| format!("def parse(text):\n    return text.split('{v}')\n");
+    let check = |v: &str| format!("def check(settings):\n    return '{v}' in settings\n");
+    write(r, "config/parser.py", &parse("="));
+    write(r, "config/schema.py", &check("name"));
+    write(r, "web/app.py", "def serve():\n    return 'ok'\n");
+    commit_all_at(r, "first version", "2020-01-01T12:00:00Z");
+    write(r, "config/parser.py", &parse(":"));
+    write(r, "config/schema.py", &check("port"));
+    commit_all_at(r, "colon separated settings", "2020-01-05T12:00:00Z");
+    write(r, "web/app.py", "def serve():\n    return 'ok!'\n");
+    commit_all_at(r, "web only", "2020-01-15T12:00:00Z");
+    let engine = Engine::open(r, EngineOptions::default()).unwrap();
+    engine.index(None, &NoProgress).unwrap();
+    let pack = context(&engine, "parse", Some("parse"), 2_000, Strategy::History);
+    check_invariants(&pack);
+    let schema = pack
+        .fragments
+        .iter()
+        .find(|f| f.strategy == Strategy::History && f.file_path == "config/schema.py")
+        .unwrap_or_else(|| panic!("{:?}", pack.fragments));
+    assert!(
+        schema
+            .reason
+            .contains("last 10 days ago: \"colon separated settings\""),
+        "dated from HEAD (2020-01-15): {}",
+        schema.reason
+    );
+}
+
+/// History proposes the units changed in the same commits as the focus
+/// unit, not whole files: `beta` changed with `alpha` three times, while a
+/// changelog touched by every commit and `gamma` (beside `beta`, never
+/// changed with `alpha`) are not proposed.
+#[test]
+fn history_proposes_units_changed_with_the_focus_unit_not_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    git(r, &["init", "-q", "-b", "main"]);
+    let a = |v: u32, w: u32| {
+        format!("def alpha(x):\n    return x + {v}\n\n\ndef other_a(x):\n    return x * {w}\n")
+    };
+    let b = |v: u32, g: u32| {
+        format!("def gamma(y):\n    return y - {g}\n\n\ndef beta(y):\n    return alpha(y) + {v}\n")
+    };
+    let mut log = String::from("# Changes\n");
+    let mut step = |r: &std::path::Path, av: Option<(u32, u32)>, bv: u32, bg: u32, day: u32| {
+        if let Some((av, aw)) = av {
+            write(r, "app/a.py", &a(av, aw));
+        }
+        write(r, "app/b.py", &b(bv, bg));
+        log.push_str(&format!("\n- change {day}\n"));
+        write(r, "CHANGELOG.md", &log);
+        commit_all_at(
+            r,
+            &format!("change {day}"),
+            &format!("2020-01-{day:02}T12:00:00Z"),
+        );
+    };
+    step(r, None, 1, 1, 1); // b.py alone
+    step(r, Some((2, 1)), 2, 1, 2); // alpha added, beta changed
+    step(r, Some((3, 1)), 3, 1, 3); // alpha and beta
+    step(r, Some((3, 1)), 3, 2, 4); // gamma alone
+    step(r, Some((4, 1)), 4, 2, 5); // alpha and beta
+    step(r, Some((4, 2)), 4, 2, 6); // other_a, beside the focus
+    let engine = Engine::open(r, EngineOptions::default()).unwrap();
+    engine.index(None, &NoProgress).unwrap();
+    let pack = context(&engine, "alpha", Some("alpha"), 4_000, Strategy::History);
+    check_invariants(&pack);
+    let history: Vec<&canopy_core::context::Fragment> = pack
+        .fragments
+        .iter()
+        .filter(|f| f.strategy == Strategy::History)
+        .collect();
+    let names: Vec<(&str, Option<&str>)> = history
+        .iter()
+        .map(|f| (f.file_path.as_str(), f.name.as_deref()))
+        .collect();
+    assert_eq!(
+        names.first(),
+        Some(&("app/b.py", Some("beta"))),
+        "the unit changed with alpha, first: {names:?}"
+    );
+    assert_eq!(history[0].line_range, [5, 6], "beta alone, not its file");
+    assert!(
+        history[0]
+            .reason
+            .starts_with("changed with the focus code 3× (last 1 day ago: \"change 5\""),
+        "{}",
+        history[0].reason
+    );
+    assert!(
+        !names.iter().any(|(p, _)| *p == "CHANGELOG.md"),
+        "a changelog touched by every commit is noise: {names:?}"
+    );
+    assert!(
+        !names.iter().any(|(_, n)| *n == Some("gamma")),
+        "gamma never changed with alpha: {names:?}"
     );
 }
 

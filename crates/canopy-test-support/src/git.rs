@@ -34,3 +34,31 @@ pub fn commit_all(dir: &Path, message: &str) {
     git(dir, &["add", "-A"]);
     git(dir, &["commit", "-q", "--allow-empty", "-m", message]);
 }
+
+/// `git add -A` and a commit of everything in `dir`, authored and committed
+/// at `date` (any date git reads, e.g. `2020-01-11T12:00:00Z`): a history
+/// whose times do not depend on when the test runs.
+pub fn commit_all_at(dir: &Path, message: &str, date: &str) {
+    git(dir, &["add", "-A"]);
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=Canopy Test",
+            "-c",
+            "user.email=test@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(["commit", "-q", "--allow-empty", "-m", message])
+        .env("GIT_AUTHOR_DATE", date)
+        .env("GIT_COMMITTER_DATE", date)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git commit failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -20,9 +20,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
+use crate::context::cochange::{self, CoChanged, FileChange};
+use crate::store::Store;
+use crate::store::read::NodeRecord;
+
 /// One commit as the history strategy reads it.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Commit {
+    /// The commit id.
+    pub(crate) id: String,
     /// Committer time, Unix seconds.
     pub(crate) time: i64,
     pub(crate) subject: String,
@@ -33,12 +39,12 @@ pub(crate) struct Commit {
 
 /// The flags of both logs: non-merge commits, renames as delete and add,
 /// every commit that touched a path (see the module docs), one record per
-/// commit (`\x1e`, then time `\x1f` subject, then its files one a line).
+/// commit (`\x1e`, then id `\x1f` time `\x1f` subject, then its files one a line).
 const LOG_FLAGS: [&str; 5] = [
     "--no-merges",
     "--no-renames",
     "--full-history",
-    "--format=%x1e%ct%x1f%s",
+    "--format=%x1e%H%x1f%ct%x1f%s",
     "--name-only",
 ];
 
@@ -48,7 +54,15 @@ pub struct HistoryLog {
     /// Whether the whole log is read and kept ([`HistoryLog::keep`]).
     kept: AtomicBool,
     state: Mutex<LogState>,
+    /// Each commit's `-U0` diff, by commit id (a commit never changes).
+    diffs: Mutex<HashMap<String, Arc<Vec<FileChange>>>>,
+    /// The co-change counts of a focus ([`HistoryLog::co_changed`]), by
+    /// the commits read, the focus and the index generation.
+    co: Mutex<HashMap<String, Arc<Vec<CoChanged>>>>,
 }
+
+/// Kept diffs beyond which the cache starts again (about 100 MB of Django's).
+const KEPT_DIFFS: usize = 20_000;
 
 #[derive(Default)]
 enum LogState {
@@ -128,6 +142,93 @@ impl HistoryLog {
     }
 }
 
+impl HistoryLog {
+    /// The units changed together with `focus` in `commits` (newest first):
+    /// counted once per focus, index generation and history read, and kept.
+    pub(crate) fn co_changed(
+        &self,
+        store: &Store,
+        root: &Path,
+        focus: &[NodeRecord],
+        commits: &[Commit],
+    ) -> crate::error::Result<Result<Arc<Vec<CoChanged>>, String>> {
+        let mut key = format!(
+            "{}|{}|{}",
+            store.generation()?,
+            commits.len(),
+            commits.first().map_or("", |c| c.id.as_str())
+        );
+        for f in focus {
+            key.push_str(&format!("|{}", f.rowid));
+        }
+        if let Some(hit) = lock(&self.co).get(&key) {
+            return Ok(Ok(Arc::clone(hit)));
+        }
+        let diffs = match self.diffs_of(root, focus, commits) {
+            Ok(d) => d,
+            Err(why) => return Ok(Err(why)),
+        };
+        let found = Arc::new(cochange::co_changed(store, focus, commits, &diffs)?);
+        let mut co = lock(&self.co);
+        if co.len() >= KEPT_DIFFS {
+            co.clear();
+        }
+        co.insert(key, Arc::clone(&found));
+        Ok(Ok(found))
+    }
+
+    /// The diffs of `commits`: all of a small commit, only the focus files
+    /// of a large one (kept under `id|files`); each read from git once.
+    fn diffs_of(
+        &self,
+        root: &Path,
+        focus: &[NodeRecord],
+        commits: &[Commit],
+    ) -> Result<HashMap<String, Arc<Vec<FileChange>>>, String> {
+        let mut files: Vec<&str> = focus.iter().map(|n| n.file_path.as_str()).collect();
+        files.sort_unstable();
+        files.dedup();
+        let large_key = |id: &str| format!("{id}|{}", files.join("|"));
+        let key = |c: &Commit| {
+            if c.files.len() <= cochange::MAX_FILES {
+                c.id.clone()
+            } else {
+                large_key(&c.id)
+            }
+        };
+        let (mut out, mut small, mut large) = (HashMap::new(), Vec::new(), Vec::new());
+        {
+            let kept = lock(&self.diffs);
+            for c in commits {
+                match kept.get(&key(c)) {
+                    Some(d) => {
+                        out.insert(c.id.clone(), Arc::clone(d));
+                    }
+                    None if c.files.len() <= cochange::MAX_FILES => small.push(c.id.as_str()),
+                    None => large.push(c.id.as_str()),
+                }
+            }
+        }
+        let mut read = cochange::git_diffs(root, &small, &[])?;
+        if !large.is_empty() {
+            for (id, d) in cochange::git_diffs(root, &large, &files)? {
+                read.insert(large_key(&id), d);
+            }
+        }
+        let mut kept = lock(&self.diffs);
+        if kept.len() + read.len() > KEPT_DIFFS {
+            kept.clear();
+        }
+        for (k, d) in read {
+            let d = Arc::new(d);
+            let id = k.split('|').next().unwrap_or(&k).to_string();
+            out.insert(id, Arc::clone(&d));
+            kept.insert(k, d);
+        }
+        Ok(out)
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -151,6 +252,21 @@ fn top_level_head(root: &Path) -> Option<String> {
     (prefix.is_empty() && !head.is_empty()).then(|| head.to_string())
 }
 
+/// `HEAD`'s committer time (Unix seconds): what "N days ago" counts from,
+/// so a pack of a checked-out tree does not change as days pass.
+pub(crate) fn head_time(root: &Path) -> Option<i64> {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["log", "-1", "--format=%ct", "HEAD"])
+        .output()
+        .ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    String::from_utf8(output.stdout).ok()?.trim().parse().ok()
+}
+
 /// Every non-merge commit reachable from one `HEAD`, indexed by file.
 struct WholeLog {
     head: String,
@@ -164,6 +280,7 @@ struct WholeLog {
 }
 
 struct LoggedCommit {
+    id: String,
     time: i64,
     subject: String,
     files: Vec<u32>,
@@ -213,6 +330,7 @@ impl WholeLog {
                 files.push(id);
             }
             log.commits.push(LoggedCommit {
+                id: commit.id,
                 time: commit.time,
                 subject: commit.subject,
                 files,
@@ -241,6 +359,7 @@ impl WholeLog {
         at.into_iter()
             .filter_map(|i| self.commits.get(i as usize))
             .map(|c| Commit {
+                id: c.id.clone(),
                 time: c.time,
                 subject: c.subject.clone(),
                 files: c
@@ -289,8 +408,12 @@ fn parse_log(text: &str) -> Vec<Commit> {
     for record in text.split('\u{1e}').filter(|r| !r.trim().is_empty()) {
         let mut lines = record.lines();
         let Some(head) = lines.next() else { continue };
-        let (time, subject) = head.split_once('\u{1f}').unwrap_or((head, ""));
+        let mut parts = head.splitn(3, '\u{1f}');
+        let id = parts.next().unwrap_or("").trim().to_string();
+        let time = parts.next().unwrap_or("");
+        let subject = parts.next().unwrap_or("");
         commits.push(Commit {
+            id,
             time: time.trim().parse().unwrap_or(0),
             subject: subject.to_string(),
             files: lines

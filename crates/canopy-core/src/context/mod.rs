@@ -20,6 +20,7 @@
 //! a root the engine hands it and never names the engine.
 
 pub mod budget;
+pub(crate) mod cochange;
 mod comments;
 pub(crate) mod history;
 pub mod strategies;

@@ -6,9 +6,8 @@
 //! for each unit the reason of the strategy that ranked it highest.
 
 use std::collections::{HashMap, HashSet};
-use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::context::history::HistoryLog;
+use crate::context::history::{HistoryLog, head_time};
 use crate::context::{
     Candidate, ContextParams, FocusReport, SemanticInput, Strategy, StrategyReport,
 };
@@ -354,8 +353,9 @@ fn graph_candidates(
     Ok((out, None))
 }
 
-/// Files changed in the same commits as the focus files, most often and
-/// most recently first; each as its file unit.
+/// Units (functions, classes; the file for code outside them) changed in
+/// the same commits as the focus code, most often and most recently first
+/// ([`crate::context::cochange`]).
 fn history_candidates(
     snapshot: Snapshot<'_>,
     focus: &[NodeRecord],
@@ -374,56 +374,36 @@ fn history_candidates(
     if commits.is_empty() {
         return Ok((Vec::new(), Some("no commit touches the focus files".into())));
     }
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
-    // path -> (times changed together, newest commit time, its subject)
-    let mut together: HashMap<String, (u32, i64, String)> = HashMap::new();
-    for c in &commits {
-        // A commit touching hundreds of files (a reformat, a rename sweep) says nothing of coupling.
-        if c.files.len() > 30 {
-            continue;
-        }
-        for f in &c.files {
-            if focus_files.contains(&f.as_str()) {
-                continue;
-            }
-            let e = together
-                .entry(f.clone())
-                .or_insert((0, c.time, c.subject.clone()));
-            e.0 += 1;
-            if c.time > e.1 {
-                e.1 = c.time;
-                e.2 = c.subject.clone();
-            }
-        }
-    }
-    let mut ranked: Vec<(String, (u32, i64, String))> = together.into_iter().collect();
-    ranked.sort_by(|a, b| {
-        b.1.0
-            .cmp(&a.1.0)
-            .then(b.1.1.cmp(&a.1.1))
-            .then(a.0.cmp(&b.0))
-    });
     let store = snapshot.store();
+    let found = match history.co_changed(store, snapshot.root(), focus, &commits)? {
+        Ok(found) => found,
+        Err(note) => return Ok((Vec::new(), Some(note))),
+    };
+    // Counted from the checked-out commit, not the clock (the newest commit
+    // read stands in if HEAD's time cannot be read).
+    let now = head_time(snapshot.root())
+        .unwrap_or_else(|| commits.iter().map(|c| c.time).max().unwrap_or(0));
+    let top: Vec<_> = found.iter().take(PER_STRATEGY / 2).collect();
+    let nodes = store.nodes_by_rowid(&top.iter().map(|c| c.rowid).collect::<Vec<_>>())?;
     let mut out = Vec::new();
-    for (path, (times, time, subject)) in ranked {
-        if out.len() >= PER_STRATEGY / 2 {
-            break;
-        }
-        let Some(node) = store.file_node(&path)? else {
-            continue; // deleted since, or not indexed
+    for c in top {
+        let Some(node) = nodes.get(&c.rowid) else {
+            continue;
         };
-        let days = ((now - time).max(0) / 86_400) as u64;
+        let days = ((now - c.time).max(0) / 86_400) as u64;
         let when = match days {
             0 => "today".to_string(),
             1 => "1 day ago".to_string(),
             d => format!("{d} days ago"),
         };
-        let subject: String = subject.chars().take(60).collect();
+        let with = if c.with_unit { "code" } else { "file" };
+        let subject: String = c.subject.chars().take(60).collect();
         out.push(Candidate {
-            node,
-            reason: format!("changed with the focus code {times}× (last {when}: \"{subject}\")"),
+            node: node.clone(),
+            reason: format!(
+                "changed with the focus {with} {}× (last {when}: \"{subject}\")",
+                c.times
+            ),
         });
     }
     Ok((out, None))
