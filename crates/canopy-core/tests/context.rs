@@ -417,12 +417,12 @@ fn history_dates_changes_from_the_checked_out_commit() {
     git(r, &["init", "-q", "-b", "main"]);
     let parse = |v: &str| format!("def parse(text):\n    return text.split('{v}')\n");
     let check = |v: &str| format!("def check(settings):\n    return '{v}' in settings\n");
-    write(r, "config/parser.py", &parse("="));
-    write(r, "config/schema.py", &check("name"));
+    write(r, "config/parser.py", parse("="));
+    write(r, "config/schema.py", check("name"));
     write(r, "web/app.py", "def serve():\n    return 'ok'\n");
     commit_all_at(r, "first version", "2020-01-01T12:00:00Z");
-    write(r, "config/parser.py", &parse(":"));
-    write(r, "config/schema.py", &check("port"));
+    write(r, "config/parser.py", parse(":"));
+    write(r, "config/schema.py", check("port"));
     commit_all_at(r, "colon separated settings", "2020-01-05T12:00:00Z");
     write(r, "web/app.py", "def serve():\n    return 'ok!'\n");
     commit_all_at(r, "web only", "2020-01-15T12:00:00Z");
@@ -462,9 +462,9 @@ fn history_proposes_units_changed_with_the_focus_unit_not_files() {
     let mut log = String::from("# Changes\n");
     let mut step = |r: &std::path::Path, av: Option<(u32, u32)>, bv: u32, bg: u32, day: u32| {
         if let Some((av, aw)) = av {
-            write(r, "app/a.py", &a(av, aw));
+            write(r, "app/a.py", a(av, aw));
         }
-        write(r, "app/b.py", &b(bv, bg));
+        write(r, "app/b.py", b(bv, bg));
         log.push_str(&format!("\n- change {day}\n"));
         write(r, "CHANGELOG.md", &log);
         commit_all_at(
