@@ -280,13 +280,6 @@ pub struct RepoStatusView {
     pub repo: RepoView,
     /// Index statistics (null when the index cannot be read).
     pub index: Option<Status>,
-    /// The generation an answer read now carries. It equals `generation`
-    /// (the last complete one) except while a run's committed batches are
-    /// visible: then it names that state, as the answers do (issue 32: a
-    /// generation names exactly what a reader sees). Absent when the
-    /// repository cannot be queried yet.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub serving_generation: Option<u64>,
 }
 
 /// `GET /status` response.

@@ -307,20 +307,14 @@ impl Service {
             .iter()
             .map(|e| {
                 let view = e.view();
-                // Named as an answer read now would be (`named`), so the
-                // generation a poller compares is the one answers carry.
-                let (index, serving_generation) = match self.serving(e) {
-                    Ok((engine, at)) => {
-                        let at = self.named(e, &engine, at, None);
-                        (engine.status().ok(), Some(at.generation))
-                    }
-                    Err(_) => (None, None),
+                let index = if view.ready {
+                    e.engine(&self.config)
+                        .ok()
+                        .and_then(|eng| eng.status().ok())
+                } else {
+                    None
                 };
-                RepoStatusView {
-                    repo: view,
-                    index,
-                    serving_generation,
-                }
+                RepoStatusView { repo: view, index }
             })
             .collect();
         Ok(StatusResponse {
