@@ -1030,6 +1030,25 @@ fn an_idle_engine_is_closed_and_reopened_by_the_next_request() {
     });
 }
 
+/// The settings routes are single-machine for now (docs/fleet.md): in
+/// fleet mode they are refused on the owner too, rather than change that
+/// node's entry while `fleet_repos` keeps the old flag.
+#[test]
+fn repository_settings_are_refused_in_fleet_mode_and_change_nothing() {
+    let Some(pg) = pg() else { return };
+    let data = tempfile::tempdir().unwrap();
+    let a = node_with(&pg, "node-a", data.path(), &[]);
+    let repo = Repo::small();
+    let repo_id = add_git(&a, &repo);
+    answered_above(&a, &repo_id, "authenticate", 0);
+    let path = format!("/repos/{repo_id}/settings");
+    assert_error(&get(&a.client(), &path), 501, "not_implemented");
+    let resp = post(&a.client(), &path, &json!({"watch": true}));
+    assert_error(&resp, 501, "not_implemented");
+    let repos = get(&a.client(), "/repos").json().unwrap();
+    assert_eq!(repos[0]["watch"], false, "{repos}");
+}
+
 #[test]
 fn without_the_flag_nothing_of_fleet_mode_is_there() {
     let data = tempfile::tempdir().unwrap();

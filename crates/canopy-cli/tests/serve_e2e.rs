@@ -1095,6 +1095,90 @@ fn serve_watch_watches_repositories_added_later() {
     });
 }
 
+/// `GET`/`POST /repos/{id}/settings`: read, change (by id or name), refuse
+/// unknown keys and bad values with nothing changed, take effect at once
+/// (a watched repository re-indexes on an edit) and survive a restart.
+#[test]
+fn repository_settings_are_read_changed_validated_and_kept() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
+    let client = server.client();
+    let repo = Repo::small();
+    let id = add_and_index(&client, &repo);
+    let path = format!("/repos/{id}/settings");
+
+    let resp = get(&client, &path);
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let settings = resp.json().unwrap();
+    assert_eq!(settings["repo_id"], id.as_str());
+    assert_eq!(
+        (&settings["watch"], &settings["watched"]),
+        (&json!(false), &json!(false))
+    );
+
+    // Refused, and nothing changes: unknown key, wrong type, not an object,
+    // not JSON, an unknown repository.
+    let bad_key = post(&client, &path, &json!({"watch": true, "wach": true}));
+    assert_error(&bad_key, 400, "validation_error");
+    assert!(bad_key.text().contains("wach"), "{}", bad_key.text());
+    assert_error(
+        &post(&client, &path, &json!({"watch": "yes"})),
+        400,
+        "validation_error",
+    );
+    assert_error(
+        &post(&client, &path, &json!([true])),
+        400,
+        "validation_error",
+    );
+    let raw = client
+        .send_raw("POST", &path, Some(b"{watch"), &[])
+        .unwrap();
+    assert_error(&raw, 400, "invalid_json");
+    assert_error(
+        &get(&client, "/repos/no-such-repo/settings"),
+        404,
+        "not_found",
+    );
+    assert_error(
+        &post(
+            &client,
+            "/repos/no-such-repo/settings",
+            &json!({"watch": true}),
+        ),
+        404,
+        "not_found",
+    );
+    assert!(!client.repos().unwrap()[0].watch);
+
+    // Changed by name; `GET /repos` and the settings agree.
+    let name = client.repos().unwrap()[0].name.clone();
+    let resp = post(
+        &client,
+        &format!("/repos/{name}/settings"),
+        &json!({"watch": true}),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(resp.json().unwrap()["watch"], true);
+    assert_eq!(get(&client, &path).json().unwrap()["watched"], true);
+    assert!(client.repos().unwrap()[0].watch);
+    repo.write("src/later.rs", "pub fn set_over_http() -> u8 { 3 }\n");
+    eventually("the edit is indexed without POST /reindex", || {
+        finds(&client, &id, "set_over_http", "src/later.rs")
+    });
+    // An empty change changes nothing.
+    let resp = post(&client, &path, &json!({}));
+    assert_eq!(resp.json().unwrap()["watch"], true, "{}", resp.text());
+    server.kill();
+
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
+    let client = server.client();
+    assert_eq!(get(&client, &path).json().unwrap()["watch"], true);
+    let resp = post(&client, &path, &json!({"watch": false}));
+    assert_eq!(resp.json().unwrap()["watched"], false, "{}", resp.text());
+    assert!(!client.repos().unwrap()[0].watch);
+}
+
 #[test]
 fn allow_root_restricts_registration() {
     let allowed = tempfile::tempdir().unwrap();
@@ -1437,6 +1521,9 @@ fn openapi_documents_every_route() {
     let doc: Value = get(&client, "/openapi.json").json().unwrap();
     assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
     let routes = canopy_service::routes();
+    // A path naming a repository is tried with a registered one.
+    let repo = Repo::small();
+    let id = client.add_repo(&repo.root(), None).unwrap().repo_id;
     for (method, path) in &routes {
         let op = &doc["paths"][path][method.to_ascii_lowercase()];
         assert!(op.is_object(), "{method} {path} is not in openapi.json");
@@ -1446,7 +1533,8 @@ fn openapi_documents_every_route() {
         );
         // The route really answers that method (an empty body gives a 400, not 404/405).
         let body = (*method == "POST").then_some(&b"{}"[..]);
-        let resp = client.send_raw(method, path, body, &[]).unwrap();
+        let served = path.replace("{id}", &id);
+        let resp = client.send_raw(method, &served, body, &[]).unwrap();
         assert!(
             resp.status != 404 && resp.status != 405,
             "{method} {path} → {}",

@@ -14,7 +14,9 @@ use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Extension, MatchedPath, Query, Request, State};
+use axum::extract::{
+    DefaultBodyLimit, Extension, MatchedPath, Path as AxumPath, Query, Request, State,
+};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -48,6 +50,8 @@ fn table() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
     vec![
         ("POST", "/repos/add", post(add_repo)),
         ("GET", "/repos", get(list_repos)),
+        ("GET", "/repos/{id}/settings", get(repo_settings)),
+        ("POST", "/repos/{id}/settings", post(set_repo_settings)),
         ("POST", "/reindex", post(reindex)),
         ("POST", "/query", post(query)),
         ("POST", "/evidence_pack", post(evidence_pack)),
@@ -69,8 +73,16 @@ pub fn routes() -> Vec<(&'static str, &'static str)> {
 
 /// Builds the router over `service`.
 pub fn router(service: Arc<Service>) -> Router {
-    let mut router = Router::new();
+    // One method router per path (a path may serve several methods).
+    let mut paths: Vec<(&str, MethodRouter<AppState>)> = Vec::new();
     for (_, path, handler) in table() {
+        match paths.iter_mut().find(|(p, _)| *p == path) {
+            Some((_, existing)) => *existing = std::mem::take(existing).merge(handler),
+            None => paths.push((path, handler)),
+        }
+    }
+    let mut router = Router::new();
+    for (path, handler) in paths {
         router = router.route(path, handler);
     }
     router = router
@@ -267,6 +279,24 @@ async fn add_repo(State(svc): State<AppState>, body: Body) -> Result<Response, A
 
 async fn list_repos(State(svc): State<AppState>) -> Result<Response, ApiError> {
     let out = blocking(&svc, |s| Ok(s.repos())).await?;
+    Ok(Json(out).into_response())
+}
+
+async fn repo_settings(
+    State(svc): State<AppState>,
+    AxumPath(repo): AxumPath<String>,
+) -> Result<Response, ApiError> {
+    let out = blocking(&svc, move |s| s.repo_settings(&repo)).await?;
+    Ok(Json(out).into_response())
+}
+
+async fn set_repo_settings(
+    State(svc): State<AppState>,
+    AxumPath(repo): AxumPath<String>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let req: Value = parse_json(&svc, body)?;
+    let out = blocking(&svc, move |s| s.set_repo_settings(&repo, req)).await?;
     Ok(Json(out).into_response())
 }
 

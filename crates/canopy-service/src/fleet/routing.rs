@@ -171,6 +171,15 @@ pub async fn layer(State(svc): State<Svc>, req: Request, next: Next) -> Response
             )
             .await
         }
+        // The settings routes change this node's local entry; in fleet mode
+        // the setting lives in `fleet_repos` and its owner must apply it,
+        // which is not built yet: refuse rather than change one node.
+        (_, p) if p.starts_with("/repos/") && p.ends_with("/settings") => error(
+            StatusCode::NOT_IMPLEMENTED,
+            "not_implemented",
+            "repository settings cannot be read or changed over HTTP in fleet mode yet".into(),
+            "register the repository with the setting (POST /repos/add {\"watch\": true}), or start the nodes with --watch",
+        ),
         _ => next.run(req).await,
     }
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use canopy_client::api::{AddRepoRequest, AddRepoResponse, RepoView};
 use canopy_core::Engine;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::entry::RepoEntry;
 use super::{Service, lock, now_secs};
@@ -216,6 +216,59 @@ impl Service {
     pub fn repos(&self) -> Vec<RepoView> {
         self.entries().iter().map(|e| e.view()).collect()
     }
+
+    /// `GET /repos/{id}/settings`: what the registry stores as the
+    /// repository's settings (today only its watch flag).
+    pub fn repo_settings(&self, repo: &str) -> Result<Value, ApiError> {
+        let entry = self.lookup(repo)?;
+        Ok(settings_view(&entry, self.config.watch_all))
+    }
+
+    /// `POST /repos/{id}/settings`: changes the settings the body names
+    /// (keys: [`SETTINGS_KEYS`]); an unknown key or a mistyped value is a
+    /// validation error and changes nothing. Kept across restarts.
+    pub fn set_repo_settings(self: &Arc<Self>, repo: &str, body: Value) -> Result<Value, ApiError> {
+        let entry = self.lookup(repo)?;
+        let Value::Object(fields) = body else {
+            return Err(ApiError::Validation(
+                "the body must be a JSON object of settings, e.g. {\"watch\": true}".into(),
+            ));
+        };
+        if let Some(key) = fields.keys().find(|k| !SETTINGS_KEYS.contains(&k.as_str())) {
+            return Err(ApiError::Validation(format!(
+                "unknown setting `{key}`; the settings are: {}",
+                SETTINGS_KEYS.join(", ")
+            )));
+        }
+        let watch = match fields.get("watch") {
+            None => None,
+            Some(Value::Bool(b)) => Some(*b),
+            Some(other) => {
+                return Err(ApiError::Validation(format!(
+                    "`watch` must be true or false, got {other}"
+                )));
+            }
+        };
+        if let Some(watch) = watch {
+            self.set_watch(&entry, watch)?;
+        }
+        Ok(settings_view(&entry, self.config.watch_all))
+    }
+}
+
+/// The settings `POST /repos/{id}/settings` accepts.
+pub const SETTINGS_KEYS: [&str; 1] = ["watch"];
+
+/// A repository's settings as the settings routes answer them.
+fn settings_view(entry: &RepoEntry, watch_all: bool) -> Value {
+    let st = lock(&entry.state);
+    json!({
+        "repo_id": entry.id,
+        "name": st.record.name,
+        "watch": st.record.watch,
+        // `canopy serve --watch` watches every repository whatever its flag.
+        "watched": st.record.watch || watch_all,
+    })
 }
 
 #[cfg(test)]
