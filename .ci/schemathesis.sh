@@ -61,7 +61,9 @@ curl -fsS -X POST "$URL/reindex" -H 'content-type: application/json' -H "$AUTH" 
     -d '{"repo": "app"}' >/dev/null || true
 
 status=0
-"$VENV/bin/schemathesis" --config-file "$ROOT/.ci/schemathesis.toml" run "$URL/openapi.json" \
+# Through a small runner that guards against a CPython 3.11 bug in the
+# tool itself (see .ci/schemathesis_main.py); checks are unchanged.
+"$VENV/bin/python" "$ROOT/.ci/schemathesis_main.py" --config-file "$ROOT/.ci/schemathesis.toml" run "$URL/openapi.json" \
     --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
     --max-examples "$MAX_EXAMPLES" \
     --max-time "$MAX_TIME" \

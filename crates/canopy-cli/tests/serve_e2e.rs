@@ -1994,7 +1994,9 @@ fn a_generation_names_what_a_reader_sees_during_a_plain_reindex_over_http() {
     let client = server.client();
     let repo = probe_repo();
     let id = add_and_index(&client, &repo);
-    let before = client.status(Some(&id)).unwrap().repos[0].repo.generation;
+    let settled = client.status(Some(&id)).unwrap().repos.remove(0);
+    let before = settled.repo.generation;
+    assert_eq!(settled.serving_generation, Some(before), "{settled:?}");
     let first = query_json(&client, &id, &symbol("second_0_fn")).unwrap();
     assert_eq!(first["handles"], json!([]), "{first}");
     assert_eq!(first["generation"], before, "{first}");
@@ -2004,6 +2006,14 @@ fn a_generation_names_what_a_reader_sees_during_a_plain_reindex_over_http() {
     let resp = post(&client, "/reindex", &json!({"repo": id}));
     assert_eq!(resp.status, 200, "{}", resp.text());
     eventually("the reindex is held part-way", || hold.is_held());
+    // `/status` observes: the run's committed state has no name until an
+    // answer reads it, and polling never gives it one (a poll that named
+    // states would use up generation numbers; see `state_survives_a_restart`).
+    for _ in 0..3 {
+        let polled = client.status(Some(&id)).unwrap().repos.remove(0);
+        assert_eq!(polled.serving_generation, None, "{polled:?}");
+        assert_eq!(polled.repo.generation, before, "{polled:?}");
+    }
 
     let mid = query_json(&client, &id, &symbol("second_0_fn")).unwrap();
     let sees_new_code = mid["handles"].as_array().is_some_and(|h| !h.is_empty());
@@ -2021,6 +2031,12 @@ fn a_generation_names_what_a_reader_sees_during_a_plain_reindex_over_http() {
     let again = query_json(&client, &id, &symbol("second_0_fn")).unwrap();
     assert_eq!(again["generation"], during, "{again}");
     assert_eq!(again["handles"], mid["handles"], "{again}");
+    // Once an answer named it, `/status` gives that name beside the last
+    // complete generation; and the polls above used up nothing.
+    assert_eq!(during, before + 1, "{mid}");
+    let status = client.status(Some(&id)).unwrap().repos.remove(0);
+    assert_eq!(status.serving_generation, Some(during), "{status:?}");
+    assert_eq!(status.repo.generation, before, "{status:?}");
     // While the run goes on, its handles expand.
     let handle = mid["handles"][0]["id"].as_str().unwrap().to_string();
     let expand = json!({"repo": id, "handles": [{"id": handle, "generation": during}]});
@@ -2035,6 +2051,12 @@ fn a_generation_names_what_a_reader_sees_during_a_plain_reindex_over_http() {
     assert_eq!(resp.status, 409, "{}", resp.text());
     let after = query_json(&client, &id, &symbol("second_0_fn")).unwrap();
     assert_eq!(after["generation"], view.generation, "{after}");
+    let status = client.status(Some(&id)).unwrap().repos.remove(0);
+    assert_eq!(
+        status.serving_generation,
+        Some(view.generation),
+        "{status:?}"
+    );
 }
 
 /// Issue 32, N2: a service killed in the middle of a run and started again

@@ -280,6 +280,16 @@ pub struct RepoStatusView {
     pub repo: RepoView,
     /// Index statistics (null when the index cannot be read).
     pub index: Option<Status>,
+    /// The generation an answer read now carries, when the index's present
+    /// state already has one: `generation` (the last complete one) while
+    /// the index is in the state that run left, or the generation an
+    /// earlier answer gave a running pass's committed batches (issue 32: a
+    /// generation names exactly what a reader sees). Absent before the
+    /// repository can be queried, and for a state no answer has read yet:
+    /// the next answer names it, above every generation given so far.
+    /// Reading it never gives a generation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serving_generation: Option<u64>,
 }
 
 /// `GET /status` response.

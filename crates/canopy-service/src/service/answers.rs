@@ -307,14 +307,21 @@ impl Service {
             .iter()
             .map(|e| {
                 let view = e.view();
-                let index = if view.ready {
-                    e.engine(&self.config)
-                        .ok()
-                        .and_then(|eng| eng.status().ok())
+                let engine = if view.ready {
+                    e.engine(&self.config).ok()
                 } else {
                     None
                 };
-                RepoStatusView { repo: view, index }
+                let index = engine.as_ref().and_then(|eng| eng.status().ok());
+                // Peeked, never named: a poll must not use up generations.
+                let serving_generation = engine
+                    .and_then(|eng| eng.generation().ok())
+                    .and_then(|now| lock(&e.state).peek_state(now));
+                RepoStatusView {
+                    repo: view,
+                    index,
+                    serving_generation,
+                }
             })
             .collect();
         Ok(StatusResponse {

@@ -259,6 +259,28 @@ impl RepoState {
         name
     }
 
+    /// The service generation naming the index state whose engine
+    /// generation is `engine_generation`, if that state already has one:
+    /// the complete generation when the index is (or plainly is still) the
+    /// state the last complete run left, or the generation an answer gave
+    /// it. `None` for a state no answer has read yet. Read-only, unlike
+    /// [`Self::name_state`]: a status poll observes and never uses up a
+    /// generation number (each one given must be saved, and the next
+    /// complete run must go above it).
+    pub(super) fn peek_state(&self, engine_generation: u64) -> Option<u64> {
+        let settled = self.run.is_none() && !self.record.dirty;
+        match self.names.complete {
+            Some(known) if known == engine_generation => return Some(self.record.generation),
+            None if settled && self.names.since.is_empty() => return Some(self.record.generation),
+            _ => {}
+        }
+        self.names
+            .since
+            .iter()
+            .find(|&&(state, _)| state == engine_generation)
+            .map(|&(_, name)| name)
+    }
+
     /// How a generation a client passes back (from an earlier answer)
     /// stands against the index now (`engine_generation`).
     pub(super) fn judge(&mut self, given: u64, engine_generation: u64) -> Judged {
