@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """`canopy_context` latency through a warm `canopy mcp`, per binary (issue 31 item 6).
 
-  context_warm.py --tree DIR --model MODEL_DIR --bin NAME=PATH [--bin NAME=PATH ...]
-                  [--rounds 3] [-n 30] [--strategy fused] [--settle 5]
+  context_warm.py --tree DIR [--model MODEL_DIR] --bin NAME=PATH [--bin NAME=PATH ...]
+                  [--rounds 3] [-n 30] [--strategy fused] [--settle 5] [--focus-list FILE]
 
 DIR must be a git checkout for history to have commits (e.g. a clone of the
 Django mirror: 31,881 commits). Indexes DIR once per binary, then for each
@@ -12,6 +12,13 @@ git log once in the background after its first history request; this
 measures the requests after that), then times -n calls of the 10 tasks of
 bench/context_bench.py in turn at 4,000 tokens. Prints p50/p95 ms per
 binary over all rounds, and whether both binaries returned the same packs.
+
+--focus-list FILE (a JSON list of [task, focus] pairs) times those requests
+instead of the -n tasks: each pair once (the server's first sight of that
+focus: history reads its commits' diffs), then each pair again (repeated:
+answered from the per-focus cache), p50/p95 ms of each pass, and per pass
+the requests whose header lists history as skipped. Without --model the
+server runs without one (semantic is skipped).
 """
 import json
 import argparse, os, subprocess, sys
@@ -23,7 +30,8 @@ from context_bench import QUESTIONS  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--tree", required=True)
-ap.add_argument("--model", required=True)
+ap.add_argument("--model")
+ap.add_argument("--focus-list")
 ap.add_argument("--bin", action="append", required=True)
 ap.add_argument("--rounds", type=int, default=3)
 ap.add_argument("-n", type=int, default=30)
@@ -32,8 +40,10 @@ ap.add_argument("--settle", type=float, default=5.0)
 a = ap.parse_args()
 tree = os.path.realpath(a.tree)
 bins = [b.split("=", 1) for b in a.bin]
+model_args = ["--model", a.model] if a.model else []
+pairs = json.load(open(a.focus_list)) if a.focus_list else None
 for _, path in bins:
-    subprocess.run([path, "--model", a.model, "index", tree, "--quiet"], check=True, capture_output=True)
+    subprocess.run([path] + model_args + ["index", tree, "--quiet"], check=True, capture_output=True)
 
 
 def comparable(blocks):
@@ -57,7 +67,7 @@ def comparable(blocks):
 
 
 def one_server(path):
-    client = McpClient([path, "--model", a.model, "mcp"], 120.0)
+    client = McpClient([path] + model_args + ["mcp"], 120.0)
     try:
         init, _ = client.request("initialize", {
             "protocolVersion": "2025-06-18", "capabilities": {},
@@ -69,6 +79,8 @@ def one_server(path):
             call_tool(client, "canopy_context", {"path": tree, "task": q, "strategy": a.strategy})
         import time
         time.sleep(a.settle)
+        if pairs:
+            return focus_passes(client), []
         times, texts = [], []
         for i in range(a.n):
             args = {"path": tree, "task": QUESTIONS[i % len(QUESTIONS)],
@@ -83,6 +95,39 @@ def one_server(path):
         client.close()
 
 
+def focus_passes(client):
+    """Each (task, focus) pair twice: first sight, then repeated; ms and history-skipped per pass."""
+    out = {}
+    for name in ("first", "repeated"):
+        times, skipped = [], 0
+        for task, focus in pairs:
+            args = {"path": tree, "task": task, "focus": focus, "budget_tokens": 4000, "strategy": a.strategy}
+            resp, secs = client.request("tools/call", {"name": "canopy_context", "arguments": args})
+            if "error" in resp or resp["result"].get("isError"):
+                sys.exit(f"{focus}: {str(resp)[:300]}")
+            header = json.loads(resp["result"]["content"][0]["text"])
+            skipped += "history" in header.get("skipped", {})
+            times.append(secs * 1000)
+        out[name] = (times, skipped)
+    return out
+
+
+if pairs:
+    got = {n: {"first": [], "repeated": []} for n, _ in bins}
+    skips = {n: {"first": 0, "repeated": 0} for n, _ in bins}
+    for _ in range(a.rounds):
+        for n, path in bins:
+            for name, (t, sk) in one_server(path)[0].items():
+                got[n][name] += t
+                skips[n][name] += sk
+    print(f"| binary | pass | canopy_context {a.strategy} with focus, warm mcp, 4,000 tokens | p50 ms | p95 ms | max ms | calls | history skipped |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    for n, passes in got.items():
+        for name, xs in passes.items():
+            xs.sort()
+            print(f"| {n} | {name} | {len(pairs)} (task, focus) pairs | {pct(xs, 50):.1f} | {pct(xs, 95):.1f} | "
+                  f"{xs[-1]:.1f} | {len(xs)} | {skips[n][name]} |")
+    sys.exit(0)
 times = {n: [] for n, _ in bins}
 answers = {}
 for _ in range(a.rounds):
