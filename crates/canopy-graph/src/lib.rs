@@ -133,6 +133,11 @@ pub fn resolve_pending_in_chunks(
         store.graph_finish()?;
         return Ok(ResolveStats::default());
     }
+    // What the run's parsers and writer freed is still held by the
+    // allocator (in the arenas of the threads that freed it), and the pass
+    // allocates on other threads: give it back first, so the pass's peak is
+    // its own working set and not the sum of both phases'.
+    release_free_memory();
     let mut kept = kept;
     let (world, index, rows_ms, world_ms) = pass_world(store, root, &dirty, kept.as_deref_mut())?;
     let targets: Vec<(i64, resolve::FileIdx)> = dirty
@@ -226,6 +231,21 @@ pub fn resolve_pending_in_chunks(
         "resolved"
     );
     Ok(stats)
+}
+
+/// Returns the memory the allocator holds free to the system. glibc keeps
+/// what a thread frees in that thread's arena; a cold index frees most of
+/// its parse phase (trees, batches) on the parser and writer threads and
+/// then resolves on a pool of its own, whose threads allocate anew: without
+/// this, peak RSS was the parse phase's high-water mark plus the pass's
+/// (Django: heap at most 47 MB, RSS 106 MiB). Elsewhere, nothing.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `malloc_trim` only walks the allocator's own free lists
+    // (under its locks) and advises the kernel that free pages are unused.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// The world a pass resolves in and the world index of each file id: the

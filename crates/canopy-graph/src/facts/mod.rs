@@ -16,6 +16,7 @@
 //! hands the encoded facts to the store, and `graph::resolve` reads them
 //! back.
 
+pub mod compact;
 pub(crate) mod ecmascript;
 pub(crate) mod go;
 pub mod model;
@@ -25,6 +26,7 @@ pub(crate) mod walker;
 
 use tree_sitter::Node;
 
+pub use compact::{BindingRec, DefRec, ImportRec, StrId, WorldFacts};
 pub use model::{Binding, DefFact, DefFactKind, EncodedFacts, FileFacts, Import, Site, SiteKind};
 
 use crate::lang::{Language, ParsedFile, TreeExtraction};

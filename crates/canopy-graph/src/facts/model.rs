@@ -17,6 +17,8 @@
 
 pub use crate::lang::SiteKind;
 
+use super::compact::WorldFacts;
+
 /// One use of a name that resolution tries to bind to a definition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Site {
@@ -243,13 +245,13 @@ impl<'a> Strings<'a> {
     }
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
+pub(super) struct Reader<'a> {
+    pub(super) buf: &'a [u8],
+    pub(super) pos: usize,
 }
 
 impl Reader<'_> {
-    fn get(&mut self) -> Option<u64> {
+    pub(super) fn get(&mut self) -> Option<u64> {
         let mut v = 0u64;
         let mut shift = 0;
         loop {
@@ -270,7 +272,7 @@ impl Reader<'_> {
 /// 2: imports carry `exported`. 3: sites in a stream of their own.
 /// 4: compiled-out ranges. 5: imports carry their line. (The store keeps both streams compressed; the
 /// format is that of what they inflate to.)
-const FORMAT: u64 = 5;
+pub(super) const FORMAT: u64 = 5;
 
 /// A file's facts encoded: what resolving other files needs of it
 /// (`world`: imports, bindings, definition facts, package) apart from its
@@ -294,21 +296,8 @@ fn put_strings(out: &mut Vec<u8>, list: &[&str]) {
     }
 }
 
-/// String `id` of a table, copied; `None` past its end (a damaged blob).
-fn string_at(list: &[&str], id: u64) -> Option<String> {
-    list.get(id as usize).map(|s| s.to_string())
-}
-
-/// An optional string (0 = none, else id + 1); `None` past the table's end.
-fn opt_string_at(list: &[&str], id: u64) -> Option<Option<String>> {
-    match id {
-        0 => Some(None),
-        id => string_at(list, id - 1).map(Some),
-    }
-}
-
 /// Reads a string table (borrowed from `buf`).
-fn get_strings<'b>(r: &mut Reader<'b>) -> Option<Vec<&'b str>> {
+pub(super) fn get_strings<'b>(r: &mut Reader<'b>) -> Option<Vec<&'b str>> {
     let n = r.get()? as usize;
     let mut list = Vec::with_capacity(n.min(r.buf.len()));
     for _ in 0..n {
@@ -415,133 +404,24 @@ impl FileFacts {
 
     /// Reads the encoded form: always the `world` part, the sites only when
     /// `sites` is given (resolving other files needs no site of this one).
-    /// `None` when a stream is damaged or of another format.
+    /// `None` when a stream is damaged or of another format. (A resolution
+    /// pass reads the `world` part as [`WorldFacts`], strings by id; this
+    /// is that, with its strings copied.)
     pub fn decode(world: &[u8], sites: Option<&[u8]>) -> Option<FileFacts> {
-        let mut r = Reader { buf: world, pos: 0 };
-        if r.get()? != FORMAT {
-            return None;
+        let compact = WorldFacts::decode(world)?;
+        let mut facts = compact.to_file_facts();
+        if let Some(sites) = sites {
+            facts.sites = compact.decode_sites(sites)?;
         }
-        // Borrowed: a string is copied only when a decoded fact uses it.
-        let mut list = get_strings(&mut r)?;
-        let mut facts = FileFacts::default();
-        decode_world(&mut r, &list, &mut facts)?;
-        let Some(sites) = sites else {
-            return Some(facts);
-        };
-        let mut r = Reader { buf: sites, pos: 0 };
-        if r.get()? != FORMAT {
-            return None;
-        }
-        list.extend(get_strings(&mut r)?);
-        decode_sites(&mut r, &list, &mut facts)?;
         Some(facts)
     }
 
     /// Only the sites of a file's two encoded streams (the `sites` stream
     /// names strings of the `world` stream's table, so both are needed);
-    /// the same sites as [`FileFacts::decode`] gives, without decoding the
-    /// world's lists. A resolution pass decodes a file's sites when it
-    /// resolves the file and drops them after.
+    /// the same sites as [`FileFacts::decode`] gives.
     pub fn decode_sites(world: &[u8], sites: &[u8]) -> Option<Vec<Site>> {
-        let mut r = Reader { buf: world, pos: 0 };
-        if r.get()? != FORMAT {
-            return None;
-        }
-        let mut list = get_strings(&mut r)?;
-        let mut r = Reader { buf: sites, pos: 0 };
-        if r.get()? != FORMAT {
-            return None;
-        }
-        list.extend(get_strings(&mut r)?);
-        let mut facts = FileFacts::default();
-        decode_sites(&mut r, &list, &mut facts)?;
-        Some(facts.sites)
+        WorldFacts::decode(world)?.decode_sites(sites)
     }
-}
-
-/// The lists of the `world` stream after its string table.
-fn decode_world(r: &mut Reader, list: &[&str], facts: &mut FileFacts) -> Option<()> {
-    let len = r.buf.len();
-    let s = |id: u64| string_at(list, id);
-    let opt = |id: u64| opt_string_at(list, id);
-    let n = r.get()? as usize;
-    for _ in 0..n.min(len) {
-        let byte = r.get()? as u32;
-        let line = r.get()? as u32;
-        let local = r.get()?;
-        facts.imports.push(Import {
-            byte,
-            line,
-            local: s(local >> 1)?,
-            exported: local & 1 == 1,
-            module: s(r.get()?)?,
-            name: opt(r.get()?)?,
-        });
-    }
-    let n = r.get()? as usize;
-    for _ in 0..n.min(len) {
-        let byte = r.get()? as u32;
-        let name = s(r.get()?)?;
-        let e = r.get()?;
-        facts.bindings.push(Binding {
-            byte,
-            name,
-            expr: s(e >> 2)?,
-            is_type: e & 1 == 1,
-            field: e & 2 == 2,
-        });
-    }
-    let n = r.get()? as usize;
-    for _ in 0..n.min(len) {
-        let byte = r.get()? as u32;
-        let name = s(r.get()?)?;
-        let e = r.get()?;
-        facts.defs.push(DefFact {
-            byte,
-            name,
-            expr: s(e >> 2)?,
-            what: match e & 3 {
-                0 => DefFactKind::Base,
-                1 => DefFactKind::Returns,
-                2 => DefFactKind::ImplTrait,
-                _ => DefFactKind::ImplType,
-            },
-        });
-    }
-    facts.package = opt(r.get()?)?;
-    let n = r.get()? as usize;
-    for _ in 0..n.min(len) {
-        let start = r.get()? as u32;
-        let len = r.get()? as u32;
-        facts.disabled.push((start, start.saturating_add(len)));
-    }
-    Some(())
-}
-
-/// The sites of the `sites` stream after its string table (`list` is both
-/// tables: the world's, then the sites').
-fn decode_sites(r: &mut Reader, list: &[&str], facts: &mut FileFacts) -> Option<()> {
-    let len = r.buf.len();
-    let s = |id: u64| string_at(list, id);
-    let opt = |id: u64| opt_string_at(list, id);
-    let n = r.get()? as usize;
-    let (mut byte, mut line) = (0u64, 0u64);
-    for _ in 0..n.min(len) {
-        byte = (byte + r.get()?) & 0xffff_ffff;
-        line = (line + r.get()?) & 0xffff_ffff;
-        let col = r.get()? as u32;
-        let nk = r.get()?;
-        let recv = opt(r.get()?)?;
-        facts.sites.push(Site {
-            byte: byte as u32,
-            line: line as u32,
-            col,
-            name: s(nk >> 2)?,
-            recv,
-            kind: SiteKind::from_code(nk),
-        });
-    }
-    Some(())
 }
 
 #[cfg(test)]

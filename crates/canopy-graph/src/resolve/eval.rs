@@ -405,16 +405,16 @@ impl World {
         let fi = self.syms[f].file;
         let part = self.part(fi);
         let name = format!("{RETURNED}{item}");
-        let bindings = &self.files[fi].facts.bindings;
-        for &bi in part.bindings_named(bindings, &name) {
-            let b = &bindings[bi.index()];
+        let facts = self.files[fi].facts.get();
+        for &bi in part.bindings_named(facts, &name) {
+            let b = &facts.bindings[bi.index()];
             if part.scopes[bi] == f && b.is_type {
                 let bcx = Ctx {
                     file: fi,
                     byte: b.byte,
                     scope: f,
                 };
-                return self.eval_type(&bcx, &b.expr, depth + 1);
+                return self.eval_type(&bcx, facts.s(b.expr), depth + 1);
             }
         }
         Vec::new()
@@ -789,10 +789,12 @@ impl World {
             return t;
         }
         // `impl … for crate::X` where `X` alone names nothing here: the path.
-        let path = self.files[s.file].facts.defs.iter().find(|d| {
-            d.what == DefFactKind::ImplType && self.def_at(s.file, d.byte, &d.name) == Some(c)
+        let facts = self.files[s.file].facts.get();
+        let path = facts.defs.iter().find(|d| {
+            d.what == DefFactKind::ImplType
+                && self.def_at(s.file, d.byte, facts.s(d.name)) == Some(c)
         });
-        path.and_then(|d| type_of(self.eval_path(&cx, &d.expr, MAX_DEPTH / 2, false)))
+        path.and_then(|d| type_of(self.eval_path(&cx, facts.s(d.expr), MAX_DEPTH / 2, false)))
             .unwrap_or(c)
     }
 

@@ -47,9 +47,9 @@ impl World {
             return (vals, How::Scope);
         }
         // Glob imports.
-        let facts = &self.files[fi].facts;
-        for i in facts.imports.iter().filter(|i| i.local == "*") {
-            for m in self.import_target(fi, &i.module, None, depth + 1) {
+        let facts = self.files[fi].facts.get();
+        for i in facts.imports.iter().filter(|i| facts.s(i.local) == "*") {
+            for m in self.import_target(fi, facts.s(i.module), None, depth + 1) {
                 let vals = self.member(&m, name, depth + 1);
                 if !vals.is_empty() {
                     return (vals, How::Import);
@@ -155,9 +155,9 @@ impl World {
 
     /// A type parameter of `impl` unit `u` named `name`, as its bound.
     fn impl_type_parameter(&self, fi: FileIdx, u: SymId, name: &str, depth: u32) -> Vec<Val> {
-        let facts = &self.files[fi].facts;
+        let facts = self.files[fi].facts.get();
         let part = self.part(fi);
-        for &bi in part.bindings_named(&facts.bindings, name) {
+        for &bi in part.bindings_named(facts, name) {
             let b = &facts.bindings[bi.index()];
             if part.scopes[bi] == u && b.is_type {
                 let bcx = Ctx {
@@ -165,7 +165,7 @@ impl World {
                     byte: b.byte,
                     scope: u,
                 };
-                let vals = self.eval_type(&bcx, &b.expr, depth + 1);
+                let vals = self.eval_type(&bcx, facts.s(b.expr), depth + 1);
                 if !vals.is_empty() {
                     return vals;
                 }
@@ -187,11 +187,11 @@ impl World {
         past_locals: bool,
     ) -> Option<(Vec<Val>, How)> {
         let fi = cx.file;
-        let facts = &self.files[fi].facts;
+        let facts = self.files[fi].facts.get();
         let part = self.part(fi);
         let later_visible = self.conventions_of(fi).locals_visible_before_binding;
         let mut best: Option<BindingIdx> = None;
-        for &bi in part.bindings_named(&facts.bindings, name) {
+        for &bi in part.bindings_named(facts, name) {
             let b = &facts.bindings[bi.index()];
             if past_locals && !b.is_type {
                 continue;
@@ -211,12 +211,13 @@ impl World {
             byte: b.byte.saturating_sub(1),
             scope: u,
         };
+        let expr = facts.s(b.expr);
         let vals = if b.is_type {
-            self.eval_type(&bcx, &b.expr, depth + 1)
-        } else if let Some(p) = b.expr.strip_prefix(PARAM_VALUE) {
+            self.eval_type(&bcx, expr, depth + 1)
+        } else if let Some(p) = expr.strip_prefix(PARAM_VALUE) {
             self.rules_of(fi).parameter_value(self, fi, p, depth + 1)
-        } else if b.expr != name {
-            self.eval(&bcx, &b.expr, depth + 1)
+        } else if expr != name {
+            self.eval(&bcx, expr, depth + 1)
         } else {
             Vec::new()
         };
@@ -236,9 +237,9 @@ impl World {
 
     /// [`World::binding_expr`], whether it is a type, and its byte.
     pub(crate) fn binding_of(&self, cx: &Ctx, name: &str) -> Option<(&str, bool, u32)> {
-        let facts = &self.files[cx.file].facts;
+        let facts = self.files[cx.file].facts.get();
         let part = self.part(cx.file);
-        let ids = part.bindings_named(&facts.bindings, name);
+        let ids = part.bindings_named(facts, name);
         let mut cur = Some(cx.scope);
         while let Some(u) = cur {
             let found = ids
@@ -248,7 +249,7 @@ impl World {
                 .max_by_key(|&bi| facts.bindings[bi.index()].byte);
             if let Some(bi) = found {
                 let b = &facts.bindings[bi.index()];
-                return Some((b.expr.as_str(), b.is_type, b.byte));
+                return Some((facts.s(b.expr), b.is_type, b.byte));
             }
             cur = self.parent_of(u);
         }
@@ -266,14 +267,16 @@ impl World {
         exported_only: bool,
         depth: u32,
     ) -> Vec<Val> {
-        let imports = &self.files[fi].facts.imports;
+        let facts = self.files[fi].facts.get();
+        let imports = &facts.imports;
         self.part(fi)
-            .imports_named(imports, name)
+            .imports_named(facts, name)
             .iter()
             .filter(|(ii, scope)| *scope == u && (!exported_only || imports[ii.index()].exported))
             .flat_map(|(ii, _)| {
                 let i = &imports[ii.index()];
-                self.import_target(fi, &i.module, i.name.as_deref(), depth)
+                let imported = i.name.map(|n| facts.s(n));
+                self.import_target(fi, facts.s(i.module), imported, depth)
             })
             .collect()
     }
@@ -293,20 +296,21 @@ impl World {
             }
             cur = self.parent_of(u);
         }
-        let imports = &self.files[cx.file].facts.imports;
+        let facts = self.files[cx.file].facts.get();
+        let imports = &facts.imports;
         let found: Vec<ImportIdx> = self
             .part(cx.file)
-            .imports_named(imports, name)
+            .imports_named(facts, name)
             .iter()
             .map(|(ii, _)| *ii)
             .collect();
         for ii in found {
             let i = &imports[ii.index()];
             // A namespace import (`import * as ns`) is no value to call.
-            let Some(exported) = i.name.as_deref() else {
+            let Some(exported) = i.name.map(|n| facts.s(n)) else {
                 continue;
             };
-            for m in self.import_target(cx.file, &i.module, None, depth + 1) {
+            for m in self.import_target(cx.file, facts.s(i.module), None, depth + 1) {
                 if let Val::File(g) = m {
                     let vals = self.exported_call_binding(g, exported, depth + 1);
                     if !vals.is_empty() {
@@ -338,13 +342,15 @@ impl World {
         {
             return vals;
         }
-        for i in self.files[f].facts.imports.iter().filter(|i| i.exported) {
-            let wanted = match i.name.as_deref() {
-                _ if i.local == "*" => name,
-                Some(n) if i.local == name => n,
+        let facts = self.files[f].facts.get();
+        for i in facts.imports.iter().filter(|i| i.exported) {
+            let local = facts.s(i.local);
+            let wanted = match i.name.map(|n| facts.s(n)) {
+                _ if local == "*" => name,
+                Some(n) if local == name => n,
                 _ => continue,
             };
-            for m in self.import_target(f, &i.module, None, depth + 1) {
+            for m in self.import_target(f, facts.s(i.module), None, depth + 1) {
                 let Val::File(g) = m else { continue };
                 if g == f {
                     continue;
@@ -396,13 +402,13 @@ impl World {
 
     /// `name` through the glob imports file `f` re-exports.
     fn glob_reexport(&self, f: FileIdx, name: &str, depth: u32) -> Vec<Val> {
-        for i in self.files[f]
-            .facts
+        let facts = self.files[f].facts.get();
+        for i in facts
             .imports
             .iter()
-            .filter(|i| i.local == "*" && i.exported)
+            .filter(|i| i.exported && facts.s(i.local) == "*")
         {
-            for m in self.import_target(f, &i.module, None, depth + 1) {
+            for m in self.import_target(f, facts.s(i.module), None, depth + 1) {
                 if m == Val::File(f) {
                     continue;
                 }

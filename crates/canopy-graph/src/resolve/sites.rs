@@ -87,8 +87,10 @@ impl World {
     /// `from m import CONSTANT` (a name that is no unit), `import './x'`.
     fn module_import_edges(&self, fi: FileIdx, out: &mut Vec<EdgeRow>) {
         let mut seen: HashSet<(i64, FileIdx)> = HashSet::new();
-        for i in &self.files[fi].facts.imports {
-            let mut vals = self.import_target(fi, &i.module, i.name.as_deref(), 0);
+        let facts = self.files[fi].facts.get();
+        for i in &facts.imports {
+            let module = facts.s(i.module);
+            let mut vals = self.import_target(fi, module, i.name.map(|n| facts.s(n)), 0);
             if vals
                 .iter()
                 .any(|v| matches!(v, Val::Func(_) | Val::Class(_)))
@@ -98,7 +100,7 @@ impl World {
             }
             if i.name.is_some() && !vals.iter().any(|v| matches!(v, Val::File(_))) {
                 // A name that is no unit (a constant, an instance): the module it is in.
-                vals = self.import_target(fi, &i.module, None, 0);
+                vals = self.import_target(fi, module, None, 0);
             }
             let Some(src) = self.caller_unit(fi, i.byte) else {
                 continue;
@@ -120,7 +122,7 @@ impl World {
                     confidence: confidence(How::Import),
                     line: i.line,
                     col: 0,
-                    name: i.module.clone(),
+                    name: module.to_string(),
                 });
             }
         }

@@ -16,7 +16,8 @@ use foldhash::{HashMap, HashMapExt};
 use super::eval::{Ctx, Val};
 use super::ids::{BindingIdx, FileIdx, Idx, ImportIdx, SymId, Table};
 use super::lang::{Conventions, Family, LanguageRules, Manifests, Rules};
-use crate::facts::model::{Binding, DefFactKind, FileFacts, Import, Site};
+use crate::facts::compact::WorldFacts;
+use crate::facts::model::{DefFactKind, Site};
 use crate::lang::{Language, NodeType};
 use crate::store::graph_rows::{FileRow, StoredFacts, SymRow};
 
@@ -66,15 +67,16 @@ impl WorldFile {
 /// A file's facts but its sites, decoded from their stored form on first
 /// use: a pass after a small edit reads the facts of the few files the
 /// edited one reaches, and decoding every file's was a third of reading the
-/// world. The sites are not kept here: a pass reads and decodes a file's
-/// sites when it resolves the file ([`World::decode_sites`]) and drops them
-/// after, so that what a pass holds does not grow with the sites of the
-/// whole repository.
+/// world. Decoded, they are a [`WorldFacts`] (strings by id in one buffer;
+/// the stored blob is dropped then). The sites are not kept here: a pass
+/// reads and decodes a file's sites when it resolves the file
+/// ([`World::decode_sites`]) and drops them after, so that what a pass
+/// holds does not grow with the sites of the whole repository.
 #[derive(Debug, Default)]
 pub struct LazyFacts {
-    /// The stored blob (`graph_facts.facts`).
-    stored: Option<Vec<u8>>,
-    decoded: std::sync::OnceLock<FileFacts>,
+    /// The stored blob (`graph_facts.facts`), until it is decoded.
+    stored: std::sync::Mutex<Option<Vec<u8>>>,
+    decoded: std::sync::OnceLock<WorldFacts>,
 }
 
 impl LazyFacts {
@@ -82,39 +84,38 @@ impl LazyFacts {
     /// or one of another format reads as no facts).
     pub fn stored(facts: Vec<u8>) -> LazyFacts {
         LazyFacts {
-            stored: Some(facts),
+            stored: std::sync::Mutex::new(Some(facts)),
             decoded: std::sync::OnceLock::new(),
         }
     }
 
     /// The decoded facts (no sites).
-    pub fn get(&self) -> &FileFacts {
+    pub fn get(&self) -> &WorldFacts {
         self.decoded.get_or_init(|| {
-            self.stored
+            let stored = self
+                .stored
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .take();
+            stored
                 .as_ref()
-                .and_then(|facts| FileFacts::decode(&StoredFacts::unpack(facts)?, None))
+                .and_then(|facts| WorldFacts::decode(&StoredFacts::unpack(facts)?))
                 .unwrap_or_default()
         })
     }
 
     /// The sites of the stored `sites` blob of this file (they name strings
-    /// of its facts blob); none when either is damaged or missing.
+    /// of its facts); none when either is damaged or missing.
     fn sites(&self, stored_sites: &[u8]) -> Vec<Site> {
-        self.stored
-            .as_ref()
-            .and_then(|facts| {
-                FileFacts::decode_sites(
-                    &StoredFacts::unpack(facts)?,
-                    &StoredFacts::unpack(stored_sites)?,
-                )
-            })
+        StoredFacts::unpack(stored_sites)
+            .and_then(|sites| self.get().decode_sites(&sites))
             .unwrap_or_default()
     }
 }
 
 impl std::ops::Deref for LazyFacts {
-    type Target = FileFacts;
-    fn deref(&self) -> &FileFacts {
+    type Target = WorldFacts;
+    fn deref(&self) -> &WorldFacts {
         self.get()
     }
 }
@@ -165,19 +166,21 @@ pub struct World {
 impl FilePart {
     /// The file's non-field bindings named `name` (`bindings`: the file's),
     /// in source order.
-    pub(super) fn bindings_named(&self, bindings: &[Binding], name: &str) -> &[BindingIdx] {
+    pub(super) fn bindings_named(&self, facts: &WorldFacts, name: &str) -> &[BindingIdx] {
         let list = &self.by_name;
-        let lo = list.partition_point(|b| bindings[b.index()].name.as_str() < name);
-        let hi = lo + list[lo..].partition_point(|b| bindings[b.index()].name == name);
+        let named = |b: &BindingIdx| facts.s(facts.bindings[b.index()].name);
+        let lo = list.partition_point(|b| named(b) < name);
+        let hi = lo + list[lo..].partition_point(|b| named(b) == name);
         &list[lo..hi]
     }
 
     /// The file's imports of local name `name` (`imports`: the file's),
     /// with the unit whose scope each binds in, in source order.
-    pub(super) fn imports_named(&self, imports: &[Import], name: &str) -> &[(ImportIdx, SymId)] {
+    pub(super) fn imports_named(&self, facts: &WorldFacts, name: &str) -> &[(ImportIdx, SymId)] {
         let list = &self.imports;
-        let lo = list.partition_point(|i| imports[i.0.index()].local.as_str() < name);
-        let hi = lo + list[lo..].partition_point(|i| imports[i.0.index()].local == name);
+        let local = |i: &(ImportIdx, SymId)| facts.s(facts.imports[i.0.index()].local);
+        let lo = list.partition_point(|i| local(i) < name);
+        let hi = lo + list[lo..].partition_point(|i| local(i) == name);
         &list[lo..hi]
     }
 }
@@ -511,15 +514,17 @@ impl World {
             if !file.family.conventions().facts_read_by_every_pass {
                 continue;
             }
-            for d in &file.facts.defs {
+            let facts = file.facts.get();
+            for d in &facts.defs {
                 if d.what != DefFactKind::ImplTrait {
                     continue;
                 }
-                if let Some(si) = self.def_at(fi, d.byte, &d.name) {
+                let (name, expr) = (facts.s(d.name), facts.s(d.expr));
+                if let Some(si) = self.def_at(fi, d.byte, name) {
                     impl_traits
-                        .entry(d.name.clone())
+                        .entry(name.to_string())
                         .or_default()
-                        .push((si, format!("{}\u{0}{}", self.method_scope(fi), d.expr)));
+                        .push((si, format!("{}\u{0}{}", self.method_scope(fi), expr)));
                 }
             }
         }
@@ -557,12 +562,12 @@ impl World {
     /// Base-type expressions of unit `t`, in source order.
     pub(super) fn bases_of(&self, t: SymId) -> impl Iterator<Item = &str> {
         let fi = self.syms[t].file;
-        let defs = &self.files[fi].facts.defs;
+        let facts = self.files[fi].facts.get();
         let bases = self.part(fi).bases.get(&t);
         bases
             .into_iter()
             .flatten()
-            .map(move |&d| defs[d as usize].expr.as_str())
+            .map(move |&d| facts.s(facts.defs[d as usize].expr))
     }
 
     /// Whether unit `t` has a base-type expression.
@@ -574,27 +579,28 @@ impl World {
     pub(super) fn returns_of(&self, f: SymId) -> Option<&str> {
         let fi = self.syms[f].file;
         let &d = self.part(fi).returns.get(&f)?;
-        Some(self.files[fi].facts.defs[d as usize].expr.as_str())
+        let facts = self.files[fi].facts.get();
+        Some(facts.s(facts.defs[d as usize].expr))
     }
 
     /// Fields of class-like unit `o`: (name, expression, is a type).
     pub(super) fn fields_of(&self, o: SymId) -> impl Iterator<Item = (&str, &str, bool)> {
         let fi = self.syms[o].file;
-        let bindings = &self.files[fi].facts.bindings;
+        let facts = self.files[fi].facts.get();
         let fields = self.part(fi).fields.get(&o);
         fields.into_iter().flatten().map(move |&bi| {
-            let b = &bindings[bi.index()];
-            (b.name.as_str(), b.expr.as_str(), b.is_type)
+            let b = &facts.bindings[bi.index()];
+            (facts.s(b.name), facts.s(b.expr), b.is_type)
         })
     }
 
     /// The part of the world file `fi`'s facts make (see [`World::part`]);
     /// reads only what [`World::new`] built, never another part.
     fn file_part(&self, fi: FileIdx) -> FilePart {
-        let facts = &self.files[fi].facts;
+        let facts = self.files[fi].facts.get();
         let mut part = FilePart::default();
         for (di, d) in facts.defs.iter().enumerate() {
-            let Some(si) = self.def_at(fi, d.byte, &d.name) else {
+            let Some(si) = self.def_at(fi, d.byte, facts.s(d.name)) else {
                 continue;
             };
             let di = di as u32;
@@ -634,16 +640,22 @@ impl World {
             .filter(|&bi| !bindings[bi].field)
             .map(BindingIdx::at)
             .collect();
-        part.by_name
-            .sort_by(|a, b| bindings[a.index()].name.cmp(&bindings[b.index()].name));
+        part.by_name.sort_by(|a, b| {
+            facts
+                .s(bindings[a.index()].name)
+                .cmp(facts.s(bindings[b.index()].name))
+        });
         for (ii, i) in facts.imports.iter().enumerate() {
             if let Some(scope) = self.innermost(fi, i.byte) {
                 part.imports.push((ImportIdx::at(ii), scope));
             }
         }
         let imports = &facts.imports;
-        part.imports
-            .sort_by(|a, b| imports[a.0.index()].local.cmp(&imports[b.0.index()].local));
+        part.imports.sort_by(|a, b| {
+            facts
+                .s(imports[a.0.index()].local)
+                .cmp(facts.s(imports[b.0.index()].local))
+        });
         part
     }
 

@@ -92,10 +92,12 @@ impl LanguageRules for Go {
         let Some((pkg, _)) = head.split_once('.') else {
             return false;
         };
-        w.files[fi].facts.imports.iter().any(|i| {
-            let last = i.module.rsplit('/').next().unwrap_or_default();
-            (i.local == pkg || (i.local.is_empty() && last == pkg))
-                && !i.module.split('/').next().unwrap_or_default().contains('.')
+        let facts = w.files[fi].facts.get();
+        facts.imports.iter().any(|i| {
+            let (module, local) = (facts.s(i.module), facts.s(i.local));
+            let last = module.rsplit('/').next().unwrap_or_default();
+            (local == pkg || (local.is_empty() && last == pkg))
+                && !module.split('/').next().unwrap_or_default().contains('.')
         })
     }
 

@@ -95,7 +95,7 @@ fn first_parameter(w: &World, f: SymId) -> Option<(Ctx, &str)> {
     if !is_function(fs.node_type) {
         return None;
     }
-    let facts = &w.files[fs.file].facts;
+    let facts = w.files[fs.file].facts.get();
     let part = w.part(fs.file);
     let (_, b) = facts
         .bindings
@@ -105,7 +105,9 @@ fn first_parameter(w: &World, f: SymId) -> Option<(Ctx, &str)> {
             part.scopes[BindingIdx::at(bi)] == f
                 && b.is_type
                 && !b.field
-                && b.name.starts_with(|c: char| c.is_lowercase() || c == '_')
+                && facts
+                    .s(b.name)
+                    .starts_with(|c: char| c.is_lowercase() || c == '_')
         })
         .min_by_key(|(_, b)| b.byte)?;
     let at = Ctx {
@@ -113,7 +115,7 @@ fn first_parameter(w: &World, f: SymId) -> Option<(Ctx, &str)> {
         byte: b.byte,
         scope: f,
     };
-    Some((at, b.expr.as_str()))
+    Some((at, facts.s(b.expr)))
 }
 
 /// The types function `f`'s first typed parameter has ([`first_parameter`]).
