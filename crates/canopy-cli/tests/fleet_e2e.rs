@@ -13,6 +13,8 @@
 //! * PostgreSQL restarted under load: `/health` degraded, then recovered;
 //! * PostgreSQL down past the owner's lease: reads still answered, writes 503;
 //! * an owner unreachable over HTTP; an idle engine closed and reopened;
+//! * repository settings read and changed through any node, in PostgreSQL,
+//!   and applied by the owner;
 //! * without `--fleet`, nothing of fleet mode is there.
 //!
 //! Nothing is timed (speed is `bench/fleet.py`'s) and every wait is
@@ -1030,23 +1032,142 @@ fn an_idle_engine_is_closed_and_reopened_by_the_next_request() {
     });
 }
 
-/// The settings routes are single-machine for now (docs/fleet.md): in
-/// fleet mode they are refused on the owner too, rather than change that
-/// node's entry while `fleet_repos` keeps the old flag.
+/// Repository settings in fleet mode are PostgreSQL's (`fleet_repos.watch`),
+/// read and changed through any node: changed through the node that does
+/// not own the repository, the owner starts watching it (an edit is indexed
+/// without `/reindex`); both nodes answer the same value; refusals (as on
+/// one machine) and a change while PostgreSQL is down (503
+/// `fleet_unavailable`) change nothing; the flag survives restarting both
+/// nodes, and the owner after the restart watches as well.
 #[test]
-fn repository_settings_are_refused_in_fleet_mode_and_change_nothing() {
-    let Some(pg) = pg() else { return };
-    let data = tempfile::tempdir().unwrap();
-    let a = node_with(&pg, "node-a", data.path(), &[]);
+fn repository_settings_are_shared_in_postgres_and_applied_by_the_owner() {
+    let Some(mut pg) = pg() else { return };
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut a = node_with(&pg, "node-a", da.path(), &[]);
+    let mut b = node_with(&pg, "node-b", db.path(), &[]);
     let repo = Repo::small();
-    let repo_id = add_git(&a, &repo);
-    answered_above(&a, &repo_id, "authenticate", 0);
+    // A path source (every node reads the same directory on this machine),
+    // so the owner watches the files the test edits.
+    let added = post(&a.client(), "/repos/add", &json!({ "path": repo.path() }));
+    assert_eq!(added.status, 200, "{}", added.text());
+    let added = added.json().unwrap();
+    let repo_id = added["repo_id"].as_str().unwrap().to_string();
+    let name = added["name"].as_str().unwrap().to_string();
+    let placed = settled(&a, &["node-a", "node-b"]);
+    let owner = placed[&repo_id].owner.clone().expect("an owner");
+    let (owner_node, other) = if owner == "node-a" {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
+    let g1 = answered_above(other, &repo_id, "authenticate", 0);
     let path = format!("/repos/{repo_id}/settings");
-    assert_error(&get(&a.client(), &path), 501, "not_implemented");
-    let resp = post(&a.client(), &path, &json!({"watch": true}));
-    assert_error(&resp, 501, "not_implemented");
-    let repos = get(&a.client(), "/repos").json().unwrap();
-    assert_eq!(repos[0]["watch"], false, "{repos}");
+    let settings = |server: &Server| {
+        let r = get(&server.client(), &path);
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json().unwrap()
+    };
+    for server in [&a, &b] {
+        let s = settings(server);
+        assert_eq!(s["repo_id"], repo_id.as_str(), "{s}");
+        assert_eq!((&s["watch"], &s["watched"]), (&json!(false), &json!(false)));
+    }
+
+    // Refused as on one machine, through the node that does not own it,
+    // and nothing changes.
+    let client = other.client();
+    let bad_key = post(&client, &path, &json!({"watch": true, "wach": true}));
+    assert_error(&bad_key, 400, "validation_error");
+    assert!(bad_key.text().contains("wach"), "{}", bad_key.text());
+    assert_error(
+        &post(&client, &path, &json!({"watch": "yes"})),
+        400,
+        "validation_error",
+    );
+    assert_error(
+        &post(&client, &path, &json!([true])),
+        400,
+        "validation_error",
+    );
+    let raw = client
+        .send_raw("POST", &path, Some(b"{watch"), &[])
+        .unwrap();
+    assert_error(&raw, 400, "invalid_json");
+    assert_error(
+        &get(&client, "/repos/no-such-repo/settings"),
+        404,
+        "not_found",
+    );
+    assert_error(
+        &post(
+            &client,
+            "/repos/no-such-repo/settings",
+            &json!({"watch": true}),
+        ),
+        404,
+        "not_found",
+    );
+    assert_eq!(settings(owner_node)["watch"], false);
+
+    // Set by name through the node that does not own it: every node reads
+    // it, and the owner watches (an edit is indexed without /reindex).
+    let resp = post(
+        &client,
+        &format!("/repos/{name}/settings"),
+        &json!({"watch": true}),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(resp.json().unwrap()["watch"], true, "{}", resp.text());
+    for server in [&a, &b] {
+        let s = settings(server);
+        assert_eq!((&s["watch"], &s["watched"]), (&json!(true), &json!(true)));
+        assert!(server.client().repos().unwrap()[0].watch);
+    }
+    repo.write("src/later.rs", "pub fn set_over_http() -> u8 {\n    3\n}\n");
+    let g2 = answered_above(other, &repo_id, "set_over_http", g1);
+    // Indexed by the owner it was (no lease moved to make a new owner index it).
+    let (still, _, published) = placement(other, &repo_id);
+    assert_eq!(still.as_deref(), Some(owner.as_str()));
+    assert!(published >= g2);
+
+    // PostgreSQL down: reading and changing are refused with a time to
+    // retry, and nothing changes.
+    pg.stop().expect("stop PostgreSQL");
+    let down = post(&client, &path, &json!({"watch": false}));
+    assert_error(&down, 503, "fleet_unavailable");
+    assert!(down.header("retry-after").is_some(), "{}", down.text());
+    assert_error(&get(&client, &path), 503, "fleet_unavailable");
+    pg.restart().expect("start PostgreSQL again");
+    canopy_test_support::eventually("the settings are read again", || {
+        get(&client, &path).status == 200
+    });
+    assert_eq!(settings(other)["watch"], true);
+
+    // Both nodes restarted: the flag is PostgreSQL's, and whichever node
+    // owns the repository now watches it.
+    drop(client);
+    for server in [&mut a, &mut b] {
+        assert!(server.terminate(std::time::Duration::from_secs(30)));
+    }
+    drop((a, b));
+    let a = node_with(&pg, "node-a", da.path(), &[]);
+    let b = node_with(&pg, "node-b", db.path(), &[]);
+    settled(&a, &["node-a", "node-b"]);
+    for server in [&a, &b] {
+        assert_eq!(settings(server)["watch"], true);
+    }
+    let g3 = answered_above(&a, &repo_id, "set_over_http", 0);
+    repo.write(
+        "src/after_restart.rs",
+        "pub fn watched_after_restart() -> u8 {\n    4\n}\n",
+    );
+    answered_above(&b, &repo_id, "watched_after_restart", g3);
+
+    // And off again, through either node.
+    let resp = post(&a.client(), &path, &json!({"watch": false}));
+    assert_eq!(resp.json().unwrap()["watched"], false, "{}", resp.text());
+    assert_eq!(settings(&b)["watch"], false);
+    assert_feed_consistent(&feed(&a), &repo_id);
 }
 
 #[test]

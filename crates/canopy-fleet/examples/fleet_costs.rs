@@ -101,7 +101,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 git_ref: "main".into(),
             },
             watch: false,
-            settings: json!({}),
         };
         let t = Instant::now();
         first.add_repo(&new).await?;

@@ -162,6 +162,9 @@ pub(crate) struct Inner {
     pub(crate) listening: Arc<AtomicBool>,
     pub(crate) leases: Mutex<HashMap<String, LocalLease>>,
     pub(crate) cache: RwLock<Cached>,
+    /// Repository → the watch flag this node last gave the service for a
+    /// held lease (with the acquisition, or a [`LeaseChange::Settings`]).
+    pub(crate) watch_known: Mutex<HashMap<String, bool>>,
     pub(crate) last_beat: Mutex<Option<Instant>>,
     changes: mpsc::UnboundedSender<LeaseChange>,
     pub(crate) metrics: FleetMetrics,
@@ -343,6 +346,7 @@ impl Fleet {
             listening: Arc::new(AtomicBool::new(false)),
             leases: Mutex::new(HashMap::new()),
             cache: RwLock::new(Cached::default()),
+            watch_known: Mutex::new(HashMap::new()),
             last_beat: Mutex::new(Some(Instant::now())),
             changes,
             metrics: FleetMetrics::default(),
@@ -524,18 +528,12 @@ impl Fleet {
         registry::repo(&self.inner.db, id_or_name).await
     }
 
-    /// Sets a repository's watch flag; returns whether it exists.
+    /// Sets a repository's watch flag in the registry (the fleet's one
+    /// copy of it); returns whether it exists. The owner learns of it at
+    /// its next heartbeat ([`LeaseChange::Settings`]); a node taking the
+    /// lease later reads it with the row ([`LeaseChange::Acquired`]).
     pub async fn set_watch(&self, repo_id: &str, watch: bool) -> Result<bool, FleetError> {
         registry::set_watch(&self.inner.db, repo_id, watch).await
-    }
-
-    /// Replaces a repository's settings (a JSON object); returns whether it exists.
-    pub async fn set_repo_settings(
-        &self,
-        repo_id: &str,
-        settings: &Value,
-    ) -> Result<bool, FleetError> {
-        registry::set_repo_settings(&self.inner.db, repo_id, settings).await
     }
 
     /// Fleet-wide settings.

@@ -92,6 +92,18 @@ pub enum LeaseChange {
         /// Why.
         reason: LossReason,
     },
+    /// A setting of `repo_id`, which this node owns, changed in the
+    /// registry (`fleet_repos.watch`, written by any node with
+    /// [`crate::Fleet::set_watch`]): apply it. Seen by the keeper's
+    /// snapshot, so at most one heartbeat after the change committed; sent
+    /// again if it changes back, never for a repository this node does not
+    /// hold. (On acquisition the flag comes with [`LeaseChange::Acquired`].)
+    Settings {
+        /// Repository.
+        repo_id: String,
+        /// The watch flag now stored.
+        watch: bool,
+    },
 }
 
 fn secs(d: Duration) -> f64 {
@@ -239,7 +251,7 @@ async fn refresh_snapshot(
     me: &str,
     not_renewed: Vec<(String, u64)>,
 ) -> Result<(Vec<NodeSeen>, Vec<LeaseSeen>), FleetError> {
-    let (nodes, leases_seen, cache) = snapshot(inner).await?;
+    let (nodes, leases_seen, cache, watches) = snapshot(inner).await?;
     for (repo, epoch) in not_renewed {
         let reason = match cache.leases.get(&repo) {
             None => LossReason::Removed,
@@ -249,7 +261,38 @@ async fn refresh_snapshot(
         inner.lost(&repo, epoch, reason);
     }
     *crate::fleet::write(&inner.cache) = cache;
+    let held: Vec<String> = crate::fleet::lock(&inner.leases).keys().cloned().collect();
+    let changed = {
+        let mut known = crate::fleet::lock(&inner.watch_known);
+        watch_changes(&held, &watches, &mut known)
+    };
+    for (repo_id, watch) in changed {
+        tracing::info!(repo = %repo_id, watch, "the repository's watch flag changed");
+        inner.send(LeaseChange::Settings { repo_id, watch });
+    }
     Ok((nodes, leases_seen))
+}
+
+/// The watch flags of held repositories that differ from what this node
+/// last told the service (`known`, updated); forgets repositories no
+/// longer held, so a lease taken again starts from its acquisition's row.
+fn watch_changes(
+    held: &[String],
+    seen: &HashMap<String, bool>,
+    known: &mut HashMap<String, bool>,
+) -> Vec<(String, bool)> {
+    known.retain(|repo, _| held.contains(repo));
+    let mut changed = Vec::new();
+    for repo in held {
+        let Some(&watch) = seen.get(repo) else {
+            continue;
+        };
+        if known.insert(repo.clone(), watch) != Some(watch) {
+            changed.push((repo.clone(), watch));
+        }
+    }
+    changed.sort();
+    changed
 }
 
 /// Step 4: plans from the snapshot and acts (release orphans, start
@@ -331,9 +374,10 @@ pub(crate) fn expire_local(inner: &Inner) {
     }
 }
 
-async fn snapshot(
-    inner: &Arc<Inner>,
-) -> Result<(Vec<NodeSeen>, Vec<LeaseSeen>, Cached), FleetError> {
+/// Nodes, leases, the routing cache, and each repository's watch flag.
+type Snapshot = (Vec<NodeSeen>, Vec<LeaseSeen>, Cached, HashMap<String, bool>);
+
+async fn snapshot(inner: &Arc<Inner>) -> Result<Snapshot, FleetError> {
     let ttl = secs(inner.config.timing.lease_ttl);
     let (node_rows, lease_rows) = with_client!(&inner.db, keeper_conn, |c| {
         let nodes = c
@@ -350,7 +394,8 @@ async fn snapshot(
                 "SELECT l.repo_id, l.node_id, l.epoch,
                         l.expires_at IS NOT NULL AND l.expires_at > clock_timestamp(),
                         floor(extract(epoch FROM clock_timestamp()
-                              - coalesce(l.expires_at, to_timestamp(r.added_at))) * 1000)::int8
+                              - coalesce(l.expires_at, to_timestamp(r.added_at))) * 1000)::int8,
+                        r.watch
                  FROM fleet_leases l JOIN fleet_repos r USING (repo_id)",
                 &[],
             )
@@ -374,6 +419,7 @@ async fn snapshot(
     }
     let mut leases = Vec::with_capacity(lease_rows.len());
     let mut cached = HashMap::with_capacity(lease_rows.len());
+    let mut watches = HashMap::with_capacity(lease_rows.len());
     for r in &lease_rows {
         let seen = LeaseSeen {
             repo_id: r.try_get(0).map_err(parse)?,
@@ -382,6 +428,7 @@ async fn snapshot(
             held: r.try_get(3).map_err(parse)?,
             free_for: ms(r.try_get(4).map_err(parse)?),
         };
+        watches.insert(seen.repo_id.clone(), r.try_get(5).map_err(parse)?);
         cached.insert(
             seen.repo_id.clone(),
             crate::fleet::CachedLease {
@@ -396,7 +443,7 @@ async fn snapshot(
         nodes: urls,
         leases: cached,
     };
-    Ok((nodes, leases, cache))
+    Ok((nodes, leases, cache, watches))
 }
 
 async fn acquire(
@@ -490,6 +537,8 @@ async fn acquire(
         // A repository removed between the take and the read is not
         // announced: the next renewal fails and reports it.
         if let Some(row) = by_id.get(repo_id.as_str()) {
+            // What the service adopts with; later changes are `Settings`.
+            crate::fleet::lock(&inner.watch_known).insert(repo_id.clone(), row.watch);
             tracing::info!(repo = %repo_id, epoch = fence.epoch(), previous = ?previous_holder, "lease acquired");
             inner.send(LeaseChange::Acquired {
                 repo: Box::new((*row).clone()),
@@ -518,4 +567,42 @@ pub(crate) async fn release_in_db(
             &[&me, &repos, &epochs],
         )
         .await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watch_changes_are_reported_once_and_only_for_held_repositories() {
+        let seen = |pairs: &[(&str, bool)]| -> HashMap<String, bool> {
+            pairs.iter().map(|(r, w)| (r.to_string(), *w)).collect()
+        };
+        let held = vec!["a".to_string(), "b".to_string()];
+        let mut known = seen(&[("a", false), ("b", false), ("gone", true)]);
+        // Unchanged: nothing; a repository no longer held is forgotten.
+        let all = seen(&[("a", false), ("b", false), ("c", true)]);
+        assert!(watch_changes(&held, &all, &mut known).is_empty());
+        assert!(!known.contains_key("gone"));
+        // Changed on one held repository (not on `c`, held elsewhere): once.
+        let all = seen(&[("a", true), ("b", false), ("c", false)]);
+        assert_eq!(
+            watch_changes(&held, &all, &mut known),
+            vec![("a".to_string(), true)]
+        );
+        assert!(watch_changes(&held, &all, &mut known).is_empty());
+        // And back.
+        let all = seen(&[("a", false), ("b", false)]);
+        assert_eq!(
+            watch_changes(&held, &all, &mut known),
+            vec![("a".to_string(), false)]
+        );
+        // A held repository never seen before (no acquisition row): reported.
+        let held = vec!["a".to_string(), "d".to_string()];
+        let all = seen(&[("a", false), ("d", true)]);
+        assert_eq!(
+            watch_changes(&held, &all, &mut known),
+            vec![("d".to_string(), true)]
+        );
+    }
 }

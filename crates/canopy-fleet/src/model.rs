@@ -1,5 +1,5 @@
 //! The shared state's types as the service sees them: repositories (their
-//! source, settings and owner-written indexing state), events, and the
+//! source, watch flag and owner-written indexing state), events, and the
 //! views of `GET /fleet`. Plain data with serde; no database code.
 
 use serde::{Deserialize, Serialize};
@@ -71,8 +71,6 @@ pub struct RepoRow {
     pub source: RepoSource,
     /// Re-index on file-system events (or, for git sources, on fetches).
     pub watch: bool,
-    /// Per-repository settings (free-form JSON object, kept for the service).
-    pub settings: Value,
     /// Registration time (unix seconds).
     pub added_at: i64,
     /// Indexing state, written by the owner.
@@ -93,8 +91,6 @@ pub struct NewRepo {
     pub source: RepoSource,
     /// Watch flag.
     pub watch: bool,
-    /// Settings (a JSON object).
-    pub settings: Value,
 }
 
 /// An event to append to the feed.

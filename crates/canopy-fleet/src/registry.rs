@@ -1,6 +1,6 @@
 //! The shared registry in PostgreSQL: repositories (source, name, watch
-//! flag, settings, and the indexing state their owner publishes), and
-//! fleet-wide settings. Registration and removal are not owner writes:
+//! flag, and the indexing state their owner publishes), and fleet-wide
+//! settings. Registration and removal are not owner writes:
 //! any node may do them, each with its event in the same transaction.
 
 use std::collections::BTreeMap;
@@ -13,7 +13,7 @@ use crate::error::{FleetError, classify};
 use crate::model::{NewRepo, RepoRow, RepoSource, RepoState};
 
 /// The columns [`repo_from_row`] reads, in order.
-pub(crate) const REPO_COLUMNS: &str = "repo_id, name, git_url, git_ref, path, watch, settings, \
+pub(crate) const REPO_COLUMNS: &str = "repo_id, name, git_url, git_ref, path, watch, \
      added_at, generation, commit_sha, status, dirty, consecutive_failures, last_started_at, \
      last_indexed_at, last_report, last_error, published_by, published_epoch";
 
@@ -37,25 +37,24 @@ pub(crate) fn repo_from_row(r: &Row) -> Result<RepoRow, tokio_postgres::Error> {
             path: path.unwrap_or_default(),
         },
     };
-    let published_by: Option<String> = r.try_get(17)?;
-    let published_epoch: Option<i64> = r.try_get(18)?;
+    let published_by: Option<String> = r.try_get(16)?;
+    let published_epoch: Option<i64> = r.try_get(17)?;
     Ok(RepoRow {
         repo_id: r.try_get(0)?,
         name: r.try_get(1)?,
         source,
         watch: r.try_get(5)?,
-        settings: r.try_get(6)?,
-        added_at: r.try_get(7)?,
+        added_at: r.try_get(6)?,
         state: RepoState {
-            generation: to_u64(r.try_get(8)?),
-            commit_sha: r.try_get(9)?,
-            status: r.try_get(10)?,
-            dirty: r.try_get(11)?,
-            consecutive_failures: r.try_get::<_, i32>(12)?.max(0) as u32,
-            last_started_at: r.try_get(13)?,
-            last_indexed_at: r.try_get(14)?,
-            last_report: r.try_get(15)?,
-            last_error: r.try_get(16)?,
+            generation: to_u64(r.try_get(7)?),
+            commit_sha: r.try_get(8)?,
+            status: r.try_get(9)?,
+            dirty: r.try_get(10)?,
+            consecutive_failures: r.try_get::<_, i32>(11)?.max(0) as u32,
+            last_started_at: r.try_get(12)?,
+            last_indexed_at: r.try_get(13)?,
+            last_report: r.try_get(14)?,
+            last_error: r.try_get(15)?,
         },
         published_by: published_by.zip(published_epoch.map(to_u64)),
     })
@@ -85,11 +84,6 @@ pub(crate) async fn add_repo(
     node_id: &str,
     new: &NewRepo,
 ) -> Result<(RepoRow, bool), FleetError> {
-    if !new.settings.is_object() {
-        return Err(FleetError::Config(
-            "repository settings must be a JSON object".into(),
-        ));
-    }
     let key = new.source.key();
     let (git_url, git_ref, path) = match &new.source {
         RepoSource::Git { url, git_ref } => (Some(url.as_str()), Some(git_ref.as_str()), None),
@@ -97,8 +91,8 @@ pub(crate) async fn add_repo(
     };
     let select = format!("SELECT {REPO_COLUMNS} FROM fleet_repos WHERE source_key = $1");
     let insert = format!(
-        "INSERT INTO fleet_repos(repo_id, name, source_key, git_url, git_ref, path, watch, settings, added_at)
-         VALUES (gen_random_uuid()::text, $1, $2, $3, $4, $5, $6, $7,
+        "INSERT INTO fleet_repos(repo_id, name, source_key, git_url, git_ref, path, watch, added_at)
+         VALUES (gen_random_uuid()::text, $1, $2, $3, $4, $5, $6,
                  floor(extract(epoch FROM clock_timestamp()))::bigint)
          ON CONFLICT DO NOTHING
          RETURNING {REPO_COLUMNS}"
@@ -114,15 +108,7 @@ pub(crate) async fn add_repo(
             let Some(row) = tx
                 .query_opt(
                     &insert,
-                    &[
-                        &name,
-                        &key,
-                        &git_url,
-                        &git_ref,
-                        &path,
-                        &new.watch,
-                        &new.settings,
-                    ],
+                    &[&name, &key, &git_url, &git_ref, &path, &new.watch],
                 )
                 .await?
             else {
@@ -245,26 +231,6 @@ pub(crate) async fn set_watch(db: &Db, repo_id: &str, watch: bool) -> Result<boo
         .map(|n| n > 0))
 }
 
-/// Replaces a repository's settings (a JSON object); returns whether it exists.
-pub(crate) async fn set_repo_settings(
-    db: &Db,
-    repo_id: &str,
-    settings: &Value,
-) -> Result<bool, FleetError> {
-    if !settings.is_object() {
-        return Err(FleetError::Config(
-            "repository settings must be a JSON object".into(),
-        ));
-    }
-    with_client!(db, |c| c
-        .execute(
-            "UPDATE fleet_repos SET settings = $2 WHERE repo_id = $1",
-            &[&repo_id, settings],
-        )
-        .await
-        .map(|n| n > 0))
-}
-
 /// Fleet-wide settings.
 pub(crate) async fn settings(db: &Db) -> Result<BTreeMap<String, Value>, FleetError> {
     with_client!(db, |c| {
@@ -313,7 +279,6 @@ mod tests {
             name_is_explicit: false,
             source: RepoSource::Path { path: "/x".into() },
             watch: false,
-            settings: json!({}),
         };
         let names = name_candidates(&new);
         assert_eq!(&names[..3], ["tokio", "tokio-2", "tokio-3"]);

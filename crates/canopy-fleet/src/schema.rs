@@ -190,10 +190,21 @@ CREATE TABLE fleet_identity (
 INSERT INTO fleet_identity(id, fleet_id) VALUES (1, gen_random_uuid()::text);
 "#;
 
+/// Version 3: `fleet_repos.settings` goes. It was a free-form JSON object
+/// that no node read: a repository's one setting, `watch`, has its own
+/// column, which `GET`/`POST /repos/{id}/settings` read and write, so a
+/// key stored there would have looked set while no node honoured it. A
+/// new setting gets a typed column (and its validation) with the
+/// migration that adds it.
+pub const SCHEMA_V3: &str = r#"
+ALTER TABLE fleet_repos DROP COLUMN settings;
+"#;
+
 /// Every migration, in order: (version, name, SQL).
 pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "fleet base schema", SCHEMA_V1),
     (2, "fleet identity", SCHEMA_V2),
+    (3, "drop fleet_repos.settings", SCHEMA_V3),
 ];
 
 /// The database's fleet id (schema version 2 and later).
@@ -268,7 +279,7 @@ mod tests {
         sorted.dedup();
         assert_eq!(versions, sorted, "versions strictly increase");
         assert_eq!(versions.first(), Some(&1));
-        assert_eq!(latest_version(), 2);
+        assert_eq!(latest_version(), 3);
         // The SQL spells the constants the Rust side relies on.
         assert!(SCHEMA_V1.contains(&format!("'{EVENTS_CHANNEL}'")));
         assert!(SCHEMA_V1.contains(&format!("seq <= last - {MAX_EVENTS}")));

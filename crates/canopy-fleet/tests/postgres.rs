@@ -229,19 +229,12 @@ async fn registry_is_shared_and_long_polls_wake_across_nodes() {
     ));
     // Watch flags and settings written on one node are read on the other.
     assert!(b.fleet.set_watch(&r1.repo_id, true).await.unwrap());
-    assert!(
-        b.fleet
-            .set_repo_settings(&r1.repo_id, &json!({"glob": "src/**"}))
-            .await
-            .unwrap()
-    );
     b.fleet
         .set_setting("max_file_size", Some(&json!(1_000_000)))
         .await
         .unwrap();
     let seen = a.fleet.repo("repo1").await.unwrap().unwrap();
     assert!(seen.watch);
-    assert_eq!(seen.settings, json!({"glob": "src/**"}));
     assert_eq!(
         a.fleet.settings().await.unwrap()["max_file_size"],
         json!(1_000_000)
@@ -1056,4 +1049,46 @@ async fn a_joining_node_receives_exactly_its_share() {
     // is still one the new node wins, and none other moved.
     handed.dedup();
     assert_eq!(handed, want, "only the repositories the new node wins move");
+}
+
+/// A watch flag changed by a node that does not own the repository
+/// reaches the owner (`LeaseChange::Settings`) at its next heartbeat, once
+/// per change; the node that changed it is told nothing (it owns nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_flag_changed_anywhere_reaches_the_owner() {
+    let Some(pg) = pg() else { return };
+    let mut cfg_a = config(&pg, "owner");
+    cfg_a.timing.settle = Duration::from_secs(3600);
+    let a = Node::start(cfg_a).await;
+    let repo = a.fleet.add_repo(&git_repo(1)).await.unwrap().0.repo_id;
+    assert!(wait_for(|| a.fleet.fence(&repo).is_some()).await);
+    let mut cfg_b = config(&pg, "other");
+    cfg_b.timing.settle = Duration::from_secs(3600);
+    let b = Node::start(cfg_b).await;
+    let told = |n: &Node| -> Vec<bool> {
+        n.changes
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|(_, c)| match c {
+                LeaseChange::Settings { repo_id, watch } if *repo_id == repo => Some(*watch),
+                _ => None,
+            })
+            .collect()
+    };
+    assert!(told(&a).is_empty());
+
+    assert!(b.fleet.set_watch(&repo, true).await.unwrap());
+    assert!(wait_for(|| told(&a) == [true]).await, "{:?}", told(&a));
+    assert!(b.fleet.set_watch(&repo, false).await.unwrap());
+    assert!(
+        wait_for(|| told(&a) == [true, false]).await,
+        "{:?}",
+        told(&a)
+    );
+    // Unchanged flags are not sent again.
+    tokio::time::sleep(a.fleet.config().timing.heartbeat * 3).await;
+    assert_eq!(told(&a), [true, false]);
+    assert!(told(&b).is_empty());
+    assert!(!b.fleet.set_watch("no-such-repo", true).await.unwrap());
 }

@@ -101,6 +101,10 @@ pub enum ApiError {
     /// The repository's index file is damaged; the next reindex rebuilds it.
     #[error("the index is damaged ({0}); the next reindex rebuilds it")]
     IndexDamaged(String),
+    /// Fleet mode: the fleet database (PostgreSQL, the shared truth) cannot
+    /// be used, so nothing was read or changed.
+    #[error("the fleet database cannot be used: {0}")]
+    FleetUnavailable(String),
     /// The request took longer than `--request-timeout-secs`.
     #[error("the request did not finish within {0} s")]
     Timeout(u64),
@@ -143,6 +147,7 @@ impl ApiError {
             ApiError::NotReady { .. }
             | ApiError::RepoUnavailable(_)
             | ApiError::Timeout(_)
+            | ApiError::FleetUnavailable(_)
             | ApiError::IndexDamaged(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -170,6 +175,7 @@ impl ApiError {
             ApiError::RepoUnavailable(_) => "repo_unavailable",
             ApiError::IndexDamaged(_) => "index_damaged",
             ApiError::Timeout(_) => "timeout",
+            ApiError::FleetUnavailable(_) => "fleet_unavailable",
             ApiError::Internal { .. } => "internal_error",
         }
     }
@@ -231,6 +237,9 @@ impl ApiError {
                 "check that the repository directory still exists and is readable by the service".into()
             }
             ApiError::Timeout(_) => "narrow the request (glob, limit) or retry later".into(),
+            ApiError::FleetUnavailable(_) => {
+                "retry shortly; GET /health shows the database state".into()
+            }
             ApiError::Internal { .. } => {
                 "retry; if it persists, report it with the reference from the message".into()
             }
@@ -287,12 +296,17 @@ impl From<CanopyError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        let retry = matches!(self, ApiError::NotReady { .. });
+        let retry = match self {
+            ApiError::NotReady { .. } => Some(NOT_READY_RETRY_SECS),
+            // As the fleet layer's own `fleet_unavailable` answers.
+            ApiError::FleetUnavailable(_) => Some(2),
+            _ => None,
+        };
         let mut response = (status, axum::Json(self.body())).into_response();
-        if retry {
+        if let Some(secs) = retry {
             response
                 .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(NOT_READY_RETRY_SECS));
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         if matches!(self, ApiError::Unauthorized) {
             response.headers_mut().insert(

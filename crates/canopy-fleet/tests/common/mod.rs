@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use canopy_fleet::testing::PgServer;
 use canopy_fleet::{Fleet, FleetConfig, LeaseChange, NewRepo, RepoSource, Timing};
-use serde_json::json;
 
 /// A server for this test, or `None` (skip) when PostgreSQL is not
 /// installed and `CANOPY_REQUIRE_POSTGRES` is not set.
@@ -109,7 +108,6 @@ pub fn git_repo(i: usize) -> NewRepo {
             git_ref: "main".into(),
         },
         watch: false,
-        settings: json!({}),
     }
 }
 

@@ -121,6 +121,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// `node`'s watch flags, locked ([`Service::fleet_sync_watch`]).
+pub(crate) fn lock_watch(node: &FleetNode) -> MutexGuard<'_, HashMap<String, bool>> {
+    lock(&node.watch)
+}
+
 /// This service as a fleet node.
 pub struct FleetNode {
     fleet: Fleet,
@@ -140,6 +145,11 @@ pub struct FleetNode {
     /// outlived its lease (a paused node) is refused even after this node
     /// acquired the repository again.
     run_epoch: Mutex<HashMap<String, u64>>,
+    /// Repository → the watch flag the registry holds as this node last
+    /// learned it (with its lease, from a settings change it made, or at a
+    /// heartbeat): what its entry's watcher follows
+    /// ([`Service::fleet_sync_watch`]).
+    watch: Mutex<HashMap<String, bool>>,
     /// Test-only: [`HOLD_DIR_ENV`]'s directory (see [`PublishHold`]).
     hold: Option<PublishHold>,
 }
@@ -220,6 +230,7 @@ impl FleetNode {
             ready: Mutex::new(HashMap::new()),
             names: Mutex::new(HashMap::new()),
             run_epoch: Mutex::new(HashMap::new()),
+            watch: Mutex::new(HashMap::new()),
             hold,
         });
         service.attach_fleet(node.clone());
@@ -235,6 +246,17 @@ impl FleetNode {
     /// The fleet handle.
     pub fn fleet(&self) -> &Fleet {
         &self.fleet
+    }
+
+    /// Runs a fleet call to completion from a blocking thread (the
+    /// service's handlers run on the blocking pool).
+    pub(crate) fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.runtime.block_on(f)
+    }
+
+    /// Records the watch flag the registry holds for `repo_id`.
+    pub(crate) fn learn_watch(&self, repo_id: &str, watch: bool) {
+        lock(&self.watch).insert(repo_id.to_string(), watch);
     }
 
     /// What `git_url` sources this node accepts.
@@ -428,6 +450,7 @@ async fn consume(
                 node.forget(&repo.repo_id);
                 node.remember_name(&repo.name, &repo.repo_id);
                 node.set_published(&repo.repo_id, repo.state.generation);
+                node.learn_watch(&repo.repo_id, repo.watch);
                 let adopting = node.clone();
                 // Not awaited: adoption may wait for a run of an earlier
                 // lease to end, and other changes must not wait for it.
@@ -459,6 +482,13 @@ async fn consume(
                         tracing::warn!(repo = %repo_id, "releasing the lease: {e}");
                     }
                 });
+            }
+            LeaseChange::Settings { repo_id, watch } => {
+                tracing::info!(repo = %repo_id, watch, "watch flag changed in the registry");
+                node.learn_watch(&repo_id, watch);
+                let node = node.clone();
+                let _ = tokio::task::spawn_blocking(move || svc.fleet_sync_watch(&node, &repo_id))
+                    .await;
             }
             LeaseChange::Lost {
                 repo_id,

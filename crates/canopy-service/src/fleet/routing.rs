@@ -15,7 +15,11 @@
 //!   while nobody can answer; 503 `owner_unreachable` with `Retry-After`
 //!   (naming the owner and the failed forward) when the owner holds the
 //!   lease but cannot be reached from here;
-//! * `/health` and `/metrics` get the node's fleet sections.
+//! * `/health` and `/metrics` get the node's fleet sections;
+//! * `GET`/`POST /repos/{id}/settings` go to their handlers on any node,
+//!   which read and write the setting in PostgreSQL
+//!   (`Service::repo_settings`); the owner applies a change at its next
+//!   heartbeat.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -171,15 +175,6 @@ pub async fn layer(State(svc): State<Svc>, req: Request, next: Next) -> Response
             )
             .await
         }
-        // The settings routes change this node's local entry; in fleet mode
-        // the setting lives in `fleet_repos` and its owner must apply it,
-        // which is not built yet: refuse rather than change one node.
-        (_, p) if p.starts_with("/repos/") && p.ends_with("/settings") => error(
-            StatusCode::NOT_IMPLEMENTED,
-            "not_implemented",
-            "repository settings cannot be read or changed over HTTP in fleet mode yet".into(),
-            "register the repository with the setting (POST /repos/add {\"watch\": true}), or start the nodes with --watch",
-        ),
         _ => next.run(req).await,
     }
 }
@@ -791,7 +786,6 @@ async fn add_repo(svc: &Svc, node: &FleetNode, req: Request) -> Response {
         name_is_explicit: explicit.is_some(),
         source: source.clone(),
         watch: add.watch.unwrap_or(false),
-        settings: json!({}),
     };
     match node.fleet().add_repo(&new).await {
         Ok((row, created)) => {

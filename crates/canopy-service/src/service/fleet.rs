@@ -79,7 +79,6 @@ impl Service {
         // (`FleetNode::commit`), and this lease starts from the published state.
         self.wait_for_run_end(&row.repo_id);
         let record = adopted_record(&row, root.clone());
-        let watch = record.watch || self.config.watch_all;
         let entry = {
             let mut repos = self.repos.write().unwrap_or_else(|e| e.into_inner());
             match repos.iter().position(|e| e.id == row.repo_id) {
@@ -103,12 +102,35 @@ impl Service {
                 }
             }
         };
-        if watch {
-            self.start_watcher(&entry);
-        }
+        self.fleet_sync_watch(node, &row.repo_id);
         self.start_reindex(&entry, None, true)
             .map_err(|e| anyhow::anyhow!("starting the first run of {}: {e}", row.repo_id))?;
         Ok(())
+    }
+
+    /// Makes `repo_id`'s entry follow the watch flag the registry holds as
+    /// this node last learned it (`FleetNode::watch`): records it, and
+    /// starts the watcher while this node owns the repository and the flag
+    /// (or `--watch`) says so, else stops it. Under the flag map's lock, so
+    /// an adoption and a settings change never interleave.
+    pub(crate) fn fleet_sync_watch(self: &Arc<Self>, node: &FleetNode, repo_id: &str) {
+        let Some(entry) = self.entries().into_iter().find(|e| e.id == repo_id) else {
+            // Not adopted yet: the adoption reads the flag from the map.
+            return;
+        };
+        let wanted = crate::fleet::lock_watch(node);
+        let watch = {
+            let mut st = lock(&entry.state);
+            if let Some(&w) = wanted.get(repo_id) {
+                st.record.watch = w;
+            }
+            st.record.watch
+        };
+        if (watch || self.config.watch_all) && node.fleet().fence(repo_id).is_some() {
+            self.start_watcher(&entry);
+        } else if let Some(stop) = lock(&entry.watcher).take() {
+            stop.store(true, Ordering::SeqCst);
+        }
     }
 
     fn wait_for_run_end(&self, repo_id: &str) {

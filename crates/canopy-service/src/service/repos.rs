@@ -10,9 +10,12 @@ use canopy_client::api::{AddRepoRequest, AddRepoResponse, RepoView};
 use canopy_core::Engine;
 use serde_json::{Value, json};
 
+use canopy_fleet::RepoRow;
+
 use super::entry::RepoEntry;
 use super::{Service, lock, now_secs};
 use crate::error::ApiError;
+use crate::fleet::FleetNode;
 use crate::registry::{NewEvent, RepoRecord, now_ms};
 
 /// A random id in UUID v4 format.
@@ -218,8 +221,13 @@ impl Service {
     }
 
     /// `GET /repos/{id}/settings`: what the registry stores as the
-    /// repository's settings (today only its watch flag).
+    /// repository's settings (today only its watch flag); in fleet mode,
+    /// what PostgreSQL stores, on any node.
     pub fn repo_settings(&self, repo: &str) -> Result<Value, ApiError> {
+        if let Some(node) = self.fleet() {
+            let row = self.fleet_settings_row(node, repo)?;
+            return Ok(fleet_settings_view(&row, self.config.watch_all));
+        }
         let entry = self.lookup(repo)?;
         Ok(settings_view(&entry, self.config.watch_all))
     }
@@ -228,36 +236,103 @@ impl Service {
     /// (keys: [`SETTINGS_KEYS`]); an unknown key or a mistyped value is a
     /// validation error and changes nothing. Kept across restarts.
     pub fn set_repo_settings(self: &Arc<Self>, repo: &str, body: Value) -> Result<Value, ApiError> {
-        let entry = self.lookup(repo)?;
-        let Value::Object(fields) = body else {
-            return Err(ApiError::Validation(
-                "the body must be a JSON object of settings, e.g. {\"watch\": true}".into(),
-            ));
-        };
-        if let Some(key) = fields.keys().find(|k| !SETTINGS_KEYS.contains(&k.as_str())) {
-            return Err(ApiError::Validation(format!(
-                "unknown setting `{key}`; the settings are: {}",
-                SETTINGS_KEYS.join(", ")
-            )));
+        if let Some(node) = self.fleet().cloned() {
+            return self.fleet_set_repo_settings(&node, repo, body);
         }
-        let watch = match fields.get("watch") {
-            None => None,
-            Some(Value::Bool(b)) => Some(*b),
-            Some(other) => {
-                return Err(ApiError::Validation(format!(
-                    "`watch` must be true or false, got {other}"
-                )));
-            }
-        };
-        if let Some(watch) = watch {
+        let entry = self.lookup(repo)?;
+        if let Some(watch) = settings_change(body)? {
             self.set_watch(&entry, watch)?;
         }
         Ok(settings_view(&entry, self.config.watch_all))
+    }
+
+    /// Fleet mode: `repo` (an id or a name) as PostgreSQL registers it.
+    fn fleet_settings_row(&self, node: &FleetNode, repo: &str) -> Result<RepoRow, ApiError> {
+        let repo = repo.trim();
+        if repo.is_empty() {
+            return Err(ApiError::Validation(
+                "`repo` is required: a repo_id from POST /repos/add (or the repo's name)".into(),
+            ));
+        }
+        node.block_on(node.fleet().repo(repo))
+            .map_err(|e| ApiError::FleetUnavailable(e.to_string()))?
+            .ok_or_else(|| ApiError::NotFound {
+                what: "repository",
+                id: repo.to_string(),
+            })
+    }
+
+    /// Fleet mode's `POST /repos/{id}/settings`: validated as on one
+    /// machine, then written to PostgreSQL (`fleet_repos.watch`), the
+    /// fleet's one copy; nothing changes when the database cannot be used.
+    /// This node applies it at once when it owns the repository; another
+    /// owner at its next heartbeat (`LeaseChange::Settings`), and a node
+    /// taking the lease later with the row it adopts.
+    fn fleet_set_repo_settings(
+        self: &Arc<Self>,
+        node: &Arc<FleetNode>,
+        repo: &str,
+        body: Value,
+    ) -> Result<Value, ApiError> {
+        let mut row = self.fleet_settings_row(node, repo)?;
+        if let Some(watch) = settings_change(body)? {
+            let exists = node
+                .block_on(node.fleet().set_watch(&row.repo_id, watch))
+                .map_err(|e| ApiError::FleetUnavailable(e.to_string()))?;
+            if !exists {
+                return Err(ApiError::NotFound {
+                    what: "repository",
+                    id: repo.trim().to_string(),
+                });
+            }
+            row.watch = watch;
+            if node.fleet().fence(&row.repo_id).is_some() {
+                node.learn_watch(&row.repo_id, watch);
+                self.fleet_sync_watch(node, &row.repo_id);
+            }
+        }
+        Ok(fleet_settings_view(&row, self.config.watch_all))
+    }
+}
+
+/// The change a `POST /repos/{id}/settings` body asks for: the new watch
+/// flag, if it names one. Refuses a body that is not an object, an
+/// unknown key and a mistyped value (the same in fleet mode).
+fn settings_change(body: Value) -> Result<Option<bool>, ApiError> {
+    let Value::Object(fields) = body else {
+        return Err(ApiError::Validation(
+            "the body must be a JSON object of settings, e.g. {\"watch\": true}".into(),
+        ));
+    };
+    if let Some(key) = fields.keys().find(|k| !SETTINGS_KEYS.contains(&k.as_str())) {
+        return Err(ApiError::Validation(format!(
+            "unknown setting `{key}`; the settings are: {}",
+            SETTINGS_KEYS.join(", ")
+        )));
+    }
+    match fields.get("watch") {
+        None => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(other) => Err(ApiError::Validation(format!(
+            "`watch` must be true or false, got {other}"
+        ))),
     }
 }
 
 /// The settings `POST /repos/{id}/settings` accepts.
 pub const SETTINGS_KEYS: [&str; 1] = ["watch"];
+
+/// Fleet mode: a repository's settings as PostgreSQL stores them.
+/// `watched` is what its owner does if it runs with this node's flags
+/// (the nodes of a fleet are started alike).
+fn fleet_settings_view(row: &RepoRow, watch_all: bool) -> Value {
+    json!({
+        "repo_id": row.repo_id,
+        "name": row.name,
+        "watch": row.watch,
+        "watched": row.watch || watch_all,
+    })
+}
 
 /// A repository's settings as the settings routes answer them.
 fn settings_view(entry: &RepoEntry, watch_all: bool) -> Value {
