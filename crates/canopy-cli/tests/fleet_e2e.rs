@@ -32,7 +32,7 @@ use canopy_core::query::QueryParams;
 use canopy_fleet::testing::PgServer;
 use canopy_test_support::follow::{FollowAuth, Follower};
 use canopy_test_support::repo::Repo;
-use canopy_test_support::serve::{Opts, Server, assert_error, get, post};
+use canopy_test_support::serve::{Opts, Server, assert_error, assert_settings_refusals, get, post};
 use canopy_test_support::{canopy_bin, eventually};
 
 use serde_json::{Value, json};
@@ -1076,37 +1076,7 @@ fn repository_settings_are_shared_in_postgres_and_applied_by_the_owner() {
     // Refused as on one machine, through the node that does not own it,
     // and nothing changes.
     let client = other.client();
-    let bad_key = post(&client, &path, &json!({"watch": true, "wach": true}));
-    assert_error(&bad_key, 400, "validation_error");
-    assert!(bad_key.text().contains("wach"), "{}", bad_key.text());
-    assert_error(
-        &post(&client, &path, &json!({"watch": "yes"})),
-        400,
-        "validation_error",
-    );
-    assert_error(
-        &post(&client, &path, &json!([true])),
-        400,
-        "validation_error",
-    );
-    let raw = client
-        .send_raw("POST", &path, Some(b"{watch"), &[])
-        .unwrap();
-    assert_error(&raw, 400, "invalid_json");
-    assert_error(
-        &get(&client, "/repos/no-such-repo/settings"),
-        404,
-        "not_found",
-    );
-    assert_error(
-        &post(
-            &client,
-            "/repos/no-such-repo/settings",
-            &json!({"watch": true}),
-        ),
-        404,
-        "not_found",
-    );
+    assert_settings_refusals(&client, &path);
     assert_eq!(settings(owner_node)["watch"], false);
 
     // Set by name through the node that does not own it: every node reads

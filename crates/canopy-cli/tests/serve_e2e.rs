@@ -12,7 +12,8 @@ use canopy_core::pack::PackParams;
 use canopy_core::query::QueryParams;
 use canopy_test_support::repo::Repo;
 use canopy_test_support::serve::{
-    Opts, Server, add_and_index, assert_error, get, post, serve_exits, serve_exits_in,
+    Opts, Server, add_and_index, assert_error, assert_settings_refusals, get, post, serve_exits,
+    serve_exits_in,
 };
 use canopy_test_support::{WAIT, canopy_bin, eventually};
 use serde_json::{Value, json};
@@ -1118,37 +1119,7 @@ fn repository_settings_are_read_changed_validated_and_kept() {
 
     // Refused, and nothing changes: unknown key, wrong type, not an object,
     // not JSON, an unknown repository.
-    let bad_key = post(&client, &path, &json!({"watch": true, "wach": true}));
-    assert_error(&bad_key, 400, "validation_error");
-    assert!(bad_key.text().contains("wach"), "{}", bad_key.text());
-    assert_error(
-        &post(&client, &path, &json!({"watch": "yes"})),
-        400,
-        "validation_error",
-    );
-    assert_error(
-        &post(&client, &path, &json!([true])),
-        400,
-        "validation_error",
-    );
-    let raw = client
-        .send_raw("POST", &path, Some(b"{watch"), &[])
-        .unwrap();
-    assert_error(&raw, 400, "invalid_json");
-    assert_error(
-        &get(&client, "/repos/no-such-repo/settings"),
-        404,
-        "not_found",
-    );
-    assert_error(
-        &post(
-            &client,
-            "/repos/no-such-repo/settings",
-            &json!({"watch": true}),
-        ),
-        404,
-        "not_found",
-    );
+    assert_settings_refusals(&client, &path);
     assert!(!client.repos().unwrap()[0].watch);
 
     // Changed by name; `GET /repos` and the settings agree.

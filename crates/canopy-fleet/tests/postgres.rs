@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use canopy_fleet::testing::PgServer;
 use canopy_fleet::{
     FleetError, LeaseChange, LossReason, NewEvent, RepoState, Route, migrate, placement,
 };
@@ -503,18 +504,25 @@ async fn lease_row(db: &tokio_postgres::Client, repo_id: &str) -> (u64, f64, f64
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_crashed_owner_is_replaced_after_its_lease_expires() {
-    let Some(pg) = pg() else { return };
-    let mut cfg_a = config(&pg, "owner");
+/// Node "owner" with one repository it holds the lease of, then a second
+/// live node `second` (neither rebalances on its own: settle is an hour).
+async fn owner_and_second_node(pg: &PgServer, second: &str) -> (Node, String, Node) {
+    let mut cfg_a = config(pg, "owner");
     cfg_a.timing.settle = Duration::from_secs(3600);
     let a = Node::start(cfg_a).await;
     let repo = a.fleet.add_repo(&git_repo(1)).await.unwrap().0.repo_id;
     assert!(wait_for(|| a.fleet.fence(&repo).is_some()).await);
-    let epoch_a = a.fleet.fence(&repo).unwrap().epoch();
-    let mut cfg_b = config(&pg, "standby");
+    let mut cfg_b = config(pg, second);
     cfg_b.timing.settle = Duration::from_secs(3600);
     let b = Node::start(cfg_b).await;
+    (a, repo, b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_owner_is_replaced_after_its_lease_expires() {
+    let Some(pg) = pg() else { return };
+    let (a, repo, b) = owner_and_second_node(&pg, "standby").await;
+    let epoch_a = a.fleet.fence(&repo).unwrap().epoch();
     // b is live but a holds the lease: nothing moves.
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(b.owned().is_empty());
@@ -1057,14 +1065,7 @@ async fn a_joining_node_receives_exactly_its_share() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_flag_changed_anywhere_reaches_the_owner() {
     let Some(pg) = pg() else { return };
-    let mut cfg_a = config(&pg, "owner");
-    cfg_a.timing.settle = Duration::from_secs(3600);
-    let a = Node::start(cfg_a).await;
-    let repo = a.fleet.add_repo(&git_repo(1)).await.unwrap().0.repo_id;
-    assert!(wait_for(|| a.fleet.fence(&repo).is_some()).await);
-    let mut cfg_b = config(&pg, "other");
-    cfg_b.timing.settle = Duration::from_secs(3600);
-    let b = Node::start(cfg_b).await;
+    let (a, repo, b) = owner_and_second_node(&pg, "other").await;
     let told = |n: &Node| -> Vec<bool> {
         n.changes
             .lock()

@@ -6,6 +6,12 @@ use std::process::Command;
 
 /// Runs `git ARGS` in `dir`; panics with git's stderr when it fails.
 pub fn git(dir: &Path, args: &[&str]) {
+    git_with_env(dir, args, &[]);
+}
+
+/// Runs `git ARGS` in `dir` with `env` added to its environment; panics
+/// with git's stderr when it fails.
+pub fn git_with_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -20,6 +26,7 @@ pub fn git(dir: &Path, args: &[&str]) {
             "init.defaultBranch=main",
         ])
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .expect("run git");
     assert!(
@@ -40,25 +47,9 @@ pub fn commit_all(dir: &Path, message: &str) {
 /// whose times do not depend on when the test runs.
 pub fn commit_all_at(dir: &Path, message: &str, date: &str) {
     git(dir, &["add", "-A"]);
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.name=Canopy Test",
-            "-c",
-            "user.email=test@example.invalid",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(["commit", "-q", "--allow-empty", "-m", message])
-        .env("GIT_AUTHOR_DATE", date)
-        .env("GIT_COMMITTER_DATE", date)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git commit failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    git_with_env(
+        dir,
+        &["commit", "-q", "--allow-empty", "-m", message],
+        &[("GIT_AUTHOR_DATE", date), ("GIT_COMMITTER_DATE", date)],
     );
 }

@@ -253,6 +253,35 @@ pub fn get(client: &ServiceClient, path: &str) -> RawResponse {
     client.send_raw("GET", path, None, &[]).expect("request")
 }
 
+/// Asserts that `POST {path}` (a repository's settings route) refuses an
+/// unknown key (naming it), a wrong type, a non-object and a body that is
+/// not JSON with the documented codes, and that an unknown repository's
+/// settings are 404 to `GET` and `POST`. It does not check that nothing
+/// changed: the caller reads the settings afterwards.
+pub fn assert_settings_refusals(client: &ServiceClient, path: &str) {
+    let bad_key = post(
+        client,
+        path,
+        &serde_json::json!({"watch": true, "wach": true}),
+    );
+    assert_error(&bad_key, 400, "validation_error");
+    assert!(bad_key.text().contains("wach"), "{}", bad_key.text());
+    for body in [
+        serde_json::json!({"watch": "yes"}),
+        serde_json::json!([true]),
+    ] {
+        assert_error(&post(client, path, &body), 400, "validation_error");
+    }
+    let raw = client
+        .send_raw("POST", path, Some(b"{watch"), &[])
+        .expect("request");
+    assert_error(&raw, 400, "invalid_json");
+    let unknown = "/repos/no-such-repo/settings";
+    assert_error(&get(client, unknown), 404, "not_found");
+    let body = serde_json::json!({"watch": true});
+    assert_error(&post(client, unknown, &body), 404, "not_found");
+}
+
 /// Registers `repo`, reindexes it and waits until the run is over; returns the repo id.
 pub fn add_and_index(client: &ServiceClient, repo: &Repo) -> String {
     let id = client.add_repo(&repo.root(), None).expect("add").repo_id;
