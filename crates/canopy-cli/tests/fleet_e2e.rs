@@ -347,7 +347,15 @@ fn two_nodes_share_a_registry_forward_and_take_over_from_a_killed_owner() {
         &json!({ "repo": repo_id, "rebuild": true }),
     );
     assert!(rebuild.status < 300, "{}", rebuild.text());
-    let rebuilt = answered_above(&other, &repo_id, "authenticate", g1);
+    // "After it" is after its publish: an answer read between the swap and
+    // the publish names that state with a generation of its own, and while
+    // the run is going a handle of the old generation still passes (each
+    // handle's file is checked instead), so neither marks the end.
+    eventually("the rebuild is published", || {
+        placement(&other, &repo_id).2 > g1
+    });
+    let rebuilt = placement(&other, &repo_id).2;
+    answered_above(&other, &repo_id, "authenticate", g1);
     let handle = via_a.answer.handles[0].id.clone();
     for server in [&owner_node, &other] {
         let stale = post(
@@ -361,9 +369,18 @@ fn two_nodes_share_a_registry_forward_and_take_over_from_a_killed_owner() {
     // The owner dies; the survivor takes the lease (a newer epoch),
     // re-indexes and answers at a newer generation.
     let so_far = relevant_seqs(&feed(&other));
-    eventually("the follower printed the events so far", || {
-        first_follower.seqs().len() >= so_far.len()
-    });
+    // Printed and its cursor saved past them: the follower prints an event
+    // before it saves the cursor (at least once), so a kill between the two
+    // would have the moved follower print that event again.
+    let last_so_far = so_far.last().copied().unwrap_or(0);
+    eventually(
+        "the follower printed the events so far and saved its cursor",
+        || {
+            first_follower.seqs().len() >= so_far.len()
+                && canopy_client::follow::read_cursor(&follow_cursor)
+                    .is_ok_and(|c| c >= last_so_far)
+        },
+    );
     let first_seen = first_follower.seqs();
     first_follower.kill();
     owner_node.kill();
@@ -470,6 +487,107 @@ impl PublishHold {
 /// (SIGSTOP) until the other node has taken the repository over and
 /// published, then released and resumed (SIGCONT): its publish is
 /// refused, and nothing it wrote late reaches the shared state.
+/// Files of [`a_takeover_after_an_owner_died_mid_run_never_gives_a_generation_twice`]:
+/// enough that a run held part-way has committed some batches and not others.
+const MID_RUN_FILES: usize = 400;
+
+fn mid_run_file(i: usize, second: bool) -> (String, String) {
+    let mut text = format!("def probe_{i}_fn(x):\n    return x + {i}\n");
+    if second {
+        text.push_str(&format!("\n\ndef second_{i}_fn(x):\n    return x - {i}\n"));
+    }
+    (format!("pkg{}/mod_{i:03}.py", i % 8), text)
+}
+
+/// A generation the owner gave to a state in the middle of a run (an
+/// answer read a batch the run had committed) is saved in PostgreSQL
+/// (`fleet_repos.named_up_to`) before that answer leaves, so the node
+/// that takes the repository over after the owner is killed mid-run
+/// publishes above it: one generation never names two states, across
+/// nodes as across a restart (`serve_e2e::a_restart_in_the_middle_of_a_run_never_gives_a_generation_twice`).
+/// Without the save the new owner published the generation after the
+/// last published one, the very number the dead owner had given.
+#[test]
+fn a_takeover_after_an_owner_died_mid_run_never_gives_a_generation_twice() {
+    let Some(pg) = pg() else { return };
+    let holds = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let hold_env = |h: &tempfile::TempDir| {
+        vec![(
+            "CANOPY_TEST_RUN_HOLD_DIR".to_string(),
+            h.path().display().to_string(),
+        )]
+    };
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = node_env(
+        &pg,
+        "node-a",
+        da.path(),
+        TAKEOVER_LEASE_TTL_MS,
+        &[],
+        &hold_env(&holds[0]),
+    );
+    let b = node_env(
+        &pg,
+        "node-b",
+        db.path(),
+        TAKEOVER_LEASE_TTL_MS,
+        &[],
+        &hold_env(&holds[1]),
+    );
+    let files: Vec<(String, String)> = (0..MID_RUN_FILES).map(|i| mid_run_file(i, false)).collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    let repo = Repo::new(&refs);
+    let repo_id = add_git(&a, &repo);
+    let published = answered_above(&a, &repo_id, "probe_0_fn", 0);
+    let owner = placement(&a, &repo_id).0.expect("an owner");
+    let (owner_node, hold, other) = if owner == "node-a" {
+        (a, holds[0].path(), b)
+    } else {
+        (b, holds[1].path(), a)
+    };
+
+    // A new commit, fetched and indexed by the owner, held part-way.
+    for i in 0..MID_RUN_FILES {
+        let (path, text) = mid_run_file(i, true);
+        repo.write(&path, &text);
+    }
+    repo.commit("a second function in every file");
+    std::fs::write(hold.join("hold"), "300").unwrap();
+    let resp = post(
+        &owner_node.client(),
+        "/reindex",
+        &json!({ "repo": repo_id }),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    eventually("the owner's run is held part-way", || {
+        hold.join("held").exists()
+    });
+    let mid = owner_node
+        .client()
+        .query(&repo_id, &symbol("second_0_fn"))
+        .unwrap();
+    let during = mid.at.generation;
+    assert!(
+        during > published,
+        "an answer read a state of the run, not the published one: {during} after {published}"
+    );
+    owner_node.kill();
+
+    // The survivor takes the repository over, indexes the commit and
+    // publishes: above what the dead owner gave.
+    let after = answered_above(&other, &repo_id, "second_0_fn", published);
+    assert!(
+        after > during,
+        "the killed owner gave {during} to a state of its run; the new owner published {after}"
+    );
+    let (new_owner, _, generation) = placement(&other, &repo_id);
+    assert_eq!(new_owner.as_deref(), Some(other_id(&owner)));
+    assert_eq!(generation, after);
+}
+
 #[test]
 fn a_paused_owner_cannot_publish_after_it_resumes() {
     let Some(pg) = pg() else { return };

@@ -536,6 +536,18 @@ impl Fleet {
         registry::set_watch(&self.inner.db, repo_id, watch).await
     }
 
+    /// Records that this node gave `generation` to a state of
+    /// `repo_id`'s index (an answer read it in the middle of a run): the
+    /// repository's `named_up_to` is raised to it, never lowered, so the
+    /// next owner publishes above every generation any answer carried.
+    /// Not fenced: only the owner names states, and a raise from a node
+    /// that just lost the lease can only push the next generation higher.
+    /// Call it before the answer carrying `generation` leaves. Returns
+    /// whether the repository exists.
+    pub async fn note_named(&self, repo_id: &str, generation: u64) -> Result<bool, FleetError> {
+        registry::note_named(&self.inner.db, repo_id, generation).await
+    }
+
     /// Fleet-wide settings.
     pub async fn settings(&self) -> Result<BTreeMap<String, Value>, FleetError> {
         registry::settings(&self.inner.db).await

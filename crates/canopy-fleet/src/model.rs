@@ -77,6 +77,10 @@ pub struct RepoRow {
     pub state: RepoState,
     /// Node that published the current state, and under which epoch.
     pub published_by: Option<(String, u64)>,
+    /// The highest generation an owner gave to a state of the index that
+    /// no publish named (an answer read it in the middle of a run; see
+    /// [`crate::Fleet::note_named`]). A new owner publishes above it.
+    pub named_up_to: u64,
 }
 
 /// A repository to register.

@@ -15,7 +15,7 @@ use crate::model::{NewRepo, RepoRow, RepoSource, RepoState};
 /// The columns [`repo_from_row`] reads, in order.
 pub(crate) const REPO_COLUMNS: &str = "repo_id, name, git_url, git_ref, path, watch, \
      added_at, generation, commit_sha, status, dirty, consecutive_failures, last_started_at, \
-     last_indexed_at, last_report, last_error, published_by, published_epoch";
+     last_indexed_at, last_report, last_error, published_by, published_epoch, named_up_to";
 
 /// Most names tried when a derived name is taken (`name-2` … `name-N`).
 const MAX_NAME_TRIES: usize = 100;
@@ -57,6 +57,7 @@ pub(crate) fn repo_from_row(r: &Row) -> Result<RepoRow, tokio_postgres::Error> {
             last_error: r.try_get(15)?,
         },
         published_by: published_by.zip(published_epoch.map(to_u64)),
+        named_up_to: to_u64(r.try_get(18)?),
     })
 }
 
@@ -226,6 +227,23 @@ pub(crate) async fn set_watch(db: &Db, repo_id: &str, watch: bool) -> Result<boo
         .execute(
             "UPDATE fleet_repos SET watch = $2 WHERE repo_id = $1",
             &[&repo_id, &watch],
+        )
+        .await
+        .map(|n| n > 0))
+}
+
+/// Raises `repo_id`'s `named_up_to` to `generation` (never lowers it).
+/// Whether the repository exists.
+pub(crate) async fn note_named(
+    db: &Db,
+    repo_id: &str,
+    generation: u64,
+) -> Result<bool, FleetError> {
+    let generation = generation.min(i64::MAX as u64) as i64;
+    with_client!(db, |c| c
+        .execute(
+            "UPDATE fleet_repos SET named_up_to = GREATEST(named_up_to, $2) WHERE repo_id = $1",
+            &[&repo_id, &generation],
         )
         .await
         .map(|n| n > 0))

@@ -200,11 +200,22 @@ pub const SCHEMA_V3: &str = r#"
 ALTER TABLE fleet_repos DROP COLUMN settings;
 "#;
 
+/// Version 4: `fleet_repos.named_up_to`, the highest generation the
+/// owner has given to a state of the index in the middle of a run
+/// (an answer read it before the run published). Written before the
+/// answer carrying it leaves, so a node that takes the repository over
+/// after the owner died mid-run publishes above it and one generation
+/// never names two states. Only ever raised (`GREATEST`).
+pub const SCHEMA_V4: &str = r#"
+ALTER TABLE fleet_repos ADD COLUMN named_up_to bigint NOT NULL DEFAULT 0;
+"#;
+
 /// Every migration, in order: (version, name, SQL).
 pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "fleet base schema", SCHEMA_V1),
     (2, "fleet identity", SCHEMA_V2),
     (3, "drop fleet_repos.settings", SCHEMA_V3),
+    (4, "fleet_repos.named_up_to", SCHEMA_V4),
 ];
 
 /// The database's fleet id (schema version 2 and later).
@@ -279,7 +290,7 @@ mod tests {
         sorted.dedup();
         assert_eq!(versions, sorted, "versions strictly increase");
         assert_eq!(versions.first(), Some(&1));
-        assert_eq!(latest_version(), 3);
+        assert_eq!(latest_version(), 4);
         // The SQL spells the constants the Rust side relies on.
         assert!(SCHEMA_V1.contains(&format!("'{EVENTS_CHANNEL}'")));
         assert!(SCHEMA_V1.contains(&format!("seq <= last - {MAX_EVENTS}")));

@@ -1093,3 +1093,19 @@ async fn a_watch_flag_changed_anywhere_reaches_the_owner() {
     assert!(told(&b).is_empty());
     assert!(!b.fleet.set_watch("no-such-repo", true).await.unwrap());
 }
+
+/// `note_named` only raises a repository's `named_up_to`, and the row a
+/// node adopts with carries it (the service's side:
+/// `fleet_e2e::a_takeover_after_an_owner_died_mid_run_never_gives_a_generation_twice`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_up_to_is_only_raised_and_read_with_the_row() {
+    let Some(pg) = pg() else { return };
+    let a = Node::start(config(&pg, "a")).await;
+    let repo = a.fleet.add_repo(&git_repo(1)).await.unwrap().0.repo_id;
+    let named = |row: Option<canopy_fleet::RepoRow>| row.expect("the repository").named_up_to;
+    assert_eq!(named(a.fleet.repo(&repo).await.unwrap()), 0);
+    assert!(a.fleet.note_named(&repo, 7).await.unwrap());
+    assert!(a.fleet.note_named(&repo, 5).await.unwrap());
+    assert_eq!(named(a.fleet.repo(&repo).await.unwrap()), 7);
+    assert!(!a.fleet.note_named("no-such-repo", 9).await.unwrap());
+}

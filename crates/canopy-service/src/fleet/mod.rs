@@ -308,6 +308,15 @@ impl FleetNode {
         lock(&self.published).insert(repo_id.to_string(), generation);
     }
 
+    /// Raises `repo_id`'s shared `named_up_to` to `generation` (blocking;
+    /// never called on an async worker): see `Fleet::note_named`.
+    pub(crate) fn note_named(&self, repo_id: &str, generation: u64) -> anyhow::Result<()> {
+        self.runtime
+            .block_on(self.fleet.note_named(repo_id, generation))
+            .with_context(|| format!("saving generation {generation} of {repo_id} as given"))?;
+        Ok(())
+    }
+
     /// Leaves the fleet: every lease released, the node marked `left`.
     pub async fn shutdown(&self) {
         if let Err(e) = self.fleet.shutdown().await {
@@ -424,6 +433,9 @@ pub(crate) fn adopted_record(row: &canopy_fleet::RepoRow, root: PathBuf) -> Repo
         .clone()
         .and_then(|v: Value| serde_json::from_value(v).ok());
     record.watch = row.watch;
+    // Generations the previous owner gave to states of a run it did not
+    // finish: this node's first complete run publishes above them.
+    record.named_up_to = row.named_up_to;
     record
 }
 

@@ -84,17 +84,22 @@ impl Service {
 
     /// Saves a generation naming just gave (see `RepoRecord::named_up_to`)
     /// before the answer carrying it leaves, so a restart in the middle of
-    /// a run never gives it again. In fleet mode it is not saved: the
-    /// shared state has no place for it yet, and an adopting node starts
-    /// from the published generation.
+    /// a run never gives it again: in the registry, or in fleet mode in
+    /// PostgreSQL (`fleet_repos.named_up_to`), where the node that takes
+    /// the repository over after this one died mid-run reads it and
+    /// publishes above it (`adopted_record`).
     fn save_named(&self, entry: &RepoEntry, st: &mut RepoState) {
         let Some(name) = st.names.take_unsaved() else {
             return;
         };
-        if self.fleet.get().is_some() {
-            return;
-        }
-        if let Err(e) = self.registry.note_named(&entry.id, name) {
+        let saved = match self.fleet.get() {
+            Some(node) => node.note_named(&entry.id, name),
+            None => self
+                .registry
+                .note_named(&entry.id, name)
+                .map_err(Into::into),
+        };
+        if let Err(e) = saved {
             // Answering matters more; a restart mid-run could then repeat it.
             tracing::warn!(repo = %entry.id, "cannot save generation {name} as given: {e}");
         }
