@@ -369,18 +369,7 @@ fn two_nodes_share_a_registry_forward_and_take_over_from_a_killed_owner() {
     // The owner dies; the survivor takes the lease (a newer epoch),
     // re-indexes and answers at a newer generation.
     let so_far = relevant_seqs(&feed(&other));
-    // Printed and its cursor saved past them: the follower prints an event
-    // before it saves the cursor (at least once), so a kill between the two
-    // would have the moved follower print that event again.
-    let last_so_far = so_far.last().copied().unwrap_or(0);
-    eventually(
-        "the follower printed the events so far and saved its cursor",
-        || {
-            first_follower.seqs().len() >= so_far.len()
-                && canopy_client::follow::read_cursor(&follow_cursor)
-                    .is_ok_and(|c| c >= last_so_far)
-        },
-    );
+    first_follower.wait_handled(&follow_cursor, &so_far);
     let first_seen = first_follower.seqs();
     first_follower.kill();
     owner_node.kill();

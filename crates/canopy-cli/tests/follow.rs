@@ -58,9 +58,7 @@ fn a_killed_follower_resumes_from_its_cursor_without_losing_or_repeating_events(
     change(&client, &repo, &id, 1);
     change(&client, &repo, &id, 2);
     let so_far = relevant_seqs(&client);
-    eventually("the follower printed the first events", || {
-        first.seqs().len() >= so_far.len()
-    });
+    first.wait_handled(&cursor, &so_far);
     let first_seen = first.seqs();
     first.kill();
 

@@ -78,6 +78,20 @@ impl Follower {
         }
     }
 
+    /// Waits until the follower has printed every event of `seqs` (the
+    /// relevant ones so far) and saved its cursor `cursor` past the last:
+    /// only then may a test kill it and expect a restarted follower to
+    /// repeat nothing. It prints an event before it saves the cursor
+    /// (at least once, `canopy_client::follow`), so a kill between the two
+    /// has the event handled again.
+    pub fn wait_handled(&self, cursor: &Path, seqs: &[u64]) {
+        let last = seqs.last().copied().unwrap_or(0);
+        crate::eventually("the follower handled the events so far", || {
+            self.seqs().len() >= seqs.len()
+                && canopy_client::follow::read_cursor(cursor).is_ok_and(|c| c >= last)
+        });
+    }
+
     /// Sequence numbers of the events printed so far.
     pub fn seqs(&self) -> Vec<u64> {
         self.lines
