@@ -333,10 +333,7 @@ fn run_index_unmapped(
     let written_ms = started.elapsed().as_millis() as u64;
     // Resolution: only when something changed (or a killed run left work).
     let resolve_started = Instant::now();
-    let resolved = on_index_pool(|| match kept {
-        Some(kept) => crate::graph::resolve_pending_kept(store, root, kept),
-        None => crate::graph::resolve_pending(store, root),
-    })?;
+    let resolved = resolve_run(store, root, kept, totals.report.bytes_parsed)?;
     let mut report = totals.report;
     report.graph_files_resolved = resolved.files;
     report.graph_resolve_ms = resolve_started.elapsed().as_millis() as u64;
@@ -376,6 +373,44 @@ fn run_index_unmapped(
     );
     progress.finish(&report);
     Ok(report)
+}
+
+/// Bytes parsed in one run from which its resolution pass starts by
+/// returning the allocator's free memory to the system (see
+/// [`releases_memory_before_resolving`]).
+const RELEASE_MEMORY_PARSED_BYTES: u64 = 4 * crate::discover::DEFAULT_MAX_FILE_SIZE;
+
+/// Whether a run that parsed `bytes_parsed` bytes returns the allocator's
+/// free memory ([`crate::graph::release_free_memory`]) before it resolves.
+/// A cold index of Django (36 MB parsed) peaks 15 MiB lower for it (105
+/// -> 90 MiB, `bench/README.md`); a small run gains nothing (its peak is
+/// its parse phase) and would only pay the walk of every arena and fault
+/// the returned pages in again. The bound is four of the largest files
+/// indexed by default, so an edit of a few files never pays.
+fn releases_memory_before_resolving(bytes_parsed: u64) -> bool {
+    bytes_parsed >= RELEASE_MEMORY_PARSED_BYTES
+}
+
+/// The run's resolution pass, on the index pool, after returning free
+/// memory when the run parsed enough for it to matter.
+fn resolve_run(
+    store: &mut Store,
+    root: &Path,
+    kept: Option<&mut crate::graph::resolve::KeptRows>,
+    bytes_parsed: u64,
+) -> Result<crate::graph::ResolveStats> {
+    on_index_pool(|| {
+        if releases_memory_before_resolving(bytes_parsed) {
+            let started = Instant::now();
+            crate::graph::release_free_memory();
+            let ms = started.elapsed().as_millis() as u64;
+            tracing::debug!(bytes_parsed, ms, "free memory released");
+        }
+        match kept {
+            Some(kept) => crate::graph::resolve_pending_kept(store, root, kept),
+            None => crate::graph::resolve_pending(store, root),
+        }
+    })
 }
 
 /// Discovers the repository's files and compares them with the index:
@@ -876,4 +911,23 @@ fn skip_counts(skipped: &BTreeMap<SkipReason, u64>) -> BTreeMap<String, u64> {
         .iter()
         .map(|(k, v)| (k.as_str().to_string(), *v))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_runs_that_parsed_several_large_files_release_memory() {
+        let max_file = crate::discover::DEFAULT_MAX_FILE_SIZE;
+        // A watcher's pass after an edit of one file, even the largest
+        // indexed by default, or of three of them: no arena walk.
+        assert!(!releases_memory_before_resolving(0));
+        assert!(!releases_memory_before_resolving(max_file));
+        assert!(!releases_memory_before_resolving(3 * max_file));
+        assert!(!releases_memory_before_resolving(4 * max_file - 1));
+        // A cold index of a mid-size repository (Django parses ~36 MB).
+        assert!(releases_memory_before_resolving(4 * max_file));
+        assert!(releases_memory_before_resolving(36_521_460));
+    }
 }

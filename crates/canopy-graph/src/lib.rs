@@ -133,11 +133,6 @@ pub fn resolve_pending_in_chunks(
         store.graph_finish()?;
         return Ok(ResolveStats::default());
     }
-    // What the run's parsers and writer freed is still held by the
-    // allocator (in the arenas of the threads that freed it), and the pass
-    // allocates on other threads: give it back first, so the pass's peak is
-    // its own working set and not the sum of both phases'.
-    release_free_memory();
     let mut kept = kept;
     let (world, index, rows_ms, world_ms) = pass_world(store, root, &dirty, kept.as_deref_mut())?;
     let targets: Vec<(i64, resolve::FileIdx)> = dirty
@@ -239,6 +234,10 @@ pub fn resolve_pending_in_chunks(
 /// then resolves on a pool of its own, whose threads allocate anew: without
 /// this, peak RSS was the parse phase's high-water mark plus the pass's
 /// (Django: heap at most 47 MB, RSS 106 MiB). Elsewhere, nothing.
+///
+/// It walks every arena under its lock, so the caller calls it only after a
+/// large parse phase (`canopy-core` before resolving a run that parsed a few
+/// MiB or more), never for a watcher's pass after a small edit.
 pub fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `malloc_trim` only walks the allocator's own free lists
