@@ -71,7 +71,8 @@ impl Family {
 pub(crate) struct Conventions {
     /// Every pass decodes these files' facts whatever it resolves: they
     /// hold compiled-out ranges (whose units are no definitions) and trait
-    /// impls (looked up by trait name from anywhere). Rust.
+    /// impls (looked up by trait name from anywhere). Rust; Go (a file its
+    /// build constraints leave out).
     pub facts_read_by_every_pass: bool,
     /// An import site's receiver is its module even without
     /// [`crate::facts::model::IMPORT_RECV`] (Python's `from m import a`).
