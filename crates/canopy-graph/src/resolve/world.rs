@@ -238,9 +238,9 @@ pub(super) fn is_classlike(t: NodeType) -> bool {
 /// `_windows.go`), and, for the languages whose facts every pass reads,
 /// outside every range those facts say is compiled out.
 fn defines(file: &WorldFile, facts: &LazyFacts, s: &SymRow) -> bool {
-    let name_builds =
-        file.family != Family::Go || crate::facts::go_build::file_name_builds(&file.path);
-    name_builds && (!file.family.conventions().facts_read_by_every_pass || compiled_in(facts, s))
+    let conventions = file.family.conventions();
+    (conventions.path_builds)(&file.path)
+        && (!conventions.facts_read_by_every_pass || compiled_in(facts, s))
 }
 
 /// Whether unit `s` is outside every range its file's facts say is

@@ -124,6 +124,15 @@ pub(crate) struct Conventions {
     /// Methods of a map's entry (`m.entry(k)`) that give back its value,
     /// inserted if missing (Rust's `or_insert`): the map's value (`m#v`).
     pub entry_value_methods: &'static [&'static str],
+    /// Whether a default build here compiles a file of this path (Go's
+    /// `_windows.go` / `_arm64.go` name suffixes): the units of one it
+    /// does not are no definitions.
+    pub path_builds: fn(&str) -> bool,
+}
+
+/// Every path builds (the neutral [`Conventions::path_builds`]).
+fn every_path_builds(_: &str) -> bool {
+    true
 }
 
 impl Conventions {
@@ -145,6 +154,7 @@ impl Conventions {
         key_methods: &[],
         value_methods: &[],
         entry_value_methods: &[],
+        path_builds: every_path_builds,
     };
 }
 
