@@ -71,8 +71,21 @@ fn is_declaration_name(n: Node, parent: Node) -> bool {
     }
 }
 
-/// Walks one Go tree.
+/// Walks one Go tree. A file whose build constraints a default build here
+/// does not meet ([`super::go_build::header_builds`]) is compiled out as a
+/// whole, as a Rust `#![cfg(…)]` file: its units are no definitions and
+/// it has no sites.
 pub(crate) fn walk(cx: &mut Cx, root: Node) {
+    if root.kind_name() == "source_file" && header_builds(cx, root) == Some(false) {
+        let mut c = root.walk();
+        let package = root
+            .named_children(&mut c)
+            .find(|k| k.kind_name() == "package_clause")
+            .and_then(|p| p.named_child(0));
+        cx.facts.package = package.map(|id| cx.t(id).to_string());
+        cx.facts.disabled.push((0, cx.text.len() as u32));
+        return;
+    }
     walk_tree(root, &mut |n, up| match n.kind_name() {
         "package_clause" => {
             if let Some(id) = n.named_child(0) {
@@ -266,4 +279,16 @@ fn function(cx: &mut Cx, n: Node) {
         let t = type_expr(cx, r);
         cx.def_fact(name, t, DefFactKind::Returns);
     }
+}
+
+/// The value of the build constraint comments above a file's `package`
+/// clause.
+fn header_builds(cx: &Cx, root: Node) -> Option<bool> {
+    let mut c = root.walk();
+    let comments: Vec<&str> = root
+        .named_children(&mut c)
+        .take_while(|k| k.kind_name() == "comment")
+        .map(|k| cx.t(k))
+        .collect();
+    super::go_build::header_builds(&comments)
 }

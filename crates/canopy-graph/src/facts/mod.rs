@@ -19,6 +19,7 @@
 pub mod compact;
 pub(crate) mod ecmascript;
 pub(crate) mod go;
+pub mod go_build;
 pub mod model;
 pub(crate) mod python;
 pub(crate) mod rust;

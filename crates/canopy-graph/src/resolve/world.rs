@@ -233,8 +233,18 @@ pub(super) fn is_classlike(t: NodeType) -> bool {
     )
 }
 
+/// Whether unit `s` of `file` (whose facts are `facts`) is a definition:
+/// not in a file its name leaves out of a default build here (Go
+/// `_windows.go`), and, for the languages whose facts every pass reads,
+/// outside every range those facts say is compiled out.
+fn defines(file: &WorldFile, facts: &LazyFacts, s: &SymRow) -> bool {
+    let conventions = file.family.conventions();
+    (conventions.path_builds)(&file.path)
+        && (!conventions.facts_read_by_every_pass || compiled_in(facts, s))
+}
+
 /// Whether unit `s` is outside every range its file's facts say is
-/// compiled out (Rust `cfg`).
+/// compiled out (Rust `cfg`, a Go file's build constraints).
 fn compiled_in(facts: &LazyFacts, s: &SymRow) -> bool {
     facts
         .disabled
@@ -257,10 +267,7 @@ impl World {
         // Units in code compiled out (Rust `cfg`) are not definitions (other
         // files' facts are decoded only when used).
         let mut syms = syms;
-        syms.retain(|s| {
-            let file = &files[s.file];
-            !file.family.conventions().facts_read_by_every_pass || compiled_in(&file.facts, s)
-        });
+        syms.retain(|s| defines(&files[s.file], &files[s.file].facts, s));
         let syms: Table<SymId, SymRow> = Table::new(syms);
         let rules = Rules::new(&files, manifests);
         let mut w = World {
@@ -367,10 +374,11 @@ impl World {
             }
         }
         for ((fi, facts, syms), ids) in changes.into_iter().zip(matched) {
-            let every_pass = self.files[fi].family.conventions().facts_read_by_every_pass;
-            let kept = syms
+            let file = &self.files[fi];
+            let kept: Vec<SymRow> = syms
                 .into_iter()
-                .filter(|s| !every_pass || compiled_in(&facts, s));
+                .filter(|s| defines(file, &facts, s))
+                .collect();
             for (&si, row) in ids.iter().zip(kept) {
                 self.syms[si] = row;
             }
@@ -390,10 +398,10 @@ impl World {
     /// The world's units of file `fi` in id order, if `syms` (its units
     /// read again, with `facts`) are the same units but for their spans.
     fn same_units(&self, fi: FileIdx, facts: &LazyFacts, syms: &[SymRow]) -> Option<Vec<SymId>> {
-        let every_pass = self.files[fi].family.conventions().facts_read_by_every_pass;
+        let file = &self.files[fi];
         let mut ids = self.file_syms.get(fi)?.clone();
         ids.sort_unstable();
-        let mut new = syms.iter().filter(|s| !every_pass || compiled_in(facts, s));
+        let mut new = syms.iter().filter(|s| defines(file, facts, s));
         for &si in &ids {
             let (old, new) = (&self.syms[si], new.next()?);
             let same = old.id == new.id

@@ -80,8 +80,12 @@ use crate::error::{CanopyError, Result};
 /// items of what a function returns (`#ret#elem` bindings, `f()#elem`),
 /// pairs in sequences and `Iterator<Item = X>` as items, items one level
 /// down, loops over a call's items, `let x = x` binding nothing; 29:
-/// `files.ref_count`, so `status` sums `files` alone.
-pub const SCHEMA_VERSION: u32 = 29;
+/// `files.ref_count`, so `status` sums `files` alone; 30: a Rust item a
+/// `cfg` compiles out is compiled out from its first doc comment or
+/// attribute (the unit's start), not from the `cfg`; 31: a Go file its
+/// build constraints (`//go:build`, `// +build`) leave out of a default
+/// build on linux/amd64 is compiled out as a whole (no sites).
+pub const SCHEMA_VERSION: u32 = 31;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

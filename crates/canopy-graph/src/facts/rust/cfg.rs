@@ -23,23 +23,100 @@ pub(super) fn cfg_attribute(cx: &Cx, attr_item: Node) -> Option<bool> {
 /// outer attribute (other attributes and comments in between belong to
 /// it), or everything around an inner one (`#![cfg(x)]` at the top of a
 /// file or module).
+///
+/// The range covers the item as its unit spans it (`extend_span` in
+/// canopy-syntax): from the doc comments and attributes directly above the
+/// `cfg` (`/// Docs` then `#[inline]` then `#[cfg(x)]`) to a comment
+/// trailing its last line. Starting at the `cfg` instead left the unit of a
+/// documented item outside the range, so a compiled-out twin stayed a
+/// definition and calls to the name became ambiguous.
 pub(super) fn compile_out(cx: &mut Cx, attr_item: Node) {
     let range = if attr_item.kind_name() == "inner_attribute_item" {
         attr_item.parent().map(|p| (p.start_byte(), p.end_byte()))
     } else {
         let mut next = attr_item.next_named_sibling();
         while let Some(k) = next
-            && matches!(
-                k.kind_name(),
-                "attribute_item" | "line_comment" | "block_comment"
-            )
+            && is_leading(k)
         {
             next = k.next_named_sibling();
         }
-        next.map(|item| (attr_item.start_byte(), item.end_byte()))
+        next.map(|item| (leading_start(cx, attr_item), trailing_end(cx, item)))
     };
     if let Some((start, end)) = range {
-        cx.facts.disabled.push((start as u32, end as u32));
+        // Ranges are pushed in walk order and must not overlap (the walker
+        // checks only the last): a comment trailing the previous
+        // compiled-out item stays with it.
+        let start = cx
+            .facts
+            .disabled
+            .last()
+            .map_or(start as u32, |&(_, e)| e.max(start as u32));
+        cx.facts.disabled.push((start, end as u32));
+    }
+}
+
+/// Kinds that belong to the item after them.
+fn is_leading(n: Node) -> bool {
+    matches!(
+        n.kind_name(),
+        "attribute_item" | "line_comment" | "block_comment"
+    )
+}
+
+/// Where the item an outer `cfg` attribute belongs to starts: at the first
+/// of the attributes and doc comments directly above it, on lines of their
+/// own with no blank line between (a comment ending an attribute's line
+/// goes with that attribute), as canopy-syntax's `extend_span` starts a unit.
+fn leading_start(cx: &Cx, attr_item: Node) -> usize {
+    let text = cx.text;
+    let mut first = attr_item;
+    while let Some(prev) = first.prev_named_sibling()
+        && is_leading(prev)
+    {
+        let last_char = prev.end_byte().saturating_sub(1).max(prev.start_byte());
+        let gap = text.get(last_char..first.start_byte()).unwrap_or("\n\n");
+        if gap.matches('\n').count() > 1 {
+            break;
+        }
+        let line_start = text[..prev.start_byte()].rfind('\n').map_or(0, |i| i + 1);
+        if text[line_start..prev.start_byte()].trim().is_empty() {
+            first = prev;
+            continue;
+        }
+        // `#[inline] // note`: the comment goes with the attribute before it.
+        match prev.prev_named_sibling() {
+            Some(before)
+                if prev.kind_name() != "attribute_item"
+                    && before.kind_name() == "attribute_item"
+                    && !text[before.end_byte()..prev.start_byte()].contains('\n') =>
+            {
+                first = before;
+            }
+            _ => break,
+        }
+    }
+    first.start_byte()
+}
+
+/// Where a compiled-out item ends: after a comment on its last line
+/// (`#[cfg(x)] const A: u8 = 1; // note`), as its unit ends.
+fn trailing_end(cx: &Cx, item: Node) -> usize {
+    let mut next = item.next_sibling();
+    if let Some(n) = next
+        && !n.is_named()
+        && matches!(n.kind_name(), ";" | ",")
+    {
+        next = n.next_sibling();
+    }
+    match next {
+        Some(c)
+            if matches!(c.kind_name(), "line_comment" | "block_comment")
+                && !cx.text[item.end_byte()..c.start_byte()].contains('\n') =>
+        {
+            item.end_byte()
+                .max(c.start_byte() + cx.t(c).trim_end().len())
+        }
+        _ => item.end_byte(),
     }
 }
 
@@ -172,6 +249,16 @@ mod tests {
         assert!(names.contains(&"d") && names.contains(&"f"), "{names:?}");
         let fn_a_end = src.find("\n\n#[cfg(feature").unwrap() as u32;
         assert_eq!(facts.disabled, [(0, fn_a_end)]);
+
+        // Doc comments and attributes directly above the `cfg` belong to
+        // the item (its unit starts at the first); a blank line ends them;
+        // a comment on the item's last line ends it.
+        let src = "// header\n\n/// Docs.\n#[inline]\n#[cfg(miri)]\nconst A: u8 = 1; // note\n";
+        let facts = crate::facts::parse_with_facts("src/y.rs", src.as_bytes())
+            .1
+            .expect("rust has fact rules");
+        let start = src.find("/// Docs").unwrap() as u32;
+        assert_eq!(facts.disabled, [(start, src.trim_end().len() as u32)]);
 
         let file = "#![cfg(miri)]\nuse x::y;\nfn g() { h(); }\n";
         let facts = crate::facts::parse_with_facts("src/m.rs", file.as_bytes())

@@ -17,8 +17,12 @@ use crate::store::graph_rows::SymRow;
 
 /// Go's differences as data.
 pub(crate) const CONVENTIONS: Conventions = Conventions {
+    // A file its build constraints leave out of a default build here is
+    // compiled out as a whole (`facts::go_build`).
+    facts_read_by_every_pass: true,
     methods_declared_apart: true,
     methods_in_scope: false,
+    path_builds: crate::facts::go_build::file_name_builds,
     ..Conventions::NEUTRAL
 };
 

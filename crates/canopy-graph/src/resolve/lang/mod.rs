@@ -71,7 +71,8 @@ impl Family {
 pub(crate) struct Conventions {
     /// Every pass decodes these files' facts whatever it resolves: they
     /// hold compiled-out ranges (whose units are no definitions) and trait
-    /// impls (looked up by trait name from anywhere). Rust.
+    /// impls (looked up by trait name from anywhere). Rust; Go (a file its
+    /// build constraints leave out).
     pub facts_read_by_every_pass: bool,
     /// An import site's receiver is its module even without
     /// [`crate::facts::model::IMPORT_RECV`] (Python's `from m import a`).
@@ -123,6 +124,15 @@ pub(crate) struct Conventions {
     /// Methods of a map's entry (`m.entry(k)`) that give back its value,
     /// inserted if missing (Rust's `or_insert`): the map's value (`m#v`).
     pub entry_value_methods: &'static [&'static str],
+    /// Whether a default build here compiles a file of this path (Go's
+    /// `_windows.go` / `_arm64.go` name suffixes): the units of one it
+    /// does not are no definitions.
+    pub path_builds: fn(&str) -> bool,
+}
+
+/// Every path builds (the neutral [`Conventions::path_builds`]).
+fn every_path_builds(_: &str) -> bool {
+    true
 }
 
 impl Conventions {
@@ -144,6 +154,7 @@ impl Conventions {
         key_methods: &[],
         value_methods: &[],
         entry_value_methods: &[],
+        path_builds: every_path_builds,
     };
 }
 

@@ -158,6 +158,7 @@ pub(crate) const CONVENTIONS: Conventions = Conventions {
         "or_insert_with_key",
         "or_default",
     ],
+    path_builds: Conventions::NEUTRAL.path_builds,
 };
 
 /// Collection methods that give back (a reference to, an `Option` of) an
