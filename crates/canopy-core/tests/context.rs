@@ -444,6 +444,52 @@ fn history_dates_changes_from_the_checked_out_commit() {
     );
 }
 
+/// A long-lived engine keeps what git said of HEAD between requests, yet
+/// the next pack after new commits dates its changes from the new HEAD
+/// and names the newest commit.
+#[test]
+fn history_of_a_kept_engine_sees_head_move() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    git(r, &["init", "-q", "-b", "main"]);
+    let parse = |v: &str| format!("def parse(text):\n    return text.split('{v}')\n");
+    let check = |v: &str| format!("def check(settings):\n    return '{v}' in settings\n");
+    write(r, "config/parser.py", parse("="));
+    write(r, "config/schema.py", check("name"));
+    write(r, "web/app.py", "def serve():\n    return 'ok'\n");
+    commit_all_at(r, "first version", "2020-01-01T12:00:00Z");
+    write(r, "config/parser.py", parse(":"));
+    write(r, "config/schema.py", check("port"));
+    commit_all_at(r, "colon separated settings", "2020-01-05T12:00:00Z");
+    let engine = Engine::open(r, EngineOptions::default()).unwrap();
+    engine.keep_history_log();
+    engine.index(None, &NoProgress).unwrap();
+    let schema_reason = |pack: &ContextPack| {
+        pack.fragments
+            .iter()
+            .find(|f| f.strategy == Strategy::History && f.file_path == "config/schema.py")
+            .unwrap_or_else(|| panic!("{:?}", pack.fragments))
+            .reason
+            .clone()
+    };
+    for _ in 0..2 {
+        let pack = context(&engine, "parse", Some("parse"), 2_000, Strategy::History);
+        let reason = schema_reason(&pack);
+        assert!(reason.contains("last today: \"colon separated"), "{reason}");
+    }
+    write(r, "config/parser.py", parse(";"));
+    write(r, "config/schema.py", check("host"));
+    commit_all_at(r, "semicolons", "2020-02-01T12:00:00Z");
+    write(r, "web/app.py", "def serve():\n    return 'ok!'\n");
+    commit_all_at(r, "web only", "2020-03-02T12:00:00Z");
+    let pack = context(&engine, "parse", Some("parse"), 2_000, Strategy::History);
+    let reason = schema_reason(&pack);
+    assert!(
+        reason.contains("last 30 days ago: \"semicolons\""),
+        "dated from the new HEAD (2020-03-02): {reason}"
+    );
+}
+
 /// History proposes the units changed in the same commits as the focus
 /// unit, not whole files: `beta` changed with `alpha` three times, while a
 /// changelog touched by every commit and `gamma` (beside `beta`, never

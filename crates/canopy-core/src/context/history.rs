@@ -14,7 +14,7 @@
 //! the whole history cannot tell per file).
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -59,6 +59,19 @@ pub struct HistoryLog {
     /// The co-change counts of a focus ([`HistoryLog::co_changed`]), by
     /// the commits read, the focus and the index generation.
     co: Mutex<HashMap<String, Arc<Vec<CoChanged>>>>,
+    /// What git last said of `HEAD`, kept while the files it is read from
+    /// stay the same ([`HeadStamp`]): a repeated request starts no git.
+    head: Mutex<Option<KnownHead>>,
+}
+
+/// Git's answers about `HEAD` at one root, valid while its stamp holds.
+struct KnownHead {
+    root: PathBuf,
+    stamp: HeadStamp,
+    /// [`top_level_head`]'s answer, once asked.
+    top: Option<Option<String>>,
+    /// [`head_time`]'s answer, once asked.
+    time: Option<Option<i64>>,
 }
 
 /// Kept diffs beyond which the cache starts again (about 100 MB of Django's).
@@ -97,7 +110,7 @@ impl HistoryLog {
         limit: usize,
     ) -> Result<Vec<Commit>, String> {
         if self.kept.load(Ordering::Relaxed)
-            && let Some(head) = top_level_head(root)
+            && let Some(head) = self.known(root, |k| &mut k.top, || top_level_head(root))
             && let Some(log) = self.whole(root, &head)
         {
             return Ok(log.touching(files, limit));
@@ -140,6 +153,133 @@ impl HistoryLog {
         }
         None
     }
+
+    /// `HEAD`'s committer time (Unix seconds): what "N days ago" counts
+    /// from, so a pack of a checked-out tree does not change as days pass.
+    pub(crate) fn head_time(&self, root: &Path) -> Option<i64> {
+        self.known(root, |k| &mut k.time, || head_time(root))
+    }
+
+    /// One of git's answers about `HEAD` (`field` of [`KnownHead`]): kept
+    /// from an earlier request while `HEAD`'s files are unchanged, else
+    /// asked (`ask`) and kept. The stamp is read before git is asked, so
+    /// a `HEAD` that moves in between is asked again next time.
+    fn known<T: Clone>(
+        &self,
+        root: &Path,
+        field: fn(&mut KnownHead) -> &mut Option<T>,
+        ask: impl FnOnce() -> T,
+    ) -> T {
+        let Some(stamp) = HeadStamp::read(root) else {
+            return ask();
+        };
+        {
+            let mut known = lock(&self.head);
+            if let Some(k) = known
+                .as_mut()
+                .filter(|k| k.root == root && k.stamp == stamp)
+                && let Some(answer) = field(k)
+            {
+                return answer.clone();
+            }
+        }
+        let answer = ask();
+        let mut known = lock(&self.head);
+        if !matches!(&*known, Some(k) if k.root == root && k.stamp == stamp) {
+            *known = Some(KnownHead {
+                root: root.to_path_buf(),
+                stamp,
+                top: None,
+                time: None,
+            });
+        }
+        if let Some(k) = known.as_mut() {
+            *field(k) = Some(answer.clone());
+        }
+        answer
+    }
+}
+
+/// What `HEAD` is read from, as plain file reads (no process): `HEAD`
+/// itself, the ref it names when it names one, and `packed-refs` (and a
+/// reftable's table list). A commit, checkout, reset or fetch into the
+/// branch rewrites one of them (git replaces ref files by renaming a new
+/// one in, so a rewritten `packed-refs` is a new inode).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct HeadStamp {
+    head: Vec<u8>,
+    /// The named ref's own file, in the work tree's git dir and in the
+    /// common one (a linked work tree's branches are in the common one).
+    refs: Vec<Option<Vec<u8>>>,
+    packed: Option<FileStamp>,
+    reftable: Option<Vec<u8>>,
+}
+
+/// A file's identity and last change, for a file too long to read whole.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct FileStamp {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    inode: u64,
+}
+
+impl HeadStamp {
+    /// `None` when `root` has no `.git` of its own, when git is pointed
+    /// elsewhere by the environment, or when `HEAD` names a symbolic ref
+    /// this does not follow: then git is asked on every request.
+    fn read(root: &Path) -> Option<HeadStamp> {
+        if ["GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some())
+        {
+            return None;
+        }
+        let dot_git = root.join(".git");
+        let git_dir = if dot_git.is_dir() {
+            dot_git
+        } else {
+            let text = std::fs::read_to_string(&dot_git).ok()?;
+            root.join(text.strip_prefix("gitdir:")?.trim())
+        };
+        let common = match std::fs::read_to_string(git_dir.join("commondir")) {
+            Ok(text) => git_dir.join(text.trim()),
+            Err(_) => git_dir.clone(),
+        };
+        let head = std::fs::read(git_dir.join("HEAD")).ok()?;
+        let mut refs = Vec::new();
+        if let Some(name) = head.strip_prefix(b"ref:") {
+            let name = std::str::from_utf8(name).ok()?.trim();
+            if name.is_empty() || name.contains("..") {
+                return None;
+            }
+            for dir in [&git_dir, &common] {
+                let text = std::fs::read(dir.join(name)).ok();
+                if text.as_deref().is_some_and(|t| t.starts_with(b"ref:")) {
+                    return None;
+                }
+                refs.push(text);
+            }
+        }
+        Some(HeadStamp {
+            head,
+            refs,
+            packed: file_stamp(&common.join("packed-refs")),
+            reftable: std::fs::read(common.join("reftable").join("tables.list")).ok(),
+        })
+    }
+}
+
+fn file_stamp(path: &Path) -> Option<FileStamp> {
+    let meta = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    let inode = std::os::unix::fs::MetadataExt::ino(&meta);
+    #[cfg(not(unix))]
+    let inode = 0;
+    Some(FileStamp {
+        len: meta.len(),
+        modified: meta.modified().ok(),
+        inode,
+    })
 }
 
 impl HistoryLog {
@@ -252,9 +392,8 @@ fn top_level_head(root: &Path) -> Option<String> {
     (prefix.is_empty() && !head.is_empty()).then(|| head.to_string())
 }
 
-/// `HEAD`'s committer time (Unix seconds): what "N days ago" counts from,
-/// so a pack of a checked-out tree does not change as days pass.
-pub(crate) fn head_time(root: &Path) -> Option<i64> {
+/// `HEAD`'s committer time (Unix seconds), asked of git.
+fn head_time(root: &Path) -> Option<i64> {
     let output = Command::new("git")
         .arg("-C")
         .arg(root)
@@ -549,6 +688,79 @@ mod tests {
         let now = history.commits_touching(root, &["core.py"], 50).unwrap();
         assert_eq!(now, git_log(root, &["core.py"], 50).unwrap());
         assert_eq!(now[0].subject, "after");
+    }
+
+    /// A commit of `core.py` at a fixed time (Unix 1,924,992,000).
+    fn commit_in_2031(dir: &Path, message: &str) {
+        std::fs::write(dir.join("core.py"), message).unwrap();
+        git(dir, &["add", "-A"]);
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
+            .args(["-c", "commit.gpgsign=false", "commit", "-q", "-m", message])
+            .env("GIT_COMMITTER_DATE", "2031-01-01T00:00:00Z")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+
+    /// HEAD's id and time are kept between requests, and a commit or a
+    /// checkout is seen by the very next request (the kept log of the old
+    /// HEAD is not used for it).
+    #[test]
+    fn a_kept_head_is_asked_again_once_head_moves() {
+        let dir = repo();
+        let root = dir.path();
+        let history = HistoryLog::default();
+        history.keep();
+        history.commits_touching(root, &["core.py"], 50).unwrap();
+        history.wait_for_log(root).expect("read");
+        let then = history.head_time(root).expect("a time");
+        assert_eq!(
+            history.commits_touching(root, &["core.py"], 50).unwrap()[0].subject,
+            "core 4"
+        );
+        {
+            let known = lock(&history.head);
+            let k = known.as_ref().expect("kept");
+            assert_eq!(k.top, Some(Some(head(root))));
+            assert_eq!(k.time, Some(Some(then)));
+            assert_eq!(Some(&k.stamp), HeadStamp::read(root).as_ref());
+        }
+        commit_in_2031(root, "after");
+        let now = history.commits_touching(root, &["core.py"], 50).unwrap();
+        assert_eq!(now[0].subject, "after", "the new HEAD, not the kept log");
+        assert_eq!(history.head_time(root), Some(1_924_992_000));
+        // A detached checkout of the commit before (HEAD's own file only).
+        git(root, &["checkout", "-q", "--detach", "HEAD~1"]);
+        assert_eq!(history.head_time(root), Some(then));
+        let back = history.commits_touching(root, &["core.py"], 50).unwrap();
+        assert_eq!(back[0].subject, "core 4");
+        // Back on the branch, after it was packed (its loose ref is gone).
+        git(root, &["checkout", "-q", "main"]);
+        git(root, &["pack-refs", "--all"]);
+        assert!(!root.join(".git/refs/heads/main").exists());
+        assert_eq!(history.head_time(root), Some(1_924_992_000));
+    }
+
+    /// A linked work tree (`.git` is a file; its branches are in the
+    /// common git dir) is followed as well.
+    #[test]
+    fn a_linked_work_tree_sees_its_own_commits() {
+        let dir = repo();
+        let linked = dir.path().join("linked");
+        git(
+            dir.path(),
+            &["worktree", "add", "-q", "-b", "other", "linked"],
+        );
+        let history = HistoryLog::default();
+        let then = history.head_time(&linked).expect("a time");
+        assert!(HeadStamp::read(&linked).is_some());
+        commit_in_2031(&linked, "in the linked tree");
+        assert_eq!(history.head_time(&linked), Some(1_924_992_000));
+        assert_ne!(history.head_time(dir.path()), Some(1_924_992_000));
+        assert!(then < 1_924_992_000);
     }
 
     #[test]

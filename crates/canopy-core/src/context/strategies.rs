@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::context::history::{HistoryLog, head_time};
+use crate::context::history::HistoryLog;
 use crate::context::{
     Candidate, ContextParams, FocusReport, SemanticInput, Strategy, StrategyReport,
 };
@@ -381,7 +381,8 @@ fn history_candidates(
     };
     // Counted from the checked-out commit, not the clock (the newest commit
     // read stands in if HEAD's time cannot be read).
-    let now = head_time(snapshot.root())
+    let now = history
+        .head_time(snapshot.root())
         .unwrap_or_else(|| commits.iter().map(|c| c.time).max().unwrap_or(0));
     let top: Vec<_> = found.iter().take(PER_STRATEGY / 2).collect();
     let nodes = store.nodes_by_rowid(&top.iter().map(|c| c.rowid).collect::<Vec<_>>())?;
