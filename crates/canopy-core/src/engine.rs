@@ -1174,17 +1174,26 @@ impl Inner {
         progress: &dyn IndexProgress,
     ) -> Result<IndexReport> {
         match Store::open_for_writing(&self.db_path)? {
-            ForWriting::Ready(mut store) => {
-                let mut kept = lock(&self.kept_world);
-                let mut report =
-                    run_index(&self.root, &mut store, &options, progress, kept.as_mut())?;
-                drop(kept);
-                report.rebuilt = lock(&self.pending_rebuild_note).take();
-                self.embed_after_run(&mut store, &report);
-                Ok(report)
-            }
+            ForWriting::Ready(mut store) => self.run_in_place(&mut store, &options, progress),
             ForWriting::Rebuild(_) => self.rebuild_beside(options, progress),
         }
+    }
+
+    /// An ordinary run into the live index: incremental, with the kept
+    /// resolver world, then the rebuild note (if a rebuild preceded it) and
+    /// the embeddings of what it wrote.
+    fn run_in_place(
+        &self,
+        store: &mut Store,
+        options: &IndexOptions,
+        progress: &dyn IndexProgress,
+    ) -> Result<IndexReport> {
+        let mut kept = lock(&self.kept_world);
+        let mut report = run_index(&self.root, store, options, progress, kept.as_mut())?;
+        drop(kept);
+        report.rebuilt = lock(&self.pending_rebuild_note).take();
+        self.embed_after_run(store, &report);
+        Ok(report)
     }
 
     /// Rebuilds the index in a side file while readers keep the live one,
@@ -1201,13 +1210,7 @@ impl Inner {
             ForWriting::Rebuild(now) => now,
             ForWriting::Ready(mut store) => {
                 drop(side);
-                let mut kept = lock(&self.kept_world);
-                let mut report =
-                    run_index(&self.root, &mut store, &options, progress, kept.as_mut())?;
-                drop(kept);
-                report.rebuilt = lock(&self.pending_rebuild_note).take();
-                self.embed_after_run(&mut store, &report);
-                return Ok(report);
+                return self.run_in_place(&mut store, &options, progress);
             }
         };
         tracing::warn!("{}", rebuild.reason);

@@ -238,18 +238,18 @@ impl TlsSettings {
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| FleetError::Config(format!("TLS set-up: {e}")))?;
-        let verifier: Arc<dyn ServerCertVerifier> = if self.mode.checks_chain() {
-            let webpki =
-                WebPkiServerVerifier::builder_with_provider(Arc::new(self.roots()?), provider)
-                    .build()
-                    .map_err(|e| FleetError::Config(format!("{}: {e}", self.describe())))?;
-            if self.mode == SslMode::VerifyFull {
-                webpki
-            } else {
-                Arc::new(ChainOnly(webpki))
-            }
+        let chain = if self.mode.checks_chain() {
+            let roots = Arc::new(self.roots()?);
+            let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
+                .build()
+                .map_err(|e| FleetError::Config(format!("{}: {e}", self.describe())))?;
+            Some(webpki)
         } else {
-            Arc::new(Unchecked(provider))
+            None
+        };
+        let verifier: Arc<dyn ServerCertVerifier> = match chain {
+            Some(webpki) if self.mode == SslMode::VerifyFull => webpki,
+            chain => Arc::new(LibpqVerifier { provider, chain }),
         };
         let config = builder
             .dangerous()
@@ -430,64 +430,21 @@ fn split_key_values(s: &str, take: &mut Take<'_>) -> Result<String, FleetError> 
     Ok(kept.join(" "))
 }
 
-/// `require` and `prefer`: encryption without authentication of the
-/// server, as in libpq. The handshake's signatures are still checked
-/// against the certificate presented.
+/// The verifier for `require`, `prefer` and `verify-ca`, the modes libpq
+/// checks less than rustls would. Without `chain` (`require`, `prefer`)
+/// the server is not authenticated: encryption only, as in libpq. With it
+/// (`verify-ca`) the chain must lead to a trusted root and the name is
+/// not checked (webpki checks the chain before the name, so a name error
+/// means the chain was good). In every mode the handshake's signatures are
+/// checked against the certificate presented, with the provider's
+/// algorithms, as `WebPkiServerVerifier` itself does.
 #[derive(Debug)]
-struct Unchecked(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for Unchecked {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
+struct LibpqVerifier {
+    provider: Arc<CryptoProvider>,
+    chain: Option<Arc<WebPkiServerVerifier>>,
 }
 
-/// `verify-ca`: the chain must lead to a trusted root; the name is not
-/// checked. (webpki checks the chain before the name, so a name error
-/// means the chain was good.)
-#[derive(Debug)]
-struct ChainOnly(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for LibpqVerifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -496,10 +453,10 @@ impl ServerCertVerifier for ChainOnly {
         ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-        {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
@@ -513,7 +470,12 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -522,11 +484,18 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 

@@ -396,13 +396,13 @@ async fn status(
     Ok(Json(out).into_response())
 }
 
-/// `GET /events` query string.
+/// `GET /events` query string (one node's feed and the fleet's alike).
 #[derive(Debug, Deserialize)]
-struct EventsQuery {
-    after_seq: Option<u64>,
-    limit: Option<usize>,
-    wait: Option<u64>,
-    repo: Option<String>,
+pub(crate) struct EventsQuery {
+    pub(crate) after_seq: Option<u64>,
+    pub(crate) limit: Option<usize>,
+    pub(crate) wait: Option<u64>,
+    pub(crate) repo: Option<String>,
 }
 
 async fn events(

@@ -30,4 +30,21 @@ pub(crate) use canopy_syntax::{handle, lang, text};
 #[cfg(test)]
 pub(crate) mod testing {
     pub(crate) use canopy_syntax::testing::xorshift;
+
+    /// Checks that a packed-list decoder refuses damage with an error, not
+    /// a panic: every truncation of `blob` (naming file #42 and saying to
+    /// invalidate), a trailing byte, and a run of `0xff` bytes.
+    pub(crate) fn assert_damage_is_refused<T: std::fmt::Debug>(
+        blob: &[u8],
+        decode: impl Fn(&[u8], i64) -> crate::Result<T>,
+    ) {
+        for cut in 0..blob.len() {
+            let err = decode(&blob[..cut], 42).unwrap_err().to_string();
+            assert!(err.contains("#42") && err.contains("invalidate"), "{err}");
+        }
+        let mut trailing = blob.to_vec();
+        trailing.push(0);
+        assert!(decode(&trailing, 1).is_err());
+        assert!(decode(&[0xff; 12], 1).is_err());
+    }
 }

@@ -41,7 +41,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::FleetNode;
-use crate::http::MAX_EVENTS_WAIT_SECS;
+use crate::http::{EventsQuery, MAX_EVENTS_WAIT_SECS};
 use crate::service::Service;
 
 /// Header a node adds to a request it forwards (value: its node id); a
@@ -809,14 +809,6 @@ async fn add_repo(svc: &Svc, node: &FleetNode, req: Request) -> Response {
         Err(e) if e.is_retryable() => database_error(&e),
         Err(e) => crate::error::ApiError::Validation(e.to_string()).into_response(),
     }
-}
-
-#[derive(Debug, Deserialize)]
-struct EventsQuery {
-    after_seq: Option<u64>,
-    limit: Option<usize>,
-    wait: Option<u64>,
-    repo: Option<String>,
 }
 
 /// `GET /events` from the fleet's feed: one global sequence, so a cursor

@@ -468,6 +468,23 @@ fn upsert_file_row(
     keep_ids: bool,
 ) -> Result<i64> {
     let file_token_count = w.parsed.units.first().map_or(0, |u| u.token_count);
+    // The file's columns after its key (`id` to update, `path` to insert),
+    // bound as ?2..?12 in both statements.
+    let language = w.parsed.language.as_str();
+    let (size, ref_count) = (w.size as i64, w.parsed.refs.len() as i64);
+    let columns: [&dyn rusqlite::ToSql; 11] = [
+        &language,
+        &size,
+        &w.mtime_ns,
+        &w.content_hash,
+        &w.line_count,
+        &file_token_count,
+        &w.parsed.had_syntax_errors,
+        &now_unix,
+        &first_node_id,
+        &last_node_id,
+        &ref_count,
+    ];
     let id = match previous_id {
         Some(id) => {
             delete_file_rows(tx, id, keep_ids)?;
@@ -476,20 +493,9 @@ fn upsert_file_row(
                  line_count = ?6, token_count = ?7, syntax_errors = ?8, indexed_at = ?9,
                  first_node_id = ?10, last_node_id = ?11, ref_count = ?12 WHERE id = ?1",
             )?
-            .execute(params![
-                id,
-                w.parsed.language.as_str(),
-                w.size as i64,
-                w.mtime_ns,
-                w.content_hash,
-                w.line_count,
-                file_token_count,
-                w.parsed.had_syntax_errors,
-                now_unix,
-                first_node_id,
-                last_node_id,
-                w.parsed.refs.len() as i64
-            ])?;
+            .execute(rusqlite::params_from_iter(
+                std::iter::once(&id as &dyn rusqlite::ToSql).chain(columns),
+            ))?;
             id
         }
         None => {
@@ -498,20 +504,9 @@ fn upsert_file_row(
                  token_count, syntax_errors, indexed_at, first_node_id, last_node_id, ref_count)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             )?
-            .execute(params![
-                w.path,
-                w.parsed.language.as_str(),
-                w.size as i64,
-                w.mtime_ns,
-                w.content_hash,
-                w.line_count,
-                file_token_count,
-                w.parsed.had_syntax_errors,
-                now_unix,
-                first_node_id,
-                last_node_id,
-                w.parsed.refs.len() as i64
-            ])?;
+            .execute(rusqlite::params_from_iter(
+                std::iter::once(&w.path as &dyn rusqlite::ToSql).chain(columns),
+            ))?;
             tx.last_insert_rowid()
         }
     };

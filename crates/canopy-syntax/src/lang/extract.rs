@@ -480,30 +480,18 @@ fn item_macro_bodies(spec: &LanguageSpec, root: Node, text: &str, depth: usize) 
         return Vec::new();
     }
     let mut ranges = Vec::new();
-    let mut item_lists = vec![root];
-    let mut cursor = root.walk();
     // Item lists: the file, and the bodies of `mod`, `impl`, `trait` (and
     // of `extern` blocks), at any depth.
-    let mut i = 0;
-    while i < item_lists.len() {
-        let list = item_lists[i];
-        i += 1;
-        for child in list.children(&mut cursor) {
-            match child.kind() {
-                "mod_item" | "impl_item" | "trait_item" | "foreign_mod_item" => {
-                    if let Some(body) = child.child_by_field_name("body") {
-                        item_lists.push(body);
-                    }
-                }
-                "macro_invocation" => {
-                    if let Some(range) = brace_body(child) {
-                        ranges.push(range);
-                    }
-                }
-                _ => {}
-            }
+    for_each_item(root, |child| match child.kind() {
+        "mod_item" | "impl_item" | "trait_item" | "foreign_mod_item" => {
+            child.child_by_field_name("body")
         }
-    }
+        "macro_invocation" => {
+            ranges.extend(brace_body(child));
+            None
+        }
+        _ => None,
+    });
     let mut bodies = Vec::new();
     for range in ranges {
         let tree = PARSER.with(|parser| {
@@ -527,6 +515,22 @@ fn item_macro_bodies(spec: &LanguageSpec, root: Node, text: &str, depth: usize) 
     bodies
 }
 
+/// Calls `visit` on each named child of `root` and, breadth first, of every
+/// item list `visit` returns for a child (a `mod` or `impl` body): the one
+/// walk both macro passes make over a Rust file's items.
+fn for_each_item<'t>(root: Node<'t>, mut visit: impl FnMut(Node<'t>) -> Option<Node<'t>>) {
+    let mut item_lists = vec![root];
+    let mut cursor = root.walk();
+    let mut i = 0;
+    while i < item_lists.len() {
+        let list = item_lists[i];
+        i += 1;
+        for child in list.named_children(&mut cursor) {
+            item_lists.extend(visit(child));
+        }
+    }
+}
+
 /// Functions a file's own `macro_rules!` make where it is invoked as an
 /// item: with `macro_rules! empty { ($name:ident, $t:ty) => { fn $name(…) {…} }; }`,
 /// `empty!(visit_bool, bool);` defines `fn visit_bool`, a unit at the
@@ -543,26 +547,20 @@ fn macro_rules_functions(
 ) {
     let mut makers: Vec<(&str, Vec<usize>)> = Vec::new();
     let mut invocations = Vec::new();
-    let mut item_lists = vec![root];
-    let mut cursor = root.walk();
-    let mut i = 0;
-    while i < item_lists.len() {
-        let list = item_lists[i];
-        i += 1;
-        for child in list.named_children(&mut cursor) {
-            match child.kind() {
-                "mod_item" => item_lists.extend(child.child_by_field_name("body")),
-                "macro_definition" => makers.extend(function_maker(child, text)),
-                "macro_invocation" => invocations.push(child),
-                "expression_statement" => invocations.extend(
-                    child
-                        .named_child(0)
-                        .filter(|c| c.kind() == "macro_invocation"),
-                ),
-                _ => {}
-            }
+    for_each_item(root, |child| {
+        match child.kind() {
+            "mod_item" => return child.child_by_field_name("body"),
+            "macro_definition" => makers.extend(function_maker(child, text)),
+            "macro_invocation" => invocations.push(child),
+            "expression_statement" => invocations.extend(
+                child
+                    .named_child(0)
+                    .filter(|c| c.kind() == "macro_invocation"),
+            ),
+            _ => {}
         }
-    }
+        None
+    });
     if makers.is_empty() {
         return;
     }
