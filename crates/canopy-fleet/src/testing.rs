@@ -478,6 +478,22 @@ impl PgServer {
         self.restart()
     }
 
+    /// Makes the server (TLS already on, [`PgServer::enable_tls`]) trust
+    /// client certificates signed by `ca_pem` and authenticate by the rules
+    /// in `hba` (e.g. `hostssl all all 127.0.0.1/32 cert`), then restarts it.
+    pub fn trust_client_certs(&mut self, ca_pem: &str, hba: &str) -> io::Result<()> {
+        use std::io::Write;
+        fs::write(self.data.join("client-ca.crt"), ca_pem)?;
+        fs::write(self.data.join("pg_hba.conf"), hba)?;
+        let mut conf = fs::OpenOptions::new()
+            .append(true)
+            .open(self.data.join("postgresql.conf"))?;
+        writeln!(conf, "\nssl_ca_file = 'client-ca.crt'")?;
+        drop(conf);
+        chown_tree(&self.data, &self.user)?;
+        self.restart()
+    }
+
     /// Immediate shutdown, then SIGKILL if that does not end it.
     fn halt(&mut self) {
         self.signal("QUIT");

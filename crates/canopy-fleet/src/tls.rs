@@ -31,7 +31,7 @@ use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{
     CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
 };
@@ -109,6 +109,19 @@ pub struct TlsSettings {
     pub mode: SslMode,
     /// The root certificates (for `verify-ca` and `verify-full`).
     pub root: Option<RootCerts>,
+    /// The certificate the node presents to the server, if any.
+    pub client: Option<ClientCert>,
+}
+
+/// A client certificate (`sslcert=`) and its private key (`sslkey=`),
+/// PEM files, for a server that authenticates clients by certificate
+/// (`hostssl … cert` in `pg_hba.conf`, or `clientcert=verify-full`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientCert {
+    /// The PEM file of the certificate, then any intermediates.
+    pub cert: PathBuf,
+    /// The PEM file of its private key (PKCS#8, PKCS#1 or SEC1; not encrypted).
+    pub key: PathBuf,
 }
 
 impl TlsSettings {
@@ -145,18 +158,25 @@ impl TlsSettings {
             (SslMode::Require, Some(root)) => TlsSettings {
                 mode: SslMode::VerifyCa,
                 root: Some(root),
+                client: None,
             },
             (SslMode::Require, None) => match default_file() {
                 Some(root) => TlsSettings {
                     mode: SslMode::VerifyCa,
                     root: Some(root),
+                    client: None,
                 },
-                None => TlsSettings { mode, root: None },
+                None => TlsSettings {
+                    mode,
+                    root: None,
+                    client: None,
+                },
             },
             (mode, None) if mode.checks_chain() => match default_file() {
                 Some(root) => TlsSettings {
                     mode,
                     root: Some(root),
+                    client: None,
                 },
                 None => {
                     return Err(FleetError::Config(format!(
@@ -168,12 +188,26 @@ impl TlsSettings {
                     )));
                 }
             },
-            (mode, root) => TlsSettings { mode, root },
+            (mode, root) => TlsSettings {
+                mode,
+                root,
+                client: None,
+            },
         })
     }
 
-    /// How the settings read in messages: `sslmode=… sslrootcert=…`.
+    /// How the settings read in messages: `sslmode=… sslrootcert=…
+    /// sslcert=…`.
     pub fn describe(&self) -> String {
+        let mut out = self.describe_server_check();
+        if let Some(c) = &self.client {
+            out.push_str(&format!(" sslcert={}", c.cert.display()));
+        }
+        out
+    }
+
+    /// `sslmode=… sslrootcert=…`: how the server is checked.
+    fn describe_server_check(&self) -> String {
         match &self.root {
             Some(RootCerts::File(p)) => {
                 format!("sslmode={} sslrootcert={}", self.mode.as_str(), p.display())
@@ -181,6 +215,64 @@ impl TlsSettings {
             Some(RootCerts::System) => format!("sslmode={} sslrootcert=system", self.mode.as_str()),
             None => format!("sslmode={}", self.mode.as_str()),
         }
+    }
+
+    /// Adds the client certificate given by `sslcert=` and `sslkey=`,
+    /// which go together; TLS must be possible (not `sslmode=disable`).
+    pub fn with_client(
+        mut self,
+        cert: Option<&str>,
+        key: Option<&str>,
+    ) -> Result<TlsSettings, FleetError> {
+        let nonempty = |v: Option<&str>| v.filter(|v| !v.is_empty()).map(PathBuf::from);
+        self.client = match (nonempty(cert), nonempty(key)) {
+            (None, None) => None,
+            (Some(cert), Some(key)) => Some(ClientCert { cert, key }),
+            (Some(_), None) | (None, Some(_)) => {
+                return Err(FleetError::Config(
+                    "sslcert= and sslkey= go together in the fleet URL: give the client certificate and its private key, both PEM files".into(),
+                ));
+            }
+        };
+        if self.client.is_some() && self.mode == SslMode::Disable {
+            return Err(FleetError::Config(
+                "sslcert= needs TLS, and sslmode=disable never uses it: use sslmode=verify-full (or require)".into(),
+            ));
+        }
+        Ok(self)
+    }
+
+    /// The client certificate chain and key, read from their files.
+    fn client_identity(
+        client: &ClientCert,
+    ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), FleetError> {
+        let bad = |setting: &str, path: &Path, e: &dyn std::fmt::Display| {
+            FleetError::Config(format!("{setting}={}: {e}", path.display()))
+        };
+        let certs = CertificateDer::pem_file_iter(&client.cert)
+            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| {
+                bad(
+                    "sslcert",
+                    &client.cert,
+                    &format!("cannot read a PEM certificate: {e}"),
+                )
+            })?;
+        if certs.is_empty() {
+            return Err(bad(
+                "sslcert",
+                &client.cert,
+                &"the file holds no CERTIFICATE block",
+            ));
+        }
+        let key = PrivateKeyDer::from_pem_file(&client.key).map_err(|e| {
+            bad(
+                "sslkey",
+                &client.key,
+                &format!("cannot read an unencrypted PEM private key: {e}"),
+            )
+        })?;
+        Ok((certs, key))
     }
 
     fn roots(&self) -> Result<RootCertStore, FleetError> {
@@ -251,10 +343,22 @@ impl TlsSettings {
             Some(webpki) if self.mode == SslMode::VerifyFull => webpki,
             chain => Arc::new(LibpqVerifier { provider, chain }),
         };
-        let config = builder
+        let builder = builder
             .dangerous()
-            .with_custom_certificate_verifier(verifier)
-            .with_no_client_auth();
+            .with_custom_certificate_verifier(verifier);
+        let config = match &self.client {
+            None => builder.with_no_client_auth(),
+            Some(client) => {
+                let (certs, key) = Self::client_identity(client)?;
+                builder.with_client_auth_cert(certs, key).map_err(|e| {
+                    FleetError::Config(format!(
+                        "sslcert={} with sslkey={}: {e}",
+                        client.cert.display(),
+                        client.key.display()
+                    ))
+                })?
+            }
+        };
         Ok(MakeTls {
             config: Some(Arc::new(config)),
         })
@@ -292,6 +396,24 @@ impl TlsSettings {
                 "TLS to the fleet database at {host} ({settings}): {why}"
             ));
         }
+        // A fatal alert after the handshake: under TLS 1.3 the server
+        // checks a client certificate after the client has finished, so a
+        // refused one shows up on the first read, as an I/O error.
+        let alert = std::error::Error::source(e)
+            .and_then(|s| s.downcast_ref::<io::Error>())
+            .and_then(|io| io.get_ref())
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>());
+        if let Some(rustls::Error::AlertReceived(alert)) = alert {
+            let why = match &self.client {
+                Some(_) => format!(
+                    "the server refused the TLS session ({alert:?}): it did not accept the client certificate (is it signed by a CA in the server's ssl_ca_file, and still valid?)"
+                ),
+                None => format!("the server refused the TLS session ({alert:?})"),
+            };
+            return Some(format!(
+                "TLS to the fleet database at {host} ({settings}): {why}"
+            ));
+        }
         // The driver's own refusal (a string, not a type to downcast to).
         let cause = std::error::Error::source(e).map(|s| s.to_string());
         if cause.is_some_and(|c| c.contains("server does not support TLS")) {
@@ -304,21 +426,29 @@ impl TlsSettings {
 }
 
 /// The TLS settings canopy reads itself, taken out of a fleet URL (libpq
-/// URL or `key=value` form); returns the rest for the driver. `sslcert`,
-/// `sslkey`, `sslpassword`, `sslcrl` and `sslcrldir` are refused.
+/// URL or `key=value` form); returns the rest for the driver.
+/// `sslpassword`, `sslcrl` and `sslcrldir` are refused.
 pub fn split_settings(
     url: &str,
     default_root: Option<&Path>,
 ) -> Result<(String, TlsSettings), FleetError> {
     let mut mode = None;
     let mut root = None;
+    let (mut cert, mut key_file) = (None, None);
     let mut take = |key: &str, value: String| -> Result<bool, FleetError> {
         match key {
             "sslmode" => mode = Some(value),
             "sslrootcert" => root = Some(value),
-            "sslcert" | "sslkey" | "sslpassword" | "sslcrl" | "sslcrldir" => {
+            "sslcert" => cert = Some(value),
+            "sslkey" => key_file = Some(value),
+            "sslpassword" => {
+                return Err(FleetError::Config(
+                    "sslpassword= is not supported in the fleet URL: canopy reads no encrypted private key (decrypt it to a file only the node's user can read, e.g. `openssl pkey -in key.pem -out plain.pem`, and name that in sslkey=)".into(),
+                ));
+            }
+            "sslcrl" | "sslcrldir" => {
                 return Err(FleetError::Config(format!(
-                    "{key}= is not supported in the fleet URL: canopy sends no client certificate and reads no revocation list (use password authentication over sslmode=verify-full)"
+                    "{key}= is not supported in the fleet URL: canopy reads no revocation list"
                 )));
             }
             _ => return Ok(false),
@@ -330,7 +460,8 @@ pub fn split_settings(
     } else {
         split_key_values(url, &mut take)?
     };
-    let settings = TlsSettings::resolve(mode.as_deref(), root.as_deref(), default_root)?;
+    let settings = TlsSettings::resolve(mode.as_deref(), root.as_deref(), default_root)?
+        .with_client(cert.as_deref(), key_file.as_deref())?;
     Ok((rest, settings))
 }
 
@@ -756,12 +887,44 @@ mod tests {
         for (url, named) in [
             ("postgres://h/db?sslmode=allow", "sslmode=allow"),
             ("postgres://h/db?sslmode=verify", "sslmode=\"verify\""),
-            ("postgres://h/db?sslcert=/c.pem", "sslcert="),
-            ("host=h sslkey=/k.pem", "sslkey="),
+            (
+                "postgres://h/db?sslcert=/c.pem",
+                "sslcert= and sslkey= go together",
+            ),
+            ("host=h sslkey=/k.pem", "sslcert= and sslkey= go together"),
+            (
+                "postgres://h/db?sslmode=disable&sslcert=/c.pem&sslkey=/k.pem",
+                "sslmode=disable",
+            ),
+            ("postgres://h/db?sslpassword=x", "sslpassword="),
+            ("postgres://h/db?sslcrl=/crl.pem", "sslcrl="),
         ] {
             let e = split(url).unwrap_err().to_string();
             assert!(e.contains(named), "{url}: {e}");
         }
+    }
+
+    #[test]
+    fn a_client_certificate_is_taken_from_the_url_and_its_files_are_named() {
+        let (rest, s) = split(
+            "postgres://u@h/db?sslmode=verify-full&sslrootcert=/ca.pem&sslcert=%2Fc.pem&sslkey=/k.pem",
+        )
+        .unwrap();
+        assert_eq!(rest, "postgres://u@h/db");
+        assert_eq!(
+            s.client,
+            Some(ClientCert {
+                cert: "/c.pem".into(),
+                key: "/k.pem".into()
+            })
+        );
+        assert_eq!(
+            s.describe(),
+            "sslmode=verify-full sslrootcert=/ca.pem sslcert=/c.pem"
+        );
+        let (_, s) = split("host=h sslmode=require sslcert=/c.pem sslkey=/k.pem").unwrap();
+        let e = s.connector().err().expect("refused").to_string();
+        assert!(e.contains("sslcert=/c.pem"), "{e}");
     }
 
     #[test]

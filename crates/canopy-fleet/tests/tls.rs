@@ -189,3 +189,93 @@ async fn sslmode_require_and_verify_full_reach_a_tls_server_and_a_wrong_ca_is_re
     );
     node.fleet.shutdown().await.expect("shutdown");
 }
+
+/// A client certificate for database user `user`, signed by `ca`:
+/// (certificate PEM, key PEM).
+fn client_cert(ca: &Ca, user: &str) -> (String, String) {
+    let key = KeyPair::generate().expect("client key");
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("client params");
+    params.distinguished_name.push(DnType::CommonName, user);
+    let cert = params
+        .signed_by(&key, &ca.issuer)
+        .expect("client certificate");
+    (cert.pem(), key.serialize_pem())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_authenticates_by_client_certificate_admits_a_node_with_sslcert() {
+    let Some(mut pg) = common::pg() else { return };
+    let port = pg.port();
+    // No password anywhere: the certificate is the only credential.
+    let url = |query: &str| format!("postgres://canopy@localhost:{port}/postgres?{query}");
+    let server_ca = ca("canopy test CA");
+    let client_ca = ca("canopy client CA");
+    let stranger_ca = ca("a CA the server does not trust");
+    let (cert, key) = server_cert(&server_ca, &["localhost"]);
+    pg.enable_tls(&cert, &key, "hostssl all all 127.0.0.1/32 trust\n")
+        .expect("server restarted with ssl = on");
+    pg.trust_client_certs(
+        &client_ca.pem,
+        "hostssl all all 127.0.0.1/32 cert\nhostssl all all ::1/128 cert\n",
+    )
+    .expect("server restarted trusting the client CA");
+
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let server_ca_pem = write("ca.pem", &server_ca.pem);
+    let (good_cert, good_key) = client_cert(&client_ca, "canopy");
+    let (good_cert, good_key) = (write("node.crt", &good_cert), write("node.key", &good_key));
+    let (other_cert, other_key) = client_cert(&client_ca, "somebody-else");
+    let (other_cert, other_key) = (
+        write("other.crt", &other_cert),
+        write("other.key", &other_key),
+    );
+    let (stray_cert, stray_key) = client_cert(&stranger_ca, "canopy");
+    let (stray_cert, stray_key) = (
+        write("stray.crt", &stray_cert),
+        write("stray.key", &stray_key),
+    );
+    let verify = format!("sslmode=verify-full&sslrootcert={server_ca_pem}");
+
+    // The node's certificate, for the user it connects as: admitted.
+    migrate(&config(url(&format!(
+        "{verify}&sslcert={good_cert}&sslkey={good_key}"
+    ))))
+    .await
+    .expect("a node with its client certificate is admitted");
+
+    // Without a certificate the server refuses, and says why.
+    let e = migrate(&config(url(&verify)))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("certificate"), "{e}");
+    // A certificate for another user: refused by the server.
+    let e = migrate(&config(url(&format!(
+        "{verify}&sslcert={other_cert}&sslkey={other_key}"
+    ))))
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("certificate"), "{e}");
+    // A certificate from a CA the server does not trust: the handshake fails.
+    let e = migrate(&config(url(&format!(
+        "{verify}&sslcert={stray_cert}&sslkey={stray_key}"
+    ))))
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains(&format!("sslcert={stray_cert}")), "{e}");
+    // A key file that is not there: a configuration error naming it, at once.
+    let e = migrate(&config(url(&format!(
+        "{verify}&sslcert={good_cert}&sslkey=/nonexistent/node.key"
+    ))))
+    .await
+    .unwrap_err();
+    let e = config_error(e);
+    assert!(e.contains("sslkey=/nonexistent/node.key"), "{e}");
+}

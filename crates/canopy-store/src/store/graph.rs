@@ -820,44 +820,16 @@ impl Store {
     /// them (`index`: the file index of each `files.id`, from
     /// [`Store::graph_file_rows`]).
     pub fn graph_sym_rows(&self, index: &HashMap<i64, FileIdx>) -> Result<Vec<SymRow>> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT {SYM_COLUMNS}, file_id FROM nodes WHERE name IS NOT NULL OR parent_id IS NULL"
+        ))?;
+        let rows = stmt.query_map([], |r| match index.get(&r.get::<_, i64>(7)?) {
+            Some(&file) => sym_row(r, file),
+            None => Ok(None),
+        })?;
         let mut syms = Vec::new();
-        {
-            let mut stmt = self.conn.prepare(
-                "SELECT id, file_id, parent_id, node_type, COALESCE(name, ''), COALESCE(qualified_name, ''), start_byte, end_byte
-                 FROM nodes WHERE name IS NOT NULL OR parent_id IS NULL",
-            )?;
-            let rows = stmt.query_map([], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, Option<i64>>(2)?,
-                    // Parsed here: no String per row for the kind.
-                    NodeType::from_name(r.get_ref(3)?.as_str()?),
-                    r.get::<_, String>(4)?,
-                    r.get::<_, String>(5)?,
-                    r.get::<_, i64>(6)?,
-                    r.get::<_, i64>(7)?,
-                ))
-            })?;
-            for row in rows {
-                let (id, file_id, parent, node_type, name, qualified_name, start, end) = row?;
-                let Some(&file) = index.get(&file_id) else {
-                    continue;
-                };
-                let Some(node_type) = node_type else {
-                    continue;
-                };
-                syms.push(SymRow {
-                    id,
-                    file,
-                    parent,
-                    node_type,
-                    name,
-                    qualified_name,
-                    start: start as u32,
-                    end: end as u32,
-                });
-            }
+        for row in rows {
+            syms.extend(row?);
         }
         Ok(syms)
     }
@@ -944,36 +916,16 @@ impl Store {
     /// One file's units as [`Store::graph_sym_rows`] reads them (in id
     /// order), each with `file` set to `file`.
     pub fn graph_sym_rows_of(&self, stamp: &FileStamp, file: FileIdx) -> Result<Vec<SymRow>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT id, parent_id, node_type, COALESCE(name, ''), COALESCE(qualified_name, ''), start_byte, end_byte
-             FROM nodes WHERE id BETWEEN ?1 AND ?2 AND file_id = ?3 AND (name IS NOT NULL OR parent_id IS NULL)
-             ORDER BY id",
-        )?;
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {SYM_COLUMNS} FROM nodes WHERE id BETWEEN ?1 AND ?2 AND file_id = ?3
+             AND (name IS NOT NULL OR parent_id IS NULL) ORDER BY id"
+        ))?;
         let rows = stmt.query_map(params![stamp.first_node, stamp.last_node, stamp.id], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, Option<i64>>(1)?,
-                NodeType::from_name(r.get_ref(2)?.as_str()?),
-                r.get::<_, String>(3)?,
-                r.get::<_, String>(4)?,
-                r.get::<_, i64>(5)?,
-                r.get::<_, i64>(6)?,
-            ))
+            sym_row(r, file)
         })?;
         let mut syms = Vec::new();
         for row in rows {
-            let (id, parent, node_type, name, qualified_name, start, end) = row?;
-            let Some(node_type) = node_type else { continue };
-            syms.push(SymRow {
-                id,
-                file,
-                parent,
-                node_type,
-                name,
-                qualified_name,
-                start: start as u32,
-                end: end as u32,
-            });
+            syms.extend(row?);
         }
         Ok(syms)
     }
@@ -1282,4 +1234,27 @@ impl Store {
             .query_row([node], |r| r.get(0))
             .optional()?)
     }
+}
+
+/// The `nodes` columns a [`SymRow`] is read from, in [`sym_row`]'s order.
+const SYM_COLUMNS: &str = "id, parent_id, node_type, COALESCE(name, ''), \
+     COALESCE(qualified_name, ''), start_byte, end_byte";
+
+/// A unit of file `file` as resolution reads it, from a row that starts
+/// with [`SYM_COLUMNS`]; `None` for a kind this build does not know.
+fn sym_row(r: &rusqlite::Row<'_>, file: FileIdx) -> rusqlite::Result<Option<SymRow>> {
+    // The kind is parsed here: no String per row for it.
+    let Some(node_type) = NodeType::from_name(r.get_ref(2)?.as_str()?) else {
+        return Ok(None);
+    };
+    Ok(Some(SymRow {
+        id: r.get(0)?,
+        file,
+        parent: r.get(1)?,
+        node_type,
+        name: r.get(3)?,
+        qualified_name: r.get(4)?,
+        start: r.get::<_, i64>(5)? as u32,
+        end: r.get::<_, i64>(6)? as u32,
+    }))
 }
