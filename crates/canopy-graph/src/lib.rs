@@ -148,7 +148,9 @@ pub fn resolve_pending_in_chunks(
     // after the other.
     let mut stats = ResolveStats::default();
     let mut write_ms = 0u64;
+    let mut trim_ms = 0u64;
     let chunks: Vec<&[(i64, resolve::FileIdx)]> = targets.chunks(chunk_files.max(1)).collect();
+    let trim = releases_memory_between_chunks(targets.len());
     let read_sites = |store: &Store, chunk: &[(i64, resolve::FileIdx)]| {
         let ids: Vec<i64> = chunk.iter().map(|&(id, _)| id).collect();
         store.graph_sites(&ids)
@@ -198,6 +200,8 @@ pub fn resolve_pending_in_chunks(
             stats.files += part.len() as u64;
             stats.edges += store.graph_write_edges(&part)?;
             write_ms += t_write.elapsed().as_millis() as u64;
+            drop(part);
+            trim_ms += if trim { timed_release_free_memory() } else { 0 };
         }
         Ok(())
     })?;
@@ -223,9 +227,33 @@ pub fn resolve_pending_in_chunks(
         rows_ms,
         world_ms,
         write_ms,
+        trim_ms,
         "resolved"
     );
     Ok(stats)
+}
+
+/// Files a pass resolves from which it returns the allocator's free memory
+/// ([`release_free_memory`]) after writing each chunk (see
+/// [`releases_memory_between_chunks`]).
+const RELEASE_MEMORY_PASS_FILES: usize = 4 * RESOLVE_CHUNK_FILES;
+
+/// Whether a pass that resolves `files` files returns the allocator's free
+/// memory after each chunk it writes. A chunk's sites, edges and memos are
+/// allocated on the pool's threads and freed on this one or theirs; glibc
+/// keeps the freed pages in those threads' arenas, and the next chunk's
+/// land beside the world's growing tables, so without a trim the pass
+/// held every chunk's high-water mark to its end. A watcher's pass after
+/// a small edit (a few chunks at most) never pays the arena walk.
+fn releases_memory_between_chunks(files: usize) -> bool {
+    files >= RELEASE_MEMORY_PASS_FILES
+}
+
+/// [`release_free_memory`], and the milliseconds it took.
+fn timed_release_free_memory() -> u64 {
+    let started = std::time::Instant::now();
+    release_free_memory();
+    started.elapsed().as_millis() as u64
 }
 
 /// Returns the memory the allocator holds free to the system. glibc keeps
@@ -237,7 +265,9 @@ pub fn resolve_pending_in_chunks(
 ///
 /// It walks every arena under its lock, so the caller calls it only after a
 /// large parse phase (`canopy-core` before resolving a run that parsed a few
-/// MiB or more), never for a watcher's pass after a small edit.
+/// MiB or more) and between the chunks of a large pass
+/// ([`releases_memory_between_chunks`]), never for a watcher's pass after a
+/// small edit.
 pub fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `malloc_trim` only walks the allocator's own free lists
@@ -313,5 +343,22 @@ impl GraphCache {
         let v = std::sync::Arc::new(compute()?);
         *slot = Some((key, v.clone()));
         Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_passes_of_several_chunks_release_memory_between_them() {
+        // A watcher's pass after an edit: the file and its dependents.
+        assert!(!releases_memory_between_chunks(0));
+        assert!(!releases_memory_between_chunks(1));
+        assert!(!releases_memory_between_chunks(RESOLVE_CHUNK_FILES));
+        assert!(!releases_memory_between_chunks(4 * RESOLVE_CHUNK_FILES - 1));
+        // A cold index of a mid-size repository (Django resolves 2,930 files).
+        assert!(releases_memory_between_chunks(4 * RESOLVE_CHUNK_FILES));
+        assert!(releases_memory_between_chunks(2_930));
     }
 }
