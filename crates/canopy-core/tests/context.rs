@@ -580,7 +580,7 @@ fn history_stops_reading_diffs_at_the_bound_and_says_so() {
             .map(|i| format!("row {i:08} {v}\n"))
             .collect()
     };
-    let mut step = |files: &[(&str, String)], day: u32| {
+    let step = |files: &[(&str, String)], day: u32| {
         for (path, text) in files {
             write(r, path, text);
         }
