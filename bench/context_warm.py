@@ -3,6 +3,7 @@
 
   context_warm.py --tree DIR [--model MODEL_DIR] --bin NAME=PATH [--bin NAME=PATH ...]
                   [--rounds 3] [-n 30] [--strategy fused] [--settle 5] [--focus-list FILE]
+                  [--repeats 1] [--perf FILE]
 
 DIR must be a git checkout for history to have commits (e.g. a clone of the
 Django mirror: 31,881 commits). Indexes DIR once per binary, then for each
@@ -18,10 +19,13 @@ instead of the -n tasks: each pair once (the server's first sight of that
 focus: history reads its commits' diffs), then each pair again (repeated:
 answered from the per-focus cache), p50/p95 ms of each pass, and per pass
 the requests whose header lists history as skipped. Without --model the
-server runs without one (semantic is skipped).
+server runs without one (semantic is skipped). --repeats K makes the repeated
+pass K passes over the pairs; --perf FILE records the server with
+`perf record --call-graph dwarf -F 200` during the repeated passes (one
+binary, one round: read it with `perf report -i FILE --children --sort symbol`).
 """
 import json
-import argparse, os, subprocess, sys
+import argparse, os, signal, subprocess, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -37,6 +41,8 @@ ap.add_argument("--rounds", type=int, default=3)
 ap.add_argument("-n", type=int, default=30)
 ap.add_argument("--strategy", default="fused")
 ap.add_argument("--settle", type=float, default=5.0)
+ap.add_argument("--repeats", type=int, default=1)
+ap.add_argument("--perf")
 a = ap.parse_args()
 tree = os.path.realpath(a.tree)
 bins = [b.split("=", 1) for b in a.bin]
@@ -77,7 +83,6 @@ def one_server(path):
         client.notify("notifications/initialized")
         for q in QUESTIONS[:2]:
             call_tool(client, "canopy_context", {"path": tree, "task": q, "strategy": a.strategy})
-        import time
         time.sleep(a.settle)
         if pairs:
             return focus_passes(client), []
@@ -100,7 +105,12 @@ def focus_passes(client):
     out = {}
     for name in ("first", "repeated"):
         times, skipped = [], 0
-        for task, focus in pairs:
+        perf = None
+        if name == "repeated" and a.perf:
+            perf = subprocess.Popen(["perf", "record", "-q", "-o", a.perf, "-p", str(client.proc.pid),
+                                     "--call-graph", "dwarf,32768", "-F", "200"], stderr=subprocess.DEVNULL)
+            time.sleep(1)
+        for task, focus in pairs * (a.repeats if name == "repeated" else 1):
             args = {"path": tree, "task": task, "focus": focus, "budget_tokens": 4000, "strategy": a.strategy}
             resp, secs = client.request("tools/call", {"name": "canopy_context", "arguments": args})
             if "error" in resp or resp["result"].get("isError"):
@@ -108,6 +118,9 @@ def focus_passes(client):
             header = json.loads(resp["result"]["content"][0]["text"])
             skipped += "history" in header.get("skipped", {})
             times.append(secs * 1000)
+        if perf:
+            perf.send_signal(signal.SIGINT)
+            perf.wait()
         out[name] = (times, skipped)
     return out
 

@@ -7,7 +7,7 @@
 use canopy_test_support::git::{commit_all_at, git};
 use canopy_test_support::repo::write;
 
-use canopy_core::context::{ContextPack, ContextParams, Detail, Strategy};
+use canopy_core::context::{ContextPack, ContextParams, Detail, HISTORY_DIFF_BYTES, Strategy};
 use canopy_core::index::NoProgress;
 use canopy_core::{CanopyError, Engine, EngineOptions};
 use proptest::prelude::*;
@@ -559,6 +559,88 @@ fn history_proposes_units_changed_with_the_focus_unit_not_files() {
         !names.iter().any(|(_, n)| *n == Some("gamma")),
         "gamma never changed with alpha: {names:?}"
     );
+}
+
+/// History's first read of a focus is bounded: once the diffs read pass
+/// [`HISTORY_DIFF_BYTES`] (here a data table rewritten beside the focus),
+/// git is stopped, the newer commits still count, the older ones are left
+/// out, and the pack says history is partial (in the report and the header).
+#[test]
+fn history_stops_reading_diffs_at_the_bound_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    git(r, &["init", "-q", "-b", "main"]);
+    let alpha = |v: u32| format!("def alpha(x):\n    return x + {v}\n");
+    let beta = |v: u32| format!("def beta(y):\n    return alpha(y) + {v}\n");
+    let delta = |v: u32| format!("def delta(z):\n    return alpha(z) - {v}\n");
+    // 15-byte rows, each printed twice (- and +) when all change: a diff of
+    // about twice the bound.
+    let table = |v: u32| -> String {
+        (0..HISTORY_DIFF_BYTES / 15)
+            .map(|i| format!("row {i:08} {v}\n"))
+            .collect()
+    };
+    let step = |files: &[(&str, String)], day: u32| {
+        for (path, text) in files {
+            write(r, path, text);
+        }
+        commit_all_at(
+            r,
+            &format!("change {day}"),
+            &format!("2020-01-{day:02}T12:00:00Z"),
+        );
+    };
+    step(
+        &[
+            ("app/a.py", alpha(1)),
+            ("app/b.py", beta(1)),
+            ("app/d.py", delta(1)),
+        ],
+        1,
+    );
+    step(&[("app/a.py", alpha(2)), ("app/b.py", beta(2))], 2);
+    step(&[("app/a.py", alpha(3)), ("app/b.py", beta(3))], 3);
+    step(&[("app/a.py", alpha(4)), ("data/table.txt", table(4))], 4);
+    step(&[("app/a.py", alpha(5)), ("app/d.py", delta(5))], 5);
+    let engine = Engine::open(r, EngineOptions::default()).unwrap();
+    engine.index(None, &NoProgress).unwrap();
+    for round in ["first sight", "repeated"] {
+        let pack = context(&engine, "alpha", Some("alpha"), 4_000, Strategy::History);
+        check_invariants(&pack);
+        let names: Vec<Option<&str>> = pack
+            .fragments
+            .iter()
+            .filter(|f| f.strategy == Strategy::History)
+            .map(|f| f.name.as_deref())
+            .collect();
+        assert!(
+            names.contains(&Some("delta")),
+            "{round}: the newest commit counts: {names:?}"
+        );
+        assert!(
+            !names.contains(&Some("beta")),
+            "{round}: beta changed with alpha only before the table: {names:?}"
+        );
+        let r = report(&pack, Strategy::History);
+        assert_eq!(r.status, "used", "{round}: {r:?}");
+        let note = format!(
+            "partial: newest 1 of 5 commits read ({} KiB of diffs)",
+            HISTORY_DIFF_BYTES / 1024
+        );
+        assert_eq!(r.note.as_deref(), Some(note.as_str()), "{round}");
+        let header: serde_json::Value = serde_json::from_str(
+            canopy_core::context::wire::text(&pack)
+                .lines()
+                .next()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            header["partial"]["history"].as_str(),
+            Some(note.as_str()),
+            "{round}: {header}"
+        );
+    }
 }
 
 #[test]

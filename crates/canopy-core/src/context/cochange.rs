@@ -12,8 +12,9 @@
 //! the focus is a test) are never proposed.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use crate::context::history::Commit;
@@ -61,16 +62,28 @@ pub(crate) struct CoChanged {
     pub(crate) subject: String,
 }
 
-/// The `-U0` diffs of `ids`, per commit id (commits git cannot show are absent).
+/// What one `git show` gave: per commit id its file changes and the bytes
+/// git printed for it (commits git cannot show are absent), and whether
+/// the read stopped at its bound before git had printed everything.
+#[derive(Debug, Default)]
+pub(crate) struct Shown {
+    pub(crate) diffs: HashMap<String, (Vec<FileChange>, usize)>,
+    pub(crate) stopped: bool,
+}
+
+/// The `-U0` diffs of `ids` (in that order), read as git prints them until
+/// more than `max_bytes` have come: then git is stopped and the commit it
+/// was printing is left out (with every one after it).
 pub(crate) fn git_diffs(
     root: &Path,
     ids: &[&str],
     paths: &[&str],
-) -> std::result::Result<HashMap<String, Vec<FileChange>>, String> {
+    max_bytes: usize,
+) -> std::result::Result<Shown, String> {
     if ids.is_empty() {
-        return Ok(HashMap::new());
+        return Ok(Shown::default());
     }
-    let output = Command::new("git")
+    let mut child = Command::new("git")
         .arg("-C")
         .arg(root)
         .args([
@@ -86,16 +99,52 @@ pub(crate) fn git_diffs(
         .args(ids)
         .arg("--")
         .args(paths)
-        .output()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
         .map_err(|e| format!("git could not run: {e}"))?;
-    if !output.status.success() {
-        return Err("git show failed".to_string());
+    let (mut out, mut stopped) = (Vec::new(), false);
+    if let Some(mut stdout) = child.stdout.take() {
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            match stdout.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => out.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    stopped = true;
+                    break;
+                }
+            }
+            if out.len() > max_bytes {
+                stopped = true;
+                break;
+            }
+        }
     }
-    Ok(parse_diffs(&String::from_utf8_lossy(&output.stdout)))
+    if stopped {
+        let _ = child.kill();
+        let _ = child.wait();
+        // Whole records only: the last one may be cut short.
+        out.truncate(out.iter().rposition(|&b| b == 0x1e).unwrap_or(0));
+    } else {
+        let status = child
+            .wait()
+            .map_err(|e| format!("git could not run: {e}"))?;
+        if !status.success() {
+            return Err("git show failed".to_string());
+        }
+    }
+    Ok(Shown {
+        diffs: parse_diffs(&String::from_utf8_lossy(&out)),
+        stopped,
+    })
 }
 
-/// The records of `git show -U0 --format=%x1e%H`: per commit, per file, its hunks.
-pub(crate) fn parse_diffs(text: &str) -> HashMap<String, Vec<FileChange>> {
+/// The records of `git show -U0 --format=%x1e%H`: per commit, per file, its
+/// hunks, and the record's length in bytes.
+pub(crate) fn parse_diffs(text: &str) -> HashMap<String, (Vec<FileChange>, usize)> {
     let mut out = HashMap::new();
     for record in text.split('\u{1e}').filter(|r| !r.trim().is_empty()) {
         let mut lines = record.lines();
@@ -133,7 +182,7 @@ pub(crate) fn parse_diffs(text: &str) -> HashMap<String, Vec<FileChange>> {
                 file.hunks.push(hunk);
             }
         }
-        out.insert(id, files);
+        out.insert(id, (files, record.len() + 1));
     }
     out
 }
@@ -390,8 +439,9 @@ mod tests {
     fn a_show_output_gives_each_files_hunks() {
         let text = "\u{1e}abc\n\ndiff --git a/x.py b/x.py\nindex 1..2 100644\n--- a/x.py\n+++ b/x.py\n@@ -3 +3,2 @@ def f():\n-a\n+b\n+c\n@@ -10,0 +12 @@\n+d\ndiff --git a/old.py b/old.py\ndeleted file mode 100644\n--- a/old.py\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-x\n-y\n\u{1e}def\n\ndiff --git a/n.md b/n.md\nnew file mode 100644\n--- /dev/null\n+++ b/n.md\n@@ -0,0 +1 @@\n++++ b/z\n";
         let d = parse_diffs(text);
+        assert_eq!(d["abc"].1, text.find("\u{1e}def").unwrap());
         assert_eq!(
-            d["abc"],
+            d["abc"].0,
             vec![
                 FileChange {
                     path: "x.py".into(),
@@ -404,7 +454,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            d["def"],
+            d["def"].0,
             vec![FileChange {
                 path: "n.md".into(),
                 hunks: vec![h(0, 0, 1, 1)]

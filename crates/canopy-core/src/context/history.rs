@@ -55,10 +55,14 @@ pub struct HistoryLog {
     kept: AtomicBool,
     state: Mutex<LogState>,
     /// Each commit's `-U0` diff, by commit id (a commit never changes).
-    diffs: Mutex<HashMap<String, Arc<Vec<FileChange>>>>,
-    /// The co-change counts of a focus ([`HistoryLog::co_changed`]), by
-    /// the commits read, the focus and the index generation.
-    co: Mutex<HashMap<String, Arc<Vec<CoChanged>>>>,
+    diffs: Mutex<HashMap<String, KeptDiff>>,
+    /// The co-change counts of a focus ([`HistoryLog::co_changed`]) and the
+    /// note when its diffs were cut, by the commits read, the focus and the
+    /// index generation.
+    co: Mutex<HashMap<String, CoChangedWith>>,
+    /// The bound on one request's diffs in bytes, when not
+    /// [`HISTORY_DIFF_BYTES`] (tests lower it).
+    diff_bytes: Option<usize>,
     /// What git last said of `HEAD`, kept while the files it is read from
     /// stay the same ([`HeadStamp`]): a repeated request starts no git.
     head: Mutex<Option<KnownHead>>,
@@ -76,6 +80,25 @@ struct KnownHead {
 
 /// Kept diffs beyond which the cache starts again (about 100 MB of Django's).
 const KEPT_DIFFS: usize = 20_000;
+
+/// The most bytes of `git show -U0` output one focus's history reads: the
+/// newest commits whose diffs fit together are counted, older ones are
+/// left out and the pack says so. On Django the 50 latest commits of a
+/// busy file print 130–400 KiB (0.2–0.5 s of git on a loaded machine), and
+/// one commit (a sweep that rewrote a module) can print megabytes.
+pub const HISTORY_DIFF_BYTES: usize = 128 * 1024;
+
+/// One commit's diff as kept: its changes and the bytes git printed for it
+/// (which the bound counts, whether read now or earlier).
+#[derive(Clone)]
+struct KeptDiff {
+    changes: Arc<Vec<FileChange>>,
+    bytes: usize,
+}
+
+/// A focus's co-changed units, and the note when not every commit's diff
+/// was read.
+type CoChangedWith = (Arc<Vec<CoChanged>>, Option<String>);
 
 #[derive(Default)]
 enum LogState {
@@ -291,7 +314,7 @@ impl HistoryLog {
         root: &Path,
         focus: &[NodeRecord],
         commits: &[Commit],
-    ) -> crate::error::Result<Result<Arc<Vec<CoChanged>>, String>> {
+    ) -> crate::error::Result<Result<CoChangedWith, String>> {
         let mut key = format!(
             "{}|{}|{}",
             store.generation()?,
@@ -302,9 +325,9 @@ impl HistoryLog {
             key.push_str(&format!("|{}", f.rowid));
         }
         if let Some(hit) = lock(&self.co).get(&key) {
-            return Ok(Ok(Arc::clone(hit)));
+            return Ok(Ok(hit.clone()));
         }
-        let diffs = match self.diffs_of(root, focus, commits) {
+        let (diffs, note) = match self.diffs_of(root, focus, commits) {
             Ok(d) => d,
             Err(why) => return Ok(Err(why)),
         };
@@ -313,60 +336,96 @@ impl HistoryLog {
         if co.len() >= KEPT_DIFFS {
             co.clear();
         }
-        co.insert(key, Arc::clone(&found));
-        Ok(Ok(found))
+        co.insert(key, (Arc::clone(&found), note.clone()));
+        Ok(Ok((found, note)))
     }
 
     /// The diffs of `commits`: all of a small commit, only the focus files
     /// of a large one (kept under `id|files`); each read from git once.
+    /// Only the newest commits whose diffs fit in the bound together are
+    /// given (counting kept diffs too, so the answer does not depend on what
+    /// earlier requests read), with a note for the pack when that is not all.
     fn diffs_of(
         &self,
         root: &Path,
         focus: &[NodeRecord],
         commits: &[Commit],
-    ) -> Result<HashMap<String, Arc<Vec<FileChange>>>, String> {
+    ) -> Result<DiffsRead, String> {
         let mut files: Vec<&str> = focus.iter().map(|n| n.file_path.as_str()).collect();
         files.sort_unstable();
         files.dedup();
         let large_key = |id: &str| format!("{id}|{}", files.join("|"));
+        let is_small = |c: &Commit| c.files.len() <= cochange::MAX_FILES;
         let key = |c: &Commit| {
-            if c.files.len() <= cochange::MAX_FILES {
+            if is_small(c) {
                 c.id.clone()
             } else {
                 large_key(&c.id)
             }
         };
-        let (mut out, mut small, mut large) = (HashMap::new(), Vec::new(), Vec::new());
+        let (mut sized, mut small, mut large) = (HashMap::new(), Vec::new(), Vec::new());
         {
             let kept = lock(&self.diffs);
             for c in commits {
                 match kept.get(&key(c)) {
                     Some(d) => {
-                        out.insert(c.id.clone(), Arc::clone(d));
+                        sized.insert(c.id.clone(), d.clone());
                     }
-                    None if c.files.len() <= cochange::MAX_FILES => small.push(c.id.as_str()),
+                    None if is_small(c) => small.push(c.id.as_str()),
                     None => large.push(c.id.as_str()),
                 }
             }
         }
-        let mut read = cochange::git_diffs(root, &small, &[])?;
-        if !large.is_empty() {
-            for (id, d) in cochange::git_diffs(root, &large, &files)? {
-                read.insert(large_key(&id), d);
-            }
-        }
+        let bound = self.diff_bytes.unwrap_or(HISTORY_DIFF_BYTES);
+        let read_small = cochange::git_diffs(root, &small, &[], bound)?;
+        let read_large = cochange::git_diffs(root, &large, &files, bound)?;
         let mut kept = lock(&self.diffs);
-        if kept.len() + read.len() > KEPT_DIFFS {
+        if kept.len() + read_small.diffs.len() + read_large.diffs.len() > KEPT_DIFFS {
             kept.clear();
         }
-        for (k, d) in read {
-            let d = Arc::new(d);
-            let id = k.split('|').next().unwrap_or(&k).to_string();
-            out.insert(id, Arc::clone(&d));
-            kept.insert(k, d);
+        for (read, large) in [(read_small.diffs, false), (read_large.diffs, true)] {
+            for (id, (changes, bytes)) in read {
+                let d = KeptDiff {
+                    changes: Arc::new(changes),
+                    bytes,
+                };
+                kept.insert(if large { large_key(&id) } else { id.clone() }, d.clone());
+                sized.insert(id, d);
+            }
         }
-        Ok(out)
+        drop(kept);
+        let (mut out, mut total) = (HashMap::new(), 0usize);
+        for (i, c) in commits.iter().enumerate() {
+            let stopped = if is_small(c) {
+                read_small.stopped
+            } else {
+                read_large.stopped
+            };
+            match sized.get(&c.id) {
+                Some(d) if total + d.bytes <= bound => {
+                    total += d.bytes;
+                    out.insert(c.id.clone(), Arc::clone(&d.changes));
+                }
+                // Past the bound (not read, or read but too much with the newer ones).
+                Some(_) => return Ok((out, Some(partial(i, commits.len(), bound)))),
+                None if stopped => return Ok((out, Some(partial(i, commits.len(), bound)))),
+                None => {} // git could not show it
+            }
+        }
+        Ok((out, None))
     }
+}
+
+/// The diffs of the commits read, by commit id, and the note when the
+/// bound left older ones out.
+type DiffsRead = (HashMap<String, Arc<Vec<FileChange>>>, Option<String>);
+
+/// The note of a history cut at the bound, under the header's 60 characters.
+fn partial(read: usize, of: usize, bound: usize) -> String {
+    format!(
+        "partial: newest {read} of {of} commits read ({} KiB of diffs)",
+        bound / 1024
+    )
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

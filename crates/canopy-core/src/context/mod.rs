@@ -26,6 +26,8 @@ pub(crate) mod history;
 pub mod strategies;
 pub mod wire;
 
+pub use history::HISTORY_DIFF_BYTES;
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::{CanopyError, Result};

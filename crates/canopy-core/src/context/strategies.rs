@@ -375,7 +375,8 @@ fn history_candidates(
         return Ok((Vec::new(), Some("no commit touches the focus files".into())));
     }
     let store = snapshot.store();
-    let found = match history.co_changed(store, snapshot.root(), focus, &commits)? {
+    // `partial`: the bound on the diffs read left older commits out.
+    let (found, partial) = match history.co_changed(store, snapshot.root(), focus, &commits)? {
         Ok(found) => found,
         Err(note) => return Ok((Vec::new(), Some(note))),
     };
@@ -407,7 +408,7 @@ fn history_candidates(
             ),
         });
     }
-    Ok((out, None))
+    Ok((out, partial))
 }
 
 /// Documentation sections and code comments that mention the focus names

@@ -115,7 +115,8 @@ pub fn tokens(pack: &ContextPack) -> u64 {
 /// the blocks (the cut fragments say so on their own lines): the budget and
 /// the code it holds, the focus, which strategies ran and how many
 /// fragments each gave (`ran`), which could not run and why in a few words
-/// (`skipped`), how many candidates did not fit (`left_out`, only when
+/// (`skipped`), which ran on part of their input and why (`partial`: history
+/// when the bound on the diffs it reads left older commits out), how many candidates did not fit (`left_out`, only when
 /// some did not), and the index's generation, coverage and stale files
 /// (only when partial or stale). On 28 tune packs through `canopy mcp` this
 /// took the header from 159 o200k tokens to 101 on average
@@ -140,20 +141,26 @@ fn header(pack: &ContextPack, minimal: bool) -> String {
     if !resolved.is_empty() {
         h.insert("focus_at".into(), json!(resolved));
     }
-    let (mut ran, mut skipped) = (Map::new(), Map::new());
+    let (mut ran, mut skipped, mut partial) = (Map::new(), Map::new(), Map::new());
     for r in &pack.strategies {
         match (&r.note, r.status.as_str()) {
             (Some(note), "skipped") => {
                 skipped.insert(r.strategy.as_str().into(), json!(few_words(note)));
             }
-            _ => {
+            (note, _) => {
                 ran.insert(r.strategy.as_str().into(), json!(r.fragments));
+                if let Some(note) = note {
+                    partial.insert(r.strategy.as_str().into(), json!(few_words(note)));
+                }
             }
         }
     }
     h.insert("ran".into(), Value::Object(ran));
     if !skipped.is_empty() {
         h.insert("skipped".into(), Value::Object(skipped));
+    }
+    if !partial.is_empty() {
+        h.insert("partial".into(), Value::Object(partial));
     }
     let left_out = pack.left_out + pack.dropped;
     if left_out > 0 {
