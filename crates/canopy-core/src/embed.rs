@@ -367,7 +367,7 @@ fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     crate::text::identifiers(text).flat_map(crate::text::split_identifier)
 }
 
-fn load_vocab(dir: &Path) -> Result<(HashMap<String, u32>, bool)> {
+pub(crate) fn load_vocab(dir: &Path) -> Result<(HashMap<String, u32>, bool)> {
     let tokenizer = dir.join("tokenizer.json");
     if tokenizer.is_file() {
         // Typed, so only the vocabulary is built (a generic JSON tree of the
@@ -497,7 +497,7 @@ fn open_table(path: &Path) -> std::result::Result<TableFile, String> {
 }
 
 /// IEEE half to single precision.
-fn f16_to_f32(h: u16) -> f32 {
+pub(crate) fn f16_to_f32(h: u16) -> f32 {
     let sign = u32::from(h >> 15) << 31;
     let exp = u32::from((h >> 10) & 0x1f);
     let frac = u32::from(h & 0x3ff);

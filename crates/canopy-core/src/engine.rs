@@ -759,8 +759,8 @@ impl Engine {
             let store = self.inner.reader();
             let snapshot = store.read_snapshot_within(budget)?;
             let coverage = snapshot.partial_coverage()?;
-            let mut pack =
-                crate::pack::build(&snapshot, params, &memory).map_err(|e| e.or_budget(budget))?;
+            let mut pack = crate::pack::build(self.snapshot_of(&snapshot), params, &memory)
+                .map_err(|e| e.or_budget(budget))?;
             // Freshness: the pack's files, checked against their indexed hash.
             let hashes: HashMap<&str, &str> = pack
                 .ranked

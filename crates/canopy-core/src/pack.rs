@@ -23,6 +23,7 @@ use crate::pack_calibration;
 use crate::path_class::is_test_path;
 use crate::query::{Evaluator, QueryKind, QueryParams};
 use crate::session::Session;
+use crate::snapshot::Snapshot;
 use crate::store::Store;
 use crate::store::read::{NameMatch, NodeRecord};
 use crate::text::{fts_quote, query_terms, split_identifier};
@@ -329,6 +330,12 @@ struct Tuning {
     /// `owner` / √(definitions the pair names), on top of the bonus its
     /// bare name earns ([`add_owned_definitions`]; 0: off).
     owner: f64,
+    /// Transformer re-ranker ([`crate::rerank`]): blend weight of the
+    /// question/unit cosine over the best `rerank_n` candidates, their texts
+    /// cut to `rerank_len` tokens (0: off; needs `CANOPY_RERANK_MODEL`).
+    rerank: f64,
+    rerank_n: f64,
+    rerank_len: f64,
 }
 
 impl Tuning {
@@ -347,6 +354,9 @@ impl Tuning {
             stem: STEM_BONUS,
             first: FIRST_FILE_CAP as f64,
             owner: OWNER_BONUS,
+            rerank: 0.0,
+            rerank_n: 30.0,
+            rerank_len: 64.0,
         };
         for (k, v) in crate::knobs::measuring_knobs("CANOPY_PACK_TUNING") {
             match k.as_str() {
@@ -363,6 +373,9 @@ impl Tuning {
                 "stem" => t.stem = v,
                 "first" => t.first = v,
                 "owner" => t.owner = v,
+                "rerank" => t.rerank = v,
+                "rerank_n" => t.rerank_n = v,
+                "rerank_len" => t.rerank_len = v,
                 _ => {}
             }
         }
@@ -789,8 +802,13 @@ impl Candidates {
 /// candidates, rank them, select the handles (and follow a plan), and
 /// assemble the answer with its signals and guidance. `session` is the
 /// caller's convergence memory.
-pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Result<EvidencePack> {
+pub(crate) fn build(
+    snapshot: Snapshot<'_>,
+    params: &PackParams,
+    session: &Session,
+) -> Result<EvidencePack> {
     let started = Instant::now();
+    let store = snapshot.store();
     let max_handles = params
         .max_handles
         .unwrap_or(DEFAULT_MAX_HANDLES)
@@ -804,6 +822,7 @@ pub(crate) fn build(store: &Store, params: &PackParams, session: &Session) -> Re
     let candidates = gather(store, q, filter.as_ref(), &question)?;
     let identifier_hit = candidates.identifier_hit;
     let mut ranked = rank(candidates, q, filter.as_ref(), &question);
+    rerank(snapshot, &mut ranked, &question.text);
     let total_candidates = ranked.len();
 
     let mut plan_steps = None;
@@ -1095,6 +1114,28 @@ fn rank(
     aggregate_by_file(&mut ranked, tuning.agg);
     ranked.sort_by(by_rank);
     ranked
+}
+
+/// The transformer re-ranker, when the measuring knob asks for it
+/// ([`Tuning::rerank`]): the best candidates get a blend of their score and
+/// the question's cosine to them, and the list is sorted again.
+fn rerank(snapshot: Snapshot<'_>, ranked: &mut [Scored], question: &str) {
+    let t = Tuning::get();
+    if t.rerank <= 0.0 {
+        return;
+    }
+    let head: Vec<(&NodeRecord, f64)> = ranked
+        .iter()
+        .take(t.rerank_n as usize)
+        .map(|s| (&s.node, s.score))
+        .collect();
+    let settings = (t.rerank.min(1.0), t.rerank_len as usize);
+    if let Some(scores) = crate::rerank::rescore(snapshot, &head, question, settings) {
+        for (s, score) in ranked.iter_mut().zip(scores) {
+            s.score = score;
+        }
+        ranked.sort_by(by_rank);
+    }
 }
 
 /// The share of a definition's own name's words (of 3+ letters, not stop

@@ -174,7 +174,7 @@ fn keyword_candidates(snapshot: Snapshot<'_>, task: &str) -> Result<Vec<Candidat
         max_handles: Some(8),
         ..PackParams::default()
     };
-    let pack = crate::pack::build(snapshot.store(), &params, &Session::default())?;
+    let pack = crate::pack::build(snapshot, &params, &Session::default())?;
     let identifiers: HashSet<String> = code_identifiers(task)
         .into_iter()
         .map(|s| s.to_lowercase())
@@ -435,7 +435,7 @@ fn decision_candidates(
         max_handles: Some(8),
         ..PackParams::default()
     };
-    let pack = crate::pack::build(snapshot.store(), &params, &Session::default())?;
+    let pack = crate::pack::build(snapshot, &params, &Session::default())?;
     let names_lower: Vec<String> = names.iter().map(|n| n.to_lowercase()).collect();
     let mut out = Vec::new();
     for node in pack.ranked.into_iter().take(PER_STRATEGY / 4) {
