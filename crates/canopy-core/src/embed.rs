@@ -237,35 +237,7 @@ impl StaticModel {
         if word.chars().count() > MAX_WORD_CHARS {
             return;
         }
-        let mut buf = String::with_capacity(word.len() + 2);
-        let mut start = 0;
-        let mut pieces = Vec::new();
-        while start < word.len() {
-            let mut end = word.len();
-            let mut found = None;
-            while start < end {
-                if word.is_char_boundary(end) {
-                    buf.clear();
-                    if start > 0 {
-                        buf.push_str("##");
-                    }
-                    buf.push_str(&word[start..end]);
-                    if let Some(id) = self.vocab.get(buf.as_str()) {
-                        found = Some(*id);
-                        break;
-                    }
-                }
-                end -= 1;
-            }
-            match found {
-                Some(id) => {
-                    pieces.push(id);
-                    start = end;
-                }
-                None => return,
-            }
-        }
-        out.extend(pieces);
+        out.extend(wordpiece_pieces(&self.vocab, word).unwrap_or_default());
     }
 
     /// The L2-normalised embedding of a text; `None` when no token of it is
@@ -711,6 +683,37 @@ pub fn top_k(mut scored: Vec<(i64, f32)>, k: usize) -> Vec<(i64, f32)> {
     scored.truncate(k);
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     scored
+}
+
+/// The WordPiece ids of `word`, greedy longest match first as BERT does
+/// (continuation pieces carry `##`); `None` when some part of it matches
+/// no token. The static model and the transformer encoder both split words
+/// this way and differ only in what an unmatchable word becomes.
+pub(crate) fn wordpiece_pieces(vocab: &HashMap<String, u32>, word: &str) -> Option<Vec<u32>> {
+    let mut buf = String::with_capacity(word.len() + 2);
+    let mut start = 0;
+    let mut pieces = Vec::new();
+    while start < word.len() {
+        let mut end = word.len();
+        let mut found = None;
+        while start < end {
+            if word.is_char_boundary(end) {
+                buf.clear();
+                if start > 0 {
+                    buf.push_str("##");
+                }
+                buf.push_str(&word[start..end]);
+                if let Some(id) = vocab.get(buf.as_str()) {
+                    found = Some(*id);
+                    break;
+                }
+            }
+            end -= 1;
+        }
+        pieces.push(found?);
+        start = end;
+    }
+    Some(pieces)
 }
 
 #[cfg(test)]

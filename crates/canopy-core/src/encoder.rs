@@ -292,32 +292,9 @@ impl Encoder {
             out.push(self.unk);
             return;
         }
-        let mut buf = String::with_capacity(word.len() + 2);
-        let (mut start, first) = (0, out.len());
-        while start < word.len() {
-            let mut end = word.len();
-            let mut found = None;
-            while start < end {
-                if word.is_char_boundary(end) {
-                    buf.clear();
-                    if start > 0 {
-                        buf.push_str("##");
-                    }
-                    buf.push_str(&word[start..end]);
-                    if let Some(id) = self.vocab.get(buf.as_str()) {
-                        found = Some(*id);
-                        break;
-                    }
-                }
-                end -= 1;
-            }
-            let Some(id) = found else {
-                out.truncate(first);
-                out.push(self.unk);
-                return;
-            };
-            out.push(id);
-            start = end;
+        match crate::embed::wordpiece_pieces(&self.vocab, word) {
+            Some(pieces) => out.extend(pieces),
+            None => out.push(self.unk),
         }
     }
 
