@@ -248,27 +248,18 @@ async fn a_server_that_authenticates_by_client_certificate_admits_a_node_with_ss
     .await
     .expect("a node with its client certificate is admitted");
 
+    let refused = |query: String| {
+        let config = config(url(&query));
+        async move { migrate(&config).await.unwrap_err().to_string() }
+    };
     // Without a certificate the server refuses, and says why.
-    let e = migrate(&config(url(&verify)))
-        .await
-        .unwrap_err()
-        .to_string();
+    let e = refused(verify.clone()).await;
     assert!(e.contains("certificate"), "{e}");
     // A certificate for another user: refused by the server.
-    let e = migrate(&config(url(&format!(
-        "{verify}&sslcert={other_cert}&sslkey={other_key}"
-    ))))
-    .await
-    .unwrap_err()
-    .to_string();
+    let e = refused(format!("{verify}&sslcert={other_cert}&sslkey={other_key}")).await;
     assert!(e.contains("certificate"), "{e}");
-    // A certificate from a CA the server does not trust: the handshake fails.
-    let e = migrate(&config(url(&format!(
-        "{verify}&sslcert={stray_cert}&sslkey={stray_key}"
-    ))))
-    .await
-    .unwrap_err()
-    .to_string();
+    // A certificate from a CA the server does not trust: refused in TLS.
+    let e = refused(format!("{verify}&sslcert={stray_cert}&sslkey={stray_key}")).await;
     assert!(e.contains(&format!("sslcert={stray_cert}")), "{e}");
     // A key file that is not there: a configuration error naming it, at once.
     let e = migrate(&config(url(&format!(
