@@ -33,10 +33,17 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["discover", "dsl", "embed"],
     ),
     (
+        "the transformer encoder, on the static model's tokenizer",
+        &["encoder"],
+    ),
+    (
         "derived from the store: oversize files, read snapshots",
         &["oversize", "snapshot"],
     ),
-    ("indexing and retrieval", &["index", "query", "semantic"]),
+    (
+        "indexing and retrieval",
+        &["index", "query", "semantic", "rerank"],
+    ),
     ("answers built on retrieval", &["lazy", "pack", "resultset"]),
     ("context packs", &["context"]),
     ("the one API front ends call", &["engine"]),
