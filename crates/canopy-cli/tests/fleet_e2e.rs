@@ -51,7 +51,13 @@ fn pg() -> Option<PgServer> {
 
 /// A fleet node of a test that waits for a takeover.
 fn node(pg: &PgServer, id: &str, data: &Path) -> Server {
-    node_env(pg, id, data, TAKEOVER_LEASE_TTL_MS, &[], &[])
+    takeover_node(pg, id, data, &[])
+}
+
+/// A fleet node of a test that waits for a takeover, with `env` set for
+/// its process.
+fn takeover_node(pg: &PgServer, id: &str, data: &Path, env: &[(String, String)]) -> Server {
+    node_env(pg, id, data, TAKEOVER_LEASE_TTL_MS, &[], env)
 }
 
 /// A fleet node of a test where no lease may move, with `more` flags
@@ -507,22 +513,8 @@ fn a_takeover_after_an_owner_died_mid_run_never_gives_a_generation_twice() {
         )]
     };
     let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = node_env(
-        &pg,
-        "node-a",
-        da.path(),
-        TAKEOVER_LEASE_TTL_MS,
-        &[],
-        &hold_env(&holds[0]),
-    );
-    let b = node_env(
-        &pg,
-        "node-b",
-        db.path(),
-        TAKEOVER_LEASE_TTL_MS,
-        &[],
-        &hold_env(&holds[1]),
-    );
+    let a = takeover_node(&pg, "node-a", da.path(), &hold_env(&holds[0]));
+    let b = takeover_node(&pg, "node-b", db.path(), &hold_env(&holds[1]));
     let files: Vec<(String, String)> = (0..MID_RUN_FILES).map(|i| mid_run_file(i, false)).collect();
     let refs: Vec<(&str, &str)> = files
         .iter()
@@ -582,22 +574,8 @@ fn a_paused_owner_cannot_publish_after_it_resumes() {
     let Some(pg) = pg() else { return };
     let hold = PublishHold::new();
     let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = node_env(
-        &pg,
-        "node-a",
-        da.path(),
-        TAKEOVER_LEASE_TTL_MS,
-        &[],
-        &[hold.env()],
-    );
-    let b = node_env(
-        &pg,
-        "node-b",
-        db.path(),
-        TAKEOVER_LEASE_TTL_MS,
-        &[],
-        &[hold.env()],
-    );
+    let a = takeover_node(&pg, "node-a", da.path(), &[hold.env()]);
+    let b = takeover_node(&pg, "node-b", db.path(), &[hold.env()]);
     let repo = Repo::small();
     let repo_id = add_git(&a, &repo);
     let g1 = answered_above(&a, &repo_id, "authenticate", 0);

@@ -408,12 +408,9 @@ fn history_strategy_follows_files_changed_together_in_git() {
     );
 }
 
-/// "N days ago" counts from the checked-out commit, not from today: the
-/// pack of a fixed tree is the same whenever it is asked for.
-#[test]
-fn history_dates_changes_from_the_checked_out_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let r = dir.path();
+/// A git repository whose settings parser and schema changed together on
+/// 2020-01-05, four days after `web/app.py` was first committed with them.
+fn dated_settings_history(r: &std::path::Path) {
     git(r, &["init", "-q", "-b", "main"]);
     let parse = |v: &str| format!("def parse(text):\n    return text.split('{v}')\n");
     let check = |v: &str| format!("def check(settings):\n    return '{v}' in settings\n");
@@ -424,6 +421,15 @@ fn history_dates_changes_from_the_checked_out_commit() {
     write(r, "config/parser.py", parse(":"));
     write(r, "config/schema.py", check("port"));
     commit_all_at(r, "colon separated settings", "2020-01-05T12:00:00Z");
+}
+
+/// "N days ago" counts from the checked-out commit, not from today: the
+/// pack of a fixed tree is the same whenever it is asked for.
+#[test]
+fn history_dates_changes_from_the_checked_out_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    dated_settings_history(r);
     write(r, "web/app.py", "def serve():\n    return 'ok!'\n");
     commit_all_at(r, "web only", "2020-01-15T12:00:00Z");
     let engine = Engine::open(r, EngineOptions::default()).unwrap();
@@ -451,16 +457,7 @@ fn history_dates_changes_from_the_checked_out_commit() {
 fn history_of_a_kept_engine_sees_head_move() {
     let dir = tempfile::tempdir().unwrap();
     let r = dir.path();
-    git(r, &["init", "-q", "-b", "main"]);
-    let parse = |v: &str| format!("def parse(text):\n    return text.split('{v}')\n");
-    let check = |v: &str| format!("def check(settings):\n    return '{v}' in settings\n");
-    write(r, "config/parser.py", parse("="));
-    write(r, "config/schema.py", check("name"));
-    write(r, "web/app.py", "def serve():\n    return 'ok'\n");
-    commit_all_at(r, "first version", "2020-01-01T12:00:00Z");
-    write(r, "config/parser.py", parse(":"));
-    write(r, "config/schema.py", check("port"));
-    commit_all_at(r, "colon separated settings", "2020-01-05T12:00:00Z");
+    dated_settings_history(r);
     let engine = Engine::open(r, EngineOptions::default()).unwrap();
     engine.keep_history_log();
     engine.index(None, &NoProgress).unwrap();
