@@ -408,18 +408,26 @@ fn history_strategy_follows_files_changed_together_in_git() {
     );
 }
 
+/// The settings parser of [`dated_settings_history`], splitting on `v`.
+fn settings_parser(v: &str) -> String {
+    format!("def parse(text):\n    return text.split('{v}')\n")
+}
+
+/// The settings schema of [`dated_settings_history`], requiring `v`.
+fn settings_check(v: &str) -> String {
+    format!("def check(settings):\n    return '{v}' in settings\n")
+}
+
 /// A git repository whose settings parser and schema changed together on
 /// 2020-01-05, four days after `web/app.py` was first committed with them.
 fn dated_settings_history(r: &std::path::Path) {
     git(r, &["init", "-q", "-b", "main"]);
-    let parse = |v: &str| format!("def parse(text):\n    return text.split('{v}')\n");
-    let check = |v: &str| format!("def check(settings):\n    return '{v}' in settings\n");
-    write(r, "config/parser.py", parse("="));
-    write(r, "config/schema.py", check("name"));
+    write(r, "config/parser.py", settings_parser("="));
+    write(r, "config/schema.py", settings_check("name"));
     write(r, "web/app.py", "def serve():\n    return 'ok'\n");
     commit_all_at(r, "first version", "2020-01-01T12:00:00Z");
-    write(r, "config/parser.py", parse(":"));
-    write(r, "config/schema.py", check("port"));
+    write(r, "config/parser.py", settings_parser(":"));
+    write(r, "config/schema.py", settings_check("port"));
     commit_all_at(r, "colon separated settings", "2020-01-05T12:00:00Z");
 }
 
@@ -474,8 +482,8 @@ fn history_of_a_kept_engine_sees_head_move() {
         let reason = schema_reason(&pack);
         assert!(reason.contains("last today: \"colon separated"), "{reason}");
     }
-    write(r, "config/parser.py", parse(";"));
-    write(r, "config/schema.py", check("host"));
+    write(r, "config/parser.py", settings_parser(";"));
+    write(r, "config/schema.py", settings_check("host"));
     commit_all_at(r, "semicolons", "2020-02-01T12:00:00Z");
     write(r, "web/app.py", "def serve():\n    return 'ok!'\n");
     commit_all_at(r, "web only", "2020-03-02T12:00:00Z");
