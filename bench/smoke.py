@@ -13,7 +13,7 @@ script checks by time, poll_during_index.py's 1.2x, may be missed).
 Every script gets its own copy of the repository (several edit it in place).
 Scripts run --jobs at a time (most of their time is waiting on canopy).
 Those that need the embedding model (context_*) take it from --model or
-CANOPY_TEST_MODEL, and fleet.py needs PostgreSQL (CANOPY_PG_BIN; it starts
+CANOPY_TEST_MODEL, and fleet.py and fleet_settings.py need PostgreSQL (CANOPY_PG_BIN; it starts
 it with the built `throwaway_pg` example, else with `cargo run`); without
 them they are skipped, or fail when CANOPY_REQUIRE_MODEL /
 CANOPY_REQUIRE_POSTGRES is set, like the tests.
@@ -79,6 +79,9 @@ def cases(b, repo, model, pg_example):
                    "--duration", "0.5", "--forward-samples", "2", "--lease-ttl-ms", "2000",
                    ] + (["--pg-example", pg_example] if pg_example else []), "postgres",
          r"takeover after kill -9", {0}),
+        ("fleet_settings", ["fleet_settings.py", "--bin", b, "--repos", "1", "--files", "8", "--rounds", "1",
+                            "--settle", "0.5"] + (["--pg-example", pg_example] if pg_example else []),
+         "postgres", r"\| an edit → searchable, watch already on \| 1 \|", {0}),
     ]
 
 
