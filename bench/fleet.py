@@ -130,6 +130,18 @@ class Node:
             self.proc.wait()
 
 
+def teardown(nodes, pg, work, keep):
+    """Kills the nodes, stops the throwaway PostgreSQL (its pipe closed) and
+    removes the work directory unless `keep`."""
+    for n in nodes:
+        n.kill()
+    if pg is not None:
+        pg.stdin.close()
+        pg.wait(timeout=60)
+    if not keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def pctl(values, p):
     if not values:
         return float("nan")
@@ -335,13 +347,7 @@ def main():
               f"max {max(times) if times else float('nan'):.1f} s")
         return 0
     finally:
-        for n in nodes:
-            n.kill()
-        if pg is not None:
-            pg.stdin.close()
-            pg.wait(timeout=60)
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
+        teardown(nodes, pg, work, args.keep)
 
 
 if __name__ == "__main__":

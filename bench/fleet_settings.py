@@ -31,13 +31,12 @@ Python 3 stdlib only; the nodes and PostgreSQL as in bench/fleet.py.
 
 import argparse
 import os
-import shutil
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fleet import Node, has_fleet_flag, pctl, start_postgres, wait_owned  # noqa: E402
+from fleet import Node, has_fleet_flag, pctl, start_postgres, teardown, wait_owned  # noqa: E402
 from repos import make_git_repos  # noqa: E402
 
 POLL_S = 0.02
@@ -155,13 +154,7 @@ def main():
             return 1
         return 0
     finally:
-        for n in nodes:
-            n.kill()
-        if pg is not None:
-            pg.stdin.close()
-            pg.wait(timeout=60)
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
+        teardown(nodes, pg, work, args.keep)
 
 
 if __name__ == "__main__":
