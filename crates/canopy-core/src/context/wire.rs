@@ -410,7 +410,11 @@ mod tests {
                 let text: Vec<&str> = (0..(next() % 8))
                     .map(|_| lines[(next() % lines.len() as u64) as usize])
                     .collect();
-                let text = text.join(if next() % 4 == 0 { "\r\n" } else { "\n" });
+                let text = text.join(if next().is_multiple_of(4) {
+                    "\r\n"
+                } else {
+                    "\n"
+                });
                 let detail =
                     [Detail::Full, Detail::Signature, Detail::Outline][(next() % 3) as usize];
                 let mut b = provenance_line(&Provenance {
@@ -423,7 +427,7 @@ mod tests {
                     strategy: "keyword",
                     score: (next() % 1000) as f64 / 999.0,
                     handle: "h00c521bec9665a38ec2327fe",
-                    stale: next() % 5 == 0,
+                    stale: next().is_multiple_of(5),
                     reason: reasons[(next() % reasons.len() as u64) as usize],
                 });
                 b.push('\n');
