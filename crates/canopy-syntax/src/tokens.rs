@@ -492,6 +492,8 @@ pub fn count_tokens(text: &str) -> usize {
     if text.is_empty() {
         return 0;
     }
+    #[cfg(feature = "count-log")]
+    count_log::note(text);
     PIECE_COUNTS.with(|cache| match cache.try_borrow_mut() {
         Ok(mut cache) => cache
             .get_or_insert_with(|| PieceCounts::new(FIRST_SET_BITS, SET_BITS))
@@ -499,6 +501,36 @@ pub fn count_tokens(text: &str) -> usize {
         // Not reachable (counting does not re-enter), but never worth a panic.
         Err(_) => PieceCounts::new(1, 1).count(text),
     })
+}
+
+/// Which texts a thread counts, for tests of callers that must count each
+/// text once (feature `count-log`; callers' test builds turn it on).
+#[cfg(feature = "count-log")]
+pub mod count_log {
+    use std::cell::RefCell;
+
+    thread_local! {
+        static LOG: RefCell<Option<Vec<String>>> = const { RefCell::new(None) };
+    }
+
+    /// Runs `f` and returns what it returned and every non-empty text
+    /// [`super::count_tokens`] counted on this thread meanwhile, in order.
+    pub fn record<R>(f: impl FnOnce() -> R) -> (R, Vec<String>) {
+        LOG.with(|log| *log.borrow_mut() = Some(Vec::new()));
+        let out = f();
+        let texts = LOG.with(|log| log.borrow_mut().take()).unwrap_or_default();
+        (out, texts)
+    }
+
+    pub(super) fn note(text: &str) {
+        LOG.with(|log| {
+            if let Ok(mut log) = log.try_borrow_mut()
+                && let Some(log) = log.as_mut()
+            {
+                log.push(text.to_string());
+            }
+        });
+    }
 }
 
 #[cfg(test)]

@@ -43,13 +43,13 @@ use std::collections::HashMap;
 
 use crate::context::comments::COMMENT;
 use crate::context::strategies::Merged;
+use crate::context::wire::Counts;
 use crate::context::{Detail, Fragment};
 use crate::error::{CanopyError, Result};
 use crate::graph::ops::signature_of;
 use crate::lang::extract::text_view;
 use crate::snapshot::Snapshot;
 use crate::store::read::NodeRecord;
-use crate::tokens::count_tokens;
 
 /// Budget tokens per candidate admitted.
 const TOKENS_PER_CANDIDATE: u64 = 80;
@@ -102,7 +102,7 @@ struct Slot {
 /// Tokens a fragment's provenance line and block break cost on the wire,
 /// at full detail and cut (the path written, as on a file's first block;
 /// the exact wire total is checked after packing).
-fn overhead_of(m: &Merged) -> (u32, u32) {
+fn overhead_of(m: &Merged, counts: &Counts) -> (u32, u32) {
     let n = &m.node;
     let line = |detail| {
         let line = crate::context::wire::provenance_line(&crate::context::wire::Provenance {
@@ -118,14 +118,14 @@ fn overhead_of(m: &Merged) -> (u32, u32) {
             stale: false,
             reason: &m.reason,
         });
-        count_tokens(&line) as u32 + 2
+        counts.of(&line) as u32 + 2
     };
     (line(Detail::Full), line(Detail::Signature))
 }
 
 impl Slot {
-    fn new(m: Merged, cap: Detail, excluded: Vec<(usize, usize)>) -> Slot {
-        let overhead = overhead_of(&m);
+    fn new(m: Merged, cap: Detail, excluded: Vec<(usize, usize)>, counts: &Counts) -> Slot {
+        let overhead = overhead_of(&m, counts);
         Slot {
             m,
             overhead,
@@ -179,12 +179,18 @@ fn overlaps(a: &NodeRecord, b: &NodeRecord) -> bool {
     a.file_path == b.file_path && a.start_byte < b.end_byte && b.start_byte < a.end_byte
 }
 
-/// Packs `merged` (best first) under `budget` tokens.
-pub(crate) fn pack(snapshot: Snapshot<'_>, merged: Vec<Merged>, budget: u64) -> Result<Packed> {
+/// Packs `merged` (best first) under `budget` tokens; `counts` holds the
+/// token counts of texts measured before in the same request.
+pub(crate) fn pack(
+    snapshot: Snapshot<'_>,
+    merged: Vec<Merged>,
+    budget: u64,
+    counts: &Counts,
+) -> Result<Packed> {
     let admit = (budget / TOKENS_PER_CANDIDATE).clamp(MIN_ADMIT, 60) as usize;
-    let mut slots = choose(merged, admit);
+    let mut slots = choose(merged, admit, counts);
     let mut files = FileTexts::default();
-    render(snapshot, &mut files, &mut slots, budget)?;
+    render(snapshot, &mut files, &mut slots, budget, counts)?;
     // A skeleton whose every member is a fragment of its own says nothing more than they do.
     slots.retain(|s| !s.empty_skeleton);
 
@@ -193,8 +199,15 @@ pub(crate) fn pack(snapshot: Snapshot<'_>, merged: Vec<Merged>, budget: u64) -> 
     // After a drop what is left is less than an outline: nothing to fill
     // (and nothing may regain detail a dropped fragment paid for).
     if dropped == 0 {
-        fill(&mut slots, budget, &mut pruned);
-        enclose(snapshot, &mut files, &mut slots, budget, &mut pruned)?;
+        fill(&mut slots, budget, &mut pruned, counts);
+        enclose(
+            snapshot,
+            &mut files,
+            &mut slots,
+            budget,
+            &mut pruned,
+            counts,
+        )?;
         readmit(&mut slots, &mut pruned, budget);
     }
     let pruned = pruned.len();
@@ -306,7 +319,7 @@ fn skeleton_around(slots: &[Slot], i: usize) -> Option<usize> {
 /// fragments inside it becomes that whole text; those fragments go (their
 /// text is in it). It takes the place of the first of them, with the best
 /// score among them.
-fn fill(slots: &mut Vec<Slot>, budget: u64, pruned: &mut Vec<Slot>) {
+fn fill(slots: &mut Vec<Slot>, budget: u64, pruned: &mut Vec<Slot>, counts: &Counts) {
     let mut used: u64 = slots.iter().map(|s| u64::from(s.cost(s.detail))).sum();
     let mut best_first: Vec<usize> = (0..slots.len()).collect();
     best_first.sort_by(|&a, &b| {
@@ -397,7 +410,7 @@ fn fill(slots: &mut Vec<Slot>, budget: u64, pruned: &mut Vec<Slot>) {
             .map(|&j| slots[j].m.score)
             .fold(slots[i].m.score, f64::max);
         let held_reasons = held_reasons(slots, &held);
-        let mut whole = Slot::new(slots[i].m.clone(), Detail::Full, Vec::new());
+        let mut whole = Slot::new(slots[i].m.clone(), Detail::Full, Vec::new(), counts);
         whole.texts = std::mem::take(&mut slots[i].texts);
         whole.m.score = score;
         if !held_reasons.is_empty() {
@@ -408,7 +421,7 @@ fn fill(slots: &mut Vec<Slot>, budget: u64, pruned: &mut Vec<Slot>) {
             } else {
                 format!("{}; {held_reasons}", whole.m.reason)
             };
-            whole.overhead = overhead_of(&whole.m);
+            whole.overhead = overhead_of(&whole.m, counts);
         }
         replace(slots, held.into_iter().chain([i]).collect(), whole);
     }
@@ -656,6 +669,7 @@ fn enclose(
     slots: &mut Vec<Slot>,
     budget: u64,
     pruned: &mut Vec<Slot>,
+    counts: &Counts,
 ) -> Result<()> {
     let mut tried: std::collections::HashSet<i64> = std::collections::HashSet::new();
     loop {
@@ -715,7 +729,7 @@ fn enclose(
             .get(outer.start_byte.min(text.len())..outer.end_byte.min(text.len()))
             .unwrap_or_default()
             .to_string();
-        let tokens = count_tokens(&body) as u32;
+        let tokens = counts.of(&body) as u32;
         let best = &slots[i].m;
         let mut whole = Slot::new(
             Merged {
@@ -726,6 +740,7 @@ fn enclose(
             },
             Detail::Full,
             Vec::new(),
+            counts,
         );
         whole.texts.insert(Detail::Full, (body, tokens));
         let cost = u64::from(whole.cost(Detail::Full));
@@ -762,7 +777,7 @@ impl FileTexts {
 
 /// The candidates that enter the pack (at most `admit`, best first), each
 /// with the most detail it may have: the dedupe step.
-fn choose(merged: Vec<Merged>, admit: usize) -> Vec<Slot> {
+fn choose(merged: Vec<Merged>, admit: usize, counts: &Counts) -> Vec<Slot> {
     let mut slots: Vec<Slot> = Vec::new();
     for m in merged {
         if slots.len() >= admit {
@@ -775,7 +790,7 @@ fn choose(merged: Vec<Merged>, admit: usize) -> Vec<Slot> {
             if slots.iter().any(|s| overlaps(&s.m.node, c)) {
                 continue;
             }
-            slots.push(Slot::new(m, Detail::Full, Vec::new()));
+            slots.push(Slot::new(m, Detail::Full, Vec::new(), counts));
             continue;
         }
         // Refused: same span as a chosen unit, inside a chosen non-container
@@ -808,7 +823,7 @@ fn choose(merged: Vec<Merged>, admit: usize) -> Vec<Slot> {
                 excluded.push((p.start_byte, p.end_byte));
             }
         }
-        slots.push(Slot::new(m, cap, excluded));
+        slots.push(Slot::new(m, cap, excluded, counts));
     }
     slots
 }
@@ -820,6 +835,7 @@ fn render(
     files: &mut FileTexts,
     slots: &mut [Slot],
     budget: u64,
+    counts: &Counts,
 ) -> Result<()> {
     let store = snapshot.store();
     let containers: Vec<i64> = slots
@@ -837,7 +853,7 @@ fn render(
         let n = &s.m.node;
         let text = files.get(snapshot, &n.file_path, &n.content_hash)?;
         let outline = outline_of(n);
-        let outline_tokens = count_tokens(&outline) as u32;
+        let outline_tokens = counts.of(&outline) as u32;
         s.texts.insert(Detail::Outline, (outline, outline_tokens));
         let Some(text) = text else {
             s.stale = true;
@@ -858,7 +874,7 @@ fn render(
         } else {
             signature_with_doc(text, n)
         };
-        let sig_tokens = count_tokens(&signature) as u32;
+        let sig_tokens = counts.of(&signature) as u32;
         s.texts.insert(Detail::Signature, (signature, sig_tokens));
         let may_fill = is_container(&n.node_type) && u64::from(n.token_count) <= budget;
         if s.cap == Detail::Full || may_fill {
@@ -866,7 +882,7 @@ fn render(
                 .get(n.start_byte.min(text.len())..n.end_byte.min(text.len()))
                 .unwrap_or_default()
                 .to_string();
-            let body_tokens = count_tokens(&body) as u32;
+            let body_tokens = counts.of(&body) as u32;
             s.texts.insert(Detail::Full, (body, body_tokens));
         }
     }
@@ -1023,7 +1039,7 @@ mod tests {
 
     /// A slot already rendered: `(level, tokens)` for each level it has.
     fn rendered(m: Merged, cap: Detail, detail: Detail, costs: &[(Detail, u32)]) -> Slot {
-        let mut s = Slot::new(m, cap, Vec::new());
+        let mut s = Slot::new(m, cap, Vec::new(), &Counts::default());
         s.detail = detail;
         // These tests are about the text's cost; the provenance line's is
         // tested on the wire (tests/context.rs, canopy-cli context_wire).
@@ -1075,14 +1091,14 @@ mod tests {
         // 42 used: the outline gets its body back (60); the whole class
         // (60 in place of 10 + 30) would make 80.
         let mut slots = make();
-        fill(&mut slots, 70, &mut Vec::new());
+        fill(&mut slots, 70, &mut Vec::new(), &Counts::default());
         assert_eq!(
             levels(&slots),
             [(1, Detail::Signature), (2, Detail::Full), (3, Detail::Full)]
         );
         // With room for it, the class is whole and the method inside goes.
         let mut slots = make();
-        fill(&mut slots, 100, &mut Vec::new());
+        fill(&mut slots, 100, &mut Vec::new(), &Counts::default());
         assert_eq!(levels(&slots), [(1, Detail::Full), (3, Detail::Full)]);
         assert!(
             slots[0].m.reason.contains("holds `u2`: r"),
@@ -1092,7 +1108,7 @@ mod tests {
         assert_eq!(slots[0].m.score, 1.0);
         // No room at all: nothing changes.
         let mut slots = make();
-        fill(&mut slots, 42, &mut Vec::new());
+        fill(&mut slots, 42, &mut Vec::new(), &Counts::default());
         assert_eq!(
             levels(&slots),
             [
@@ -1193,7 +1209,7 @@ mod tests {
         // and comes back as its signature in what is left.
         let mut slots = make(90);
         let mut pruned = Vec::new();
-        fill(&mut slots, 200, &mut pruned);
+        fill(&mut slots, 200, &mut pruned, &Counts::default());
         assert_eq!(levels(&slots), [(1, Detail::Full)]);
         assert_eq!(slots[0].m.score, 1.0);
         readmit(&mut slots, &mut pruned, 200);
@@ -1201,7 +1217,7 @@ mod tests {
         // A class that would take over half the budget does not push code out.
         let mut slots = make(110);
         let mut pruned = Vec::new();
-        fill(&mut slots, 200, &mut pruned);
+        fill(&mut slots, 200, &mut pruned, &Counts::default());
         assert_eq!(
             levels(&slots),
             [(2, Detail::Full), (3, Detail::Full), (1, Detail::Signature)]
@@ -1211,13 +1227,13 @@ mod tests {
         // up to three quarters of the budget (issue 31 item 3).
         let mut slots = make_in(110, "a.py");
         let mut pruned = Vec::new();
-        fill(&mut slots, 200, &mut pruned);
+        fill(&mut slots, 200, &mut pruned, &Counts::default());
         assert_eq!(levels(&slots), [(1, Detail::Full)]);
         assert_eq!(pruned.len(), 1);
         // Over three quarters, and pushing out more than a quarter: no.
         let mut slots = make_in(160, "a.py");
         let mut pruned = Vec::new();
-        fill(&mut slots, 200, &mut pruned);
+        fill(&mut slots, 200, &mut pruned, &Counts::default());
         assert_eq!(
             levels(&slots),
             [(2, Detail::Full), (3, Detail::Full), (1, Detail::Signature)]
@@ -1257,12 +1273,14 @@ mod tests {
         let slots = choose(
             vec![unit(-1, COMMENT, (10, 20)), unit(1, "function", (0, 50))],
             10,
+            &Counts::default(),
         );
         assert_eq!(chosen(&slots), [(1, Detail::Full)]);
         // Function first: the comment inside it is refused.
         let slots = choose(
             vec![unit(1, "function", (0, 50)), unit(-1, COMMENT, (10, 20))],
             10,
+            &Counts::default(),
         );
         assert_eq!(chosen(&slots), [(1, Detail::Full)]);
         // A comment elsewhere stays; a comment never caps a class to its skeleton.
@@ -1273,12 +1291,14 @@ mod tests {
                 unit(2, "class", (0, 55)),
             ],
             10,
+            &Counts::default(),
         );
         assert_eq!(chosen(&slots), [(-2, Detail::Full), (2, Detail::Full)]);
         // A method chosen inside a class still caps it.
         let slots = choose(
             vec![unit(3, "function", (5, 30)), unit(2, "class", (0, 55))],
             10,
+            &Counts::default(),
         );
         assert_eq!(chosen(&slots), [(3, Detail::Full), (2, Detail::Signature)]);
     }

@@ -334,6 +334,8 @@ pub fn build(
     let mut merged = strategies::fuse(&mut gathered.lists, strategy);
     strategies::pin(&mut merged, std::mem::take(&mut gathered.pinned));
     let candidates = merged.len();
+    // Every packing below measures the same candidates: each text is counted once.
+    let counts = wire::Counts::default();
     let assemble = |packed: budget::Packed| -> Result<ContextPack> {
         let mut reports = gathered.reports.clone();
         for r in &mut reports {
@@ -364,7 +366,7 @@ pub fn build(
     // The header's cost, measured on the pack with no fragments; each
     // fragment's provenance line is reserved by the packer.
     let empty = assemble(budget::Packed::default())?;
-    let mut code_budget = budget.saturating_sub(wire::tokens(&empty));
+    let mut code_budget = budget.saturating_sub(wire::tokens_with(&empty, &counts));
     let mut pack = empty;
     // The exact wire total differs from the reserve: a few tokens more
     // (merged reasons, freshness over more files), or less, as the packer
@@ -375,8 +377,13 @@ pub fn build(
     let mut fits: Option<(u64, ContextPack)> = None;
     let mut over: Option<u64> = None;
     for _ in 0..MAX_PACKS {
-        let next = assemble(budget::pack(snapshot, merged.clone(), code_budget)?)?;
-        let wire_tokens = wire::tokens(&next);
+        let next = assemble(budget::pack(
+            snapshot,
+            merged.clone(),
+            code_budget,
+            &counts,
+        )?)?;
+        let wire_tokens = wire::tokens_with(&next, &counts);
         let tried = code_budget;
         if wire_tokens > budget {
             over = Some(over.map_or(tried, |o| o.min(tried)));
@@ -407,7 +414,7 @@ pub fn build(
         pack = p;
     }
     // Last resort: the lowest-ranked fragments go until it fits.
-    while wire::tokens(&pack) > budget && pack.fragments.pop().is_some() {
+    while wire::tokens_with(&pack, &counts) > budget && pack.fragments.pop().is_some() {
         pack.dropped += 1;
         pack.total_tokens = pack.fragments.iter().map(|f| u64::from(f.tokens)).sum();
         for r in &mut pack.strategies {
@@ -418,6 +425,6 @@ pub fn build(
                 .count();
         }
     }
-    pack.wire_tokens = wire::tokens(&pack);
+    pack.wire_tokens = wire::tokens_with(&pack, &counts);
     Ok(pack)
 }

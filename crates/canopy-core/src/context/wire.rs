@@ -21,6 +21,14 @@
 //! [`crate::context::build`] measures the rendered form with the shared
 //! tokenizer: [`tokens`] (the larger of the blocks counted one by one and
 //! the joined text) is never above the budget.
+//!
+//! One request renders and measures the pack up to `MAX_PACKS` times, over
+//! the same candidates; [`Counts`] keeps the counts of every text it
+//! measured, so each distinct text is counted once per request, and the
+//! joined text is counted block by block (see [`Wire::tokens_with`]).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
@@ -56,9 +64,52 @@ impl Wire {
     /// Tokens an agent pays for it: the larger of the blocks counted one by
     /// one (MCP content blocks) and the joined text (an HTTP body, stdout).
     pub fn tokens(&self) -> u64 {
+        self.tokens_with(&Counts::default())
+    }
+
+    /// [`Wire::tokens`], with the counts of texts measured before.
+    ///
+    /// The joined text is counted as its lines' groups, the header line and
+    /// each block with its newline: every block starts with `--- ` right
+    /// after a newline, a place no pre-tokenization piece spans (the
+    /// tokenizer's `LineRuns` cuts texts at the same places), so the joined
+    /// text's count is the sum of theirs, and a block that is the same in
+    /// the next packing is not counted again. `wire_counts_by_block_equal_the_whole_text`
+    /// checks it against the whole text.
+    pub(crate) fn tokens_with(&self, counts: &Counts) -> u64 {
         let separate: usize =
-            count_tokens(&self.header) + self.blocks.iter().map(|b| count_tokens(b)).sum::<usize>();
-        separate.max(count_tokens(&self.joined())) as u64
+            counts.of(&self.header) + self.blocks.iter().map(|b| counts.of(b)).sum::<usize>();
+        separate.max(self.joined_tokens(counts)) as u64
+    }
+
+    /// Tokens of [`Wire::joined`], counted line group by line group (see
+    /// [`Wire::tokens_with`]).
+    fn joined_tokens(&self, counts: &Counts) -> usize {
+        let line = |text: &str| {
+            let mut line = String::with_capacity(text.len() + 1);
+            line.push_str(text);
+            line.push('\n');
+            counts.of(&line)
+        };
+        line(&self.header) + self.blocks.iter().map(|b| line(b)).sum::<usize>()
+    }
+}
+
+/// Token counts of the texts one request measured, so that no text is
+/// counted twice while the pack is packed again (see the module doc).
+/// Held for one request only: its texts are that request's candidates.
+#[derive(Default)]
+pub(crate) struct Counts(RefCell<HashMap<String, usize>>);
+
+impl Counts {
+    /// Tokens of `text` (the shared tokenizer's count).
+    pub(crate) fn of(&self, text: &str) -> usize {
+        if let Some(&n) = self.0.borrow().get(text) {
+            return n;
+        }
+        let n = count_tokens(text);
+        self.0.borrow_mut().insert(text.to_string(), n);
+        n
     }
 }
 
@@ -66,8 +117,13 @@ impl Wire {
 /// A budget under four times the full header gets the minimal one (the
 /// smallest budgets would otherwise be all header).
 pub fn render(pack: &ContextPack) -> Wire {
+    render_with(pack, &Counts::default())
+}
+
+/// [`render`], with the counts of texts measured before.
+fn render_with(pack: &ContextPack, counts: &Counts) -> Wire {
     let full = header(pack, false);
-    let header = if count_tokens(&full) as u64 * 4 > pack.budget_tokens {
+    let header = if counts.of(&full) as u64 * 4 > pack.budget_tokens {
         header(pack, true)
     } else {
         full
@@ -106,6 +162,11 @@ pub fn text(pack: &ContextPack) -> String {
 /// Tokens of the wire form of `pack` (see [`Wire::tokens`]).
 pub fn tokens(pack: &ContextPack) -> u64 {
     render(pack).tokens()
+}
+
+/// [`tokens`], with the counts of texts measured before.
+pub(crate) fn tokens_with(pack: &ContextPack, counts: &Counts) -> u64 {
+    render_with(pack, counts).tokens_with(counts)
 }
 
 /// The header; `minimal` keeps only what was asked, what came back and
@@ -285,4 +346,107 @@ pub(crate) fn provenance_line(p: &Provenance<'_>) -> String {
         "--- {path}:{}-{} {}{name}{cut} · {} {score} · {}",
         p.lines[0], p.lines[1], p.node_type, p.strategy, p.reason
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fixed xorshift sequence.
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
+    /// The joined text counted block by block is the joined text counted
+    /// whole, for many generated packs: code and prose of every shape
+    /// (non-ASCII, lines starting with `/`, blanks, `---`, empty texts),
+    /// provenance lines of every kind, with counts kept across packs as
+    /// one request keeps them.
+    #[test]
+    fn wire_counts_by_block_equal_the_whole_text() {
+        let lines = [
+            "def parse(self, text):",
+            "    \"\"\"Parses every line — naïve café.\"\"\"",
+            "/// doc comment",
+            "// comment",
+            "/* block */",
+            "    return {'a': 1}",
+            "",
+            "   ",
+            "\t}",
+            "}",
+            "--- not a header",
+            "日本語のテキスト",
+            "msgstr \"Grüß dich\"",
+            "x = 1  ",
+            "\r",
+            "🎉 done",
+            "@decorator",
+            "#[derive(Debug)]",
+        ];
+        let names = [None, Some("Parser.parse"), Some("naïve"), Some("f")];
+        let reasons = [
+            "text matches the task (rank 2)",
+            "holds `a`, `b`: name or path has task terms",
+            "calls `Ünïcode`",
+        ];
+        let headers = [
+            "{\"budget_tokens\":150,\"focus\":\"none\"}",
+            "{\"focus_at\":[\"a/é.py:4\"],\"ran\":{\"keyword\":2}}",
+        ];
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
+        let counts = Counts::default();
+        let mut packs = 0;
+        for _ in 0..3_000 {
+            let mut blocks = Vec::new();
+            let mut previous: Option<String> = None;
+            for _ in 0..(next() % 6) {
+                let path = ["a.py", "b/ü.rs", "c.go"][(next() % 3) as usize].to_string();
+                let text: Vec<&str> = (0..(next() % 8))
+                    .map(|_| lines[(next() % lines.len() as u64) as usize])
+                    .collect();
+                let text = text.join(if next().is_multiple_of(4) {
+                    "\r\n"
+                } else {
+                    "\n"
+                });
+                let detail =
+                    [Detail::Full, Detail::Signature, Detail::Outline][(next() % 3) as usize];
+                let mut b = provenance_line(&Provenance {
+                    path: &path,
+                    same_file: previous.as_deref() == Some(path.as_str()),
+                    lines: [1 + (next() % 900) as u32, 1000],
+                    node_type: "function",
+                    name: names[(next() % names.len() as u64) as usize],
+                    detail,
+                    strategy: "keyword",
+                    score: (next() % 1000) as f64 / 999.0,
+                    handle: "h00c521bec9665a38ec2327fe",
+                    stale: next().is_multiple_of(5),
+                    reason: reasons[(next() % reasons.len() as u64) as usize],
+                });
+                b.push('\n');
+                b.push_str(text.trim_end());
+                blocks.push(b);
+                previous = Some(path);
+            }
+            let wire = Wire {
+                header: headers[(next() % 2) as usize].to_string(),
+                blocks,
+            };
+            let whole = count_tokens(&wire.joined());
+            assert_eq!(wire.joined_tokens(&counts), whole, "{:?}", wire.joined());
+            assert_eq!(wire.joined_tokens(&Counts::default()), whole);
+            let separate = count_tokens(&wire.header)
+                + wire.blocks.iter().map(|b| count_tokens(b)).sum::<usize>();
+            assert_eq!(wire.tokens_with(&counts), separate.max(whole) as u64);
+            packs += 1;
+        }
+        assert_eq!(packs, 3_000);
+    }
 }
