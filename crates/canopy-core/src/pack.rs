@@ -1124,14 +1124,18 @@ fn rerank(snapshot: Snapshot<'_>, ranked: &mut [Scored], question: &str) {
     if t.rerank <= 0.0 {
         return;
     }
-    let head: Vec<(&NodeRecord, f64)> = ranked
+    let head: Vec<&NodeRecord> = ranked
         .iter()
         .take(t.rerank_n as usize)
-        .map(|s| (&s.node, s.score))
+        .map(|s| &s.node)
         .collect();
-    let settings = (t.rerank.min(1.0), t.rerank_len as usize);
-    if let Some(scores) = crate::rerank::rescore(snapshot, &head, question, settings) {
-        for (s, score) in ranked.iter_mut().zip(scores) {
+    if head.is_empty() {
+        return;
+    }
+    if let Some(cos) = crate::rerank::cosines(snapshot, &head, question, t.rerank_len as usize) {
+        let scores: Vec<f64> = ranked.iter().map(|s| s.score).collect();
+        let blended = crate::rerank::blend(&scores, &cos, t.rerank.min(1.0));
+        for (s, score) in ranked.iter_mut().zip(blended) {
             s.score = score;
         }
         ranked.sort_by(by_rank);

@@ -63,20 +63,18 @@ fn unit_text(n: &NodeRecord, file: Option<&str>) -> String {
     text
 }
 
-/// Re-scores ranked candidates (best first, with their scores) as
-/// `(1 − weight) · score + weight · top · cos / max cos` and returns the new
-/// scores, in order; `None` without an encoder.
-pub(crate) fn rescore(
+/// The cosines of the question and each of the ranked candidates `head`
+/// (best first) under the encoder, in order; `None` without an encoder.
+pub(crate) fn cosines(
     snapshot: Snapshot<'_>,
-    head: &[(&NodeRecord, f64)],
+    head: &[&NodeRecord],
     question: &str,
-    (weight, max_len): (f64, usize),
+    max_len: usize,
 ) -> Option<Vec<f64>> {
     let encoder = encoder()?;
-    let top = head.first()?.1;
     let mut files: HashMap<&str, Option<String>> = HashMap::new();
     let mut texts = Vec::with_capacity(head.len());
-    for &(n, _) in head {
+    for &n in head {
         let file = files.entry(n.file_path.as_str()).or_insert_with(|| {
             snapshot
                 .read_verified(&n.file_path, &n.content_hash)
@@ -88,17 +86,31 @@ pub(crate) fn rescore(
     let q = &encoder.encode(&[question], QUESTION_TOKENS)[0];
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let units = encoder.encode(&refs, max_len);
-    let cos: Vec<f64> = units
-        .iter()
-        .map(|u| f64::from(u.iter().zip(q).map(|(a, b)| a * b).sum::<f32>()))
-        .collect();
-    let best = cos.iter().copied().fold(1e-9, f64::max);
     Some(
-        head.iter()
-            .zip(&cos)
-            .map(|((_, s), c)| (1.0 - weight) * s + weight * top * c.max(0.0) / best)
+        units
+            .iter()
+            .map(|u| f64::from(u.iter().zip(q).map(|(a, b)| a * b).sum::<f32>()))
             .collect(),
     )
+}
+
+/// New scores for all ranked candidates (`scores`, best first) given the
+/// cosines of the first `cos.len()` of them: `(1 − weight) · score + weight
+/// · top · cos / max cos`. The candidates past those were not read by the
+/// encoder and count as cosine 0 (`(1 − weight) · score`): left at their
+/// full score, one would pass every re-scored candidate whose cosine is low
+/// only because the encoder never read it.
+pub(crate) fn blend(scores: &[f64], cos: &[f64], weight: f64) -> Vec<f64> {
+    let top = scores.first().copied().unwrap_or(0.0);
+    let best = cos.iter().copied().fold(1e-9, f64::max);
+    scores
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let c = cos.get(i).copied().unwrap_or(0.0);
+            (1.0 - weight) * s + weight * top * c.max(0.0) / best
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -131,5 +143,29 @@ mod tests {
             "settings parse config def parse config path name return load path name "
         );
         assert_eq!(unit_text(&n, None), "settings parse config ");
+    }
+
+    #[test]
+    fn a_candidate_the_encoder_did_not_read_never_passes_one_it_did() {
+        // Three candidates, the encoder read the first two (rerank_n = 2); the
+        // second is unlike the question. The third, unread, keeps its place
+        // below both instead of jumping over the second.
+        let new = blend(&[1.0, 0.9, 0.85], &[0.8, 0.0], 0.4);
+        assert_eq!(new.len(), 3);
+        assert!((new[0] - 1.0).abs() < 1e-12, "{new:?}");
+        assert!((new[1] - 0.54).abs() < 1e-12, "{new:?}");
+        assert!(
+            new[2] < new[1],
+            "an unread candidate passed a read one: {new:?}"
+        );
+        assert!((new[2] - 0.51).abs() < 1e-12, "{new:?}");
+    }
+
+    #[test]
+    fn blend_weight_zero_keeps_the_scores() {
+        assert_eq!(
+            blend(&[1.0, 0.5, 0.25], &[0.1, 0.9], 0.0),
+            vec![1.0, 0.5, 0.25]
+        );
     }
 }
