@@ -485,6 +485,14 @@ impl LanguageRules for Rust {
         }
         let (path, first_arg) = r.split_once(UFCS_SEP).unwrap_or((r, ""));
         let mut found = w.resolve_site(cx, name, Some(path), kind);
+        if found.1 == How::UniqueName {
+            // A path names a module or a type, never a value of unknown
+            // type: `mem::replace(slot, v)` through a path the repository
+            // does not define is std's, not the repository's one method
+            // named `replace`. What is left to try is `first_arg`'s impls
+            // of a trait the path names (below).
+            found = (Vec::new(), How::None);
+        }
         if found.0.len() > 1
             && let Some(one) = by_first_argument(w, cx, &found.0, first_arg)
         {
