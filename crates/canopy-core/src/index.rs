@@ -36,8 +36,14 @@ const BATCH_FILES: usize = 256;
 const BATCH_BYTES: u64 = 4 * 1024 * 1024;
 /// Bytes of source being read and parsed or waiting for the writer, at
 /// most (a larger file goes alone): with `--max-file-size` raised, a
-/// channel of [`BATCH_FILES`] parsed files could otherwise hold gigabytes.
-const IN_FLIGHT_BYTES: u64 = 64 * 1024 * 1024;
+/// channel of parsed files could otherwise hold gigabytes. 16 MiB, not 64:
+/// what waits is parsed output, several times its source, and on a cold
+/// index of sympy the larger budget and queue held ~10 MiB more at the
+/// peak of the write phase without writing faster (issue 28 item 4).
+const IN_FLIGHT_BYTES: u64 = 16 * 1024 * 1024;
+/// Parsed files waiting for the writer, at most: enough for the parsers
+/// to run ahead of one batch commit, not a whole batch.
+const PARSED_QUEUE: usize = 32;
 
 // A file above the default size limit, admitted by a raised
 // `max_file_size`, is cut into units of at most this many bytes (`oversize`).
@@ -650,7 +656,7 @@ fn parse_and_write(
     progress: &dyn IndexProgress,
     totals: &mut WriteTotals,
 ) -> Result<bool> {
-    let (sender, receiver) = sync_channel::<(usize, Outcome, u64)>(BATCH_FILES);
+    let (sender, receiver) = sync_channel::<(usize, Outcome, u64)>(PARSED_QUEUE);
     let budget = InFlight::new(IN_FLIGHT_BYTES);
     let next = std::sync::atomic::AtomicUsize::new(0);
     let parsers = index_threads().min(work.len().max(1));

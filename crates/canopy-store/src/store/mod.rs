@@ -284,7 +284,7 @@ fn configure(conn: &Connection) -> Result<()> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
-    conn.pragma_update(None, "cache_size", -16_000)?;
+    conn.pragma_update(None, "cache_size", -READ_CACHE_KIB)?;
     // Reads straight from the OS page cache instead of a `pread` and a copy
     // per page (30% of a reference lookup's samples in `perf` before this,
     // when references were rows scattered over many pages). Address space only;
@@ -296,16 +296,41 @@ fn configure(conn: &Connection) -> Result<()> {
 /// How much of the index file a connection maps for reading (see `configure`).
 const READ_MMAP_BYTES: i64 = 1 << 30;
 
+/// SQLite's page cache of a reading connection, KiB (see `configure`).
+const READ_CACHE_KIB: i64 = 16_000;
+
+/// SQLite's page cache of the connection while it runs an index, KiB (see
+/// [`Store::map_for_reading`]). A cold index writes each table's pages
+/// once, in key order, and reads each file's facts once: a larger cache
+/// holds pages nobody reads again. With the reader's 16 MB the cache was
+/// most of what a cold index of sympy kept between its parse-and-write
+/// phase and resolution; 2 MB lowers that peak without more CPU (issue 28
+/// item 4, `bench/README.md`).
+const INDEX_RUN_CACHE_KIB: i64 = 2_000;
+
+/// The page cache, KiB, a connection keeps: small while it runs an index,
+/// the reader's otherwise.
+fn cache_kib(index_run: bool) -> i64 {
+    if index_run {
+        INDEX_RUN_CACHE_KIB
+    } else {
+        READ_CACHE_KIB
+    }
+}
+
 impl Store {
     /// Whether this connection reads the index through a memory map (the
     /// default) or, while it runs an index, through its bounded page cache:
     /// every page a run reads through the map (the B-trees it writes into,
     /// every file's facts and units for resolution) stays resident in the
     /// process until it exits, so peak RSS grew with the index (tokio
-    /// 71 MiB, Django 201, two Djangos 360).
+    /// 71 MiB, Django 201, two Djangos 360). While it runs an index the
+    /// connection also keeps a smaller page cache ([`INDEX_RUN_CACHE_KIB`]).
     pub fn map_for_reading(&self, on: bool) -> Result<()> {
         let bytes = if on { READ_MMAP_BYTES } else { 0 };
         self.conn.pragma_update(None, "mmap_size", bytes)?;
+        self.conn
+            .pragma_update(None, "cache_size", -cache_kib(!on))?;
         Ok(())
     }
 }
@@ -980,6 +1005,25 @@ mod tests {
             .unwrap()
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap()
+    }
+
+    fn cache_size(store: &Store) -> i64 {
+        store
+            .conn
+            .pragma_query_value(None, "cache_size", |r| r.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn an_index_run_keeps_a_small_page_cache_and_readers_their_own() {
+        assert!(cache_kib(true) < cache_kib(false));
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(&dir.path().join("index.db")).unwrap();
+        assert_eq!(cache_size(&store), -READ_CACHE_KIB);
+        store.map_for_reading(false).unwrap();
+        assert_eq!(cache_size(&store), -INDEX_RUN_CACHE_KIB);
+        store.map_for_reading(true).unwrap();
+        assert_eq!(cache_size(&store), -READ_CACHE_KIB);
     }
 
     #[test]
