@@ -351,16 +351,7 @@ pub(crate) fn provenance_line(p: &Provenance<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A fixed xorshift sequence.
-    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
-        move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        }
-    }
+    use canopy_syntax::testing::xorshift;
 
     /// The joined text counted block by block is the joined text counted
     /// whole, for many generated packs: code and prose of every shape
