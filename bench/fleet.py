@@ -26,7 +26,14 @@ set-up, says so and exits 2 (with --setup-only it exits 0).
    Per-repository costs on the owners: checkout bytes (without .git and
    .canopy), index bytes (.canopy), first index time (the owner's report),
    and each node's resident memory (VmRSS) after the load.
-7. Takeover: kill -9 the node owning the most repositories; for each of
+7. Incremental reindex after a fetch (`T_inc`): for K repositories
+   (default 10), one at a time, a commit that adds one function is pushed
+   to the bare clone, then `POST /repos/{id}/fetch` goes to a non-owner
+   (forwarded); measured are the fetch call's answer time, the time until
+   the new function is found through that non-owner (POST /query
+   {symbol}, polled every 20 ms), and the owner's own report of the run
+   (`last_index.duration_ms` in GET /repos).
+8. Takeover: kill -9 the node owning the most repositories; for each of
    its repositories, the time until a query through a surviving node
    answers 200 again (max and p50), bounded by 60 s.
 
@@ -52,7 +59,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from repos import make_git_repos  # noqa: E402
-from serve_proc import start_serve  # noqa: E402
+from serve_proc import cpu_seconds, start_serve  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -180,20 +187,87 @@ def costs(nodes, repo_ids, owners):
     return src, idx, ratio, index_ms
 
 
-def wait_owned(nodes, repo_ids, limit):
+def wait_owned(nodes, repo_ids, limit, settled=False):
+    """Owners by repository once every one has an owner; with `settled`, once
+    every owner is also the node placement prefers (no handover pending, so
+    a load phase does not measure a rebalancing)."""
     deadline = time.time() + limit
     while time.time() < deadline:
         status, view = nodes[0].request("GET", "/fleet")
         if status == 200:
-            owners = {r["repo_id"]: r.get("owner") for r in view["repos"]}
-            if all(owners.get(r) for r in repo_ids):
+            rows = {r["repo_id"]: r for r in view["repos"]}
+            owners = {r: (rows.get(r) or {}).get("owner") for r in repo_ids}
+            if all(owners.values()) and (not settled or all(
+                    rows[r].get("preferred") == owners[r] for r in repo_ids)):
                 return owners
         time.sleep(0.5)
-    sys.exit("not every repository got an owner")
+    sys.exit("not every repository got " + ("its preferred owner" if settled else "an owner"))
+
+
+def wait_answering(node, repo_ids, limit):
+    for r in repo_ids:
+        deadline = time.time() + limit
+        while node.request("POST", "/query", {"repo": r, "pattern": "cache"})[0] != 200:
+            if time.time() > deadline:
+                sys.exit(f"{r} never answered")
+            time.sleep(0.2)
+
+
+def last_index_ms(node, repo):
+    status, repos = node.request("GET", "/repos")
+    for v in repos or []:
+        if v.get("repo_id") == repo and v.get("last_index"):
+            return v["last_index"].get("duration_ms"), v.get("generation")
+    return None, None
+
+
+def incremental(nodes, repo_ids, owners, work, samples, limit=60.0):
+    """T_inc: a one-function commit pushed, fetched through a non-owner,
+    then polled until the function is found; returns three lists of
+    seconds (fetch answer, found, the owner's run)."""
+    by_name = {n.name: n for n in nodes}
+    answer_s, found_s, run_ms = [], [], []
+    for k, r in enumerate(repo_ids[:samples]):
+        i = repo_ids.index(r)
+        src = os.path.join(work, "src", f"repo{i:03d}")
+        bare = os.path.join(work, "git", f"repo{i:03d}.git")
+        name = f"fleet_inc_probe_{k}"
+        with open(os.path.join(src, f"{name}.py"), "w") as f:
+            f.write(f"def {name}():\n    return {k}\n")
+        git = ["git", "-C", src, "-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
+        run(git + ["add", "-A"])
+        run(git + ["commit", "--quiet", "-m", f"probe {k}"])
+        run(["git", "-C", src, "push", "--quiet", bare, "main"])
+        owner = by_name[owners[r]]
+        other = next(n for n in nodes if n is not owner)
+        _, before = last_index_ms(owner, r)
+        t = time.perf_counter()
+        status, body = other.request("POST", f"/repos/{r}/fetch")
+        answer_s.append(time.perf_counter() - t)
+        if status != 200:
+            sys.exit(f"POST /repos/{r}/fetch via {other.name}: {status} {body}")
+        while time.perf_counter() - t < limit:
+            status, body = other.request("POST", "/query", {"repo": r, "symbol": name})
+            if status == 200 and any(h.get("name") == name for h in (body or {}).get("handles", [])):
+                found_s.append(time.perf_counter() - t)
+                break
+            time.sleep(0.02)
+        else:
+            sys.exit(f"{name} not found in {r} within {limit:.0f} s of the fetch")
+        # The run's rows are searchable a moment before its report is
+        # recorded: wait for the report of the generation it published.
+        deadline = time.perf_counter() + limit
+        while time.perf_counter() < deadline:
+            ms, generation = last_index_ms(owner, r)
+            if ms is not None and generation is not None and before is not None and generation > before:
+                run_ms.append(ms)
+                break
+            time.sleep(0.05)
+    return answer_s, found_s, run_ms
 
 
 def load(nodes, repo_ids, threads, duration):
-    lat, errors = [], [0]
+    lat, errors = [], {}
     lock = threading.Lock()
     stop = time.time() + duration
 
@@ -216,14 +290,14 @@ def load(nodes, repo_ids, threads, duration):
                 if s == 200:
                     lat.append(d)
                 else:
-                    errors[0] += 1
+                    errors[s] = errors.get(s, 0) + 1
 
     ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
     for t in ts:
         t.start()
     for t in ts:
         t.join()
-    return lat, errors[0]
+    return lat, errors
 
 
 def main():
@@ -235,6 +309,8 @@ def main():
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--duration", type=float, default=15.0)
     ap.add_argument("--forward-samples", type=int, default=100)
+    ap.add_argument("--inc-samples", type=int, default=10,
+                    help="repositories given a one-function commit and fetched (T_inc); 0 skips")
     ap.add_argument("--setup-only", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--lease-ttl-ms", type=int,
@@ -267,16 +343,15 @@ def main():
                 sys.exit(f"POST /repos/add {url}: {status} {body}")
             repo_ids.append(body["repo_id"])
         t = time.time()
-        owners = wait_owned(nodes, repo_ids, 300)
-        for r in repo_ids:
-            deadline = time.time() + 300
-            while nodes[0].request("POST", "/query", {"repo": r, "pattern": "cache"})[0] != 200:
-                if time.time() > deadline:
-                    sys.exit(f"{r} never answered")
-                time.sleep(0.2)
+        wait_owned(nodes, repo_ids, 300)
+        wait_answering(nodes[0], repo_ids, 300)
         print(f"all {len(repo_ids)} repositories owned and answering after {time.time() - t:.1f} s")
-
-        owners = wait_owned(nodes, repo_ids, 60)  # after any settling handover
+        # The first node up may hold repositories that belong elsewhere until
+        # the others have been registered for the settle time: wait for
+        # those handovers, so the load below does not meet them.
+        owners = wait_owned(nodes, repo_ids, 120, settled=True)
+        wait_answering(nodes[0], repo_ids, 300)
+        print(f"placement settled (every owner the preferred node) after {time.time() - t:.1f} s")
         src, idx, ratio, index_ms = costs(nodes, repo_ids, owners)
         print()
         print("| per repository | n | p50 | p95 |")
@@ -286,12 +361,20 @@ def main():
         print(f"| index bytes / source byte | {len(ratio)} | {pctl(ratio, .5):.2f} | {pctl(ratio, .95):.2f} |")
         print(f"| first index, ms (owner's report) | {len(index_ms)} | {pctl(index_ms, .5):.0f} | {pctl(index_ms, .95):.0f} |")
 
+        cpu0 = [cpu_seconds(n.proc.pid) for n in nodes]
         lat, errors = load(nodes, repo_ids, args.threads, args.duration)
+        cpu1 = [cpu_seconds(n.proc.pid) for n in nodes]
         print()
         print("| phase | requests | req/s | p50 ms | p95 ms | errors |")
         print("|---|---:|---:|---:|---:|---:|")
         print(f"| {args.threads} clients, {args.duration:.0f} s, any node | {len(lat)} | "
-              f"{len(lat) / args.duration:.1f} | {pctl(lat, .5) * 1e3:.2f} | {pctl(lat, .95) * 1e3:.2f} | {errors} |")
+              f"{len(lat) / args.duration:.1f} | {pctl(lat, .5) * 1e3:.2f} | {pctl(lat, .95) * 1e3:.2f} | {sum(errors.values())} |")
+        if errors:
+            print("errors by status (0 = no answer): " + ", ".join(f"{k}: {v}" for k, v in sorted(errors.items())))
+        if lat and None not in cpu0 + cpu1:
+            used = sum(cpu1) - sum(cpu0)
+            print(f"nodes' CPU per answered request (answer + forward, all nodes): "
+                  f"{used * 1e3 / len(lat):.2f} ms ({used:.2f} CPU s over {len(lat)} requests)")
 
         print()
         counts = {}
@@ -319,6 +402,19 @@ def main():
         print(f"| owner | {len(owner_lat)} | {pctl(owner_lat, .5) * 1e3:.2f} | {pctl(owner_lat, .95) * 1e3:.2f} |")
         print(f"| non-owner (forwarded) | {len(forward_lat)} | {pctl(forward_lat, .5) * 1e3:.2f} | {pctl(forward_lat, .95) * 1e3:.2f} |")
         print(f"| forward overhead (p50 difference) | | {(pctl(forward_lat, .5) - pctl(owner_lat, .5)) * 1e3:.2f} | |")
+
+        if args.inc_samples > 0:
+            owners = wait_owned(nodes, repo_ids, 60)
+            answer_s, found_s, run_ms = incremental(nodes, repo_ids, owners, work, args.inc_samples)
+            print()
+            print("| incremental reindex after a fetch (T_inc), one commit adding one function | n | p50 ms | p95 ms |")
+            print("|---|---:|---:|---:|")
+            print(f"| `POST /repos/{{id}}/fetch` through a non-owner, answered | {len(answer_s)} | "
+                  f"{pctl(answer_s, .5) * 1e3:.1f} | {pctl(answer_s, .95) * 1e3:.1f} |")
+            print(f"| fetch sent → the new function found through that non-owner | {len(found_s)} | "
+                  f"{pctl(found_s, .5) * 1e3:.1f} | {pctl(found_s, .95) * 1e3:.1f} |")
+            print(f"| the owner's run (`last_index.duration_ms`) | {len(run_ms)} | "
+                  f"{pctl(run_ms, .5):.1f} | {pctl(run_ms, .95):.1f} |")
 
         counts = {}
         for r, o in owners.items():

@@ -36,7 +36,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fleet import Node, has_fleet_flag, pctl, start_postgres, teardown, wait_owned  # noqa: E402
+from fleet import Node, has_fleet_flag, pctl, start_postgres, teardown, wait_answering, wait_owned  # noqa: E402
 from repos import make_git_repos  # noqa: E402
 
 POLL_S = 0.02
@@ -108,18 +108,13 @@ def main():
                 sys.exit(f"POST /repos/add {root}: {status} {body}")
             repo_ids.append(body["repo_id"])
             root_of[body["repo_id"]] = root
-        owners = wait_owned(nodes, repo_ids, 120)
+        wait_owned(nodes, repo_ids, 120, settled=True)
         by_name = {n.name: n for n in nodes}
-        for r in repo_ids:
-            deadline = time.monotonic() + 120
-            while not nodes[0].request("POST", "/query", {"repo": r, "pattern": "cache"})[0] == 200:
-                if time.monotonic() > deadline:
-                    sys.exit(f"{r} never answered")
-                time.sleep(0.2)
+        wait_answering(nodes[0], repo_ids, 120)
 
         applied, steady, lost = [], [], 0
         for k in range(args.rounds):
-            owners = wait_owned(nodes, repo_ids, 60)
+            owners = wait_owned(nodes, repo_ids, 60, settled=True)
             for j, r in enumerate(repo_ids):
                 owner = by_name[owners[r]]
                 other = next(n for n in nodes if n is not owner)

@@ -37,7 +37,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_proc import start_serve  # noqa: E402
+from serve_proc import cpu_seconds, start_serve  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_BIN = os.path.join(os.path.dirname(HERE), "target", "release", "canopy")
@@ -353,7 +353,9 @@ def main():
               % ("no" if r.will_close else "yes", r.version - 10, r.getheader("Connection")))
         conn.close()
 
+        cpu0 = cpu_seconds(server.proc.pid)
         idle = Load(server, repo_id, symbols, args.threads, args.duration, args.timeout, args.seed).run()
+        cpu1 = cpu_seconds(server.proc.pid)
 
         gen_before = repo_status(server, repo_id).get("generation")
         rx = Reindexer(server, repo_id, copy, files, args.modify, args.max_reindex,
@@ -372,6 +374,10 @@ def main():
         print(idle.row("idle (%d threads, %gs)" % (args.threads, args.duration)))
         print(busy.row("during reindex (%d threads, %gs)" % (args.threads, args.duration)))
         print()
+        answered = len(idle.lat["symbol"]) + len(idle.lat["pattern"]) - idle.n_errors
+        if cpu0 is not None and cpu1 is not None and answered:
+            print("server CPU per answered request, idle phase: %.2f ms (%.2f CPU s over %d requests)"
+                  % ((cpu1 - cpu0) * 1e3 / answered, cpu1 - cpu0, answered))
         done = [r for r in rx.runs if r[3] is not None]
         durs = sorted(r[3] for r in done)
         print("reindex during load: %d POST /reindex (%d files modified in total, %d per run), "

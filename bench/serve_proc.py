@@ -39,3 +39,19 @@ def start_serve(cmd, what="canopy serve", timeout=120, log=None):
 
     threading.Thread(target=drain, daemon=True).start()
     return proc, addr
+
+
+def cpu_seconds(pid):
+    """CPU seconds (user + system, every thread) the process `pid` has used
+    so far, from /proc/PID/stat; None where /proc is not there. Server CPU
+    per answered request (the difference over a load phase divided by its
+    requests) is the capacity model's per-request cost, and unlike latency
+    it barely depends on what else the machine runs."""
+    import os
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    # After the command name: state is field 3, utime 14 and stime 15 (1-based).
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

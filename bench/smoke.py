@@ -76,7 +76,7 @@ def cases(b, repo, model, pg_example):
         ("context_warm", ["context_warm.py", "--tree", repo, "--rounds", "1", "-n", "1", "--settle", "0.1"]
          + mcp_ctx, "model", r"\| a \| fused \|", {0}),
         ("fleet", ["fleet.py", "--bin", b, "--repos", "2", "--files", "8", "--nodes", "2", "--threads", "2",
-                   "--duration", "0.5", "--forward-samples", "2", "--lease-ttl-ms", "2000",
+                   "--duration", "0.5", "--forward-samples", "2", "--inc-samples", "1", "--lease-ttl-ms", "2000",
                    ] + (["--pg-example", pg_example] if pg_example else []), "postgres",
          r"takeover after kill -9", {0}),
         ("fleet_settings", ["fleet_settings.py", "--bin", b, "--repos", "1", "--files", "8", "--rounds", "1",
