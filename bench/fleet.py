@@ -16,10 +16,14 @@ set-up, says so and exits 2 (with --setup-only it exits 0).
    `listening on http://ADDR` line.
 4. POST /repos/add {"git_url": file://..., "ref": "main"} for every
    repository (round robin over the nodes), then waits until GET /fleet
-   shows every repository owned and each answers POST /query.
+   shows every repository owned and each answers POST /query, and then
+   until every owner is the node placement prefers (the first node up
+   holds repositories that move once the others have settled: a load
+   phase that met those handovers would count their 503s).
 5. Load: T client threads (default 16), each with one keep-alive
    connection to a node (round robin), POST /query {repo, pattern} on a
-   random repository for D seconds (default 15): req/s, p50/p95, errors.
+   random repository for D seconds (default 15): req/s, p50/p95, errors
+   (by status), and the nodes' CPU seconds (/proc) per answered request.
 6. Forward overhead: one client, for each repository the same query sent
    to its owner and to a non-owner, alternating, K times (default 100):
    p50 of (non-owner) minus p50 of (owner).
