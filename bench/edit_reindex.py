@@ -22,7 +22,10 @@ The repository is edited in place and restored: use a private copy.
 
 Usage:
   bench/edit_reindex.py --repo /tmp/copy-of-django --bin base=/tmp/old --bin new=target/release/canopy
-                        [--edits 20] [--rounds 2] [--suffix .py] [--seed 7]
+                        [--edits 20] [--rounds 2] [--suffix .py] [--seed 7] [--kind line|function]
+
+`--kind function` appends a one-line function instead (a unit added, and
+removed again by the restore): the edits the kept world cannot patch.
 """
 
 import argparse
@@ -128,7 +131,23 @@ def one_line_edit(text, salt):
     return text + f"\n# edit {salt}\n"
 
 
-def run_round(binary, repo, files, salt):
+def one_line_function(text, salt, suffix):
+    """The text with one line appended that defines a new function, so the
+    edit adds a unit (which the kept world cannot take in place)."""
+    name = "canopy_edit_probe_" + re.sub(r"\W", "_", salt)
+    line = {
+        ".py": f"def {name}(): return 0",
+        ".rs": f"fn {name}() {{}}",
+        ".go": f"func {name}() {{}}",
+        ".ts": f"export function {name}() {{}}",
+        ".js": f"function {name}() {{}}",
+    }.get(suffix)
+    if line is None:
+        sys.exit(f"--kind function: no one-line function for {suffix} files")
+    return text.rstrip("\n") + "\n\n" + line + "\n"
+
+
+def run_round(binary, repo, files, salt, kind="line", suffix=".py"):
     w = Watcher(binary, repo)
     out = []
     try:
@@ -138,7 +157,11 @@ def run_round(binary, repo, files, salt):
             path = repo / rel
             original = path.read_bytes()
             try:
-                path.write_text(one_line_edit(original.decode("utf-8", "replace"), f"{salt}-{k}"))
+                text = original.decode("utf-8", "replace")
+                if kind == "function":
+                    path.write_text(one_line_function(text, f"{salt}-{k}", suffix))
+                else:
+                    path.write_text(one_line_edit(text, f"{salt}-{k}"))
                 n += 1
                 c = w.wait_cycles(n)
                 out.append(("edit", rel, c))
@@ -161,6 +184,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--suffix", default=".py")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--kind", choices=["line", "function"], default="line",
+                    help="line: a comment appended to an existing line (units kept); "
+                         "function: a one-line function appended (a unit added, then removed by the restore)")
     args = ap.parse_args()
     repo = args.repo.resolve()
     bins = [b.split("=", 1) for b in args.bin]
@@ -168,14 +194,14 @@ def main():
     random.Random(args.seed).shuffle(files)
     files = files[: args.edits]
     load0 = os.getloadavg()
-    print(f"repo {repo}  edits {len(files)} x 2 (edit, restore)  rounds {args.rounds}  load at start {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
+    print(f"repo {repo}  kind {args.kind}  edits {len(files)} x 2 (edit, restore)  rounds {args.rounds}  load at start {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
     results = {name: [] for name, _ in bins}
     for r in range(args.rounds):
         for name, path in (bins if r % 2 == 0 else list(reversed(bins))):
             # Each binary its own index (the schema may differ): build it first, outside the figures.
             shutil.rmtree(repo / ".canopy", ignore_errors=True)
             subprocess.run([path, "--quiet", "index", str(repo)], check=True, stdout=subprocess.DEVNULL)
-            got = run_round(path, repo, files, f"{name}{r}")
+            got = run_round(path, repo, files, f"{name}{r}", args.kind, args.suffix)
             bad = [c for _, _, c in got if c["report"]["files_indexed"] != 1]
             if bad:
                 print(f"warning: {name}: {len(bad)} run(s) did not index exactly one file", file=sys.stderr)

@@ -712,3 +712,170 @@ fn typescript_body_edits_update_the_kept_world_in_place() {
         )]],
     );
 }
+
+// Edits that add, remove or rename units: the store gives each such file a
+// new block of unit ids, above every other, and the kept world replaces
+// that file's units (`World::replace_units`: the others' indices close up
+// over the gap) instead of being built again. After each step the graph
+// must be what a cold index of the tree stores. Sequences patch a world
+// that was itself patched, and mix a file that keeps its units with one
+// that does not.
+
+/// Runs `steps` (each an edit of existing files, some adding, removing or
+/// renaming units) through a kept world and checks that each step after
+/// the first index updated the world in place.
+fn unit_edits_patch_the_kept_world(fixture: &str, steps: &[&[Edit]]) {
+    let kept = kept_world_matches_cold_index(fixture, Against::ReadAgainAndCold, steps);
+    assert_eq!(
+        kept.patches(),
+        steps.len() as u64,
+        "{fixture}: every edit of existing files updates the kept world in place, units added or not"
+    );
+}
+
+#[test]
+fn python_unit_edits_update_the_kept_world_in_place() {
+    unit_edits_patch_the_kept_world(
+        "python",
+        &[
+            &[
+                Edit::Append("pkg/models.py", "\n\ndef added():\n    return Lexer()\n"),
+                Edit::Append(
+                    "app.py",
+                    "\n\ndef uses_added():\n    from pkg.models import added\n    return added().tokens()\n",
+                ),
+            ],
+            &[Edit::Replace(
+                "pkg/models.py",
+                "def tokens(self):",
+                "def tokens2(self):",
+            )],
+            // One file keeps its units (a body edit), the other does not.
+            &[
+                Edit::Replace(
+                    "pkg/models.py",
+                    "\n\ndef added():\n    return Lexer()\n",
+                    "",
+                ),
+                Edit::Replace(
+                    "app.py",
+                    "    lx.parse()  # calls: Lexer.parse\n",
+                    "    lx.tokens2()\n    lx.parse()\n",
+                ),
+            ],
+            &[Edit::Replace(
+                "pkg/models.py",
+                "class Lexer:\n",
+                "class Lexer:\n    def step(self):\n        return 1\n\n",
+            )],
+        ],
+    );
+}
+
+#[test]
+fn rust_unit_edits_update_the_kept_world_in_place() {
+    unit_edits_patch_the_kept_world(
+        "rust",
+        &[
+            &[
+                Edit::Append(
+                    "src/parser.rs",
+                    "\npub fn added() -> Parser {\n    Parser::new()\n}\n",
+                ),
+                Edit::Append(
+                    "src/lib.rs",
+                    "\npub fn uses_added() -> usize {\n    parser::added().parse()\n}\n",
+                ),
+            ],
+            &[Edit::Replace(
+                "src/parser.rs",
+                "pub fn len(&self)",
+                "pub fn length(&self)",
+            )],
+            // An inherent method moves to an impl block in another file.
+            &[
+                Edit::Replace(
+                    "src/parser.rs",
+                    "    pub fn new() -> Self {\n        Parser { text: String::new() }\n    }\n",
+                    "",
+                ),
+                Edit::Append(
+                    "src/elsewhere.rs",
+                    "\nimpl crate::parser::Parser {\n    pub fn new() -> Self {\n        crate::parser::Parser::default()\n    }\n}\n",
+                ),
+            ],
+        ],
+    );
+}
+
+#[test]
+fn go_unit_edits_update_the_kept_world_in_place() {
+    unit_edits_patch_the_kept_world(
+        "go",
+        &[
+            &[
+                Edit::Append(
+                    "shapes/shapes.go",
+                    "\nfunc Added() *Square { return NewSquare(1) }\n",
+                ),
+                Edit::Replace(
+                    "main.go",
+                    "fmt.Println(total(q))",
+                    "fmt.Println(total(q), sh.Added().Area())",
+                ),
+            ],
+            &[Edit::Replace(
+                "shapes/shapes.go",
+                "func (q *Square) double() int",
+                "func (q *Square) twice() int",
+            )],
+            // A method leaves its type's file.
+            &[Edit::Replace(
+                "shapes/shapes.go",
+                "func (c Circle) Area() int { return c.r }\n",
+                "",
+            )],
+        ],
+    );
+}
+
+#[test]
+fn typescript_unit_edits_update_the_kept_world_in_place() {
+    unit_edits_patch_the_kept_world(
+        "typescript",
+        &[
+            &[
+                Edit::Append(
+                    "src/parser.ts",
+                    "\nexport function added(): Lexer {\n  return new Lexer();\n}\n",
+                ),
+                Edit::Replace(
+                    "src/index.ts",
+                    "import { Parser as P, Lexer } from \"./parser\";",
+                    "import { Parser as P, Lexer, added } from \"./parser\";",
+                ),
+                Edit::Append(
+                    "src/index.ts",
+                    "\nexport function usesAdded() {\n  return added().tokens();\n}\n",
+                ),
+            ],
+            &[Edit::Replace(
+                "src/parser.ts",
+                "  tokens(): string[] {",
+                "  tokens2(): string[] {",
+            )],
+            &[
+                Edit::Replace(
+                    "src/parser.ts",
+                    "  step(): number {\n    return 1;\n  }\n",
+                    "",
+                ),
+                Edit::Replace(
+                    "src/parser.ts",
+                    "export class Lexer {\n",
+                    "export class Lexer {\n  step(): number {\n    return 1;\n  }\n",
+                ),
+            ],
+        ],
+    );
+}

@@ -105,6 +105,11 @@ impl<I: Idx, T> Table<I, T> {
     pub fn rows(&self) -> &[T] {
         &self.rows
     }
+
+    /// The rows, giving the table up (to rebuild it without copying them).
+    pub fn into_rows(self) -> Vec<T> {
+        self.rows
+    }
 }
 
 impl<I: Idx, T> Default for Table<I, T> {

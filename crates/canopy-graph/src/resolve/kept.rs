@@ -13,12 +13,14 @@
 //! is ever used.
 //!
 //! The world built from those rows is kept too ([`KeptRows::world`]): when
-//! the next pass has the same files and manifests and each file read again
-//! has the same units (an edit inside a body), the world is updated in
-//! place for those files ([`World::patch`]) instead of built from every
-//! file's rows (on the 5,000-file synthetic corpus building it was about
-//! two thirds of a one-line edit's re-index). Any other change builds it
-//! again.
+//! the next pass has the same files and manifests, the world is updated in
+//! place for the files read again ([`World::patch`]) instead of built from
+//! every file's rows (on the 5,000-file synthetic corpus building it was
+//! about two thirds of a one-line edit's re-index): a file that kept its
+//! units (an edit inside a body) has its rows replaced where they are, one
+//! whose units changed (a function added, removed or renamed) has its units
+//! replaced at the end of the tables. A file added or removed, a changed
+//! manifest, or units the patch cannot place build it again.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -103,8 +105,8 @@ impl KeptRows {
     /// The world a pass resolves `dirty` in, with the file index of each
     /// `files.id`: the kept world of the last pass updated in place for
     /// the files whose rows changed ([`World::patch`]) when it can be (the
-    /// same files, the same manifests, and no unit added, removed or
-    /// renamed), else a world built from the refreshed rows. Give it back
+    /// same files and the same manifests; units added, removed or renamed
+    /// included), else a world built from the refreshed rows. Give it back
     /// with [`KeptRows::keep_world`] once the pass is done.
     pub fn world(
         &mut self,

@@ -11,7 +11,7 @@
 
 // The resolver builds and probes large string-keyed tables on every pass;
 // SipHash was a tenth of a one-line-edit re-index.
-use foldhash::{HashMap, HashMapExt};
+use foldhash::{HashMap, HashMapExt, HashSet};
 
 use super::eval::{Ctx, Val};
 use super::ids::{BindingIdx, FileIdx, Idx, ImportIdx, SymId, Table};
@@ -164,6 +164,40 @@ pub struct World {
 }
 
 impl FilePart {
+    /// The same share with every unit index renumbered by `remap` (old
+    /// index → new; the file's own units all stay, see
+    /// [`World::replace_units`]). A binding outside every unit has scope
+    /// `SymId(0)` (`file_part`'s default), which is whatever unit comes
+    /// first: a first unit that left is the default again.
+    fn renumbered(self, remap: &[Option<SymId>]) -> FilePart {
+        let to = |i: SymId| remap.get(i.index()).copied().flatten();
+        let FilePart {
+            bases,
+            returns,
+            fields,
+            scopes,
+            by_name,
+            imports,
+        } = self;
+        FilePart {
+            bases: renumber_keys(bases, remap),
+            returns: renumber_keys(returns, remap),
+            fields: renumber_keys(fields, remap),
+            scopes: Table::new(
+                scopes
+                    .into_rows()
+                    .into_iter()
+                    .map(|i| to(i).unwrap_or_default())
+                    .collect(),
+            ),
+            by_name,
+            imports: imports
+                .into_iter()
+                .filter_map(|(ii, si)| Some((ii, to(si)?)))
+                .collect(),
+        }
+    }
+
     /// The file's non-field bindings named `name` (`bindings`: the file's),
     /// in source order.
     pub(super) fn bindings_named(&self, facts: &WorldFacts, name: &str) -> &[BindingIdx] {
@@ -183,6 +217,13 @@ impl FilePart {
         let hi = lo + list[lo..].partition_point(|i| local(i) == name);
         &list[lo..hi]
     }
+}
+
+/// `m` with its unit keys renumbered by `remap` (see [`FilePart::renumbered`]).
+fn renumber_keys<V>(m: HashMap<SymId, V>, remap: &[Option<SymId>]) -> HashMap<SymId, V> {
+    m.into_iter()
+        .filter_map(|(k, v)| Some((remap.get(k.index()).copied().flatten()?, v)))
+        .collect()
 }
 
 /// (file, module, name) → (depth budget left when computed, values).
@@ -345,35 +386,53 @@ impl World {
         );
     }
 
-    /// Updates the world in place for files whose facts changed but whose
-    /// units did not, but for where they are: the same units (id, parent,
-    /// kind, name, qualified name, in id order) with other spans, as after
-    /// an edit inside a body or a comment. Each change is (file, its new
-    /// facts, all its units in id order, as the store reads them).
+    /// Updates the world in place for the files whose rows changed, so that
+    /// it is what [`World::new`] builds from the same rows. Each change is
+    /// (file, its new facts, all its units in id order, as the store reads
+    /// them).
     ///
-    /// Returns false, changing nothing, when a file's units differ in
-    /// anything but their spans (then the world must be built again with
-    /// [`World::new`]).
+    /// A file that keeps its units (the same id, parent, kind, name and
+    /// qualified name, in id order; an edit inside a body or a comment)
+    /// gets its rows replaced where they are. A file whose units changed
+    /// (a function added, removed or renamed) was given a new block of unit
+    /// ids by the store, above every id of the other files: its old units
+    /// leave the tables, its new ones join at their end
+    /// ([`World::replace_units`]), and the other units' indices close up.
     ///
-    /// The world is then what [`World::new`] builds from the same rows:
-    /// the unit tables do not depend on spans or facts (they are built from
-    /// units in id order, sorted by name); each changed file's units by
-    /// start and its share of the world ([`World::part`], computed from
-    /// its own facts and units only) are made again; the other files'
-    /// shares stand (their inputs did not change); and every table built
-    /// from facts or lookups is built again ([`World::build_fact_tables`]).
+    /// Returns false, changing nothing, when that does not hold (a new unit
+    /// id below a kept one, a parent in another file): then the world must
+    /// be built again with [`World::new`].
+    ///
+    /// Why this equals [`World::new`]: the unit tables are kept in the
+    /// order `new` builds them (units by id; names by name, then id; units
+    /// of a file by start), each changed file's share of the world
+    /// ([`World::part`], computed from its own facts and units only) is made
+    /// again and the other files' shares are renumbered, and every table
+    /// built from facts or lookups is built again
+    /// ([`World::build_fact_tables`]).
     pub fn patch(
         &mut self,
         changes: Vec<(FileIdx, std::sync::Arc<LazyFacts>, Vec<SymRow>)>,
     ) -> bool {
-        let mut matched = Vec::with_capacity(changes.len());
-        for (fi, facts, syms) in &changes {
-            match self.same_units(*fi, facts, syms) {
-                Some(ids) => matched.push(ids),
-                None => return false,
+        let mut same = Vec::with_capacity(changes.len());
+        let mut replaced = Vec::new();
+        for (fi, facts, syms) in changes {
+            match self.same_units(fi, &facts, &syms) {
+                Some(ids) => same.push((fi, facts, syms, ids)),
+                None => {
+                    let file = &self.files[fi];
+                    let kept: Vec<SymRow> = syms
+                        .into_iter()
+                        .filter(|s| defines(file, &facts, s))
+                        .collect();
+                    replaced.push((fi, facts, kept));
+                }
             }
         }
-        for ((fi, facts, syms), ids) in changes.into_iter().zip(matched) {
+        if !replaced.is_empty() && !self.can_replace_units(&replaced) {
+            return false;
+        }
+        for (fi, facts, syms, ids) in same {
             let file = &self.files[fi];
             let kept: Vec<SymRow> = syms
                 .into_iter()
@@ -391,8 +450,212 @@ impl World {
             self.file_syms[fi] = by_start;
             self.parts[fi] = std::sync::OnceLock::new();
         }
+        if !replaced.is_empty() {
+            self.replace_units(replaced);
+        }
         self.build_fact_tables();
         true
+    }
+
+    /// Whether [`World::replace_units`] can take these files: each new unit
+    /// id is above every id the world keeps, and every parent, old and new,
+    /// is a unit of the same file (the store writes a file's units, parents
+    /// included, as one block).
+    fn can_replace_units(
+        &self,
+        replaced: &[(FileIdx, std::sync::Arc<LazyFacts>, Vec<SymRow>)],
+    ) -> bool {
+        let leaving: HashSet<FileIdx> = replaced.iter().map(|(fi, _, _)| *fi).collect();
+        let kept_max = self
+            .syms
+            .rows()
+            .iter()
+            .filter(|s| !leaving.contains(&s.file))
+            .map(|s| s.id)
+            .max()
+            .unwrap_or(i64::MIN);
+        for (fi, _, new) in replaced {
+            let old_parent_in_file = self.file_syms[*fi].iter().all(|&si| {
+                self.syms[si]
+                    .parent
+                    .and_then(|p| self.by_id.get(&p))
+                    .is_none_or(|&p| self.syms[p].file == *fi)
+            });
+            let ids: HashSet<i64> = new.iter().map(|s| s.id).collect();
+            let new_ok = new.iter().all(|s| {
+                s.id > kept_max && s.file == *fi && s.parent.is_none_or(|p| ids.contains(&p))
+            });
+            if !old_parent_in_file || !new_ok {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Takes the units of each replaced file out of the unit tables and
+    /// puts its new units (every id above the kept ones: see
+    /// [`World::can_replace_units`]) at their end, each table in the order
+    /// [`World::new`] builds it; the kept units' indices close up over the
+    /// gap, in every table and in the file shares already computed.
+    fn replace_units(&mut self, replaced: Vec<(FileIdx, std::sync::Arc<LazyFacts>, Vec<SymRow>)>) {
+        let leaving: HashSet<FileIdx> = replaced.iter().map(|(fi, _, _)| *fi).collect();
+        // Old index → new index of each unit that stays.
+        let mut kept_len = 0u32;
+        let remap: Vec<Option<SymId>> = self
+            .syms
+            .rows()
+            .iter()
+            .map(|s| {
+                (!leaving.contains(&s.file)).then(|| {
+                    kept_len += 1;
+                    SymId(kept_len - 1)
+                })
+            })
+            .collect();
+        let kept_len = kept_len as usize;
+        let mut new_rows: Vec<SymRow> = Vec::new();
+        for (fi, facts, rows) in replaced {
+            self.files[fi].facts = facts;
+            new_rows.extend(rows);
+        }
+        new_rows.sort_by_key(|s| s.id);
+        let added: Vec<SymId> = (kept_len..kept_len + new_rows.len())
+            .map(SymId::at)
+            .collect();
+        let rows = std::mem::take(&mut self.syms).into_rows();
+        let mut rows: Vec<SymRow> = rows
+            .into_iter()
+            .zip(&remap)
+            .filter_map(|(s, r)| r.map(|_| s))
+            .collect();
+        rows.extend(new_rows);
+        self.syms = Table::new(rows);
+        let moved = |list: &[SymId]| -> Vec<SymId> {
+            list.iter().filter_map(|&i| remap[i.index()]).collect()
+        };
+
+        self.by_id.retain(|_, v| match remap[v.index()] {
+            Some(n) => {
+                *v = n;
+                true
+            }
+            None => false,
+        });
+        for &i in &added {
+            self.by_id.insert(self.syms[i].id, i);
+        }
+        self.by_name = self.names_with(moved(&self.by_name), &added);
+
+        let mut file_syms: Vec<Vec<SymId>> = std::mem::take(&mut self.file_syms)
+            .into_rows()
+            .iter()
+            .map(|list| moved(list))
+            .collect();
+        let mut file_unit: Vec<Option<SymId>> = std::mem::take(&mut self.file_unit)
+            .into_rows()
+            .into_iter()
+            .map(|u| u.and_then(|u| remap[u.index()]))
+            .collect();
+        for &i in &added {
+            let s = &self.syms[i];
+            file_syms[s.file.index()].push(i);
+            if s.node_type == NodeType::File {
+                file_unit[s.file.index()] = Some(i);
+            }
+        }
+        let syms = &self.syms;
+        for fi in &leaving {
+            file_syms[fi.index()].sort_by_key(|&i| (syms[i].start, std::cmp::Reverse(syms[i].end)));
+        }
+        self.file_syms = Table::new(file_syms);
+        self.file_unit = Table::new(file_unit);
+
+        self.replace_children(&remap, &added);
+
+        for methods in self.owned.values_mut() {
+            *methods = moved(methods);
+        }
+        self.owned.retain(|_, methods| !methods.is_empty());
+        for &i in &added {
+            if let Some(key) = self.owner_key(i) {
+                self.owned.entry(key).or_default().push(i);
+            }
+        }
+
+        self.renumber_parts(&remap, &leaving);
+    }
+
+    /// `children` and `child_index` of [`World::replace_units`]: the kept
+    /// units' lists renumbered (a kept unit's children are units of its own
+    /// file, so they all stay), the new units' made as `tree_tables` does.
+    fn replace_children(&mut self, remap: &[Option<SymId>], added: &[SymId]) {
+        let moved = |list: &[SymId]| -> Vec<SymId> {
+            list.iter().filter_map(|&i| remap[i.index()]).collect()
+        };
+        let old_children = std::mem::take(&mut self.children).into_rows();
+        let old_index = std::mem::take(&mut self.child_index).into_rows();
+        let mut children = Vec::with_capacity(self.syms.len());
+        let mut child_index = Vec::with_capacity(self.syms.len());
+        for ((kids, named), r) in old_children.iter().zip(&old_index).zip(remap) {
+            if r.is_some() {
+                children.push(moved(kids));
+                child_index.push(moved(named));
+            }
+        }
+        children.resize_with(self.syms.len(), Vec::new);
+        for &i in added {
+            if let Some(&p) = self.syms[i].parent.and_then(|p| self.by_id.get(&p)) {
+                children[p.index()].push(i);
+            }
+        }
+        child_index.extend(
+            added
+                .iter()
+                .map(|&i| self.named_in_order(&children[i.index()])),
+        );
+        self.children = Table::new(children);
+        self.child_index = Table::new(child_index);
+    }
+
+    /// The file shares of [`World::replace_units`]: a leaving file's is
+    /// made again on first use, the others' already made are renumbered.
+    fn renumber_parts(&mut self, remap: &[Option<SymId>], leaving: &HashSet<FileIdx>) {
+        let parts = std::mem::take(&mut self.parts).into_rows();
+        self.parts = Table::new(
+            parts
+                .into_iter()
+                .enumerate()
+                .map(|(k, cell)| match cell.into_inner() {
+                    Some(part) if !leaving.contains(&FileIdx(k as u32)) => {
+                        std::sync::OnceLock::from(part.renumbered(remap))
+                    }
+                    _ => std::sync::OnceLock::new(),
+                })
+                .collect(),
+        );
+    }
+
+    /// `by_name` (symbol units by name, id order within a name) with the
+    /// units `added` (all above every unit of `by_name`) merged in.
+    fn names_with(&self, by_name: Vec<SymId>, added: &[SymId]) -> Vec<SymId> {
+        let syms = &self.syms;
+        let mut new: Vec<SymId> = added
+            .iter()
+            .copied()
+            .filter(|&i| !syms[i].name.is_empty() && syms[i].node_type.is_symbol())
+            .collect();
+        new.sort_by(|&a, &b| syms[a].name.cmp(&syms[b].name));
+        let mut out = Vec::with_capacity(by_name.len() + new.len());
+        let mut rest = by_name.as_slice();
+        for &n in &new {
+            // After every kept unit of the same name: they have lower ids.
+            let at = rest.partition_point(|&c| syms[c].name <= syms[n].name);
+            out.extend_from_slice(&rest[..at]);
+            out.push(n);
+            rest = &rest[at..];
+        }
+        out.extend_from_slice(rest);
+        out
     }
 
     /// The world's units of file `fi` in id order, if `syms` (its units
@@ -469,19 +732,11 @@ impl World {
                 children[p.0 as usize].push(i);
             }
         }
-        let syms = &self.syms;
         let child_index = children
             .iter()
-            .map(|kids: &Vec<SymId>| {
-                let mut named: Vec<SymId> = kids
-                    .iter()
-                    .copied()
-                    .filter(|&c| !syms[c].name.is_empty())
-                    .collect();
-                named.sort_by(|&a, &b| syms[a].name.cmp(&syms[b].name));
-                named
-            })
+            .map(|kids| self.named_in_order(kids))
             .collect();
+        let syms = &self.syms;
         for v in &mut file_syms {
             v.sort_by_key(|&i| (syms[i].start, std::cmp::Reverse(syms[i].end)));
         }
@@ -497,20 +752,37 @@ impl World {
     /// blocks), by the rules' method scope and owner name.
     fn owned_table(&self) -> HashMap<(String, String), Vec<SymId>> {
         let mut owned: HashMap<(String, String), Vec<SymId>> = HashMap::new();
-        for (i, s) in self.syms.iter() {
-            let parent = s
-                .parent
-                .and_then(|p| self.by_id.get(&p))
-                .map(|&p| &self.syms[p]);
-            let Some(owner) = self.rules_of(s.file).method_owner(s, parent) else {
-                continue;
-            };
-            owned
-                .entry((self.method_scope(s.file), owner))
-                .or_default()
-                .push(i);
+        for (i, _) in self.syms.iter() {
+            if let Some(key) = self.owner_key(i) {
+                owned.entry(key).or_default().push(i);
+            }
         }
         owned
+    }
+
+    /// Where unit `i` is listed in `owned`: (method scope, owner type
+    /// name), if it is a method declared away from its type.
+    fn owner_key(&self, i: SymId) -> Option<(String, String)> {
+        let s = &self.syms[i];
+        let parent = s
+            .parent
+            .and_then(|p| self.by_id.get(&p))
+            .map(|&p| &self.syms[p]);
+        let owner = self.rules_of(s.file).method_owner(s, parent)?;
+        Some((self.method_scope(s.file), owner))
+    }
+
+    /// The named ones of `kids` sorted by name (stable: source order within
+    /// a name), as `child_index` keeps them.
+    fn named_in_order(&self, kids: &[SymId]) -> Vec<SymId> {
+        let syms = &self.syms;
+        let mut named: Vec<SymId> = kids
+            .iter()
+            .copied()
+            .filter(|&c| !syms[c].name.is_empty())
+            .collect();
+        named.sort_by(|&a, &b| syms[a].name.cmp(&syms[b].name));
+        named
     }
 
     /// Trait impls are looked up by trait name from anywhere: every file's
