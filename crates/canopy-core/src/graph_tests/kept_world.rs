@@ -196,155 +196,172 @@ enum Against {
 // Each language: add a function (and a caller), rename a method, move a
 // method, delete a file (after the steps, with the edges into it).
 
+/// Adds a function and a caller, then renames a method (Python's first steps).
+const PYTHON_UNIT_EDITS: &[&[Edit]] = &[
+    &[
+        Edit::Append("pkg/models.py", "\n\ndef added():\n    return Lexer()\n"),
+        Edit::Append(
+            "app.py",
+            "\n\ndef uses_added():\n    from pkg.models import added\n    return added().tokens()\n",
+        ),
+    ],
+    &[Edit::Replace(
+        "pkg/models.py",
+        "def tokens(self):",
+        "def tokens2(self):",
+    )],
+];
+
 #[test]
 fn python_edits_through_a_kept_world() {
+    let move_method: &[Edit] = &[
+        Edit::Replace(
+            "pkg/models.py",
+            "    def step(self):\n        return 1\n",
+            "",
+        ),
+        Edit::Replace(
+            "pkg/models.py",
+            "class Lexer:\n",
+            "class Lexer:\n    def step(self):\n        return 1\n\n",
+        ),
+    ];
     kept_world_matches_cold_index(
         "python",
         Against::ReadAgainAndCold,
         &[
-            &[
-                Edit::Append("pkg/models.py", "\n\ndef added():\n    return Lexer()\n"),
-                Edit::Append(
-                    "app.py",
-                    "\n\ndef uses_added():\n    from pkg.models import added\n    return added().tokens()\n",
-                ),
-            ],
-            &[Edit::Replace(
-                "pkg/models.py",
-                "def tokens(self):",
-                "def tokens2(self):",
-            )],
-            &[
-                Edit::Replace(
-                    "pkg/models.py",
-                    "    def step(self):\n        return 1\n",
-                    "",
-                ),
-                Edit::Replace(
-                    "pkg/models.py",
-                    "class Lexer:\n",
-                    "class Lexer:\n    def step(self):\n        return 1\n\n",
-                ),
-            ],
-            &[Edit::Delete("pkg/models.py")],
-        ],
+            PYTHON_UNIT_EDITS,
+            &[move_method, &[Edit::Delete("pkg/models.py")]],
+        ]
+        .concat(),
     );
 }
+
+/// Adds a function and a caller, then renames a method (Go's first steps).
+const GO_UNIT_EDITS: &[&[Edit]] = &[
+    &[
+        Edit::Append(
+            "shapes/shapes.go",
+            "\nfunc Added() *Square { return NewSquare(1) }\n",
+        ),
+        Edit::Replace(
+            "main.go",
+            "fmt.Println(total(q))",
+            "fmt.Println(total(q), sh.Added().Area())",
+        ),
+    ],
+    &[Edit::Replace(
+        "shapes/shapes.go",
+        "func (q *Square) double() int",
+        "func (q *Square) twice() int",
+    )],
+];
+
+/// Circle's only method moves to a file of its own.
+const GO_AREA_TO_ITS_OWN_FILE: &[Edit] = &[
+    Edit::Replace(
+        "shapes/shapes.go",
+        "func (c Circle) Area() int { return c.r }\n",
+        "",
+    ),
+    Edit::Write(
+        "shapes/circle.go",
+        "package shapes\n\nfunc (c Circle) Area() int { return c.r }\n",
+    ),
+];
 
 #[test]
 fn go_edits_through_a_kept_world() {
     kept_world_matches_cold_index(
         "go",
         Against::ReadAgainAndCold,
-        &[
-            &[
-                Edit::Append(
-                    "shapes/shapes.go",
-                    "\nfunc Added() *Square { return NewSquare(1) }\n",
-                ),
-                Edit::Replace(
-                    "main.go",
-                    "fmt.Println(total(q))",
-                    "fmt.Println(total(q), sh.Added().Area())",
-                ),
-            ],
-            &[Edit::Replace(
-                "shapes/shapes.go",
-                "func (q *Square) double() int",
-                "func (q *Square) twice() int",
-            )],
-            &[
-                Edit::Replace(
-                    "shapes/shapes.go",
-                    "func (c Circle) Area() int { return c.r }\n",
-                    "",
-                ),
-                Edit::Write(
-                    "shapes/circle.go",
-                    "package shapes\n\nfunc (c Circle) Area() int { return c.r }\n",
-                ),
-            ],
-        ],
+        &[GO_UNIT_EDITS, &[GO_AREA_TO_ITS_OWN_FILE]].concat(),
     );
 }
+
+/// Adds a function and a caller, renames a method, moves a method: every
+/// step adds, removes or renames units of files that stay.
+const TYPESCRIPT_UNIT_EDITS: &[&[Edit]] = &[
+    &[
+        Edit::Append(
+            "src/parser.ts",
+            "\nexport function added(): Lexer {\n  return new Lexer();\n}\n",
+        ),
+        Edit::Replace(
+            "src/index.ts",
+            "import { Parser as P, Lexer } from \"./parser\";",
+            "import { Parser as P, Lexer, added } from \"./parser\";",
+        ),
+        Edit::Append(
+            "src/index.ts",
+            "\nexport function usesAdded() {\n  return added().tokens();\n}\n",
+        ),
+    ],
+    &[Edit::Replace(
+        "src/parser.ts",
+        "  tokens(): string[] {",
+        "  tokens2(): string[] {",
+    )],
+    &[
+        Edit::Replace(
+            "src/parser.ts",
+            "  step(): number {\n    return 1;\n  }\n",
+            "",
+        ),
+        Edit::Replace(
+            "src/parser.ts",
+            "export class Lexer {\n",
+            "export class Lexer {\n  step(): number {\n    return 1;\n  }\n",
+        ),
+    ],
+];
 
 #[test]
 fn typescript_edits_through_a_kept_world() {
     kept_world_matches_cold_index(
         "typescript",
         Against::ReadAgainAndCold,
-        &[
-            &[
-                Edit::Append(
-                    "src/parser.ts",
-                    "\nexport function added(): Lexer {\n  return new Lexer();\n}\n",
-                ),
-                Edit::Replace(
-                    "src/index.ts",
-                    "import { Parser as P, Lexer } from \"./parser\";",
-                    "import { Parser as P, Lexer, added } from \"./parser\";",
-                ),
-                Edit::Append(
-                    "src/index.ts",
-                    "\nexport function usesAdded() {\n  return added().tokens();\n}\n",
-                ),
-            ],
-            &[Edit::Replace(
-                "src/parser.ts",
-                "  tokens(): string[] {",
-                "  tokens2(): string[] {",
-            )],
-            &[
-                Edit::Replace(
-                    "src/parser.ts",
-                    "  step(): number {\n    return 1;\n  }\n",
-                    "",
-                ),
-                Edit::Replace(
-                    "src/parser.ts",
-                    "export class Lexer {\n",
-                    "export class Lexer {\n  step(): number {\n    return 1;\n  }\n",
-                ),
-            ],
-            &[Edit::Delete("src/parser.ts")],
-        ],
+        &[TYPESCRIPT_UNIT_EDITS, &[&[Edit::Delete("src/parser.ts")]]].concat(),
     );
 }
+
+/// Adds a function and a caller, renames a method, moves a method: every
+/// step adds, removes or renames units of files that stay.
+const RUST_UNIT_EDITS: &[&[Edit]] = &[
+    &[
+        Edit::Append(
+            "src/parser.rs",
+            "\npub fn added() -> Parser {\n    Parser::new()\n}\n",
+        ),
+        Edit::Append(
+            "src/lib.rs",
+            "\npub fn uses_added() -> usize {\n    parser::added().parse()\n}\n",
+        ),
+    ],
+    &[Edit::Replace(
+        "src/parser.rs",
+        "pub fn len(&self)",
+        "pub fn length(&self)",
+    )],
+    &[
+        Edit::Replace(
+            "src/parser.rs",
+            "    pub fn new() -> Self {\n        Parser { text: String::new() }\n    }\n",
+            "",
+        ),
+        Edit::Append(
+            "src/elsewhere.rs",
+            "\nimpl crate::parser::Parser {\n    pub fn new() -> Self {\n        crate::parser::Parser::default()\n    }\n}\n",
+        ),
+    ],
+];
 
 #[test]
 fn rust_edits_through_a_kept_world() {
     kept_world_matches_cold_index(
         "rust",
         Against::ReadAgainAndCold,
-        &[
-            &[
-                Edit::Append(
-                    "src/parser.rs",
-                    "\npub fn added() -> Parser {\n    Parser::new()\n}\n",
-                ),
-                Edit::Append(
-                    "src/lib.rs",
-                    "\npub fn uses_added() -> usize {\n    parser::added().parse()\n}\n",
-                ),
-            ],
-            &[Edit::Replace(
-                "src/parser.rs",
-                "pub fn len(&self)",
-                "pub fn length(&self)",
-            )],
-            &[
-                Edit::Replace(
-                    "src/parser.rs",
-                    "    pub fn new() -> Self {\n        Parser { text: String::new() }\n    }\n",
-                    "",
-                ),
-                Edit::Append(
-                    "src/elsewhere.rs",
-                    "\nimpl crate::parser::Parser {\n    pub fn new() -> Self {\n        crate::parser::Parser::default()\n    }\n}\n",
-                ),
-            ],
-            &[Edit::Delete("src/parser.rs")],
-        ],
+        &[RUST_UNIT_EDITS, &[&[Edit::Delete("src/parser.rs")]]].concat(),
     );
 }
 
@@ -462,17 +479,7 @@ const INCREMENTAL_GAPS: [(&str, &[&[Edit]]); 10] = [
     (
         "go",
         &[
-            &[
-                Edit::Replace(
-                    "shapes/shapes.go",
-                    "func (c Circle) Area() int { return c.r }\n",
-                    "",
-                ),
-                Edit::Write(
-                    "shapes/circle.go",
-                    "package shapes\n\nfunc (c Circle) Area() int { return c.r }\n",
-                ),
-            ],
+            GO_AREA_TO_ITS_OWN_FILE,
             &[Edit::Delete("shapes/circle.go")],
             &[Edit::Write(
                 "shapes/circle.go",
@@ -601,20 +608,21 @@ fn a_new_module_re_resolves_only_the_relative_imports_of_its_package() {
 // shift every later unit of the file, and (Rust) shift `impl` blocks whose
 // trait impls and types the world looks up.
 
-/// Runs `steps` (each an edit that keeps every unit) through a kept world
-/// and checks that each one after the first index updated the world in place.
-fn body_edits_patch_the_kept_world(fixture: &str, steps: &[&[Edit]]) {
+/// Runs `steps` (each an edit of files that stay: inside bodies, or adding,
+/// removing or renaming units) through a kept world and checks that each
+/// one after the first index updated the world in place.
+fn edits_patch_the_kept_world(fixture: &str, steps: &[&[Edit]]) {
     let kept = kept_world_matches_cold_index(fixture, Against::ReadAgainAndCold, steps);
     assert_eq!(
         kept.patches(),
         steps.len() as u64,
-        "{fixture}: every body edit updates the kept world in place"
+        "{fixture}: every edit of files that stay updates the kept world in place"
     );
 }
 
 #[test]
 fn python_body_edits_update_the_kept_world_in_place() {
-    body_edits_patch_the_kept_world(
+    edits_patch_the_kept_world(
         "python",
         &[
             &[Edit::Replace(
@@ -660,7 +668,7 @@ fn python_body_edits_update_the_kept_world_in_place() {
 
 #[test]
 fn rust_body_edits_update_the_kept_world_in_place() {
-    body_edits_patch_the_kept_world(
+    edits_patch_the_kept_world(
         "rust",
         &[
             &[Edit::Replace(
@@ -684,7 +692,7 @@ fn rust_body_edits_update_the_kept_world_in_place() {
 
 #[test]
 fn go_body_edits_update_the_kept_world_in_place() {
-    body_edits_patch_the_kept_world(
+    edits_patch_the_kept_world(
         "go",
         &[
             &[Edit::Replace(
@@ -703,7 +711,7 @@ fn go_body_edits_update_the_kept_world_in_place() {
 
 #[test]
 fn typescript_body_edits_update_the_kept_world_in_place() {
-    body_edits_patch_the_kept_world(
+    edits_patch_the_kept_world(
         "typescript",
         &[&[Edit::Replace(
             "src/index.ts",
@@ -721,161 +729,50 @@ fn typescript_body_edits_update_the_kept_world_in_place() {
 // that was itself patched, and mix a file that keeps its units with one
 // that does not.
 
-/// Runs `steps` (each an edit of existing files, some adding, removing or
-/// renaming units) through a kept world and checks that each step after
-/// the first index updated the world in place.
-fn unit_edits_patch_the_kept_world(fixture: &str, steps: &[&[Edit]]) {
-    let kept = kept_world_matches_cold_index(fixture, Against::ReadAgainAndCold, steps);
-    assert_eq!(
-        kept.patches(),
-        steps.len() as u64,
-        "{fixture}: every edit of existing files updates the kept world in place, units added or not"
-    );
-}
-
 #[test]
 fn python_unit_edits_update_the_kept_world_in_place() {
-    unit_edits_patch_the_kept_world(
+    // Then one file keeps its units (a body edit) while the other does
+    // not, and a method is added to a class.
+    let mixed: &[Edit] = &[
+        Edit::Replace(
+            "pkg/models.py",
+            "\n\ndef added():\n    return Lexer()\n",
+            "",
+        ),
+        Edit::Replace(
+            "app.py",
+            "    lx.parse()  # calls: Lexer.parse\n",
+            "    lx.tokens2()\n    lx.parse()\n",
+        ),
+    ];
+    let add_method: &[Edit] = &[Edit::Replace(
+        "pkg/models.py",
+        "class Lexer:\n",
+        "class Lexer:\n    def step(self):\n        return 1\n\n",
+    )];
+    edits_patch_the_kept_world(
         "python",
-        &[
-            &[
-                Edit::Append("pkg/models.py", "\n\ndef added():\n    return Lexer()\n"),
-                Edit::Append(
-                    "app.py",
-                    "\n\ndef uses_added():\n    from pkg.models import added\n    return added().tokens()\n",
-                ),
-            ],
-            &[Edit::Replace(
-                "pkg/models.py",
-                "def tokens(self):",
-                "def tokens2(self):",
-            )],
-            // One file keeps its units (a body edit), the other does not.
-            &[
-                Edit::Replace(
-                    "pkg/models.py",
-                    "\n\ndef added():\n    return Lexer()\n",
-                    "",
-                ),
-                Edit::Replace(
-                    "app.py",
-                    "    lx.parse()  # calls: Lexer.parse\n",
-                    "    lx.tokens2()\n    lx.parse()\n",
-                ),
-            ],
-            &[Edit::Replace(
-                "pkg/models.py",
-                "class Lexer:\n",
-                "class Lexer:\n    def step(self):\n        return 1\n\n",
-            )],
-        ],
+        &[PYTHON_UNIT_EDITS, &[mixed, add_method]].concat(),
     );
 }
 
 #[test]
 fn rust_unit_edits_update_the_kept_world_in_place() {
-    unit_edits_patch_the_kept_world(
-        "rust",
-        &[
-            &[
-                Edit::Append(
-                    "src/parser.rs",
-                    "\npub fn added() -> Parser {\n    Parser::new()\n}\n",
-                ),
-                Edit::Append(
-                    "src/lib.rs",
-                    "\npub fn uses_added() -> usize {\n    parser::added().parse()\n}\n",
-                ),
-            ],
-            &[Edit::Replace(
-                "src/parser.rs",
-                "pub fn len(&self)",
-                "pub fn length(&self)",
-            )],
-            // An inherent method moves to an impl block in another file.
-            &[
-                Edit::Replace(
-                    "src/parser.rs",
-                    "    pub fn new() -> Self {\n        Parser { text: String::new() }\n    }\n",
-                    "",
-                ),
-                Edit::Append(
-                    "src/elsewhere.rs",
-                    "\nimpl crate::parser::Parser {\n    pub fn new() -> Self {\n        crate::parser::Parser::default()\n    }\n}\n",
-                ),
-            ],
-        ],
-    );
+    edits_patch_the_kept_world("rust", RUST_UNIT_EDITS);
 }
 
 #[test]
 fn go_unit_edits_update_the_kept_world_in_place() {
-    unit_edits_patch_the_kept_world(
-        "go",
-        &[
-            &[
-                Edit::Append(
-                    "shapes/shapes.go",
-                    "\nfunc Added() *Square { return NewSquare(1) }\n",
-                ),
-                Edit::Replace(
-                    "main.go",
-                    "fmt.Println(total(q))",
-                    "fmt.Println(total(q), sh.Added().Area())",
-                ),
-            ],
-            &[Edit::Replace(
-                "shapes/shapes.go",
-                "func (q *Square) double() int",
-                "func (q *Square) twice() int",
-            )],
-            // A method leaves its type's file.
-            &[Edit::Replace(
-                "shapes/shapes.go",
-                "func (c Circle) Area() int { return c.r }\n",
-                "",
-            )],
-        ],
-    );
+    // Then a method leaves its type's file.
+    let remove: &[Edit] = &[Edit::Replace(
+        "shapes/shapes.go",
+        "func (c Circle) Area() int { return c.r }\n",
+        "",
+    )];
+    edits_patch_the_kept_world("go", &[GO_UNIT_EDITS, &[remove]].concat());
 }
 
 #[test]
 fn typescript_unit_edits_update_the_kept_world_in_place() {
-    unit_edits_patch_the_kept_world(
-        "typescript",
-        &[
-            &[
-                Edit::Append(
-                    "src/parser.ts",
-                    "\nexport function added(): Lexer {\n  return new Lexer();\n}\n",
-                ),
-                Edit::Replace(
-                    "src/index.ts",
-                    "import { Parser as P, Lexer } from \"./parser\";",
-                    "import { Parser as P, Lexer, added } from \"./parser\";",
-                ),
-                Edit::Append(
-                    "src/index.ts",
-                    "\nexport function usesAdded() {\n  return added().tokens();\n}\n",
-                ),
-            ],
-            &[Edit::Replace(
-                "src/parser.ts",
-                "  tokens(): string[] {",
-                "  tokens2(): string[] {",
-            )],
-            &[
-                Edit::Replace(
-                    "src/parser.ts",
-                    "  step(): number {\n    return 1;\n  }\n",
-                    "",
-                ),
-                Edit::Replace(
-                    "src/parser.ts",
-                    "export class Lexer {\n",
-                    "export class Lexer {\n  step(): number {\n    return 1;\n  }\n",
-                ),
-            ],
-        ],
-    );
+    edits_patch_the_kept_world("typescript", TYPESCRIPT_UNIT_EDITS);
 }
