@@ -139,6 +139,13 @@ fn go_annotations_hold() {
     check("go");
 }
 
+/// A Go module whose root folder is a package (`go_module/lib.go`),
+/// imported by the module path itself.
+#[test]
+fn go_module_annotations_hold() {
+    check("go_module");
+}
+
 #[test]
 fn editing_one_file_re_resolves_the_files_that_used_it() {
     let (_tmp, root) = fixture("python");

@@ -274,19 +274,26 @@ fn is_container(t: &str) -> bool {
 }
 
 /// The identifier at character column `col` of `line`: its columns
-/// `[start, end)` and its text.
+/// `[start, end)` and its text. An ECMAScript private name keeps its `#`
+/// (`this.#dispatch()`: the site and the unit are named `#dispatch`).
 fn word_at(line: &str, col: u32) -> Option<(u32, u32, String)> {
     let chars: Vec<char> = line.chars().collect();
     let is_word = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
-    let col = col as usize;
+    let mut col = col as usize;
+    if chars.get(col) == Some(&'#') && chars.get(col + 1).copied().is_some_and(is_word) {
+        col += 1;
+    }
     if !chars.get(col).copied().is_some_and(is_word) {
         return None;
     }
-    let start = (0..col)
+    let mut start = (0..col)
         .rev()
         .take_while(|&i| is_word(chars[i]))
         .last()
         .unwrap_or(col);
+    if start > 0 && chars[start - 1] == '#' {
+        start -= 1;
+    }
     let end = (col..chars.len())
         .take_while(|&i| is_word(chars[i]))
         .last()
@@ -294,15 +301,21 @@ fn word_at(line: &str, col: u32) -> Option<(u32, u32, String)> {
     Some((start as u32, end as u32, chars[start..end].iter().collect()))
 }
 
-/// The character columns of each whole-word occurrence of `name` in `line`.
+/// The character columns of each whole-word occurrence of `name` in `line`
+/// (a private name `#x` with its `#`).
 fn word_columns(line: &str, name: &str) -> Vec<u32> {
     let is_word = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
     let mut out = Vec::new();
     let (mut col, mut start, mut word) = (0u32, 0u32, String::new());
+    let mut prev = ' ';
     for c in line.chars().chain([' ']) {
         if is_word(c) {
             if word.is_empty() {
                 start = col;
+                if prev == '#' {
+                    word.push('#');
+                    start -= 1;
+                }
             }
             word.push(c);
         } else if !word.is_empty() {
@@ -311,6 +324,7 @@ fn word_columns(line: &str, name: &str) -> Vec<u32> {
             }
             word.clear();
         }
+        prev = c;
         col += 1;
     }
     out
@@ -1255,5 +1269,21 @@ impl<'s> Graph<'s> {
             });
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{word_at, word_columns};
+
+    #[test]
+    fn a_private_name_keeps_its_hash() {
+        let line = "  this.#dispatch(1); dispatch()";
+        let want = Some((7, 16, "#dispatch".to_string()));
+        assert_eq!(word_at(line, 7), want);
+        assert_eq!(word_at(line, 10), want);
+        assert_eq!(word_at(line, 22), Some((21, 29, "dispatch".to_string())));
+        assert_eq!(word_columns(line, "#dispatch"), vec![7]);
+        assert_eq!(word_columns(line, "dispatch"), vec![21]);
     }
 }

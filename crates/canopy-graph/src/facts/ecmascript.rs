@@ -13,7 +13,8 @@
 use tree_sitter::Node;
 
 use super::model::{
-    CALL_RESULT, CAST, DefFactKind, ELEM, GUARD_CALL, GUARD_OF, IMPORT_RECV, SiteKind, UNION,
+    CALL_RESULT, CAST, DefFactKind, ELEM, GUARD_CALL, GUARD_OF, IMPORT_RECV, RETURNED, SiteKind,
+    UNION,
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree};
 
@@ -33,6 +34,8 @@ pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
             Some(_) => Some(format!("{CAST}{}", n.start_byte())),
             None => expr(cx, cast_value(n)?),
         },
+        // `const r = (this.#retryer = create())`: the value assigned.
+        "assignment_expression" => expr(cx, n.field("right")?),
         "parenthesized_expression"
         | "non_null_expression"
         | "await_expression"
@@ -238,6 +241,9 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
                     .or_else(|| type_expr(cx, r))
                     .or_else(|| guard_maker(cx, n, r));
                 cx.def_fact(name, t, DefFactKind::Returns);
+                // `getAll(): Query[]`: what its items are, for
+                // `this.getAll().forEach((q) => …)` (`#ret#elem`).
+                bind_items(cx, name.start_byte(), RETURNED, r, false);
             }
         }
         "if_statement" => narrowing(cx, n),
@@ -770,7 +776,8 @@ const ITEM_CALLBACKS: &[&str] = &[
 
 /// `xs.forEach((x) => …)` (and `map`, `filter`, …): the callback's first
 /// parameter, without a type of its own, is an item of `xs` (contextual
-/// typing), when `xs` is a name or member path (no call).
+/// typing), when `xs` is a name or member path, or ends in a call whose
+/// return type states its items (`this.getAll().forEach(…)`: `getAll()#elem`).
 fn callback(cx: &mut Cx, n: Node) {
     let Some(call) = n
         .parent()
@@ -792,7 +799,10 @@ fn callback(cx: &mut Cx, n: Node) {
     if !ITEM_CALLBACKS.contains(&cx.t(prop)) {
         return;
     }
-    let Some(source) = expr(cx, obj).filter(|e| !e.contains("()")) else {
+    let Some(source) = expr(cx, obj).filter(|e| {
+        // A call only as the last segment: its return type's items.
+        !e.strip_suffix("()").unwrap_or(e).contains("()")
+    }) else {
         return;
     };
     let param = match n.field("parameter") {

@@ -3,12 +3,14 @@
 //! Facts: calls (`f()`, `x.F()`, `pkg.F()`), other identifier and selector
 //! uses, type references, imports (with names), `:=` / `var` bindings
 //! (`p := &Parser{}`, `t := NewTree()`), typed parameters and receivers,
-//! struct fields, embedded fields and interfaces (as bases), first result
-//! types, and the `package` clause.
+//! struct fields, embedded fields and interfaces (as bases), result types
+//! (several as a tuple, named one by one by `a, err := f()`), the items of
+//! typed slices, maps and variadic parameters, `range` values as items,
+//! and the `package` clause.
 
 use tree_sitter::Node;
 
-use super::model::{DefFactKind, SiteKind};
+use super::model::{DefFactKind, ELEM, FIRST_KNOWN, KEY, SiteKind, TUPLE, VALUE};
 use super::walker::{Cx, GrammarLookup, Up, walk_tree};
 
 /// The normalised expression of a value node.
@@ -99,6 +101,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         "qualified_type" => qualified_type(cx, n),
         "import_spec" => import_spec(cx, n),
         "short_var_declaration" | "assignment_statement" => assignment(cx, n),
+        "range_clause" => range(cx, n),
         "var_spec" | "parameter_declaration" | "variadic_parameter_declaration" => {
             declaration(cx, n)
         }
@@ -204,6 +207,10 @@ fn assignment(cx: &mut Cx, n: Node) {
     let lefts: Vec<Node> = l.named_children(&mut c).collect();
     let mut c = r.walk();
     let rights: Vec<Node> = r.named_children(&mut c).collect();
+    if rights.len() == 1 && lefts.len() > 1 && rights[0].kind_name() == "call_expression" {
+        results(cx, n, &lefts, rights[0]);
+        return;
+    }
     let pairs: Vec<(Node, Node)> = if rights.len() == lefts.len() {
         lefts.into_iter().zip(rights).collect()
     } else if rights.len() == 1 && !lefts.is_empty() {
@@ -220,6 +227,81 @@ fn assignment(cx: &mut Cx, n: Node) {
     }
 }
 
+/// `a, err := f()` / `_, seg = r.PeekLine()`: the `i`th name is the `i`th
+/// result of the function called (`f.#1`, see [`TUPLE`]). The first name
+/// falls back on the call's value (`f()`), for a callee whose results are
+/// not known as a list (a function value).
+fn results(cx: &mut Cx, n: Node, lefts: &[Node], call: Node) {
+    let Some(callee) = call.field("function").and_then(|f| expr(cx, f)) else {
+        return;
+    };
+    for (i, l) in lefts.iter().enumerate() {
+        if l.kind_name() != "identifier" || cx.t(*l) == "_" {
+            continue;
+        }
+        let name = cx.t(*l).to_string();
+        let e = if i == 0 {
+            format!("{callee}.#0{FIRST_KNOWN}{callee}()")
+        } else {
+            format!("{callee}.#{i}")
+        };
+        cx.bind(n.start_byte(), &name, Some(e), false, false);
+    }
+}
+
+/// `for k, v := range xs`: `v` is an item of `xs` (a slice's element or a
+/// map's value: [`ELEM`], else [`VALUE`]), `k` a map's key ([`KEY`]; a
+/// slice's index is an `int`), when `xs` is a name or a member path (no
+/// call).
+fn range(cx: &mut Cx, n: Node) {
+    let (Some(l), Some(r)) = (n.field("left"), n.field("right")) else {
+        return;
+    };
+    let Some(source) = expr(cx, r).filter(|e| !e.contains("()")) else {
+        return;
+    };
+    let mut c = l.walk();
+    let lefts: Vec<Node> = l.named_children(&mut c).collect();
+    for (i, v) in lefts.iter().enumerate().take(2) {
+        if v.kind_name() != "identifier" || cx.t(*v) == "_" {
+            continue;
+        }
+        let e = if i == 0 {
+            format!("{source}{KEY}")
+        } else {
+            format!("{source}{ELEM}{FIRST_KNOWN}{source}{VALUE}")
+        };
+        let name = cx.t(*v).to_string();
+        cx.bind(n.start_byte(), &name, Some(e), false, false);
+    }
+}
+
+/// Binds what a collection type holds to pseudo-fields of `name`: a slice's
+/// or array's element (`name#elem`), a map's key and value (`name#k`,
+/// `name#v`).
+fn bind_items(cx: &mut Cx, at: usize, name: &str, t: Node, field: bool) {
+    let t = match t.kind_name() {
+        "parenthesized_type" | "pointer_type" => match t.named_child(0) {
+            Some(inner) => inner,
+            None => return,
+        },
+        _ => t,
+    };
+    match t.kind_name() {
+        "slice_type" | "array_type" => {
+            let e = t.field("element").and_then(|e| type_expr(cx, e));
+            cx.bind(at, &format!("{name}{ELEM}"), e, true, field);
+        }
+        "map_type" => {
+            let k = t.field("key").and_then(|k| type_expr(cx, k));
+            cx.bind(at, &format!("{name}{KEY}"), k, true, field);
+            let v = t.field("value").and_then(|v| type_expr(cx, v));
+            cx.bind(at, &format!("{name}{VALUE}"), v, true, field);
+        }
+        _ => {}
+    }
+}
+
 /// `var a T = v`, parameters: each name is its type, else its value.
 fn declaration(cx: &mut Cx, n: Node) {
     let mut c = n.walk();
@@ -229,8 +311,18 @@ fn declaration(cx: &mut Cx, n: Node) {
         .field("value")
         .and_then(|v| v.named_child(0))
         .and_then(|v| expr(cx, v));
+    let variadic = n.kind_name() == "variadic_parameter_declaration";
     for name in names {
         let name = cx.t(name).to_string();
+        if let Some(t) = n.field("type") {
+            if variadic {
+                // `opts ...Option`: a slice of its type.
+                let e = type_expr(cx, t);
+                cx.bind(n.start_byte(), &format!("{name}{ELEM}"), e, true, false);
+            } else {
+                bind_items(cx, n.start_byte(), &name, t, false);
+            }
+        }
         if ty.is_some() {
             cx.bind(n.start_byte(), &name, ty.clone(), true, false);
         } else {
@@ -245,7 +337,12 @@ fn field_declaration<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
     let names: Vec<Node> = n.children_by_field_name("name", &mut c).collect();
     let ty = n.field("type").and_then(|t| type_expr(cx, t));
     if names.is_empty() {
-        // An embedded field: its methods are promoted to the struct.
+        // An embedded field: its methods are promoted to the struct, and
+        // it is a field named by its type (`html.Config` → `c.Config`).
+        if let Some(t) = &ty {
+            let field = t.rsplit('.').next().unwrap_or(t).to_string();
+            cx.bind(n.start_byte(), &field, ty.clone(), true, true);
+        }
         if let Some(spec) = up.iter().find(|p| p.kind_name() == "type_spec")
             && let Some(name) = spec.field("name")
         {
@@ -255,6 +352,9 @@ fn field_declaration<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
     }
     for name in names {
         let name = cx.t(name).to_string();
+        if let Some(t) = n.field("type") {
+            bind_items(cx, n.start_byte(), &name, t, true);
+        }
         cx.bind(n.start_byte(), &name, ty.clone(), true, true);
     }
 }
@@ -273,12 +373,41 @@ fn interface_element<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
     }
 }
 
-/// A function's or method's first result type.
+/// A function's or method's result type; several results as a [`TUPLE`]
+/// (`(*Square, error)` → `#tuple(Square;error)`), whose call is no value
+/// itself, but whose `i`th result a multi-value assignment names.
 fn function(cx: &mut Cx, n: Node) {
     if let (Some(name), Some(r)) = (n.field("name"), n.field("result")) {
-        let t = type_expr(cx, r);
+        let t = match result_types(cx, r) {
+            Some(types) if types.len() > 1 => Some(format!("{TUPLE}{})", types.join(";"))),
+            _ => type_expr(cx, r),
+        };
         cx.def_fact(name, t, DefFactKind::Returns);
     }
+}
+
+/// The result types of a result list, one per result (`(a, b int, err
+/// error)` is three; empty where unknown); `None` for a single result
+/// type written without parentheses.
+fn result_types(cx: &Cx, r: Node) -> Option<Vec<String>> {
+    if r.kind_name() != "parameter_list" {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut c = r.walk();
+    for p in r.named_children(&mut c) {
+        if p.kind_name() != "parameter_declaration" {
+            continue;
+        }
+        let t = p
+            .field("type")
+            .and_then(|t| type_expr(cx, t))
+            .unwrap_or_default();
+        let mut c = p.walk();
+        let names = p.children_by_field_name("name", &mut c).count().max(1);
+        out.extend(std::iter::repeat_n(t, names));
+    }
+    Some(out)
 }
 
 /// The value of the build constraint comments above a file's `package`

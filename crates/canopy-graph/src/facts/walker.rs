@@ -132,8 +132,12 @@ impl<'a> Cx<'a> {
 
     /// Records a site with an explicit name at `byte`.
     pub fn site_named(&mut self, byte: usize, name: String, recv: Option<String>, kind: SiteKind) {
-        if name.is_empty()
-            || !name
+        // An ECMAScript private name (`this.#dispatch()`) keeps its `#`: the
+        // unit is named `#dispatch` too, and no other language's names
+        // start with one.
+        let bare = name.strip_prefix('#').unwrap_or(&name);
+        if bare.is_empty()
+            || !bare
                 .chars()
                 .all(|c| c.is_alphanumeric() || c == '_' || c == '$')
         {

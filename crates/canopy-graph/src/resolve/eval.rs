@@ -556,7 +556,17 @@ impl World {
             }
             Val::File(f) => self.module_member(*f, name, depth),
             Val::Module(m) => self.rules.of(m.family).module_member(self, m, name, depth),
-            Val::Func(f) => self.tuple_element(*f, name, depth),
+            Val::Func(f) => {
+                let elem = self.tuple_element(*f, name, depth);
+                if !elem.is_empty() {
+                    return elem;
+                }
+                // A member of what a constant holds (a module's singleton).
+                self.constant_value(*f, depth + 1)
+                    .iter()
+                    .flat_map(|c| self.member(c, name, depth + 1))
+                    .collect()
+            }
         }
     }
 
@@ -746,7 +756,13 @@ impl World {
         // `items#k` of a field whose own type names no collection
         // (`items: Pairs`, `type Pairs = IndexMap<Key, Item>`): the item
         // the field's type has as a field of its own (`#k`).
-        if let Some(at) = name.find('#').filter(|&at| at > 0) {
+        // (A leading `#` is part of an ECMAScript private name: `#items#elem`.)
+        if let Some(at) = name
+            .char_indices()
+            .skip(1)
+            .find(|&(_, c)| c == '#')
+            .map(|(at, _)| at)
+        {
             let (f, item) = name.split_at(at);
             return self
                 .field(t, f, depth + 1)

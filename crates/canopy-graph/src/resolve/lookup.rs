@@ -42,7 +42,7 @@ impl World {
         }
         let rules = self.rules_of(fi);
         // The package (Go: the folder's files).
-        let vals = rules.package_members(self, fi, name);
+        let vals = rules.package_members(self, fi, name, depth + 1);
         if !vals.is_empty() {
             return (vals, How::Scope);
         }
@@ -226,6 +226,65 @@ impl World {
         }
         (b.byte <= cx.byte && self.syms[u].node_type != NodeType::File)
             .then_some((Vec::new(), How::None))
+    }
+
+    /// The value constant unit `c` holds (`export const focus = new
+    /// Focus()`, `const blur: Blur = …`): the binding its own declaration
+    /// makes of its name, evaluated there. An import of the constant, or a
+    /// module's member, reaches the unit, not the binding: this is how a
+    /// module-level singleton's methods are found from other files.
+    pub(crate) fn constant_value(&self, c: SymId, depth: u32) -> Vec<Val> {
+        let s = &self.syms[c];
+        if s.node_type != NodeType::Constant || depth > MAX_DEPTH {
+            return Vec::new();
+        }
+        let cx = Ctx {
+            file: s.file,
+            byte: s.end,
+            scope: c,
+        };
+        let Some((expr, is_type, byte)) = self.binding_of(&cx, &s.name) else {
+            return Vec::new();
+        };
+        // Only the declaration's own binding (not an earlier one of the
+        // name around it), and never the constant read as itself.
+        if byte < s.start || byte >= s.end || expr == s.name || expr.starts_with(PARAM_VALUE) {
+            return Vec::new();
+        }
+        let bcx = Ctx {
+            file: s.file,
+            byte: byte.saturating_sub(1),
+            scope: c,
+        };
+        let vals = if is_type {
+            self.eval_type(&bcx, expr, depth + 1)
+        } else {
+            self.eval(&bcx, expr, depth + 1)
+        };
+        vals.into_iter()
+            .filter(|v| !matches!(v, Val::Func(f) if *f == c))
+            .collect()
+    }
+
+    /// The value of the top-level binding `name` of file `fi` that is no
+    /// unit (a Go package-level `var x = …` / `var x T`), evaluated; empty
+    /// when the file binds no such name at its top level.
+    pub(crate) fn top_level_value(&self, fi: FileIdx, name: &str, depth: u32) -> Vec<Val> {
+        let Some(fu) = self.file_unit[fi] else {
+            return Vec::new();
+        };
+        if depth > MAX_DEPTH {
+            return Vec::new();
+        }
+        let cx = Ctx {
+            file: fi,
+            byte: u32::MAX,
+            scope: fu,
+        };
+        match self.local_binding(&cx, fu, name, depth + 1, false) {
+            Some((vals, _)) => vals,
+            None => Vec::new(),
+        }
     }
 
     /// The expression of the binding of `name` visible at `cx` (the last

@@ -84,8 +84,11 @@ use crate::error::{CanopyError, Result};
 /// `cfg` compiles out is compiled out from its first doc comment or
 /// attribute (the unit's start), not from the `cfg`; 31: a Go file its
 /// build constraints (`//go:build`, `// +build`) leave out of a default
-/// build on linux/amd64 is compiled out as a whole (no sites).
-pub const SCHEMA_VERSION: u32 = 31;
+/// build on linux/amd64 is compiled out as a whole (no sites); 32:
+/// ECMAScript private names (`this.#dispatch()`) as sites, Go results as
+/// tuples named one by one by `a, err := f()`, Go items of typed slices,
+/// maps and variadic parameters, `range` values as items.
+pub const SCHEMA_VERSION: u32 = 32;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

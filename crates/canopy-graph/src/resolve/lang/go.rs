@@ -59,6 +59,41 @@ impl Go {
     }
 }
 
+impl Go {
+    /// Whether import path `module` (not the standard library's: its first
+    /// element has a dot) names the package of the repository's root
+    /// folder: its last element is the package name the root's files
+    /// declare.
+    fn is_root_package(&self, w: &World, module: &str) -> bool {
+        let (first, last) = (
+            module.split('/').next().unwrap_or_default(),
+            module.rsplit('/').next().unwrap_or_default(),
+        );
+        if !first.contains('.') || !module.contains('/') {
+            return false;
+        }
+        self.dirs.get("").into_iter().flatten().any(|&f| {
+            let facts = w.files[f].facts.get();
+            facts.package.is_some_and(|p| facts.s(p) == last)
+        })
+    }
+
+    /// The value of a package-level variable `name` of the package in
+    /// folder `dir` (`var Unit = NewSquare(1)`, `var Default Options`):
+    /// variables are no units, so a use from another file of the package,
+    /// or through an import (`sh.Unit`), reads the declaring file's
+    /// top-level binding.
+    fn dir_variable(&self, w: &World, dir: &str, name: &str, depth: u32) -> Vec<Val> {
+        for &f in self.dirs.get(dir).into_iter().flatten() {
+            let vals = w.top_level_value(f, name, depth + 1);
+            if !vals.is_empty() {
+                return vals;
+            }
+        }
+        Vec::new()
+    }
+}
+
 impl LanguageRules for Go {
     /// Go's predeclared types, slices, maps and channels, and `pkg.Type`
     /// where `pkg` imports a standard-library package (an import path
@@ -126,16 +161,28 @@ impl LanguageRules for Go {
         true
     }
 
-    fn package_members(&self, w: &World, fi: FileIdx, name: &str) -> Vec<Val> {
-        self.dir_member(w, dir_of(&w.files[fi].path), name)
+    fn package_members(&self, w: &World, fi: FileIdx, name: &str, depth: u32) -> Vec<Val> {
+        let dir = dir_of(&w.files[fi].path);
+        let units = self.dir_member(w, dir, name);
+        if !units.is_empty() {
+            return units;
+        }
+        self.dir_variable(w, dir, name, depth)
     }
 
-    fn module_member(&self, w: &World, m: &ModulePath, name: &str, _depth: u32) -> Vec<Val> {
-        self.dir_member(w, &m.path, name)
+    fn module_member(&self, w: &World, m: &ModulePath, name: &str, depth: u32) -> Vec<Val> {
+        let units = self.dir_member(w, &m.path, name);
+        if !units.is_empty() {
+            return units;
+        }
+        self.dir_variable(w, &m.path, name, depth)
     }
 
-    /// An import path names the longest package folder it ends with.
-    fn import_module(&self, _w: &World, _fi: FileIdx, module: &str) -> Option<Val> {
+    /// An import path names the longest package folder it ends with; a
+    /// path that ends with no folder names the repository's root package
+    /// when its last element is that package's name
+    /// (`github.com/yuin/goldmark` → the root's `package goldmark`).
+    fn import_module(&self, w: &World, _fi: FileIdx, module: &str) -> Option<Val> {
         let mut best: Option<&String> = None;
         for d in self.dirs.keys() {
             let matches = module == d
@@ -146,13 +193,16 @@ impl LanguageRules for Go {
                 best = Some(d);
             }
         }
-        best.map(|d| {
-            Val::Module(ModulePath {
-                family: Family::Go,
-                root: String::new(),
-                path: d.clone(),
-            })
-        })
+        let dir = match best {
+            Some(d) => d.clone(),
+            None if self.is_root_package(w, module) => String::new(),
+            None => return None,
+        };
+        Some(Val::Module(ModulePath {
+            family: Family::Go,
+            root: String::new(),
+            path: dir,
+        }))
     }
 
     /// The interfaces (of Go files) whose every method struct `t` has.

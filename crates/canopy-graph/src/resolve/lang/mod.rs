@@ -266,7 +266,7 @@ pub(crate) trait LanguageRules: Send + Sync {
 
     /// What file `fi`'s package holds under `name` beyond the file (Go: the
     /// folder's other files).
-    fn package_members(&self, _w: &World, _fi: FileIdx, _name: &str) -> Vec<Val> {
+    fn package_members(&self, _w: &World, _fi: FileIdx, _name: &str, _depth: u32) -> Vec<Val> {
         Vec::new()
     }
 
