@@ -3,7 +3,7 @@
 
   context_warm.py --tree DIR [--model MODEL_DIR] --bin NAME=PATH [--bin NAME=PATH ...]
                   [--rounds 3] [-n 30] [--strategy fused] [--settle 5] [--focus-list FILE]
-                  [--repeats 1] [--perf FILE]
+                  [--repeats 1] [--perf FILE] [--perf-pass repeated|first]
 
 DIR must be a git checkout for history to have commits (e.g. a clone of the
 Django mirror: 31,881 commits). Indexes DIR once per binary, then for each
@@ -22,7 +22,8 @@ the requests whose header lists history as skipped. Without --model the
 server runs without one (semantic is skipped). --repeats K makes the repeated
 pass K passes over the pairs; --perf FILE records the server with
 `perf record --call-graph dwarf -F 200` during the repeated passes (one
-binary, one round: read it with `perf report -i FILE --children --sort symbol`).
+binary, one round: read it with `perf report -i FILE --children --sort symbol`);
+--perf-pass first records the first-sight pass instead.
 """
 import json
 import argparse, os, signal, subprocess, sys, time
@@ -43,6 +44,7 @@ ap.add_argument("--strategy", default="fused")
 ap.add_argument("--settle", type=float, default=5.0)
 ap.add_argument("--repeats", type=int, default=1)
 ap.add_argument("--perf")
+ap.add_argument("--perf-pass", choices=("first", "repeated"), default="repeated")
 a = ap.parse_args()
 tree = os.path.realpath(a.tree)
 bins = [b.split("=", 1) for b in a.bin]
@@ -106,7 +108,7 @@ def focus_passes(client):
     for name in ("first", "repeated"):
         times, skipped = [], 0
         perf = None
-        if name == "repeated" and a.perf:
+        if name == a.perf_pass and a.perf:
             perf = subprocess.Popen(["perf", "record", "-q", "-o", a.perf, "-p", str(client.proc.pid),
                                      "--call-graph", "dwarf,32768", "-F", "200"], stderr=subprocess.DEVNULL)
             time.sleep(1)
