@@ -3,7 +3,7 @@
 
   context_warm.py --tree DIR [--model MODEL_DIR] --bin NAME=PATH [--bin NAME=PATH ...]
                   [--rounds 3] [-n 30] [--strategy fused] [--settle 5] [--focus-list FILE]
-                  [--repeats 1] [--perf FILE]
+                  [--repeats 1] [--perf FILE] [--perf-pass repeated|first]
 
 DIR must be a git checkout for history to have commits (e.g. a clone of the
 Django mirror: 31,881 commits). Indexes DIR once per binary, then for each
@@ -18,11 +18,14 @@ binary over all rounds, and whether both binaries returned the same packs.
 instead of the -n tasks: each pair once (the server's first sight of that
 focus: history reads its commits' diffs), then each pair again (repeated:
 answered from the per-focus cache), p50/p95 ms of each pass, and per pass
-the requests whose header lists history as skipped. Without --model the
+the requests whose header lists history as skipped, and the CPU the server
+used per call (its own threads / the git processes it waited for; from
+/proc, so less sensitive to a loaded machine than the wall clock). Without --model the
 server runs without one (semantic is skipped). --repeats K makes the repeated
 pass K passes over the pairs; --perf FILE records the server with
 `perf record --call-graph dwarf -F 200` during the repeated passes (one
-binary, one round: read it with `perf report -i FILE --children --sort symbol`).
+binary, one round: read it with `perf report -i FILE --children --sort symbol`);
+--perf-pass first records the first-sight pass instead.
 """
 import json
 import argparse, os, signal, subprocess, sys, time
@@ -43,6 +46,7 @@ ap.add_argument("--strategy", default="fused")
 ap.add_argument("--settle", type=float, default=5.0)
 ap.add_argument("--repeats", type=int, default=1)
 ap.add_argument("--perf")
+ap.add_argument("--perf-pass", choices=("first", "repeated"), default="repeated")
 a = ap.parse_args()
 tree = os.path.realpath(a.tree)
 bins = [b.split("=", 1) for b in a.bin]
@@ -100,13 +104,23 @@ def one_server(path):
         client.close()
 
 
+def cpu_ms(pid):
+    """CPU time of process `pid` so far, ms: its own (all threads) and that of
+    the children it waited for (git), from /proc/PID/stat."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    tick = 1000.0 / os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) * tick, (int(fields[13]) + int(fields[14])) * tick
+
+
 def focus_passes(client):
-    """Each (task, focus) pair twice: first sight, then repeated; ms and history-skipped per pass."""
+    """Each (task, focus) pair twice: first sight, then repeated; ms, history-skipped
+    and CPU ms (own, children) per pass."""
     out = {}
     for name in ("first", "repeated"):
         times, skipped = [], 0
+        cpu_before = cpu_ms(client.proc.pid)
         perf = None
-        if name == "repeated" and a.perf:
+        if name == a.perf_pass and a.perf:
             perf = subprocess.Popen(["perf", "record", "-q", "-o", a.perf, "-p", str(client.proc.pid),
                                      "--call-graph", "dwarf,32768", "-F", "200"], stderr=subprocess.DEVNULL)
             time.sleep(1)
@@ -118,28 +132,34 @@ def focus_passes(client):
             header = json.loads(resp["result"]["content"][0]["text"])
             skipped += "history" in header.get("skipped", {})
             times.append(secs * 1000)
+        cpu_after = cpu_ms(client.proc.pid)
+        cpu = tuple(b - a for a, b in zip(cpu_before, cpu_after))
         if perf:
             perf.send_signal(signal.SIGINT)
             perf.wait()
-        out[name] = (times, skipped)
+        out[name] = (times, skipped, cpu)
     return out
 
 
 if pairs:
     got = {n: {"first": [], "repeated": []} for n, _ in bins}
     skips = {n: {"first": 0, "repeated": 0} for n, _ in bins}
+    cpus = {n: {"first": [0.0, 0.0], "repeated": [0.0, 0.0]} for n, _ in bins}
     for _ in range(a.rounds):
         for n, path in bins:
-            for name, (t, sk) in one_server(path)[0].items():
+            for name, (t, sk, cpu) in one_server(path)[0].items():
                 got[n][name] += t
                 skips[n][name] += sk
-    print(f"| binary | pass | canopy_context {a.strategy} with focus, warm mcp, 4,000 tokens | p50 ms | p95 ms | max ms | calls | history skipped |")
-    print("|---|---|---|---:|---:|---:|---:|---:|")
+                cpus[n][name][0] += cpu[0]
+                cpus[n][name][1] += cpu[1]
+    print(f"| binary | pass | canopy_context {a.strategy} with focus, warm mcp, 4,000 tokens | p50 ms | p95 ms | max ms | calls | history skipped | CPU ms per call: server / git |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
     for n, passes in got.items():
         for name, xs in passes.items():
             xs.sort()
+            own, kids = (c / len(xs) for c in cpus[n][name])
             print(f"| {n} | {name} | {len(pairs)} (task, focus) pairs | {pct(xs, 50):.1f} | {pct(xs, 95):.1f} | "
-                  f"{xs[-1]:.1f} | {len(xs)} | {skips[n][name]} |")
+                  f"{xs[-1]:.1f} | {len(xs)} | {skips[n][name]} | {own:.1f} / {kids:.1f} |")
     sys.exit(0)
 times = {n: [] for n, _ in bins}
 answers = {}

@@ -807,12 +807,57 @@ pub(crate) fn build(
     params: &PackParams,
     session: &Session,
 ) -> Result<EvidencePack> {
-    let started = Instant::now();
     let store = snapshot.store();
-    let max_handles = params
+    let caps = FileCaps::new(params.max_per_file);
+    let max_tokens = params.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS).max(1);
+    let r = rank_question(snapshot, params)?;
+    let selected = select(&r.ranked, max_handles(params), caps, max_tokens);
+    let mut pack = assemble(
+        store,
+        session,
+        &selected,
+        &r.ranked,
+        &r.question,
+        r.identifier_hit,
+    )?;
+    pack.total_candidates = r.total_candidates;
+    pack.plan_steps = r.plan_steps;
+    pack.ranked = r.ranked.into_iter().map(|s| s.node).collect();
+    Ok(pack)
+}
+
+/// The units of [`build`]'s ranking, best first (its `ranked`), without
+/// the handles' selection, signals and guidance: all a context pack reads
+/// of it.
+pub(crate) fn ranking(snapshot: Snapshot<'_>, params: &PackParams) -> Result<Vec<NodeRecord>> {
+    let r = rank_question(snapshot, params)?;
+    Ok(r.ranked.into_iter().map(|s| s.node).collect())
+}
+
+/// `max_handles` as asked, within 1..=32.
+fn max_handles(params: &PackParams) -> usize {
+    params
         .max_handles
         .unwrap_or(DEFAULT_MAX_HANDLES)
-        .clamp(1, 32);
+        .clamp(1, 32)
+}
+
+/// The ranking of a question, with what the pack's signals read of it.
+struct Ranked {
+    question: Question,
+    identifier_hit: bool,
+    /// Candidates before the plan's followed definitions joined.
+    total_candidates: usize,
+    plan_steps: Option<Vec<String>>,
+    ranked: Vec<Scored>,
+}
+
+/// [`build`]'s first four stages: the question read, candidates gathered
+/// and ranked, the plan and delegation followed (each re-ranks).
+fn rank_question(snapshot: Snapshot<'_>, params: &PackParams) -> Result<Ranked> {
+    let started = Instant::now();
+    let store = snapshot.store();
+    let max_handles = max_handles(params);
     // A cap the caller set holds for every file; the default one lets the
     // best handle's file show more ([`Tuning::first`]).
     let caps = FileCaps::new(params.max_per_file);
@@ -840,21 +885,14 @@ pub(crate) fn build(
         && let Some(followed) = follow_delegation(store, &selected, &ranked)?
     {
         ranked = followed;
-        selected = select(&ranked, max_handles, caps, max_tokens);
     }
-    let selected: Vec<&Scored> = selected;
-    let mut pack = assemble(
-        store,
-        session,
-        &selected,
-        &ranked,
-        &question,
+    Ok(Ranked {
+        question,
         identifier_hit,
-    )?;
-    pack.total_candidates = total_candidates;
-    pack.plan_steps = plan_steps;
-    pack.ranked = ranked.into_iter().map(|s| s.node).collect();
-    Ok(pack)
+        total_candidates,
+        plan_steps,
+        ranked,
+    })
 }
 
 /// Every unit the question points at, by every route: BM25 over its key

@@ -305,29 +305,86 @@ fn file_stamp(path: &Path) -> Option<FileStamp> {
     })
 }
 
+/// What the history strategy asks git for one focus: the commits that
+/// touched its files, their diffs unless the focus's co-change counts are
+/// kept, and `HEAD`'s time. It needs no store, so it can run in a thread of
+/// its own while the request ranks the task ([`HistoryLog::read_git`]).
+pub(crate) struct GitRead {
+    /// The latest commits touching the focus files, or the note why none.
+    pub(crate) commits: Result<Vec<Commit>, String>,
+    /// The commits' diffs, read when the counts were not kept.
+    pub(crate) diffs: Option<Result<DiffsRead, String>>,
+    /// `HEAD`'s committer time ([`HistoryLog::head_time`]).
+    pub(crate) head_time: Option<i64>,
+}
+
+/// The key of a focus's kept co-change counts: index generation, the
+/// commits read (how many, the newest) and the focus units.
+fn co_key(generation: u64, commits: &[Commit], focus: &[NodeRecord]) -> String {
+    let mut key = format!(
+        "{generation}|{}|{}",
+        commits.len(),
+        commits.first().map_or("", |c| c.id.as_str())
+    );
+    for f in focus {
+        key.push_str(&format!("|{}", f.rowid));
+    }
+    key
+}
+
 impl HistoryLog {
+    /// Everything git says for `focus` (non-empty) at index `generation`:
+    /// the latest `limit` commits of its files, their diffs when
+    /// [`HistoryLog::co_changed`] will need them, and `HEAD`'s time. The
+    /// same questions the strategy would ask one after another, so its
+    /// answer does not depend on whether this ran first.
+    pub(crate) fn read_git(
+        &self,
+        root: &Path,
+        focus: &[NodeRecord],
+        generation: u64,
+        limit: usize,
+    ) -> GitRead {
+        let mut files: Vec<&str> = focus.iter().map(|n| n.file_path.as_str()).collect();
+        files.sort_unstable();
+        files.dedup();
+        let commits = self.commits_touching(root, &files, limit);
+        let diffs = match &commits {
+            Ok(c)
+                if !c.is_empty() && !lock(&self.co).contains_key(&co_key(generation, c, focus)) =>
+            {
+                Some(self.diffs_of(root, focus, c))
+            }
+            _ => None,
+        };
+        let head_time = match &commits {
+            Ok(c) if !c.is_empty() => self.head_time(root),
+            _ => None,
+        };
+        GitRead {
+            commits,
+            diffs,
+            head_time,
+        }
+    }
+
     /// The units changed together with `focus` in `commits` (newest first):
     /// counted once per focus, index generation and history read, and kept.
+    /// `read` holds the commits' diffs when [`HistoryLog::read_git`] read
+    /// them already; otherwise they are read here.
     pub(crate) fn co_changed(
         &self,
         store: &Store,
         root: &Path,
         focus: &[NodeRecord],
         commits: &[Commit],
+        read: Option<Result<DiffsRead, String>>,
     ) -> crate::error::Result<Result<CoChangedWith, String>> {
-        let mut key = format!(
-            "{}|{}|{}",
-            store.generation()?,
-            commits.len(),
-            commits.first().map_or("", |c| c.id.as_str())
-        );
-        for f in focus {
-            key.push_str(&format!("|{}", f.rowid));
-        }
+        let key = co_key(store.generation()?, commits, focus);
         if let Some(hit) = lock(&self.co).get(&key) {
             return Ok(Ok(hit.clone()));
         }
-        let (diffs, note) = match self.diffs_of(root, focus, commits) {
+        let (diffs, note) = match read.unwrap_or_else(|| self.diffs_of(root, focus, commits)) {
             Ok(d) => d,
             Err(why) => return Ok(Err(why)),
         };
@@ -418,7 +475,7 @@ impl HistoryLog {
 
 /// The diffs of the commits read, by commit id, and the note when the
 /// bound left older ones out.
-type DiffsRead = (HashMap<String, Arc<Vec<FileChange>>>, Option<String>);
+pub(crate) type DiffsRead = (HashMap<String, Arc<Vec<FileChange>>>, Option<String>);
 
 /// The note of a history cut at the bound, under the header's 60 characters.
 fn partial(read: usize, of: usize, bound: usize) -> String {

@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::context::history::HistoryLog;
+use crate::context::history::{GitRead, HistoryLog};
 use crate::context::{
     Candidate, ContextParams, FocusReport, SemanticInput, Strategy, StrategyReport,
 };
@@ -16,7 +16,6 @@ use crate::graph::nav::{Graph, TargetMatch};
 use crate::pack::{PackParams, code_identifiers, rank_order};
 use crate::path_class::is_test_path;
 use crate::query::QueryParams;
-use crate::session::Session;
 use crate::snapshot::Snapshot;
 use crate::store::read::NodeRecord;
 use crate::text::{query_terms, split_identifier};
@@ -78,7 +77,10 @@ fn is_definition(n: &NodeRecord) -> bool {
         )
 }
 
-/// Runs the strategies `strategy` asks for.
+/// Runs the strategies `strategy` asks for. History's questions to git
+/// (processes: the diffs of a focus seen the first time are most of its
+/// cost) run in a thread of their own beside the rankings, as soon as the
+/// focus is known; each strategy's list is the same either way.
 pub(crate) fn gather(
     snapshot: Snapshot<'_>,
     params: &ContextParams,
@@ -92,76 +94,134 @@ pub(crate) fn gather(
     let mut lists = Vec::new();
     let mut reports = Vec::new();
 
-    // The keyword ranking runs whenever a strategy needs a focus inferred from it.
+    // The keyword ranking runs whenever a strategy needs a focus inferred
+    // from it, and then before the focus is resolved.
     let needs_keyword = wants(Strategy::Keyword)
         || (params.focus.is_none()
             && (wants(Strategy::Graph) || wants(Strategy::History) || wants(Strategy::Decisions)));
-    let keyword = if needs_keyword && !task.trim().is_empty() {
-        keyword_candidates(snapshot, &task)?
-    } else {
-        Vec::new()
+    let rank_task = || -> Result<Vec<Candidate>> {
+        if needs_keyword && !task.trim().is_empty() {
+            keyword_candidates(snapshot, &task)
+        } else {
+            Ok(Vec::new())
+        }
     };
+    let named = params
+        .focus
+        .as_deref()
+        .is_some_and(|f| !f.trim().is_empty());
+    let early = if named { None } else { Some(rank_task()?) };
 
     let graph = Graph::new(store, snapshot.root());
-    let (focus_nodes, focus) = resolve_focus(&graph, params.focus.as_deref(), &keyword)?;
-
-    if wants(Strategy::Keyword) {
-        let note = task
-            .trim()
-            .is_empty()
-            .then(|| "no task text to rank by".to_string());
-        reports.push(report(Strategy::Keyword, keyword.len(), note));
-        lists.push((Strategy::Keyword, keyword));
-    }
-    if wants(Strategy::Semantic) {
-        let by_row =
-            store.nodes_by_rowid(&semantic.hits.iter().map(|h| h.0).collect::<Vec<_>>())?;
-        let list: Vec<Candidate> = semantic
-            .hits
-            .iter()
-            .filter_map(|(row, sim)| {
-                by_row.get(row).map(|n| Candidate {
-                    node: n.clone(),
-                    reason: format!("close in meaning to the task (cosine {sim:.2})"),
-                })
-            })
-            .take(PER_STRATEGY)
-            .collect();
-        reports.push(report(Strategy::Semantic, list.len(), semantic.skipped));
-        lists.push((Strategy::Semantic, list));
-    }
-    let explicit = params.focus.is_some() && !focus_nodes.is_empty();
-    let mut pinned = Vec::new();
-    if wants(Strategy::Graph) || explicit {
-        let (list, note) = graph_candidates(&graph, &focus_nodes)?;
-        if explicit {
-            pinned = list
-                .iter()
-                .take(focus_nodes.len() + PINNED_NEIGHBOURS)
-                .cloned()
-                .collect();
+    // A named focus resolves without the ranking.
+    let (focus_nodes, focus) = resolve_focus(
+        &graph,
+        params.focus.as_deref(),
+        early.as_deref().unwrap_or(&[]),
+    )?;
+    let generation = store.generation()?;
+    std::thread::scope(|scope| {
+        let git = (wants(Strategy::History) && !focus_nodes.is_empty()).then(|| {
+            let (root, nodes) = (snapshot.root(), &focus_nodes);
+            let read = move || history.read_git(root, nodes, generation, HISTORY_COMMITS);
+            match std::thread::Builder::new()
+                .name("canopy-history".into())
+                .spawn_scoped(scope, read)
+            {
+                Ok(thread) => GitReading::Thread(thread),
+                Err(_) => GitReading::Here,
+            }
+        });
+        let keyword = match early {
+            Some(k) => k,
+            None => rank_task()?,
+        };
+        if wants(Strategy::Keyword) {
+            let note = task
+                .trim()
+                .is_empty()
+                .then(|| "no task text to rank by".to_string());
+            reports.push(report(Strategy::Keyword, keyword.len(), note));
+            lists.push((Strategy::Keyword, keyword));
         }
-        if wants(Strategy::Graph) {
-            reports.push(report(Strategy::Graph, list.len(), note));
-            lists.push((Strategy::Graph, list));
+        if wants(Strategy::Semantic) {
+            let list = semantic_candidates(snapshot, &semantic)?;
+            reports.push(report(Strategy::Semantic, list.len(), semantic.skipped));
+            lists.push((Strategy::Semantic, list));
         }
-    }
-    if wants(Strategy::History) {
-        let (list, note) = history_candidates(snapshot, &focus_nodes, history)?;
-        reports.push(report(Strategy::History, list.len(), note));
-        lists.push((Strategy::History, list));
-    }
-    if wants(Strategy::Decisions) {
-        let list = decision_candidates(snapshot, &task, &focus_nodes)?;
-        reports.push(report(Strategy::Decisions, list.len(), None));
-        lists.push((Strategy::Decisions, list));
-    }
-    Ok(Gathered {
-        lists,
-        reports,
-        focus,
-        pinned,
+        let explicit = params.focus.is_some() && !focus_nodes.is_empty();
+        let mut pinned = Vec::new();
+        if wants(Strategy::Graph) || explicit {
+            let (list, note) = graph_candidates(&graph, &focus_nodes)?;
+            if explicit {
+                pinned = list
+                    .iter()
+                    .take(focus_nodes.len() + PINNED_NEIGHBOURS)
+                    .cloned()
+                    .collect();
+            }
+            if wants(Strategy::Graph) {
+                reports.push(report(Strategy::Graph, list.len(), note));
+                lists.push((Strategy::Graph, list));
+            }
+        }
+        let decisions = if wants(Strategy::Decisions) {
+            Some(decision_candidates(snapshot, &task, &focus_nodes)?)
+        } else {
+            None
+        };
+        if wants(Strategy::History) {
+            let read = git.map(|g| match g {
+                GitReading::Thread(thread) => thread.join().unwrap_or_else(|_| GitRead {
+                    commits: Err("history could not be read".into()),
+                    diffs: None,
+                    head_time: None,
+                }),
+                GitReading::Here => {
+                    history.read_git(snapshot.root(), &focus_nodes, generation, HISTORY_COMMITS)
+                }
+            });
+            let (list, note) = history_candidates(snapshot, &focus_nodes, history, read)?;
+            reports.push(report(Strategy::History, list.len(), note));
+            lists.push((Strategy::History, list));
+        }
+        if let Some(list) = decisions {
+            reports.push(report(Strategy::Decisions, list.len(), None));
+            lists.push((Strategy::Decisions, list));
+        }
+        Ok(Gathered {
+            lists,
+            reports,
+            focus,
+            pinned,
+        })
     })
+}
+
+/// Where history's questions to git are being asked.
+enum GitReading<'scope> {
+    /// In a thread of their own, beside the rankings.
+    Thread(std::thread::ScopedJoinHandle<'scope, GitRead>),
+    /// No thread could start: asked when history's turn comes.
+    Here,
+}
+
+/// The semantic hits the caller computed, as candidates.
+fn semantic_candidates(snapshot: Snapshot<'_>, semantic: &SemanticInput) -> Result<Vec<Candidate>> {
+    let by_row = snapshot
+        .store()
+        .nodes_by_rowid(&semantic.hits.iter().map(|h| h.0).collect::<Vec<_>>())?;
+    Ok(semantic
+        .hits
+        .iter()
+        .filter_map(|(row, sim)| {
+            by_row.get(row).map(|n| Candidate {
+                node: n.clone(),
+                reason: format!("close in meaning to the task (cosine {sim:.2})"),
+            })
+        })
+        .take(PER_STRATEGY)
+        .collect())
 }
 
 /// The evidence pack's ranking of the task, with a reason per unit.
@@ -174,14 +234,13 @@ fn keyword_candidates(snapshot: Snapshot<'_>, task: &str) -> Result<Vec<Candidat
         max_handles: Some(8),
         ..PackParams::default()
     };
-    let pack = crate::pack::build(snapshot, &params, &Session::default())?;
+    let ranked = crate::pack::ranking(snapshot, &params)?;
     let identifiers: HashSet<String> = code_identifiers(task)
         .into_iter()
         .map(|s| s.to_lowercase())
         .collect();
     let terms: HashSet<String> = query_terms(task).into_iter().collect();
-    Ok(pack
-        .ranked
+    Ok(ranked
         .into_iter()
         .take(PER_STRATEGY)
         .enumerate()
@@ -360,14 +419,12 @@ fn history_candidates(
     snapshot: Snapshot<'_>,
     focus: &[NodeRecord],
     history: &HistoryLog,
+    read: Option<GitRead>,
 ) -> Result<(Vec<Candidate>, Option<String>)> {
-    if focus.is_empty() {
+    let Some(read) = read.filter(|_| !focus.is_empty()) else {
         return Ok((Vec::new(), Some("no focus code to follow".into())));
-    }
-    let mut focus_files: Vec<&str> = focus.iter().map(|n| n.file_path.as_str()).collect();
-    focus_files.sort();
-    focus_files.dedup();
-    let commits = match history.commits_touching(snapshot.root(), &focus_files, HISTORY_COMMITS) {
+    };
+    let commits = match read.commits {
         Ok(c) => c,
         Err(note) => return Ok((Vec::new(), Some(note))),
     };
@@ -376,14 +433,15 @@ fn history_candidates(
     }
     let store = snapshot.store();
     // `partial`: the bound on the diffs read left older commits out.
-    let (found, partial) = match history.co_changed(store, snapshot.root(), focus, &commits)? {
-        Ok(found) => found,
-        Err(note) => return Ok((Vec::new(), Some(note))),
-    };
+    let (found, partial) =
+        match history.co_changed(store, snapshot.root(), focus, &commits, read.diffs)? {
+            Ok(found) => found,
+            Err(note) => return Ok((Vec::new(), Some(note))),
+        };
     // Counted from the checked-out commit, not the clock (the newest commit
     // read stands in if HEAD's time cannot be read).
-    let now = history
-        .head_time(snapshot.root())
+    let now = read
+        .head_time
         .unwrap_or_else(|| commits.iter().map(|c| c.time).max().unwrap_or(0));
     let top: Vec<_> = found.iter().take(PER_STRATEGY / 2).collect();
     let nodes = store.nodes_by_rowid(&top.iter().map(|c| c.rowid).collect::<Vec<_>>())?;
@@ -435,10 +493,10 @@ fn decision_candidates(
         max_handles: Some(8),
         ..PackParams::default()
     };
-    let pack = crate::pack::build(snapshot, &params, &Session::default())?;
+    let ranked = crate::pack::ranking(snapshot, &params)?;
     let names_lower: Vec<String> = names.iter().map(|n| n.to_lowercase()).collect();
     let mut out = Vec::new();
-    for node in pack.ranked.into_iter().take(PER_STRATEGY / 4) {
+    for node in ranked.into_iter().take(PER_STRATEGY / 4) {
         // The file unit of a document is too coarse; its sections say more.
         if node.node_type == "file" && node.end_line > 40 {
             continue;

@@ -168,9 +168,13 @@ pub enum NameMatch {
 }
 
 /// Restricts an FTS query (`?3`: a [`FileScope`] as JSON) to the units of
-/// the scope's files.
-const SCOPE_CLAUSE: &str =
-    "AND +rowid IN (SELECT n.id FROM nodes n WHERE n.file_id IN (SELECT value FROM json_each(?3)))";
+/// the scope's files, found by each file's range of node ids (a file's
+/// units are exactly those ids): a search of the docs of Django read every
+/// one of its 65,158 units' rows to pick 4,767 (5 ms in the sqlite3 shell, against
+/// 0.5 ms by the ranges).
+const SCOPE_CLAUSE: &str = "AND +rowid IN (SELECT n.id FROM files f JOIN nodes n \
+     ON n.id BETWEEN f.first_node_id AND f.last_node_id \
+     WHERE f.id IN (SELECT value FROM json_each(?3)))";
 
 /// A set of files (by row id) that a search is restricted to: what a glob
 /// matched, computed once per request.
