@@ -60,6 +60,9 @@ def cases(b, repo, model, pg_example):
         ("http_load", ["http_load.py", "--repo", repo, "--bin", b, "--threads", "2", "--duration", "0.5",
                        "--modify", "2", "--max-reindex", "1", "--ready-timeout", "60"], None,
          r"server alive at end: True", {0}),
+        # The handshake only: the batch needs an index's names (bench/moves.sh makes it).
+        ("mcp_batch", ["mcp_batch.py", "run", "--empty", "--", b, "mcp", "--watch", "false"], None,
+         r"answered 0 calls", {0}),
         ("mcp_latency", ["mcp_latency.py", "--repo", repo, "--bin", b, "-n", "2", "--warmup", "1",
                          "--timeout", "60"], None, r"\| canopy_evidence_pack \| 2 \| 0 \|", {0}),
         # Exit 1 is its 1.2x goal missed (a timing, meaningless at this size).
