@@ -41,9 +41,15 @@ const BATCH_BYTES: u64 = 4 * 1024 * 1024;
 /// index of sympy the larger budget and queue held ~10 MiB more at the
 /// peak of the write phase without writing faster (issue 28 item 4).
 const IN_FLIGHT_BYTES: u64 = 16 * 1024 * 1024;
-/// Parsed files waiting for the writer, at most: enough for the parsers
-/// to run ahead of one batch commit, not a whole batch.
-const PARSED_QUEUE: usize = 32;
+/// Parsed files waiting for the writer, at most: a batch's worth. The
+/// writer does a batch's SQL work all at once as it commits it (tens of
+/// milliseconds, the files of a batch are small on average), and takes
+/// nothing from the queue meanwhile; with room for 32 files the parsers
+/// filled it in a few milliseconds and waited: on a cold index of Django
+/// half the writer's CPU ran with both parsers idle (issue 28 item 2,
+/// `bench/thread_account.py`). [`IN_FLIGHT_BYTES`] still bounds what
+/// waits by its size.
+const PARSED_QUEUE: usize = BATCH_FILES;
 
 // A file above the default size limit, admitted by a raised
 // `max_file_size`, is cut into units of at most this many bytes (`oversize`).
@@ -85,14 +91,16 @@ fn index_threads() -> usize {
     }
 }
 
-/// Runs an index run's parallel work (graph resolution) on a rayon pool of
+/// The rayon pool an index run's parallel work (graph resolution) runs on,
 /// its own, not the global one that readers share (listing files,
 /// embedding): a resolution pass keeps every worker busy for seconds on a
 /// large repository, and readers never wait for a writer, not even for
-/// threads. (Parsing has threads of its own, see [`parse_and_write`].)
-fn on_index_pool<R: Send>(work: impl FnOnce() -> R + Send) -> R {
+/// threads. As many threads as [`set_index_threads`] says. `None` when it
+/// cannot be started (then rayon's global pool does the work). (Parsing
+/// has threads of its own, see [`parse_and_write`].)
+fn index_pool() -> Option<&'static rayon::ThreadPool> {
     static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
-    let pool = POOL.get_or_init(|| {
+    POOL.get_or_init(|| {
         rayon::ThreadPoolBuilder::new()
             // 0: rayon's default (one per core, or RAYON_NUM_THREADS).
             .num_threads(INDEX_THREADS.load(std::sync::atomic::Ordering::Relaxed))
@@ -100,13 +108,8 @@ fn on_index_pool<R: Send>(work: impl FnOnce() -> R + Send) -> R {
             .build()
             .map_err(|e| tracing::warn!("cannot start the index threads ({e}); sharing rayon's"))
             .ok()
-    });
-    match (pool, crate::cancel::current()) {
-        // The caller's cancellation flag goes along (it is per thread).
-        (Some(pool), Some(flag)) => pool.install(|| crate::cancel::within(&flag, work)),
-        (Some(pool), None) => pool.install(work),
-        (None, _) => work(),
-    }
+    })
+    .as_ref()
 }
 
 /// Receives progress from an index run (called on the writer thread).
@@ -323,6 +326,7 @@ fn run_index_unmapped(
     if cancelled {
         return finish_cancelled(store, options, bulk_build);
     }
+    tracing::debug!(ms = started.elapsed().as_millis() as u64, "files written");
     record_coverage(store, &plan, &totals.skipped)?;
     if bulk_build {
         // Later runs defer their merging (what is left of the build's
@@ -397,26 +401,35 @@ fn releases_memory_before_resolving(bytes_parsed: u64) -> bool {
     bytes_parsed >= RELEASE_MEMORY_PARSED_BYTES
 }
 
-/// The run's resolution pass, on the index pool, after returning free
-/// memory when the run parsed enough for it to matter.
+/// The run's resolution pass, its parallel work on the index pool, after
+/// returning free memory when the run parsed enough for it to matter.
+///
+/// This thread reads the store and writes the edges; only the resolving
+/// goes to the pool. (Until s18 the whole pass ran inside the pool, and the
+/// pass's resolver thread, not a pool worker, sent its chunks to rayon's
+/// global pool: `--threads 1` resolved on every core, and the default run
+/// kept one index thread blocked writing.)
 fn resolve_run(
     store: &mut Store,
     root: &Path,
     kept: Option<&mut crate::graph::resolve::KeptRows>,
     bytes_parsed: u64,
 ) -> Result<crate::graph::ResolveStats> {
-    on_index_pool(|| {
-        if releases_memory_before_resolving(bytes_parsed) {
-            let started = Instant::now();
-            crate::graph::release_free_memory();
-            let ms = started.elapsed().as_millis() as u64;
-            tracing::debug!(bytes_parsed, ms, "free memory released");
-        }
-        match kept {
+    // A phase boundary for `bench/thread_account.py`.
+    tracing::debug!(bytes_parsed, "resolution started");
+    if releases_memory_before_resolving(bytes_parsed) {
+        let started = Instant::now();
+        crate::graph::release_free_memory();
+        let ms = started.elapsed().as_millis() as u64;
+        tracing::debug!(bytes_parsed, ms, "free memory released");
+    }
+    match index_pool() {
+        Some(pool) => crate::graph::resolve_pending_on(store, root, kept, pool),
+        None => match kept {
             Some(kept) => crate::graph::resolve_pending_kept(store, root, kept),
             None => crate::graph::resolve_pending(store, root),
-        }
-    })
+        },
+    }
 }
 
 /// Discovers the repository's files and compares them with the index:

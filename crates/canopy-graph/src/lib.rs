@@ -99,7 +99,32 @@ const RESOLVE_CHUNK_FILES: usize = 256;
 /// `root` is the repository on disk: Rust's `Cargo.toml` files name the
 /// library crates that examples, tests and binaries import by name.
 pub fn resolve_pending(store: &mut Store, root: &std::path::Path) -> Result<ResolveStats> {
-    resolve_pending_in_chunks(store, root, RESOLVE_CHUNK_FILES, None)
+    resolve_pending_in_chunks(store, root, RESOLVE_CHUNK_FILES, None, None)
+}
+
+/// [`resolve_pending`] (with the kept rows of a long-lived process when
+/// given) whose parallel work runs on `pool`: an index run's own threads,
+/// as many as its `--threads`, not rayon's global pool that readers share.
+/// The store's reads and the edges' writes stay on the calling thread,
+/// which should not be one of `pool`'s: a pool worker blocked on the
+/// resolver's channel would leave the pool a thread short (with one thread,
+/// none at all).
+pub fn resolve_pending_on(
+    store: &mut Store,
+    root: &std::path::Path,
+    kept: Option<&mut resolve::KeptRows>,
+    pool: &rayon::ThreadPool,
+) -> Result<ResolveStats> {
+    resolve_pending_in_chunks(store, root, RESOLVE_CHUNK_FILES, kept, Some(pool))
+}
+
+/// Runs `work` on `pool` when there is one, else here (rayon work inside
+/// then goes to the global pool).
+fn on_pool<R: Send>(pool: Option<&rayon::ThreadPool>, work: impl FnOnce() -> R + Send) -> R {
+    match pool {
+        Some(pool) => pool.install(work),
+        None => work(),
+    }
 }
 
 /// [`resolve_pending`] with the rows of the world kept between passes
@@ -110,11 +135,12 @@ pub fn resolve_pending_kept(
     root: &std::path::Path,
     kept: &mut resolve::KeptRows,
 ) -> Result<ResolveStats> {
-    resolve_pending_in_chunks(store, root, RESOLVE_CHUNK_FILES, Some(kept))
+    resolve_pending_in_chunks(store, root, RESOLVE_CHUNK_FILES, Some(kept), None)
 }
 
 /// [`resolve_pending`], `chunk_files` files per chunk (the tests check that
-/// the chunk size changes no stored byte). Public for those tests, which
+/// the chunk size changes no stored byte), its parallel work on `pool`
+/// when given (see [`resolve_pending_on`]). Public for those tests, which
 /// live in `canopy-core` because they need an index run.
 #[doc(hidden)]
 pub fn resolve_pending_in_chunks(
@@ -122,6 +148,7 @@ pub fn resolve_pending_in_chunks(
     root: &std::path::Path,
     chunk_files: usize,
     kept: Option<&mut resolve::KeptRows>,
+    pool: Option<&rayon::ThreadPool>,
 ) -> Result<ResolveStats> {
     if !store.graph_has_pending()? {
         return Ok(ResolveStats::default());
@@ -134,7 +161,8 @@ pub fn resolve_pending_in_chunks(
         return Ok(ResolveStats::default());
     }
     let mut kept = kept;
-    let (world, index, rows_ms, world_ms) = pass_world(store, root, &dirty, kept.as_deref_mut())?;
+    let (world, index, rows_ms, world_ms) =
+        pass_world_on(pool, store, root, &dirty, kept.as_deref_mut())?;
     let targets: Vec<(i64, resolve::FileIdx)> = dirty
         .iter()
         .filter_map(|id| index.get(id).map(|&fi| (*id, fi)))
@@ -167,17 +195,20 @@ pub fn resolve_pending_in_chunks(
         scope.spawn(move || {
             use rayon::prelude::*;
             for (k, sites) in work_receiver {
-                let part: Vec<(i64, Vec<EdgeRow>)> = chunks[k]
-                    .par_iter()
-                    .zip(sites.par_iter())
-                    .map(|(&(id, fi), stored)| {
-                        let sites = stored
-                            .as_deref()
-                            .map(|s| world.decode_sites(fi, s))
-                            .unwrap_or_default();
-                        (id, world.resolve_file(fi, &sites))
-                    })
-                    .collect();
+                // Not a pool worker: else rayon's global pool resolves.
+                let part: Vec<(i64, Vec<EdgeRow>)> = on_pool(pool, || {
+                    chunks[k]
+                        .par_iter()
+                        .zip(sites.par_iter())
+                        .map(|(&(id, fi), stored)| {
+                            let sites = stored
+                                .as_deref()
+                                .map(|s| world.decode_sites(fi, s))
+                                .unwrap_or_default();
+                            (id, world.resolve_file(fi, &sites))
+                        })
+                        .collect()
+                });
                 if sender.send(part).is_err() {
                     return; // the writer failed: its error ends the pass
                 }
@@ -275,6 +306,23 @@ pub fn release_free_memory() {
     unsafe {
         libc::malloc_trim(0);
     }
+}
+
+/// [`pass_world`] on `pool` (see [`on_pool`]).
+fn pass_world_on(
+    pool: Option<&rayon::ThreadPool>,
+    store: &mut Store,
+    root: &std::path::Path,
+    dirty: &std::collections::BTreeSet<i64>,
+    kept: Option<&mut resolve::KeptRows>,
+) -> Result<(
+    resolve::World,
+    std::collections::HashMap<i64, resolve::FileIdx>,
+    u64,
+    u64,
+)> {
+    // `store` moves in as `&mut` (`Send`; a `&Store` is not).
+    on_pool(pool, move || pass_world(store, root, dirty, kept))
 }
 
 /// The world a pass resolves in and the world index of each file id: the

@@ -74,7 +74,7 @@ fn streamed_resolution_stores_what_one_pass_stores(root: &Path) {
             .conn
             .execute("INSERT OR IGNORE INTO graph_dirty SELECT id FROM files", [])
             .expect("mark every file");
-        let stats = crate::graph::resolve_pending_in_chunks(&mut store, root, chunk, None)
+        let stats = crate::graph::resolve_pending_in_chunks(&mut store, root, chunk, None, None)
             .expect("resolve");
         assert!(stats.files >= 2, "{stats:?}");
         assert_eq!(graph_rows(&store), streamed, "chunks of {chunk} files");
@@ -111,4 +111,80 @@ fn streamed_resolution_changes_no_edge_of_a_generated_repository() {
     }
     std::fs::write(dir.path().join("pkg/__init__.py"), "").expect("write");
     streamed_resolution_stores_what_one_pass_stores(dir.path());
+}
+
+/// A pass given a pool resolves on it and nowhere else: with every thread
+/// of rayon's global pool held, a pass on a pool of one thread of its own
+/// still finishes, and stores what the index run stored. (Before s18 the
+/// pass's resolver thread sent each chunk to the global pool: this pass
+/// waited for the held threads, which the test sees as a hold that ran
+/// out instead of being released.)
+#[test]
+fn a_pass_resolves_on_the_pool_it_is_given_not_the_global_one() {
+    use std::sync::{Arc, Condvar, Mutex};
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/graph");
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy_dir(&fixtures.join("python"), dir.path());
+    let db = tempfile::tempdir().expect("tempdir");
+    let (mut store, _) = Store::open(&db.path().join("index.db")).expect("store");
+    let options = IndexOptions {
+        glob: None,
+        max_file_size: crate::discover::DEFAULT_MAX_FILE_SIZE,
+        only_paths: None,
+    };
+    run_index(dir.path(), &mut store, &options, &NoProgress, None).expect("index");
+    let indexed = graph_rows(&store);
+    store
+        .conn
+        .execute("INSERT OR IGNORE INTO graph_dirty SELECT id FROM files", [])
+        .expect("mark every file");
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .expect("pool");
+
+    // (held, released, ran out): every global worker holds until released,
+    // or until a minute passes (the pass waited for them).
+    let hold = Arc::new((Mutex::new((0usize, false, 0usize)), Condvar::new()));
+    let global = rayon::current_num_threads();
+    for _ in 0..global {
+        let hold = Arc::clone(&hold);
+        rayon::spawn(move || {
+            let (state, changed) = &*hold;
+            let mut s = state.lock().expect("lock");
+            s.0 += 1;
+            changed.notify_all();
+            let (mut s, waited) = changed
+                .wait_timeout_while(s, std::time::Duration::from_secs(60), |s| !s.1)
+                .expect("wait");
+            if waited.timed_out() {
+                s.2 += 1;
+            }
+            s.0 -= 1;
+            changed.notify_all();
+        });
+    }
+    let (state, changed) = &*hold;
+    drop(
+        changed
+            .wait_while(state.lock().expect("lock"), |s| s.0 < global)
+            .expect("wait"),
+    );
+    // One chunk of every file: rayon does not split a chunk of one file,
+    // and resolves it on the calling thread whichever the pool.
+    let stats = crate::graph::resolve_pending_in_chunks(
+        &mut store,
+        dir.path(),
+        usize::MAX,
+        None,
+        Some(&pool),
+    )
+    .expect("resolve");
+    let mut s = state.lock().expect("lock");
+    s.1 = true;
+    changed.notify_all();
+    let s = changed.wait_while(s, |s| s.0 > 0).expect("wait");
+    assert_eq!(s.2, 0, "the pass waited for rayon's global pool");
+    assert!(stats.files >= 2, "{stats:?}");
+    assert_eq!(graph_rows(&store), indexed);
 }
