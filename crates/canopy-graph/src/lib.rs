@@ -308,6 +308,15 @@ pub fn release_free_memory() {
     }
 }
 
+/// What [`pass_world`] gives: the world, the world index of each file id,
+/// and the milliseconds spent reading rows and building the world.
+type PassWorld = (
+    resolve::World,
+    std::collections::HashMap<i64, resolve::FileIdx>,
+    u64,
+    u64,
+);
+
 /// [`pass_world`] on `pool` (see [`on_pool`]).
 fn pass_world_on(
     pool: Option<&rayon::ThreadPool>,
@@ -315,12 +324,7 @@ fn pass_world_on(
     root: &std::path::Path,
     dirty: &std::collections::BTreeSet<i64>,
     kept: Option<&mut resolve::KeptRows>,
-) -> Result<(
-    resolve::World,
-    std::collections::HashMap<i64, resolve::FileIdx>,
-    u64,
-    u64,
-)> {
+) -> Result<PassWorld> {
     // `store` moves in as `&mut` (`Send`; a `&Store` is not).
     on_pool(pool, move || pass_world(store, root, dirty, kept))
 }
@@ -334,12 +338,7 @@ fn pass_world(
     root: &std::path::Path,
     dirty: &std::collections::BTreeSet<i64>,
     kept: Option<&mut resolve::KeptRows>,
-) -> Result<(
-    resolve::World,
-    std::collections::HashMap<i64, resolve::FileIdx>,
-    u64,
-    u64,
-)> {
+) -> Result<PassWorld> {
     let t_rows = std::time::Instant::now();
     let (world, index, rows_ms) = match kept {
         Some(kept) => {
