@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Smoke run of the Python bench scripts that start canopy, at tiny sizes.
+"""Smoke run of the bench scripts that start canopy, at tiny sizes.
 
 A bench script that no test runs breaks silently: `bench/rebuild_load.py`
 stayed broken for a whole session after a signature change in
@@ -19,7 +19,9 @@ them they are skipped, or fail when CANOPY_REQUIRE_MODEL /
 CANOPY_REQUIRE_POSTGRES is set, like the tests.
 
 Not covered: bench/eval/*.py and bench/graph/perf.py (they need the
-evaluation data or the graph corpora), and the shell scripts.
+evaluation data or the graph corpora), and the shell scripts other than
+batch_ab.sh (run with bash; the rest build release binaries, need valgrind
+or a second tool).
 
 Usage (.ci/run runs it after the tests, with the debug binary they built):
   python3 bench/smoke.py --bin target/debug/canopy [--jobs 3] [--only NAME,...]
@@ -63,6 +65,8 @@ def cases(b, repo, model, pg_example):
         # The handshake only: the batch needs an index's names (bench/moves.sh makes it).
         ("mcp_batch", ["mcp_batch.py", "run", "--empty", "--", b, "mcp", "--watch", "false"], None,
          r"answered 0 calls", {0}),
+        # The same binary on both sides: the script's plumbing, not a comparison.
+        ("batch_ab", ["batch_ab.sh", b, b, repo, "1"], None, r"median ratio B/A \d", {0}),
         ("mcp_latency", ["mcp_latency.py", "--repo", repo, "--bin", b, "-n", "2", "--warmup", "1",
                          "--timeout", "60"], None, r"\| canopy_evidence_pack \| 2 \| 0 \|", {0}),
         # Exit 1 is its 1.2x goal missed (a timing, meaningless at this size).
@@ -104,7 +108,8 @@ def run_case(case, tmp, repo, timeout):
     argv = [own if a == repo else a for a in argv]
     t = time.monotonic()
     try:
-        p = subprocess.run([sys.executable, os.path.join(HERE, argv[0])] + argv[1:], cwd=ROOT,
+        interpreter = "bash" if argv[0].endswith(".sh") else sys.executable
+        p = subprocess.run([interpreter, os.path.join(HERE, argv[0])] + argv[1:], cwd=ROOT,
                            capture_output=True, text=True, timeout=timeout,
                            env=dict(os.environ, CANOPY_LOG="warn"))
         rc, out, err = p.returncode, p.stdout, p.stderr
