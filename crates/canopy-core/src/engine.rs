@@ -222,6 +222,62 @@ impl Engine {
         lock(&self.inner.kept_world).get_or_insert_with(Default::default);
     }
 
+    /// Builds the kept resolver world in a thread of its own, when
+    /// [`Engine::keep_resolver_world`] asked for one and none is kept yet
+    /// ([`crate::graph::resolve::KeptRows::warm`]): the first edit after a
+    /// watcher starts then updates a world in place instead of building one
+    /// from every file's rows (issue 28 item 5). The thread holds the kept
+    /// rows' lock while it builds, so an index run that starts meanwhile
+    /// waits for it at most as long as it would have spent building the
+    /// world itself, and never sees half of one. The cost is the world's
+    /// memory from the start instead of from the first edit (`M_repo` in
+    /// docs/fleet.md): the watchers of `canopy watch` and `canopy mcp` ask
+    /// for it ([`crate::watch::watch`]); the service does not (it serves
+    /// many repositories, most of them never edited). Returns the thread,
+    /// or `None` when none could start (the first edit builds the world,
+    /// as before).
+    pub fn warm_resolver_world(&self) -> Option<JoinHandle<()>> {
+        let inner = self.inner.clone();
+        let started = std::thread::Builder::new()
+            .name("canopy-warm-world".into())
+            .spawn(move || {
+                let mut kept = lock(&inner.kept_world);
+                let Some(kept) = kept.as_mut() else {
+                    return;
+                };
+                if kept.has_world() {
+                    return;
+                }
+                let t0 = std::time::Instant::now();
+                let warmed = Store::open(&inner.db_path)
+                    .and_then(|(store, _)| kept.warm(&store, &inner.root));
+                match warmed {
+                    Ok(()) => tracing::debug!(
+                        ms = t0.elapsed().as_millis() as u64,
+                        "resolver world built ahead of the first edit"
+                    ),
+                    // The first pass builds it then, as without the warm-up.
+                    Err(e) => tracing::debug!("resolver world not built ahead: {e}"),
+                }
+            });
+        match started {
+            Ok(handle) => Some(handle),
+            Err(e) => {
+                tracing::debug!("no thread to build the resolver world ahead: {e}");
+                None
+            }
+        }
+    }
+
+    /// Whether a resolver world is kept for the next index run to update
+    /// (the tests check that a watcher's warm-up built one).
+    #[doc(hidden)]
+    pub fn resolver_world_is_kept(&self) -> bool {
+        lock(&self.inner.kept_world)
+            .as_ref()
+            .is_some_and(|kept| kept.has_world())
+    }
+
     /// Reads the repository's whole git log once per `HEAD` (in a thread of
     /// its own; requests ask git meanwhile) and answers the `history`
     /// strategy of context packs from memory (long-lived processes: the MCP

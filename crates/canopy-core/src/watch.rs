@@ -110,6 +110,11 @@ pub fn watch(
 ) -> Result<WatchSummary> {
     // A watcher runs many small index runs: keep the resolver's rows between them.
     engine.keep_resolver_world();
+    // And build their world before the first edit needs it: after the
+    // initial run when there is one (it may change the index), else now.
+    if !options.initial_run {
+        engine.warm_resolver_world();
+    }
     let mut cycles = 0u64;
     let mut run = |full: Option<&'static str>, paths: HashSet<String>, first_event: Instant| {
         cycles += 1;
@@ -118,6 +123,9 @@ pub fn watch(
             Some(_) => engine.index(None, &NoProgress)?,
             None => engine.index_paths(paths, &NoProgress as &dyn IndexProgress)?,
         };
+        if cycles == 1 && options.initial_run {
+            engine.warm_resolver_world();
+        }
         on_cycle(&WatchCycle {
             cycle: cycles,
             full_run: full,
@@ -403,6 +411,41 @@ fn relative(root: &Path, path: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A watcher that starts on an index another process completed: its
+    /// initial run resolves nothing, and the resolver world is built in the
+    /// background after it, before any edit asks for it (issue 28 item 5).
+    #[test]
+    fn a_watcher_builds_the_resolver_world_before_the_first_edit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            dir.path().join("app.py"),
+            "from lib import helper\n\n\ndef main():\n    return helper()\n",
+        )
+        .expect("write");
+        std::fs::write(dir.path().join("lib.py"), "def helper():\n    return 1\n").expect("write");
+        let options = crate::EngineOptions::default();
+        Engine::open(dir.path(), options.clone())
+            .expect("open")
+            .index(None, &NoProgress)
+            .expect("index");
+        let engine = Engine::open(dir.path(), options).expect("open");
+        let stop = AtomicBool::new(false);
+        let watching = WatchOptions {
+            max_cycles: Some(1),
+            ..WatchOptions::default()
+        };
+        let summary = watch(&engine, &watching, &stop, |_| {}).expect("watch");
+        assert_eq!(summary.cycles, 1, "the initial run, and no other");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !engine.resolver_world_is_kept() {
+            assert!(
+                Instant::now() < deadline,
+                "no resolver world kept 30 s after the watcher's initial run"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 
     fn event(kind: EventKind, paths: &[&str]) -> notify::Result<notify::Event> {
         let mut e = notify::Event::new(kind);

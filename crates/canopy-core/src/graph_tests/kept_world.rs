@@ -776,3 +776,60 @@ fn go_unit_edits_update_the_kept_world_in_place() {
 fn typescript_unit_edits_update_the_kept_world_in_place() {
     edits_patch_the_kept_world("typescript", TYPESCRIPT_UNIT_EDITS);
 }
+
+// A watcher that starts on a complete index: its first run resolves
+// nothing (nothing is pending), so no pass keeps a world, and the first
+// edit after it used to build one from every file's rows. `KeptRows::warm`
+// builds it before that edit (issue 28 item 5); the edit must then update
+// it in place and store what a cold index stores.
+
+#[test]
+fn the_first_edit_after_a_warm_up_updates_the_world_in_place() {
+    for (fixture, steps) in [
+        ("python", PYTHON_UNIT_EDITS),
+        ("rust", RUST_UNIT_EDITS),
+        ("go", GO_UNIT_EDITS),
+        ("typescript", TYPESCRIPT_UNIT_EDITS),
+    ] {
+        let source = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/graph")
+            .join(fixture);
+        let tree = tempfile::tempdir().expect("tempdir");
+        let root = tree.path().join("repo");
+        copy_dir(&source, &root);
+        let db = tempfile::tempdir().expect("db");
+        let mut store = open(db.path());
+        // The index another process left complete.
+        run_index(&root, &mut store, &options(), &NoProgress, None).expect("index");
+        // The watcher's first run: nothing changed since.
+        let mut kept = KeptRows::default();
+        run_index(&root, &mut store, &options(), &NoProgress, Some(&mut kept)).expect("index");
+        assert!(
+            !kept.has_world(),
+            "{fixture}: nothing was pending, so no pass kept a world"
+        );
+        kept.warm(&store, &root).expect("warm");
+        assert!(kept.has_world(), "{fixture}: the warm-up keeps a world");
+        for (step, edits) in steps.iter().enumerate() {
+            for edit in *edits {
+                apply(&root, edit);
+            }
+            run_index(&root, &mut store, &options(), &NoProgress, Some(&mut kept)).expect("index");
+            let cold_db = tempfile::tempdir().expect("db");
+            let mut cold = open(cold_db.path());
+            run_index(&root, &mut cold, &options(), &NoProgress, None).expect("cold index");
+            let (warm_edges, cold_edges) = (edge_dump(&store), edge_dump(&cold));
+            assert!(
+                warm_edges == cold_edges,
+                "{fixture} step {step}: not the cold index's edges; only after the warm-up: {:#?}; only cold: {:#?}",
+                only_in(&warm_edges, &cold_edges),
+                only_in(&cold_edges, &warm_edges),
+            );
+        }
+        assert_eq!(
+            kept.patches(),
+            steps.len() as u64,
+            "{fixture}: every edit, the first one too, updates the warmed world in place"
+        );
+    }
+}
