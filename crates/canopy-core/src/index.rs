@@ -28,6 +28,24 @@ use crate::store::write::{FileWrite, ParsedWrite};
 use crate::store::{Store, meta_keys};
 use crate::tokens;
 
+/// Text merge steps a run of a few files does at most after its writes
+/// (`Store::merge_text_segments`); a larger run does one per file it
+/// indexed or removed. A step is at most 256 pages (about 13 ms on the
+/// 5,000-file generated corpus), and one-file runs there left 26 steps of
+/// merging in 16 runs (1.6 a run), so two a run keep up while no edit pays
+/// for a merge of large segments all at once (issue 28 item 5: 80 runs of
+/// one-line edits and restores, p95 49 → 77 ms but max 414 → 82 ms; four
+/// steps gave p95 103 ms; `bench/README.md`). Work a run leaves is done by the
+/// next ones; FTS5's crisis merge bounds the segments meanwhile.
+const MERGE_STEPS_SMALL_RUN: u32 = 2;
+
+/// The text merge steps a run that indexed or removed `files` files may do.
+fn merge_steps(files: u64) -> u32 {
+    u32::try_from(files)
+        .unwrap_or(u32::MAX)
+        .max(MERGE_STEPS_SMALL_RUN)
+}
+
 /// Bytes sniffed for NUL to detect binary files.
 const BINARY_SNIFF_BYTES: usize = 8192;
 /// A batch is committed when it holds this many files …
@@ -353,7 +371,8 @@ fn run_index_unmapped(
         // After the run's answers are visible: the merging its batches
         // deferred (see `Store::defer_text_merges`).
         let merge_started = Instant::now();
-        let steps = store.merge_text_segments()?;
+        let steps =
+            store.merge_text_segments(merge_steps(report.files_indexed + report.files_removed))?;
         tracing::debug!(
             steps,
             ms = merge_started.elapsed().as_millis() as u64,
@@ -935,6 +954,16 @@ fn skip_counts(skipped: &BTreeMap<SkipReason, u64>) -> BTreeMap<String, u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run of a few files merges a bounded share of the text index's
+    /// pending merge work; a large run merges in proportion to its files.
+    #[test]
+    fn small_runs_merge_a_bounded_share_of_the_text_index() {
+        assert_eq!(merge_steps(0), MERGE_STEPS_SMALL_RUN);
+        assert_eq!(merge_steps(1), MERGE_STEPS_SMALL_RUN);
+        assert_eq!(merge_steps(1_300), 1_300);
+        assert_eq!(merge_steps(u64::MAX), u32::MAX);
+    }
 
     #[test]
     fn only_runs_that_parsed_several_large_files_release_memory() {
