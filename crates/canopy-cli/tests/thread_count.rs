@@ -1,7 +1,10 @@
 //! Answers do not depend on how many threads indexed the repository
 //! (issue 25): the same generated tree indexed with `--threads 1` and with
 //! `--threads 4` gives byte-identical JSON for callers (with its sample of
-//! unresolved sites), hotspots (with ties), references and a pack.
+//! unresolved sites), hotspots (with ties), references and a pack. Nor does
+//! the index itself (issue 28 item 2): every table's rows, ids included,
+//! are the same with one thread and with two, for every fixture repository
+//! and a generated tree of more files than a write batch holds.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -107,4 +110,142 @@ fn answers_are_the_same_on_one_thread_and_on_four() {
     for ((query, x), (_, y)) in a.iter().zip(&b) {
         assert_eq!(x, y, "`canopy {query}` differs between 1 and 4 threads");
     }
+}
+
+/// Every row of every table of the index under `root`, as text, sorted,
+/// table by table; what says when the index was written is left out
+/// (`indexed_at` columns, `meta.last_indexed`).
+fn index_rows(root: &Path) -> Vec<String> {
+    let db = rusqlite::Connection::open_with_flags(
+        root.join(".canopy/index.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .expect("open the index");
+    let tables: Vec<String> = db
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .expect("tables")
+        .query_map([], |r| r.get(0))
+        .expect("tables")
+        .collect::<rusqlite::Result<_>>()
+        .expect("tables");
+    let mut out = Vec::new();
+    for table in tables {
+        let columns: Vec<String> = db
+            .prepare(&format!("PRAGMA table_info(\"{table}\")"))
+            .expect("columns")
+            .query_map([], |r| r.get::<_, String>(1))
+            .expect("columns")
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .expect("columns")
+            .into_iter()
+            .filter(|c| c != "indexed_at")
+            .collect();
+        let select = format!(
+            "SELECT {} FROM \"{table}\"",
+            columns
+                .iter()
+                .map(|c| format!("\"{c}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        // The FTS5 table itself reads as its shadow tables, which are here.
+        let Ok(mut stmt) = db.prepare(&select) else {
+            continue;
+        };
+        let mut rows: Vec<String> = stmt
+            .query_map([], |r| {
+                (0..columns.len())
+                    .map(|i| {
+                        r.get::<_, rusqlite::types::Value>(i)
+                            .map(|v| format!("{v:?}"))
+                    })
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                    .map(|vals| format!("{table}: {}", vals.join(" | ")))
+            })
+            .expect("rows")
+            .collect::<rusqlite::Result<_>>()
+            .expect("rows");
+        if table == "meta" {
+            rows.retain(|r| !r.starts_with("meta: Text(\"last_indexed\")"));
+        }
+        rows.sort();
+        out.extend(rows);
+    }
+    out
+}
+
+/// `root` indexed cold with `--threads N`, its rows.
+fn rows_with_threads(root: &Path, threads: &str) -> Vec<String> {
+    let _ = std::fs::remove_dir_all(root.join(".canopy"));
+    stdout(&canopy(root, &["index", "--threads", threads, "--quiet"]));
+    index_rows(root)
+}
+
+#[test]
+fn the_index_is_the_same_on_one_thread_and_on_two() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+    let mut repos: Vec<(String, tempfile::TempDir)> = Vec::new();
+    for lang in [
+        "go",
+        "javascript",
+        "markdown",
+        "python",
+        "rust",
+        "text",
+        "tsx",
+        "typescript",
+    ] {
+        repos.push((lang.into(), copy_of(&fixtures.join(lang))));
+    }
+    for lang in ["go", "go_module", "imports", "python", "rust", "typescript"] {
+        repos.push((
+            format!("graph/{lang}"),
+            copy_of(&fixtures.join("graph").join(lang)),
+        ));
+    }
+    let generated = tempfile::tempdir().expect("tempdir");
+    generate(generated.path());
+    repos.push(("generated".into(), generated));
+    for (name, dir) in &repos {
+        // One tree indexed twice: the files (and their times) are the same.
+        let one = rows_with_threads(dir.path(), "1");
+        let two = rows_with_threads(dir.path(), "2");
+        assert!(
+            one.iter().any(|r| r.starts_with("nodes: ")),
+            "{name}: the index holds units"
+        );
+        let only_one: Vec<&String> = one
+            .iter()
+            .filter(|r| two.binary_search(r).is_err())
+            .take(5)
+            .collect();
+        let only_two: Vec<&String> = two
+            .iter()
+            .filter(|r| one.binary_search(r).is_err())
+            .take(5)
+            .collect();
+        assert!(
+            one == two,
+            "{name}: the index differs between 1 and 2 threads; only with 1: {only_one:#?}; only with 2: {only_two:#?}"
+        );
+    }
+}
+
+/// A copy of a fixture repository in a temporary directory.
+fn copy_of(from: &Path) -> tempfile::TempDir {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).expect("mkdir");
+        for entry in std::fs::read_dir(from).expect("read_dir") {
+            let entry = entry.expect("entry");
+            let target = to.join(entry.file_name());
+            if entry.file_type().expect("type").is_dir() {
+                copy(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), &target).expect("copy");
+            }
+        }
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy(from, dir.path());
+    dir
 }
