@@ -118,16 +118,23 @@ fn edge_dump(store: &Store) -> Vec<String> {
     dump
 }
 
-/// Applies `steps` to a copy of `fixture`, indexing after each with the
-/// kept rows and without; checks both against each other and a cold index.
-/// Returns the kept rows (with their world).
-fn kept_world_matches_cold_index(fixture: &str, against: Against, steps: &[&[Edit]]) -> KeptRows {
+/// A copy of the graph fixture `fixture` to edit: the temporary directory
+/// (keep it alive) and the repository's root in it.
+fn fixture_copy(fixture: &str) -> (tempfile::TempDir, PathBuf) {
     let source = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fixtures/graph")
         .join(fixture);
     let tree = tempfile::tempdir().expect("tempdir");
     let root = tree.path().join("repo");
     copy_dir(&source, &root);
+    (tree, root)
+}
+
+/// Applies `steps` to a copy of `fixture`, indexing after each with the
+/// kept rows and without; checks both against each other and a cold index.
+/// Returns the kept rows (with their world).
+fn kept_world_matches_cold_index(fixture: &str, against: Against, steps: &[&[Edit]]) -> KeptRows {
+    let (_tree, root) = fixture_copy(fixture);
     let (kept_db, plain_db) = (
         tempfile::tempdir().expect("db"),
         tempfile::tempdir().expect("db"),
@@ -791,12 +798,7 @@ fn the_first_edit_after_a_warm_up_updates_the_world_in_place() {
         ("go", GO_UNIT_EDITS),
         ("typescript", TYPESCRIPT_UNIT_EDITS),
     ] {
-        let source = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../tests/fixtures/graph")
-            .join(fixture);
-        let tree = tempfile::tempdir().expect("tempdir");
-        let root = tree.path().join("repo");
-        copy_dir(&source, &root);
+        let (_tree, root) = fixture_copy(fixture);
         let db = tempfile::tempdir().expect("db");
         let mut store = open(db.path());
         // The index another process left complete.
