@@ -2067,3 +2067,56 @@ fn a_restart_in_the_middle_of_a_run_never_gives_a_generation_twice() {
     let expand = json!({"repo": id, "handles": [{"id": handle, "generation": during}]});
     assert_error(&post(&client, "/expand", &expand), 409, "stale_generation");
 }
+
+/// `canopy_resolver_worlds_kept` in `/metrics`.
+fn worlds_kept(client: &ServiceClient) -> usize {
+    let metrics = String::from_utf8_lossy(&get(client, "/metrics").body).into_owned();
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("canopy_resolver_worlds_kept "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no canopy_resolver_worlds_kept in {metrics}"))
+}
+
+/// A repository whose index is complete when the service opens it keeps no
+/// resolver world (its runs resolve nothing), so its first edit would build
+/// one from every file's rows. Watching it builds the world at once (issue
+/// 28 item 5), and the edit's run then has one to update.
+#[test]
+fn a_watched_repository_builds_its_resolver_world_before_the_first_edit() {
+    let data = tempfile::tempdir().unwrap();
+    let repo = Repo::small();
+    let id = {
+        let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
+        add_and_index(&server.client(), &repo)
+    };
+    // Restarted: the index is complete and no engine holds a world.
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
+    let client = server.client();
+    eventually("the restarted service serves", || {
+        client.repos().is_ok_and(|r| r.iter().all(|v| v.ready))
+    });
+    assert!(finds(&client, &id, "authenticate", "src/auth.rs"));
+    assert_eq!(
+        worlds_kept(&client),
+        0,
+        "an unwatched repository that was only queried keeps no world"
+    );
+    let resp = post(
+        &client,
+        &format!("/repos/{id}/settings"),
+        &json!({"watch": true}),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    eventually("watching builds the resolver world", || {
+        worlds_kept(&client) == 1
+    });
+    repo.write(
+        "src/auth.rs",
+        "pub fn authenticate(token: &str) -> bool {\n    token.len() > 1\n}\n\npub fn edited_after_warm_up() -> u8 { 1 }\n",
+    );
+    eventually("the edit is indexed", || {
+        finds(&client, &id, "edited_after_warm_up", "src/auth.rs")
+    });
+    assert_eq!(worlds_kept(&client), 1, "the edit's run keeps the world");
+}

@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 
@@ -136,6 +136,10 @@ struct Inner {
     /// The resolver world's rows, kept between index runs once
     /// [`Engine::keep_resolver_world`] asked for it (a watcher does).
     kept_world: Mutex<Option<crate::graph::resolve::KeptRows>>,
+    /// Whether `kept_world` holds a world, as its holder last left it: read
+    /// without the lock, which a run or a warm-up holds for as long as it
+    /// builds ([`Engine::resolver_world_is_kept`]).
+    world_kept: AtomicBool,
     /// Whole-graph results that stay valid for one index state (hotspots).
     graph_cache: crate::graph::GraphCache,
     /// The git history context packs read (kept in memory once
@@ -206,6 +210,7 @@ impl Engine {
                 semantic: Mutex::new(None),
                 last_sync: Mutex::new(Default::default()),
                 kept_world: Mutex::new(None),
+                world_kept: AtomicBool::new(false),
                 graph_cache: Default::default(),
                 history: Default::default(),
             }),
@@ -232,8 +237,9 @@ impl Engine {
     /// world itself, and never sees half of one. The cost is the world's
     /// memory from the start instead of from the first edit (`M_repo` in
     /// docs/fleet.md): the watchers of `canopy watch` and `canopy mcp` ask
-    /// for it ([`crate::watch::watch`]); the service does not (it serves
-    /// many repositories, most of them never edited). Returns the thread,
+    /// for it ([`crate::watch::watch`]), and the service for the
+    /// repositories it watches (it serves many repositories, most of them
+    /// never edited, which do not pay for one). Returns the thread,
     /// or `None` when none could start (the first edit builds the world,
     /// as before).
     pub fn warm_resolver_world(&self) -> Option<JoinHandle<()>> {
@@ -251,6 +257,7 @@ impl Engine {
                 let t0 = std::time::Instant::now();
                 let warmed = Store::open(&inner.db_path)
                     .and_then(|(store, _)| kept.warm(&store, &inner.root));
+                inner.world_kept.store(kept.has_world(), Ordering::Relaxed);
                 match warmed {
                     Ok(()) => tracing::debug!(
                         ms = t0.elapsed().as_millis() as u64,
@@ -269,13 +276,12 @@ impl Engine {
         }
     }
 
-    /// Whether a resolver world is kept for the next index run to update
-    /// (the tests check that a watcher's warm-up built one).
-    #[doc(hidden)]
+    /// Whether a resolver world is kept for the next index run to update,
+    /// as the last run or warm-up left it. It never waits for one that is
+    /// going (the service's `/metrics` reads it; the tests check that a
+    /// watcher's warm-up built one).
     pub fn resolver_world_is_kept(&self) -> bool {
-        lock(&self.inner.kept_world)
-            .as_ref()
-            .is_some_and(|kept| kept.has_world())
+        self.inner.world_kept.load(Ordering::Relaxed)
     }
 
     /// Reads the repository's whole git log once per `HEAD` (in a thread of
@@ -1245,8 +1251,13 @@ impl Inner {
         progress: &dyn IndexProgress,
     ) -> Result<IndexReport> {
         let mut kept = lock(&self.kept_world);
-        let mut report = run_index(&self.root, store, options, progress, kept.as_mut())?;
+        let run = run_index(&self.root, store, options, progress, kept.as_mut());
+        self.world_kept.store(
+            kept.as_ref().is_some_and(|k| k.has_world()),
+            Ordering::Relaxed,
+        );
         drop(kept);
+        let mut report = run?;
         report.rebuilt = lock(&self.pending_rebuild_note).take();
         self.embed_after_run(store, &report);
         Ok(report)
@@ -1286,6 +1297,7 @@ impl Inner {
         // be checked against the new one and read again anyway).
         if let Some(kept) = lock(&self.kept_world).as_mut() {
             *kept = Default::default();
+            self.world_kept.store(false, Ordering::Relaxed);
         }
         let mut report = run_index(&self.root, side.store_mut()?, &options, progress, None)?;
         let generation = side.swap_into_live()?;

@@ -835,3 +835,47 @@ fn the_first_edit_after_a_warm_up_updates_the_world_in_place() {
         );
     }
 }
+
+// An edit can arrive while the warm-up builds: the run waits for the kept
+// rows' lock the warm-up holds, then updates the warmed world (or, when it
+// took the lock first, builds one itself and the warm-up finds it kept).
+// Either order must store a cold index's edges and leave a world kept.
+// Each step starts a new engine on the complete index, so each edit races
+// a warm-up of its own.
+
+#[test]
+fn an_edit_that_arrives_during_the_warm_up_stores_a_cold_index_edges() {
+    use crate::engine::{Engine, EngineOptions};
+    for (fixture, steps) in [("python", PYTHON_UNIT_EDITS), ("go", GO_UNIT_EDITS)] {
+        let (_tree, root) = fixture_copy(fixture);
+        Engine::open(&root, EngineOptions::default())
+            .expect("open")
+            .index(None, &NoProgress)
+            .expect("index");
+        for (step, edits) in steps.iter().enumerate() {
+            let engine = Engine::open(&root, EngineOptions::default()).expect("open");
+            engine.keep_resolver_world();
+            let warm_up = engine.warm_resolver_world().expect("a warm-up thread");
+            for edit in *edits {
+                apply(&root, edit);
+            }
+            engine.index(None, &NoProgress).expect("the edit's run");
+            warm_up.join().expect("the warm-up ends");
+            assert!(
+                engine.resolver_world_is_kept(),
+                "{fixture} step {step}: a world is kept after the warm-up and the run"
+            );
+            let live = open(&root.join(".canopy"));
+            let cold_db = tempfile::tempdir().expect("db");
+            let mut cold = open(cold_db.path());
+            run_index(&root, &mut cold, &options(), &NoProgress, None).expect("cold index");
+            let (live_edges, cold_edges) = (edge_dump(&live), edge_dump(&cold));
+            assert!(
+                live_edges == cold_edges,
+                "{fixture} step {step}: not the cold index's edges; only live: {:#?}; only cold: {:#?}",
+                only_in(&live_edges, &cold_edges),
+                only_in(&cold_edges, &live_edges),
+            );
+        }
+    }
+}

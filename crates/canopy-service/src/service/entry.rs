@@ -377,6 +377,14 @@ impl RepoEntry {
         lock(&self.engine).is_some()
     }
 
+    /// Whether the engine is open and keeps a resolver world for the next
+    /// run to update (never waits for a run that is building one).
+    pub(super) fn resolver_world_kept(&self) -> bool {
+        lock(&self.engine)
+            .as_ref()
+            .is_some_and(|e| e.resolver_world_is_kept())
+    }
+
     /// Closes the engine when nothing used it for `idle` and no run is
     /// going (a run holds it throughout); true when it was closed. A
     /// request still holding it keeps it alive until it finishes; the next

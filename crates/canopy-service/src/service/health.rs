@@ -141,6 +141,15 @@ impl Service {
             "canopy_engines_open {}\n",
             entries.iter().filter(|e| e.engine_open()).count()
         ));
+        gauge(
+            out,
+            "canopy_resolver_worlds_kept",
+            "Open engines holding a resolver world for the next edit to update (watched repositories build theirs when the watch starts).",
+        );
+        out.push_str(&format!(
+            "canopy_resolver_worlds_kept {}\n",
+            entries.iter().filter(|e| e.resolver_world_kept()).count()
+        ));
         out.push_str(
             "# HELP canopy_engines_closed_total Engines closed for being idle.\n# TYPE canopy_engines_closed_total counter\n",
         );

@@ -132,6 +132,10 @@ pub struct Service {
     fleet: OnceLock<Arc<crate::fleet::FleetNode>>,
     /// Engines closed for being idle (`--engine-idle-secs`), for `/metrics`.
     engines_closed: AtomicU64,
+    /// Held by the thread building a watched repository's resolver world
+    /// ([`Service::warm_watched`]): one at a time, so a `--watch` service
+    /// starting with many repositories does not build every world at once.
+    warming: Arc<Mutex<()>>,
     _data_dir_lock: std::fs::File,
 }
 
@@ -200,6 +204,7 @@ impl Service {
             started: Instant::now(),
             fleet: OnceLock::new(),
             engines_closed: AtomicU64::new(0),
+            warming: Arc::default(),
             _data_dir_lock: lock_file,
         });
         service.commit(
