@@ -27,6 +27,13 @@ Usage:
 `--kind function` appends a one-line function instead (a unit added, and
 removed again by the restore).
 
+`--serve` measures the same edits inside `canopy serve` instead: a service
+on loopback (its own data directory, no auth) registers the repository with
+`watch: true` and the edits' runs are read from its event feed
+(`reindex_finished`: `duration_ms`, `files_indexed`); the phases from its
+debug log as above. The service builds a watched repository's resolver world
+when the watch starts, as a watcher does after its initial run.
+
 `--settle S` waits S seconds after the watcher's initial run before the
 first edit (default 0: edit at once). A watcher builds the resolver's world
 in the background after its initial run (issue 28 item 5); an edit that
@@ -124,6 +131,101 @@ class Watcher:
             self.proc.kill()
 
 
+class ServeWatcher(Watcher):
+    """The repository watched by a `canopy serve` on loopback: the same
+    interface as [`Watcher`], each run read from the service's event feed.
+    Cycle 1 is the run the registration starts (the index is complete: it
+    finds every file unchanged)."""
+
+    def __init__(self, binary, repo):
+        import http.client
+        import tempfile
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from serve_proc import start_serve  # noqa: E402
+        self.http = http.client
+        self.data = tempfile.mkdtemp(prefix="canopy-edit-serve-")
+        env = dict(os.environ, CANOPY_LOG="canopy_core=debug,canopy_graph=debug", NO_COLOR="1")
+        self.cycles = []
+        self.pending = {}
+        self.lock = threading.Condition()
+        cmd = [binary, "serve", "--no-auth", "--bind", "127.0.0.1:0", "--data-dir", self.data,
+               "--allow-root", str(repo.parent)]
+        log = open(os.path.join(self.data, "serve.log"), "w")
+        old_env = os.environ.copy()
+        os.environ.update(env)
+        try:
+            self.proc, self.addr = start_serve(cmd, log=log)
+        finally:
+            os.environ.clear()
+            os.environ.update(old_env)
+        self.log_path = os.path.join(self.data, "serve.log")
+        status, feed = self.request("GET", "/events?limit=1")
+        self.seq = feed.get("latest_seq", 0)
+        status, body = self.request("POST", "/repos/add", {"path": str(repo), "watch": True})
+        if status not in (200, 201):
+            sys.exit(f"POST /repos/add: {status} {body}")
+        self.repo_id = body["repo_id"]
+        self.log_at = 0
+        threading.Thread(target=self._follow, daemon=True).start()
+
+    def request(self, method, path, body=None):
+        host, port = self.addr.rsplit(":", 1)
+        conn = self.http.HTTPConnection(host, int(port), timeout=120)
+        headers = {"Host": f"127.0.0.1:{port}"}
+        data = None
+        if body is not None:
+            data = json.dumps(body)
+            headers["Content-Type"] = "application/json"
+        conn.request(method, path, body=data, headers=headers)
+        resp = conn.getresponse()
+        raw = resp.read()
+        conn.close()
+        try:
+            return resp.status, json.loads(raw or b"null")
+        except ValueError:
+            return resp.status, raw.decode("utf-8", "replace")
+
+    def _phases(self):
+        """The phases of the last run, from the debug lines the log gained."""
+        with open(self.log_path) as f:
+            f.seek(self.log_at)
+            text = f.read()
+            self.log_at = f.tell()
+        phases = {}
+        for line in text.splitlines():
+            if "index run timeline" in line:
+                phases.update(kv(line))
+            elif re.search(r"\bresolved\b", line) and "prepare_ms" in line:
+                d = kv(line)
+                phases.update({k: d[k] for k in ("prepare_ms", "rows_ms", "world_ms", "write_ms") if k in d})
+                phases["resolve_ms"] = d.get("ms", 0)
+        return phases
+
+    def _follow(self):
+        while self.proc.poll() is None:
+            try:
+                status, feed = self.request("GET", f"/events?after_seq={self.seq}&wait=5&limit=100")
+            except OSError:
+                return
+            if status != 200:
+                time.sleep(0.1)
+                continue
+            for e in feed.get("items", []):
+                self.seq = max(self.seq, e.get("seq", self.seq))
+                if e.get("kind") == "reindex_finished" and e.get("repo_id") == self.repo_id:
+                    time.sleep(0.02)  # let the run's debug lines land in the log
+                    cycle = {"report": {"duration_ms": e["data"]["duration_ms"],
+                                        "files_indexed": e["data"]["files_indexed"]},
+                             "phases": self._phases()}
+                    with self.lock:
+                        self.cycles.append(cycle)
+                        self.lock.notify_all()
+
+    def close(self):
+        super().close()
+        shutil.rmtree(self.data, ignore_errors=True)
+
+
 def one_line_edit(text, salt):
     """The text with one existing line changed: a comment appended to the
     first line in the middle third that ends a statement."""
@@ -153,8 +255,8 @@ def one_line_function(text, salt, suffix):
     return text.rstrip("\n") + "\n\n" + line + "\n"
 
 
-def run_round(binary, repo, files, salt, kind="line", suffix=".py", settle=0.0):
-    w = Watcher(binary, repo)
+def run_round(binary, repo, files, salt, kind="line", suffix=".py", settle=0.0, serve=False):
+    w = ServeWatcher(binary, repo) if serve else Watcher(binary, repo)
     out = []
     try:
         w.wait_cycles(1, timeout=600)  # the initial run: brings the index up to date
@@ -196,6 +298,8 @@ def main():
                          "function: a one-line function appended (a unit added, then removed by the restore)")
     ap.add_argument("--settle", type=float, default=0.0,
                     help="seconds between the watcher's initial run and the first edit (default 0)")
+    ap.add_argument("--serve", action="store_true",
+                    help="measure inside `canopy serve` (a watched repository) instead of `canopy watch`")
     args = ap.parse_args()
     repo = args.repo.resolve()
     bins = [b.split("=", 1) for b in args.bin]
@@ -203,7 +307,7 @@ def main():
     random.Random(args.seed).shuffle(files)
     files = files[: args.edits]
     load0 = os.getloadavg()
-    print(f"repo {repo}  kind {args.kind}  edits {len(files)} x 2 (edit, restore)  rounds {args.rounds}  settle {args.settle} s  load at start {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
+    print(f"repo {repo}  {'canopy serve' if args.serve else 'canopy watch'}  kind {args.kind}  edits {len(files)} x 2 (edit, restore)  rounds {args.rounds}  settle {args.settle} s  load at start {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
     results = {name: [] for name, _ in bins}
     firsts = {name: [] for name, _ in bins}
     for r in range(args.rounds):
@@ -211,7 +315,7 @@ def main():
             # Each binary its own index (the schema may differ): build it first, outside the figures.
             shutil.rmtree(repo / ".canopy", ignore_errors=True)
             subprocess.run([path, "--quiet", "index", str(repo)], check=True, stdout=subprocess.DEVNULL)
-            got = run_round(path, repo, files, f"{name}{r}", args.kind, args.suffix, args.settle)
+            got = run_round(path, repo, files, f"{name}{r}", args.kind, args.suffix, args.settle, args.serve)
             bad = [c for _, _, c in got if c["report"]["files_indexed"] != 1]
             if bad:
                 print(f"warning: {name}: {len(bad)} run(s) did not index exactly one file", file=sys.stderr)
