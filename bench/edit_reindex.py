@@ -34,6 +34,12 @@ on loopback (its own data directory, no auth) registers the repository with
 debug log as above. The service builds a watched repository's resolver world
 when the watch starts, as a watcher does after its initial run.
 
+`--gap S` is the pause after each run before the next write, the edit's
+restore included (default: 0.1 s after a restore only). A watcher merges
+the text index its runs left once no event came for half a second
+(`watch::IDLE_WORK_AFTER`), so with a gap of a second or more, as between
+an agent's edits, the runs find no merging left to do.
+
 `--settle S` waits S seconds after the watcher's initial run before the
 first edit (default 0: edit at once). A watcher builds the resolver's world
 in the background after its initial run (issue 28 item 5); an edit that
@@ -255,7 +261,7 @@ def one_line_function(text, salt, suffix):
     return text.rstrip("\n") + "\n\n" + line + "\n"
 
 
-def run_round(binary, repo, files, salt, kind="line", suffix=".py", settle=0.0, serve=False):
+def run_round(binary, repo, files, salt, kind="line", suffix=".py", settle=0.0, serve=False, gap=None):
     w = ServeWatcher(binary, repo) if serve else Watcher(binary, repo)
     out = []
     try:
@@ -274,12 +280,14 @@ def run_round(binary, repo, files, salt, kind="line", suffix=".py", settle=0.0, 
                 n += 1
                 c = w.wait_cycles(n)
                 out.append(("edit", rel, c))
+                if gap is not None:
+                    time.sleep(gap)
             finally:
                 path.write_bytes(original)
             n += 1
             c = w.wait_cycles(n)
             out.append(("restore", rel, c))
-            time.sleep(0.1)
+            time.sleep(0.1 if gap is None else gap)
     finally:
         w.close()
     return out
@@ -298,6 +306,10 @@ def main():
                          "function: a one-line function appended (a unit added, then removed by the restore)")
     ap.add_argument("--settle", type=float, default=0.0,
                     help="seconds between the watcher's initial run and the first edit (default 0)")
+    ap.add_argument("--gap", type=float, default=None,
+                    help="seconds after each run before the next write (default: 0.1 s after a restore, none "
+                         "after an edit); an agent's edits come seconds apart, and a watcher does its idle "
+                         "work (text merging) in between")
     ap.add_argument("--serve", action="store_true",
                     help="measure inside `canopy serve` (a watched repository) instead of `canopy watch`")
     args = ap.parse_args()
@@ -307,7 +319,7 @@ def main():
     random.Random(args.seed).shuffle(files)
     files = files[: args.edits]
     load0 = os.getloadavg()
-    print(f"repo {repo}  {'canopy serve' if args.serve else 'canopy watch'}  kind {args.kind}  edits {len(files)} x 2 (edit, restore)  rounds {args.rounds}  settle {args.settle} s  load at start {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
+    print(f"repo {repo}  {'canopy serve' if args.serve else 'canopy watch'}  kind {args.kind}  edits {len(files)} x 2 (edit, restore)  rounds {args.rounds}  settle {args.settle} s  gap {args.gap if args.gap is not None else 'default'}  load at start {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
     results = {name: [] for name, _ in bins}
     firsts = {name: [] for name, _ in bins}
     for r in range(args.rounds):
@@ -315,7 +327,8 @@ def main():
             # Each binary its own index (the schema may differ): build it first, outside the figures.
             shutil.rmtree(repo / ".canopy", ignore_errors=True)
             subprocess.run([path, "--quiet", "index", str(repo)], check=True, stdout=subprocess.DEVNULL)
-            got = run_round(path, repo, files, f"{name}{r}", args.kind, args.suffix, args.settle, args.serve)
+            got = run_round(path, repo, files, f"{name}{r}", args.kind, args.suffix, args.settle, args.serve,
+                            args.gap)
             bad = [c for _, _, c in got if c["report"]["files_indexed"] != 1]
             if bad:
                 print(f"warning: {name}: {len(bad)} run(s) did not index exactly one file", file=sys.stderr)

@@ -139,7 +139,7 @@ pub fn watch(
     // The initial run (if asked for) is the first batch `follow_changes`
     // hands over, once the watcher is in place.
     let mut cycles_done = 0;
-    let reason = follow_changes(engine.root(), options, stop, |batch| {
+    let on_batch = |batch: ChangeBatch| {
         let paths = if batch.full.is_some() {
             HashSet::new()
         } else {
@@ -147,7 +147,17 @@ pub fn watch(
         };
         cycles_done = run(batch.full, paths, batch.first_event)?;
         Ok(!done(cycles_done))
-    })?;
+    };
+    // While no edit comes: the text merging the runs left (they merge at
+    // most a few steps each, so no edit pays for a large merge).
+    let on_idle = || match engine.merge_text_while_idle() {
+        Ok(more) => more,
+        Err(e) => {
+            tracing::debug!("no text merging while idle: {e}");
+            false
+        }
+    };
+    let reason = follow_changes_idle(engine.root(), options, stop, on_batch, on_idle)?;
     Ok(WatchSummary {
         cycles: cycles_done,
         reason,
@@ -178,7 +188,28 @@ pub fn follow_changes(
     root: &Path,
     options: &WatchOptions,
     stop: &AtomicBool,
+    on_batch: impl FnMut(ChangeBatch) -> Result<bool>,
+) -> Result<&'static str> {
+    follow_changes_idle(root, options, stop, on_batch, || false)
+}
+
+/// Quiet after a batch before [`follow_changes_idle`] starts its idle work:
+/// an editor saving several files, or a checkout, is usually one batch or a
+/// few close together, and their runs would only wait for that work.
+pub const IDLE_WORK_AFTER: Duration = Duration::from_millis(500);
+
+/// [`follow_changes`], and `on_idle` once no event arrived for
+/// [`IDLE_WORK_AFTER`] after a batch: it does one bounded piece of work and
+/// says whether more is left, and is called again (between checks for
+/// events, so a new batch waits for one piece at most) until it says no or
+/// an event arrives. The watcher of [`watch`] merges the text index there
+/// ([`Engine::merge_text_while_idle`]).
+pub fn follow_changes_idle(
+    root: &Path,
+    options: &WatchOptions,
+    stop: &AtomicBool,
     mut on_batch: impl FnMut(ChangeBatch) -> Result<bool>,
+    mut on_idle: impl FnMut() -> bool,
 ) -> Result<&'static str> {
     let started = Instant::now();
     let deadline = options.duration.map(|d| started + d);
@@ -204,6 +235,9 @@ pub fn follow_changes(
     {
         return Ok("max_cycles");
     }
+    // Idle work is looked for after every batch (the initial run's too).
+    let mut last_batch = Instant::now();
+    let mut idle_work = true;
     loop {
         // Wait for the first event of a batch.
         let mut batch = Batch::default();
@@ -214,7 +248,19 @@ pub fn follow_changes(
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Ok("duration");
             }
-            match events.recv_timeout(Duration::from_millis(100)) {
+            let quiet = last_batch.elapsed();
+            let wait = if !idle_work {
+                Duration::from_millis(100)
+            } else if quiet >= IDLE_WORK_AFTER {
+                if !on_idle() {
+                    idle_work = false;
+                }
+                // Only look for an event that came during the piece.
+                Duration::ZERO
+            } else {
+                (IDLE_WORK_AFTER - quiet).min(Duration::from_millis(100))
+            };
+            match events.recv_timeout(wait) {
                 Ok(event) => {
                     if batch.add(&root, event) {
                         break Instant::now();
@@ -250,6 +296,8 @@ pub fn follow_changes(
         })? {
             return Ok("max_cycles");
         }
+        last_batch = Instant::now();
+        idle_work = true;
     }
 }
 
@@ -445,6 +493,58 @@ mod tests {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// Text merge steps left in the index at `db`, counted on a copy (so
+    /// the index itself keeps them).
+    fn merge_steps_left(db: &Path) -> u32 {
+        let copy_dir = tempfile::tempdir().expect("tempdir");
+        let copy = copy_dir.path().join("copy.db");
+        let (store, _) = crate::store::Store::open(db).expect("open");
+        store
+            .conn
+            .execute("VACUUM INTO ?1", [copy.to_string_lossy()])
+            .expect("copy");
+        let (mut copied, _) = crate::store::Store::open(&copy).expect("open the copy");
+        copied.merge_text_segments(u32::MAX).expect("merge")
+    }
+
+    // One-file runs merge at most a few steps each (`MERGE_STEPS_SMALL_RUN`),
+    // so a run whose merge reaches large segments leaves work; a watcher
+    // with no edit to index does it (issue 28 item 5: those steps were the
+    // p95 of a one-line edit).
+    #[test]
+    fn an_idle_watcher_merges_the_text_index_its_runs_left() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("app.py"), "def main():\n    return 1\n").expect("write");
+        let engine = Engine::open(dir.path(), crate::EngineOptions::default()).expect("open");
+        engine.index(None, &NoProgress).expect("index");
+        // Four one-file runs of many distinct words: the fourth fills a
+        // level whose merge takes more than the run's steps.
+        for i in 0..4 {
+            let words: Vec<String> = (0..60_000).map(|j| format!("w{i}x{j}")).collect();
+            let name = format!("notes_{i}.txt");
+            std::fs::write(dir.path().join(&name), words.join("\n")).expect("write");
+            engine
+                .index_paths(HashSet::from([name]), &NoProgress)
+                .expect("index");
+        }
+        let db = dir.path().join(".canopy").join("index.db");
+        let left = merge_steps_left(&db);
+        assert!(left > 0, "the runs left text merging to do");
+        let stop = AtomicBool::new(false);
+        let watching = WatchOptions {
+            initial_run: false,
+            duration: Some(IDLE_WORK_AFTER + Duration::from_secs(3)),
+            ..WatchOptions::default()
+        };
+        let summary = watch(&engine, &watching, &stop, |_| {}).expect("watch");
+        assert_eq!(summary.cycles, 0, "no edit came");
+        assert_eq!(
+            merge_steps_left(&db),
+            0,
+            "the idle watcher merged the {left} steps the runs left"
+        );
     }
 
     fn event(kind: EventKind, paths: &[&str]) -> notify::Result<notify::Event> {

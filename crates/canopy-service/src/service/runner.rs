@@ -105,8 +105,31 @@ impl Service {
                     service.warm_watched(&watched);
                 }
                 let options = canopy_core::watch::WatchOptions::default();
-                let result =
-                    canopy_core::watch::follow_changes(&watched.root, &options, &stop, |batch| {
+                // While no edit comes, the text merging the runs left (as
+                // `canopy watch` does; a run that still holds the index
+                // merges its own steps and ends the idle work). Not in
+                // fleet mode: there only a run under the owner's lease
+                // writes an index.
+                let on_idle = || {
+                    let Some(service) = service.upgrade() else {
+                        return false;
+                    };
+                    if service.fleet().is_some() {
+                        return false;
+                    }
+                    let Ok(engine) = watched.engine(&service.config) else {
+                        return false;
+                    };
+                    engine.merge_text_while_idle().unwrap_or_else(|e| {
+                        tracing::debug!(repo = %watched.id, "no text merging while idle: {e}");
+                        false
+                    })
+                };
+                let result = canopy_core::watch::follow_changes_idle(
+                    &watched.root,
+                    &options,
+                    &stop,
+                    |batch| {
                         let Some(service) = service.upgrade() else {
                             return Ok(false);
                         };
@@ -138,7 +161,9 @@ impl Service {
                             tracing::warn!(repo = %watched.id, "watch cannot start a reindex: {e}");
                         }
                         Ok(true)
-                    });
+                    },
+                    on_idle,
+                );
                 if let Err(e) = result {
                     tracing::warn!(repo = %watched.id, "watching stopped: {e}");
                 }
