@@ -191,6 +191,20 @@ fn only_in<'a>(a: &'a [String], b: &[String]) -> Vec<&'a String> {
     a.iter().filter(|l| b.binary_search(l).is_err()).collect()
 }
 
+/// Asserts that `store` holds the edges a cold index of `root` stores.
+fn assert_cold_index_edges(root: &Path, store: &Store, what: &str) {
+    let cold_db = tempfile::tempdir().expect("db");
+    let mut cold = open(cold_db.path());
+    run_index(root, &mut cold, &options(), &NoProgress, None).expect("cold index");
+    let (edges, cold_edges) = (edge_dump(store), edge_dump(&cold));
+    assert!(
+        edges == cold_edges,
+        "{what}: not the cold index's edges; only here: {:#?}; only cold: {:#?}",
+        only_in(&edges, &cold_edges),
+        only_in(&cold_edges, &edges),
+    );
+}
+
 /// What a kept world's graph is compared with after each step.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Against {
@@ -817,16 +831,7 @@ fn the_first_edit_after_a_warm_up_updates_the_world_in_place() {
                 apply(&root, edit);
             }
             run_index(&root, &mut store, &options(), &NoProgress, Some(&mut kept)).expect("index");
-            let cold_db = tempfile::tempdir().expect("db");
-            let mut cold = open(cold_db.path());
-            run_index(&root, &mut cold, &options(), &NoProgress, None).expect("cold index");
-            let (warm_edges, cold_edges) = (edge_dump(&store), edge_dump(&cold));
-            assert!(
-                warm_edges == cold_edges,
-                "{fixture} step {step}: not the cold index's edges; only after the warm-up: {:#?}; only cold: {:#?}",
-                only_in(&warm_edges, &cold_edges),
-                only_in(&cold_edges, &warm_edges),
-            );
+            assert_cold_index_edges(&root, &store, &format!("{fixture} step {step}, warmed"));
         }
         assert_eq!(
             kept.patches(),
@@ -866,16 +871,7 @@ fn an_edit_that_arrives_during_the_warm_up_stores_a_cold_index_edges() {
                 "{fixture} step {step}: a world is kept after the warm-up and the run"
             );
             let live = open(&root.join(".canopy"));
-            let cold_db = tempfile::tempdir().expect("db");
-            let mut cold = open(cold_db.path());
-            run_index(&root, &mut cold, &options(), &NoProgress, None).expect("cold index");
-            let (live_edges, cold_edges) = (edge_dump(&live), edge_dump(&cold));
-            assert!(
-                live_edges == cold_edges,
-                "{fixture} step {step}: not the cold index's edges; only live: {:#?}; only cold: {:#?}",
-                only_in(&live_edges, &cold_edges),
-                only_in(&cold_edges, &live_edges),
-            );
+            assert_cold_index_edges(&root, &live, &format!("{fixture} step {step}, raced"));
         }
     }
 }

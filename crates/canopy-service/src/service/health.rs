@@ -132,24 +132,18 @@ impl Service {
         ));
         gauge(out, "canopy_repos", "Registered repositories.");
         out.push_str(&format!("canopy_repos {}\n", entries.len()));
-        gauge(
+        gauge_of(
             out,
             "canopy_engines_open",
             "Repositories whose engine is open (idle ones are closed after --engine-idle-secs).",
+            entries.iter().filter(|e| e.engine_open()).count(),
         );
-        out.push_str(&format!(
-            "canopy_engines_open {}\n",
-            entries.iter().filter(|e| e.engine_open()).count()
-        ));
-        gauge(
+        gauge_of(
             out,
             "canopy_resolver_worlds_kept",
             "Open engines holding a resolver world for the next edit to update (watched repositories build theirs when the watch starts).",
+            entries.iter().filter(|e| e.resolver_world_kept()).count(),
         );
-        out.push_str(&format!(
-            "canopy_resolver_worlds_kept {}\n",
-            entries.iter().filter(|e| e.resolver_world_kept()).count()
-        ));
         out.push_str(
             "# HELP canopy_engines_closed_total Engines closed for being idle.\n# TYPE canopy_engines_closed_total counter\n",
         );
@@ -173,6 +167,13 @@ impl Service {
 /// Writes the `# HELP` and `# TYPE ... gauge` lines of one gauge.
 fn gauge(out: &mut String, name: &str, help: &str) {
     out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n"));
+}
+
+/// Writes one gauge without labels: its `# HELP` and `# TYPE` lines and
+/// its value.
+fn gauge_of(out: &mut String, name: &str, help: &str, value: usize) {
+    gauge(out, name, help);
+    out.push_str(&format!("{name} {value}\n"));
 }
 
 /// The Prometheus labels naming one repository.
