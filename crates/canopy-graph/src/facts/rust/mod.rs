@@ -663,6 +663,7 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
         "let_declaration" => let_declaration(cx, n),
         "parameter" => parameter(cx, n),
         "field_declaration" => field_declaration(cx, n),
+        "const_item" | "static_item" => constant_item(cx, n),
         "for_expression" => for_bindings(cx, n),
         "block" => for_body_bindings(cx, n, up),
         "function_item" | "function_signature_item" => function(cx, n),
@@ -710,6 +711,10 @@ fn call<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
                     (Some(r), _) if r == "Default" && cx.t(name) == "default" => {
                         default_target(cx, n, up).or(Some(r))
                     }
+                    // No first argument, or none the walker can write
+                    // (`thread::current()`, `mem::replace(&mut v[i], x)`):
+                    // still a path, never a value of unknown type.
+                    (Some(r), None) if !r.contains(TRAIT_HINT) => Some(format!("{r}{UFCS_SEP}")),
                     (r, _) => r,
                 };
                 cx.site(name, recv.or_else(|| Some("?".into())), SiteKind::Call);
@@ -894,6 +899,19 @@ fn field_declaration(cx: &mut Cx, n: Node) {
         bind_items(cx, n.start_byte(), &name, t, true);
         let t = type_expr(cx, t);
         cx.bind(n.start_byte(), &name, t, true, true);
+    }
+}
+
+/// `static NAME: T = …;` / `const NAME: T = …;` (and `lazy_static!`'s
+/// `static ref`): the item's unit holds a `T` (read by
+/// `World::constant_value`, so `NAME.len()` is `T`'s `len`). Bound at the
+/// name, inside the item's unit.
+fn constant_item(cx: &mut Cx, n: Node) {
+    if let (Some(name), Some(t)) = (n.field("name"), n.field("type")) {
+        let at = name.start_byte();
+        let name = cx.t(name).to_string();
+        let t = type_expr(cx, t);
+        cx.bind(at, &name, t, true, false);
     }
 }
 

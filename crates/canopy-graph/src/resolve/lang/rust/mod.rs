@@ -347,6 +347,13 @@ impl Rust {
             return Vec::new();
         }
         let (mut vals, _) = w.lookup(cx, head, depth + 1);
+        // A `use` path's head is in the type namespace (a crate, module,
+        // type or trait): `fn indexmap()` in a test does not hide the
+        // crate of `use indexmap::IndexMap`.
+        vals.retain(|v| matches!(v, Val::Class(_) | Val::File(_) | Val::Module(_)));
+        if vals.is_empty() {
+            vals.extend(self.prelude(head));
+        }
         for seg in module.split('.').skip(1) {
             let mut next = Vec::new();
             for v in &vals {
@@ -500,7 +507,7 @@ impl LanguageRules for Rust {
             // `impl From<DocumentMut>`: the one taking `doc`'s type.
             found.0 = vec![one];
         }
-        if !found.0.is_empty() || !w.eval(cx, path, 0).is_empty() {
+        if !found.0.is_empty() || first_arg.is_empty() || !w.eval(cx, path, 0).is_empty() {
             return Some(found);
         }
         // Only methods of `x`'s impls of the trait the path names
