@@ -91,7 +91,8 @@ use crate::error::{CanopyError, Result};
 /// call with no first argument the walker can write keeps its path marker
 /// (`thread|`: never a guess), Rust `static` / `const` items bind their
 /// declared type, `lazy_static!`'s `static ref` items are parsed as
-/// `static` items.
+/// `static` items; Go elements by index (`blocks[i]`: `blocks#elem`) and
+/// the items of what a function returns (`#ret#elem`).
 pub const SCHEMA_VERSION: u32 = 33;
 
 const SCHEMA: &str = include_str!("schema.sql");
