@@ -92,7 +92,9 @@ use crate::error::{CanopyError, Result};
 /// (`thread|`: never a guess), Rust `static` / `const` items bind their
 /// declared type, `lazy_static!`'s `static ref` items are parsed as
 /// `static` items; Go elements by index (`blocks[i]`: `blocks#elem`) and
-/// the items of what a function returns (`#ret#elem`).
+/// the items of what a function returns (`#ret#elem`); Rust slice types
+/// (`&[u8]`: `[u8]`) and `Box<[u8]>` as a `Box`, literal slices, `vec![…]`
+/// and `to_vec()` as literal types, a `let` bound to a literal.
 pub const SCHEMA_VERSION: u32 = 33;
 
 const SCHEMA: &str = include_str!("schema.sql");

@@ -27,9 +27,11 @@ use crate::store::graph_rows::{How, SymRow};
 /// first parameter's type is the type of `arg` (evaluated at `cx`), if
 /// exactly one is.
 ///
-/// A literal (`#lit:str`, see [`LITERAL`]), or a local whose type is
-/// written as a builtin's (`s: String`), is matched with the parameter's
-/// type as written (`&'b str` is `str`; `int` any integer type).
+/// A literal (`#lit:str`, see [`LITERAL`]; `vec![…]` and `x.to_vec()`
+/// are `Vec`, `&b"…"[..]` is `[u8]`), a local bound to one, or a local
+/// whose type is written as a builtin's (`s: String`), is matched with the
+/// parameter's type as written (`&'b str` is `str`; `int` any integer
+/// type); `v.clone()` is `v`.
 fn by_first_argument(w: &World, cx: &Ctx, found: &[SymId], arg: &str) -> Option<SymId> {
     if arg.is_empty() {
         return None;
@@ -38,11 +40,18 @@ fn by_first_argument(w: &World, cx: &Ctx, found: &[SymId], arg: &str) -> Option<
         &[one] => Some(one),
         _ => None,
     };
+    // `v.clone()` is a `v` of the same type.
+    let arg = arg.strip_suffix(".clone()").unwrap_or(arg);
     let written = match arg.strip_prefix(LITERAL) {
         Some(lit) => Some(lit),
-        None if arg.chars().all(|c| c.is_alphanumeric() || c == '_') => w
-            .binding_expr(cx, arg)
-            .filter(|e| w.rules_of(cx.file).builtin_type(w, cx.file, e)),
+        None if arg.chars().all(|c| c.is_alphanumeric() || c == '_') => {
+            w.binding_expr(cx, arg)
+                .and_then(|e| match e.strip_prefix(LITERAL) {
+                    // `let v = vec![…]`: a local bound to a literal.
+                    Some(lit) => Some(lit),
+                    None => w.rules_of(cx.file).builtin_type(w, cx.file, e).then_some(e),
+                })
+        }
         None => None,
     };
     if let Some(written) = written {
@@ -108,6 +117,8 @@ fn first_parameter(w: &World, f: SymId) -> Option<(Ctx, &str)> {
                 && facts
                     .s(b.name)
                     .starts_with(|c: char| c.is_lowercase() || c == '_')
+                // Not the items of a collection parameter (`v#elem` of `v: Vec<u8>`).
+                && !facts.s(b.name).contains('#')
         })
         .min_by_key(|(_, b)| b.byte)?;
     let at = Ctx {
