@@ -525,6 +525,20 @@ impl LanguageRules for Rust {
         // (`toml::Span::new(a)` is no method of `a`).
         let tr = path.rsplit('.').next().unwrap_or(path);
         let tr = tr.trim_end_matches(PATH_HEAD);
+        // `Vec::from(b)`: a type the repository does not define (std's),
+        // with impls of its own there (`impl From<Bytes> for Vec<u8>`):
+        // the one whose first parameter takes `b`'s type, if one does.
+        let of_impls: Vec<SymId> = w
+            .impl_traits
+            .get(tr)
+            .into_iter()
+            .flatten()
+            .flat_map(|(i, _)| w.named_children(*i, name).iter().copied())
+            .filter(|&m| is_function(w.syms[m].node_type))
+            .collect();
+        if let Some(one) = by_first_argument(w, cx, &of_impls, first_arg) {
+            return Some((vec![one], How::Inferred));
+        }
         Some((
             traits::trait_methods(w, cx, first_arg, name, tr),
             How::Inferred,
