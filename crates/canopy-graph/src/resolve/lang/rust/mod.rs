@@ -33,7 +33,9 @@ use crate::store::graph_rows::{How, SymRow};
 /// parameter's type as written (`&'b str` is `str`; `int` any integer
 /// type); `v.clone()` is `v`.
 fn by_first_argument(w: &World, cx: &Ctx, found: &[SymId], arg: &str) -> Option<SymId> {
-    if arg.is_empty() {
+    // Nothing to choose from: no need to evaluate the argument (most
+    // path calls into std have no impl of their type in the repository).
+    if arg.is_empty() || found.is_empty() {
         return None;
     }
     let one = |matching: Vec<SymId>| match matching.as_slice() {
