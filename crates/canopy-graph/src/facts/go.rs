@@ -10,7 +10,7 @@
 
 use tree_sitter::Node;
 
-use super::model::{DefFactKind, ELEM, FIRST_KNOWN, KEY, SiteKind, TUPLE, VALUE};
+use super::model::{DefFactKind, ELEM, FIRST_KNOWN, KEY, RETURNED, SiteKind, TUPLE, VALUE};
 use super::walker::{Cx, GrammarLookup, Up, walk_tree};
 
 /// The normalised expression of a value node.
@@ -26,6 +26,9 @@ pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
         "unary_expression" => expr(cx, n.field("operand")?),
         "parenthesized_expression" => expr(cx, n.named_child(0)?),
         "type_assertion_expression" => Some(format!("{}()", type_expr(cx, n.field("type")?)?)),
+        // `blocks[i]`: an element of a slice or array (`blocks#elem`; for a
+        // call, `f()#elem`, an item of what it returns).
+        "index_expression" => Some(format!("{}{ELEM}", expr(cx, n.field("operand")?)?)),
         _ => None,
     }
 }
@@ -383,6 +386,8 @@ fn function(cx: &mut Cx, n: Node) {
             _ => type_expr(cx, r),
         };
         cx.def_fact(name, t, DefFactKind::Returns);
+        // `-> []Block`: what a call returns has items (`#ret#elem`).
+        bind_items(cx, name.start_byte(), RETURNED, r, false);
     }
 }
 

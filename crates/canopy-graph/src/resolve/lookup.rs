@@ -189,7 +189,10 @@ impl World {
         let fi = cx.file;
         let facts = self.files[fi].facts.get();
         let part = self.part(fi);
-        let later_visible = self.conventions_of(fi).locals_visible_before_binding;
+        // A file's top level is no sequence: its bindings (Go's package
+        // variables) are seen before them in every language.
+        let later_visible = self.conventions_of(fi).locals_visible_before_binding
+            || self.syms[u].node_type == NodeType::File;
         let mut best: Option<BindingIdx> = None;
         for &bi in part.bindings_named(facts, name) {
             let b = &facts.bindings[bi.index()];

@@ -250,9 +250,17 @@ impl World {
         }
         // Unknown receiver: guess only when even its root is unknown (a
         // pattern or closure binding). A known root whose member has an
-        // external type (`self.text.len()`, text: String) is external.
+        // external type (`self.text.len()`, text: String) is external, and
+        // so is an item of a local whose items are unknown (Go's
+        // `ptrs[p].IsNil()` of `ptrs := make(map[…]…)`).
         let root_unknown = || {
             let root = r.split('.').next().unwrap_or_default();
+            if let Some((local, _)) = root.split_once('#')
+                && !local.is_empty()
+                && self.binding_expr(cx, local).is_some()
+            {
+                return false;
+            }
             root == r || self.eval(cx, root, 0).is_empty()
         };
         if out.len() > 1 {

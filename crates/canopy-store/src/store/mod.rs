@@ -87,8 +87,15 @@ use crate::error::{CanopyError, Result};
 /// build on linux/amd64 is compiled out as a whole (no sites); 32:
 /// ECMAScript private names (`this.#dispatch()`) as sites, Go results as
 /// tuples named one by one by `a, err := f()`, Go items of typed slices,
-/// maps and variadic parameters, `range` values as items.
-pub const SCHEMA_VERSION: u32 = 32;
+/// maps and variadic parameters, `range` values as items; 33: a Rust path
+/// call with no first argument the walker can write keeps its path marker
+/// (`thread|`: never a guess), Rust `static` / `const` items bind their
+/// declared type, `lazy_static!`'s `static ref` items are parsed as
+/// `static` items; Go elements by index (`blocks[i]`: `blocks#elem`) and
+/// the items of what a function returns (`#ret#elem`); Rust slice types
+/// (`&[u8]`: `[u8]`) and `Box<[u8]>` as a `Box`, literal slices, `vec![…]`
+/// and `to_vec()` as literal types, a `let` bound to a literal.
+pub const SCHEMA_VERSION: u32 = 33;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

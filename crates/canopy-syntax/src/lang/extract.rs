@@ -487,22 +487,19 @@ fn item_macro_bodies(spec: &LanguageSpec, root: Node, text: &str, depth: usize) 
             child.child_by_field_name("body")
         }
         "macro_invocation" => {
-            ranges.extend(brace_body(child));
+            ranges.extend(brace_body(child).map(|r| (r, static_refs(child, text))));
             None
         }
         _ => None,
     });
     let mut bodies = Vec::new();
-    for range in ranges {
-        let tree = PARSER.with(|parser| {
-            let mut parser = parser.borrow_mut();
-            parser.set_language(&spec.grammar).ok()?;
-            parser.set_included_ranges(&[range]).ok()?;
-            let tree = parser.parse(text, None);
-            // The parser is shared by every file of this thread.
-            parser.set_included_ranges(&[]).ok()?;
-            tree
-        });
+    for (range, refs) in ranges {
+        let mut tree = parse_ranges(spec, text, &[range]);
+        if tree.as_ref().is_some_and(|t| t.root_node().has_error()) && !refs.is_empty() {
+            // `lazy_static! { static ref NAME: T = …; }`: without its `ref`
+            // tokens the body is `static` items (positions stay the file's).
+            tree = parse_ranges(spec, text, &ranges_without(range, &refs));
+        }
         let Some(tree) = tree else { continue };
         let body_root = tree.root_node();
         if body_root.has_error() || body_root.named_child_count() == 0 {
@@ -513,6 +510,67 @@ fn item_macro_bodies(spec: &LanguageSpec, root: Node, text: &str, depth: usize) 
         bodies.extend(inner);
     }
     bodies
+}
+
+/// `text` parsed with only `ranges` included (sorted, not overlapping).
+fn parse_ranges(
+    spec: &LanguageSpec,
+    text: &str,
+    ranges: &[tree_sitter::Range],
+) -> Option<tree_sitter::Tree> {
+    PARSER.with(|parser| {
+        let mut parser = parser.borrow_mut();
+        parser.set_language(&spec.grammar).ok()?;
+        parser.set_included_ranges(ranges).ok()?;
+        let tree = parser.parse(text, None);
+        // The parser is shared by every file of this thread.
+        parser.set_included_ranges(&[]).ok()?;
+        tree
+    })
+}
+
+/// The `ref` tokens right after a `static` token at the top level of a
+/// macro invocation's token tree (`lazy_static!`'s `static ref NAME`).
+fn static_refs(invocation: Node, text: &str) -> Vec<tree_sitter::Range> {
+    let mut cursor = invocation.walk();
+    let Some(tokens) = invocation
+        .children(&mut cursor)
+        .find(|c| c.kind() == "token_tree")
+    else {
+        return Vec::new();
+    };
+    let mut cursor = tokens.walk();
+    let tokens: Vec<Node> = tokens.children(&mut cursor).collect();
+    tokens
+        .windows(2)
+        .filter(|p| &text[p[0].byte_range()] == "static" && &text[p[1].byte_range()] == "ref")
+        .map(|p| p[1].range())
+        .collect()
+}
+
+/// `range` less the sub-ranges `holes` (sorted, inside it).
+fn ranges_without(
+    range: tree_sitter::Range,
+    holes: &[tree_sitter::Range],
+) -> Vec<tree_sitter::Range> {
+    let mut out = Vec::new();
+    let (mut start_byte, mut start_point) = (range.start_byte, range.start_point);
+    for h in holes {
+        out.push(tree_sitter::Range {
+            start_byte,
+            end_byte: h.start_byte,
+            start_point,
+            end_point: h.start_point,
+        });
+        (start_byte, start_point) = (h.end_byte, h.end_point);
+    }
+    out.push(tree_sitter::Range {
+        start_byte,
+        end_byte: range.end_byte,
+        start_point,
+        end_point: range.end_point,
+    });
+    out
 }
 
 /// Calls `visit` on each named child of `root` and, breadth first, of every

@@ -237,14 +237,36 @@ fn parsed_type(cx: &Cx, f: Node) -> Option<String> {
 }
 
 /// A literal's type as [`LITERAL`] writes it (`#lit:str` for `"x"`).
-fn literal_type(n: Node) -> Option<String> {
+fn literal_type(cx: &Cx, n: Node) -> Option<String> {
     let t = match n.kind_name() {
         "string_literal" | "raw_string_literal" => "str",
         "integer_literal" => "int",
         "float_literal" => "float",
         "boolean_literal" => "bool",
         "char_literal" => "char",
-        "reference_expression" => return literal_type(n.field("value")?),
+        "reference_expression" => return literal_type(cx, n.field("value")?),
+        // `&b"abc"[..]` / `&"abc"[..]`: a slice of a literal.
+        "index_expression" => {
+            let (value, index) = (n.named_child(0)?, n.named_child(1)?);
+            if index.kind_name() != "range_expression" || value.kind_name() != "string_literal" {
+                return None;
+            }
+            if cx.t(value).starts_with('b') {
+                "[u8]"
+            } else {
+                "str"
+            }
+        }
+        // `vec![…]`, `b"…".to_vec()`: a `Vec` (the type as a parameter writes it).
+        "macro_invocation" if n.field("macro").is_some_and(|m| cx.t(m) == "vec") => "Vec",
+        "call_expression"
+            if n.field("function")
+                .filter(|f| f.kind_name() == "field_expression")
+                .and_then(|f| f.field("field"))
+                .is_some_and(|m| cx.t(m) == "to_vec") =>
+        {
+            "Vec"
+        }
         _ => return None,
     };
     Some(format!("{LITERAL}{t}"))
@@ -420,13 +442,23 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
                 && let Some(args) = n.field("type_arguments")
                 && let Some(first) = args.named_child(0)
             {
-                return type_expr(cx, first);
+                // `Box<[u8]>` stays a `Box`: no repository type is inside,
+                // and a `From<Box<[u8]>>` is not a `From<&[u8]>`.
+                let inner = type_expr(cx, first);
+                if !inner.as_deref().is_some_and(|t| t.starts_with('[')) {
+                    return inner;
+                }
             }
             Some(name)
         }
         // `&str`, `usize`: a name the resolver finds nothing for, but
         // which says the value is no unknown (no guess on its methods).
         "primitive_type" => Some(cx.t(n).to_string()),
+        // `[u8]` (a slice, as `&[u8]` writes it): a builtin; an array
+        // `[u8; 4]` stays unknown.
+        "array_type" if n.field("length").is_none() => {
+            Some(format!("[{}]", type_expr(cx, n.field("element")?)?))
+        }
         "reference_type" | "pointer_type" => type_expr(cx, n.field("type")?),
         "abstract_type" | "dynamic_type" => {
             let t = n.field("trait").or_else(|| n.named_child(0))?;
@@ -663,6 +695,7 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
         "let_declaration" => let_declaration(cx, n),
         "parameter" => parameter(cx, n),
         "field_declaration" => field_declaration(cx, n),
+        "const_item" | "static_item" => constant_item(cx, n),
         "for_expression" => for_bindings(cx, n),
         "block" => for_body_bindings(cx, n, up),
         "function_item" | "function_signature_item" => function(cx, n),
@@ -702,7 +735,7 @@ fn call<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
                 let first_arg = n
                     .field("arguments")
                     .and_then(|a| a.named_child(0))
-                    .and_then(|a| expr(cx, a).or_else(|| literal_type(a)));
+                    .and_then(|a| expr(cx, a).or_else(|| literal_type(cx, a)));
                 let recv = match (recv, first_arg) {
                     (Some(r), Some(a)) if !r.contains(TRAIT_HINT) => {
                         Some(format!("{r}{UFCS_SEP}{a}"))
@@ -710,6 +743,10 @@ fn call<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
                     (Some(r), _) if r == "Default" && cx.t(name) == "default" => {
                         default_target(cx, n, up).or(Some(r))
                     }
+                    // No first argument, or none the walker can write
+                    // (`thread::current()`, `mem::replace(&mut v[i], x)`):
+                    // still a path, never a value of unknown type.
+                    (Some(r), None) if !r.contains(TRAIT_HINT) => Some(format!("{r}{UFCS_SEP}")),
                     (r, _) => r,
                 };
                 cx.site(name, recv.or_else(|| Some("?".into())), SiteKind::Call);
@@ -858,7 +895,9 @@ fn let_declaration(cx: &mut Cx, n: Node) {
         let t = type_expr(cx, t);
         cx.bind(n.end_byte(), &name, t, true, false);
     } else if let Some(v) = n.field("value") {
-        let e = expr(cx, v);
+        // `let v = vec![…]`: a literal's type (`#lit:Vec`), which chooses
+        // among `From` impls where `v` is passed.
+        let e = expr(cx, v).or_else(|| literal_type(cx, v));
         // `let x = std::mem::replace(x, y)`, `let x = x`: the same value,
         // so the binding `x` had holds on (a binding to its own name would
         // read as unknown).
@@ -894,6 +933,19 @@ fn field_declaration(cx: &mut Cx, n: Node) {
         bind_items(cx, n.start_byte(), &name, t, true);
         let t = type_expr(cx, t);
         cx.bind(n.start_byte(), &name, t, true, true);
+    }
+}
+
+/// `static NAME: T = …;` / `const NAME: T = …;` (and `lazy_static!`'s
+/// `static ref`): the item's unit holds a `T` (read by
+/// `World::constant_value`, so `NAME.len()` is `T`'s `len`). Bound at the
+/// name, inside the item's unit.
+fn constant_item(cx: &mut Cx, n: Node) {
+    if let (Some(name), Some(t)) = (n.field("name"), n.field("type")) {
+        let at = name.start_byte();
+        let name = cx.t(name).to_string();
+        let t = type_expr(cx, t);
+        cx.bind(at, &name, t, true, false);
     }
 }
 

@@ -22,6 +22,7 @@ pub(crate) const CONVENTIONS: Conventions = Conventions {
     facts_read_by_every_pass: true,
     methods_declared_apart: true,
     methods_in_scope: false,
+    locals_visible_before_binding: false,
     path_builds: crate::facts::go_build::file_name_builds,
     ..Conventions::NEUTRAL
 };

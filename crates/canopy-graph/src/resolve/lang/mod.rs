@@ -92,7 +92,10 @@ pub(crate) struct Conventions {
     /// `x.f` is the field `f` even when a method `f()` exists (Rust).
     pub fields_before_methods: bool,
     /// A binding later in its scope stands for a name used before it
-    /// (not Rust, whose locals exist only after their `let`).
+    /// (not Rust, whose locals exist only after their `let`, nor Go's
+    /// function bodies: `var text *ast.Text` late in a function is not the
+    /// package `text` of its parameter `block text.BlockReader`). A file's
+    /// top-level bindings are seen from anywhere in it either way.
     pub locals_visible_before_binding: bool,
     /// The items of a class-like body are in scope by bare name inside it
     /// (not Rust's `impl` and trait bodies, reached through `Self::`).

@@ -27,22 +27,33 @@ use crate::store::graph_rows::{How, SymRow};
 /// first parameter's type is the type of `arg` (evaluated at `cx`), if
 /// exactly one is.
 ///
-/// A literal (`#lit:str`, see [`LITERAL`]), or a local whose type is
-/// written as a builtin's (`s: String`), is matched with the parameter's
-/// type as written (`&'b str` is `str`; `int` any integer type).
+/// A literal (`#lit:str`, see [`LITERAL`]; `vec![…]` and `x.to_vec()`
+/// are `Vec`, `&b"…"[..]` is `[u8]`), a local bound to one, or a local
+/// whose type is written as a builtin's (`s: String`), is matched with the
+/// parameter's type as written (`&'b str` is `str`; `int` any integer
+/// type); `v.clone()` is `v`.
 fn by_first_argument(w: &World, cx: &Ctx, found: &[SymId], arg: &str) -> Option<SymId> {
-    if arg.is_empty() {
+    // Nothing to choose from: no need to evaluate the argument (most
+    // path calls into std have no impl of their type in the repository).
+    if arg.is_empty() || found.is_empty() {
         return None;
     }
     let one = |matching: Vec<SymId>| match matching.as_slice() {
         &[one] => Some(one),
         _ => None,
     };
+    // `v.clone()` is a `v` of the same type.
+    let arg = arg.strip_suffix(".clone()").unwrap_or(arg);
     let written = match arg.strip_prefix(LITERAL) {
         Some(lit) => Some(lit),
-        None if arg.chars().all(|c| c.is_alphanumeric() || c == '_') => w
-            .binding_expr(cx, arg)
-            .filter(|e| w.rules_of(cx.file).builtin_type(w, cx.file, e)),
+        None if arg.chars().all(|c| c.is_alphanumeric() || c == '_') => {
+            w.binding_expr(cx, arg)
+                .and_then(|e| match e.strip_prefix(LITERAL) {
+                    // `let v = vec![…]`: a local bound to a literal.
+                    Some(lit) => Some(lit),
+                    None => w.rules_of(cx.file).builtin_type(w, cx.file, e).then_some(e),
+                })
+        }
         None => None,
     };
     if let Some(written) = written {
@@ -108,6 +119,8 @@ fn first_parameter(w: &World, f: SymId) -> Option<(Ctx, &str)> {
                 && facts
                     .s(b.name)
                     .starts_with(|c: char| c.is_lowercase() || c == '_')
+                // Not the items of a collection parameter (`v#elem` of `v: Vec<u8>`).
+                && !facts.s(b.name).contains('#')
         })
         .min_by_key(|(_, b)| b.byte)?;
     let at = Ctx {
@@ -347,6 +360,13 @@ impl Rust {
             return Vec::new();
         }
         let (mut vals, _) = w.lookup(cx, head, depth + 1);
+        // A `use` path's head is in the type namespace (a crate, module,
+        // type or trait): `fn indexmap()` in a test does not hide the
+        // crate of `use indexmap::IndexMap`.
+        vals.retain(|v| matches!(v, Val::Class(_) | Val::File(_) | Val::Module(_)));
+        if vals.is_empty() {
+            vals.extend(self.prelude(head));
+        }
         for seg in module.split('.').skip(1) {
             let mut next = Vec::new();
             for v in &vals {
@@ -500,13 +520,27 @@ impl LanguageRules for Rust {
             // `impl From<DocumentMut>`: the one taking `doc`'s type.
             found.0 = vec![one];
         }
-        if !found.0.is_empty() || !w.eval(cx, path, 0).is_empty() {
+        if !found.0.is_empty() || first_arg.is_empty() || !w.eval(cx, path, 0).is_empty() {
             return Some(found);
         }
         // Only methods of `x`'s impls of the trait the path names
         // (`toml::Span::new(a)` is no method of `a`).
         let tr = path.rsplit('.').next().unwrap_or(path);
         let tr = tr.trim_end_matches(PATH_HEAD);
+        // `Vec::from(b)`: a type the repository does not define (std's),
+        // with impls of its own there (`impl From<Bytes> for Vec<u8>`):
+        // the one whose first parameter takes `b`'s type, if one does.
+        let of_impls: Vec<SymId> = w
+            .impl_traits
+            .get(tr)
+            .into_iter()
+            .flatten()
+            .flat_map(|(i, _)| w.named_children(*i, name).iter().copied())
+            .filter(|&m| is_function(w.syms[m].node_type))
+            .collect();
+        if let Some(one) = by_first_argument(w, cx, &of_impls, first_arg) {
+            return Some((vec![one], How::Inferred));
+        }
         Some((
             traits::trait_methods(w, cx, first_arg, name, tr),
             How::Inferred,
