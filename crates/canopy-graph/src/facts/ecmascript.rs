@@ -247,6 +247,8 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             }
         }
         "if_statement" => narrowing(cx, n),
+        "comment" => doc_links(cx, n),
+        "object" => object_literal(cx, n, up),
         "class_declaration" | "abstract_class_declaration" | "class" | "interface_declaration" => {
             class_like(cx, n)
         }
@@ -488,6 +490,162 @@ fn call_or_new(cx: &mut Cx, n: Node) {
         _ => {}
     }
 }
+
+/// `{@link Query#cancel}`, `{@linkcode hashKey}` in a JSDoc block
+/// (`/** … */`): TypeScript binds the names of a link's target, so each is
+/// a reference (`Query`, then `cancel` on `Query`; `#` names an instance
+/// member, `.` a member, and a class's members are found either way).
+/// A URL (`{@link https://…}`) names nothing.
+fn doc_links(cx: &mut Cx, n: Node) {
+    let text = cx.t(n);
+    if !text.starts_with("/**") {
+        return;
+    }
+    let mut links: Vec<(usize, &str)> = Vec::new();
+    let mut from = 0;
+    while let Some(at) = text[from..].find("{@link") {
+        let mut p = from + at + "{@link".len();
+        for variant in ["code", "plain"] {
+            if text[p..].starts_with(variant) {
+                p += variant.len();
+            }
+        }
+        let target = text[p..].trim_start();
+        from = p;
+        if target.len() == text[p..].len() {
+            continue; // `{@linkfoo`: no tag
+        }
+        p += text[p..].len() - target.len();
+        let end = target
+            .find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '$' | '.' | '#')))
+            .unwrap_or(target.len());
+        if target[end..].starts_with([':', '/']) {
+            continue; // a URL
+        }
+        links.push((p, &target[..end]));
+        from = p + end;
+    }
+    let base = n.start_byte();
+    let links: Vec<(usize, String)> = links.into_iter().map(|(p, t)| (p, t.to_string())).collect();
+    for (p, target) in links {
+        let mut recv: Option<String> = None;
+        let mut off = 0;
+        for seg in target.split(['.', '#']) {
+            // After `#` TypeScript reads an identifier, which no reserved
+            // word is (`{@link Mutation#continue}` binds nothing); after
+            // `.` any name.
+            if off > 0 && target.as_bytes()[off - 1] == b'#' && RESERVED.contains(&seg) {
+                break;
+            }
+            cx.site_named(
+                base + p + off,
+                seg.to_string(),
+                recv.clone(),
+                SiteKind::Other,
+            );
+            recv = Some(match recv {
+                Some(r) => format!("{r}.{seg}"),
+                None => seg.to_string(),
+            });
+            off += seg.len() + 1;
+        }
+    }
+}
+
+/// `{ promise, cancel, start: () => … }`: a shorthand property is a use of
+/// the local of its name. In an object that a function returns as its
+/// declared type (`function f(): Retryer { return { cancel, start } }`,
+/// `(): Retryer => ({ … })`) or that a typed declaration holds (`const c:
+/// Config = { … }`), each property is also a use of that type's member of
+/// its name: TypeScript's contextual typing binds it there.
+fn object_literal<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    let typed = contextual_type(cx, up);
+    let mut c = n.walk();
+    for p in n.named_children(&mut c) {
+        match p.kind_name() {
+            "shorthand_property_identifier" => {
+                cx.site(p, None, SiteKind::Other);
+                if let Some(t) = &typed {
+                    cx.second_site(p, Some(t.clone()), SiteKind::Other);
+                }
+            }
+            "pair" => {
+                if let (Some(k), Some(t)) = (p.field("key"), &typed)
+                    && k.kind_name() == "property_identifier"
+                {
+                    cx.site(k, Some(t.clone()), SiteKind::Other);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The declared type an object literal is written for (see
+/// [`object_literal`]): its function's return type when it is returned,
+/// or its declaration's type.
+fn contextual_type<'t>(cx: &Cx, up: &Up<'_, 't>) -> Option<String> {
+    let parent = up.parent()?;
+    let owner = match parent.kind_name() {
+        "variable_declarator" => return type_expr(cx, parent.field("type")?),
+        "return_statement" => up.iter().skip(1).find(|a| {
+            matches!(
+                a.kind_name(),
+                "function_declaration"
+                    | "function_expression"
+                    | "arrow_function"
+                    | "method_definition"
+                    | "class_declaration"
+                    | "class"
+            )
+        })?,
+        "parenthesized_expression" => up
+            .nth(1)
+            .filter(|a| a.kind_name() == "arrow_function" && a.field("body") == Some(parent))?,
+        _ => return None,
+    };
+    type_expr(cx, owner.field("return_type")?)
+}
+
+/// ECMAScript's reserved words, which are no identifiers.
+const RESERVED: &[&str] = &[
+    "break",
+    "case",
+    "catch",
+    "class",
+    "const",
+    "continue",
+    "debugger",
+    "default",
+    "delete",
+    "do",
+    "else",
+    "enum",
+    "export",
+    "extends",
+    "false",
+    "finally",
+    "for",
+    "function",
+    "if",
+    "import",
+    "in",
+    "instanceof",
+    "new",
+    "null",
+    "return",
+    "super",
+    "switch",
+    "this",
+    "throw",
+    "true",
+    "try",
+    "typeof",
+    "var",
+    "void",
+    "while",
+    "with",
+];
 
 /// `a.b` not called: a use of `b` on `a`.
 fn member<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {

@@ -15,8 +15,8 @@ use super::ids::{FileIdx, Idx, SymId};
 use super::lang::{Among, Family};
 use super::world::{World, is_classlike};
 use crate::facts::model::{
-    DefFactKind, ELEM, FIRST_KNOWN, GUARD_CALL, GUARD_OF, KEY, PATH_HEAD, RETURNED, TRAIT_HINT,
-    TUPLE, UNION, VALUE,
+    AT, DefFactKind, EACH, ELEM, FIRST_KNOWN, GUARD_CALL, GUARD_OF, KEY, PATH_HEAD, RETURNED,
+    TRAIT_HINT, TUPLE, UNION, VALUE,
 };
 use crate::lang::NodeType;
 
@@ -136,6 +136,30 @@ impl World {
     pub(crate) fn eval_path(&self, cx: &Ctx, e: &str, depth: u32, value: bool) -> Vec<Val> {
         if depth > MAX_DEPTH {
             return Vec::new();
+        }
+        if let Some((byte, inner)) = e.strip_prefix(AT).and_then(|r| r.split_once(':'))
+            && let Ok(byte) = byte.parse::<u32>()
+        {
+            // `#at812:match`: read where the argument was written.
+            let Some(scope) = self.innermost(cx.file, byte) else {
+                return Vec::new();
+            };
+            let at = Ctx {
+                file: cx.file,
+                byte,
+                scope,
+            };
+            return self.eval_path(&at, inner, depth + 1, value);
+        }
+        if let Some(alts) = e.strip_prefix(EACH) {
+            // `#each:a∪b`: every alternative's value; an unknown one is
+            // skipped (an item of a list that is a lambda or a builtin).
+            let mut vals = Vec::new();
+            for alt in alts.split(UNION) {
+                vals.extend(self.eval_path(cx, alt, depth + 1, value));
+            }
+            vals.dedup();
+            return vals;
         }
         if e.contains(UNION) {
             // `isA()∪isB()`: one of several values, each alternative's; when

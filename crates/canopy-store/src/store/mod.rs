@@ -87,8 +87,11 @@ use crate::error::{CanopyError, Result};
 /// build on linux/amd64 is compiled out as a whole (no sites); 32:
 /// ECMAScript private names (`this.#dispatch()`) as sites, Go results as
 /// tuples named one by one by `a, err := f()`, Go items of typed slices,
-/// maps and variadic parameters, `range` values as items.
-pub const SCHEMA_VERSION: u32 = 32;
+/// maps and variadic parameters, `range` values as items; 33: TypeScript
+/// JSDoc `{@link}` names and object-literal properties (a typed object's
+/// members, a shorthand's local) as sites, Python loops over a literal
+/// list and parameters a function calls as every value they hold.
+pub const SCHEMA_VERSION: u32 = 33;
 
 const SCHEMA: &str = include_str!("schema.sql");
 
