@@ -13,8 +13,8 @@
 use tree_sitter::Node;
 
 use super::model::{
-    CALL_RESULT, CAST, DefFactKind, ELEM, GUARD_CALL, GUARD_OF, IMPORT_RECV, RETURNED, SiteKind,
-    UNION,
+    ARG, CALL_RESULT, CAST, DefFactKind, ELEM, GUARD_CALL, GUARD_OF, IMPORT_RECV, RETURNED,
+    SiteKind, UNION,
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree};
 
@@ -225,7 +225,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         "import_statement" => import_statement(cx, n),
         "export_statement" => export_statement(cx, n),
         "variable_declarator" => variable_declarator(cx, n),
-        "required_parameter" | "optional_parameter" => parameter(cx, n),
+        "required_parameter" | "optional_parameter" => parameter(cx, n, up),
         "public_field_definition" | "property_signature" => field_definition(cx, n),
         "assignment_expression" => assignment(cx, n),
         "as_expression" | "type_assertion" => cast(cx, n),
@@ -559,7 +559,7 @@ fn doc_links(cx: &mut Cx, n: Node) {
 /// Config = { … }`), each property is also a use of that type's member of
 /// its name: TypeScript's contextual typing binds it there.
 fn object_literal<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
-    let typed = contextual_type(cx, up);
+    let typed = contextual_type(cx, n, up);
     let mut c = n.walk();
     for p in n.named_children(&mut c) {
         match p.kind_name() {
@@ -583,10 +583,25 @@ fn object_literal<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
 
 /// The declared type an object literal is written for (see
 /// [`object_literal`]): its function's return type when it is returned,
-/// or its declaration's type.
-fn contextual_type<'t>(cx: &Cx, up: &Up<'_, 't>) -> Option<String> {
+/// its declaration's type, or the type of the parameter it is passed to
+/// (`f#arg:0`).
+fn contextual_type<'t>(cx: &Cx, n: Node<'t>, up: &Up<'_, 't>) -> Option<String> {
     let parent = up.parent()?;
     let owner = match parent.kind_name() {
+        "arguments" => {
+            // `createRetryer({ … })`: the parameter's declared type there.
+            let call = up.nth(1)?;
+            let callee = match call.kind_name() {
+                "call_expression" => expr(cx, call.field("function")?)?,
+                "new_expression" => {
+                    format!("{}.constructor", expr(cx, call.field("constructor")?)?)
+                }
+                _ => return None,
+            };
+            let mut c = parent.walk();
+            let at = parent.named_children(&mut c).position(|a| a == n)?;
+            return Some(format!("{callee}{ARG}{at}"));
+        }
         "variable_declarator" => return type_expr(cx, parent.field("type")?),
         "return_statement" => up.iter().skip(1).find(|a| {
             matches!(
@@ -821,10 +836,31 @@ fn variable_declarator(cx: &mut Cx, n: Node) {
 }
 
 /// `p: T`; a constructor parameter property (`private p: T`) is a field too.
-fn parameter(cx: &mut Cx, n: Node) {
+fn parameter<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
     let (Some(p), Some(t)) = (n.field("pattern"), n.field("type")) else {
         return;
     };
+    if let Some(list) = up.parent()
+        && names_a_unit(up)
+    {
+        // Its position, for an object literal passed there (`#arg:0`).
+        // Only a function that is a unit: a callback's parameters would
+        // be bindings of the unit around it.
+        let mut c = list.walk();
+        let at = list
+            .named_children(&mut c)
+            .filter(|x| matches!(x.kind_name(), "required_parameter" | "optional_parameter"))
+            .position(|x| x == n);
+        if let Some(at) = at {
+            cx.bind(
+                n.start_byte(),
+                &format!("{ARG}{at}"),
+                type_expr(cx, t),
+                true,
+                false,
+            );
+        }
+    }
     if p.kind_name() != "identifier" {
         return;
     }
@@ -841,6 +877,31 @@ fn parameter(cx: &mut Cx, n: Node) {
     cx.bind(n.start_byte(), &name, t.clone(), true, false);
     if is_property {
         cx.bind(n.start_byte(), &name, t, true, true);
+    }
+}
+
+/// Whether the parameter list above a parameter (its parent) is that of a
+/// function that is a unit: a declaration, a method, a signature, or an
+/// arrow function or function expression bound to a `const` or a class
+/// property.
+fn names_a_unit(up: &Up) -> bool {
+    let (Some(f), holder) = (up.nth(1), up.nth(2)) else {
+        return false;
+    };
+    match f.kind_name() {
+        "function_declaration"
+        | "generator_function_declaration"
+        | "method_definition"
+        | "method_signature"
+        | "abstract_method_signature"
+        | "function_signature" => true,
+        "arrow_function" | "function_expression" => holder.is_some_and(|h| {
+            matches!(
+                h.kind_name(),
+                "variable_declarator" | "public_field_definition"
+            )
+        }),
+        _ => false,
     }
 }
 

@@ -199,6 +199,13 @@ pub const EACH: &str = "#each:";
 /// argument of a call, as the parameter it is passed to.
 pub const AT: &str = "#at";
 
+/// Names an argument's position: a function's binding `#arg:0` is the
+/// declared type of its first parameter, and the receiver
+/// `createRetryer#arg:0` is what the first argument of a call of
+/// `createRetryer` is written for (an object literal's properties are
+/// members of that type).
+pub const ARG: &str = "#arg:";
+
 /// A literal as a call's first argument, by its type (`#lit:str` for
 /// `T::from("x")`; `int`, `float`, `bool`, `char`): the resolver matches
 /// it with the first parameter's type as written, to choose among `From`

@@ -15,7 +15,7 @@ use super::ids::{FileIdx, Idx, SymId};
 use super::lang::{Among, Family};
 use super::world::{World, is_classlike};
 use crate::facts::model::{
-    AT, DefFactKind, EACH, ELEM, FIRST_KNOWN, GUARD_CALL, GUARD_OF, KEY, PATH_HEAD, RETURNED,
+    ARG, AT, DefFactKind, EACH, ELEM, FIRST_KNOWN, GUARD_CALL, GUARD_OF, KEY, PATH_HEAD, RETURNED,
     TRAIT_HINT, TUPLE, UNION, VALUE,
 };
 use crate::lang::NodeType;
@@ -150,6 +150,19 @@ impl World {
                 scope,
             };
             return self.eval_path(&at, inner, depth + 1, value);
+        }
+        if let Some((callee, at)) = e.rsplit_once(ARG) {
+            // `createRetryer#arg:0`: the declared type of the parameter
+            // the argument is passed to (the function's `#arg:0` binding).
+            let mut vals = Vec::new();
+            for v in self.eval_path(cx, callee, depth + 1, true) {
+                if let Val::Func(f) = v {
+                    let fcx = self.ctx_at_end(f);
+                    vals.extend(self.lookup(&fcx, &format!("{ARG}{at}"), depth + 1).0);
+                }
+            }
+            vals.dedup();
+            return vals;
         }
         if let Some(alts) = e.strip_prefix(EACH) {
             // `#each:a∪b`: every alternative's value; an unknown one is
