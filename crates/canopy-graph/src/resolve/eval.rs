@@ -107,6 +107,24 @@ impl World {
         self.eval_path(cx, e, depth, true)
     }
 
+    /// What a receiver `createRetryer#arg:0` ([`ARG`]) is: the declared
+    /// type of the parameter the argument is passed to (the function's
+    /// `#arg:0` binding); `None` for any other receiver. Only a site's
+    /// receiver is written so, never a binding's value, so the evaluator
+    /// need not look for it on every path.
+    pub(crate) fn argument_type(&self, cx: &Ctx, r: &str) -> Option<Vec<Val>> {
+        let (callee, at) = r.rsplit_once(ARG)?;
+        let mut vals = Vec::new();
+        for v in self.eval_path(cx, callee, 1, true) {
+            if let Val::Func(f) = v {
+                let fcx = self.ctx_at_end(f);
+                vals.extend(self.lookup(&fcx, &format!("{ARG}{at}"), 1).0);
+            }
+        }
+        vals.dedup();
+        Some(vals)
+    }
+
     /// Evaluates a type expression to instances of class-like units.
     pub(crate) fn eval_type(&self, cx: &Ctx, e: &str, depth: u32) -> Vec<Val> {
         if depth > MAX_DEPTH {
@@ -150,19 +168,6 @@ impl World {
                 scope,
             };
             return self.eval_path(&at, inner, depth + 1, value);
-        }
-        if let Some((callee, at)) = e.rsplit_once(ARG) {
-            // `createRetryer#arg:0`: the declared type of the parameter
-            // the argument is passed to (the function's `#arg:0` binding).
-            let mut vals = Vec::new();
-            for v in self.eval_path(cx, callee, depth + 1, true) {
-                if let Val::Func(f) = v {
-                    let fcx = self.ctx_at_end(f);
-                    vals.extend(self.lookup(&fcx, &format!("{ARG}{at}"), depth + 1).0);
-                }
-            }
-            vals.dedup();
-            return vals;
         }
         if let Some(alts) = e.strip_prefix(EACH) {
             // `#each:a∪b`: every alternative's value; an unknown one is

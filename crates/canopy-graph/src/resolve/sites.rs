@@ -267,7 +267,10 @@ impl World {
     /// guessed ([`World::unique_method`]).
     fn receiver_site(&self, cx: &Ctx, name: &str, r: &str, kind: SiteKind) -> (Vec<SymId>, How) {
         let rules = self.rules_of(cx.file);
-        let vals = self.eval(cx, r, 0);
+        let vals = match self.argument_type(cx, r) {
+            Some(vals) => vals,
+            None => self.eval(cx, r, 0),
+        };
         let mut out = Vec::new();
         let mut how = How::Inferred;
         let first = r.split('.').next().unwrap_or_default();
