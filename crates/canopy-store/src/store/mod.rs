@@ -89,8 +89,9 @@ use crate::error::{CanopyError, Result};
 /// tuples named one by one by `a, err := f()`, Go items of typed slices,
 /// maps and variadic parameters, `range` values as items; 33: TypeScript
 /// JSDoc `{@link}` names and object-literal properties (a typed object's
-/// members, a shorthand's local) as sites, Python loops over a literal
-/// list and parameters a function calls as every value they hold.
+/// members, a shorthand's local) as sites, a unit's typed parameters by
+/// position (`#arg:0`), Python loops over a literal list and parameters a
+/// function calls as every value they hold.
 pub const SCHEMA_VERSION: u32 = 33;
 
 const SCHEMA: &str = include_str!("schema.sql");
