@@ -4,7 +4,10 @@
 //! names; `calls: ?` means no call on the line resolves (external or
 //! unknown receiver); `calls: either A B` means the line's call may mean
 //! either (one site, ambiguous between exactly those, as after `isA(x) ||
-//! isB(x)`). A new case is a new annotated line.
+//! isB(x)`). A line annotated `refs: A B` must have resolved references
+//! that are no calls, imports or type uses (a name read as a value, a
+//! documentation link) to exactly those units. A new case is a new
+//! annotated line.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -39,6 +42,11 @@ fn copy_dir(from: &Path, to: &Path) {
 
 /// (path, line) → expected callee qualified names (empty: none resolves).
 fn annotations(root: &Path) -> BTreeMap<(String, u32), BTreeSet<String>> {
+    annotated(root, "calls: ")
+}
+
+/// (path, line) → the qualified names a line annotated with `tag` names.
+fn annotated(root: &Path, tag: &str) -> BTreeMap<(String, u32), BTreeSet<String>> {
     let mut out = BTreeMap::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -57,7 +65,7 @@ fn annotations(root: &Path) -> BTreeMap<(String, u32), BTreeSet<String>> {
                 .replace('\\', "/");
             let text = std::fs::read_to_string(&p).expect("utf-8 fixture");
             for (i, line) in text.lines().enumerate() {
-                let Some((_, ann)) = line.split_once("calls: ") else {
+                let Some((_, ann)) = line.split_once(tag) else {
                     continue;
                 };
                 let (ann, either) = match ann.trim_start().strip_prefix("either ") {
@@ -82,6 +90,12 @@ const EITHER: &str = "either:";
 /// (path, line) → qualified names of resolved callees, and of ambiguous
 /// ones after [`EITHER`].
 fn resolved_calls(engine: &Engine) -> BTreeMap<(String, u32), BTreeSet<String>> {
+    resolved_of_kind(engine, "call")
+}
+
+/// (path, line) → qualified names of the edges of `kind` (as
+/// [`resolved_calls`]).
+fn resolved_of_kind(engine: &Engine, kind: &str) -> BTreeMap<(String, u32), BTreeSet<String>> {
     let edges = engine.graph(|g| g.export_edges()).expect("export");
     let mut out: BTreeMap<(String, u32), BTreeSet<String>> = BTreeMap::new();
     for e in edges {
@@ -90,7 +104,7 @@ fn resolved_calls(engine: &Engine) -> BTreeMap<(String, u32), BTreeSet<String>> 
             "ambiguous" => EITHER,
             _ => continue,
         };
-        if e.kind == "call" {
+        if e.kind == kind {
             out.entry((e.path, e.line))
                 .or_default()
                 .insert(format!("{mark}{}", e.dst_qualified.unwrap_or_default()));
@@ -107,13 +121,19 @@ fn check(lang: &str) {
     assert!(expected.len() >= 5, "{lang}: too few annotations");
     let got = resolved_calls(&engine);
     let mut failures = Vec::new();
-    for (site, want) in &expected {
-        let have = got.get(site).cloned().unwrap_or_default();
-        if &have != want {
-            failures.push(format!(
-                "{}:{}: expected {want:?}, resolved {have:?}",
-                site.0, site.1
-            ));
+    let refs = (
+        annotated(&root, "refs: "),
+        resolved_of_kind(&engine, "other"),
+    );
+    for (expected, got) in [(&expected, &got), (&refs.0, &refs.1)] {
+        for (site, want) in expected {
+            let have = got.get(site).cloned().unwrap_or_default();
+            if &have != want {
+                failures.push(format!(
+                    "{}:{}: expected {want:?}, resolved {have:?}",
+                    site.0, site.1
+                ));
+            }
         }
     }
     assert!(failures.is_empty(), "{lang}:\n{}", failures.join("\n"));

@@ -13,8 +13,8 @@
 use tree_sitter::Node;
 
 use super::model::{
-    CALL_RESULT, CAST, DefFactKind, ELEM, GUARD_CALL, GUARD_OF, IMPORT_RECV, RETURNED, SiteKind,
-    UNION,
+    ARG, CALL_RESULT, CAST, DefFactKind, ELEM, GUARD_CALL, GUARD_OF, IMPORT_RECV, RETURNED,
+    SiteKind, UNION,
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree};
 
@@ -225,7 +225,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         "import_statement" => import_statement(cx, n),
         "export_statement" => export_statement(cx, n),
         "variable_declarator" => variable_declarator(cx, n),
-        "required_parameter" | "optional_parameter" => parameter(cx, n),
+        "required_parameter" | "optional_parameter" => parameter(cx, n, up),
         "public_field_definition" | "property_signature" => field_definition(cx, n),
         "assignment_expression" => assignment(cx, n),
         "as_expression" | "type_assertion" => cast(cx, n),
@@ -247,6 +247,8 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             }
         }
         "if_statement" => narrowing(cx, n),
+        "comment" => doc_links(cx, n),
+        "object" => object_literal(cx, n, up),
         "class_declaration" | "abstract_class_declaration" | "class" | "interface_declaration" => {
             class_like(cx, n)
         }
@@ -489,6 +491,177 @@ fn call_or_new(cx: &mut Cx, n: Node) {
     }
 }
 
+/// `{@link Query#cancel}`, `{@linkcode hashKey}` in a JSDoc block
+/// (`/** … */`): TypeScript binds the names of a link's target, so each is
+/// a reference (`Query`, then `cancel` on `Query`; `#` names an instance
+/// member, `.` a member, and a class's members are found either way).
+/// A URL (`{@link https://…}`) names nothing.
+fn doc_links(cx: &mut Cx, n: Node) {
+    let text = cx.t(n);
+    if !text.starts_with("/**") {
+        return;
+    }
+    let mut links: Vec<(usize, &str)> = Vec::new();
+    let mut from = 0;
+    while let Some(at) = text[from..].find("{@link") {
+        let mut p = from + at + "{@link".len();
+        for variant in ["code", "plain"] {
+            if text[p..].starts_with(variant) {
+                p += variant.len();
+            }
+        }
+        let target = text[p..].trim_start();
+        from = p;
+        if target.len() == text[p..].len() {
+            continue; // `{@linkfoo`: no tag
+        }
+        p += text[p..].len() - target.len();
+        let end = target
+            .find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '$' | '.' | '#')))
+            .unwrap_or(target.len());
+        if target[end..].starts_with([':', '/']) {
+            continue; // a URL
+        }
+        links.push((p, &target[..end]));
+        from = p + end;
+    }
+    let base = n.start_byte();
+    let links: Vec<(usize, String)> = links.into_iter().map(|(p, t)| (p, t.to_string())).collect();
+    for (p, target) in links {
+        let mut recv: Option<String> = None;
+        let mut off = 0;
+        for seg in target.split(['.', '#']) {
+            // After `#` TypeScript reads an identifier, which no reserved
+            // word is (`{@link Mutation#continue}` binds nothing); after
+            // `.` any name.
+            if off > 0 && target.as_bytes()[off - 1] == b'#' && RESERVED.contains(&seg) {
+                break;
+            }
+            cx.site_named(
+                base + p + off,
+                seg.to_string(),
+                recv.clone(),
+                SiteKind::Other,
+            );
+            recv = Some(match recv {
+                Some(r) => format!("{r}.{seg}"),
+                None => seg.to_string(),
+            });
+            off += seg.len() + 1;
+        }
+    }
+}
+
+/// `{ promise, cancel, start: () => … }`: a shorthand property is a use of
+/// the local of its name. In an object that a function returns as its
+/// declared type (`function f(): Retryer { return { cancel, start } }`,
+/// `(): Retryer => ({ … })`) or that a typed declaration holds (`const c:
+/// Config = { … }`), each property is also a use of that type's member of
+/// its name: TypeScript's contextual typing binds it there.
+fn object_literal<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    let typed = contextual_type(cx, n, up);
+    let mut c = n.walk();
+    for p in n.named_children(&mut c) {
+        match p.kind_name() {
+            "shorthand_property_identifier" => {
+                cx.site(p, None, SiteKind::Other);
+                if let Some(t) = &typed {
+                    cx.second_site(p, Some(t.clone()), SiteKind::Other);
+                }
+            }
+            "pair" => {
+                if let (Some(k), Some(t)) = (p.field("key"), &typed)
+                    && k.kind_name() == "property_identifier"
+                {
+                    cx.site(k, Some(t.clone()), SiteKind::Other);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The declared type an object literal is written for (see
+/// [`object_literal`]): its function's return type when it is returned,
+/// its declaration's type, or the type of the parameter it is passed to
+/// (`f#arg:0`).
+fn contextual_type<'t>(cx: &Cx, n: Node<'t>, up: &Up<'_, 't>) -> Option<String> {
+    let parent = up.parent()?;
+    let owner = match parent.kind_name() {
+        "arguments" => {
+            // `createRetryer({ … })`: the parameter's declared type there.
+            let call = up.nth(1)?;
+            let callee = match call.kind_name() {
+                "call_expression" => expr(cx, call.field("function")?)?,
+                "new_expression" => {
+                    format!("{}.constructor", expr(cx, call.field("constructor")?)?)
+                }
+                _ => return None,
+            };
+            let mut c = parent.walk();
+            let at = parent.named_children(&mut c).position(|a| a == n)?;
+            return Some(format!("{callee}{ARG}{at}"));
+        }
+        "variable_declarator" => return type_expr(cx, parent.field("type")?),
+        "return_statement" => up.iter().skip(1).find(|a| {
+            matches!(
+                a.kind_name(),
+                "function_declaration"
+                    | "function_expression"
+                    | "arrow_function"
+                    | "method_definition"
+                    | "class_declaration"
+                    | "class"
+            )
+        })?,
+        "parenthesized_expression" => up
+            .nth(1)
+            .filter(|a| a.kind_name() == "arrow_function" && a.field("body") == Some(parent))?,
+        _ => return None,
+    };
+    type_expr(cx, owner.field("return_type")?)
+}
+
+/// ECMAScript's reserved words, which are no identifiers.
+const RESERVED: &[&str] = &[
+    "break",
+    "case",
+    "catch",
+    "class",
+    "const",
+    "continue",
+    "debugger",
+    "default",
+    "delete",
+    "do",
+    "else",
+    "enum",
+    "export",
+    "extends",
+    "false",
+    "finally",
+    "for",
+    "function",
+    "if",
+    "import",
+    "in",
+    "instanceof",
+    "new",
+    "null",
+    "return",
+    "super",
+    "switch",
+    "this",
+    "throw",
+    "true",
+    "try",
+    "typeof",
+    "var",
+    "void",
+    "while",
+    "with",
+];
+
 /// `a.b` not called: a use of `b` on `a`.
 fn member<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
     let called = up.parent().is_some_and(|p| {
@@ -663,10 +836,31 @@ fn variable_declarator(cx: &mut Cx, n: Node) {
 }
 
 /// `p: T`; a constructor parameter property (`private p: T`) is a field too.
-fn parameter(cx: &mut Cx, n: Node) {
+fn parameter<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
     let (Some(p), Some(t)) = (n.field("pattern"), n.field("type")) else {
         return;
     };
+    if let Some(list) = up.parent()
+        && names_a_unit(up)
+    {
+        // Its position, for an object literal passed there (`#arg:0`).
+        // Only a function that is a unit: a callback's parameters would
+        // be bindings of the unit around it.
+        let mut c = list.walk();
+        let at = list
+            .named_children(&mut c)
+            .filter(|x| matches!(x.kind_name(), "required_parameter" | "optional_parameter"))
+            .position(|x| x == n);
+        if let Some(at) = at {
+            cx.bind(
+                n.start_byte(),
+                &format!("{ARG}{at}"),
+                type_expr(cx, t),
+                true,
+                false,
+            );
+        }
+    }
     if p.kind_name() != "identifier" {
         return;
     }
@@ -683,6 +877,31 @@ fn parameter(cx: &mut Cx, n: Node) {
     cx.bind(n.start_byte(), &name, t.clone(), true, false);
     if is_property {
         cx.bind(n.start_byte(), &name, t, true, true);
+    }
+}
+
+/// Whether the parameter list above a parameter (its parent) is that of a
+/// function that is a unit: a declaration, a method, a signature, or an
+/// arrow function or function expression bound to a `const` or a class
+/// property.
+fn names_a_unit(up: &Up) -> bool {
+    let (Some(f), holder) = (up.nth(1), up.nth(2)) else {
+        return false;
+    };
+    match f.kind_name() {
+        "function_declaration"
+        | "generator_function_declaration"
+        | "method_definition"
+        | "method_signature"
+        | "abstract_method_signature"
+        | "function_signature" => true,
+        "arrow_function" | "function_expression" => holder.is_some_and(|h| {
+            matches!(
+                h.kind_name(),
+                "variable_declarator" | "public_field_definition"
+            )
+        }),
+        _ => false,
     }
 }
 

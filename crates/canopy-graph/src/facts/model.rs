@@ -188,6 +188,24 @@ pub const CALL_RESULT: &str = "()";
 /// alternative's.
 pub const UNION: char = '∪';
 
+/// Starts a binding's value that is every one of several, separated by
+/// [`UNION`] (`#each:a∪b∪c` for `func` in `for func in [a, b, c]:`): a
+/// call through it calls each alternative, so each one known is an edge
+/// of its own (resolved, not ambiguous), and one unknown is skipped.
+pub const EACH: &str = "#each:";
+
+/// Starts an expression read at another place of the same file
+/// (`#at812:match`: `match` as the scope around byte 812 sees it): an
+/// argument of a call, as the parameter it is passed to.
+pub const AT: &str = "#at";
+
+/// Names an argument's position: a function's binding `#arg:0` is the
+/// declared type of its first parameter, and the receiver
+/// `createRetryer#arg:0` is what the first argument of a call of
+/// `createRetryer` is written for (an object literal's properties are
+/// members of that type).
+pub const ARG: &str = "#arg:";
+
 /// A literal as a call's first argument, by its type (`#lit:str` for
 /// `T::from("x")`; `int`, `float`, `bool`, `char`): the resolver matches
 /// it with the first parameter's type as written, to choose among `From`

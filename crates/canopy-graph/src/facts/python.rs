@@ -8,7 +8,7 @@
 
 use tree_sitter::Node;
 
-use super::model::{DefFact, DefFactKind, ELEM, PARAM_VALUE, SiteKind};
+use super::model::{AT, Binding, DefFact, DefFactKind, EACH, ELEM, PARAM_VALUE, SiteKind, UNION};
 use super::walker::{Cx, GrammarLookup, Up, walk_tree};
 
 /// Receiver names that mean "the enclosing class's instance" / "the class".
@@ -142,11 +142,33 @@ fn bind_items(cx: &mut Cx, at: usize, name: &str, t: Node, field: bool) {
 }
 
 /// `for x in xs:` (and `… for x in xs` in a comprehension): `x` is an item
-/// of `xs`, when `xs` is a name or attribute path (no call).
+/// of `xs`, when `xs` is a name or attribute path (no call). Over a
+/// literal list, tuple or set (`for func in [group_a, group_b]:`), `x` is
+/// every one of its items that `expr` reads ([`EACH`]): `func(stmt)`
+/// calls each.
 fn for_loop(cx: &mut Cx, n: Node) {
     let (Some(left), Some(right)) = (n.field("left"), n.field("right")) else {
         return;
     };
+    if matches!(
+        right.kind_name(),
+        "list" | "tuple" | "set" | "expression_list"
+    ) {
+        if left.kind_name() != "identifier" {
+            return;
+        }
+        let mut c = right.walk();
+        let items: Vec<String> = right
+            .named_children(&mut c)
+            .filter_map(|item| expr(cx, item))
+            .collect();
+        if !items.is_empty() {
+            let each = format!("{EACH}{}", items.join(&UNION.to_string()));
+            let name = cx.t(left).to_string();
+            cx.bind(left.start_byte(), &name, Some(each), false, false);
+        }
+        return;
+    }
     cx.bind_loop_item(left, |cx| expr(cx, right));
 }
 
@@ -251,9 +273,13 @@ fn use_kind(up: &Up) -> SiteKind {
 pub(crate) fn walk(cx: &mut Cx, root: Node) {
     let mut returns = FirstReturns::default();
     let mut decorated = DecoratedValues::default();
+    let mut passed = PassedFunctions::default();
     walk_tree(root, &mut |n, up| match n.kind_name() {
         "return_statement" | "yield" => returns.found(cx, n, up),
-        "call" => call(cx, n, &decorated),
+        "call" => {
+            passed.at_call(n);
+            call(cx, n, &decorated)
+        }
         "attribute" => attribute(cx, n, up, &decorated),
         "identifier" => identifier(cx, n, up),
         "import_statement" => import_statement(cx, n),
@@ -264,11 +290,161 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         "function_definition" => {
             function_definition(cx, n, &mut returns);
             decorated.at_function(cx, n);
+            passed.at_function(n, up);
         }
         "class_definition" => class_definition(cx, n),
         _ => {}
     });
     returns.close(cx);
+    passed.close(cx);
+}
+
+/// A parameter called in its function's body (`def _group(tlist, match):
+/// … match(token)`) is every function the file's calls of that function
+/// pass there (`_group(tlist, match)` in `group_as`, whose `match` is a
+/// nested `def`): each is called ([`EACH`]), as jedi reads a parameter
+/// without annotation. Only calls in the same file, by a plain name, of a
+/// function outside a class body; an argument is a name or an attribute
+/// path, read where it is written ([`AT`]). The binding sits at the start
+/// of the body, so it stands over the parameter's own (a pytest
+/// fixture's) inside.
+#[derive(Default)]
+struct PassedFunctions<'t> {
+    /// Functions outside a class body, in source order.
+    functions: Vec<Node<'t>>,
+    /// Calls whose callee is a plain name, in source order.
+    calls: Vec<Node<'t>>,
+}
+
+impl<'t> PassedFunctions<'t> {
+    fn at_call(&mut self, n: Node<'t>) {
+        if n.field("function")
+            .is_some_and(|f| f.kind_name() == "identifier")
+        {
+            self.calls.push(n);
+        }
+    }
+
+    fn at_function(&mut self, n: Node<'t>, up: &Up<'_, 't>) {
+        let in_class = up
+            .iter()
+            .take(3)
+            .any(|p| p.kind_name() == "class_definition");
+        if !in_class {
+            self.functions.push(n);
+        }
+    }
+
+    /// The name a call calls (a plain name: see [`Self::at_call`]).
+    fn callee<'c>(cx: &'c Cx, call: Node) -> &'c str {
+        call.field("function").map_or("", |f| cx.t(f))
+    }
+
+    /// After the walk: the bindings of called parameters.
+    fn close(self, cx: &mut Cx) {
+        let mut found = Vec::new();
+        for &f in &self.functions {
+            let (Some(name), Some(params), Some(body)) =
+                (f.field("name"), f.field("parameters"), f.field("body"))
+            else {
+                continue;
+            };
+            let (start, end) = (body.start_byte(), body.end_byte());
+            let lo = self.calls.partition_point(|c| c.start_byte() < start);
+            let hi = self.calls.partition_point(|c| c.start_byte() < end);
+            let inside = &self.calls[lo..hi];
+            for (pos, param) in parameters(cx, params) {
+                if !inside.iter().any(|&c| Self::callee(cx, c) == param) {
+                    continue;
+                }
+                let fname = cx.t(name);
+                let alts: Vec<String> = self
+                    .calls
+                    .iter()
+                    .filter(|c| !(start..end).contains(&c.start_byte()))
+                    .filter(|&&c| Self::callee(cx, c) == fname)
+                    .filter_map(|&c| {
+                        let arg = argument(cx, c, param, pos)?;
+                        let e = expr(cx, arg)
+                            .filter(|_| matches!(arg.kind_name(), "identifier" | "attribute"))?;
+                        Some(format!("{AT}{}:{e}", c.start_byte()))
+                    })
+                    .collect();
+                if alts.is_empty() {
+                    continue;
+                }
+                found.push(Binding {
+                    byte: start as u32,
+                    name: param.to_string(),
+                    expr: format!("{EACH}{}", alts.join(&UNION.to_string())),
+                    is_type: false,
+                    field: false,
+                });
+            }
+        }
+        // Each in its place among the bindings, which are in source order.
+        for b in found {
+            let at = cx.facts.bindings.partition_point(|x| x.byte <= b.byte);
+            cx.facts.bindings.insert(at, b);
+        }
+    }
+}
+
+/// A function's parameters without annotation: (position among the
+/// positional ones, or `None` after `*`; name).
+fn parameters<'c>(cx: &'c Cx, params: Node) -> Vec<(Option<usize>, &'c str)> {
+    let mut out = Vec::new();
+    let mut pos = Some(0);
+    let mut c = params.walk();
+    for p in params.named_children(&mut c) {
+        let id = match p.kind_name() {
+            "identifier" => Some(p),
+            "default_parameter" => p.field("name"),
+            // An annotated one is what its annotation says (jedi reads
+            // the annotation, not the calls); it still takes a position.
+            "typed_parameter" | "typed_default_parameter" => {
+                pos = pos.map(|i| i + 1);
+                None
+            }
+            "list_splat_pattern" | "keyword_separator" | "dictionary_splat_pattern" => {
+                pos = None;
+                None
+            }
+            _ => None,
+        };
+        if let Some(id) = id {
+            out.push((pos, cx.t(id)));
+            pos = pos.map(|i| i + 1);
+        }
+    }
+    out
+}
+
+/// The argument a call passes for parameter `name` at position `pos`: by
+/// keyword, else positional (unknown after a `*args`).
+fn argument<'t>(cx: &Cx, call: Node<'t>, name: &str, pos: Option<usize>) -> Option<Node<'t>> {
+    let args = call.field("arguments")?;
+    let mut c = args.walk();
+    let mut i = 0;
+    let mut positional = None;
+    for a in args.named_children(&mut c) {
+        match a.kind_name() {
+            "keyword_argument" => {
+                if a.field("name").is_some_and(|k| cx.t(k) == name) {
+                    return a.field("value");
+                }
+            }
+            "list_splat" if positional.is_none() => return None,
+            "list_splat" | "dictionary_splat" | "comment" => {}
+            _ => {
+                if Some(i) == pos {
+                    positional = Some(a);
+                }
+                i += 1;
+            }
+        }
+    }
+    positional
 }
 
 /// `f()` and `a.f()`: a call site of the name called.

@@ -160,6 +160,19 @@ impl<'a> Cx<'a> {
         });
     }
 
+    /// Records a second use of the name at `node`, which already has a site
+    /// (one site per byte is kept, [`crate::facts::extract`]): stored one
+    /// byte further on, with the name's line and column.
+    pub fn second_site(&mut self, node: Node, recv: Option<String>, kind: SiteKind) {
+        let before = self.facts.sites.len();
+        self.site(node, recv, kind);
+        if self.facts.sites.len() > before
+            && let Some(s) = self.facts.sites.last_mut()
+        {
+            s.byte += 1;
+        }
+    }
+
     /// Records an import binding that importers of this file also see.
     pub fn import(&mut self, at: Node, local: &str, module: &str, name: Option<&str>) {
         self.import_as(at, local, module, name, true);

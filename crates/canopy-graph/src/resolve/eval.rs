@@ -15,8 +15,8 @@ use super::ids::{FileIdx, Idx, SymId};
 use super::lang::{Among, Family};
 use super::world::{World, is_classlike};
 use crate::facts::model::{
-    DefFactKind, ELEM, FIRST_KNOWN, GUARD_CALL, GUARD_OF, KEY, PATH_HEAD, RETURNED, TRAIT_HINT,
-    TUPLE, UNION, VALUE,
+    ARG, AT, DefFactKind, EACH, ELEM, FIRST_KNOWN, GUARD_CALL, GUARD_OF, KEY, PATH_HEAD, RETURNED,
+    TRAIT_HINT, TUPLE, UNION, VALUE,
 };
 use crate::lang::NodeType;
 
@@ -107,6 +107,24 @@ impl World {
         self.eval_path(cx, e, depth, true)
     }
 
+    /// What a receiver `createRetryer#arg:0` ([`ARG`]) is: the declared
+    /// type of the parameter the argument is passed to (the function's
+    /// `#arg:0` binding); `None` for any other receiver. Only a site's
+    /// receiver is written so, never a binding's value, so the evaluator
+    /// need not look for it on every path.
+    pub(crate) fn argument_type(&self, cx: &Ctx, r: &str) -> Option<Vec<Val>> {
+        let (callee, at) = r.rsplit_once(ARG)?;
+        let mut vals = Vec::new();
+        for v in self.eval_path(cx, callee, 1, true) {
+            if let Val::Func(f) = v {
+                let fcx = self.ctx_at_end(f);
+                vals.extend(self.lookup(&fcx, &format!("{ARG}{at}"), 1).0);
+            }
+        }
+        vals.dedup();
+        Some(vals)
+    }
+
     /// Evaluates a type expression to instances of class-like units.
     pub(crate) fn eval_type(&self, cx: &Ctx, e: &str, depth: u32) -> Vec<Val> {
         if depth > MAX_DEPTH {
@@ -136,6 +154,30 @@ impl World {
     pub(crate) fn eval_path(&self, cx: &Ctx, e: &str, depth: u32, value: bool) -> Vec<Val> {
         if depth > MAX_DEPTH {
             return Vec::new();
+        }
+        if let Some((byte, inner)) = e.strip_prefix(AT).and_then(|r| r.split_once(':'))
+            && let Ok(byte) = byte.parse::<u32>()
+        {
+            // `#at812:match`: read where the argument was written.
+            let Some(scope) = self.innermost(cx.file, byte) else {
+                return Vec::new();
+            };
+            let at = Ctx {
+                file: cx.file,
+                byte,
+                scope,
+            };
+            return self.eval_path(&at, inner, depth + 1, value);
+        }
+        if let Some(alts) = e.strip_prefix(EACH) {
+            // `#each:a∪b`: every alternative's value; an unknown one is
+            // skipped (an item of a list that is a lambda or a builtin).
+            let mut vals = Vec::new();
+            for alt in alts.split(UNION) {
+                vals.extend(self.eval_path(cx, alt, depth + 1, value));
+            }
+            vals.dedup();
+            return vals;
         }
         if e.contains(UNION) {
             // `isA()∪isB()`: one of several values, each alternative's; when

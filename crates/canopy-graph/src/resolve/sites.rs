@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use super::eval::{Ctx, Val};
 use super::ids::{FileIdx, SymId};
 use super::world::{World, is_classlike};
-use crate::facts::model::{IMPORT_RECV, Site, SiteKind};
+use crate::facts::model::{EACH, IMPORT_RECV, Site, SiteKind};
 use crate::lang::NodeType;
 use crate::store::graph_rows::{EdgeRow, How, Target};
 
@@ -43,6 +43,32 @@ impl World {
             cands.sort_unstable();
             cands.dedup();
             let src = self.syms[self.caller_unit(fi, site.byte).unwrap_or(scope)].id;
+            let each = match (&site.recv, how) {
+                (None, How::Inferred) => !cands.is_empty() && self.through_each(&cx, site),
+                (Some(_), _) => cands.len() > 1 && self.through_each(&cx, site),
+                (None, _) => false,
+            };
+            if each && site.recv.is_none() && site.kind != SiteKind::Call {
+                // `f` in `for f in [a, b]: register(f)` is the loop
+                // variable, not a use of what it holds.
+                continue;
+            }
+            if each && cands.len() > 1 {
+                // `func(x)` in `for func in [a, b]:` calls each of them.
+                for &c in &cands {
+                    out.push(EdgeRow {
+                        src,
+                        target: Target::Resolved(self.syms[c].id),
+                        kind: site.kind,
+                        how,
+                        confidence: confidence(how),
+                        line: site.line,
+                        col: site.col,
+                        name: site.name.clone(),
+                    });
+                }
+                continue;
+            }
             let target = match cands.len() {
                 0 => {
                     // Only calls are worth recording unresolved ("N call sites named X").
@@ -77,6 +103,18 @@ impl World {
         self.base_edges(fi, &mut out);
         self.module_import_edges(fi, &mut out);
         out
+    }
+
+    /// Whether a site's name (or its receiver's root) is bound to every
+    /// one of several values ([`EACH`]), so that its candidates are all
+    /// meant, not one of them.
+    fn through_each(&self, cx: &Ctx, site: &Site) -> bool {
+        let head = match &site.recv {
+            Some(r) => r.split('.').next().unwrap_or_default(),
+            None => site.name.as_str(),
+        };
+        self.binding_expr(cx, head)
+            .is_some_and(|e| e.starts_with(EACH))
     }
 
     /// Imports of modules that are files of the repository: an edge from
@@ -229,7 +267,10 @@ impl World {
     /// guessed ([`World::unique_method`]).
     fn receiver_site(&self, cx: &Ctx, name: &str, r: &str, kind: SiteKind) -> (Vec<SymId>, How) {
         let rules = self.rules_of(cx.file);
-        let vals = self.eval(cx, r, 0);
+        let vals = match self.argument_type(cx, r) {
+            Some(vals) => vals,
+            None => self.eval(cx, r, 0),
+        };
         let mut out = Vec::new();
         let mut how = How::Inferred;
         let first = r.split('.').next().unwrap_or_default();

@@ -94,7 +94,11 @@ use crate::error::{CanopyError, Result};
 /// `static` items; Go elements by index (`blocks[i]`: `blocks#elem`) and
 /// the items of what a function returns (`#ret#elem`); Rust slice types
 /// (`&[u8]`: `[u8]`) and `Box<[u8]>` as a `Box`, literal slices, `vec![…]`
-/// and `to_vec()` as literal types, a `let` bound to a literal.
+/// and `to_vec()` as literal types, a `let` bound to a literal; TypeScript
+/// JSDoc `{@link}` names and object-literal properties (a typed object's
+/// members, a shorthand's local) as sites, a unit's typed parameters by
+/// position (`#arg:0`), Python loops over a literal list and parameters a
+/// function calls as every value they hold.
 pub const SCHEMA_VERSION: u32 = 33;
 
 const SCHEMA: &str = include_str!("schema.sql");
