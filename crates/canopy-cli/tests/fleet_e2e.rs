@@ -1180,7 +1180,13 @@ fn repository_settings_are_shared_in_postgres_and_applied_by_the_owner() {
     }
     repo.write("src/later.rs", "pub fn set_over_http() -> u8 {\n    3\n}\n");
     let g2 = answered_above(other, &repo_id, "set_over_http", g1);
-    // Indexed by the owner it was (no lease moved to make a new owner index it).
+    // Indexed by the owner it was (no lease moved to make a new owner index
+    // it). The run's rows are readable before the owner publishes its
+    // completion (ARCHITECTURE.md, "Generations name what readers see"),
+    // so the answer can come an instant before the publish: wait for it.
+    canopy_test_support::eventually("the owner publishes the generation answered", || {
+        placement(other, &repo_id).2 >= g2
+    });
     let (still, _, published) = placement(other, &repo_id);
     assert_eq!(still.as_deref(), Some(owner.as_str()));
     assert!(published >= g2);
