@@ -1,14 +1,17 @@
 """Lists a prediction file's misses and false positives against the graph oracle, for reading by hand.
 
-usage: misses.py GOLD_ROOT TARGETS.jsonl PRED.jsonl CORPORA_ROOT CORPUS [--refs]
+usage: misses.py GOLD_ROOT TARGETS.jsonl PRED.jsonl CORPORA_ROOT CORPUS [--refs | --defs]
 
 Without --refs, over the sampled `callers` targets: gold call sites the predictions lack (MISS) and
 predicted call sites the gold lacks (FP); over the sampled `callees` targets: predicted callee edges the
-gold lacks (CFP). Each line carries the source line. A false positive is tagged when the oracle left a
+gold lacks (CFP) and gold callee edges the predictions lack (CMISS, at each gold call site of the edge). Each line carries the source line. A false positive is tagged when the oracle left a
 call of that name unresolved on the line while another call there resolved (the scorer judges call
 sites per line, so such a prediction is scored although the oracle never decided it).
 With --refs: missed references of the sampled `references` targets, counted by the gold's reference
 kind (call / import / type / other), with each missed line.
+With --defs: the sampled `definition` call sites whose gold definition the predictions lack (DMISS;
+`[unresolved]` when the prediction file marks the question unresolved) or whose predicted definition
+the gold lacks (DFP).
 Predictions are filtered as score_graph.py filters them (unjudgeable lines, edges outside the corpus,
 unscored callee kinds).
 """
@@ -65,6 +68,14 @@ def call_misses(g, ts, pred, line):
         for callee, s in sorted(pcallee.get(c, set())):
             if callee not in g.callees.get(c, set()):
                 print("CFP", c, "->", callee, "%s:%d" % s, "|", line(*s) + tag(callee, s))
+    got = collections.defaultdict(set)
+    for callee, s in (x for c in callees_t for x in pcallee.get(c, ())):
+        got[g.enclosing(*s)].add(callee)
+    for e in g.edges:
+        caller = g.by_id.get(e["caller_def_id"], {"qualified_name": e["caller_qualified"]})["qualified_name"]
+        if caller in callees_t and e["callee_qualified"] not in got.get(caller, ()):
+            s = (e["caller_path"], e["call_line"])
+            print("CMISS", caller, "->", e["callee_qualified"], "%s:%d" % s, "|", line(*s))
 
 
 def ref_misses(g, gold_dir, ts, pred, line):
@@ -87,8 +98,30 @@ def ref_misses(g, gold_dir, ts, pred, line):
     print("missed references by kind:", dict(counts))
 
 
+def def_misses(g, ts, pred, line):
+    got, unres = collections.defaultdict(set), set()
+    for r in pred:
+        if ptype(r) == "unresolved" and r.get("task") == "definition":
+            unres.add(r["target"])
+        elif ptype(r) == "definition":
+            d = g.sym(r.get("def_qualified_name"), r.get("def_path"), r.get("def_line"))
+            for key in ((r["path"], r["line"], r.get("col")), (r["path"], r["line"], r.get("name"))):
+                got[key].add(d or "<outside corpus>")
+    for t in ts:
+        if t["task"] != "definition":
+            continue
+        gs = g.site_defs.get((t["path"], t["line"], t["col"]), set())
+        ps = got.get((t["path"], t["line"], t["col"])) or got.get((t["path"], t["line"], t["name"])) or set()
+        site = "%s:%d:%d" % (t["path"], t["line"], t["col"])
+        mark = " [unresolved]" if t["target"] in unres or "%s:%d" % (t["path"], t["line"]) in unres else ""
+        for d in sorted(gs - ps):
+            print("DMISS", d, site, "|", line(t["path"], t["line"]) + mark)
+        for d in sorted(ps - gs):
+            print("DFP", d, site, "|", line(t["path"], t["line"]))
+
+
 def main():
-    args = [a for a in sys.argv[1:] if a != "--refs"]
+    args = [a for a in sys.argv[1:] if a not in ("--refs", "--defs")]
     if len(args) != 5:
         sys.exit(__doc__)
     gold_root, targets, pred_f, corpora, corpus = args
@@ -103,6 +136,8 @@ def main():
 
     if "--refs" in sys.argv[1:]:
         ref_misses(g, gold_dir, ts, pred, line)
+    elif "--defs" in sys.argv[1:]:
+        def_misses(g, ts, pred, line)
     else:
         call_misses(g, ts, pred, line)
 
