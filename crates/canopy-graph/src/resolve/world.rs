@@ -204,8 +204,7 @@ impl FilePart {
         let list = &self.by_name;
         let named = |b: &BindingIdx| facts.s(facts.bindings[b.index()].name);
         let lo = list.partition_point(|b| named(b) < name);
-        let hi = lo + list[lo..].partition_point(|b| named(b) == name);
-        &list[lo..hi]
+        &list[lo..lo + equal_run(&list[lo..], |b| named(b) == name)]
     }
 
     /// The file's imports of local name `name` (`imports`: the file's),
@@ -214,9 +213,24 @@ impl FilePart {
         let list = &self.imports;
         let local = |i: &(ImportIdx, SymId)| facts.s(facts.imports[i.0.index()].local);
         let lo = list.partition_point(|i| local(i) < name);
-        let hi = lo + list[lo..].partition_point(|i| local(i) == name);
-        &list[lo..hi]
+        &list[lo..lo + equal_run(&list[lo..], |i| local(i) == name)]
     }
+}
+
+/// How many elements at the start of `list` are `equal` (the name looked
+/// up; `list` is sorted, so they form a prefix). Galloping: probes 1, 3,
+/// 7, … elements in, then a binary search of the last step, so a run of `k`
+/// costs O(log k) comparisons where a binary search of the whole rest costs
+/// O(log n); most lookups (a name in a scope) find no or one element.
+fn equal_run<T>(list: &[T], equal: impl Fn(&T) -> bool) -> usize {
+    // `list[..known]` is equal; the probe is the last element of the next step.
+    let (mut known, mut step) = (0, 1);
+    while known + step <= list.len() && equal(&list[known + step - 1]) {
+        known += step;
+        step *= 2;
+    }
+    let upper = (known + step - 1).min(list.len());
+    known + list[known..upper].partition_point(equal)
 }
 
 /// `m` with its unit keys renumbered by `remap` (see [`FilePart::renumbered`]).
@@ -713,8 +727,7 @@ impl World {
     pub(super) fn units_named(&self, name: &str) -> &[SymId] {
         let list = &self.by_name;
         let lo = list.partition_point(|&c| self.syms[c].name.as_str() < name);
-        let hi = lo + list[lo..].partition_point(|&c| self.syms[c].name == name);
-        &list[lo..hi]
+        &list[lo..lo + equal_run(&list[lo..], |&c| self.syms[c].name == name)]
     }
 
     /// Per file its units sorted by start and its file unit; per unit its
@@ -1090,6 +1103,27 @@ impl World {
             file: s.file,
             byte: s.end.saturating_sub(1),
             scope: f,
+        }
+    }
+}
+
+#[cfg(test)]
+mod equal_run_tests {
+    use super::equal_run;
+
+    #[test]
+    fn the_run_is_what_a_binary_search_finds() {
+        // Every prefix length of every short list, against `partition_point`.
+        for len in 0..40usize {
+            for run in 0..=len {
+                let list: Vec<u8> = (0..len).map(|i| u8::from(i >= run)).collect();
+                let expected = list.partition_point(|&x| x == 0);
+                assert_eq!(
+                    equal_run(&list, |&x| x == 0),
+                    expected,
+                    "len {len} run {run}"
+                );
+            }
         }
     }
 }
