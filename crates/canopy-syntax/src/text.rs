@@ -176,33 +176,61 @@ fn append_identifier_parts(text: &str, out: &mut String) {
     }
 }
 
+/// Classes of ASCII bytes for [`ascii_identifier_parts`]: `0` for a byte
+/// that is no part of an identifier.
+const LOWER: u8 = 1;
+const UPPER: u8 = 2;
+const DIGIT: u8 = 4;
+const UNDERSCORE: u8 = 8;
+static ASCII_CLASS: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = match b as u8 {
+            b'a'..=b'z' => LOWER,
+            b'A'..=b'Z' => UPPER,
+            b'0'..=b'9' => DIGIT,
+            b'_' => UNDERSCORE,
+            _ => 0,
+        };
+        b += 1;
+    }
+    table
+};
+
 /// The words of the compound identifiers of an ASCII `text`: the same
 /// identifiers and tests as [`identifiers`] and [`is_compound`], on bytes
 /// (for ASCII, `char::is_alphanumeric` is `u8::is_ascii_alphanumeric` and so
-/// on).
+/// on). One pass: an identifier's bytes are classed by a table as they are
+/// read, and whether it is compound (an `_`, a lower-case letter before an
+/// upper-case one, a letter before a digit) is known at its end, instead of
+/// being found by a second and third scan of it; every unit's text passes
+/// here.
 fn ascii_identifier_parts<'a>(text: &'a str, parts: &mut Vec<Cow<'a, str>>) {
     debug_assert!(text.is_ascii());
     let bytes = text.as_bytes();
-    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    let is_compound = |ident: &[u8]| {
-        ident.contains(&b'_')
-            || ident.windows(2).any(|w| {
-                (w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase())
-                    || (w[0].is_ascii_alphabetic() && w[1].is_ascii_digit())
-            })
-    };
     let mut i = 0;
     while i < bytes.len() {
-        if !is_ident(bytes[i]) {
+        let mut prev = ASCII_CLASS[usize::from(bytes[i])];
+        if prev == 0 {
             i += 1;
             continue;
         }
         let start = i;
-        while i < bytes.len() && is_ident(bytes[i]) {
+        let mut compound = prev == UNDERSCORE;
+        i += 1;
+        while i < bytes.len() {
+            let class = ASCII_CLASS[usize::from(bytes[i])];
+            if class == 0 {
+                break;
+            }
+            compound |= class == UNDERSCORE
+                || (prev == LOWER && class == UPPER)
+                || (prev & (LOWER | UPPER) != 0 && class == DIGIT);
+            prev = class;
             i += 1;
         }
-        let ident = &bytes[start..i];
-        if ident.len() <= 64 && is_compound(ident) {
+        if i - start <= 64 && compound {
             push_words(&text[start..i], parts);
         }
     }

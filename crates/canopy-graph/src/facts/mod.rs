@@ -40,8 +40,14 @@ pub struct FactExtraction;
 
 impl TreeExtraction for FactExtraction {
     type Output = FileFacts;
-    fn extract(&self, language: Language, root: Node<'_>, text: &str) -> Option<FileFacts> {
-        extract(language, root, text)
+    fn extract(
+        &self,
+        language: Language,
+        root: Node<'_>,
+        text: &str,
+        line_starts: &[usize],
+    ) -> Option<FileFacts> {
+        extract(language, root, text, line_starts)
     }
     fn merge_body(&self, file: &mut FileFacts, body: FileFacts, start: usize, end: usize) {
         file.merge_body(body, start, end);
@@ -54,9 +60,16 @@ pub fn parse_with_facts(path: &str, source: &[u8]) -> (ParsedFile, Option<FileFa
 }
 
 /// Extracts the facts of one parsed file; `None` for languages without rules.
-pub fn extract(language: Language, root: Node, text: &str) -> Option<FileFacts> {
+/// `line_starts`: the byte where each line of `text` starts, `0` first (the
+/// parser's, so the file is not scanned for line ends twice).
+pub fn extract(
+    language: Language,
+    root: Node,
+    text: &str,
+    line_starts: &[usize],
+) -> Option<FileFacts> {
     let _grammar = WalkedGrammar::set(language);
-    let mut cx = Cx::new(text);
+    let mut cx = Cx::new(text, line_starts);
     match language {
         Language::Python => python::walk(&mut cx, root),
         Language::JavaScript | Language::TypeScript | Language::Tsx => {

@@ -288,8 +288,8 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         "typed_parameter" | "typed_default_parameter" => typed_parameter(cx, n),
         "for_statement" | "for_in_clause" => for_loop(cx, n),
         "function_definition" => {
-            function_definition(cx, n, &mut returns);
-            decorated.at_function(cx, n);
+            function_definition(cx, n, up, &mut returns);
+            decorated.at_function(cx, n, up);
             passed.at_function(n, up);
         }
         "class_definition" => class_definition(cx, n),
@@ -609,11 +609,11 @@ fn typed_parameter(cx: &mut Cx, n: Node) {
 
 /// A function's return type (or, unannotated, its first returned value) and
 /// its unannotated parameters (which shadow outer names and may be pytest fixtures).
-fn function_definition(cx: &mut Cx, n: Node, returns: &mut FirstReturns) {
+fn function_definition<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>, returns: &mut FirstReturns) {
     let Some(name) = n.field("name") else {
         return;
     };
-    if let Some(class) = property_owner(cx, n) {
+    if let Some(class) = property_owner(cx, up) {
         // A property reads as a field whose value is the getter's result
         // (`obj.prop.method()`); the getter's return type or first
         // returned value says what that is.
@@ -651,14 +651,14 @@ fn function_definition(cx: &mut Cx, n: Node, returns: &mut FirstReturns) {
 
 /// The byte of the decorated definition of a method decorated as a
 /// property getter (`@property`, `@functools.cached_property`, …; not a
-/// `@x.setter`), where its field binding goes.
-fn property_owner(cx: &Cx, function: Node) -> Option<usize> {
-    let decorated = function
+/// `@x.setter`), where its field binding goes. `up`: the function's
+/// ancestors (the walk's, not `Node::parent`, which descends from the root).
+fn property_owner(cx: &Cx, up: &Up) -> Option<usize> {
+    let decorated = up
         .parent()
         .filter(|p| p.kind_name() == "decorated_definition")?;
-    let in_class = decorated
-        .parent()
-        .and_then(|b| b.parent())
+    let in_class = up
+        .nth(2)
         .is_some_and(|c| c.kind_name() == "class_definition");
     if !in_class {
         return None;
@@ -783,22 +783,23 @@ struct DecoratedValues {
 }
 
 impl DecoratedValues {
-    /// At a function definition: remembers the value of a decorated one.
-    fn at_function(&mut self, cx: &Cx, function: Node) {
+    /// At a function definition (`up`: its ancestors): remembers the value
+    /// of a decorated one.
+    fn at_function(&mut self, cx: &Cx, function: Node, up: &Up) {
         let Some(name) = function.field("name") else {
             return;
         };
-        let Some(decorated) = function
+        let Some(decorated) = up
             .parent()
             .filter(|p| p.kind_name() == "decorated_definition")
         else {
             return;
         };
-        let Some(scope) = decorated.parent() else {
+        let Some(scope) = up.nth(1) else {
             return;
         };
-        if scope
-            .parent()
+        if up
+            .nth(2)
             .is_some_and(|c| c.kind_name() == "class_definition")
         {
             return;

@@ -91,31 +91,26 @@ impl<'t> GrammarLookup<'t> for Node<'t> {
     }
 }
 
-fn line_starts(text: &str) -> Vec<usize> {
-    let mut v = vec![0];
-    v.extend(
-        text.bytes()
-            .enumerate()
-            .filter(|&(_, b)| b == b'\n')
-            .map(|(i, _)| i + 1),
-    );
-    v
-}
-
 /// The extraction context the per-language walkers share.
 pub(crate) struct Cx<'a> {
     pub text: &'a str,
     pub facts: FileFacts,
-    line_starts: Vec<usize>,
+    /// The byte where each line of `text` starts, `0` first.
+    line_starts: &'a [usize],
 }
 
 impl<'a> Cx<'a> {
-    /// An empty context for `text`.
-    pub(super) fn new(text: &'a str) -> Cx<'a> {
+    /// An empty context for `text`, whose lines start at `line_starts`.
+    pub(super) fn new(text: &'a str, line_starts: &'a [usize]) -> Cx<'a> {
+        debug_assert_eq!(line_starts.first(), Some(&0));
+        debug_assert_eq!(
+            line_starts.len(),
+            1 + text.bytes().filter(|&b| b == b'\n').count()
+        );
         Cx {
             text,
             facts: FileFacts::default(),
-            line_starts: line_starts(text),
+            line_starts,
         }
     }
 

@@ -277,7 +277,15 @@ pub trait TreeExtraction {
     type Output;
     /// Extracts from one tree of `text`: the whole file, or one Rust item
     /// macro body parsed on its own. `None`: nothing for this language.
-    fn extract(&self, language: Language, root: Node<'_>, text: &str) -> Option<Self::Output>;
+    /// `line_starts`: the byte where each line of `text` starts (`0`
+    /// first), which the parser has computed already.
+    fn extract(
+        &self,
+        language: Language,
+        root: Node<'_>,
+        text: &str,
+        line_starts: &[usize],
+    ) -> Option<Self::Output>;
     /// Puts what a macro body (bytes `start..end` of the file) holds in
     /// place of what the walk of the whole file saw there (tokens).
     fn merge_body(&self, file: &mut Self::Output, body: Self::Output, start: usize, end: usize);
@@ -288,7 +296,7 @@ struct UnitsOnly;
 
 impl TreeExtraction for UnitsOnly {
     type Output = ();
-    fn extract(&self, _: Language, _: Node<'_>, _: &str) -> Option<()> {
+    fn extract(&self, _: Language, _: Node<'_>, _: &str, _: &[usize]) -> Option<()> {
         None
     }
     fn merge_body(&self, _: &mut (), _: (), _: usize, _: usize) {}
@@ -418,7 +426,7 @@ pub fn parse_file_with<E: TreeExtraction>(
             let separator = language.member_separator();
             let root = tree.root_node();
             run_query(spec, separator, root, &text, &lines, &mut defs, &mut refs);
-            extracted = extraction.extract(language, root, &text);
+            extracted = extraction.extract(language, root, &text, &lines.starts);
             if language == Language::Rust {
                 macro_rules_functions(spec, root, &text, &lines, &mut defs);
                 for body in item_macro_bodies(spec, root, &text, 0) {
@@ -440,7 +448,7 @@ pub fn parse_file_with<E: TreeExtraction>(
                     refs.extend(body_refs);
                     if let (Some(all), Some(more)) = (
                         extracted.as_mut(),
-                        extraction.extract(language, root, &text),
+                        extraction.extract(language, root, &text, &lines.starts),
                     ) {
                         extraction.merge_body(
                             all,
