@@ -212,7 +212,9 @@ impl Engine {
                 kept_world: Mutex::new(None),
                 world_kept: AtomicBool::new(false),
                 graph_cache: Default::default(),
-                history: Default::default(),
+                history: crate::context::history::HistoryLog::with_file(
+                    dir.join(crate::context::history_file::FILE_NAME),
+                ),
             }),
         })
     }
