@@ -214,6 +214,17 @@ impl HistoryLog {
         None
     }
 
+    /// Where a one-off process keeps commits' diffs: beside the history
+    /// file, where that is kept ([`history_file::cacheable`]: in a shallow
+    /// clone a boundary commit's diff changes when the clone is deepened).
+    fn diffs_dir(&self, root: &Path) -> Option<PathBuf> {
+        let file = self.disk.as_ref()?;
+        if self.kept.load(Ordering::Relaxed) || !history_file::cacheable(root) {
+            return None;
+        }
+        Some(file.with_file_name(history_file::DIFFS_DIR))
+    }
+
     /// `HEAD`'s committer time (Unix seconds): what "N days ago" counts
     /// from, so a pack of a checked-out tree does not change as days pass.
     pub(crate) fn head_time(&self, root: &Path) -> Option<i64> {
@@ -470,6 +481,27 @@ impl HistoryLog {
                 }
             }
         }
+        // A one-off process reads the diffs earlier ones wrote (a commit's
+        // diff never changes), as a server keeps them in memory.
+        let on_disk = self.diffs_dir(root);
+        if let Some(dir) = &on_disk {
+            for (list, large) in [(&mut small, false), (&mut large, true)] {
+                list.retain(|id| {
+                    let name = history_file::diff_name(id, large.then_some(&files[..]));
+                    match history_file::load_diff(&dir.join(name)) {
+                        Some((changes, bytes)) => {
+                            let d = KeptDiff {
+                                changes: Arc::new(changes),
+                                bytes,
+                            };
+                            sized.insert(id.to_string(), d);
+                            false
+                        }
+                        None => true,
+                    }
+                });
+            }
+        }
         let bound = self.diff_bytes.unwrap_or(HISTORY_DIFF_BYTES);
         let read_small = cochange::git_diffs(root, &small, &[], bound)?;
         let read_large = cochange::git_diffs(root, &large, &files, bound)?;
@@ -479,6 +511,10 @@ impl HistoryLog {
         }
         for (read, large) in [(read_small.diffs, false), (read_large.diffs, true)] {
             for (id, (changes, bytes)) in read {
+                if let Some(dir) = &on_disk {
+                    let name = history_file::diff_name(&id, large.then_some(&files[..]));
+                    history_file::store_diff(&dir.join(name), &changes, bytes);
+                }
                 let d = KeptDiff {
                     changes: Arc::new(changes),
                     bytes,
@@ -950,6 +986,25 @@ pub(crate) mod tests {
             limit: usize,
         ) -> (Result<Vec<Commit>, String>, Option<i64>) {
             self.commits_and_time(root, files, limit)
+        }
+
+        /// The diffs of the commits touching `focus`'s files, sorted by
+        /// commit id, and the note when the bound cut them.
+        pub(crate) fn read_diffs(
+            &self,
+            root: &Path,
+            focus: &[NodeRecord],
+        ) -> Result<(Vec<(String, Vec<FileChange>)>, Option<String>), String> {
+            let mut files: Vec<&str> = focus.iter().map(|n| n.file_path.as_str()).collect();
+            files.dedup();
+            let commits = git_log(root, &files, 50)?;
+            let (diffs, note) = self.diffs_of(root, focus, &commits)?;
+            let mut diffs: Vec<_> = diffs
+                .into_iter()
+                .map(|(id, d)| (id, d.as_ref().clone()))
+                .collect();
+            diffs.sort_by(|a, b| a.0.cmp(&b.0));
+            Ok((diffs, note))
         }
 
         /// Starts reading the log at `root`'s HEAD if needed and waits for it.

@@ -36,12 +36,20 @@
 //! commits in the same order ([`HistoryFile::touching`]); when the file
 //! holds only the newest commits and fewer than the asked-for number touch
 //! the files, it does not answer and git is asked.
+//!
+//! Beside it, `.canopy/history-diffs/` holds the `-U0` diffs (hunks and
+//! the bytes git printed) of the commits one-off processes read, one file
+//! per commit ([`store_diff`], [`load_diff`]: checksummed, temp + rename):
+//! a commit's diff never changes, so the next process reads it instead of
+//! starting `git show` (what a server keeps in memory). Where the history
+//! file is not kept, neither are diffs.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use xxhash_rust::xxh3::xxh3_64;
 
+use crate::context::cochange::{FileChange, Hunk};
 use crate::context::history::{Commit, LOG_FLAGS, parse_log};
 
 /// The newest commits kept: Django's 31,881 fit; a longer history keeps
@@ -468,7 +476,7 @@ fn commit_time(root: &Path, id: &str) -> Option<i64> {
 }
 
 /// Whether `HEAD` alone decides the log at `root` (see the module docs).
-fn cacheable(root: &Path) -> bool {
+pub(crate) fn cacheable(root: &Path) -> bool {
     if [
         "GIT_DIR",
         "GIT_COMMON_DIR",
@@ -513,6 +521,100 @@ fn common_dir(root: &Path) -> Option<PathBuf> {
     })
 }
 
+/// The directory of commits' diffs beside the history file: one file per
+/// commit (per commit and focus files for a commit too large to read
+/// whole), written once (temp + rename) and read by later processes.
+pub(crate) const DIFFS_DIR: &str = "history-diffs";
+
+const DIFF_MAGIC: &[u8; 8] = b"CNPYDIF1";
+
+/// The file name of a commit's diff: its id, or for a large commit read
+/// for some files only, its id and a hash of those files.
+pub(crate) fn diff_name(id: &str, files: Option<&[&str]>) -> String {
+    // Ids come from git (hex); anything else must not make a path.
+    let id: String = id.chars().filter(char::is_ascii_alphanumeric).collect();
+    match files {
+        None => id,
+        Some(files) => format!("{id}-{:016x}", xxh3_64(files.join("\n").as_bytes())),
+    }
+}
+
+/// A diff written by [`store_diff`]: its changes and the bytes git printed
+/// for it; `None` for anything else.
+pub(crate) fn load_diff(path: &Path) -> Option<(Vec<FileChange>, usize)> {
+    let bytes = std::fs::read(path).ok()?;
+    if bytes.get(..8)? != DIFF_MAGIC {
+        return None;
+    }
+    let stored = u64::from_le_bytes(bytes.get(8..16)?.try_into().ok()?);
+    if xxh3_64(&bytes[16..]) != stored {
+        return None;
+    }
+    let mut at: usize = 16;
+    let mut next = |n: usize| -> Option<&[u8]> {
+        let out = bytes.get(at..at.checked_add(n)?)?;
+        at += n;
+        Some(out)
+    };
+    let size = u64::from_le_bytes(next(8)?.try_into().ok()?) as usize;
+    let n_files = u32::from_le_bytes(next(4)?.try_into().ok()?) as usize;
+    let mut changes = Vec::new();
+    for _ in 0..n_files {
+        let len = u32::from_le_bytes(next(4)?.try_into().ok()?) as usize;
+        let path = String::from_utf8(next(len)?.to_vec()).ok()?;
+        let n_hunks = u32::from_le_bytes(next(4)?.try_into().ok()?) as usize;
+        let mut hunks = Vec::new();
+        for _ in 0..n_hunks {
+            let mut v = [0u32; 4];
+            for x in &mut v {
+                *x = u32::from_le_bytes(next(4)?.try_into().ok()?);
+            }
+            hunks.push(Hunk {
+                old_start: v[0],
+                old_len: v[1],
+                new_start: v[2],
+                new_len: v[3],
+            });
+        }
+        changes.push(FileChange { path, hunks });
+    }
+    (at == bytes.len()).then_some((changes, size))
+}
+
+/// Writes a commit's diff for [`load_diff`] (creating the directory);
+/// failures leave no file (the diff is read from git again next time).
+pub(crate) fn store_diff(path: &Path, changes: &[FileChange], size: usize) {
+    let mut out = DIFF_MAGIC.to_vec();
+    out.extend_from_slice(&0u64.to_le_bytes());
+    out.extend_from_slice(&(size as u64).to_le_bytes());
+    let Ok(n_files) = u32::try_from(changes.len()) else {
+        return;
+    };
+    out.extend_from_slice(&n_files.to_le_bytes());
+    for fc in changes {
+        let (Ok(len), Ok(n_hunks)) = (u32::try_from(fc.path.len()), u32::try_from(fc.hunks.len()))
+        else {
+            return;
+        };
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(fc.path.as_bytes());
+        out.extend_from_slice(&n_hunks.to_le_bytes());
+        for h in &fc.hunks {
+            for v in [h.old_start, h.old_len, h.new_start, h.new_len] {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+    let sum = xxh3_64(&out[16..]);
+    out[8..16].copy_from_slice(&sum.to_le_bytes());
+    if let Some(dir) = path.parent()
+        && std::fs::create_dir_all(dir).is_ok()
+        && let Some(tmp) = TempFile::create(path)
+    {
+        tmp.persist(&out);
+    }
+}
+
 /// A temporary file beside the history file, renamed over it when whole
 /// and removed otherwise.
 struct TempFile {
@@ -526,7 +628,8 @@ impl TempFile {
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let name = format!(
-            ".{FILE_NAME}.{}.{}.tmp",
+            ".{}.{}.{}.tmp",
+            target.file_name()?.to_string_lossy(),
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
@@ -755,6 +858,70 @@ mod tests {
         assert!(!file.exists());
         // Nor in the temporary files' place.
         assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0);
+    }
+
+    fn focus_on(path: &str) -> crate::store::read::NodeRecord {
+        crate::store::read::NodeRecord {
+            rowid: 1,
+            handle: "h1".into(),
+            file_path: path.into(),
+            content_hash: String::new(),
+            node_type: "file".into(),
+            name: None,
+            qualified_name: None,
+            parent_rowid: None,
+            start_byte: 0,
+            end_byte: 1,
+            start_line: 1,
+            end_line: 1,
+            token_count: 1,
+            preview_start: 0,
+            score: 0.0,
+        }
+    }
+
+    /// Diffs a one-off process read are written once and read back by the
+    /// next, the same as git gives them (and as a process without the
+    /// files reads them); a bad diff file is read from git again.
+    #[test]
+    fn diffs_on_disk_are_what_git_gives() {
+        let (dir, out) = (repo(), tempfile::tempdir().unwrap());
+        let (root, file) = (dir.path(), file_in(&out));
+        let focus = [focus_on("core.py")];
+        let plain = HistoryLog::default().read_diffs(root, &focus).unwrap();
+        let first = HistoryLog::with_file(file.clone())
+            .read_diffs(root, &focus)
+            .unwrap();
+        assert_eq!(first, plain);
+        let diffs = out.path().join(DIFFS_DIR);
+        let mut names: Vec<_> = std::fs::read_dir(&diffs)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        names.sort();
+        assert_eq!(names.len(), plain.0.len(), "one file per commit read");
+        let stamps: Vec<_> = names
+            .iter()
+            .map(|p| std::fs::metadata(p).unwrap().modified().unwrap())
+            .collect();
+        // Read back, not rewritten; a garbage file is replaced.
+        std::fs::write(&names[0], b"garbage").unwrap();
+        let again = HistoryLog::with_file(file.clone())
+            .read_diffs(root, &focus)
+            .unwrap();
+        assert_eq!(again, plain);
+        assert!(load_diff(&names[0]).is_some());
+        for (p, stamp) in names.iter().zip(&stamps).skip(1) {
+            assert_eq!(std::fs::metadata(p).unwrap().modified().unwrap(), *stamp);
+        }
+        let (changes, bytes) = load_diff(&names[1]).unwrap();
+        let mut flipped = std::fs::read(&names[1]).unwrap();
+        let last = flipped.len() - 1;
+        flipped[last] ^= 1;
+        std::fs::write(&names[1], &flipped).unwrap();
+        assert_eq!(load_diff(&names[1]), None);
+        store_diff(&names[1], &changes, bytes);
+        assert_eq!(load_diff(&names[1]), Some((changes, bytes)));
     }
 
     #[test]
