@@ -140,6 +140,11 @@ impl HistoryLog {
         self.kept.store(true, Ordering::Relaxed);
     }
 
+    /// Whether [`HistoryLog::keep`] was asked (a long-lived process).
+    pub(crate) fn is_kept(&self) -> bool {
+        self.kept.load(Ordering::Relaxed)
+    }
+
     /// The latest `limit` non-merge commits that touched any of `files`
     /// (paths relative to `root`), newest first; `Err` with a note for the
     /// pack when there is no history to read.
