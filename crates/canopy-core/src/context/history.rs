@@ -981,6 +981,9 @@ pub(crate) mod tests {
         assert_eq!(why_no_log(""), "git log failed");
     }
 
+    /// Diffs by commit id, sorted by it.
+    type SortedDiffs = Vec<(String, Vec<FileChange>)>;
+
     impl HistoryLog {
         /// The commits touching `files` and `HEAD`'s time when the history
         /// file gave it.
@@ -999,7 +1002,7 @@ pub(crate) mod tests {
             &self,
             root: &Path,
             focus: &[NodeRecord],
-        ) -> Result<(Vec<(String, Vec<FileChange>)>, Option<String>), String> {
+        ) -> Result<(SortedDiffs, Option<String>), String> {
             let mut files: Vec<&str> = focus.iter().map(|n| n.file_path.as_str()).collect();
             files.dedup();
             let commits = git_log(root, &files, 50)?;
