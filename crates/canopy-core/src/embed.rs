@@ -560,6 +560,39 @@ impl Quantized {
         Some(q)
     }
 
+    /// Scores every row of a [`Quantized::to_blob`] blob against `query`
+    /// into `out`, as [`Quantized::from_blob`] then
+    /// [`Quantized::score_into`] would, without a copy of the rows; `false`
+    /// (and nothing added) when the bytes are not such a blob of `dim`.
+    pub fn score_blob(blob: &[u8], dim: usize, query: &[f32], out: &mut Vec<(i64, f32)>) -> bool {
+        let Some(stored) = blob.get(..4).and_then(|b| b.try_into().ok()) else {
+            return false;
+        };
+        let row = 12 + dim;
+        let body = &blob[4..];
+        if u32::from_le_bytes(stored) as usize != dim || !body.len().is_multiple_of(row) {
+            return false;
+        }
+        if dim == 0 {
+            return true; // rows without values score nothing (as `score_into`)
+        }
+        let mut values = vec![0i8; dim];
+        out.reserve(body.len() / row);
+        for chunk in body.chunks_exact(row) {
+            let (Ok(id), Ok(scale)) = (chunk[..8].try_into(), chunk[8..12].try_into()) else {
+                return false;
+            };
+            for (v, b) in values.iter_mut().zip(&chunk[12..]) {
+                *v = *b as i8;
+            }
+            out.push((
+                i64::from_le_bytes(id),
+                cosine_i8_f32(&values, f32::from_le_bytes(scale), query),
+            ));
+        }
+        true
+    }
+
     /// Adds a vector for `id`.
     pub fn push(&mut self, id: i64, v: &[f32]) {
         let max = v.iter().fold(0f32, |m, x| m.max(x.abs())).max(1e-12);

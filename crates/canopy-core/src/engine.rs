@@ -212,7 +212,9 @@ impl Engine {
                 kept_world: Mutex::new(None),
                 world_kept: AtomicBool::new(false),
                 graph_cache: Default::default(),
-                history: Default::default(),
+                history: crate::context::history::HistoryLog::with_file(
+                    dir.join(crate::context::history_file::FILE_NAME),
+                ),
             }),
         })
     }
@@ -985,10 +987,23 @@ impl Engine {
             Some(Err(why)) => return Ok((skipped(why.clone()), Vec::new())),
             None => return Ok((skipped("the model is not loaded".into()), Vec::new())),
         };
+        let text = crate::context::semantic_query(&params.task, params.focus.as_deref());
+        // A process that does not keep the history log is not long-lived:
+        // its first search scores the stored vectors without keeping them.
+        if !self.inner.history.is_kept()
+            && let Some(hits) = index.search_once(self.snapshot_of(store), &text, 40)?
+        {
+            return Ok((
+                SemanticInput {
+                    hits,
+                    skipped: None,
+                },
+                Vec::new(),
+            ));
+        }
         let mut report = index.sync(self.snapshot_of(store))?;
         let new_rows = std::mem::take(&mut report.new_rows);
         *lock(&self.inner.last_sync) = report;
-        let text = crate::context::semantic_query(&params.task, params.focus.as_deref());
         Ok((
             SemanticInput {
                 hits: index.search(&text, 40),

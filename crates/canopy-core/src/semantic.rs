@@ -89,6 +89,8 @@ pub struct SemanticIndex {
     generation: Option<u64>,
     files: HashMap<String, FileMeta>,
     vectors: UnitVectors,
+    /// Whether [`SemanticIndex::search_once`] answered already.
+    searched_once: bool,
 }
 
 /// What a sync did.
@@ -116,7 +118,67 @@ impl SemanticIndex {
             generation: None,
             files: HashMap::new(),
             vectors: UnitVectors::new(dim),
+            searched_once: false,
         }
+    }
+
+    /// [`SemanticIndex::search`] for a process that searches once (a
+    /// one-off `canopy context`): the stored vectors are scored as they are
+    /// read from the index and none is kept, which spares the copies a
+    /// [`SemanticIndex::sync`] makes to keep them (on Django two thirds of a
+    /// one-off's semantic time went to reading and keeping 24 MB of
+    /// vectors). The same hits: every unit's stored vector, scored by the
+    /// same exact scan. `None`, and nothing done, when it cannot answer so:
+    /// after a first search or sync (then the kept vectors answer), when a
+    /// file has no usable stored vectors (a sync embeds it), or when the
+    /// units reach the approximate index's threshold.
+    pub fn search_once(
+        &mut self,
+        snapshot: Snapshot<'_>,
+        text: &str,
+        k: usize,
+    ) -> Result<Option<Vec<(i64, f32)>>> {
+        if self.searched_once || self.generation.is_some() || !self.files.is_empty() {
+            return Ok(None);
+        }
+        self.searched_once = true;
+        let store = snapshot.store();
+        // What a first sync would load: the same files and checks.
+        let hashes: HashMap<String, String> = store
+            .file_states()?
+            .into_iter()
+            .map(|(path, state)| (path, state.content_hash))
+            .collect();
+        let mut wanted = Vec::new();
+        for (file_id, path, first, last) in store.file_ranges()? {
+            let Some(hash) = hashes.get(&path).filter(|h| !h.is_empty()) else {
+                continue;
+            };
+            if last >= first {
+                wanted.push((file_id, hash, first));
+            }
+        }
+        let ids: Vec<i64> = wanted.iter().map(|w| w.0).collect();
+        let stored = store.unit_vectors(&self.fingerprint, &ids)?;
+        let Some(query) = self.model.embed(text) else {
+            return Ok(Some(Vec::new()));
+        };
+        let mut scored = Vec::new();
+        for (file_id, hash, first) in wanted {
+            let usable = stored
+                .get(&file_id)
+                .filter(|r| &r.content_hash == hash && r.first_node == first)
+                .is_some_and(|r| {
+                    Quantized::score_blob(&r.data, self.model.dim(), &query, &mut scored)
+                });
+            if !usable {
+                return Ok(None);
+            }
+        }
+        if scored.len() >= self.vectors.ann_min_units() {
+            return Ok(None);
+        }
+        Ok(Some(crate::embed::top_k(scored, k)))
     }
 
     /// The model's fingerprint, the key of its stored vectors.

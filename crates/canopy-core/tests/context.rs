@@ -495,6 +495,52 @@ fn history_of_a_kept_engine_sees_head_move() {
     );
 }
 
+/// One-off engines (a process per request, the log not kept) read the
+/// history from `.canopy/history.bin`, written by the first: the next
+/// one after new commits dates its changes from the new HEAD and names the
+/// newest commit, as git does.
+#[test]
+fn history_of_one_off_engines_sees_head_move() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    dated_settings_history(r);
+    Engine::open(r, EngineOptions::default())
+        .unwrap()
+        .index(None, &NoProgress)
+        .unwrap();
+    let schema_reason = || {
+        let engine = Engine::open(r, EngineOptions::default()).unwrap();
+        let pack = context(&engine, "parse", Some("parse"), 2_000, Strategy::History);
+        pack.fragments
+            .iter()
+            .find(|f| f.strategy == Strategy::History && f.file_path == "config/schema.py")
+            .unwrap_or_else(|| panic!("{:?}", pack.fragments))
+            .reason
+            .clone()
+    };
+    let file = r.join(".canopy/history.bin");
+    assert!(!file.exists());
+    for _ in 0..2 {
+        let reason = schema_reason();
+        assert!(reason.contains("last today: \"colon separated"), "{reason}");
+        assert!(file.exists(), "written by the first one-off request");
+    }
+    write(r, "config/parser.py", settings_parser(";"));
+    write(r, "config/schema.py", settings_check("host"));
+    commit_all_at(r, "semicolons", "2020-02-01T12:00:00Z");
+    write(r, "web/app.py", "def serve():\n    return 'ok!'\n");
+    commit_all_at(r, "web only", "2020-03-02T12:00:00Z");
+    Engine::open(r, EngineOptions::default())
+        .unwrap()
+        .index(None, &NoProgress)
+        .unwrap();
+    let reason = schema_reason();
+    assert!(
+        reason.contains("last 30 days ago: \"semicolons\""),
+        "dated from the new HEAD (2020-03-02): {reason}"
+    );
+}
+
 /// History proposes the units changed in the same commits as the focus
 /// unit, not whole files: `beta` changed with `alpha` three times, while a
 /// changelog touched by every commit and `gamma` (beside `beta`, never

@@ -246,6 +246,7 @@ fn vectors_are_computed_at_index_time_stored_and_reused_incrementally() {
     drop(engine);
 
     // A new engine (a new process) loads the stored vectors: nothing is embedded again.
+    // (Its first search scores them without keeping them; the second loads them.)
     let engine = Engine::open(r, options.clone()).unwrap();
     let ask = |e: &Engine| {
         e.context(&ContextParams {
@@ -255,6 +256,7 @@ fn vectors_are_computed_at_index_time_stored_and_reused_incrementally() {
         })
         .unwrap()
     };
+    assert!(!ask(&engine).fragments.is_empty());
     assert!(!ask(&engine).fragments.is_empty());
     let stats = engine.semantic_stats().unwrap().unwrap();
     assert_eq!(
@@ -394,6 +396,46 @@ const CHART: &str =
     "def render_chart(rows, colour):\n    return [draw_bar(row, colour) for row in rows]\n";
 const RESET: &str =
     "def send_password_reset_email(user):\n    return mailer.send(user.email, reset_link(user))\n";
+
+/// A one-off engine's first semantic search scores the stored vectors as
+/// it reads them and keeps none; it finds what a long-lived engine, which
+/// loads and keeps them, finds (the same fragments, scores in the reasons).
+#[test]
+fn a_one_off_search_finds_what_kept_vectors_find() {
+    let Some(dir) = model_dir() else { return };
+    let repo = tempfile::tempdir().unwrap();
+    let r = repo.path();
+    fixture_repo(r);
+    write(r, "auth/reset.py", RESET);
+    let options = EngineOptions {
+        embedding_model: Some(dir),
+        ..EngineOptions::default()
+    };
+    Engine::open(r, options.clone())
+        .unwrap()
+        .index(None, &NoProgress)
+        .unwrap();
+    let fragments =
+        |pack: canopy_core::context::ContextPack| serde_json::to_string(&pack.fragments).unwrap();
+    for task in [
+        "check a user's password when logging in",
+        "draw a bar chart",
+        "how are context fragments cut to the token budget",
+    ] {
+        let one_off = Engine::open(r, options.clone()).unwrap();
+        let first = fragments(semantic_pack(&one_off, task));
+        let units = |e: &Engine| e.semantic_stats().unwrap().unwrap().units;
+        assert_eq!(units(&one_off), 0, "nothing kept by the first search");
+        let kept = Engine::open(r, options.clone()).unwrap();
+        kept.keep_history_log();
+        let loaded = fragments(semantic_pack(&kept, task));
+        assert!(units(&kept) > 1_000);
+        assert_eq!(first, loaded, "{task}");
+        // The one-off engine's next search loads and keeps them.
+        assert_eq!(fragments(semantic_pack(&one_off, task)), loaded, "{task}");
+        assert_eq!(units(&one_off), units(&kept));
+    }
+}
 
 #[test]
 fn the_approximate_index_answers_as_the_exact_scan_and_follows_edits() {

@@ -23,6 +23,7 @@ pub mod budget;
 pub(crate) mod cochange;
 mod comments;
 pub(crate) mod history;
+pub(crate) mod history_file;
 pub mod strategies;
 pub mod wire;
 
