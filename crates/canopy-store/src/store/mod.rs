@@ -98,8 +98,10 @@ use crate::error::{CanopyError, Result};
 /// JSDoc `{@link}` names and object-literal properties (a typed object's
 /// members, a shorthand's local) as sites, a unit's typed parameters by
 /// position (`#arg:0`), Python loops over a literal list and parameters a
-/// function calls as every value they hold.
-pub const SCHEMA_VERSION: u32 = 33;
+/// function calls as every value they hold; 34: Rust macro arguments
+/// that parse as expressions (`assert!(a().b())`, `vec![…]`, `matches!`'s
+/// first argument) give the facts of code, receivers of chains included.
+pub const SCHEMA_VERSION: u32 = 34;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

@@ -1,13 +1,15 @@
 //! Rust: which facts a file states.
 //!
-//! Facts: calls (`f()`, `a.f()`, `A::f()`, turbofish, and `f(` / `a.f(`
-//! inside macro arguments), other path and identifier uses, type
+//! Facts: calls (`f()`, `a.f()`, `A::f()`, turbofish, also inside macro
+//! arguments that parse as expressions ([`args`]), else `f(` / `a.f(` read
+//! from the macro's tokens), other path and identifier uses, type
 //! references, `use` trees (`self`, `super`, `crate`, aliases, globs),
 //! `let` bindings (`let p = Parser::new()`, `let p: T`), typed parameters,
 //! struct fields, return types, `impl Trait for Type`, supertraits. The
 //! bindings that patterns, loops and closures make are in [`bindings`];
 //! code compiled out by `cfg` is found by [`cfg`].
 
+mod args;
 mod bindings;
 mod cfg;
 
@@ -602,8 +604,17 @@ fn use_tree(cx: &mut Cx, stmt: Node, n: Node, prefix: &str) {
 
 /// Calls inside a macro's token tree: `name (` with an optional `recv .` / `recv ::` before it.
 fn token_tree_calls(cx: &mut Cx, tt: Node) {
+    token_tree_calls_from(cx, tt, 0);
+}
+
+/// [`token_tree_calls`] over the tokens of `tt` from byte `from` on (those
+/// before were read as code: `matches!`'s first argument).
+fn token_tree_calls_from(cx: &mut Cx, tt: Node, from: usize) {
     let mut c = tt.walk();
-    let kids: Vec<Node> = tt.children(&mut c).collect();
+    let kids: Vec<Node> = tt
+        .children(&mut c)
+        .filter(|k| k.start_byte() >= from)
+        .collect();
     for (i, k) in kids.iter().enumerate() {
         if k.kind_name() != "identifier" {
             continue;
@@ -658,6 +669,9 @@ fn in_use_tree(up: &Up) -> bool {
 
 /// Walks one Rust tree.
 pub(crate) fn walk(cx: &mut Cx, root: Node) {
+    // The end of the macro arguments last read as code ([`args`]): the
+    // tokens before it were read from their parse, not token by token.
+    let mut read_to = 0;
     walk_tree(root, &mut |n, up| {
         // Inside an item compiled out by its `cfg`: no facts. Ranges are
         // found in walk order and do not overlap, so the last one is the
@@ -666,6 +680,21 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             && n.start_byte() as u32 >= start
             && n.end_byte() as u32 <= end
         {
+            return;
+        }
+        if n.start_byte() < read_to {
+            return;
+        }
+        if n.kind_name() == "token_tree"
+            && let Some(invocation) = up.parent()
+            && invocation.kind_name() == "macro_invocation"
+            && let Some(parsed) = args::parse_args(cx, invocation, n)
+        {
+            if let Some(expression) = parsed.node() {
+                walk(cx, expression);
+            }
+            token_tree_calls_from(cx, n, parsed.rest);
+            read_to = parsed.rest;
             return;
         }
         walk_node(cx, n, up);
