@@ -612,6 +612,50 @@ pub(crate) fn store_diff(path: &Path, changes: &[FileChange], size: usize) {
         && let Some(tmp) = TempFile::create(path)
     {
         tmp.persist(&out);
+        prune_diffs(dir, MAX_DIFF_FILES, STALE_TEMP);
+    }
+}
+
+/// The most diff files [`DIFFS_DIR`] keeps. Each is a few hundred bytes to a
+/// few KB (the changed lines' ranges, not the text), so the folder stays
+/// within tens of MB however many commits packs read over time.
+const MAX_DIFF_FILES: usize = 8192;
+
+/// A temporary file this old was left by a process that was killed before
+/// its rename; nothing writes one for longer.
+const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Keeps `dir` (the diff folder) a bounded cache: when it holds more than
+/// `max` diff files, the least recently written go until `max * 3 / 4` are
+/// left (so the next writes do not prune again at once), and temporary files
+/// older than `stale` are removed. A reader that loses a file to the prune
+/// reads the diff from git again ([`load_diff`] gives `None`), so pruning
+/// never changes an answer.
+fn prune_diffs(dir: &Path, max: usize, stale: std::time::Duration) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    let mut diffs = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let modified = entry.metadata().and_then(|m| m.modified()).ok();
+        if name.to_string_lossy().ends_with(".tmp") {
+            let age = modified.and_then(|m| now.duration_since(m).ok());
+            if age.is_some_and(|age| age > stale) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        } else if let Some(modified) = modified {
+            diffs.push((modified, entry.path()));
+        }
+    }
+    if diffs.len() <= max {
+        return;
+    }
+    diffs.sort();
+    let excess = diffs.len() - max * 3 / 4;
+    for (_, path) in diffs.into_iter().take(excess) {
+        let _ = std::fs::remove_file(path);
     }
 }
 
@@ -674,6 +718,60 @@ mod tests {
     use super::*;
     use crate::context::history::tests::{git, head, repo};
     use crate::context::history::{HistoryLog, git_log, head_time};
+
+    #[test]
+    fn the_diff_folder_is_a_bounded_cache_and_loses_no_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let change = |n: u32| {
+            vec![FileChange {
+                path: format!("f{n}.py"),
+                hunks: vec![Hunk {
+                    old_start: n,
+                    old_len: 1,
+                    new_start: n,
+                    new_len: 2,
+                }],
+            }]
+        };
+        let path = |n: u32| dir.path().join(diff_name(&format!("{n:040x}"), None));
+        // A temporary file left by a killed writer, old enough to be stale.
+        let left = dir.path().join(".dead.1.0.tmp");
+        std::fs::write(&left, b"partial").unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+        std::fs::File::options()
+            .write(true)
+            .open(&left)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let fresh = dir.path().join(".alive.2.0.tmp");
+        std::fs::write(&fresh, b"being written").unwrap();
+        for n in 0..40 {
+            store_diff(&path(n), &change(n), 10);
+            // Distinct write times, oldest first.
+            let at =
+                std::time::SystemTime::now() - std::time::Duration::from_secs(1000 - u64::from(n));
+            std::fs::File::options()
+                .write(true)
+                .open(path(n))
+                .unwrap()
+                .set_modified(at)
+                .unwrap();
+            prune_diffs(dir.path(), 16, STALE_TEMP);
+        }
+        let kept: Vec<u32> = (0..40).filter(|&n| path(n).exists()).collect();
+        assert!(kept.len() <= 16 && kept.len() >= 12, "{kept:?}");
+        // The newest always stay, and what stays reads back whole.
+        assert!(kept.contains(&39) && kept.contains(&38), "{kept:?}");
+        for n in kept {
+            assert_eq!(load_diff(&path(n)).map(|(c, _)| c), Some(change(n)));
+        }
+        assert!(!left.exists(), "a stale temporary file is swept");
+        assert!(
+            fresh.exists(),
+            "a temporary file being written is left alone"
+        );
+    }
 
     /// A commit of `core.py` at Unix time `at` (later than the fixture's).
     fn commit_at(dir: &Path, message: &str, at: i64) {
