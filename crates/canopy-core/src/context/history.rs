@@ -310,17 +310,7 @@ impl HeadStamp {
         {
             return None;
         }
-        let dot_git = root.join(".git");
-        let git_dir = if dot_git.is_dir() {
-            dot_git
-        } else {
-            let text = std::fs::read_to_string(&dot_git).ok()?;
-            root.join(text.strip_prefix("gitdir:")?.trim())
-        };
-        let common = match std::fs::read_to_string(git_dir.join("commondir")) {
-            Ok(text) => git_dir.join(text.trim()),
-            Err(_) => git_dir.clone(),
-        };
+        let (git_dir, common) = history_file::git_dirs(root)?;
         let head = std::fs::read(git_dir.join("HEAD")).ok()?;
         let mut refs = Vec::new();
         if let Some(name) = head.strip_prefix(b"ref:") {

@@ -491,7 +491,7 @@ pub(crate) fn cacheable(root: &Path) -> bool {
     {
         return false;
     }
-    let Some(common) = common_dir(root) else {
+    let Some((_, common)) = git_dirs(root) else {
         return false;
     };
     let replace_refs = std::fs::read_dir(common.join("refs").join("replace"))
@@ -505,9 +505,11 @@ pub(crate) fn cacheable(root: &Path) -> bool {
         && !common.join("info").join("grafts").exists()
 }
 
-/// The common git directory of the work tree at `root` (its own `.git`
-/// directory, or a linked work tree's `commondir`).
-fn common_dir(root: &Path) -> Option<PathBuf> {
+/// The git directory of the work tree at `root` (its own `.git`
+/// directory, or the one a linked work tree's `.git` file names) and its
+/// common directory (the git directory itself, or a linked work tree's
+/// `commondir`): where `HEAD` lives and where refs and objects live.
+pub(crate) fn git_dirs(root: &Path) -> Option<(PathBuf, PathBuf)> {
     let dot_git = root.join(".git");
     let git_dir = if dot_git.is_dir() {
         dot_git
@@ -515,10 +517,11 @@ fn common_dir(root: &Path) -> Option<PathBuf> {
         let text = std::fs::read_to_string(&dot_git).ok()?;
         root.join(text.strip_prefix("gitdir:")?.trim())
     };
-    Some(match std::fs::read_to_string(git_dir.join("commondir")) {
+    let common = match std::fs::read_to_string(git_dir.join("commondir")) {
         Ok(text) => git_dir.join(text.trim()),
-        Err(_) => git_dir,
-    })
+        Err(_) => git_dir.clone(),
+    };
+    Some((git_dir, common))
 }
 
 /// The directory of commits' diffs beside the history file: one file per
