@@ -874,16 +874,21 @@ pub(crate) mod tests {
         assert_eq!(now[0].subject, "after");
     }
 
-    /// A commit of `core.py` at a fixed time (Unix 1,924,992,000).
+    /// A commit of `core.py` at a fixed time (2031-01-01, Unix 1,924,992,000).
     pub(crate) fn commit_in_2031(dir: &Path, message: &str) {
-        std::fs::write(dir.join("core.py"), message).unwrap();
+        commit_file_at(dir, "core.py", message, 1_924_992_000);
+    }
+
+    /// A commit of `path` (its content: `message`) at Unix time `at`.
+    pub(crate) fn commit_file_at(dir: &Path, path: &str, message: &str, at: i64) {
+        std::fs::write(dir.join(path), message).unwrap();
         git(dir, &["add", "-A"]);
         let out = Command::new("git")
             .arg("-C")
             .arg(dir)
             .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
             .args(["-c", "commit.gpgsign=false", "commit", "-q", "-m", message])
-            .env("GIT_COMMITTER_DATE", "2031-01-01T00:00:00Z")
+            .env("GIT_COMMITTER_DATE", format!("@{at} +0000"))
             .output()
             .unwrap();
         assert!(out.status.success(), "{out:?}");

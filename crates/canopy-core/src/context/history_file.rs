@@ -719,7 +719,7 @@ impl Drop for TempFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::history::tests::{git, head, repo};
+    use crate::context::history::tests::{commit_file_at, git, head, repo};
     use crate::context::history::{HistoryLog, git_log, head_time};
 
     #[test]
@@ -779,20 +779,6 @@ mod tests {
     /// A commit of `core.py` at Unix time `at` (later than the fixture's).
     fn commit_at(dir: &Path, message: &str, at: i64) {
         commit_file_at(dir, "core.py", message, at);
-    }
-
-    fn commit_file_at(dir: &Path, path: &str, message: &str, at: i64) {
-        std::fs::write(dir.join(path), message).unwrap();
-        git(dir, &["add", "-A"]);
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
-            .args(["-c", "commit.gpgsign=false", "commit", "-q", "-m", message])
-            .env("GIT_COMMITTER_DATE", format!("@{at} +0000"))
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
     }
 
     const ASKS: [&[&str]; 6] = [
