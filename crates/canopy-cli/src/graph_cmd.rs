@@ -448,7 +448,7 @@ fn dep_text(a: &DepAnswer, format: Format) -> String {
 pub struct TargetArgs {
     /// `Type.method`, `Type::method`, `pkg.Name`, `file.py:Type.method`, a path, or `path:line:col`.
     pub target: String,
-    /// Most nodes in the answer.
+    /// Most nodes in the answer (at most 100,000; 500 through --service-url, which says so in `max_results_clamped`).
     #[arg(long, default_value_t = DEFAULT_MAX_RESULTS)]
     pub max_results: usize,
 }

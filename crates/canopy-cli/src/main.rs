@@ -436,7 +436,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Graph(cmd) => {
             let (request, format) = cmd.request()?;
-            let request = GraphQuery::new(request)?;
+            // `--max-results` is honoured up to 100,000 here (a service
+            // keeps an agent's 500 and says so in `max_results_clamped`).
+            let request = GraphQuery::new(request)?.for_scripts();
             let backend = backend::open(g, None, Scope::Read)?;
             let progress = output::FirstIndexProgress::new(
                 show_progress(g),

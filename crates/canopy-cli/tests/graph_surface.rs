@@ -187,13 +187,61 @@ fn every_site_is_listed_and_a_clamped_cap_is_reported() {
     assert_eq!(node["sites"].as_array().map(Vec::len), Some(9), "{a}");
     assert_eq!(node["sites_total"], 9, "{a}");
     assert_eq!(a["truncated"], false, "{a}");
-    assert_eq!(a["max_results_clamped"]["asked"], 100000, "{a}");
-    assert_eq!(a["max_results_clamped"]["used"], 500, "{a}");
-    let text = canopy(dir, &["callers", "target", "--max-results", "100000"]);
+    // 100,000 is the CLI's cap: asked for, nothing clamped.
+    assert!(a.get("max_results_clamped").is_none(), "{a}");
+    let over = json(dir, &["callers", "m.py:1:4", "--max-results", "1000000"]);
+    assert_eq!(over["max_results_clamped"]["asked"], 1000000, "{over}");
+    assert_eq!(over["max_results_clamped"]["used"], 100000, "{over}");
+    let text = canopy(dir, &["callers", "target", "--max-results", "1000000"]);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
-        text.contains("--max-results 100000 is above the cap"),
+        text.contains("--max-results 1000000 is above the cap; 100000 used"),
         "{text}"
+    );
+}
+
+/// `def target()` and `callers` functions that each call it once.
+fn many_callers(callers: usize) -> String {
+    let mut source = String::from("def target():\n    return 1\n");
+    for i in 0..callers {
+        source.push_str(&format!("\n\ndef caller_{i}():\n    return target()\n"));
+    }
+    source
+}
+
+/// The CLI feeds scripts (and the graph evaluation, which asks for
+/// `--max-results 100000`): a unit with more callers than an agent's cap
+/// of 500 is listed whole when asked, and cut honestly when not.
+#[test]
+fn the_cli_lists_more_than_an_agents_cap_when_asked() {
+    let repo = indexed(&[("m.py", &many_callers(600))]);
+    let dir = repo.dir.path();
+    let all = json(dir, &["callers", "m.py:1:4", "--max-results", "100000"]);
+    assert_eq!(
+        all["nodes"].as_array().map(Vec::len),
+        Some(600),
+        "{}",
+        all["total"]
+    );
+    assert_eq!(all["total"], 600);
+    assert_eq!(all["truncated"], false);
+    assert!(all.get("max_results_clamped").is_none());
+    let some = json(dir, &["callers", "m.py:1:4", "--max-results", "550"]);
+    assert_eq!(
+        some["nodes"].as_array().map(Vec::len),
+        Some(550),
+        "{}",
+        some["total"]
+    );
+    assert_eq!(some["total"], 600);
+    assert_eq!(some["truncated"], true);
+    // `references` and the whole-graph lists take the same cap.
+    let refs = json(dir, &["references", "m.py:1:4", "--max-results", "100000"]);
+    assert_eq!(
+        refs["nodes"].as_array().map(Vec::len),
+        Some(600),
+        "{}",
+        refs["total"]
     );
 }
 

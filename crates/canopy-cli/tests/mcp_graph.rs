@@ -343,6 +343,34 @@ async fn every_other_operation_answers_through_the_client() {
     client.cancel().await.expect("close");
 }
 
+/// An agent's answer holds at most 500 nodes however many it asks for, and
+/// says so (the CLI's cap is higher: `graph_surface.rs`).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agents_answer_is_capped_at_500_and_says_so() {
+    let mut source = String::from("def target():\n    return 1\n");
+    for i in 0..600 {
+        source.push_str(&format!("\n\ndef caller_{i}():\n    return target()\n"));
+    }
+    let repo = Repo::with_files(&[("m.py", &source)]);
+    let client = connect(canopy_bin!()).await;
+    let args =
+        json!({"path": repo.path(), "op": "callers", "target": "target", "max_results": 1000});
+    let a = ok_json(&call(&client, "canopy_graph", args).await);
+    assert_eq!(
+        a["nodes"].as_array().map(Vec::len),
+        Some(500),
+        "{}",
+        a["total"]
+    );
+    assert_eq!(a["total"], 600, "{}", a["total"]);
+    assert_eq!(a["truncated"], true);
+    assert_eq!(
+        a["max_results_clamped"],
+        json!({"asked": 1000, "used": 500})
+    );
+    client.cancel().await.expect("close");
+}
+
 /// `canopy_context` through the real server: fragments with text that fit
 /// the budget, the focus's caller from the graph, semantic reported as
 /// skipped (no model), and a bad budget refused as a validation error.

@@ -167,9 +167,10 @@ impl Backend for LocalBackend {
     }
 
     fn graph(&self, request: &GraphQuery) -> Result<Answer<GraphResponse>, BackendError> {
-        Ok(Answer::Local(
-            self.engine()?.graph_request(request.request())?,
-        ))
+        Ok(Answer::Local(self.engine()?.graph_request_within(
+            request.request(),
+            request.result_cap(),
+        )?))
     }
 
     fn expand(&self, ids: &Expand) -> Result<Expanded, BackendError> {

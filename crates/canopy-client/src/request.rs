@@ -11,6 +11,7 @@
 
 use canopy_core::CanopyError;
 use canopy_core::context::ContextParams;
+use canopy_core::graph::nav::{MAX_RESULTS, SCRIPT_MAX_RESULTS};
 use canopy_core::graph::request::GraphRequest;
 use canopy_core::pack::PackParams;
 use canopy_core::query::{MatchMode, QueryKind, QueryParams};
@@ -157,18 +158,41 @@ impl Context {
 /// A graph request the core's rules accept (a target where one is needed,
 /// positions where positions are).
 #[derive(Clone, Debug, PartialEq)]
-pub struct GraphQuery(GraphRequest);
+pub struct GraphQuery {
+    request: GraphRequest,
+    /// The most results an answer may hold when answered in this process
+    /// (a service applies its own, [`MAX_RESULTS`]).
+    result_cap: usize,
+}
 
 impl GraphQuery {
-    /// Checks `request`.
+    /// Checks `request`; answers hold at most an agent's [`MAX_RESULTS`].
     pub fn new(request: GraphRequest) -> Result<GraphQuery, CanopyError> {
         request.validate()?;
-        Ok(GraphQuery(request))
+        Ok(GraphQuery {
+            request,
+            result_cap: MAX_RESULTS,
+        })
+    }
+
+    /// The same query for a caller that reads every result it asks for
+    /// (the CLI: scripts and evaluations): `max_results` up to
+    /// [`SCRIPT_MAX_RESULTS`] is honoured when answered locally.
+    pub fn for_scripts(self) -> GraphQuery {
+        GraphQuery {
+            result_cap: SCRIPT_MAX_RESULTS,
+            ..self
+        }
     }
 
     /// The request.
     pub fn request(&self) -> &GraphRequest {
-        &self.0
+        &self.request
+    }
+
+    /// The most results a local answer may hold.
+    pub fn result_cap(&self) -> usize {
+        self.result_cap
     }
 }
 

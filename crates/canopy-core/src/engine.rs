@@ -384,6 +384,19 @@ impl Engine {
         self.graph_request_at(request).map(|(answer, _)| answer)
     }
 
+    /// [`Engine::graph_request`] with `cap` as the most results an answer
+    /// may hold instead of an agent's 500 (the local CLI's `--max-results`:
+    /// [`crate::graph::nav::SCRIPT_MAX_RESULTS`]).
+    pub fn graph_request_within(
+        &self,
+        request: &crate::graph::request::GraphRequest,
+        cap: usize,
+    ) -> Result<crate::graph::request::GraphResponse> {
+        request.validate()?;
+        self.graph_at(|g| g.run_within(request, cap))
+            .map(|(answer, _)| answer)
+    }
+
     /// [`Engine::graph_request`], also returning the generation of the
     /// snapshot it read ([`Engine::graph_at`]).
     pub fn graph_request_at(

@@ -44,8 +44,14 @@ pub const DEFAULT_DEPTH: u32 = 1;
 pub const MAX_DEPTH: u32 = 10;
 /// Default and hard cap on nodes in one answer.
 pub const DEFAULT_MAX_RESULTS: usize = 50;
-/// Hard cap on `max_results`.
+/// Hard cap on `max_results` for agents (MCP, HTTP): an answer an agent
+/// reads whole must stay a size it can read.
 pub const MAX_RESULTS: usize = 500;
+/// Hard cap on `max_results` for a caller that asked for every result
+/// (the local CLI, whose `--json` feeds scripts and evaluations: a test
+/// helper with 757 callers must be listed whole when `--max-results`
+/// says so). See [`Graph::run_within`].
+pub const SCRIPT_MAX_RESULTS: usize = 100_000;
 /// Most sites listed in one answer, over all its nodes.
 pub const MAX_SITES: usize = 20_000;
 
@@ -146,8 +152,9 @@ pub struct GraphAnswer {
     /// What to ask instead, when the target was not found or is no unit.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub hint: Option<String>,
-    /// When the `max_results` asked for was above [`MAX_RESULTS`]: what was
-    /// asked and what was used.
+    /// When the `max_results` asked for was above the front end's cap
+    /// ([`MAX_RESULTS`], or [`SCRIPT_MAX_RESULTS`] for the local CLI): what
+    /// was asked and what was used.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub max_results_clamped: Option<Clamped>,
     /// `detail` only: the target's signature, parameters and use counts.
@@ -243,6 +250,9 @@ pub struct Graph<'s> {
     /// Whether the whole-graph analyses (dependencies, cycles, unused,
     /// hotspots) count guessed edges; set per request by [`Graph::run`].
     pub(crate) include_guesses: std::cell::Cell<bool>,
+    /// The most results one answer may hold ([`MAX_RESULTS`] unless
+    /// [`Graph::run_within`] set another cap for its request).
+    result_cap: std::cell::Cell<usize>,
 }
 
 /// Whether an edge is a guess (see [`GraphNode::guess`]).
@@ -344,6 +354,17 @@ impl<'s> Graph<'s> {
         self.store
     }
 
+    /// The most results one answer may hold: `max_results` is clamped to
+    /// it (see [`MAX_RESULTS`] and [`SCRIPT_MAX_RESULTS`]).
+    pub fn result_cap(&self) -> usize {
+        self.result_cap.get()
+    }
+
+    /// Sets [`Graph::result_cap`] (at least 1).
+    pub(crate) fn set_result_cap(&self, cap: usize) {
+        self.result_cap.set(cap.max(1));
+    }
+
     /// A graph over `store`, for the repository at `root`.
     pub fn new(store: &'s Store, root: impl Into<PathBuf>) -> Graph<'s> {
         Graph {
@@ -352,6 +373,7 @@ impl<'s> Graph<'s> {
             texts: Default::default(),
             cache: None,
             include_guesses: std::cell::Cell::new(false),
+            result_cap: std::cell::Cell::new(MAX_RESULTS),
         }
     }
 
@@ -945,7 +967,7 @@ impl<'s> Graph<'s> {
         let (mut a, t) = self.with_target(op, target)?;
         let Some(t) = t else { return Ok(a) };
         let depth = depth.clamp(1, MAX_DEPTH);
-        let max_results = max_results.clamp(1, MAX_RESULTS);
+        let max_results = max_results.clamp(1, self.result_cap());
         let mut seen: HashSet<i64> = HashSet::from([t.rowid]);
         let mut found: Vec<Reached> = Vec::new();
         let mut parents: HashMap<i64, i64> = HashMap::new();
@@ -986,7 +1008,9 @@ impl<'s> Graph<'s> {
                     queue.push_back((other, d + 1));
                 }
             }
-            if found.len() > MAX_RESULTS * 20 {
+            // Bounds the walk's work: twenty times what the answer can
+            // hold, and never less than an agent's cap allows.
+            if found.len() > max_results.max(MAX_RESULTS) * 20 {
                 a.truncated = true;
                 break;
             }

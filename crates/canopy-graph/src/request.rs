@@ -165,7 +165,8 @@ pub struct GraphRequest {
     /// Transitive depth for callers/callees/type_hierarchy (default 1, at most 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub depth: Option<u32>,
-    /// Most nodes in the answer (default 50, at most 500).
+    /// Most nodes in the answer (default 50; at most 500 through MCP and
+    /// HTTP, 100,000 through the local CLI: [`Graph::run_within`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_results: Option<usize>,
     /// Files or packages (directories) for dependency operations (default file).
@@ -303,31 +304,44 @@ impl GraphRequest {
         }
     }
 
-    /// Result cap clamped to 1..=[`MAX_RESULTS`].
+    /// Result cap clamped to 1..=[`MAX_RESULTS`] (an agent's cap).
     pub fn max_results(&self) -> usize {
+        self.max_results_within(MAX_RESULTS)
+    }
+
+    /// Result cap clamped to 1..=`cap`.
+    pub fn max_results_within(&self, cap: usize) -> usize {
         self.max_results
             .unwrap_or(DEFAULT_MAX_RESULTS)
-            .clamp(1, MAX_RESULTS)
+            .clamp(1, cap.max(1))
     }
 }
 
 impl Graph<'_> {
-    /// Answers one request (after [`GraphRequest::validate`]).
+    /// Answers one request (after [`GraphRequest::validate`]) within an
+    /// agent's result cap, [`MAX_RESULTS`].
     pub fn run(&self, request: &GraphRequest) -> Result<GraphResponse> {
+        self.run_within(request, MAX_RESULTS)
+    }
+
+    /// [`Graph::run`] with `cap` as the most results an answer may hold
+    /// (the local CLI passes [`crate::nav::SCRIPT_MAX_RESULTS`]). A
+    /// `max_results` above it is clamped and the answer says so
+    /// (`max_results_clamped`), never silently.
+    pub fn run_within(&self, request: &GraphRequest, cap: usize) -> Result<GraphResponse> {
         request.validate()?;
+        let cap = cap.max(1);
+        self.set_result_cap(cap);
         let target = request.target.trim();
-        let (depth, max) = (request.depth(), request.max_results());
+        let (depth, max) = (request.depth(), request.max_results_within(cap));
         let level = request.level.unwrap_or_default();
         self.include_guesses
             .set(request.include_guesses.unwrap_or(false));
         let mut response = self.dispatch(request, target, depth, max, level)?;
         if let GraphResponse::Nodes(a) = &mut response
-            && let Some(asked) = request.max_results.filter(|&m| m > MAX_RESULTS)
+            && let Some(asked) = request.max_results.filter(|&m| m > cap)
         {
-            a.max_results_clamped = Some(crate::nav::Clamped {
-                asked,
-                used: MAX_RESULTS,
-            });
+            a.max_results_clamped = Some(crate::nav::Clamped { asked, used: cap });
         }
         Ok(response)
     }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{FileRanges, dir_of};
 use crate::error::Result;
-use crate::nav::{Empty, Graph, MAX_RESULTS};
+use crate::nav::{Empty, Graph};
 use crate::store::graph::STATUS_RESOLVED;
 
 /// Whether dependencies are counted between files or packages (directories).
@@ -234,7 +234,7 @@ impl Graph<'_> {
                 .then(x.to.cmp(&y.to))
         });
         a.total = mine.len();
-        let max = max.clamp(1, MAX_RESULTS);
+        let max = max.clamp(1, self.result_cap());
         a.truncated = mine.len() > max;
         mine.truncate(max);
         let (fan_in, fan_out) = fans(edges);
@@ -295,7 +295,7 @@ impl Graph<'_> {
                 .then(x.from.cmp(&y.from))
                 .then(x.to.cmp(&y.to))
         });
-        let max = max_results.clamp(1, MAX_RESULTS);
+        let max = max_results.clamp(1, self.result_cap());
         let total = list.len();
         list.truncate(max);
         let names: BTreeSet<&String> = list.iter().flat_map(|e| [&e.from, &e.to]).collect();
@@ -350,7 +350,7 @@ impl Graph<'_> {
             .collect();
         cycles.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
         let total = cycles.len();
-        let max = max_results.clamp(1, MAX_RESULTS);
+        let max = max_results.clamp(1, self.result_cap());
         cycles.truncate(max);
         Ok(CycleAnswer {
             level,

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use super::HOW_BASE;
 use crate::error::Result;
-use crate::nav::{Empty, Graph, GraphAnswer, MAX_RESULTS};
+use crate::nav::{Empty, Graph, GraphAnswer};
 use crate::store::graph::StoredEdge;
 use crate::store::read::NodeRecord;
 
@@ -59,7 +59,7 @@ impl Graph<'_> {
     ) -> Result<GraphAnswer> {
         let (mut a, t) = self.with_target(op, target)?;
         let Some(t) = t else { return Ok(a) };
-        let max = max_results.clamp(1, MAX_RESULTS);
+        let max = max_results.clamp(1, self.result_cap());
         let mut seen = HashSet::from([t.rowid]);
         let mut frontier = vec![t];
         for d in 1..=depth.max(1) {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{DepNode, Level, SymbolEntry, SymbolFilter};
 use crate::error::Result;
-use crate::nav::{Empty, Graph, MAX_RESULTS};
+use crate::nav::{Empty, Graph};
 
 /// A file or a package (directory) at a glance.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -43,7 +43,7 @@ impl Graph<'_> {
     pub fn summary(&self, op: &str, target: &str, max_results: usize) -> Result<SummaryAnswer> {
         let target = target.trim().trim_end_matches('/');
         let package = op == "package_summary";
-        let max = max_results.clamp(1, MAX_RESULTS);
+        let max = max_results.clamp(1, self.result_cap());
         let mut a = SummaryAnswer {
             op: op.to_string(),
             target: if target.is_empty() {

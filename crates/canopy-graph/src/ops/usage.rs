@@ -12,7 +12,7 @@ use super::{is_entry_point, is_public};
 use crate::error::Result;
 use crate::handle::Handle;
 use crate::lang::SiteKind;
-use crate::nav::{Graph, MAX_RESULTS};
+use crate::nav::Graph;
 use crate::path_class::{PathClass, classify, is_test_path};
 use crate::store::graph::STATUS_RESOLVED;
 
@@ -210,7 +210,10 @@ impl Graph<'_> {
         });
         let listed: Vec<Degree> = listed.into_iter().map(|(d, _)| d).collect();
         let total = listed.len();
-        let all: Vec<Degree> = listed.into_iter().take(top.clamp(1, MAX_RESULTS)).collect();
+        let all: Vec<Degree> = listed
+            .into_iter()
+            .take(top.clamp(1, self.result_cap()))
+            .collect();
         let ids: Vec<i64> = all.iter().map(|a| a.0).collect();
         let nodes = self.store.nodes_by_rowid(&ids)?;
         let hotspots = all
@@ -281,7 +284,7 @@ impl Graph<'_> {
             out.push(n);
         }
         let total = out.len();
-        let max = max_results.clamp(1, MAX_RESULTS);
+        let max = max_results.clamp(1, self.result_cap());
         Ok(UnusedAnswer {
             candidates: out.iter().take(max).map(|n| self.handle(n)).collect(),
             total,
