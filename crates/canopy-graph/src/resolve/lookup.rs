@@ -318,6 +318,32 @@ impl World {
         None
     }
 
+    /// Whether `name` at `cx` is bound by an import (no local binding in
+    /// scope) from a module that is no file of the repository (`import
+    /// textwrap`, `from xml.etree import ElementTree`, `import fs from
+    /// "fs"`). The module is what is looked up, not the name: a name read
+    /// from a repository module that is no unit (mobx's `observable`
+    /// constant through `../internal`) is still the repository's.
+    pub(crate) fn imported_from_outside(&self, cx: &Ctx, name: &str) -> bool {
+        let facts = self.files[cx.file].facts.get();
+        let named = self.part(cx.file).imports_named(facts, name);
+        if named.is_empty() || self.binding_of(cx, name).is_some() {
+            return false;
+        }
+        let mut cur = Some(cx.scope);
+        while let Some(u) = cur {
+            let mut in_scope = named.iter().filter(|(_, scope)| *scope == u).peekable();
+            if in_scope.peek().is_some() {
+                return in_scope.all(|(ii, _)| {
+                    let module = facts.s(facts.imports[ii.index()].module);
+                    self.import_target(cx.file, module, None, 0).is_empty()
+                });
+            }
+            cur = self.parent_of(u);
+        }
+        false
+    }
+
     /// What the imports of scope `u` in file `fi` bind `name` to
     /// (`exported_only`: only those importers of the file see, see
     /// [`crate::facts::Import::exported`]).

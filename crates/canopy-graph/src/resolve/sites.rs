@@ -312,6 +312,7 @@ impl World {
             && kind == SiteKind::Call
             && root_unknown()
             && !self.builtin_receiver(cx, r)
+            && !self.external_receiver(cx, r)
         {
             // Unknown receiver: a method name defined once in the repository.
             if let Some(only) = self.unique_method(cx.file, name) {
@@ -331,6 +332,28 @@ impl World {
         let root = r.split('.').next().unwrap_or_default();
         let builtin = |e: &str| rules.builtin_type(self, cx.file, e);
         builtin(root) || self.binding_expr(cx, root).is_some_and(builtin)
+    }
+
+    /// Whether receiver `r` comes from outside the repository: its root is
+    /// a name an import binds to nothing in the repository (`textwrap` of
+    /// `import textwrap`, so `textwrap.dedent(…)`), or a local bound to a
+    /// value read through such a name (`el = etree.SubElement(…)`, so
+    /// `el.set(…)`). Such a call is never guessed: the standard library's
+    /// `dedent` is not the repository's one `dedent` (issue 27, "guesses").
+    fn external_receiver(&self, cx: &Ctx, r: &str) -> bool {
+        let root = r.split(['.', '#']).next().unwrap_or_default();
+        if root.is_empty() {
+            return false;
+        }
+        let Some(expr) = self.binding_expr(cx, root) else {
+            return self.imported_from_outside(cx, root);
+        };
+        let head = expr
+            .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
+            .next()
+            .unwrap_or_default();
+        // `x = x.strip()` style rebinding reads the name itself: no import.
+        !head.is_empty() && head != root && self.imported_from_outside(cx, head)
     }
 
     /// The method named `name` that a call in file `fi` on a receiver of
