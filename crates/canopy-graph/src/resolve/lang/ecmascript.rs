@@ -90,6 +90,23 @@ impl LanguageRules for EcmaScript {
         overload_implementation(w, found)
     }
 
+    /// Only when the call's argument count fits the method's parameters
+    /// ([`DefFactKind::Arity`](crate::facts::DefFactKind::Arity)): the one
+    /// method of a name need not be what an unknown receiver holds, and a
+    /// same-named property of another type (never a unit) may be
+    /// (`props.getValue()` of `CellContext`, not `CoreRow.getValue(id)`).
+    fn guess_fits(&self, w: &World, args: u8, m: SymId) -> bool {
+        let Some(n) = args.checked_sub(1) else {
+            return true;
+        };
+        let Some((min, max)) = w.arity_of(m).and_then(|a| a.split_once(':')) else {
+            return true;
+        };
+        let n = usize::from(n);
+        let above = min.parse::<usize>().ok().is_none_or(|min| n >= min);
+        above && (max == "*" || max.parse::<usize>().ok().is_none_or(|max| n <= max))
+    }
+
     fn import_module(&self, w: &World, fi: FileIdx, module: &str) -> Option<Val> {
         resolve_module(&w.files[fi].path, module, &|p| {
             w.file_by_path.contains_key(p)
