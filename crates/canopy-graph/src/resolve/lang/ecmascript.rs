@@ -3,6 +3,7 @@
 //! implementation).
 
 use super::{Among, Conventions, LanguageRules};
+use crate::lang::Language;
 use crate::resolve::eval::{Ctx, Val};
 use crate::resolve::ids::{FileIdx, SymId};
 use crate::resolve::world::{World, is_function};
@@ -88,6 +89,14 @@ impl LanguageRules for EcmaScript {
 
     fn choose(&self, w: &World, found: Vec<SymId>, _among: Among) -> Vec<SymId> {
         overload_implementation(w, found)
+    }
+
+    /// Not from JavaScript into TypeScript: a package's compiled `.js`
+    /// (`build/lib/row.js`, a bundle) beside its `.ts` sources calls its
+    /// own compiled code, never the sources' interface methods.
+    fn may_guess(&self, w: &World, caller: FileIdx, target: FileIdx) -> bool {
+        w.files[caller].language != Language::JavaScript
+            || w.files[target].language == Language::JavaScript
     }
 
     /// Only when the call's argument count fits the method's parameters
