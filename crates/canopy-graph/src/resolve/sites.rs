@@ -361,6 +361,8 @@ impl World {
                 s.node_type == NodeType::Method && self.files[s.file].family == family
             })
             .collect();
+        // A `.d.ts` copy of a source method is no second method.
+        let c = self.rules_of(fi).drop_copies(self, c);
         let &[only] = c.as_slice() else {
             return None;
         };
