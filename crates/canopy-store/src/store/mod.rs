@@ -102,7 +102,9 @@ use crate::error::{CanopyError, Result};
 /// that parse as expressions (`assert!(a().b())`, `vec![…]`, `matches!`'s
 /// first argument) give the facts of code, receivers of chains included;
 /// 35: call sites carry their argument count and TypeScript / JavaScript
-/// methods how many arguments they take (the unique-name guess checks it).
+/// methods how many arguments they take (the unique-name guess checks it);
+/// a Rust `v[i]` is an item of `v` (`v#elem`) and a `const` of a
+/// collection type binds its items.
 pub const SCHEMA_VERSION: u32 = 35;
 
 const SCHEMA: &str = include_str!("schema.sql");

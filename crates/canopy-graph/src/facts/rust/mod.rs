@@ -16,8 +16,8 @@ mod cfg;
 use tree_sitter::Node;
 
 use super::model::{
-    Binding, DefFactKind, IMPORT_RECV, LITERAL, PATH_HEAD, RETURNED, SiteKind, TRAIT_HINT, TUPLE,
-    UFCS_SEP,
+    Binding, DefFactKind, ELEM, IMPORT_RECV, LITERAL, PATH_HEAD, RETURNED, SiteKind, TRAIT_HINT,
+    TUPLE, UFCS_SEP,
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree};
 use bindings::{
@@ -193,6 +193,16 @@ pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
             expr(cx, n.named_child(0)?)
         }
         "await_expression" => expr(cx, n.named_child(0)?),
+        // `v[i]`: an item of `v` (`self.indices[probe].resolve()`,
+        // `STD[j].as_str()`). `v[a..b]` is none: a range of a `String` is
+        // a `str`, of a `Vec<T>` a `[T]`, not another `v`.
+        "index_expression" => {
+            let index = n.named_child(1)?;
+            if index.kind_name() == "range_expression" {
+                return None;
+            }
+            Some(format!("{}{ELEM}", expr(cx, n.named_child(0)?)?))
+        }
         _ => None,
     }
 }
@@ -973,6 +983,8 @@ fn constant_item(cx: &mut Cx, n: Node) {
     if let (Some(name), Some(t)) = (n.field("name"), n.field("type")) {
         let at = name.start_byte();
         let name = cx.t(name).to_string();
+        // `const STD: &[HeaderName]`: what `STD[j]` holds.
+        bind_items(cx, at, &name, t, false);
         let t = type_expr(cx, t);
         cx.bind(at, &name, t, true, false);
     }
