@@ -103,8 +103,9 @@ use crate::error::{CanopyError, Result};
 /// first argument) give the facts of code, receivers of chains included;
 /// 35: call sites carry their argument count and TypeScript / JavaScript
 /// methods how many arguments they take (the unique-name guess checks it);
-/// a Rust `v[i]` is an item of `v` (`v#elem`) and a `const` of a
-/// collection type binds its items.
+/// a Rust `v[i]` is an item of `v` (`v#elem`), a `const` of a
+/// collection type binds its items, and `&[b'/', 0xFF][..]` is a `[u8]`
+/// literal.
 pub const SCHEMA_VERSION: u32 = 35;
 
 const SCHEMA: &str = include_str!("schema.sql");
