@@ -173,12 +173,13 @@ impl WorldFacts {
             defs.push(DefRec {
                 byte,
                 name,
-                expr: self.id(e >> 2)?,
-                what: match e & 3 {
+                expr: self.id(e >> 3)?,
+                what: match e & 7 {
                     0 => DefFactKind::Base,
                     1 => DefFactKind::Returns,
                     2 => DefFactKind::ImplTrait,
-                    _ => DefFactKind::ImplType,
+                    3 => DefFactKind::ImplType,
+                    _ => DefFactKind::Arity,
                 },
             });
         }
@@ -224,6 +225,7 @@ impl WorldFacts {
                 0 => None,
                 id => Some(s(id - 1)?),
             };
+            let args = r.get()?.min(u64::from(u8::MAX)) as u8;
             out.push(Site {
                 byte: byte as u32,
                 line: line as u32,
@@ -231,6 +233,7 @@ impl WorldFacts {
                 name: s(nk >> 2)?,
                 recv,
                 kind: SiteKind::from_code(nk),
+                args,
             });
         }
         Some(out)

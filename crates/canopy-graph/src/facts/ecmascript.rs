@@ -226,7 +226,11 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         "export_statement" => export_statement(cx, n),
         "variable_declarator" => variable_declarator(cx, n),
         "required_parameter" | "optional_parameter" => parameter(cx, n, up),
-        "public_field_definition" | "property_signature" => field_definition(cx, n),
+        "public_field_definition" | "property_signature" => {
+            field_definition(cx, n);
+            method_arity(cx, n);
+        }
+        "field_definition" => method_arity(cx, n),
         "assignment_expression" => assignment(cx, n),
         "as_expression" | "type_assertion" => cast(cx, n),
         "for_in_statement" => for_of(cx, n),
@@ -236,6 +240,9 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         | "method_signature"
         | "abstract_method_signature"
         | "function_signature" => {
+            if n.kind_name().contains("method") {
+                method_arity(cx, n);
+            }
             if let (Some(name), Some(r)) = (n.field("name"), n.field("return_type")) {
                 let t = guarded_type(cx, r)
                     .or_else(|| type_expr(cx, r))
@@ -479,6 +486,7 @@ fn call_or_new(cx: &mut Cx, n: Node) {
             if let Some(p) = f.field("property") {
                 let recv = f.field("object").and_then(|o| expr(cx, o));
                 cx.site(p, recv.or_else(|| Some("?".into())), SiteKind::Call);
+                cx.call_args(p.start_byte(), argument_count(n));
             }
         }
         "super" => cx.site_named(
@@ -489,6 +497,95 @@ fn call_or_new(cx: &mut Cx, n: Node) {
         ),
         _ => {}
     }
+}
+
+/// How many arguments call `n` passes; `None` with a spread argument
+/// (`f(...xs)`) or a tagged template.
+fn argument_count(n: Node) -> Option<usize> {
+    let args = n
+        .field("arguments")
+        .filter(|a| a.kind_name() == "arguments")?;
+    let mut c = args.walk();
+    let mut count = 0;
+    for a in args.named_children(&mut c) {
+        match a.kind_name() {
+            "comment" => {}
+            "spread_element" => return None,
+            _ => count += 1,
+        }
+    }
+    Some(count)
+}
+
+/// How many arguments a method (or function) takes, as a definition fact
+/// `min:max` (`max` is `*` with a rest parameter): a signature or method's
+/// parameters, a property whose type is a function type
+/// (`getValue: (id: string) => T`), a class field holding a function. A
+/// call whose argument count does not fit is no call of it, which is what
+/// keeps a unique-name guess off a same-named property of another type
+/// (`props.getValue()` of `CellContext`, not `CoreRow.getValue(id)`).
+fn method_arity(cx: &mut Cx, n: Node) {
+    let name = n.field("name").or_else(|| n.field("property"));
+    let params = match n.kind_name() {
+        "property_signature" => n
+            .field("type")
+            .and_then(|t| t.named_child(0))
+            .filter(|f| f.kind_name() == "function_type")
+            .and_then(|f| f.field("parameters")),
+        "public_field_definition" | "field_definition" => {
+            let Some(v) = n.field("value").filter(|v| {
+                matches!(
+                    v.kind_name(),
+                    "arrow_function" | "function_expression" | "generator_function"
+                )
+            }) else {
+                return;
+            };
+            if v.field("parameter").is_some() {
+                // `x => …`: one parameter, no parentheses.
+                if let Some(name) = name {
+                    cx.def_fact(name, Some("1:1".into()), DefFactKind::Arity);
+                }
+                return;
+            }
+            v.field("parameters")
+        }
+        _ => n.field("parameters"),
+    };
+    let (Some(name), Some(params)) = (name, params) else {
+        return;
+    };
+    cx.def_fact(name, parameter_range(params), DefFactKind::Arity);
+}
+
+/// `min:max` of a parameter list (`this: T` is no parameter; `p?`, `p = v`
+/// are optional; `...rest` makes `max` `*`); `None` for anything unknown.
+fn parameter_range(params: Node) -> Option<String> {
+    let (mut min, mut max, mut rest) = (0usize, 0usize, false);
+    let mut c = params.walk();
+    for p in params.named_children(&mut c) {
+        let pattern = p.field("pattern");
+        match p.kind_name() {
+            "comment" | "decorator" => continue,
+            "required_parameter" if pattern.is_some_and(|x| x.kind_name() == "this") => continue,
+            "required_parameter" if pattern.is_some_and(|x| x.kind_name() == "rest_pattern") => {
+                rest = true;
+            }
+            "required_parameter" if p.field("value").is_none() => min = max + 1,
+            "rest_pattern" => rest = true,
+            "identifier" | "object_pattern" | "array_pattern" => min = max + 1,
+            "required_parameter" | "optional_parameter" | "assignment_pattern" => {}
+            _ => return None,
+        }
+        if !rest {
+            max += 1;
+        }
+    }
+    Some(if rest {
+        format!("{min}:*")
+    } else {
+        format!("{min}:{max}")
+    })
 }
 
 /// `{@link Query#cancel}`, `{@linkcode hashKey}` in a JSDoc block

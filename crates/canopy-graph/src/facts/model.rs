@@ -34,6 +34,9 @@ pub struct Site {
     pub recv: Option<String>,
     /// Call, import, type or other.
     pub kind: SiteKind,
+    /// A call's argument count plus one; 0 when unknown (a spread
+    /// argument, a language that does not record it, or no call).
+    pub args: u8,
 }
 
 /// One name an import statement binds in its scope.
@@ -97,6 +100,9 @@ pub enum DefFactKind {
     /// The path of the type an `impl` block is for, when it is a path
     /// (Rust `impl Trait for crate::X`: `X` alone may be no name in scope).
     ImplType = 3,
+    /// How many arguments a method takes, `min:max` (`max` is `*` with a
+    /// rest parameter): TypeScript / JavaScript, for the unique-name guess.
+    Arity = 4,
 }
 
 /// Everything resolution needs to know about one file, besides its units.
@@ -288,9 +294,10 @@ impl Reader<'_> {
 }
 
 /// 2: imports carry `exported`. 3: sites in a stream of their own.
-/// 4: compiled-out ranges. 5: imports carry their line. (The store keeps both streams compressed; the
+/// 4: compiled-out ranges. 5: imports carry their line. 6: sites carry
+/// their argument count, definition facts a third kind bit. (The store keeps both streams compressed; the
 /// format is that of what they inflate to.)
-pub(super) const FORMAT: u64 = 5;
+pub(super) const FORMAT: u64 = 6;
 
 /// A file's facts encoded: what resolving other files needs of it
 /// (`world`: imports, bindings, definition facts, package) apart from its
@@ -381,7 +388,7 @@ impl FileFacts {
         for d in &self.defs {
             put(&mut body, u64::from(d.byte));
             put(&mut body, strings.id(&d.name));
-            put(&mut body, strings.id(&d.expr) << 2 | d.what as u64);
+            put(&mut body, strings.id(&d.expr) << 3 | d.what as u64);
         }
         put(&mut body, strings.opt(self.package.as_deref()));
         put(&mut body, self.disabled.len() as u64);
@@ -407,6 +414,7 @@ impl FileFacts {
             let name = strings.id(&s.name);
             put(&mut site_body, name << 2 | s.kind as u64);
             put(&mut site_body, strings.opt(s.recv.as_deref()));
+            put(&mut site_body, u64::from(s.args));
         }
 
         let mut world = Vec::with_capacity(body.len() + 64);

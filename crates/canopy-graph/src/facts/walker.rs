@@ -152,7 +152,19 @@ impl<'a> Cx<'a> {
             name,
             recv,
             kind,
+            args: 0,
         });
+    }
+
+    /// Records the argument count of the call whose name is at `byte`, if
+    /// its site is the last one recorded ([`Site::args`]).
+    pub fn call_args(&mut self, byte: usize, args: Option<usize>) {
+        if let (Some(s), Some(n)) = (self.facts.sites.last_mut(), args)
+            && s.byte as usize == byte
+            && s.kind == SiteKind::Call
+        {
+            s.args = u8::try_from(n + 1).unwrap_or(u8::MAX);
+        }
     }
 
     /// Records a second use of the name at `node`, which already has a site

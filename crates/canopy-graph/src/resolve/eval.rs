@@ -269,6 +269,10 @@ impl World {
                 };
                 vals = self.eval_path(&bcx, &e, depth + 1, value);
             }
+            if vals.is_empty() {
+                // `STD#elem` of `const STD: &[HeaderName]`.
+                vals = self.constant_items(cx, local, item, depth + 1);
+            }
         }
         if called
             && self.conventions_of(cx.file).modules_apart_from_values

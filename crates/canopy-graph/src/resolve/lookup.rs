@@ -269,6 +269,45 @@ impl World {
             .collect()
     }
 
+    /// The items (`item`: `#elem`, `#k`, …) of the constant named `local`
+    /// in scope at `cx` (`STD#elem` of `const STD: &[HeaderName] = …`):
+    /// the item bindings its own declaration makes, as types. A constant's
+    /// bindings are in its own scope, which no use of it is inside.
+    pub(crate) fn constant_items(&self, cx: &Ctx, local: &str, item: &str, depth: u32) -> Vec<Val> {
+        if depth > MAX_DEPTH {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for v in self.lookup_in(cx, local, depth + 1, false).0 {
+            let Val::Func(c) = v else {
+                continue;
+            };
+            let s = &self.syms[c];
+            if s.node_type != NodeType::Constant {
+                continue;
+            }
+            let ccx = Ctx {
+                file: s.file,
+                byte: s.end,
+                scope: c,
+            };
+            let Some((expr, true, byte)) = self.binding_of(&ccx, &format!("{}{item}", s.name))
+            else {
+                continue;
+            };
+            if byte < s.start || byte >= s.end {
+                continue;
+            }
+            let bcx = Ctx {
+                file: s.file,
+                byte: byte.saturating_sub(1),
+                scope: c,
+            };
+            out.extend(self.eval_type(&bcx, expr, depth + 1));
+        }
+        out
+    }
+
     /// The value of the top-level binding `name` of file `fi` that is no
     /// unit (a Go package-level `var x = …` / `var x T`), evaluated; empty
     /// when the file binds no such name at its top level.

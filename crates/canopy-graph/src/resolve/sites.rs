@@ -38,8 +38,17 @@ impl World {
                 byte: site.byte,
                 scope,
             };
-            let (cands, how) = self.resolve_site(&cx, &site.name, site.recv.as_deref(), site.kind);
-            let mut cands = cands;
+            let (mut cands, mut how) =
+                self.resolve_site(&cx, &site.name, site.recv.as_deref(), site.kind);
+            if how == How::UniqueName
+                && !cands
+                    .iter()
+                    .all(|&c| self.rules_of(fi).guess_fits(self, site.args, c))
+            {
+                // A guess the call's arguments rule out: unresolved, as
+                // when there is nothing to guess.
+                (cands, how) = (Vec::new(), How::Inferred);
+            }
             cands.sort_unstable();
             cands.dedup();
             let src = self.syms[self.caller_unit(fi, site.byte).unwrap_or(scope)].id;
@@ -375,6 +384,8 @@ impl World {
                 s.node_type == NodeType::Method && self.files[s.file].family == family
             })
             .collect();
+        // A `.d.ts` copy of a source method is no second method.
+        let c = self.rules_of(fi).drop_copies(self, c);
         let &[only] = c.as_slice() else {
             return None;
         };

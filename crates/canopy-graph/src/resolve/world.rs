@@ -174,6 +174,7 @@ impl FilePart {
         let FilePart {
             bases,
             returns,
+            arity,
             fields,
             scopes,
             by_name,
@@ -184,6 +185,7 @@ impl FilePart {
         FilePart {
             bases: renumber_keys(bases, remap),
             returns: renumber_keys(returns, remap),
+            arity: renumber_keys(arity, remap),
             fields: renumber_keys(fields, remap),
             scopes: Table::new(
                 scopes
@@ -272,6 +274,8 @@ pub(super) struct FilePart {
     bases: HashMap<SymId, Vec<u32>>,
     /// Return-type fact of its functions (the last fact wins).
     returns: HashMap<SymId, u32>,
+    /// Argument-count fact of its methods ([`DefFactKind::Arity`]).
+    arity: HashMap<SymId, u32>,
     /// Fields of its class-like units (bindings of the file).
     fields: HashMap<SymId, Vec<BindingIdx>>,
     /// Per binding (index into the file's bindings): the unit of its scope.
@@ -928,6 +932,15 @@ impl World {
         Some(facts.s(facts.defs[d as usize].expr))
     }
 
+    /// How many arguments method `f` takes, as its facts wrote it
+    /// (`min:max`, [`DefFactKind::Arity`]).
+    pub(super) fn arity_of(&self, f: SymId) -> Option<&str> {
+        let fi = self.syms[f].file;
+        let &d = self.part(fi).arity.get(&f)?;
+        let facts = self.files[fi].facts.get();
+        Some(facts.s(facts.defs[d as usize].expr))
+    }
+
     /// Fields of class-like unit `o`: (name, expression, is a type).
     pub(super) fn fields_of(&self, o: SymId) -> impl Iterator<Item = (&str, &str, bool)> {
         let fi = self.syms[o].file;
@@ -953,6 +966,9 @@ impl World {
                 // In `World::impl_traits` and `World::type_of_impl`.
                 DefFactKind::ImplTrait | DefFactKind::ImplType => {}
                 DefFactKind::Base => part.bases.entry(si).or_default().push(di),
+                DefFactKind::Arity => {
+                    part.arity.insert(si, di);
+                }
                 _ => {
                     part.returns.insert(si, di);
                 }

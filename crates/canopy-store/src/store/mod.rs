@@ -100,8 +100,13 @@ use crate::error::{CanopyError, Result};
 /// position (`#arg:0`), Python loops over a literal list and parameters a
 /// function calls as every value they hold; 34: Rust macro arguments
 /// that parse as expressions (`assert!(a().b())`, `vec![…]`, `matches!`'s
-/// first argument) give the facts of code, receivers of chains included.
-pub const SCHEMA_VERSION: u32 = 34;
+/// first argument) give the facts of code, receivers of chains included;
+/// 35: call sites carry their argument count and TypeScript / JavaScript
+/// methods how many arguments they take (the unique-name guess checks it);
+/// a Rust `v[i]` is an item of `v` (`v#elem`), a `const` of a
+/// collection type binds its items, and `&[b'/', 0xFF][..]` is a `[u8]`
+/// literal.
+pub const SCHEMA_VERSION: u32 = 35;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

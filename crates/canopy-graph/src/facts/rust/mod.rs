@@ -16,8 +16,8 @@ mod cfg;
 use tree_sitter::Node;
 
 use super::model::{
-    Binding, DefFactKind, IMPORT_RECV, LITERAL, PATH_HEAD, RETURNED, SiteKind, TRAIT_HINT, TUPLE,
-    UFCS_SEP,
+    Binding, DefFactKind, ELEM, IMPORT_RECV, LITERAL, PATH_HEAD, RETURNED, SiteKind, TRAIT_HINT,
+    TUPLE, UFCS_SEP,
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree};
 use bindings::{
@@ -193,6 +193,16 @@ pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
             expr(cx, n.named_child(0)?)
         }
         "await_expression" => expr(cx, n.named_child(0)?),
+        // `v[i]`: an item of `v` (`self.indices[probe].resolve()`,
+        // `STD[j].as_str()`). `v[a..b]` is none: a range of a `String` is
+        // a `str`, of a `Vec<T>` a `[T]`, not another `v`.
+        "index_expression" => {
+            let index = n.named_child(1)?;
+            if index.kind_name() == "range_expression" {
+                return None;
+            }
+            Some(format!("{}{ELEM}", expr(cx, n.named_child(0)?)?))
+        }
         _ => None,
     }
 }
@@ -238,6 +248,25 @@ fn parsed_type(cx: &Cx, f: Node) -> Option<String> {
     type_expr(cx, f.field("type_arguments")?.named_child(0)?)
 }
 
+/// Whether array expression `a` holds bytes: byte literals (`b'/'`) and
+/// integers without a suffix, one of them a byte literal, or integers
+/// suffixed `u8` (`[0xc0u8]`).
+fn byte_array(cx: &Cx, a: Node) -> bool {
+    let mut c = a.walk();
+    let (mut bytes, mut any) = (false, false);
+    for e in a.named_children(&mut c) {
+        let t = cx.t(e);
+        match e.kind_name() {
+            "char_literal" if t.starts_with("b'") => bytes = true,
+            "integer_literal" if t.ends_with("u8") => bytes = true,
+            "integer_literal" if !t.contains(['i', 'u']) => {}
+            _ => return false,
+        }
+        any = true;
+    }
+    any && bytes
+}
+
 /// A literal's type as [`LITERAL`] writes it (`#lit:str` for `"x"`).
 fn literal_type(cx: &Cx, n: Node) -> Option<String> {
     let t = match n.kind_name() {
@@ -250,13 +279,15 @@ fn literal_type(cx: &Cx, n: Node) -> Option<String> {
         // `&b"abc"[..]` / `&"abc"[..]`: a slice of a literal.
         "index_expression" => {
             let (value, index) = (n.named_child(0)?, n.named_child(1)?);
-            if index.kind_name() != "range_expression" || value.kind_name() != "string_literal" {
+            if index.kind_name() != "range_expression" {
                 return None;
             }
-            if cx.t(value).starts_with('b') {
-                "[u8]"
-            } else {
-                "str"
+            match value.kind_name() {
+                "string_literal" if cx.t(value).starts_with('b') => "[u8]",
+                "string_literal" => "str",
+                // `&[b'/', 0xFF][..]`: a slice of an array of bytes.
+                "array_expression" if byte_array(cx, value) => "[u8]",
+                _ => return None,
             }
         }
         // `vec![…]`, `b"…".to_vec()`: a `Vec` (the type as a parameter writes it).
@@ -973,6 +1004,8 @@ fn constant_item(cx: &mut Cx, n: Node) {
     if let (Some(name), Some(t)) = (n.field("name"), n.field("type")) {
         let at = name.start_byte();
         let name = cx.t(name).to_string();
+        // `const STD: &[HeaderName]`: what `STD[j]` holds.
+        bind_items(cx, at, &name, t, false);
         let t = type_expr(cx, t);
         cx.bind(at, &name, t, true, false);
     }

@@ -1,8 +1,9 @@
 //! TypeScript's and JavaScript's resolution rules: `this` / `super`,
 //! modules as relative file specifiers, overloads (a use means the
-//! implementation).
+//! implementation), a source's definition over its `.d.ts` copy.
 
 use super::{Among, Conventions, LanguageRules};
+use crate::lang::Language;
 use crate::resolve::eval::{Ctx, Val};
 use crate::resolve::ids::{FileIdx, SymId};
 use crate::resolve::world::{World, is_function};
@@ -87,7 +88,36 @@ impl LanguageRules for EcmaScript {
     }
 
     fn choose(&self, w: &World, found: Vec<SymId>, _among: Among) -> Vec<SymId> {
-        overload_implementation(w, found)
+        overload_implementation(w, declaration_copies_dropped(w, found))
+    }
+
+    fn drop_copies(&self, w: &World, found: Vec<SymId>) -> Vec<SymId> {
+        declaration_copies_dropped(w, found)
+    }
+
+    /// Not from JavaScript into TypeScript: a package's compiled `.js`
+    /// (`build/lib/row.js`, a bundle) beside its `.ts` sources calls its
+    /// own compiled code, never the sources' interface methods.
+    fn may_guess(&self, w: &World, caller: FileIdx, target: FileIdx) -> bool {
+        w.files[caller].language != Language::JavaScript
+            || w.files[target].language == Language::JavaScript
+    }
+
+    /// Only when the call's argument count fits the method's parameters
+    /// ([`DefFactKind::Arity`](crate::facts::DefFactKind::Arity)): the one
+    /// method of a name need not be what an unknown receiver holds, and a
+    /// same-named property of another type (never a unit) may be
+    /// (`props.getValue()` of `CellContext`, not `CoreRow.getValue(id)`).
+    fn guess_fits(&self, w: &World, args: u8, m: SymId) -> bool {
+        let Some(n) = args.checked_sub(1) else {
+            return true;
+        };
+        let Some((min, max)) = w.arity_of(m).and_then(|a| a.split_once(':')) else {
+            return true;
+        };
+        let n = usize::from(n);
+        let above = min.parse::<usize>().ok().is_none_or(|min| n >= min);
+        above && (max == "*" || max.parse::<usize>().ok().is_none_or(|max| n <= max))
     }
 
     fn import_module(&self, w: &World, fi: FileIdx, module: &str) -> Option<Val> {
@@ -96,6 +126,51 @@ impl LanguageRules for EcmaScript {
         })
         .and_then(|p| w.file_by_path.get(&p).map(|&f| Val::File(f)))
     }
+}
+
+/// Whether `path` is a TypeScript declaration file (`x.d.ts`, `x.d.mts`,
+/// `x.d.cts`): declarations without code, as a package's build ships them
+/// beside (or instead of) its sources.
+fn is_declaration_file(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    [".d.ts", ".d.mts", ".d.cts"]
+        .iter()
+        .any(|ext| file.ends_with(ext))
+}
+
+/// `found` without the definitions in declaration files whose qualified
+/// name a definition among `found` in a source file (`.ts`, `.tsx`, not a
+/// declaration file) also has. An npm package that ships `build/lib/row.d.ts`
+/// beside `src/core/row.ts` declares `CoreRow.getValue` twice: the copy is
+/// not a second candidate (issue 27: table-core's callers of
+/// `CoreRow.getValue`, 4 resolved with `build/`, 40 without). A declaration
+/// that is the only one of its name stays, and so do two sources.
+fn declaration_copies_dropped(w: &World, found: Vec<SymId>) -> Vec<SymId> {
+    if found.len() < 2 {
+        return found;
+    }
+    let is_source = |d: SymId| {
+        let file = &w.files[w.syms[d].file];
+        matches!(file.language, Language::TypeScript | Language::Tsx)
+            && !is_declaration_file(&file.path)
+    };
+    let sources: Vec<&str> = found
+        .iter()
+        .filter(|&&d| is_source(d))
+        .map(|&d| w.syms[d].qualified_name.as_str())
+        .collect();
+    if sources.is_empty() || sources.len() == found.len() {
+        return found;
+    }
+    found
+        .iter()
+        .copied()
+        .filter(|&d| {
+            is_source(d)
+                || !is_declaration_file(&w.files[w.syms[d].file].path)
+                || !sources.contains(&w.syms[d].qualified_name.as_str())
+        })
+        .collect()
 }
 
 /// TypeScript overloads: signatures, then the implementation, all functions

@@ -227,6 +227,20 @@ pub(crate) trait LanguageRules: Send + Sync {
     /// Trait for X`, the same trait's).
     fn narrow_methods(&self, _w: &World, _cx: &Ctx, _found: &mut Vec<SymId>) {}
 
+    /// Of several definitions found for one name, drops those that are
+    /// copies of another among them (TypeScript: a `.d.ts` declaration of
+    /// a `.ts` source's definition). None by default.
+    fn drop_copies(&self, _w: &World, found: Vec<SymId>) -> Vec<SymId> {
+        found
+    }
+
+    /// Whether a call passing `args` arguments (plus one; 0: unknown,
+    /// [`crate::facts::Site::args`]) may be guessed to reach method `m` by
+    /// its unique name. Any, by default.
+    fn guess_fits(&self, _w: &World, _args: u8, _m: SymId) -> bool {
+        true
+    }
+
     /// Whether a call in file `caller` may be guessed to reach a method of
     /// file `target` by its unique name (Rust: only within Cargo's reach).
     fn may_guess(&self, _w: &World, _caller: FileIdx, _target: FileIdx) -> bool {
