@@ -1,12 +1,13 @@
 //! The git log kept on disk (`.canopy/history.bin`), so that a one-off
 //! `canopy context` answers the history strategy without walking the
-//! repository's history again.
+//! repository's history again, and a server starts from it.
 //!
 //! A one-off process asks `git log -n50 -- FILES`, which walks the whole
 //! history when a file changed rarely: 0.13 s of Django's 31,881 commits on
-//! every call. A server reads the whole log once and keeps it
-//! ([`super::history::HistoryLog::keep`]); a one-off process reads the same
-//! log from this file instead, written the first time and kept up to date:
+//! every call. A server keeps the whole log in memory
+//! ([`super::history::HistoryLog::keep`]: this file when it holds the whole
+//! log at `HEAD`); a one-off process reads the same log from this file,
+//! written the first time and kept up to date:
 //!
 //! - **Keyed by `HEAD`.** The file holds the newest [`KEPT_COMMITS`]
 //!   non-merge commits of the log from the `HEAD` it was built at (each
@@ -155,6 +156,13 @@ impl HistoryFile {
     /// `HEAD`'s committer time (Unix seconds).
     pub(crate) fn head_time(&self) -> i64 {
         self.head_time
+    }
+
+    /// Whether the file holds the whole history at its `HEAD` (not only
+    /// the newest [`KEPT_COMMITS`]): then [`HistoryFile::touching`] always
+    /// answers, as a log read whole does.
+    pub(crate) fn is_complete(&self) -> bool {
+        self.complete
     }
 
     /// The `at`-th commit of the log.
@@ -342,9 +350,23 @@ pub(crate) fn answer(
     if !cacheable(root) {
         return None;
     }
-    let old = HistoryFile::load(path);
-    let file = match old {
-        Some(f) if f.head() == head => f,
+    let file = refreshed(path, root, head, HistoryFile::load(path))?;
+    let commits = file.touching(files, limit)?;
+    Some((commits, file.head_time()))
+}
+
+/// The history file at `head`: `old` (what was read from `path`) when it
+/// is at `head`, else `old` extended or the log read again, written to
+/// `path` first. `None` when git failed or the file could not be written.
+/// The caller has checked [`cacheable`].
+pub(crate) fn refreshed(
+    path: &Path,
+    root: &Path,
+    head: &str,
+    old: Option<HistoryFile>,
+) -> Option<HistoryFile> {
+    match old {
+        Some(f) if f.head() == head => Some(f),
         old => {
             // The temporary file first: where it cannot be written, the log
             // is not read for nothing.
@@ -354,11 +376,9 @@ pub(crate) fn answer(
                 None => rebuilt(root, head)?,
             };
             tmp.persist(&bytes);
-            HistoryFile::parse(bytes)?
+            HistoryFile::parse(bytes)
         }
-    };
-    let commits = file.touching(files, limit)?;
-    Some((commits, file.head_time()))
+    }
 }
 
 /// The whole log at `head` (its newest [`KEPT_COMMITS`]), encoded.
