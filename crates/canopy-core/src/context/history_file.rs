@@ -376,6 +376,9 @@ pub(crate) fn refreshed(
                 None => rebuilt(root, head)?,
             };
             tmp.persist(&bytes);
+            if let Some(dir) = path.parent() {
+                sweep_temps(dir, &temp_prefix(path), STALE_TEMP);
+            }
             HistoryFile::parse(bytes)
         }
     }
@@ -682,6 +685,39 @@ fn prune_diffs(dir: &Path, max: usize, stale: std::time::Duration) {
     }
 }
 
+/// The start of the names of `target`'s temporary files ([`TempFile`]):
+/// `.history.bin.` for the history file.
+fn temp_prefix(target: &Path) -> String {
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!(".{name}.")
+}
+
+/// Removes the temporary files in `dir` whose names start with `prefix`
+/// and that are older than `stale`: a killed writer's, never renamed into
+/// place. Only those: the index directory holds other files, and a
+/// younger temporary file may be another process's write under way.
+fn sweep_temps(dir: &Path, prefix: &str, stale: std::time::Duration) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with(prefix) && name.ends_with(".tmp")) {
+            continue;
+        }
+        let modified = entry.metadata().and_then(|m| m.modified()).ok();
+        let age = modified.and_then(|m| now.duration_since(m).ok());
+        if age.is_some_and(|age| age > stale) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// A temporary file beside the history file, renamed over it when whole
 /// and removed otherwise.
 struct TempFile {
@@ -694,9 +730,10 @@ impl TempFile {
     fn create(target: &Path) -> Option<TempFile> {
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(0);
+        target.file_name()?;
         let name = format!(
-            ".{}.{}.{}.tmp",
-            target.file_name()?.to_string_lossy(),
+            "{}{}.{}.tmp",
+            temp_prefix(target),
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
@@ -851,6 +888,43 @@ mod tests {
         assert_eq!(std::fs::read(&file).unwrap(), before);
         let again = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&file).unwrap());
         assert_eq!(inode, again);
+    }
+
+    /// Sets `path`'s last change `secs` seconds back.
+    fn age(path: &Path, secs: u64) {
+        let at = std::time::SystemTime::now() - std::time::Duration::from_secs(secs);
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(at)
+            .unwrap();
+    }
+
+    /// A temporary history file a killed writer left (older than an hour)
+    /// is removed when the file is next written; a younger one (another
+    /// process's write under way) and other files are left alone.
+    #[test]
+    fn a_killed_writers_temporary_file_is_swept() {
+        let (dir, out) = (repo(), tempfile::tempdir().unwrap());
+        let (root, file) = (dir.path(), file_in(&out));
+        let put = |name: &str, secs: u64| {
+            let path = out.path().join(name);
+            std::fs::write(&path, b"partial").unwrap();
+            age(&path, secs);
+            path
+        };
+        let stale = put(".history.bin.999999.0.tmp", 7200);
+        let fresh = put(".history.bin.999999.1.tmp", 60);
+        let other = put(".index.db.1.0.tmp", 7200);
+        answers_as_git(root, &file);
+        assert!(HistoryFile::load(&file).is_some(), "written");
+        assert!(!stale.exists(), "a stale temporary file is swept");
+        assert!(fresh.exists(), "one being written is left alone");
+        assert!(
+            other.exists(),
+            "another file's is not the history's to sweep"
+        );
     }
 
     /// Commits on top of the file's `HEAD` extend it (only `old..new` read):
