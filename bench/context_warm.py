@@ -3,7 +3,7 @@
 
   context_warm.py --tree DIR [--model MODEL_DIR] --bin NAME=PATH [--bin NAME=PATH ...]
                   [--rounds 3] [-n 30] [--strategy fused] [--settle 5] [--focus-list FILE]
-                  [--repeats 1] [--perf FILE] [--perf-pass repeated|first]
+                  [--repeats 1] [--perf FILE] [--perf-pass repeated|first] [--dump DIR]
 
 DIR must be a git checkout for history to have commits (e.g. a clone of the
 Django mirror: 31,881 commits). Indexes DIR once per binary, then for each
@@ -25,7 +25,9 @@ server runs without one (semantic is skipped). --repeats K makes the repeated
 pass K passes over the pairs; --perf FILE records the server with
 `perf record --call-graph dwarf -F 200` during the repeated passes (one
 binary, one round: read it with `perf report -i FILE --children --sort symbol`);
---perf-pass first records the first-sight pass instead.
+--perf-pass first records the first-sight pass instead. --dump DIR writes the
+answers of the --focus-list passes (without what differs between runs, as
+compared below) to DIR/NAME-ROUND.json, to compare binaries' packs.
 """
 import json
 import argparse, os, signal, subprocess, sys, time
@@ -47,6 +49,7 @@ ap.add_argument("--settle", type=float, default=5.0)
 ap.add_argument("--repeats", type=int, default=1)
 ap.add_argument("--perf")
 ap.add_argument("--perf-pass", choices=("first", "repeated"), default="repeated")
+ap.add_argument("--dump")
 a = ap.parse_args()
 tree = os.path.realpath(a.tree)
 bins = [b.split("=", 1) for b in a.bin]
@@ -76,7 +79,7 @@ def comparable(blocks):
     return out
 
 
-def one_server(path):
+def one_server(path, dump=None):
     client = McpClient([path] + model_args + ["mcp"], 120.0)
     try:
         init, _ = client.request("initialize", {
@@ -89,7 +92,7 @@ def one_server(path):
             call_tool(client, "canopy_context", {"path": tree, "task": q, "strategy": a.strategy})
         time.sleep(a.settle)
         if pairs:
-            return focus_passes(client), []
+            return focus_passes(client, dump), []
         times, texts = [], []
         for i in range(a.n):
             args = {"path": tree, "task": QUESTIONS[i % len(QUESTIONS)],
@@ -112,10 +115,10 @@ def cpu_ms(pid):
     return (int(fields[11]) + int(fields[12])) * tick, (int(fields[13]) + int(fields[14])) * tick
 
 
-def focus_passes(client):
+def focus_passes(client, dump=None):
     """Each (task, focus) pair twice: first sight, then repeated; ms, history-skipped
-    and CPU ms (own, children) per pass."""
-    out = {}
+    and CPU ms (own, children) per pass; the answers written to `dump` (a path)."""
+    out, answers = {}, {}
     for name in ("first", "repeated"):
         times, skipped = [], 0
         cpu_before = cpu_ms(client.proc.pid)
@@ -132,12 +135,16 @@ def focus_passes(client):
             header = json.loads(resp["result"]["content"][0]["text"])
             skipped += "history" in header.get("skipped", {})
             times.append(secs * 1000)
+            answers.setdefault(name, []).append(comparable(resp["result"]["content"]))
         cpu_after = cpu_ms(client.proc.pid)
         cpu = tuple(b - a for a, b in zip(cpu_before, cpu_after))
         if perf:
             perf.send_signal(signal.SIGINT)
             perf.wait()
         out[name] = (times, skipped, cpu)
+    if dump:
+        with open(dump, "w") as f:
+            json.dump(answers, f, indent=1)
     return out
 
 
@@ -145,9 +152,12 @@ if pairs:
     got = {n: {"first": [], "repeated": []} for n, _ in bins}
     skips = {n: {"first": 0, "repeated": 0} for n, _ in bins}
     cpus = {n: {"first": [0.0, 0.0], "repeated": [0.0, 0.0]} for n, _ in bins}
-    for _ in range(a.rounds):
+    if a.dump:
+        os.makedirs(a.dump, exist_ok=True)
+    for r in range(a.rounds):
         for n, path in bins:
-            for name, (t, sk, cpu) in one_server(path)[0].items():
+            dump = os.path.join(a.dump, f"{n}-{r + 1}.json") if a.dump else None
+            for name, (t, sk, cpu) in one_server(path, dump)[0].items():
                 got[n][name] += t
                 skips[n][name] += sk
                 cpus[n][name][0] += cpu[0]

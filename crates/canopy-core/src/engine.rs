@@ -319,10 +319,12 @@ impl Engine {
         self.inner.world_kept.load(Ordering::Relaxed)
     }
 
-    /// Reads the repository's whole git log once per `HEAD` (in a thread of
-    /// its own; requests ask git meanwhile) and answers the `history`
-    /// strategy of context packs from memory (long-lived processes: the MCP
-    /// server and the service call it). The commits are the same either way.
+    /// Keeps the repository's whole git log of one `HEAD` in memory and
+    /// answers the `history` strategy of context packs from it (long-lived
+    /// processes: the MCP server and the service call it): loaded from
+    /// `.canopy/history.bin` when that holds the whole log at `HEAD`, else
+    /// read in a thread of its own while requests ask git. The commits are
+    /// the same either way.
     pub fn keep_history_log(&self) {
         self.inner.history.keep();
     }

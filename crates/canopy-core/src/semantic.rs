@@ -158,22 +158,29 @@ impl SemanticIndex {
                 wanted.push((file_id, hash, first));
             }
         }
-        let ids: Vec<i64> = wanted.iter().map(|w| w.0).collect();
-        let stored = store.unit_vectors(&self.fingerprint, &ids)?;
         let Some(query) = self.model.embed(text) else {
             return Ok(Some(Vec::new()));
         };
-        let mut scored = Vec::new();
-        for (file_id, hash, first) in wanted {
-            let usable = stored
-                .get(&file_id)
-                .filter(|r| &r.content_hash == hash && r.first_node == first)
-                .is_some_and(|r| {
-                    Quantized::score_blob(&r.data, self.model.dim(), &query, &mut scored)
-                });
-            if !usable {
-                return Ok(None);
-            }
+        // Each blob is scored as SQLite reads it, borrowed: no copy of the
+        // vectors is made or kept. The hits do not depend on the order the
+        // rows come in (`top_k` orders by score, then id).
+        let wanted: HashMap<i64, (&str, i64)> = wanted
+            .into_iter()
+            .map(|(file_id, hash, first)| (file_id, (hash.as_str(), first)))
+            .collect();
+        let (dim, mut scored, mut usable, mut seen) = (self.model.dim(), Vec::new(), true, 0);
+        store.each_unit_vector(&self.fingerprint, |row| {
+            let Some(&(hash, first)) = wanted.get(&row.file_id) else {
+                return true; // a file a sync would not load either
+            };
+            usable = row.content_hash == hash.as_bytes()
+                && row.first_node == first
+                && Quantized::score_blob(row.data, dim, &query, &mut scored);
+            seen += 1;
+            usable
+        })?;
+        if !usable || seen != wanted.len() {
+            return Ok(None);
         }
         if scored.len() >= self.vectors.ann_min_units() {
             return Ok(None);

@@ -8,9 +8,12 @@
 //! (`.canopy/history.bin`, [`crate::context::history_file`]: written at the
 //! first request, extended as `HEAD` moves forward), and asks git only
 //! where that file cannot be kept. A long-lived engine (`canopy mcp`, `canopy serve`:
-//! [`HistoryLog::keep`]) instead reads the whole non-merge log once per
-//! `HEAD`, in a thread of its own while requests go on asking git, and then
-//! answers from memory. Both list the same commits in the same order: the
+//! [`HistoryLog::keep`]) instead keeps the whole non-merge log of one `HEAD`
+//! in memory: the history file when it holds the whole log at `HEAD`
+//! (loaded at the first request), else read in a thread of its own (the
+//! file extended or rebuilt; git's whole log when the history is longer
+//! than the file keeps) while requests go on asking git. Both list the
+//! same commits in the same order: the
 //! log flags are shared, and `--full-history` keeps git from simplifying
 //! the per-file walk (without it, a commit on a side branch whose merge
 //! kept the other side's version of the file was left out, which a log of
@@ -70,9 +73,9 @@ pub struct HistoryLog {
     /// What git last said of `HEAD`, kept while the files it is read from
     /// stay the same ([`HeadStamp`]): a repeated request starts no git.
     head: Mutex<Option<KnownHead>>,
-    /// The history file of a process that does not keep the log
-    /// ([`crate::context::history_file`]): read, extended or written in
-    /// place of walking the history per request.
+    /// The history file ([`crate::context::history_file`]): a process that
+    /// does not keep the log reads, extends or writes it in place of
+    /// walking the history per request; one that keeps it starts from it.
     disk: Option<PathBuf>,
 }
 
@@ -171,8 +174,10 @@ impl HistoryLog {
             && let Some(head) = self.known(root, |k| &mut k.top, || top_level_head(root))
         {
             if kept {
-                if let Some(log) = self.whole(root, &head) {
-                    return (Ok(log.touching(files, limit)), None);
+                if let Some(log) = self.whole(root, &head)
+                    && let Some(commits) = log.touching(files, limit)
+                {
+                    return (Ok(commits), None);
                 }
             } else if let Some(path) = &self.disk
                 && let Some((commits, time)) = history_file::answer(path, root, &head, files, limit)
@@ -205,12 +210,34 @@ impl HistoryLog {
             LogState::Failed { head: failed } if failed == head => return None,
             _ => {}
         }
+        // The history file one-off processes keep, when it holds the whole
+        // log at this `HEAD`, is that log: loaded here (a few ms), so even
+        // the first request answers from it. Otherwise the thread below
+        // extends or rebuilds it and answers from it.
+        let disk = self
+            .disk
+            .as_ref()
+            .filter(|_| history_file::cacheable(root))
+            .cloned();
+        let old = disk.as_deref().and_then(history_file::HistoryFile::load);
+        let old = match old {
+            Some(file) if file.head() == head && file.is_complete() => {
+                tracing::debug!("the whole git log read from the history file");
+                let log = Arc::new(WholeLog {
+                    head: head.to_string(),
+                    table: LogTable::File(file),
+                });
+                *state = LogState::Read(Arc::clone(&log));
+                return Some(log);
+            }
+            old => old,
+        };
         let (root, head) = (root.to_path_buf(), head.to_string());
         let spawned = std::thread::Builder::new()
             .name("canopy-git-log".into())
             .spawn({
                 let head = head.clone();
-                move || WholeLog::read(&root, &head)
+                move || WholeLog::read_kept(&root, &head, disk.as_deref(), old)
             });
         match spawned {
             Ok(thread) => *state = LogState::Reading { head, thread },
@@ -593,6 +620,19 @@ pub(crate) fn head_time(root: &Path) -> Option<i64> {
 /// Every non-merge commit reachable from one `HEAD`, indexed by file.
 struct WholeLog {
     head: String,
+    table: LogTable,
+}
+
+/// Where a whole log's commits are: read from git into memory, or the
+/// history file of one-off processes when it holds the whole log (the same
+/// commits in the same order: [`history_file`]'s tests hold it to git's).
+enum LogTable {
+    Parsed(ParsedLog),
+    File(history_file::HistoryFile),
+}
+
+/// A whole log read from git.
+struct ParsedLog {
     /// In git's order, newest first.
     commits: Vec<LoggedCommit>,
     paths: Vec<String>,
@@ -610,6 +650,30 @@ struct LoggedCommit {
 }
 
 impl WholeLog {
+    /// The whole log at `head` for a long-lived process: from the history
+    /// file at `disk` (`old` is what was read from it), extended or
+    /// rebuilt and written as a one-off process does, when it then holds
+    /// the whole log; otherwise (no file kept here, git failed, a history
+    /// longer than the file keeps) read from git.
+    fn read_kept(
+        root: &Path,
+        head: &str,
+        disk: Option<&Path>,
+        old: Option<history_file::HistoryFile>,
+    ) -> Result<WholeLog, String> {
+        if let Some(path) = disk
+            && let Some(file) = history_file::refreshed(path, root, head, old)
+            && file.is_complete()
+        {
+            tracing::debug!("the whole git log read into the history file");
+            return Ok(WholeLog {
+                head: head.to_string(),
+                table: LogTable::File(file),
+            });
+        }
+        WholeLog::read(root, head)
+    }
+
     fn read(root: &Path, head: &str) -> Result<WholeLog, String> {
         let started = std::time::Instant::now();
         let output = Command::new("git")
@@ -624,8 +688,7 @@ impl WholeLog {
         if !output.status.success() {
             return Err(String::from_utf8_lossy(&output.stderr).trim().to_string());
         }
-        let mut log = WholeLog {
-            head: head.to_string(),
+        let mut log = ParsedLog {
             commits: Vec::new(),
             paths: Vec::new(),
             touched_by: Vec::new(),
@@ -665,9 +728,23 @@ impl WholeLog {
             ms = started.elapsed().as_millis() as u64,
             "read the whole git log"
         );
-        Ok(log)
+        Ok(WholeLog {
+            head: head.to_string(),
+            table: LogTable::Parsed(log),
+        })
     }
 
+    /// What `git log -n LIMIT -- FILES` with [`LOG_FLAGS`] lists; `None`
+    /// only when a history file cannot be read as written (git is asked).
+    fn touching(&self, files: &[&str], limit: usize) -> Option<Vec<Commit>> {
+        match &self.table {
+            LogTable::Parsed(log) => Some(log.touching(files, limit)),
+            LogTable::File(file) => file.touching(files, limit),
+        }
+    }
+}
+
+impl ParsedLog {
     /// What `git log -n LIMIT -- FILES` with [`LOG_FLAGS`] lists.
     fn touching(&self, files: &[&str], limit: usize) -> Vec<Commit> {
         let mut at: Vec<u32> = files
@@ -834,14 +911,14 @@ pub(crate) mod tests {
         for files in asks {
             for limit in [1, 3, 50] {
                 assert_eq!(
-                    log.touching(files, limit),
+                    log.touching(files, limit).unwrap(),
                     git_log(root, files, limit).unwrap(),
                     "{files:?} -n{limit}"
                 );
             }
         }
         // The side branch's commit is there, with every file it changed.
-        let core = log.touching(&["core.py"], 50);
+        let core = log.touching(&["core.py"], 50).unwrap();
         let side = core.iter().find(|c| c.subject == "side: core b").unwrap();
         assert_eq!(side.files, ["core.py", "side.py"]);
         assert_eq!(core.len(), 8, "start, both core b, five more");
@@ -872,6 +949,71 @@ pub(crate) mod tests {
         let now = history.commits_touching(root, &["core.py"], 50).unwrap();
         assert_eq!(now, git_log(root, &["core.py"], 50).unwrap());
         assert_eq!(now[0].subject, "after");
+    }
+
+    /// A long-lived history starts from the history file when it holds
+    /// the whole log at `HEAD`: loaded at the first request (no thread, no
+    /// `git log`), answering as git does; when `HEAD` moves forward its
+    /// thread extends the file, and the log it keeps is the file's.
+    #[test]
+    fn a_kept_log_starts_from_the_history_file() {
+        let (dir, out) = (repo(), tempfile::tempdir().unwrap());
+        let (root, file) = (dir.path(), out.path().join(history_file::FILE_NAME));
+        let asks: [&[&str]; 4] = [
+            &["core.py"],
+            &["side.py"],
+            &["core.py", "util.py"],
+            &["gone.py"],
+        ];
+        // A one-off process wrote the file.
+        HistoryLog::with_file(file.clone())
+            .commits_touching(root, &["core.py"], 50)
+            .unwrap();
+        let written = std::fs::read(&file).expect("written by the one-off process");
+        let server = HistoryLog::with_file(file.clone());
+        server.keep();
+        for files in asks {
+            assert_eq!(
+                server.commits_touching(root, files, 50).unwrap(),
+                git_log(root, files, 50).unwrap(),
+                "{files:?}"
+            );
+        }
+        match &*lock(&server.state) {
+            LogState::Read(log) => {
+                assert!(matches!(log.table, LogTable::File(_)));
+                assert_eq!(log.head, head(root));
+            }
+            _ => panic!("the first request answered from the file"),
+        }
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            written,
+            "read, not rewritten"
+        );
+        // HEAD moves forward: the server's thread extends the file.
+        commit_file_at(root, "core.py", "later", 1_900_000_000);
+        let log = server.wait_for_log(root).expect("read again");
+        assert!(matches!(log.table, LogTable::File(_)));
+        let on_disk = history_file::HistoryFile::load(&file).expect("extended");
+        assert_eq!(on_disk.head(), head(root));
+        for files in asks {
+            assert_eq!(
+                server.commits_touching(root, files, 50).unwrap(),
+                git_log(root, files, 50).unwrap(),
+                "{files:?} after the new commit"
+            );
+        }
+        // A server without a file writes one, for the next process.
+        std::fs::remove_file(&file).unwrap();
+        let fresh = HistoryLog::with_file(file.clone());
+        fresh.keep();
+        let log = fresh.wait_for_log(root).expect("read");
+        assert!(matches!(log.table, LogTable::File(_)));
+        assert_eq!(
+            history_file::HistoryFile::load(&file).unwrap().head(),
+            head(root)
+        );
     }
 
     /// A commit of `core.py` at a fixed time (2031-01-01, Unix 1,924,992,000).

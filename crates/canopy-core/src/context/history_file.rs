@@ -1,12 +1,13 @@
 //! The git log kept on disk (`.canopy/history.bin`), so that a one-off
 //! `canopy context` answers the history strategy without walking the
-//! repository's history again.
+//! repository's history again, and a server starts from it.
 //!
 //! A one-off process asks `git log -n50 -- FILES`, which walks the whole
 //! history when a file changed rarely: 0.13 s of Django's 31,881 commits on
-//! every call. A server reads the whole log once and keeps it
-//! ([`super::history::HistoryLog::keep`]); a one-off process reads the same
-//! log from this file instead, written the first time and kept up to date:
+//! every call. A server keeps the whole log in memory
+//! ([`super::history::HistoryLog::keep`]: this file when it holds the whole
+//! log at `HEAD`); a one-off process reads the same log from this file,
+//! written the first time and kept up to date:
 //!
 //! - **Keyed by `HEAD`.** The file holds the newest [`KEPT_COMMITS`]
 //!   non-merge commits of the log from the `HEAD` it was built at (each
@@ -155,6 +156,13 @@ impl HistoryFile {
     /// `HEAD`'s committer time (Unix seconds).
     pub(crate) fn head_time(&self) -> i64 {
         self.head_time
+    }
+
+    /// Whether the file holds the whole history at its `HEAD` (not only
+    /// the newest [`KEPT_COMMITS`]): then [`HistoryFile::touching`] always
+    /// answers, as a log read whole does.
+    pub(crate) fn is_complete(&self) -> bool {
+        self.complete
     }
 
     /// The `at`-th commit of the log.
@@ -342,9 +350,23 @@ pub(crate) fn answer(
     if !cacheable(root) {
         return None;
     }
-    let old = HistoryFile::load(path);
-    let file = match old {
-        Some(f) if f.head() == head => f,
+    let file = refreshed(path, root, head, HistoryFile::load(path))?;
+    let commits = file.touching(files, limit)?;
+    Some((commits, file.head_time()))
+}
+
+/// The history file at `head`: `old` (what was read from `path`) when it
+/// is at `head`, else `old` extended or the log read again, written to
+/// `path` first. `None` when git failed or the file could not be written.
+/// The caller has checked [`cacheable`].
+pub(crate) fn refreshed(
+    path: &Path,
+    root: &Path,
+    head: &str,
+    old: Option<HistoryFile>,
+) -> Option<HistoryFile> {
+    match old {
+        Some(f) if f.head() == head => Some(f),
         old => {
             // The temporary file first: where it cannot be written, the log
             // is not read for nothing.
@@ -354,11 +376,12 @@ pub(crate) fn answer(
                 None => rebuilt(root, head)?,
             };
             tmp.persist(&bytes);
-            HistoryFile::parse(bytes)?
+            if let Some(dir) = path.parent() {
+                sweep_temps(dir, &temp_prefix(path), STALE_TEMP);
+            }
+            HistoryFile::parse(bytes)
         }
-    };
-    let commits = file.touching(files, limit)?;
-    Some((commits, file.head_time()))
+    }
 }
 
 /// The whole log at `head` (its newest [`KEPT_COMMITS`]), encoded.
@@ -662,6 +685,39 @@ fn prune_diffs(dir: &Path, max: usize, stale: std::time::Duration) {
     }
 }
 
+/// The start of the names of `target`'s temporary files ([`TempFile`]):
+/// `.history.bin.` for the history file.
+fn temp_prefix(target: &Path) -> String {
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!(".{name}.")
+}
+
+/// Removes the temporary files in `dir` whose names start with `prefix`
+/// and that are older than `stale`: a killed writer's, never renamed into
+/// place. Only those: the index directory holds other files, and a
+/// younger temporary file may be another process's write under way.
+fn sweep_temps(dir: &Path, prefix: &str, stale: std::time::Duration) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with(prefix) && name.ends_with(".tmp")) {
+            continue;
+        }
+        let modified = entry.metadata().and_then(|m| m.modified()).ok();
+        let age = modified.and_then(|m| now.duration_since(m).ok());
+        if age.is_some_and(|age| age > stale) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// A temporary file beside the history file, renamed over it when whole
 /// and removed otherwise.
 struct TempFile {
@@ -674,9 +730,10 @@ impl TempFile {
     fn create(target: &Path) -> Option<TempFile> {
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(0);
+        target.file_name()?;
         let name = format!(
-            ".{}.{}.{}.tmp",
-            target.file_name()?.to_string_lossy(),
+            "{}{}.{}.tmp",
+            temp_prefix(target),
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
@@ -831,6 +888,43 @@ mod tests {
         assert_eq!(std::fs::read(&file).unwrap(), before);
         let again = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&file).unwrap());
         assert_eq!(inode, again);
+    }
+
+    /// Sets `path`'s last change `secs` seconds back.
+    fn age(path: &Path, secs: u64) {
+        let at = std::time::SystemTime::now() - std::time::Duration::from_secs(secs);
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(at)
+            .unwrap();
+    }
+
+    /// A temporary history file a killed writer left (older than an hour)
+    /// is removed when the file is next written; a younger one (another
+    /// process's write under way) and other files are left alone.
+    #[test]
+    fn a_killed_writers_temporary_file_is_swept() {
+        let (dir, out) = (repo(), tempfile::tempdir().unwrap());
+        let (root, file) = (dir.path(), file_in(&out));
+        let put = |name: &str, secs: u64| {
+            let path = out.path().join(name);
+            std::fs::write(&path, b"partial").unwrap();
+            age(&path, secs);
+            path
+        };
+        let stale = put(".history.bin.999999.0.tmp", 7200);
+        let fresh = put(".history.bin.999999.1.tmp", 60);
+        let other = put(".index.db.1.0.tmp", 7200);
+        answers_as_git(root, &file);
+        assert!(HistoryFile::load(&file).is_some(), "written");
+        assert!(!stale.exists(), "a stale temporary file is swept");
+        assert!(fresh.exists(), "one being written is left alone");
+        assert!(
+            other.exists(),
+            "another file's is not the history's to sweep"
+        );
     }
 
     /// Commits on top of the file's `HEAD` extend it (only `old..new` read):

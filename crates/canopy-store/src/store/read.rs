@@ -402,6 +402,46 @@ impl Store {
         Ok(out)
     }
 
+    /// Every stored unit-vector row computed with `model`, in file id
+    /// order, given to `each` with its text and blob borrowed from SQLite
+    /// (no copy: a search that scores the blobs once need not keep them)
+    /// until `each` says `false`.
+    pub fn each_unit_vector(
+        &self,
+        model: &str,
+        mut each: impl FnMut(UnitVectorRef<'_>) -> bool,
+    ) -> Result<()> {
+        let mut stmt = self.conn.prepare(
+            "SELECT file_id, content_hash, first_node, data FROM unit_vectors
+             WHERE model = ?1 ORDER BY file_id",
+        )?;
+        let mut rows = stmt.query([model])?;
+        while let Some(r) = rows.next()? {
+            let borrowed = |i: usize| {
+                r.get_ref(i).and_then(|v| match v {
+                    rusqlite::types::ValueRef::Blob(b) | rusqlite::types::ValueRef::Text(b) => {
+                        Ok(b)
+                    }
+                    other => Err(rusqlite::Error::InvalidColumnType(
+                        i,
+                        "content_hash or data".to_string(),
+                        other.data_type(),
+                    )),
+                })
+            };
+            let row = UnitVectorRef {
+                file_id: r.get(0)?,
+                content_hash: borrowed(1)?,
+                first_node: r.get(2)?,
+                data: borrowed(3)?,
+            };
+            if !each(row) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// The unit with handle id `handle` (`h` + 24 hex), if the index has it.
     pub fn node_by_handle(&self, handle: &str) -> Result<Option<NodeRecord>> {
         let sql = format!(
@@ -1161,6 +1201,20 @@ impl Store {
     }
 }
 
+/// One stored unit-vector row as [`Store::each_unit_vector`] gives it:
+/// its text and blob borrowed from SQLite.
+#[derive(Clone, Copy, Debug)]
+pub struct UnitVectorRef<'a> {
+    /// `files.id`.
+    pub file_id: i64,
+    /// The content hash the vectors were computed from, as stored.
+    pub content_hash: &'a [u8],
+    /// The file's first node id then.
+    pub first_node: i64,
+    /// `canopy_core::embed::Quantized::to_blob`.
+    pub data: &'a [u8],
+}
+
 #[cfg(test)]
 mod tests {
     use super::NodeRecord;
@@ -1184,6 +1238,75 @@ mod tests {
             preview_start: 10,
             score: 0.0,
         }
+    }
+
+    /// The borrowed rows are the rows [`super::Store::unit_vectors`]
+    /// copies, of the one model only, in file id order; `false` stops.
+    #[test]
+    fn borrowed_unit_vector_rows_are_the_stored_rows_of_one_model() {
+        use crate::store::write::UnitVectorRow;
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = crate::store::Store::open(&dir.path().join("index.db")).unwrap();
+        for (id, path) in [(3, "c.py"), (1, "a.py"), (2, "b.py")] {
+            store
+                .conn
+                .execute(
+                    "INSERT INTO files(id, path, language, size, mtime_ns, content_hash, line_count,
+                     token_count, indexed_at, first_node_id, last_node_id, ref_count)
+                     VALUES (?1, ?2, 'python', 1, 1, ?3, 1, 1, 1, ?1, ?1, 0)",
+                    rusqlite::params![id, path, format!("hash{id}")],
+                )
+                .unwrap();
+        }
+        let row = |file_id: i64, data: &[u8]| UnitVectorRow {
+            file_id,
+            content_hash: format!("hash{file_id}"),
+            first_node: file_id,
+            data: data.to_vec(),
+        };
+        let big = vec![7u8; 100_000]; // past a page: read from overflow pages
+        let ours = [row(3, b"three"), row(1, &big)];
+        store.write_unit_vectors("m1", &ours).unwrap();
+        store
+            .write_unit_vectors("m2", &[row(2, b"other model")])
+            .unwrap();
+        let mut seen = Vec::new();
+        store
+            .each_unit_vector("m1", |r| {
+                seen.push(UnitVectorRow {
+                    file_id: r.file_id,
+                    content_hash: String::from_utf8(r.content_hash.to_vec()).unwrap(),
+                    first_node: r.first_node,
+                    data: r.data.to_vec(),
+                });
+                true
+            })
+            .unwrap();
+        let copied = store.unit_vectors("m1", &[1, 2, 3]).unwrap();
+        let mut expected: Vec<UnitVectorRow> = copied.into_values().collect();
+        expected.sort_by_key(|r| r.file_id);
+        // Compared whole, shown short (the big blob's bytes are not printed).
+        let short = |rows: &[UnitVectorRow]| -> Vec<(i64, String, usize)> {
+            rows.iter()
+                .map(|r| (r.file_id, r.content_hash.clone(), r.data.len()))
+                .collect()
+        };
+        assert!(
+            seen == expected,
+            "{:?} != {:?}",
+            short(&seen),
+            short(&expected)
+        );
+        let want = [ours[1].clone(), ours[0].clone()];
+        assert!(seen == want, "{:?} != {:?}", short(&seen), short(&want));
+        let mut calls = 0;
+        store
+            .each_unit_vector("m1", |_| {
+                calls += 1;
+                false
+            })
+            .unwrap();
+        assert_eq!(calls, 1, "stops when told");
     }
 
     #[test]
