@@ -19,6 +19,53 @@ struct GrammarTables {
 thread_local! {
     /// The tables of the grammar whose tree this thread is walking.
     static WALKED: std::cell::Cell<Option<&'static GrammarTables>> = const { std::cell::Cell::new(None) };
+    /// Field names this thread looked up lately, with their ids ([`field_id`]).
+    static FIELD_SLOTS: [std::cell::Cell<FieldSlot>; FIELD_SLOT_COUNT] =
+        const { [const { std::cell::Cell::new(FieldSlot::EMPTY) }; FIELD_SLOT_COUNT] };
+}
+
+/// Slots of [`FIELD_SLOTS`] (a power of two).
+const FIELD_SLOT_COUNT: usize = 64;
+
+/// A field name found in a grammar's tables, and its id there.
+#[derive(Clone, Copy)]
+struct FieldSlot {
+    /// The tables it was found in (compared by address only).
+    tables: *const GrammarTables,
+    name: &'static str,
+    id: std::num::NonZeroU16,
+}
+
+impl FieldSlot {
+    const EMPTY: FieldSlot = FieldSlot {
+        tables: std::ptr::null(),
+        name: "",
+        id: std::num::NonZeroU16::MIN,
+    };
+}
+
+/// The id of field `name` in `tables`. The walkers ask a few names
+/// hundreds of thousands of times per repository: a slot chosen by the
+/// name's length and end bytes keeps the last name found there, so most
+/// lookups are a comparison of a few bytes instead of hashing the name and
+/// probing the map (about 150 instructions each).
+fn field_id(tables: &'static GrammarTables, name: &str) -> Option<std::num::NonZeroU16> {
+    let bytes = name.as_bytes();
+    let (&first, &last) = (bytes.first()?, bytes.last()?);
+    let slot = (bytes.len() * 7 + usize::from(first) * 3 + usize::from(last)) % FIELD_SLOT_COUNT;
+    FIELD_SLOTS.with(|slots| {
+        let cached = slots[slot].get();
+        if std::ptr::eq(cached.tables, tables) && cached.name == name {
+            return Some(cached.id);
+        }
+        let (&key, &id) = tables.fields.get_key_value(name)?;
+        slots[slot].set(FieldSlot {
+            tables,
+            name: key,
+            id,
+        });
+        Some(id)
+    })
 }
 
 /// The tables of `language`'s grammar, built once.
@@ -71,7 +118,7 @@ pub(crate) trait GrammarLookup<'t> {
 
 impl<'t> GrammarLookup<'t> for Node<'t> {
     fn field(&self, name: &str) -> Option<Node<'t>> {
-        let child = match WALKED.with(|w| w.get()).and_then(|t| t.fields.get(name)) {
+        let child = match WALKED.with(|w| w.get()).and_then(|t| field_id(t, name)) {
             Some(id) => self.child_by_field_id(id.get()),
             None => self.child_by_field_name(name),
         };
@@ -324,5 +371,42 @@ fn walk_nodes<'t>(root: Node<'t>, mut f: impl FnMut(Node<'t>, &Up<'_, 't>) -> bo
             }
             stack.pop();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every field name of every grammar, asked in turns across the
+    /// languages (the same names, other ids) and across names that share a
+    /// slot, three times over: each gets the id its grammar gives it.
+    #[test]
+    fn cached_field_ids_are_the_grammars() {
+        let mut asked = 0;
+        for round in 0..3 {
+            for language in Language::ALL {
+                let Some(tables) = grammar_tables(language) else {
+                    continue;
+                };
+                let grammar = &language.spec().expect("tables come from a spec").grammar;
+                for id in 1..=grammar.field_count() as u16 {
+                    let Some(name) = grammar.field_name_for_id(id) else {
+                        continue;
+                    };
+                    // A copy, not the table's own string: names match by content.
+                    let copy = name.to_string();
+                    assert_eq!(
+                        field_id(tables, &copy),
+                        grammar.field_id_for_name(name),
+                        "{language:?} {name} round {round}"
+                    );
+                    asked += 1;
+                }
+                assert_eq!(field_id(tables, "no_such_field"), None);
+                assert_eq!(field_id(tables, ""), None);
+            }
+        }
+        assert!(asked > 300, "{asked} lookups");
     }
 }
