@@ -9,7 +9,7 @@
 use tree_sitter::Node;
 
 use super::model::{AT, Binding, DefFact, DefFactKind, EACH, ELEM, PARAM_VALUE, SiteKind, UNION};
-use super::walker::{Cx, GrammarLookup, Up, walk_tree};
+use super::walker::{Cx, GrammarLookup, Up, walk_tree_pruned};
 
 /// Receiver names that mean "the enclosing class's instance" / "the class".
 pub(crate) const SELF_NAMES: &[&str] = &["self"];
@@ -271,32 +271,77 @@ fn use_kind(up: &Up) -> SiteKind {
 
 /// Walks one Python tree.
 pub(crate) fn walk(cx: &mut Cx, root: Node) {
+    walk_with(cx, root, true);
+}
+
+/// [`walk`]; `prune`: skip the subtrees no handler reads (see
+/// [`unread_below`]; `false` only to test that skipping them changes
+/// nothing).
+fn walk_with(cx: &mut Cx, root: Node, prune: bool) {
     let mut returns = FirstReturns::default();
     let mut decorated = DecoratedValues::default();
     let mut passed = PassedFunctions::default();
-    walk_tree(root, &mut |n, up| match n.kind_name() {
-        "return_statement" | "yield" => returns.found(cx, n, up),
-        "call" => {
-            passed.at_call(n);
-            call(cx, n, &decorated)
+    walk_tree_pruned(root, &mut |n, up| {
+        match n.kind_name() {
+            "return_statement" | "yield" => returns.found(cx, n, up),
+            "call" => {
+                passed.at_call(n);
+                call(cx, n, &decorated)
+            }
+            "attribute" => attribute(cx, n, up, &decorated),
+            "identifier" => identifier(cx, n, up),
+            "import_statement" => {
+                import_statement(cx, n);
+                return !(prune && unread_below(cx, n, false));
+            }
+            "import_from_statement" => {
+                import_from_statement(cx, n);
+                return !(prune && unread_below(cx, n, false));
+            }
+            "future_import_statement" => return !(prune && unread_below(cx, n, false)),
+            "string" => return !(prune && unread_below(cx, n, true)),
+            "assignment" => assignment(cx, n),
+            "typed_parameter" | "typed_default_parameter" => typed_parameter(cx, n),
+            "for_statement" | "for_in_clause" => for_loop(cx, n),
+            "function_definition" => {
+                function_definition(cx, n, up, &mut returns);
+                decorated.at_function(cx, n, up);
+                passed.at_function(n, up);
+            }
+            "class_definition" => class_definition(cx, n),
+            _ => {}
         }
-        "attribute" => attribute(cx, n, up, &decorated),
-        "identifier" => identifier(cx, n, up),
-        "import_statement" => import_statement(cx, n),
-        "import_from_statement" => import_from_statement(cx, n),
-        "assignment" => assignment(cx, n),
-        "typed_parameter" | "typed_default_parameter" => typed_parameter(cx, n),
-        "for_statement" | "for_in_clause" => for_loop(cx, n),
-        "function_definition" => {
-            function_definition(cx, n, up, &mut returns);
-            decorated.at_function(cx, n, up);
-            passed.at_function(n, up);
-        }
-        "class_definition" => class_definition(cx, n),
-        _ => {}
+        true
     });
     returns.close(cx);
     passed.close(cx);
+}
+
+/// Whether no handler of [`walk`] acts on any node below `n`, an import
+/// statement or (`string`) a string: then the walk does not enter it.
+/// * An import's names are `dotted_name`s and aliases (`aliased_import`):
+///   their identifiers are declarations ([`is_declaration_name`]), and the
+///   statement's own handler reads them through its fields.
+/// * A string that is no f-string (or t-string: its prefix has no `f` or
+///   `t`) has no `{…}` interpolation, only quotes, content and escapes.
+///
+/// Not a subtree with a syntax error in it: error recovery can put any node
+/// anywhere (an identifier under an `ERROR` is a use).
+fn unread_below(cx: &Cx, n: Node, string: bool) -> bool {
+    if n.has_error() {
+        return false;
+    }
+    if !string {
+        return true;
+    }
+    let head = cx.text.as_bytes().get(n.start_byte()..).unwrap_or_default();
+    // The prefix is at most two letters (`rb`, `fr`, …) before the quote.
+    match head.iter().take(3).position(|&b| b == b'"' || b == b'\'') {
+        Some(quote) => !head[..quote]
+            .iter()
+            .any(|b| matches!(b, b'f' | b'F' | b't' | b'T')),
+        None => false,
+    }
 }
 
 /// A parameter called in its function's body (`def _group(tlist, match):
@@ -764,6 +809,80 @@ def nested_yield():
         assert!(of("generator").contains("Made"), "{got:?}");
         assert!(of("outer").starts_with('='), "a value, not a type: {got:?}");
         assert!(of("annotated").contains("Declared") && !of("annotated").starts_with('='));
+    }
+
+    /// The facts a walk gathers, entering every subtree or not.
+    fn walked(source: &str, prune: bool) -> super::super::FileFacts {
+        let language = crate::lang::Language::Python;
+        let mut parser = tree_sitter::Parser::new();
+        parser
+            .set_language(&language.spec().expect("a grammar").grammar)
+            .expect("the grammar loads");
+        let tree = parser.parse(source, None).expect("a tree");
+        let line_starts: Vec<usize> = std::iter::once(0)
+            .chain(source.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        let _grammar = super::super::walker::WalkedGrammar::set(language);
+        let mut cx = super::Cx::new(source, &line_starts);
+        super::walk_with(&mut cx, tree.root_node(), prune);
+        cx.facts
+    }
+
+    /// Skipping the subtrees of imports and of strings without
+    /// interpolations leaves every fact as it was, in the same order: on
+    /// f-strings and t-strings holding calls, imports and strings with
+    /// syntax errors in them, and every Python fixture of the repository.
+    #[test]
+    fn skipped_subtrees_hold_no_facts() {
+        let source = r#"
+from __future__ import annotations
+import os.path as osp, sys
+from .models import (Model as M, Field)
+from . import views
+from x import *
+s = "plain" + r'raw' + b"bytes" + u"\x00{not(interpolated)}"
+f = f"{call(1)} {obj.attr!r:>{width()}}" + F'{x}' + rf"{y()}" + fR'{z.w}'
+t = t"{template(1)}" + Tr'{other.one}'
+doc = """Docstring {braces()} and "quotes" """
+g = f"{ (lambda: inner())() }"
+print(f"{'nested' + f'{deep()}'}")
+from m import a b(c)
+import os sys.path(d)
+from .x import (y, z w(e))
+broken = "unclosed {x()}
+import a.b.
+from y import (z
+"#;
+        assert_eq!(walked(source, true), walked(source, false));
+        let facts = walked(source, true);
+        let sites: Vec<&str> = facts.sites.iter().map(|s| s.name.as_str()).collect();
+        for called in ["call", "y", "template", "inner"] {
+            assert!(sites.contains(&called), "{called} in {sites:?}");
+        }
+        assert!(!sites.contains(&"interpolated"), "{sites:?}");
+        assert!(!sites.contains(&"braces"), "{sites:?}");
+
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+        let mut dirs = vec![root];
+        let mut files = 0;
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).expect("fixtures are readable") {
+                let path = entry.expect("a directory entry").path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "py") {
+                    let text = std::fs::read_to_string(&path).expect("fixtures are UTF-8");
+                    assert_eq!(
+                        walked(&text, true),
+                        walked(&text, false),
+                        "{}",
+                        path.display()
+                    );
+                    files += 1;
+                }
+            }
+        }
+        assert!(files >= 10, "{files} Python fixtures");
     }
 }
 

@@ -19,6 +19,53 @@ struct GrammarTables {
 thread_local! {
     /// The tables of the grammar whose tree this thread is walking.
     static WALKED: std::cell::Cell<Option<&'static GrammarTables>> = const { std::cell::Cell::new(None) };
+    /// Field names this thread looked up lately, with their ids ([`field_id`]).
+    static FIELD_SLOTS: [std::cell::Cell<FieldSlot>; FIELD_SLOT_COUNT] =
+        const { [const { std::cell::Cell::new(FieldSlot::EMPTY) }; FIELD_SLOT_COUNT] };
+}
+
+/// Slots of [`FIELD_SLOTS`] (a power of two).
+const FIELD_SLOT_COUNT: usize = 64;
+
+/// A field name found in a grammar's tables, and its id there.
+#[derive(Clone, Copy)]
+struct FieldSlot {
+    /// The tables it was found in (compared by address only).
+    tables: *const GrammarTables,
+    name: &'static str,
+    id: std::num::NonZeroU16,
+}
+
+impl FieldSlot {
+    const EMPTY: FieldSlot = FieldSlot {
+        tables: std::ptr::null(),
+        name: "",
+        id: std::num::NonZeroU16::MIN,
+    };
+}
+
+/// The id of field `name` in `tables`. The walkers ask a few names
+/// hundreds of thousands of times per repository: a slot chosen by the
+/// name's length and end bytes keeps the last name found there, so most
+/// lookups are a comparison of a few bytes instead of hashing the name and
+/// probing the map (about 150 instructions each).
+fn field_id(tables: &'static GrammarTables, name: &str) -> Option<std::num::NonZeroU16> {
+    let bytes = name.as_bytes();
+    let (&first, &last) = (bytes.first()?, bytes.last()?);
+    let slot = (bytes.len() * 7 + usize::from(first) * 3 + usize::from(last)) % FIELD_SLOT_COUNT;
+    FIELD_SLOTS.with(|slots| {
+        let cached = slots[slot].get();
+        if std::ptr::eq(cached.tables, tables) && cached.name == name {
+            return Some(cached.id);
+        }
+        let (&key, &id) = tables.fields.get_key_value(name)?;
+        slots[slot].set(FieldSlot {
+            tables,
+            name: key,
+            id,
+        });
+        Some(id)
+    })
 }
 
 /// The tables of `language`'s grammar, built once.
@@ -71,7 +118,7 @@ pub(crate) trait GrammarLookup<'t> {
 
 impl<'t> GrammarLookup<'t> for Node<'t> {
     fn field(&self, name: &str) -> Option<Node<'t>> {
-        let child = match WALKED.with(|w| w.get()).and_then(|t| t.fields.get(name)) {
+        let child = match WALKED.with(|w| w.get()).and_then(|t| field_id(t, name)) {
             Some(id) => self.child_by_field_id(id.get()),
             None => self.child_by_field_name(name),
         };
@@ -297,14 +344,33 @@ impl<'t> Up<'_, 't> {
 /// Calls `f` on every named descendant of `n` (pre-order) with its
 /// ancestors, without recursion limits.
 pub(crate) fn walk_tree<'t>(root: Node<'t>, f: &mut dyn FnMut(Node<'t>, &Up<'_, 't>)) {
+    walk_nodes(root, |n, up| {
+        f(n, up);
+        true
+    });
+}
+
+/// [`walk_tree`], where `f` also says whether the walk enters the named
+/// node it is given (`false`: its descendants are not visited). Each step
+/// of tree-sitter's cursor costs hundreds of instructions (over half of a
+/// Python file's facts walk), so a walker skips the subtrees it knows it
+/// never reads.
+pub(crate) fn walk_tree_pruned<'t>(
+    root: Node<'t>,
+    f: &mut dyn FnMut(Node<'t>, &Up<'_, 't>) -> bool,
+) {
+    walk_nodes(root, f);
+}
+
+/// The walk of [`walk_tree`] and [`walk_tree_pruned`], compiled for each
+/// (for `walk_tree` the test of what `f` returns folds away).
+fn walk_nodes<'t>(root: Node<'t>, mut f: impl FnMut(Node<'t>, &Up<'_, 't>) -> bool) {
     let mut cursor = root.walk();
     let mut stack: Vec<Node<'t>> = Vec::with_capacity(64);
     loop {
         let node = cursor.node();
-        if node.is_named() {
-            f(node, &Up(&stack));
-        }
-        if cursor.goto_first_child() {
+        let enter = !node.is_named() || f(node, &Up(&stack));
+        if enter && cursor.goto_first_child() {
             stack.push(node);
             continue;
         }
@@ -317,5 +383,42 @@ pub(crate) fn walk_tree<'t>(root: Node<'t>, f: &mut dyn FnMut(Node<'t>, &Up<'_, 
             }
             stack.pop();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every field name of every grammar, asked in turns across the
+    /// languages (the same names, other ids) and across names that share a
+    /// slot, three times over: each gets the id its grammar gives it.
+    #[test]
+    fn cached_field_ids_are_the_grammars() {
+        let mut asked = 0;
+        for round in 0..3 {
+            for language in Language::ALL {
+                let Some(tables) = grammar_tables(language) else {
+                    continue;
+                };
+                let grammar = &language.spec().expect("tables come from a spec").grammar;
+                for id in 1..=grammar.field_count() as u16 {
+                    let Some(name) = grammar.field_name_for_id(id) else {
+                        continue;
+                    };
+                    // A copy, not the table's own string: names match by content.
+                    let copy = name.to_string();
+                    assert_eq!(
+                        field_id(tables, &copy),
+                        grammar.field_id_for_name(name),
+                        "{language:?} {name} round {round}"
+                    );
+                    asked += 1;
+                }
+                assert_eq!(field_id(tables, "no_such_field"), None);
+                assert_eq!(field_id(tables, ""), None);
+            }
+        }
+        assert!(asked > 300, "{asked} lookups");
     }
 }

@@ -841,6 +841,62 @@ fn qualifier_text(qualifiers: &mut [Node], text: &str, separator: &str) -> Optio
     (!out.is_empty()).then_some(out)
 }
 
+/// What one capture of an extraction query stands for (see the module
+/// docs' table). Read once per compiled query from its capture names
+/// ([`capture_roles`]), so that a match's captures are sorted by index, not
+/// by comparing their names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CaptureRole {
+    Name,
+    Qualifier,
+    LocalDefinition,
+    LocalScope,
+    Receiver,
+    Trait,
+    /// `@definition.<kind>`; `None` for a kind that is not a [`NodeType`]
+    /// (the match is then dropped, as its unit would be junk).
+    Definition(Option<NodeType>),
+    /// `@reference.<kind>`; `None` for a kind other than `call`, `import`
+    /// and `type` (the match is then dropped).
+    Reference(Option<RefType>),
+    /// Any other capture (helpers of predicates): ignored.
+    Other,
+}
+
+/// The role of each capture of `query`, by capture index.
+pub(crate) fn capture_roles(query: &tree_sitter::Query) -> Vec<CaptureRole> {
+    query
+        .capture_names()
+        .iter()
+        .map(|name| capture_role(name))
+        .collect()
+}
+
+fn capture_role(name: &str) -> CaptureRole {
+    match name {
+        "name" => CaptureRole::Name,
+        "qualifier" => CaptureRole::Qualifier,
+        "local.definition" => CaptureRole::LocalDefinition,
+        "local.scope" => CaptureRole::LocalScope,
+        "receiver" => CaptureRole::Receiver,
+        "trait" => CaptureRole::Trait,
+        _ => {
+            if let Some(kind) = name.strip_prefix("definition.") {
+                CaptureRole::Definition(NodeType::from_name(kind))
+            } else if let Some(kind) = name.strip_prefix("reference.") {
+                CaptureRole::Reference(match kind {
+                    "call" => Some(RefType::Call),
+                    "import" => Some(RefType::Import),
+                    "type" => Some(RefType::TypeRef),
+                    _ => None,
+                })
+            } else {
+                CaptureRole::Other
+            }
+        }
+    }
+}
+
 fn run_query(
     spec: &LanguageSpec,
     separator: &str,
@@ -850,36 +906,37 @@ fn run_query(
     defs: &mut Vec<RawDef>,
     refs: &mut Vec<Reference>,
 ) {
-    let names = spec.query.capture_names();
+    let roles = &spec.capture_roles;
     let mut cursor = QueryCursor::new();
     let mut matches = cursor.matches(&spec.query, root, text.as_bytes());
     // Generic parameters: (name, scope start, scope end).
     let mut locals: Vec<(String, usize, usize)> = Vec::new();
     while let Some(m) = matches.next() {
-        let mut kind: Option<(&str, Node)> = None;
+        // The last `@definition.*` or `@reference.*` capture of the match.
+        let mut kind: Option<(CaptureRole, Node)> = None;
         let (mut name, mut receiver, mut trait_name) = (None, None, None);
         let mut qualifiers: Vec<Node> = Vec::new();
         let (mut local, mut scope) = (None, None);
         for cap in m.captures {
-            match names[cap.index as usize] {
-                "name" => name = name.or(Some(cap.node)),
-                "qualifier" => qualifiers.push(cap.node),
-                "local.definition" => local = local.or(Some(cap.node)),
-                "local.scope" => scope = scope.or(Some(cap.node)),
-                "receiver" => receiver = receiver.or(Some(cap.node)),
-                "trait" => trait_name = trait_name.or(Some(cap.node)),
-                other if other.starts_with("definition.") || other.starts_with("reference.") => {
-                    kind = Some((other, cap.node))
+            match roles[cap.index as usize] {
+                CaptureRole::Name => name = name.or(Some(cap.node)),
+                CaptureRole::Qualifier => qualifiers.push(cap.node),
+                CaptureRole::LocalDefinition => local = local.or(Some(cap.node)),
+                CaptureRole::LocalScope => scope = scope.or(Some(cap.node)),
+                CaptureRole::Receiver => receiver = receiver.or(Some(cap.node)),
+                CaptureRole::Trait => trait_name = trait_name.or(Some(cap.node)),
+                role @ (CaptureRole::Definition(_) | CaptureRole::Reference(_)) => {
+                    kind = Some((role, cap.node))
                 }
-                _ => {}
+                CaptureRole::Other => {}
             }
         }
         if let (Some(local), Some(scope)) = (local, scope) {
             locals.push((node_text(local, text), scope.start_byte(), scope.end_byte()));
         }
         let Some((kind, node)) = kind else { continue };
-        if let Some(def_kind) = kind.strip_prefix("definition.") {
-            let Some(node_type) = NodeType::from_name(def_kind) else {
+        if let CaptureRole::Definition(node_type) = kind {
+            let Some(node_type) = node_type else {
                 continue;
             };
             let name_text = name.map(|n| node_text(n, text)).filter(|s| !s.is_empty());
@@ -900,13 +957,8 @@ fn run_query(
                 end,
                 pattern: m.pattern_index,
             });
-        } else if let Some(ref_kind) = kind.strip_prefix("reference.") {
-            let ref_type = match ref_kind {
-                "call" => RefType::Call,
-                "import" => RefType::Import,
-                "type" => RefType::TypeRef,
-                _ => continue,
-            };
+        } else if let CaptureRole::Reference(ref_type) = kind {
+            let Some(ref_type) = ref_type else { continue };
             let Some(name_node) = name else { continue };
             let mut name_text = node_text(name_node, text)
                 .trim_matches(|c| c == '"' || c == '\'' || c == '`')
@@ -1618,5 +1670,68 @@ mod tests {
             containment_parents(&spans),
             [None, Some(0), Some(1), Some(0)]
         );
+    }
+
+    #[test]
+    fn capture_names_read_as_their_roles() {
+        assert_eq!(capture_role("name"), CaptureRole::Name);
+        assert_eq!(capture_role("qualifier"), CaptureRole::Qualifier);
+        assert_eq!(
+            capture_role("local.definition"),
+            CaptureRole::LocalDefinition
+        );
+        assert_eq!(capture_role("local.scope"), CaptureRole::LocalScope);
+        assert_eq!(capture_role("receiver"), CaptureRole::Receiver);
+        assert_eq!(capture_role("trait"), CaptureRole::Trait);
+        assert_eq!(
+            capture_role("definition.type"),
+            CaptureRole::Definition(Some(NodeType::TypeAlias))
+        );
+        assert_eq!(
+            capture_role("definition.code_block"),
+            CaptureRole::Definition(Some(NodeType::CodeBlock))
+        );
+        assert_eq!(
+            capture_role("definition.nonesuch"),
+            CaptureRole::Definition(None)
+        );
+        assert_eq!(
+            capture_role("reference.call"),
+            CaptureRole::Reference(Some(RefType::Call))
+        );
+        assert_eq!(
+            capture_role("reference.import"),
+            CaptureRole::Reference(Some(RefType::Import))
+        );
+        assert_eq!(
+            capture_role("reference.type"),
+            CaptureRole::Reference(Some(RefType::TypeRef))
+        );
+        // `type_ref` is the stored name, not a capture name.
+        assert_eq!(
+            capture_role("reference.type_ref"),
+            CaptureRole::Reference(None)
+        );
+        assert_eq!(capture_role("doc"), CaptureRole::Other);
+        // Every bundled query's roles, by capture index.
+        for language in Language::ALL {
+            let Some(spec) = language.spec() else {
+                continue;
+            };
+            let names = spec.query.capture_names();
+            assert_eq!(spec.capture_roles.len(), names.len(), "{language:?}");
+            for (name, role) in names.iter().zip(&spec.capture_roles) {
+                assert_eq!(*role, capture_role(name), "{language:?} @{name}");
+                if name.starts_with("definition.") || name.starts_with("reference.") {
+                    assert!(
+                        !matches!(
+                            role,
+                            CaptureRole::Definition(None) | CaptureRole::Reference(None)
+                        ),
+                        "{language:?} @{name} names no kind"
+                    );
+                }
+            }
+        }
     }
 }

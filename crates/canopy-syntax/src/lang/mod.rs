@@ -91,6 +91,8 @@ pub struct LanguageSpec {
     /// Sibling kinds that belong to the definition that follows them
     /// (doc comments, attributes, decorators) when directly adjacent.
     pub leading: &'static [&'static str],
+    /// What each of the query's captures stands for, by capture index.
+    pub(crate) capture_roles: Vec<extract::CaptureRole>,
 }
 
 impl Language {
@@ -184,6 +186,7 @@ impl Language {
                         .unwrap_or_else(|e| panic!("bundled query for {self:?} is invalid: {e}"));
                     LanguageSpec {
                         grammar,
+                        capture_roles: extract::capture_roles(&query),
                         query,
                         wrappers: $wrappers,
                         leading: $leading,
