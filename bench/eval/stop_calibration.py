@@ -115,6 +115,16 @@ def question(inst, form):
     raise ValueError(form)
 
 
+def load_instances():
+    """The development instances by id (instances_dev.jsonl of the shared eval folder)."""
+    insts = {}
+    with open(os.path.join(SHARED, "instances_dev.jsonl")) as f:
+        for line in f:
+            d = json.loads(line)
+            insts[d["instance_id"]] = d
+    return insts
+
+
 def load_score():
     spec = importlib.util.spec_from_file_location("shared_score", os.path.join(SHARED, "score.py"))
     mod = importlib.util.module_from_spec(spec)

@@ -127,11 +127,7 @@ def main():
     ap.add_argument("--ids", type=float, default=None)
     a = ap.parse_args()
     sc = sc_.load_score()
-    insts = {}
-    with open(os.path.join(sc_.SHARED, "instances_dev.jsonl")) as f:
-        for row in f:
-            d = json.loads(row)
-            insts[d["instance_id"]] = d
+    insts = sc_.load_instances()
     tune, report = load(a.tune_run, insts, sc), load(a.report_run, insts, sc)
     print("precision P(gold fn in first 3) at each stop rate (rate:precision), packs ordered by the model")
     # 10 folds by instance (sorted ids, round robin), so a fold never sees another form of its instance

@@ -173,11 +173,7 @@ def main():
                     help="also: precision of a stop on this share of the packs, by each score")
     a = ap.parse_args()
     sc = sc_.load_score()
-    insts = {}
-    with open(os.path.join(sc_.SHARED, "instances_dev.jsonl")) as f:
-        for line in f:
-            d = json.loads(line)
-            insts[d["instance_id"]] = d
+    insts = sc_.load_instances()
     short_words, tabs = tables()
     rows = [json.loads(l) for l in open(os.path.join(a.run, "results.jsonl"))]
     for form in a.forms.split(","):
