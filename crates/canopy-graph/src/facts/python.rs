@@ -613,6 +613,14 @@ fn assignment(cx: &mut Cx, n: Node) {
         }
         _ => return,
     };
+    // `self.parser = parser` with `parser: BlockParser` a parameter: the
+    // field is read from other methods, where the parameter is not in scope,
+    // so it takes the parameter's annotation.
+    let annotation = annotation.or_else(|| {
+        right
+            .filter(|r| field && r.kind_name() == "identifier")
+            .and_then(|r| parameter_annotation(cx, n, cx.t(r)))
+    });
     if let Some(t) = annotation {
         bind_items(cx, n.start_byte(), &name, t, field);
         let t = type_expr(cx, t);
@@ -621,6 +629,28 @@ fn assignment(cx: &mut Cx, n: Node) {
         let e = expr(cx, r).or_else(|| literal_value(r).map(str::to_string));
         cx.bind(n.start_byte(), &name, e, false, field);
     }
+}
+
+/// The annotation of parameter `param` of the function around `n`
+/// (`def __init__(self, parser: BlockParser)`), if it has one.
+fn parameter_annotation<'t>(cx: &Cx, n: Node<'t>, param: &str) -> Option<Node<'t>> {
+    let mut up = n.parent();
+    while let Some(p) = up {
+        match p.kind_name() {
+            "function_definition" => break,
+            "class_definition" | "lambda" => return None,
+            _ => up = p.parent(),
+        }
+    }
+    let params = up?.field("parameters")?;
+    let mut c = params.walk();
+    let typed = params.named_children(&mut c).find(|p| {
+        matches!(p.kind_name(), "typed_parameter" | "typed_default_parameter")
+            && p.field("name")
+                .or_else(|| p.named_child(0))
+                .is_some_and(|x| x.kind_name() == "identifier" && cx.t(x) == param)
+    });
+    typed.and_then(|p| p.field("type"))
 }
 
 /// A literal's value as a call of its builtin type (`"a"` → `str()`,

@@ -105,8 +105,10 @@ use crate::error::{CanopyError, Result};
 /// methods how many arguments they take (the unique-name guess checks it);
 /// a Rust `v[i]` is an item of `v` (`v#elem`), a `const` of a
 /// collection type binds its items, and `&[b'/', 0xFF][..]` is a `[u8]`
-/// literal.
-pub const SCHEMA_VERSION: u32 = 35;
+/// literal; 36: a Python field assigned from a typed parameter
+/// (`self.parser = parser`, `parser: BlockParser`) binds the parameter's
+/// annotation.
+pub const SCHEMA_VERSION: u32 = 36;
 
 const SCHEMA: &str = include_str!("schema.sql");
 
