@@ -289,18 +289,12 @@ mod tests {
             rowid: i,
             handle: format!("h{i:024x}"),
             file_path: format!("f{i}.rs"),
-            content_hash: String::new(),
             node_type: "function".into(),
-            name: None,
-            qualified_name: None,
-            parent_rowid: None,
-            start_byte: 0,
             end_byte: 1,
             start_line: 1,
             end_line: 1,
             token_count: 1,
-            preview_start: 0,
-            score: 0.0,
+            ..Default::default()
         }
     }
 

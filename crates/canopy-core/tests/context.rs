@@ -418,6 +418,16 @@ fn settings_check(v: &str) -> String {
     format!("def check(settings):\n    return '{v}' in settings\n")
 }
 
+/// The reason history gives for the fragment of `path` in `pack`.
+fn history_reason(pack: &ContextPack, path: &str) -> String {
+    pack.fragments
+        .iter()
+        .find(|f| f.strategy == Strategy::History && f.file_path == path)
+        .unwrap_or_else(|| panic!("{:?}", pack.fragments))
+        .reason
+        .clone()
+}
+
 /// A git repository whose settings parser and schema changed together on
 /// 2020-01-05, four days after `web/app.py` was first committed with them.
 fn dated_settings_history(r: &std::path::Path) {
@@ -469,14 +479,7 @@ fn history_of_a_kept_engine_sees_head_move() {
     let engine = Engine::open(r, EngineOptions::default()).unwrap();
     engine.keep_history_log();
     engine.index(None, &NoProgress).unwrap();
-    let schema_reason = |pack: &ContextPack| {
-        pack.fragments
-            .iter()
-            .find(|f| f.strategy == Strategy::History && f.file_path == "config/schema.py")
-            .unwrap_or_else(|| panic!("{:?}", pack.fragments))
-            .reason
-            .clone()
-    };
+    let schema_reason = |pack: &ContextPack| history_reason(pack, "config/schema.py");
     for _ in 0..2 {
         let pack = context(&engine, "parse", Some("parse"), 2_000, Strategy::History);
         let reason = schema_reason(&pack);
@@ -511,12 +514,7 @@ fn history_of_one_off_engines_sees_head_move() {
     let schema_reason = || {
         let engine = Engine::open(r, EngineOptions::default()).unwrap();
         let pack = context(&engine, "parse", Some("parse"), 2_000, Strategy::History);
-        pack.fragments
-            .iter()
-            .find(|f| f.strategy == Strategy::History && f.file_path == "config/schema.py")
-            .unwrap_or_else(|| panic!("{:?}", pack.fragments))
-            .reason
-            .clone()
+        history_reason(&pack, "config/schema.py")
     };
     let file = r.join(".canopy/history.bin");
     assert!(!file.exists());

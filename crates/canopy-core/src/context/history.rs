@@ -865,6 +865,17 @@ pub(crate) mod tests {
     /// A history with a side branch whose change to `core.py` the main line
     /// also made: git's default per-file walk would leave the branch's
     /// commit out (the merge kept main's identical file).
+    /// File sets to ask the fixture's log about: each file alone, two
+    /// together, a doc beside code, a deleted file.
+    pub(crate) const ASKS: [&[&str]; 6] = [
+        &["core.py"],
+        &["util.py"],
+        &["side.py"],
+        &["core.py", "util.py"],
+        &["docs/notes.md", "side.py"],
+        &["gone.py"],
+    ];
+
     pub(crate) fn repo() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         let r = dir.path();
@@ -900,15 +911,7 @@ pub(crate) mod tests {
         let dir = repo();
         let root = dir.path();
         let log = WholeLog::read(root, &head(root)).unwrap();
-        let asks: [&[&str]; 6] = [
-            &["core.py"],
-            &["util.py"],
-            &["side.py"],
-            &["core.py", "util.py"],
-            &["docs/notes.md", "side.py"],
-            &["gone.py"],
-        ];
-        for files in asks {
+        for files in ASKS {
             for limit in [1, 3, 50] {
                 assert_eq!(
                     log.touching(files, limit).unwrap(),

@@ -776,7 +776,7 @@ impl Drop for TempFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::history::tests::{commit_file_at, git, head, repo};
+    use crate::context::history::tests::{ASKS, commit_file_at, git, head, repo};
     use crate::context::history::{HistoryLog, git_log, head_time};
 
     #[test]
@@ -837,15 +837,6 @@ mod tests {
     fn commit_at(dir: &Path, message: &str, at: i64) {
         commit_file_at(dir, "core.py", message, at);
     }
-
-    const ASKS: [&[&str]; 6] = [
-        &["core.py"],
-        &["util.py"],
-        &["side.py"],
-        &["core.py", "util.py"],
-        &["docs/notes.md", "side.py"],
-        &["gone.py"],
-    ];
 
     /// Every ask at every limit answers as `git log` and `HEAD`'s time do
     /// at `root`, through a history that keeps its file at `file`; from the
@@ -1046,18 +1037,12 @@ mod tests {
             rowid: 1,
             handle: "h1".into(),
             file_path: path.into(),
-            content_hash: String::new(),
             node_type: "file".into(),
-            name: None,
-            qualified_name: None,
-            parent_rowid: None,
-            start_byte: 0,
             end_byte: 1,
             start_line: 1,
             end_line: 1,
             token_count: 1,
-            preview_start: 0,
-            score: 0.0,
+            ..Default::default()
         }
     }
 

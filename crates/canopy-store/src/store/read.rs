@@ -45,8 +45,9 @@ pub struct StoredFile {
     pub content_hash: String,
 }
 
-/// A unit as stored, joined with its file.
-#[derive(Clone, Debug, PartialEq)]
+/// A unit as stored, joined with its file. `Default` is an empty record
+/// (row 0, no handle or path), for tests that fill in what they read.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct NodeRecord {
     /// Row id (also the FTS rowid).
     pub rowid: i64,
