@@ -141,4 +141,25 @@ mod layering {
 #[cfg(test)]
 pub(crate) mod testing {
     pub(crate) use canopy_syntax::testing::assert_never_named;
+
+    /// A one-line unit of one token at row `rowid` (the rest empty), for
+    /// tests that read only its identity, path and kind.
+    pub(crate) fn unit_record(
+        rowid: i64,
+        handle: String,
+        file_path: &str,
+        node_type: &str,
+    ) -> crate::store::read::NodeRecord {
+        crate::store::read::NodeRecord {
+            rowid,
+            handle,
+            file_path: file_path.into(),
+            node_type: node_type.into(),
+            end_byte: 1,
+            start_line: 1,
+            end_line: 1,
+            token_count: 1,
+            ..Default::default()
+        }
+    }
 }

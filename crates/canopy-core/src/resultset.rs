@@ -285,17 +285,7 @@ mod tests {
     }
 
     fn record(i: i64) -> NodeRecord {
-        NodeRecord {
-            rowid: i,
-            handle: format!("h{i:024x}"),
-            file_path: format!("f{i}.rs"),
-            node_type: "function".into(),
-            end_byte: 1,
-            start_line: 1,
-            end_line: 1,
-            token_count: 1,
-            ..Default::default()
-        }
+        crate::testing::unit_record(i, format!("h{i:024x}"), &format!("f{i}.rs"), "function")
     }
 
     #[test]

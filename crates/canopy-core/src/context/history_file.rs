@@ -1033,17 +1033,7 @@ mod tests {
     }
 
     fn focus_on(path: &str) -> crate::store::read::NodeRecord {
-        crate::store::read::NodeRecord {
-            rowid: 1,
-            handle: "h1".into(),
-            file_path: path.into(),
-            node_type: "file".into(),
-            end_byte: 1,
-            start_line: 1,
-            end_line: 1,
-            token_count: 1,
-            ..Default::default()
-        }
+        crate::testing::unit_record(1, "h1".into(), path, "file")
     }
 
     /// Diffs a one-off process read are written once and read back by the
