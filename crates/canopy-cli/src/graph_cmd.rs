@@ -196,11 +196,18 @@ impl GraphCommand {
         let traverse = |op, a: TraverseArgs| {
             let r = GraphRequest {
                 depth: Some(a.depth),
+                offset: a.target.offset,
                 ..request(op, &a.target.target, a.target.max_results)
             };
             (r, a.format)
         };
-        let target = |op, a: TargetArgs| (request(op, &a.target, a.max_results), Format::Text);
+        let target = |op, a: TargetArgs| {
+            let r = GraphRequest {
+                offset: a.offset,
+                ..request(op, &a.target, a.max_results)
+            };
+            (r, Format::Text)
+        };
         let dependencies = |op, a: DepArgs| {
             let r = GraphRequest {
                 level: Some(level(a.package)),
@@ -451,6 +458,10 @@ pub struct TargetArgs {
     /// Most nodes in the answer (at most 100,000; 500 through --service-url, which says so in `max_results_clamped`).
     #[arg(long, default_value_t = DEFAULT_MAX_RESULTS)]
     pub max_results: usize,
+    /// callers, callees, references, type-usages: nodes to skip before
+    /// the first listed (the previous answer's `next_offset`).
+    #[arg(long)]
+    pub offset: Option<usize>,
 }
 
 /// Filters of `canopy symbols` and `canopy search`.
@@ -775,7 +786,22 @@ fn text(a: &GraphAnswer, links: &Links) -> String {
             c.asked, c.used
         );
     }
-    if a.truncated {
+    if a.offset > 0 || a.next_offset.is_some() {
+        let _ = writeln!(
+            s,
+            "(nodes {}-{} of {})",
+            a.offset + 1,
+            a.offset + a.nodes.len(),
+            a.total
+        );
+    }
+    if let Some(next) = a.next_offset {
+        let _ = writeln!(
+            s,
+            "(truncated: {} in all; next page: --offset {next})",
+            a.total
+        );
+    } else if a.truncated {
         let _ = writeln!(s, "(truncated: {} in all)", a.total);
     }
     s.trim_end().to_string()

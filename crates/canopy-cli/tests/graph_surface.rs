@@ -245,6 +245,110 @@ fn the_cli_lists_more_than_an_agents_cap_when_asked() {
     );
 }
 
+/// Handle ids of an answer's nodes, in order.
+fn node_ids(a: &Value) -> Vec<String> {
+    a["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|n| n["handle"]["id"].as_str().expect("id").to_string())
+        .collect()
+}
+
+/// An answer longer than `max_results` is paged: each page says where the
+/// next starts (`next_offset`), the pages together are the whole answer
+/// in its order with nothing twice, an offset past the end says so (and
+/// never claims "no callers"), and an operation that does not page says
+/// that too.
+#[test]
+fn a_long_answer_is_paged_with_offset() {
+    let repo = indexed(&[("m.py", &many_callers(600))]);
+    let dir = repo.dir.path();
+    let all = node_ids(&json(
+        dir,
+        &["callers", "m.py:1:4", "--max-results", "100000"],
+    ));
+    assert_eq!(all.len(), 600);
+    let mut paged = Vec::new();
+    let mut offset = 0usize;
+    let mut pages = 0;
+    loop {
+        let page = json(
+            dir,
+            &[
+                "callers",
+                "m.py:1:4",
+                "--max-results",
+                "250",
+                "--offset",
+                &offset.to_string(),
+            ],
+        );
+        pages += 1;
+        assert_eq!(page["total"], 600);
+        assert_eq!(page["offset"].as_u64().unwrap_or(0), offset as u64);
+        paged.extend(node_ids(&page));
+        match page["next_offset"].as_u64() {
+            Some(next) => {
+                assert_eq!(page["truncated"], true);
+                assert_eq!(next as usize, offset + 250);
+                offset = next as usize;
+            }
+            None => {
+                assert_eq!(page["truncated"], false, "{page}");
+                break;
+            }
+        }
+        assert!(pages < 10, "paging does not end");
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(paged, all, "the pages are the whole answer in order");
+
+    let text = canopy(
+        dir,
+        &[
+            "callers",
+            "m.py:1:4",
+            "--max-results",
+            "250",
+            "--offset",
+            "250",
+        ],
+    );
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("(nodes 251-500 of 600)"), "{text}");
+    assert!(text.contains("next page: --offset 500"), "{text}");
+
+    let past = json(dir, &["callers", "m.py:1:4", "--offset", "600"]);
+    assert_eq!(past["nodes"].as_array().map(Vec::len), Some(0));
+    assert!(past.get("empty").is_none(), "{past}");
+    assert!(
+        past["hint"]
+            .as_str()
+            .unwrap_or("")
+            .contains("past the last of 600"),
+        "{past}"
+    );
+
+    let refs = json(
+        dir,
+        &[
+            "references",
+            "m.py:1:4",
+            "--max-results",
+            "400",
+            "--offset",
+            "400",
+        ],
+    );
+    assert_eq!(refs["nodes"].as_array().map(Vec::len), Some(200));
+
+    let o = canopy(dir, &["impact", "m.py:1:4", "--offset", "5"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("`offset` pages callers"), "{err}");
+}
+
 const TS: &str = "export interface Handlers {
     onEvent?: (e: Event) => void;
     name: string;

@@ -368,6 +368,26 @@ async fn an_agents_answer_is_capped_at_500_and_says_so() {
         a["max_results_clamped"],
         json!({"asked": 1000, "used": 500})
     );
+    // The rest is one more page away: `next_offset` passed back as `offset`.
+    assert_eq!(a["next_offset"], 500, "{}", a["next_offset"]);
+    let args = json!({"path": repo.path(), "op": "callers", "target": "target", "max_results": 500, "offset": 500});
+    let rest = ok_json(&call(&client, "canopy_graph", args).await);
+    assert_eq!(rest["nodes"].as_array().map(Vec::len), Some(100));
+    assert_eq!(rest["truncated"], false);
+    assert!(rest.get("next_offset").is_none(), "{rest}");
+    let ids = |a: &serde_json::Value| -> Vec<String> {
+        a["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|n| n["handle"]["id"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let mut all = ids(&a);
+    all.extend(ids(&rest));
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 600, "two pages hold every caller once");
     client.cancel().await.expect("close");
 }
 

@@ -805,6 +805,48 @@ fn unknown_fields_are_rejected_by_name() {
     assert_eq!(ok.status, 200, "{}", ok.text());
 }
 
+/// Graph answers longer than `max_results` are paged over HTTP as
+/// through MCP and the CLI: `next_offset` passed back as `offset` lists
+/// the rest, and an operation that does not page says so (400).
+#[test]
+fn graph_answers_are_paged_with_offset_over_http() {
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(canopy_bin!(), data.path(), &Opts::default());
+    let client = server.client();
+    let mut source = String::from("def target():\n    return 1\n");
+    for i in 0..5 {
+        source.push_str(&format!("\n\ndef caller_{i}():\n    return target()\n"));
+    }
+    let repo = Repo::with_files(&[("m.py", &source)]);
+    let id = add_and_index(&client, &repo);
+    let mut names = Vec::new();
+    let mut offset = 0u64;
+    for expected_next in [Some(2u64), Some(4), None] {
+        let body = json!({"repo": id, "op": "callers", "target": "target", "max_results": 2, "offset": offset});
+        let page = post_json(&client, "/graph", &body).expect("page");
+        assert_eq!(page["total"], 5, "{page}");
+        assert_eq!(page["next_offset"].as_u64(), expected_next, "{page}");
+        assert_eq!(page["truncated"], expected_next.is_some(), "{page}");
+        for n in page["nodes"].as_array().expect("nodes") {
+            names.push(n["qualified_name"].as_str().unwrap_or_default().to_string());
+        }
+        offset = expected_next.unwrap_or(offset);
+    }
+    names.sort();
+    assert_eq!(
+        names,
+        (0..5).map(|i| format!("caller_{i}")).collect::<Vec<_>>()
+    );
+    let resp = post(
+        &client,
+        "/graph",
+        &json!({"repo": id, "op": "impact", "target": "target", "offset": 1}),
+    );
+    assert_error(&resp, 400, "validation_error");
+    let message = resp.json().unwrap()["message"].to_string();
+    assert!(message.contains("`offset` pages callers"), "{message}");
+}
+
 /// Issue 32 N8: a served answer names one generation — its freshness block
 /// says the service's generation, the one its handles carry and `/expand`
 /// checks, not the index file's own counter.

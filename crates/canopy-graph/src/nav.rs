@@ -146,6 +146,14 @@ pub struct GraphAnswer {
     pub total: usize,
     /// Whether `max_results` or the depth cut the answer.
     pub truncated: bool,
+    /// Nodes skipped before the first listed (the request's `offset`);
+    /// absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub offset: usize,
+    /// The `offset` that lists the next page, when `max_results` left
+    /// nodes out (callers, callees, references, type_usages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<usize>,
     /// Which kind of empty, when `nodes` is empty.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub empty: Option<Empty>,
@@ -253,6 +261,13 @@ pub struct Graph<'s> {
     /// The most results one answer may hold ([`MAX_RESULTS`] unless
     /// [`Graph::run_within`] set another cap for its request).
     result_cap: std::cell::Cell<usize>,
+    /// Nodes a traversal skips before it lists any (paging; set per
+    /// request by [`Graph::run_within`], 0 otherwise).
+    offset: std::cell::Cell<usize>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Whether an edge is a guess (see [`GraphNode::guess`]).
@@ -365,6 +380,12 @@ impl<'s> Graph<'s> {
         self.result_cap.set(cap.max(1));
     }
 
+    /// Sets how many nodes the next traversals skip before listing any
+    /// (a page of callers, callees, references or type usages).
+    pub(crate) fn set_offset(&self, offset: usize) {
+        self.offset.set(offset);
+    }
+
     /// A graph over `store`, for the repository at `root`.
     pub fn new(store: &'s Store, root: impl Into<PathBuf>) -> Graph<'s> {
         Graph {
@@ -374,6 +395,7 @@ impl<'s> Graph<'s> {
             cache: None,
             include_guesses: std::cell::Cell::new(false),
             result_cap: std::cell::Cell::new(MAX_RESULTS),
+            offset: std::cell::Cell::new(0),
         }
     }
 
@@ -694,6 +716,8 @@ impl<'s> Graph<'s> {
             unresolved_count: 0,
             total: 0,
             truncated: false,
+            offset: 0,
+            next_offset: None,
             empty: None,
             hint: None,
             max_results_clamped: None,
@@ -1008,9 +1032,11 @@ impl<'s> Graph<'s> {
                     queue.push_back((other, d + 1));
                 }
             }
-            // Bounds the walk's work: twenty times what the answer can
-            // hold, and never less than an agent's cap allows.
-            if found.len() > max_results.max(MAX_RESULTS) * 20 {
+            // Bounds the walk's work: twenty times what the answer (and
+            // the pages before it) can hold, and never less than an
+            // agent's cap allows.
+            let reach = self.offset.get().saturating_add(max_results);
+            if found.len() > reach.max(MAX_RESULTS).saturating_mul(20) {
                 a.truncated = true;
                 break;
             }
@@ -1024,7 +1050,7 @@ impl<'s> Graph<'s> {
             a.unresolved_count += count;
             a.unresolved.extend(un);
         }
-        if a.nodes.is_empty() {
+        if a.nodes.is_empty() && a.total == 0 {
             a.empty = Some(if a.unresolved_count > 0 {
                 Empty::Unresolved {
                     count: a.unresolved_count,
@@ -1093,10 +1119,20 @@ impl<'s> Graph<'s> {
         max_results: usize,
     ) -> Result<()> {
         a.total = found.len();
-        if found.len() > max_results {
+        let offset = self.offset.get().min(found.len());
+        a.offset = offset;
+        if found.len() - offset > max_results {
             a.truncated = true;
+            a.next_offset = Some(offset + max_results);
+        } else if offset > 0 && offset == found.len() {
+            a.hint = Some(format!(
+                "offset {} is past the last of {} nodes",
+                self.offset.get(),
+                found.len()
+            ));
         }
-        let ids: Vec<i64> = found.iter().take(max_results).map(|f| f.0).collect();
+        let page = || found.iter().skip(offset).take(max_results);
+        let ids: Vec<i64> = page().map(|f| f.0).collect();
         let mut all_ids = ids.clone();
         all_ids.extend(parents.values().copied());
         all_ids.sort_unstable();
@@ -1107,7 +1143,7 @@ impl<'s> Graph<'s> {
             .filter_map(|(id, n)| Some((*id, HandleId::parse(&n.handle)?)))
             .collect();
         let mut site_budget = MAX_SITES;
-        for (id, d, e, sites) in found.into_iter().take(max_results) {
+        for (id, d, e, sites) in found.into_iter().skip(offset).take(max_results) {
             let Some(n) = nodes.get(&id) else { continue };
             let mut g = self.graph_node(n, d, &e);
             // Sites are in the source unit's file for incoming edges, the target unit's for outgoing.

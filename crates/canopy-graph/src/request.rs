@@ -136,6 +136,19 @@ impl GraphOp {
             .find(|op| op.as_str() == name)
     }
 
+    /// Whether the operation's answer is paged by `offset`.
+    pub fn pages(self) -> bool {
+        matches!(
+            self,
+            GraphOp::Callers
+                | GraphOp::Callees
+                | GraphOp::References
+                | GraphOp::TypeUsages
+                | GraphOp::Symbols
+                | GraphOp::Search
+        )
+    }
+
     /// Whether the operation is about one target (which must then be given).
     pub fn needs_target(self) -> bool {
         !matches!(
@@ -169,6 +182,12 @@ pub struct GraphRequest {
     /// HTTP, 100,000 through the local CLI: [`Graph::run_within`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_results: Option<usize>,
+    /// Nodes to skip before the first listed: callers, callees,
+    /// references and type_usages page with it (pass the previous
+    /// answer's `next_offset`); symbols and search read it when their
+    /// `filter` has no `offset` of its own. Other operations reject it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<usize>,
     /// Files or packages (directories) for dependency operations (default file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub level: Option<Level>,
@@ -248,6 +267,7 @@ impl GraphRequest {
             to: None,
             depth: None,
             max_results: None,
+            offset: None,
             level: None,
             include_public: None,
             filter: None,
@@ -281,6 +301,12 @@ impl GraphRequest {
             return Err(CanopyError::Validation(
                 "path needs `to`: the symbol the call path should end at".into(),
             ));
+        }
+        if self.offset.is_some() && !self.op.pages() {
+            return Err(CanopyError::Validation(format!(
+                "`offset` pages callers, callees, references, type_usages, symbols and search, not {}",
+                self.op.as_str()
+            )));
         }
         if self.op != GraphOp::Path && self.to.is_some() {
             return Err(CanopyError::Validation(format!(
@@ -337,7 +363,10 @@ impl Graph<'_> {
         let level = request.level.unwrap_or_default();
         self.include_guesses
             .set(request.include_guesses.unwrap_or(false));
-        let mut response = self.dispatch(request, target, depth, max, level)?;
+        self.set_offset(request.offset.unwrap_or(0));
+        let response = self.dispatch(request, target, depth, max, level);
+        self.set_offset(0);
+        let mut response = response?;
         if let GraphResponse::Nodes(a) = &mut response
             && let Some(asked) = request.max_results.filter(|&m| m > cap)
         {
@@ -391,6 +420,7 @@ impl Graph<'_> {
             GraphOp::Detail => R::Nodes(Box::new(self.detail(target, max)?)),
             GraphOp::Symbols => {
                 let mut filter = request.filter.clone().unwrap_or_default();
+                filter.offset = filter.offset.or(request.offset);
                 if !target.is_empty() {
                     filter.path_prefix = Some(target.to_string());
                 }
@@ -398,6 +428,7 @@ impl Graph<'_> {
             }
             GraphOp::Search => {
                 let mut filter = request.filter.clone().unwrap_or_default();
+                filter.offset = filter.offset.or(request.offset);
                 filter.name = Some(target.to_string());
                 R::Symbols(self.symbols("search", &filter, max)?)
             }

@@ -156,18 +156,16 @@ impl ToolName {
                  ResultSetNotFound -> re-run the query."
             }
             ToolName::Graph => {
-                "Code graph over references resolved to their definitions (not name matches). \
+                "Code graph of references resolved to definitions (not name matches). \
                  op: callers/callees (depth 1-10), references, definition (target=path:line[:col], \
                  col 0-based; no col: the line's one site), type_usages, implementations, implements, impact (must change vs \
                  review), path (call chain target -> to), dependencies/dependents (level \
-                 file|package). target: Type.method, Type::method, pkg.Name, file.py:Type.method, a path, or \
-                 path:line:col. Nodes are handles with depth, edge_kind, confidence, how, sites \
+                 file|package). target may also be pkg.Name or file.py:Type.method. Nodes are handles with depth, edge_kind, confidence, how, sites \
                  (all, sites_total). guess=true (how=unique_name, confidence 50): receiver type \
-                 unknown, bound to the repo's only method of that name; verify before relying \
-                 on it. dependencies/dependents count resolved edges only unless \
+                 unknown, bound to the repo's only method of that name; verify it. dependencies/dependents count resolved edges only unless \
                  include_guesses. ambiguous \
                  -> retry with a candidate's path:line. empty.kind: resolved (truly none), \
-                 unresolved (same-named sites not resolvable; listed), target_not_found."
+                 unresolved (same-named sites, unresolvable; listed), target_not_found."
             }
             ToolName::Context => {
                 "The code to read before starting a task, within budget_tokens as received: a \
@@ -279,6 +277,7 @@ impl ToolName {
                     "depth": depth.clone(),
                     "level": level.clone(),
                     "max_results": max_results.clone(),
+                    "offset": {"type": "integer", "minimum": 0, "description": "Nodes to skip (a page's next_offset)"},
                     "include_guesses": guesses.clone(),
                 }),
                 vec!["path", "op", "target"],
@@ -430,16 +429,15 @@ impl Args {
             to: self.to.clone(),
             depth: self.depth,
             max_results: self.max_results,
+            // Pages callers, callees, references and type_usages, and a
+            // symbols/search answer whose filter has no offset.
+            offset: self.offset,
             level: self.level,
             include_public: self.include_public,
             include_guesses: self.include_guesses,
             include_vendored: self.include_vendored,
             include_tests: self.include_tests,
-            filter: self.filter.clone().map(|mut f| {
-                // `offset` also pages a symbols/search answer.
-                f.offset = f.offset.or(self.offset);
-                f
-            }),
+            filter: self.filter.clone(),
         })
     }
 
