@@ -251,6 +251,12 @@ pub(crate) struct Rust {
     /// (crate root, module path) → the file that is that module (the last
     /// of several).
     modules: HashMap<(String, String), FileIdx>,
+    /// Crate roots that share a folder's `crate` module, best first: a
+    /// package's `src/lib.rs` before its `src/main.rs`, and the one-file
+    /// crates of `tests/`, `examples/` and `benches/` (a module below them,
+    /// `tests/suite/mod.rs`, belongs to whichever declares `mod suite;`,
+    /// which the path alone cannot tell). Only keys with several files.
+    shared_roots: HashMap<String, Vec<FileIdx>>,
     /// The library crates by name → their `src/` folder ([`Cargo::crates`]).
     crates: HashMap<String, String>,
     /// The Cargo packages ([`Cargo::packages`]).
@@ -275,14 +281,31 @@ impl Rust {
                 .collect(),
         );
         let mut modules = HashMap::new();
+        let mut roots: HashMap<String, Vec<FileIdx>> = HashMap::new();
         for (fi, f) in files.iter() {
             if f.family == Family::Rust {
-                modules.insert(file_modules[fi].clone(), fi);
+                let key = file_modules[fi].clone();
+                if key.1 == "crate" {
+                    roots.entry(key.0.clone()).or_default().push(fi);
+                }
+                modules.insert(key, fi);
             }
+        }
+        roots.retain(|_, fs| fs.len() > 1);
+        for fs in roots.values_mut() {
+            // A library root first: `crate::x` in `src/a.rs` and
+            // `my_crate::x` elsewhere mean the library, not the binary.
+            fs.sort_by_key(|&fi| {
+                (
+                    !files[fi].path.ends_with("/lib.rs") && files[fi].path != "lib.rs",
+                    fi,
+                )
+            });
         }
         Rust {
             file_modules,
             modules,
+            shared_roots: roots,
             crates: cargo.crates.into_iter().collect(),
             packages: cargo.packages,
         }
@@ -375,6 +398,38 @@ impl Rust {
             vals = next;
         }
         vals
+    }
+
+    /// `name` in the `crate` module of a folder several crate roots share
+    /// ([`Rust::shared_roots`]): under `src/`, the library's member if it
+    /// has one, else the binary's; under `tests/` (and examples, benches),
+    /// the member of every root that has it (a name two test crates both
+    /// define stays ambiguous rather than guessed).
+    fn shared_root_member(
+        &self,
+        w: &World,
+        root: &str,
+        roots: &[FileIdx],
+        name: &str,
+        depth: u32,
+    ) -> Vec<Val> {
+        let has_sub = self.has_module(root, &format!("crate.{name}"));
+        let mut out = Vec::new();
+        for &f in roots {
+            let found: Vec<Val> = w
+                .module_member(f, name, depth)
+                .into_iter()
+                .filter(|v| !(has_sub && w.is_module_value(v)))
+                .collect();
+            if found.is_empty() {
+                continue;
+            }
+            out.extend(found);
+            if root.ends_with("src/") || root.is_empty() {
+                break;
+            }
+        }
+        out
     }
 }
 
@@ -654,7 +709,12 @@ impl LanguageRules for Rust {
         if has_sub {
             out.push(Rust::module(&m.root, &sub));
         }
-        if let Some(&f) = self.modules.get(&(m.root.clone(), m.path.clone())) {
+        let shared = (m.path == "crate")
+            .then(|| self.shared_roots.get(&m.root))
+            .flatten();
+        if let Some(roots) = shared {
+            out.extend(self.shared_root_member(w, &m.root, roots, name, depth));
+        } else if let Some(&f) = self.modules.get(&(m.root.clone(), m.path.clone())) {
             out.extend(
                 w.module_member(f, name, depth)
                     .into_iter()
