@@ -627,7 +627,30 @@ fn assignment(cx: &mut Cx, n: Node) {
         cx.bind(n.start_byte(), &name, t, true, field);
     } else if let Some(r) = right {
         let e = expr(cx, r).or_else(|| literal_value(r).map(str::to_string));
+        let e = if field {
+            e.map(|e| through_typed_parameter(cx, n, e))
+        } else {
+            e
+        };
         cx.bind(n.start_byte(), &name, e, false, field);
+    }
+}
+
+/// A field's expression whose head is an annotated parameter of the
+/// function around `n` (`self.stream = environment.tokenize(…)` with
+/// `environment: Environment`) is read in the class's scope, where the
+/// parameter is not visible: its head becomes an instance of the
+/// annotation (`Environment().tokenize()`), so the field takes the
+/// method's declared result.
+fn through_typed_parameter(cx: &Cx, n: Node, e: String) -> String {
+    let head_end = e.find(['.', '(']).unwrap_or(e.len());
+    if head_end == e.len() {
+        return e;
+    }
+    let ty = parameter_annotation(cx, n, &e[..head_end]).and_then(|t| type_expr(cx, t));
+    match ty {
+        Some(ty) => format!("{ty}(){}", &e[head_end..]),
+        None => e,
     }
 }
 
