@@ -386,6 +386,55 @@ fn walk_nodes<'t>(root: Node<'t>, mut f: impl FnMut(Node<'t>, &Up<'_, 't>) -> bo
     }
 }
 
+/// Test support: the facts `walk` gathers from `source` (a file of
+/// `language`) with the grammar's tables set, as [`super::extract`] has
+/// them before sorting.
+#[cfg(test)]
+pub(crate) fn walked_facts(
+    language: Language,
+    source: &str,
+    walk: impl FnOnce(&mut Cx, Node),
+) -> FileFacts {
+    let mut parser = tree_sitter::Parser::new();
+    parser
+        .set_language(&language.spec().expect("a grammar").grammar)
+        .expect("the grammar loads");
+    let tree = parser.parse(source, None).expect("a tree");
+    let line_starts: Vec<usize> = std::iter::once(0)
+        .chain(source.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
+    let _grammar = WalkedGrammar::set(language);
+    let mut cx = Cx::new(source, &line_starts);
+    walk(&mut cx, tree.root_node());
+    cx.facts
+}
+
+/// Test support: every fixture file of the repository (`tests/fixtures`)
+/// whose extension is one of `extensions`, with its text.
+#[cfg(test)]
+pub(crate) fn fixture_sources(extensions: &[&str]) -> Vec<(std::path::PathBuf, String)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+    let mut dirs = vec![root];
+    let mut found = Vec::new();
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("fixtures are readable") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path
+                .extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| extensions.contains(&e))
+            {
+                let text = std::fs::read_to_string(&path).expect("fixtures are UTF-8");
+                found.push((path, text));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
