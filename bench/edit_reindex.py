@@ -40,6 +40,16 @@ the text index its runs left once no event came for half a second
 (`watch::IDLE_WORK_AFTER`), so with a gap of a second or more, as between
 an agent's edits, the runs find no merging left to do.
 
+`--oneoff` measures the same edits re-indexed by a new process each time,
+as an agent without a watcher runs it: after each write (edit or restore)
+`canopy --json index REPO` runs to its end; `wall_ms` is the process's wall
+time as the script sees it (start to exit: loading the binary, opening the
+index and listing the tree included) and `cpu_ms` its user + system CPU
+(git's included: a child's children count once they are waited for),
+which a loaded machine moves less than wall time; the phases come from its debug log
+as above, plus `planned_ms` (listing the tree and comparing it with the
+index). Such a process keeps no resolver world: it reads every file's rows.
+
 `--settle S` waits S seconds after the watcher's initial run before the
 first edit (default 0: edit at once). A watcher builds the resolver's world
 in the background after its initial run (issue 28 item 5); an edit that
@@ -52,6 +62,7 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -60,7 +71,7 @@ import threading
 import time
 from pathlib import Path
 
-PHASES = ["written_ms", "resolve_ms", "prepare_ms", "rows_ms", "world_ms", "write_ms", "finished_ms"]
+PHASES = ["planned_ms", "written_ms", "resolve_ms", "prepare_ms", "rows_ms", "world_ms", "write_ms", "finished_ms"]
 
 
 def percentile(values, p):
@@ -135,6 +146,52 @@ class Watcher:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+
+class OneOff:
+    """Each run a new `canopy --json index` process (no watcher, no kept world)."""
+
+    def __init__(self, binary, repo):
+        self.binary, self.repo = binary, repo
+
+    def run(self):
+        env = dict(os.environ, CANOPY_LOG="canopy_core=debug,canopy_graph=debug", NO_COLOR="1")
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
+        proc = subprocess.run([self.binary, "--json", "index", str(self.repo)],
+                              capture_output=True, text=True, env=env, check=True)
+        wall_ms = (time.perf_counter() - started) * 1000.0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu_ms = ((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) * 1000.0
+        phases = {}
+        for line in proc.stderr.splitlines():
+            if "index run timeline" in line:
+                phases.update(kv(line))
+            elif re.search(r"\bresolved\b", line) and "prepare_ms" in line:
+                d = kv(line)
+                phases.update({k: d[k] for k in ("prepare_ms", "rows_ms", "world_ms", "write_ms") if k in d})
+                phases["resolve_ms"] = d.get("ms", 0)
+        return {"report": json.loads(proc.stdout), "phases": phases, "wall_ms": wall_ms, "cpu_ms": cpu_ms}
+
+
+def run_oneoff_round(binary, repo, files, salt, kind="line", suffix=".py"):
+    """[`run_round`] with a new index process per write (`--oneoff`)."""
+    o = OneOff(binary, repo)
+    out = []
+    for k, rel in enumerate(files):
+        path = repo / rel
+        original = path.read_bytes()
+        try:
+            text = original.decode("utf-8", "replace")
+            if kind == "function":
+                path.write_text(one_line_function(text, f"{salt}-{k}", suffix))
+            else:
+                path.write_text(one_line_edit(text, f"{salt}-{k}"))
+            out.append(("edit", rel, o.run()))
+        finally:
+            path.write_bytes(original)
+        out.append(("restore", rel, o.run()))
+    return out
 
 
 class ServeWatcher(Watcher):
@@ -310,6 +367,8 @@ def main():
                     help="seconds after each run before the next write (default: 0.1 s after a restore, none "
                          "after an edit); an agent's edits come seconds apart, and a watcher does its idle "
                          "work (text merging) in between")
+    ap.add_argument("--oneoff", action="store_true",
+                    help="a new `canopy index` process per write instead of a watcher (wall time of each)")
     ap.add_argument("--serve", action="store_true",
                     help="measure inside `canopy serve` (a watched repository) instead of `canopy watch`")
     args = ap.parse_args()
@@ -319,7 +378,8 @@ def main():
     random.Random(args.seed).shuffle(files)
     files = files[: args.edits]
     load0 = os.getloadavg()
-    print(f"repo {repo}  {'canopy serve' if args.serve else 'canopy watch'}  kind {args.kind}  edits {len(files)} x 2 (edit, restore)  rounds {args.rounds}  settle {args.settle} s  gap {args.gap if args.gap is not None else 'default'}  load at start {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
+    front = "canopy index (one-off)" if args.oneoff else "canopy serve" if args.serve else "canopy watch"
+    print(f"repo {repo}  {front}  kind {args.kind}  edits {len(files)} x 2 (edit, restore)  rounds {args.rounds}  settle {args.settle} s  gap {args.gap if args.gap is not None else 'default'}  load at start {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
     results = {name: [] for name, _ in bins}
     firsts = {name: [] for name, _ in bins}
     for r in range(args.rounds):
@@ -327,8 +387,11 @@ def main():
             # Each binary its own index (the schema may differ): build it first, outside the figures.
             shutil.rmtree(repo / ".canopy", ignore_errors=True)
             subprocess.run([path, "--quiet", "index", str(repo)], check=True, stdout=subprocess.DEVNULL)
-            got = run_round(path, repo, files, f"{name}{r}", args.kind, args.suffix, args.settle, args.serve,
-                            args.gap)
+            if args.oneoff:
+                got = run_oneoff_round(path, repo, files, f"{name}{r}", args.kind, args.suffix)
+            else:
+                got = run_round(path, repo, files, f"{name}{r}", args.kind, args.suffix, args.settle, args.serve,
+                                args.gap)
             bad = [c for _, _, c in got if c["report"]["files_indexed"] != 1]
             if bad:
                 print(f"warning: {name}: {len(bad)} run(s) did not index exactly one file", file=sys.stderr)
@@ -336,8 +399,9 @@ def main():
             firsts[name].append(got[0][2]["report"]["duration_ms"])
     load1 = os.getloadavg()
     print(f"load at end {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
-    print("| binary | runs | duration_ms p50 | p95 | max | first | " + " | ".join(f"{p} p50" for p in PHASES) + " |")
-    print("|---|---:|---:|---:|---:|---:|" + "---:|" * len(PHASES))
+    print("| binary | runs | duration_ms p50 | p95 | max | first | wall_ms p50 | p95 | cpu_ms p50 | p95 | "
+          + " | ".join(f"{p} p50" for p in PHASES) + " |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(PHASES))
     for name, _ in bins:
         got = results[name]
         d = [c["report"]["duration_ms"] for _, _, c in got]
@@ -346,8 +410,13 @@ def main():
             vals = [c["phases"][p] for _, _, c in got if p in c["phases"]]
             phases.append(f"{statistics.median(vals):.0f}" if vals else "-")
         first = statistics.median(firsts[name])
+        walls = []
+        for key in ("wall_ms", "cpu_ms"):
+            vals = [c[key] for _, _, c in got if key in c]
+            walls.append(f"{statistics.median(vals):.0f} | {percentile(vals, 95):.0f}" if vals else "- | -")
+        walls = " | ".join(walls)
         print(f"| {name} | {len(d)} | {statistics.median(d):.0f} | {percentile(d, 95):.0f} | {max(d)} | {first:.0f} | "
-              + " | ".join(phases) + " |")
+              + walls + " | " + " | ".join(phases) + " |")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ use super::model::{
     ARG, CALL_RESULT, CAST, DefFactKind, ELEM, GUARD_CALL, GUARD_OF, IMPORT_RECV, RETURNED,
     SiteKind, UNION,
 };
-use super::walker::{Cx, GrammarLookup, Up, walk_tree};
+use super::walker::{Cx, GrammarLookup, Up, walk_tree_pruned};
 
 /// The normalised expression of a value node.
 pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
@@ -216,7 +216,60 @@ fn export_local_imports(cx: &mut Cx, n: Node) {
 
 /// Walks one TypeScript / JavaScript tree.
 pub(crate) fn walk(cx: &mut Cx, root: Node) {
-    walk_tree(root, &mut |n, up| match n.kind_name() {
+    walk_with(cx, root, true);
+}
+
+/// [`walk`]; `prune`: skip the subtrees no handler reads (see
+/// [`unread_below`]; `false` only to test that skipping them changes
+/// nothing).
+fn walk_with(cx: &mut Cx, root: Node, prune: bool) {
+    walk_tree_pruned(root, &mut |n, up| {
+        // Read once: the handlers' match and the pruning test both need it.
+        let kind = n.kind_name();
+        visit(cx, n, kind, up);
+        !(prune && unread_below(cx, n, kind))
+    });
+    // In source order: a narrowed binding's end (see [`narrowing`]) was
+    // written before the bindings inside the block.
+    cx.facts.bindings.sort_by_key(|b| b.byte);
+}
+
+/// Whether no handler of [`walk`] acts on any node below `n`: then the
+/// walk does not enter it.
+/// * A string, a regular expression, or a template without `${…}` holds
+///   only its content and escapes.
+/// * An import with a source (`… from "m"`, `import "m"`): its names are
+///   declarations ([`is_declaration_name`]) that [`import_statement`]
+///   reads through its fields; but not one with attributes after the
+///   source (`with { … }`: an object), nor with a `/* … */` comment in it
+///   (a doc comment's links are read). (`import x = require("m")` has no
+///   source field: entered.)
+///
+/// Not a subtree with a syntax error in it: error recovery can put any node
+/// anywhere.
+fn unread_below(cx: &Cx, n: Node, kind: &str) -> bool {
+    if !matches!(
+        kind,
+        "string" | "regex" | "template_string" | "import_statement"
+    ) || n.has_error()
+    {
+        return false;
+    }
+    match kind {
+        "template_string" => !cx.t(n).contains("${"),
+        "import_statement" => n.field("source").is_some_and(|source| {
+            let (start, end) = (n.start_byte(), n.end_byte());
+            let before = &cx.text[start..source.start_byte()];
+            let after = cx.text[source.end_byte()..end].trim();
+            !before.contains("/*") && (after.is_empty() || after == ";")
+        }),
+        _ => true,
+    }
+}
+
+/// Hands one node to the handler of its kind (`kind`, `n`'s).
+fn visit<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
+    match kind {
         "call_expression" | "new_expression" => call_or_new(cx, n),
         "member_expression" => member(cx, n, up),
         "identifier" => identifier(cx, n, up),
@@ -260,10 +313,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
             class_like(cx, n)
         }
         _ => {}
-    });
-    // In source order: a narrowed binding's end (see [`narrowing`]) was
-    // written before the bindings inside the block.
-    cx.facts.bindings.sort_by_key(|b| b.byte);
+    }
 }
 
 /// The type a guard's return annotation (`x is T`) narrows its argument
@@ -1144,4 +1194,77 @@ fn callback(cx: &mut Cx, n: Node) {
         false,
         false,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::walker::{fixture_sources, walked_facts};
+    use crate::lang::Language;
+
+    /// The facts of a TypeScript / JavaScript walk, entering every subtree
+    /// or not.
+    fn walked(language: Language, source: &str, prune: bool) -> super::super::FileFacts {
+        walked_facts(language, source, |cx, root| {
+            super::walk_with(cx, root, prune)
+        })
+    }
+
+    /// Skipping strings, regular expressions, templates without
+    /// substitutions and imports leaves every fact as it was, in the same
+    /// order: on templates holding calls, `import x = require(…)`, import
+    /// attributes, doc comments inside imports, syntax errors, and every
+    /// TypeScript, TSX and JavaScript fixture of the repository.
+    #[test]
+    fn skipped_subtrees_hold_no_facts() {
+        let source = r#"
+import def, { a as b, type C } from "./m";
+import * as ns from './ns';
+import "side-effect";
+import data from "./data.json" with { type: jsonKind() };
+import req = require("req");
+import Alias = Space.Inner;
+import { /** {@link Linked} */ d } from "./d";
+export { e as f } from "./e";
+export * as g from "./g";
+const s = "plain \" {notCalled()}" + 'single';
+const r = /a(b)[c]\/d/gi;
+const t = `plain ${"{"} ${called(1)} ${`nested ${deep()}`}`;
+const u = `no substitution {alsoNot()}`;
+const v = tagged`x ${tagArg()}`;
+function h(x: Thing): Other { return b(ns.k(x), def, d); }
+const broken = "unclosed;
+import { half from "./half";
+const w = `open ${
+"#;
+        for language in [Language::TypeScript, Language::Tsx] {
+            assert_eq!(
+                walked(language, source, true),
+                walked(language, source, false)
+            );
+        }
+        let facts = walked(Language::TypeScript, source, true);
+        let sites: Vec<&str> = facts.sites.iter().map(|s| s.name.as_str()).collect();
+        for used in ["called", "deep", "tagArg", "jsonKind", "b", "k", "Thing"] {
+            assert!(sites.contains(&used), "{used} in {sites:?}");
+        }
+        for unseen in ["notCalled", "alsoNot"] {
+            assert!(!sites.contains(&unseen), "{unseen} in {sites:?}");
+        }
+
+        let fixtures = fixture_sources(&["ts", "tsx", "js", "mjs", "cjs", "jsx"]);
+        for (path, text) in &fixtures {
+            let language = match path.extension().and_then(|e| e.to_str()) {
+                Some("ts") => Language::TypeScript,
+                Some("tsx") => Language::Tsx,
+                _ => Language::JavaScript,
+            };
+            assert_eq!(
+                walked(language, text, true),
+                walked(language, text, false),
+                "{}",
+                path.display()
+            );
+        }
+        assert!(fixtures.len() >= 20, "{} fixtures", fixtures.len());
+    }
 }

@@ -11,7 +11,7 @@
 use tree_sitter::Node;
 
 use super::model::{DefFactKind, ELEM, FIRST_KNOWN, KEY, RETURNED, SiteKind, TUPLE, VALUE};
-use super::walker::{Cx, GrammarLookup, Up, walk_tree};
+use super::walker::{Cx, GrammarLookup, Up, walk_tree_pruned};
 
 /// The normalised expression of a value node.
 pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
@@ -81,6 +81,13 @@ fn is_declaration_name(n: Node, parent: Node) -> bool {
 /// whole, as a Rust `#![cfg(…)]` file: its units are no definitions and
 /// it has no sites.
 pub(crate) fn walk(cx: &mut Cx, root: Node) {
+    walk_with(cx, root, true);
+}
+
+/// [`walk`]; `prune`: skip the subtrees no handler reads (see
+/// [`unread_below`]; `false` only to test that skipping them changes
+/// nothing).
+fn walk_with(cx: &mut Cx, root: Node, prune: bool) {
     if root.kind_name() == "source_file" && header_builds(cx, root) == Some(false) {
         let mut c = root.walk();
         let package = root
@@ -91,7 +98,29 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         cx.facts.disabled.push((0, cx.text.len() as u32));
         return;
     }
-    walk_tree(root, &mut |n, up| match n.kind_name() {
+    walk_tree_pruned(root, &mut |n, up| {
+        // Read once: the handlers' match and the pruning test both need it.
+        let kind = n.kind_name();
+        visit(cx, n, kind, up);
+        !(prune && unread_below(n, kind))
+    });
+}
+
+/// Whether no handler of [`walk`] acts on any node below `n`: a literal
+/// (its content and escapes), or an import spec, whose name and path
+/// [`import_spec`] reads through its fields (the name is a
+/// `package_identifier`, `.` or `_`, no `identifier`). Not a subtree with a
+/// syntax error in it: error recovery can put any node anywhere.
+fn unread_below(n: Node, kind: &str) -> bool {
+    matches!(
+        kind,
+        "interpreted_string_literal" | "raw_string_literal" | "rune_literal" | "import_spec"
+    ) && !n.has_error()
+}
+
+/// Hands one node to the handler of its kind (`kind`, `n`'s).
+fn visit<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
+    match kind {
         "package_clause" => {
             if let Some(id) = n.named_child(0) {
                 cx.facts.package = Some(cx.t(id).to_string());
@@ -112,7 +141,7 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
         "type_elem" | "constraint_elem" => interface_element(cx, n, up),
         "function_declaration" | "method_declaration" | "method_elem" => function(cx, n),
         _ => {}
-    });
+    }
 }
 
 /// `f()`, `x.F()`, `pkg.F()`: a call site of the name called.
@@ -425,4 +454,65 @@ fn header_builds(cx: &Cx, root: Node) -> Option<bool> {
         .map(|k| cx.t(k))
         .collect();
     super::go_build::header_builds(&comments)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::walker::{fixture_sources, walked_facts};
+    use crate::lang::Language;
+
+    /// The facts of a Go walk, entering every subtree or not.
+    fn walked(source: &str, prune: bool) -> super::super::FileFacts {
+        walked_facts(Language::Go, source, |cx, root| {
+            super::walk_with(cx, root, prune)
+        })
+    }
+
+    /// Skipping literals and import specs leaves every fact as it was, in
+    /// the same order: on named, dot and blank imports, syntax errors, and
+    /// every Go fixture of the repository.
+    #[test]
+    fn skipped_subtrees_hold_no_facts() {
+        let source = r#"
+package main
+
+import "fmt"
+import (
+	alias "example.com/pkg/v2"
+	. "dotted/pkg"
+	_ "blank/pkg"
+	"strings" // a comment
+)
+
+func main() {
+	s := "plain \" {notCalled()}" + `raw {alsoNot()}`
+	r := '\''
+	fmt.Println(alias.Make(s, r), strings.ToUpper(s))
+	broken := "unclosed
+	import "late"
+	after()
+}
+"#;
+        assert_eq!(walked(source, true), walked(source, false));
+        let facts = walked(source, true);
+        let sites: Vec<&str> = facts.sites.iter().map(|s| s.name.as_str()).collect();
+        for used in ["Println", "Make", "ToUpper"] {
+            assert!(sites.contains(&used), "{used} in {sites:?}");
+        }
+        for unseen in ["notCalled", "alsoNot"] {
+            assert!(!sites.contains(&unseen), "{unseen} in {sites:?}");
+        }
+        assert!(facts.imports.len() >= 3, "{:?}", facts.imports);
+
+        let fixtures = fixture_sources(&["go"]);
+        for (path, text) in &fixtures {
+            assert_eq!(
+                walked(text, true),
+                walked(text, false),
+                "{}",
+                path.display()
+            );
+        }
+        assert!(fixtures.len() >= 10, "{} Go fixtures", fixtures.len());
+    }
 }

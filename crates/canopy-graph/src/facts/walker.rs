@@ -1,4 +1,4 @@
-//! The tree walk every language's fact extraction shares: [`walk_tree`]
+//! The tree walk every language's fact extraction shares: [`walk_tree_pruned`]
 //! visits each named node with its ancestors ([`Up`]), and [`Cx`] records
 //! what the per-language handlers find (sites, imports, bindings,
 //! definition facts) with their lines and columns. [`GrammarLookup`] reads
@@ -314,7 +314,7 @@ impl<'a> Cx<'a> {
     }
 }
 
-/// The ancestors of the node [`walk_tree`] visits (up to the walk's root):
+/// The ancestors of the node [`walk_tree_pruned`] visits (up to the walk's root):
 /// its parent in O(1), where tree-sitter's `Node::parent` descends from the
 /// root of the tree on every call (15% of a Django index's CPU once).
 pub(crate) struct Up<'a, 't>(&'a [Node<'t>]);
@@ -341,20 +341,12 @@ impl<'t> Up<'_, 't> {
     }
 }
 
-/// Calls `f` on every named descendant of `n` (pre-order) with its
-/// ancestors, without recursion limits.
-pub(crate) fn walk_tree<'t>(root: Node<'t>, f: &mut dyn FnMut(Node<'t>, &Up<'_, 't>)) {
-    walk_nodes(root, |n, up| {
-        f(n, up);
-        true
-    });
-}
-
-/// [`walk_tree`], where `f` also says whether the walk enters the named
-/// node it is given (`false`: its descendants are not visited). Each step
-/// of tree-sitter's cursor costs hundreds of instructions (over half of a
-/// Python file's facts walk), so a walker skips the subtrees it knows it
-/// never reads.
+/// Calls `f` on every named descendant of `root` (pre-order) with its
+/// ancestors, without recursion limits; `f` also says whether the walk
+/// enters the named node it is given (`false`: its descendants are not
+/// visited). Each step of tree-sitter's cursor costs hundreds of
+/// instructions (over half of a Python file's facts walk), so a walker
+/// skips the subtrees it knows it never reads.
 pub(crate) fn walk_tree_pruned<'t>(
     root: Node<'t>,
     f: &mut dyn FnMut(Node<'t>, &Up<'_, 't>) -> bool,
@@ -362,8 +354,7 @@ pub(crate) fn walk_tree_pruned<'t>(
     walk_nodes(root, f);
 }
 
-/// The walk of [`walk_tree`] and [`walk_tree_pruned`], compiled for each
-/// (for `walk_tree` the test of what `f` returns folds away).
+/// The walk of [`walk_tree_pruned`].
 fn walk_nodes<'t>(root: Node<'t>, mut f: impl FnMut(Node<'t>, &Up<'_, 't>) -> bool) {
     let mut cursor = root.walk();
     let mut stack: Vec<Node<'t>> = Vec::with_capacity(64);
@@ -384,6 +375,55 @@ fn walk_nodes<'t>(root: Node<'t>, mut f: impl FnMut(Node<'t>, &Up<'_, 't>) -> bo
             stack.pop();
         }
     }
+}
+
+/// Test support: the facts `walk` gathers from `source` (a file of
+/// `language`) with the grammar's tables set, as [`super::extract`] has
+/// them before sorting.
+#[cfg(test)]
+pub(crate) fn walked_facts(
+    language: Language,
+    source: &str,
+    walk: impl FnOnce(&mut Cx, Node),
+) -> FileFacts {
+    let mut parser = tree_sitter::Parser::new();
+    parser
+        .set_language(&language.spec().expect("a grammar").grammar)
+        .expect("the grammar loads");
+    let tree = parser.parse(source, None).expect("a tree");
+    let line_starts: Vec<usize> = std::iter::once(0)
+        .chain(source.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
+    let _grammar = WalkedGrammar::set(language);
+    let mut cx = Cx::new(source, &line_starts);
+    walk(&mut cx, tree.root_node());
+    cx.facts
+}
+
+/// Test support: every fixture file of the repository (`tests/fixtures`)
+/// whose extension is one of `extensions`, with its text.
+#[cfg(test)]
+pub(crate) fn fixture_sources(extensions: &[&str]) -> Vec<(std::path::PathBuf, String)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+    let mut dirs = vec![root];
+    let mut found = Vec::new();
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("fixtures are readable") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path
+                .extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| extensions.contains(&e))
+            {
+                let text = std::fs::read_to_string(&path).expect("fixtures are UTF-8");
+                found.push((path, text));
+            }
+        }
+    }
+    found.sort();
+    found
 }
 
 #[cfg(test)]

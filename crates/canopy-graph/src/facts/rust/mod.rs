@@ -19,7 +19,7 @@ use super::model::{
     Binding, DefFactKind, ELEM, IMPORT_RECV, LITERAL, PATH_HEAD, RETURNED, SiteKind, TRAIT_HINT,
     TUPLE, UFCS_SEP,
 };
-use super::walker::{Cx, GrammarLookup, Up, walk_tree};
+use super::walker::{Cx, GrammarLookup, Up, walk_tree_pruned};
 use bindings::{
     bind_bounded, bind_items, closure_bindings, for_bindings, for_body_bindings, ordered_fields,
     scrutinee_node, struct_pattern_bindings, tuple_bindings, tuple_struct_bindings,
@@ -700,41 +700,79 @@ fn in_use_tree(up: &Up) -> bool {
 
 /// Walks one Rust tree.
 pub(crate) fn walk(cx: &mut Cx, root: Node) {
+    walk_with(cx, root, true);
+}
+
+/// [`walk`]; `prune`: skip the subtrees no handler reads (compiled-out
+/// code and [`unread_below`]; `false` only to test that skipping them
+/// changes nothing).
+fn walk_with(cx: &mut Cx, root: Node, prune: bool) {
     // The end of the macro arguments last read as code ([`args`]): the
     // tokens before it were read from their parse, not token by token.
     let mut read_to = 0;
-    walk_tree(root, &mut |n, up| {
-        // Inside an item compiled out by its `cfg`: no facts. Ranges are
-        // found in walk order and do not overlap, so the last one is the
-        // only one that can hold this node.
+    walk_tree_pruned(root, &mut |n, up| {
+        // Inside an item compiled out by its `cfg`: no facts, nor in any
+        // node below. Ranges are found in walk order and do not overlap,
+        // so the last one is the only one that can hold this node.
         if let Some(&(start, end)) = cx.facts.disabled.last()
             && n.start_byte() as u32 >= start
             && n.end_byte() as u32 <= end
         {
-            return;
+            return !prune;
         }
         if n.start_byte() < read_to {
-            return;
+            return true;
         }
-        if n.kind_name() == "token_tree"
+        // Read once: the handlers' match and the pruning test both need it.
+        let kind = n.kind_name();
+        if kind == "token_tree"
             && let Some(invocation) = up.parent()
             && invocation.kind_name() == "macro_invocation"
             && let Some(parsed) = args::parse_args(cx, invocation, n)
         {
             if let Some(expression) = parsed.node() {
-                walk(cx, expression);
+                walk_with(cx, expression, prune);
             }
             token_tree_calls_from(cx, n, parsed.rest);
             read_to = parsed.rest;
-            return;
+            return true;
         }
-        walk_node(cx, n, up);
+        walk_node(cx, n, kind, up);
+        !(prune && unread_below(cx, n, kind))
     });
 }
 
-/// Hands one node to the handler of its kind.
-fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
-    match n.kind_name() {
+/// Whether no handler of [`walk`] acts on any node below `n`: then the
+/// walk does not enter it.
+/// * Literals and comments hold only their content, escapes and doc
+///   markers.
+/// * A `use` item's names are declarations ([`is_declaration_name`],
+///   [`in_use_tree`]) that [`use_declaration`] reads through its fields;
+///   but not a glob's path (`use a::*`: the identifier `a` under
+///   `use_wildcard` is a use), nor a `pub(in path)` visibility's path.
+///
+/// Not a subtree with a syntax error in it: error recovery can put any node
+/// anywhere.
+fn unread_below(cx: &Cx, n: Node, kind: &str) -> bool {
+    match kind {
+        "string_literal" | "raw_string_literal" | "char_literal" | "line_comment"
+        | "block_comment" => !n.has_error(),
+        "use_declaration" => {
+            let text = cx.t(n);
+            !n.has_error()
+                && !text.contains('*')
+                && !text
+                    .split('(')
+                    .skip(1)
+                    .any(|inside| inside.trim_start().starts_with("in"))
+        }
+        _ => false,
+    }
+}
+
+/// Hands one node to the handler of its kind (`kind`, `n`'s).
+fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
+    match kind {
         "attribute_item" | "inner_attribute_item" if cfg_attribute(cx, n) == Some(false) => {
             compile_out(cx, n);
         }
@@ -1079,5 +1117,80 @@ fn trait_item(cx: &mut Cx, n: Node) {
     for b in bounds.named_children(&mut c) {
         let e = type_expr(cx, b);
         cx.def_fact(name, e, DefFactKind::Base);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::walker::{fixture_sources, walked_facts};
+    use crate::lang::Language;
+
+    /// The facts of a Rust walk, entering every subtree or not.
+    fn walked(source: &str, prune: bool) -> super::super::FileFacts {
+        walked_facts(Language::Rust, source, |cx, root| {
+            super::walk_with(cx, root, prune)
+        })
+    }
+
+    /// Skipping literals, comments, `use` items and compiled-out code
+    /// leaves every fact as it was, in the same order: on globs and
+    /// `pub(in path)` paths (whose names are uses), macros whose arguments
+    /// hold strings, syntax errors, and every Rust fixture of the
+    /// repository.
+    #[test]
+    fn skipped_subtrees_hold_no_facts() {
+        let source = r###"
+#![allow(dead_code)]
+use std::collections::HashMap;
+use crate::a::{b::{self, C as D}, e};
+pub(crate) use super::f::G;
+use glob::*;
+use nested::{inner::*, other};
+pub(in crate::vis) use h::I;
+pub( in vis2 ) use j::K;
+/// Docs with `code()` and [`Link`].
+//! Inner docs.
+/* block /* nested */ call() */
+const S: &str = "escaped \" \n {not_called()}";
+const R: &str = r#"raw "quoted" {x()}"#;
+const C: char = '\'';
+#[cfg(any())]
+fn gone() { compiled_out(); use also::*; }
+#[cfg(any())]
+use gone::*;
+mod m {
+    #![cfg(any())]
+    fn inner() { hidden(); }
+}
+fn f(x: Thing) -> Other {
+    println!("{} {x}", g(x.y()));
+    let s = format!("{}", "lit");
+    assert_eq!(s, "lit", "message {}", h());
+    use local::Imported;
+    Imported::new(S, R, C)
+}
+fn broken() { let s = "unclosed; use half::{a b}; call_after(); }
+use after::{error
+"###;
+        assert_eq!(walked(source, true), walked(source, false));
+        let facts = walked(source, true);
+        let sites: Vec<&str> = facts.sites.iter().map(|s| s.name.as_str()).collect();
+        for used in ["glob", "inner", "vis2", "g", "h", "Thing", "Imported"] {
+            assert!(sites.contains(&used), "{used} in {sites:?}");
+        }
+        for unseen in ["not_called", "compiled_out", "hidden"] {
+            assert!(!sites.contains(&unseen), "{unseen} in {sites:?}");
+        }
+
+        let fixtures = fixture_sources(&["rs"]);
+        for (path, text) in &fixtures {
+            assert_eq!(
+                walked(text, true),
+                walked(text, false),
+                "{}",
+                path.display()
+            );
+        }
+        assert!(fixtures.len() >= 20, "{} Rust fixtures", fixtures.len());
     }
 }
