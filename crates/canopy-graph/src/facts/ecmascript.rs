@@ -5,7 +5,7 @@
 //! `export … from` re-exports (named and `*`), variable declarations with
 //! type or initialiser, typed parameters (constructor parameter properties
 //! become fields), class properties and `this.x = …` as fields, return
-//! types, `extends` / `implements`; the item types of typed collections
+//! types, accessors (`get x()`, read as `o.x`), `extends` / `implements`; the item types of typed collections
 //! (`Map<K, V>`, `T[]`, `Set<T>`), `for … of` variables and the first
 //! parameter of array callbacks (`xs.map((x) => …)`) as items, casts
 //! (`x as T`) as locals of their type.
@@ -252,6 +252,11 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
                 // `this.getAll().forEach((q) => …)` (`#ret#elem`).
                 bind_items(cx, name.start_byte(), RETURNED, r, false);
             }
+            if let Some(name) = n.field("name")
+                && has_keyword(n, "get")
+            {
+                cx.def_fact(name, Some("get".into()), DefFactKind::Getter);
+            }
         }
         "if_statement" => narrowing(cx, n),
         "comment" => doc_links(cx, n),
@@ -264,6 +269,15 @@ pub(crate) fn walk(cx: &mut Cx, root: Node) {
     // In source order: a narrowed binding's end (see [`narrowing`]) was
     // written before the bindings inside the block.
     cx.facts.bindings.sort_by_key(|b| b.byte);
+}
+
+/// Whether `keyword` (`get`, `set`) stands before a function's name.
+fn has_keyword(n: Node, keyword: &str) -> bool {
+    let name = n.field("name");
+    let mut c = n.walk();
+    n.children(&mut c)
+        .take_while(|ch| Some(*ch) != name)
+        .any(|ch| ch.kind_name() == keyword)
 }
 
 /// The type a guard's return annotation (`x is T`) narrows its argument

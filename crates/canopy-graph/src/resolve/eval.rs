@@ -378,8 +378,31 @@ impl World {
         Some(if called {
             self.call_result(&next, depth)
         } else {
-            next
+            self.read_getters(next, depth)
         })
+    }
+
+    /// A member read without a call (`pos.parent`): an accessor among the
+    /// values (`get parent()`) stands for what it returns; every other
+    /// value stays.
+    fn read_getters(&self, vals: Vec<Val>, depth: u32) -> Vec<Val> {
+        if !vals
+            .iter()
+            .any(|v| matches!(v, Val::Func(f) if self.is_getter(*f)))
+        {
+            return vals;
+        }
+        let mut out = Vec::new();
+        for v in vals {
+            match v {
+                Val::Func(f) if self.is_getter(f) => {
+                    out.extend(self.call_result(&[v], depth + 1));
+                }
+                other => out.push(other),
+            }
+        }
+        out.dedup();
+        out
     }
 
     /// What method `name` of a collection at path `before` gives back, for

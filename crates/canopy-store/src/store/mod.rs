@@ -107,8 +107,9 @@ use crate::error::{CanopyError, Result};
 /// collection type binds its items, and `&[b'/', 0xFF][..]` is a `[u8]`
 /// literal; 36: a Python field assigned from a typed parameter
 /// (`self.parser = parser`, `parser: BlockParser`) binds the parameter's
-/// annotation.
-pub const SCHEMA_VERSION: u32 = 36;
+/// annotation; 37: TypeScript / JavaScript accessors (`get x()`) are
+/// marked (`o.x` is what the getter returns).
+pub const SCHEMA_VERSION: u32 = 37;
 
 const SCHEMA: &str = include_str!("schema.sql");
 
