@@ -562,6 +562,14 @@ impl World {
                         continue;
                     }
                     match ret.strip_prefix('=') {
+                        // Several `return`s (`a∪b`, ECMAScript's inferred
+                        // result): a value only when they all agree.
+                        Some(value) if value.contains(UNION) => {
+                            let vals = self.eval(&cx, value, depth + 1);
+                            if vals.iter().all(|v| Some(v) == vals.first()) {
+                                out.extend(vals);
+                            }
+                        }
                         Some(value) => out.extend(self.eval(&cx, value, depth + 1)),
                         None => out.extend(self.eval_type(&cx, ret, depth + 1)),
                     }

@@ -108,8 +108,10 @@ use crate::error::{CanopyError, Result};
 /// literal; 36: a Python field assigned from a typed parameter
 /// (`self.parser = parser`, `parser: BlockParser`) binds the parameter's
 /// annotation; 37: TypeScript / JavaScript accessors (`get x()`) are
-/// marked (`o.x` is what the getter returns).
-pub const SCHEMA_VERSION: u32 = 37;
+/// marked (`o.x` is what the getter returns); 38: a TypeScript /
+/// JavaScript function without a declared return type records what its
+/// `return`s give (`=a∪b`, a value when they agree).
+pub const SCHEMA_VERSION: u32 = 38;
 
 const SCHEMA: &str = include_str!("schema.sql");
 
