@@ -830,6 +830,22 @@ impl World {
             }
             stack.extend(self.base_types(c, depth + 1));
         }
+        if name == ELEM && self.conventions_of(self.syms[t].file).fields_on_impl_type {
+            // An item of a type of the corpus that is an iterator (`for c
+            // in diff.iter_changes()`, `-> AllChangesIter`, `impl Iterator
+            // for AllChangesIter { type Item = Change; }`): its associated
+            // `Item`, an alias whose members are those of what it names.
+            let (items, _) = self.member_defs(&Val::Inst(t), "Item", depth + 1);
+            let items: Vec<Val> = items
+                .into_iter()
+                .filter(|&a| self.syms[a].node_type == NodeType::TypeAlias && self.has_bases(a))
+                .filter(|&a| self.in_iterator_impl(a))
+                .map(Val::Inst)
+                .collect();
+            if !items.is_empty() {
+                return items;
+            }
+        }
         // `items#k` of a field whose own type names no collection
         // (`items: Pairs`, `type Pairs = IndexMap<Key, Item>`): the item
         // the field's type has as a field of its own (`#k`).
@@ -852,6 +868,19 @@ impl World {
                 .collect();
         }
         Vec::new()
+    }
+
+    /// Whether unit `a` sits in an `impl Iterator for …` block (the trait's
+    /// last path segment), not in an `IntoIterator` one or another trait's.
+    fn in_iterator_impl(&self, a: SymId) -> bool {
+        let Some(i) = self.parent_of(a) else {
+            return false;
+        };
+        self.syms[i].node_type == NodeType::Impl
+            && self.impl_traits.get(&self.syms[i].name).is_some_and(|v| {
+                v.iter()
+                    .any(|(s, tr)| *s == i && tr.rsplit(['.', '\u{0}']).next() == Some("Iterator"))
+            })
     }
 
     /// `impl Foo` → the `Foo` type when it can be found, else the impl itself.
