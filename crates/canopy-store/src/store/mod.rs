@@ -110,8 +110,10 @@ use crate::error::{CanopyError, Result};
 /// annotation; 37: TypeScript / JavaScript accessors (`get x()`) are
 /// marked (`o.x` is what the getter returns); 38: a TypeScript /
 /// JavaScript function without a declared return type records what its
-/// `return`s give (`=a∪b`, a value when they agree).
-pub const SCHEMA_VERSION: u32 = 38;
+/// `return`s give (`=a∪b`, a value when they agree); 39: a Rust `&x`
+/// pattern binds `x` as `x` alone would (`while let Some(&op) =
+/// ops.get(i)`).
+pub const SCHEMA_VERSION: u32 = 39;
 
 const SCHEMA: &str = include_str!("schema.sql");
 
