@@ -112,8 +112,9 @@ use crate::error::{CanopyError, Result};
 /// JavaScript function without a declared return type records what its
 /// `return`s give (`=a∪b`, a value when they agree); 39: a Rust `&x`
 /// pattern binds `x` as `x` alone would (`while let Some(&op) =
-/// ops.get(i)`).
-pub const SCHEMA_VERSION: u32 = 39;
+/// ops.get(i)`); 40: a Rust `o.and_then(|i| v.get(i))` is the closure's
+/// value (`v.get()`).
+pub const SCHEMA_VERSION: u32 = 40;
 
 const SCHEMA: &str = include_str!("schema.sql");
 
