@@ -179,7 +179,8 @@ impl WorldFacts {
                     1 => DefFactKind::Returns,
                     2 => DefFactKind::ImplTrait,
                     3 => DefFactKind::ImplType,
-                    _ => DefFactKind::Arity,
+                    4 => DefFactKind::Arity,
+                    _ => DefFactKind::Getter,
                 },
             });
         }

@@ -5,7 +5,7 @@
 //! `export … from` re-exports (named and `*`), variable declarations with
 //! type or initialiser, typed parameters (constructor parameter properties
 //! become fields), class properties and `this.x = …` as fields, return
-//! types, `extends` / `implements`; the item types of typed collections
+//! types, accessors (`get x()`, read as `o.x`), `extends` / `implements`; the item types of typed collections
 //! (`Map<K, V>`, `T[]`, `Set<T>`), `for … of` variables and the first
 //! parameter of array callbacks (`xs.map((x) => …)`) as items, casts
 //! (`x as T`) as locals of their type.
@@ -304,6 +304,15 @@ fn visit<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
                 // `getAll(): Query[]`: what its items are, for
                 // `this.getAll().forEach((q) => …)` (`#ret#elem`).
                 bind_items(cx, name.start_byte(), RETURNED, r, false);
+            } else if let (Some(name), Some(body)) = (n.field("name"), n.field("body")) {
+                // No declared type: what its `return`s give, when they agree.
+                let value = inferred_result(cx, n, body).map(|e| format!("={e}"));
+                cx.def_fact(name, value, DefFactKind::Returns);
+            }
+            if let Some(name) = n.field("name")
+                && has_keyword(n, "get")
+            {
+                cx.def_fact(name, Some("get".into()), DefFactKind::Getter);
             }
         }
         "if_statement" => narrowing(cx, n),
@@ -314,6 +323,64 @@ fn visit<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
         }
         _ => {}
     }
+}
+
+/// Whether `keyword` (`get`, `*`, `async`) stands before a function's name.
+fn has_keyword(n: Node, keyword: &str) -> bool {
+    let name = n.field("name");
+    let mut c = n.walk();
+    n.children(&mut c)
+        .take_while(|ch| Some(*ch) != name)
+        .any(|ch| ch.kind_name() == keyword)
+}
+
+/// What a function without a declared return type returns, from its own
+/// body's `return`s (not those of functions nested in it): their values'
+/// expressions joined by [`UNION`] (the resolver takes the value only when
+/// they all agree). `None` when one is unknown (a literal, a ternary), when
+/// none returns a value, for a generator, or past a few alternatives. A
+/// `return null` / `return undefined` / bare `return` is skipped, as a
+/// declared `T | null` reads as `T`. Evaluating the result is bounded by
+/// the resolver's depth, so `f() { return f() }` cannot recurse without end.
+fn inferred_result(cx: &Cx, f: Node, body: Node) -> Option<String> {
+    if has_keyword(f, "*") || body.kind_name() != "statement_block" {
+        return None;
+    }
+    let mut alts: Vec<String> = Vec::new();
+    let mut stack = vec![body];
+    while let Some(x) = stack.pop() {
+        match x.kind_name() {
+            "function_declaration"
+            | "function_expression"
+            | "arrow_function"
+            | "method_definition"
+            | "class"
+            | "class_declaration"
+            | "generator_function"
+            | "generator_function_declaration" => continue,
+            "return_statement" => {
+                let Some(v) = x.named_child(0) else {
+                    continue;
+                };
+                if matches!(cx.t(v), "null" | "undefined") {
+                    continue;
+                }
+                let e = expr(cx, v)?;
+                if !alts.contains(&e) {
+                    alts.push(e);
+                }
+                if alts.len() > 4 {
+                    return None;
+                }
+                continue;
+            }
+            _ => {}
+        }
+        let mut c = x.walk();
+        stack.extend(x.named_children(&mut c));
+    }
+    alts.sort();
+    (!alts.is_empty()).then(|| alts.join(&UNION.to_string()))
 }
 
 /// The type a guard's return annotation (`x is T`) narrows its argument

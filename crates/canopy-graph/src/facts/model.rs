@@ -103,6 +103,9 @@ pub enum DefFactKind {
     /// How many arguments a method takes, `min:max` (`max` is `*` with a
     /// rest parameter): TypeScript / JavaScript, for the unique-name guess.
     Arity = 4,
+    /// The function is an accessor read as a field (a TypeScript /
+    /// JavaScript `get x()`): `o.x` without a call is what it returns.
+    Getter = 5,
 }
 
 /// Everything resolution needs to know about one file, besides its units.
@@ -295,9 +298,10 @@ impl Reader<'_> {
 
 /// 2: imports carry `exported`. 3: sites in a stream of their own.
 /// 4: compiled-out ranges. 5: imports carry their line. 6: sites carry
-/// their argument count, definition facts a third kind bit. (The store keeps both streams compressed; the
+/// their argument count, definition facts a third kind bit. 7: getters
+/// ([`DefFactKind::Getter`]). (The store keeps both streams compressed; the
 /// format is that of what they inflate to.)
-pub(super) const FORMAT: u64 = 6;
+pub(super) const FORMAT: u64 = 7;
 
 /// A file's facts encoded: what resolving other files needs of it
 /// (`world`: imports, bindings, definition facts, package) apart from its

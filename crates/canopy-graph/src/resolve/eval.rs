@@ -378,8 +378,31 @@ impl World {
         Some(if called {
             self.call_result(&next, depth)
         } else {
-            next
+            self.read_getters(next, depth)
         })
+    }
+
+    /// A member read without a call (`pos.parent`): an accessor among the
+    /// values (`get parent()`) stands for what it returns; every other
+    /// value stays.
+    fn read_getters(&self, vals: Vec<Val>, depth: u32) -> Vec<Val> {
+        if !vals
+            .iter()
+            .any(|v| matches!(v, Val::Func(f) if self.is_getter(*f)))
+        {
+            return vals;
+        }
+        let mut out = Vec::new();
+        for v in vals {
+            match v {
+                Val::Func(f) if self.is_getter(f) => {
+                    out.extend(self.call_result(&[v], depth + 1));
+                }
+                other => out.push(other),
+            }
+        }
+        out.dedup();
+        out
     }
 
     /// What method `name` of a collection at path `before` gives back, for
@@ -539,6 +562,14 @@ impl World {
                         continue;
                     }
                     match ret.strip_prefix('=') {
+                        // Several `return`s (`a∪b`, ECMAScript's inferred
+                        // result): a value only when they all agree.
+                        Some(value) if value.contains(UNION) => {
+                            let vals = self.eval(&cx, value, depth + 1);
+                            if vals.iter().all(|v| Some(v) == vals.first()) {
+                                out.extend(vals);
+                            }
+                        }
                         Some(value) => out.extend(self.eval(&cx, value, depth + 1)),
                         None => out.extend(self.eval_type(&cx, ret, depth + 1)),
                     }
@@ -799,6 +830,22 @@ impl World {
             }
             stack.extend(self.base_types(c, depth + 1));
         }
+        if name == ELEM && self.conventions_of(self.syms[t].file).fields_on_impl_type {
+            // An item of a type of the corpus that is an iterator (`for c
+            // in diff.iter_changes()`, `-> AllChangesIter`, `impl Iterator
+            // for AllChangesIter { type Item = Change; }`): its associated
+            // `Item`, an alias whose members are those of what it names.
+            let (items, _) = self.member_defs(&Val::Inst(t), "Item", depth + 1);
+            let items: Vec<Val> = items
+                .into_iter()
+                .filter(|&a| self.syms[a].node_type == NodeType::TypeAlias && self.has_bases(a))
+                .filter(|&a| self.in_iterator_impl(a))
+                .map(Val::Inst)
+                .collect();
+            if !items.is_empty() {
+                return items;
+            }
+        }
         // `items#k` of a field whose own type names no collection
         // (`items: Pairs`, `type Pairs = IndexMap<Key, Item>`): the item
         // the field's type has as a field of its own (`#k`).
@@ -821,6 +868,19 @@ impl World {
                 .collect();
         }
         Vec::new()
+    }
+
+    /// Whether unit `a` sits in an `impl Iterator for …` block (the trait's
+    /// last path segment), not in an `IntoIterator` one or another trait's.
+    fn in_iterator_impl(&self, a: SymId) -> bool {
+        let Some(i) = self.parent_of(a) else {
+            return false;
+        };
+        self.syms[i].node_type == NodeType::Impl
+            && self.impl_traits.get(&self.syms[i].name).is_some_and(|v| {
+                v.iter()
+                    .any(|(s, tr)| *s == i && tr.rsplit(['.', '\u{0}']).next() == Some("Iterator"))
+            })
     }
 
     /// `impl Foo` → the `Foo` type when it can be found, else the impl itself.

@@ -175,6 +175,7 @@ impl FilePart {
             bases,
             returns,
             arity,
+            getters,
             fields,
             scopes,
             by_name,
@@ -186,6 +187,7 @@ impl FilePart {
             bases: renumber_keys(bases, remap),
             returns: renumber_keys(returns, remap),
             arity: renumber_keys(arity, remap),
+            getters: renumber_keys(getters, remap),
             fields: renumber_keys(fields, remap),
             scopes: Table::new(
                 scopes
@@ -276,6 +278,8 @@ pub(super) struct FilePart {
     returns: HashMap<SymId, u32>,
     /// Argument-count fact of its methods ([`DefFactKind::Arity`]).
     arity: HashMap<SymId, u32>,
+    /// Its accessors read as fields ([`DefFactKind::Getter`]), with the fact.
+    getters: HashMap<SymId, u32>,
     /// Fields of its class-like units (bindings of the file).
     fields: HashMap<SymId, Vec<BindingIdx>>,
     /// Per binding (index into the file's bindings): the unit of its scope.
@@ -932,6 +936,11 @@ impl World {
         Some(facts.s(facts.defs[d as usize].expr))
     }
 
+    /// Whether function `f` is an accessor read as a field (`get x()`).
+    pub(super) fn is_getter(&self, f: SymId) -> bool {
+        self.part(self.syms[f].file).getters.contains_key(&f)
+    }
+
     /// How many arguments method `f` takes, as its facts wrote it
     /// (`min:max`, [`DefFactKind::Arity`]).
     pub(super) fn arity_of(&self, f: SymId) -> Option<&str> {
@@ -968,6 +977,9 @@ impl World {
                 DefFactKind::Base => part.bases.entry(si).or_default().push(di),
                 DefFactKind::Arity => {
                     part.arity.insert(si, di);
+                }
+                DefFactKind::Getter => {
+                    part.getters.insert(si, di);
                 }
                 _ => {
                     part.returns.insert(si, di);

@@ -107,9 +107,16 @@ use crate::error::{CanopyError, Result};
 /// collection type binds its items, and `&[b'/', 0xFF][..]` is a `[u8]`
 /// literal; 36: a Python field assigned from a typed parameter
 /// (`self.parser = parser`, `parser: BlockParser`) binds the parameter's
-/// annotation; 37: and one assigned from a call on such a parameter
-/// (`self.stream = environment.tokenize()`) reads it through the annotation.
-pub const SCHEMA_VERSION: u32 = 37;
+/// annotation; 37: TypeScript / JavaScript accessors (`get x()`) are
+/// marked (`o.x` is what the getter returns); 38: a TypeScript /
+/// JavaScript function without a declared return type records what its
+/// `return`s give (`=a∪b`, a value when they agree); 39: a Rust `&x`
+/// pattern binds `x` as `x` alone would (`while let Some(&op) =
+/// ops.get(i)`); 40: a Rust `o.and_then(|i| v.get(i))` is the closure's
+/// value (`v.get()`); 41: a Python field assigned from a call on an
+/// annotated parameter (`self.stream = environment.tokenize()`) reads the
+/// call through the annotation.
+pub const SCHEMA_VERSION: u32 = 41;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

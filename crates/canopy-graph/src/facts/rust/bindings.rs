@@ -74,13 +74,18 @@ fn pattern_elements(p: Node) -> Vec<Node> {
 
 /// A pattern with `ref` / `mut` / `ref mut` taken off.
 fn bare_pattern(mut p: Node) -> Node {
-    while matches!(p.kind_name(), "ref_pattern" | "mut_pattern") {
-        match p.named_child(p.named_child_count().saturating_sub(1)) {
-            Some(inner) => p = inner,
-            None => break,
-        }
+    loop {
+        let inner = p.named_child(p.named_child_count().saturating_sub(1));
+        p = match (p.kind_name(), inner) {
+            ("ref_pattern" | "mut_pattern", Some(inner)) => inner,
+            // `&x` (`while let Some(&op) = ops.get(i)`, `for &x in v`)
+            // names a value of the same type as `x` would; a destructured
+            // `&(a, b)` is left as it was (a tuple literal's items are
+            // not read so, and `&str` pairs then met `HeaderValue`'s).
+            ("reference_pattern", Some(inner)) if inner.kind_name() == "identifier" => inner,
+            _ => return p,
+        };
     }
-    p
 }
 
 /// The value a top-level pattern is matched against — the `match`

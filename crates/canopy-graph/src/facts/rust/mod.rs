@@ -157,6 +157,9 @@ pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
             if let Some(inner) = wrapped_map(cx, n) {
                 return expr(cx, inner);
             }
+            if let Some(body) = and_then_body(cx, n) {
+                return Some(body);
+            }
             let f = expr(cx, n.field("function")?)?;
             // `mem::take(x)` / `mem::replace(x, v)` give back a value of `x`'s type.
             if matches!(f.rsplit('.').next(), Some("take" | "replace"))
@@ -205,6 +208,35 @@ pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// `ops.get()` of `i.checked_sub(1).and_then(|idx| ops.get(idx))`: what an
+/// `Option` / `Result`'s `and_then` gives is its closure's value (both
+/// are transparent), when the closure's body is an expression that does
+/// not start at one of its parameters (`|x| x.next()`: `x` is no name
+/// outside the closure).
+fn and_then_body(cx: &Cx, call: Node) -> Option<String> {
+    let f = call.field("function")?;
+    if f.kind_name() != "field_expression" || cx.t(f.field("field")?) != "and_then" {
+        return None;
+    }
+    let args = call.field("arguments")?;
+    let closure = args
+        .named_child(0)
+        .filter(|c| c.kind_name() == "closure_expression" && args.named_child_count() == 1)?;
+    let body = closure.field("body")?;
+    let value = expr(cx, body)?;
+    let head = value.split('.').next().unwrap_or_default();
+    let head = head.strip_suffix("()").unwrap_or(head);
+    let params = closure.field("parameters")?;
+    let mut c = params.walk();
+    let shadowed = params.named_children(&mut c).any(|p| {
+        cx.t(p)
+            .trim_start_matches(['&', ' '])
+            .trim_start_matches("mut ")
+            == head
+    });
+    (!shadowed).then_some(value)
 }
 
 /// `x` of `x.map(Cow::Borrowed)` (`Box::new`, `Some`, …: a constructor
