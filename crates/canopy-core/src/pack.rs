@@ -336,6 +336,10 @@ struct Tuning {
     rerank: f64,
     rerank_n: f64,
     rerank_len: f64,
+    /// Same-file callees ([`with_local_callees`]): each of the first
+    /// `local` selected functions brings in, just below it, the best-ranked
+    /// candidate it calls in its own file (0: off).
+    local: f64,
 }
 
 impl Tuning {
@@ -357,6 +361,7 @@ impl Tuning {
             rerank: 0.0,
             rerank_n: 30.0,
             rerank_len: 64.0,
+            local: 0.0,
         };
         for (k, v) in crate::knobs::measuring_knobs("CANOPY_PACK_TUNING") {
             match k.as_str() {
@@ -376,6 +381,7 @@ impl Tuning {
                 "rerank" => t.rerank = v,
                 "rerank_n" => t.rerank_n = v,
                 "rerank_len" => t.rerank_len = v,
+                "local" => t.local = v,
                 _ => {}
             }
         }
@@ -812,6 +818,13 @@ pub(crate) fn build(
     let max_tokens = params.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS).max(1);
     let r = rank_question(snapshot, params)?;
     let selected = select(&r.ranked, max_handles(params), caps, max_tokens);
+    let selected = with_local_callees(
+        store,
+        selected,
+        &r.ranked,
+        Tuning::get().local as usize,
+        (max_handles(params), max_tokens),
+    )?;
     let mut pack = assemble(
         store,
         session,
@@ -1569,6 +1582,110 @@ fn follow_delegation(
     merged.extend(added);
     merged.sort_by(by_rank);
     Ok(Some(merged))
+}
+
+/// Same-file callees: the fix is often in a helper of the function that
+/// matched (`hermite_normal_form` → `_hermite_normal_form`,
+/// `QuerySet.bulk_create` → `_batched_insert`), and the pack already shows
+/// that function's file. Each of the first `callers` selected functions
+/// outside tests brings in, just below it, the best-ranked candidate that it
+/// calls by name and that is a function of its own file or a method of its
+/// own class (not selected, not nested with a selected handle), even over
+/// the per-file cap. A method of another class in the file is left out: a
+/// call by a common name (`distance`, `deconstruct`) would pull in every
+/// class's own. The callee takes the place of the last handle of a file
+/// shown twice (else the last handle) when the pack is full, and comes in
+/// only if it fits the token budget, so the order of the files, and all
+/// but at most one of them, stay.
+fn with_local_callees<'a>(
+    store: &Store,
+    selected: Vec<&'a Scored>,
+    ranked: &'a [Scored],
+    callers: usize,
+    limits: (usize, u64),
+) -> Result<Vec<&'a Scored>> {
+    if callers == 0 {
+        return Ok(selected);
+    }
+    let (max_handles, max_tokens) = limits;
+    let mut out = selected.clone();
+    for s in selected.iter().take(callers) {
+        let n = &s.node;
+        if !matches!(n.node_type.as_str(), "function" | "method") || is_test_path(&n.file_path) {
+            continue;
+        }
+        let Some(callee) = local_callee(store, n, ranked, &out)? else {
+            continue;
+        };
+        let mut next = out.clone();
+        if next.len() >= max_handles {
+            let repeat = (0..next.len()).rev().find(|&i| {
+                next.iter()
+                    .filter(|o| o.node.file_path == next[i].node.file_path)
+                    .count()
+                    > 1
+            });
+            next.remove(repeat.unwrap_or(next.len() - 1));
+        }
+        let at = next
+            .iter()
+            .position(|o| o.node.rowid == n.rowid)
+            .map_or(next.len(), |p| p + 1);
+        next.insert(at, callee);
+        let tokens: u64 = next.iter().map(|o| u64::from(o.node.token_count)).sum();
+        if tokens <= max_tokens {
+            out = next;
+        }
+    }
+    Ok(out)
+}
+
+/// The best-ranked candidate `caller` calls that is a function of its file
+/// or a method of its class, neither selected nor nested with a handle of
+/// `out` ([`with_local_callees`]).
+fn local_callee<'a>(
+    store: &Store,
+    caller: &NodeRecord,
+    ranked: &'a [Scored],
+    out: &[&Scored],
+) -> Result<Option<&'a Scored>> {
+    let calls: HashSet<String> = store
+        .refs_in_unit(caller.rowid, 200)?
+        .into_iter()
+        .filter(|(_, ty)| ty == "call")
+        .filter_map(|(name, _)| name.rsplit('.').next().map(str::to_string))
+        .collect();
+    if calls.is_empty() {
+        return Ok(None);
+    }
+    let owner = |q: &str| q.rsplit_once('.').map(|(o, _)| o.to_string());
+    let caller_owner = caller.qualified_name.as_deref().and_then(owner);
+    let overlaps = |a: &NodeRecord, b: &NodeRecord| {
+        a.file_path == b.file_path && a.start_byte < b.end_byte && b.start_byte < a.end_byte
+    };
+    Ok(ranked.iter().find(|r| {
+        let c = &r.node;
+        let local = match c.node_type.as_str() {
+            "function" => c
+                .qualified_name
+                .as_deref()
+                .is_some_and(|q| !q.contains('.')),
+            "method" => {
+                caller_owner.is_some()
+                    && c.qualified_name.as_deref().and_then(owner) == caller_owner
+            }
+            _ => false,
+        };
+        c.file_path == caller.file_path
+            && local
+            && c.rowid != caller.rowid
+            && c.token_count > FILLER_TOKENS
+            && c.name
+                .as_deref()
+                .and_then(|q| q.rsplit('.').next())
+                .is_some_and(|own| calls.contains(own))
+            && !out.iter().any(|o| overlaps(&o.node, c))
+    }))
 }
 
 /// Bounded plan: look up definitions of names the best handles call.
