@@ -156,8 +156,8 @@ impl ToolName {
                  ResultSetNotFound -> re-run the query."
             }
             ToolName::Graph => {
-                "Code graph of references resolved to definitions (not name matches). \
-                 op: callers/callees (depth 1-10), references, definition (target=path:line[:col], \
+                "Code graph: references resolved to definitions, not name matches. \
+                 op: callers/callees (with depth), references, definition (target=path:line[:col], \
                  col 0-based; no col: the line's one site), type_usages, implementations, implements, impact (must change vs \
                  review), path (call chain target -> to), dependencies/dependents (level \
                  file|package). target may also be pkg.Name or file.py:Type.method. Nodes are handles with depth, edge_kind, confidence, how, sites \
@@ -165,7 +165,7 @@ impl ToolName {
                  unknown, bound to the repo's only method of that name; verify it. dependencies/dependents count resolved edges only unless \
                  include_guesses. ambiguous \
                  -> retry with a candidate's path:line. empty.kind: resolved (truly none), \
-                 unresolved (same-named sites, unresolvable; listed), target_not_found."
+                 unresolved (unresolvable same-named sites, listed), target_not_found."
             }
             ToolName::Context => {
                 "The code to read before starting a task, within budget_tokens as received: a \
@@ -277,7 +277,7 @@ impl ToolName {
                     "depth": depth.clone(),
                     "level": level.clone(),
                     "max_results": max_results.clone(),
-                    "offset": {"type": "integer", "minimum": 0, "description": "Nodes to skip (a page's next_offset)"},
+                    "offset": {"type": "integer", "minimum": 0, "description": "Skip N nodes (next_offset)"},
                     "include_guesses": guesses.clone(),
                 }),
                 vec!["path", "op", "target"],
