@@ -741,7 +741,7 @@ fn summaries_describe_a_file_and_a_package() {
 
             let package = g.summary("package_summary", "pkg/", 50)?;
             assert_eq!(package.target, "pkg");
-            assert_eq!(package.files, 4);
+            assert_eq!(package.files, 5);
             assert!(
                 package
                     .top_symbols

@@ -594,9 +594,14 @@ fn import_from_statement(cx: &mut Cx, n: Node) {
 
 /// `x = v`, `x: T = v`, `self.x = v` (a field of the class).
 fn assignment(cx: &mut Cx, n: Node) {
-    let (Some(left), right) = (n.field("left"), n.field("right")) else {
+    let (Some(left), mut right) = (n.field("left"), n.field("right")) else {
         return;
     };
+    // `ib = attr = attrib`: every name of a chain is bound to its last value
+    // (the inner `attr = attrib` is an assignment of its own).
+    while let Some(r) = right.filter(|r| r.kind_name() == "assignment") {
+        right = r.field("right");
+    }
     let annotation = n.field("type");
     let (name, field) = match left.kind_name() {
         "identifier" => (cx.t(left).to_string(), false),

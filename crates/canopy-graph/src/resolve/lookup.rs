@@ -6,7 +6,7 @@
 
 use super::eval::{Ctx, MAX_DEPTH, Val};
 use super::ids::{BindingIdx, FileIdx, Idx, ImportIdx, SymId};
-use super::lang::Among;
+use super::lang::{Among, Family};
 use super::world::{World, is_classlike};
 use crate::facts::model::{CALL_RESULT, PARAM_VALUE};
 use crate::lang::NodeType;
@@ -524,7 +524,30 @@ impl World {
         if let Some(sub) = self.rules_of(f).submodule(self, f, name) {
             return vec![sub];
         }
+        let variable = self.module_variable(f, fu, name, depth);
+        if !variable.is_empty() {
+            return variable;
+        }
         self.glob_reexport(f, name, depth)
+    }
+
+    /// A Python module's top-level variable read from outside it (`ib =
+    /// attrib` in `attr/__init__.py`, read as `attr.ib` or imported with
+    /// `from attr import ib`): its value as the module's own code sees it
+    /// at its end. Other languages reach their module-level values as
+    /// units (`const`, `static`, `export const`) or package members.
+    fn module_variable(&self, f: FileIdx, fu: SymId, name: &str, depth: u32) -> Vec<Val> {
+        if self.files[f].family != Family::Python {
+            return Vec::new();
+        }
+        let cx = Ctx {
+            file: f,
+            byte: u32::MAX,
+            scope: fu,
+        };
+        self.local_binding(&cx, fu, name, depth + 1, false)
+            .map(|(vals, _)| vals)
+            .unwrap_or_default()
     }
 
     /// `name` through the glob imports file `f` re-exports.

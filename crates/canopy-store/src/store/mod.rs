@@ -115,8 +115,9 @@ use crate::error::{CanopyError, Result};
 /// ops.get(i)`); 40: a Rust `o.and_then(|i| v.get(i))` is the closure's
 /// value (`v.get()`); 41: a Python field assigned from a call on an
 /// annotated parameter (`self.stream = environment.tokenize()`) reads the
-/// call through the annotation.
-pub const SCHEMA_VERSION: u32 = 41;
+/// call through the annotation; 42: every name of a Python chained
+/// assignment (`ib = attr = attrib`) is bound to its last value.
+pub const SCHEMA_VERSION: u32 = 42;
 
 const SCHEMA: &str = include_str!("schema.sql");
 
