@@ -163,15 +163,32 @@ class OneOff:
         wall_ms = (time.perf_counter() - started) * 1000.0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu_ms = ((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) * 1000.0
-        phases = {}
-        for line in proc.stderr.splitlines():
-            if "index run timeline" in line:
-                phases.update(kv(line))
-            elif re.search(r"\bresolved\b", line) and "prepare_ms" in line:
-                d = kv(line)
-                phases.update({k: d[k] for k in ("prepare_ms", "rows_ms", "world_ms", "write_ms") if k in d})
-                phases["resolve_ms"] = d.get("ms", 0)
+        phases = timeline_phases(proc.stderr)
         return {"report": json.loads(proc.stdout), "phases": phases, "wall_ms": wall_ms, "cpu_ms": cpu_ms}
+
+
+def timeline_phases(log_text):
+    """The phases of index runs from their debug lines (the run's timeline,
+    then the resolution's parts)."""
+    phases = {}
+    for line in log_text.splitlines():
+        if "index run timeline" in line:
+            phases.update(kv(line))
+        elif re.search(r"\bresolved\b", line) and "prepare_ms" in line:
+            d = kv(line)
+            phases.update({k: d[k] for k in ("prepare_ms", "rows_ms", "world_ms", "write_ms") if k in d})
+            phases["resolve_ms"] = d.get("ms", 0)
+    return phases
+
+
+def write_edit(path, original, kind, tag, suffix):
+    """Writes `path` as `original` with one edit: a new one-line function
+    (`kind` "function") or one changed line, marked with `tag`."""
+    text = original.decode("utf-8", "replace")
+    if kind == "function":
+        path.write_text(one_line_function(text, tag, suffix))
+    else:
+        path.write_text(one_line_edit(text, tag))
 
 
 def run_oneoff_round(binary, repo, files, salt, kind="line", suffix=".py"):
@@ -182,11 +199,7 @@ def run_oneoff_round(binary, repo, files, salt, kind="line", suffix=".py"):
         path = repo / rel
         original = path.read_bytes()
         try:
-            text = original.decode("utf-8", "replace")
-            if kind == "function":
-                path.write_text(one_line_function(text, f"{salt}-{k}", suffix))
-            else:
-                path.write_text(one_line_edit(text, f"{salt}-{k}"))
+            write_edit(path, original, kind, f"{salt}-{k}", suffix)
             out.append(("edit", rel, o.run()))
         finally:
             path.write_bytes(original)
@@ -254,15 +267,7 @@ class ServeWatcher(Watcher):
             f.seek(self.log_at)
             text = f.read()
             self.log_at = f.tell()
-        phases = {}
-        for line in text.splitlines():
-            if "index run timeline" in line:
-                phases.update(kv(line))
-            elif re.search(r"\bresolved\b", line) and "prepare_ms" in line:
-                d = kv(line)
-                phases.update({k: d[k] for k in ("prepare_ms", "rows_ms", "world_ms", "write_ms") if k in d})
-                phases["resolve_ms"] = d.get("ms", 0)
-        return phases
+        return timeline_phases(text)
 
     def _follow(self):
         while self.proc.poll() is None:
@@ -329,11 +334,7 @@ def run_round(binary, repo, files, salt, kind="line", suffix=".py", settle=0.0, 
             path = repo / rel
             original = path.read_bytes()
             try:
-                text = original.decode("utf-8", "replace")
-                if kind == "function":
-                    path.write_text(one_line_function(text, f"{salt}-{k}", suffix))
-                else:
-                    path.write_text(one_line_edit(text, f"{salt}-{k}"))
+                write_edit(path, original, kind, f"{salt}-{k}", suffix)
                 n += 1
                 c = w.wait_cycles(n)
                 out.append(("edit", rel, c))

@@ -255,6 +255,18 @@ fn node_ids(a: &Value) -> Vec<String> {
         .collect()
 }
 
+/// `callers` of the 600-caller target, 250 nodes from `offset`.
+fn page_of_250(offset: &str) -> [&str; 6] {
+    [
+        "callers",
+        "m.py:1:4",
+        "--max-results",
+        "250",
+        "--offset",
+        offset,
+    ]
+}
+
 /// An answer longer than `max_results` is paged: each page says where the
 /// next starts (`next_offset`), the pages together are the whole answer
 /// in its order with nothing twice, an offset past the end says so (and
@@ -273,17 +285,7 @@ fn a_long_answer_is_paged_with_offset() {
     let mut offset = 0usize;
     let mut pages = 0;
     loop {
-        let page = json(
-            dir,
-            &[
-                "callers",
-                "m.py:1:4",
-                "--max-results",
-                "250",
-                "--offset",
-                &offset.to_string(),
-            ],
-        );
+        let page = json(dir, &page_of_250(&offset.to_string()));
         pages += 1;
         assert_eq!(page["total"], 600);
         assert_eq!(page["offset"].as_u64().unwrap_or(0), offset as u64);
@@ -304,17 +306,7 @@ fn a_long_answer_is_paged_with_offset() {
     assert_eq!(pages, 3);
     assert_eq!(paged, all, "the pages are the whole answer in order");
 
-    let text = canopy(
-        dir,
-        &[
-            "callers",
-            "m.py:1:4",
-            "--max-results",
-            "250",
-            "--offset",
-            "250",
-        ],
-    );
+    let text = canopy(dir, &page_of_250("250"));
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("(nodes 251-500 of 600)"), "{text}");
     assert!(text.contains("next page: --offset 500"), "{text}");

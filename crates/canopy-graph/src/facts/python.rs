@@ -871,19 +871,9 @@ def nested_yield():
 
     /// The facts a walk gathers, entering every subtree or not.
     fn walked(source: &str, prune: bool) -> super::super::FileFacts {
-        let language = crate::lang::Language::Python;
-        let mut parser = tree_sitter::Parser::new();
-        parser
-            .set_language(&language.spec().expect("a grammar").grammar)
-            .expect("the grammar loads");
-        let tree = parser.parse(source, None).expect("a tree");
-        let line_starts: Vec<usize> = std::iter::once(0)
-            .chain(source.match_indices('\n').map(|(i, _)| i + 1))
-            .collect();
-        let _grammar = super::super::walker::WalkedGrammar::set(language);
-        let mut cx = super::Cx::new(source, &line_starts);
-        super::walk_with(&mut cx, tree.root_node(), prune);
-        cx.facts
+        super::super::walker::walked_facts(crate::lang::Language::Python, source, |cx, root| {
+            super::walk_with(cx, root, prune)
+        })
     }
 
     /// Skipping the subtrees of imports and of strings without
