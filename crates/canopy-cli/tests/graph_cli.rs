@@ -189,7 +189,7 @@ fn symbols_search_summaries_detail_and_scope_from_the_command_line() {
     let summary = json(&["summary", "pkg/models.py"]);
     assert_eq!(summary["files"], 1, "{summary}");
     let package = json(&["package-summary", "pkg"]);
-    assert_eq!(package["files"], 4, "{package}");
+    assert_eq!(package["files"], 5, "{package}");
 
     // People get text.
     let text = stdout(&canopy(dir, &["detail", "Parser.parse"]));

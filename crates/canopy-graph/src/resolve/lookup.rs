@@ -6,7 +6,7 @@
 
 use super::eval::{Ctx, MAX_DEPTH, Val};
 use super::ids::{BindingIdx, FileIdx, Idx, ImportIdx, SymId};
-use super::lang::{Among, Family};
+use super::lang::Among;
 use super::world::{World, is_classlike};
 use crate::facts::model::{CALL_RESULT, PARAM_VALUE};
 use crate::lang::NodeType;
@@ -531,13 +531,13 @@ impl World {
         self.glob_reexport(f, name, depth)
     }
 
-    /// A Python module's top-level variable read from outside it (`ib =
-    /// attrib` in `attr/__init__.py`, read as `attr.ib` or imported with
-    /// `from attr import ib`): its value as the module's own code sees it
-    /// at its end. Other languages reach their module-level values as
-    /// units (`const`, `static`, `export const`) or package members.
+    /// A module's top-level variable read from outside it, where the
+    /// language makes it a member ([`super::lang::Conventions::variables_are_module_members`]:
+    /// `ib = attrib` in `attr/__init__.py`, read as `attr.ib` or imported
+    /// with `from attr import ib`): its value as the module's own code
+    /// sees it at its end.
     fn module_variable(&self, f: FileIdx, fu: SymId, name: &str, depth: u32) -> Vec<Val> {
-        if self.files[f].family != Family::Python {
+        if !self.conventions_of(f).variables_are_module_members {
             return Vec::new();
         }
         let cx = Ctx {

@@ -81,6 +81,10 @@ pub(crate) struct Conventions {
     /// `fn value` side by side): a call means the function, and a module
     /// with a value of its name keeps both.
     pub modules_apart_from_values: bool,
+    /// A module's top-level variables are members other modules read
+    /// (Python: `ib = attrib` in `attr/__init__.py` is `attr.ib`); other
+    /// languages reach module-level values as units or package members.
+    pub variables_are_module_members: bool,
     /// Methods may be declared away from their type, and are found through
     /// the owner's method scope (Go receivers, Rust `impl` blocks).
     pub methods_declared_apart: bool,
@@ -144,6 +148,7 @@ impl Conventions {
         facts_read_by_every_pass: false,
         import_sites_name_their_module: false,
         modules_apart_from_values: false,
+        variables_are_module_members: false,
         methods_declared_apart: false,
         impl_methods_follow_type: false,
         fields_on_impl_type: false,

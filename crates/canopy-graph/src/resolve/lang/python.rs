@@ -15,6 +15,7 @@ use crate::resolve::world::{World, WorldFile};
 /// Python's differences as data.
 pub(crate) const CONVENTIONS: Conventions = Conventions {
     import_sites_name_their_module: true,
+    variables_are_module_members: true,
     // An attribute set on an instance shadows a method of its class, and
     // a property is a field whose value is its getter's result.
     fields_before_methods: true,

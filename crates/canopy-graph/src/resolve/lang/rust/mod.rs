@@ -146,6 +146,7 @@ pub(crate) const CONVENTIONS: Conventions = Conventions {
     facts_read_by_every_pass: true,
     import_sites_name_their_module: false,
     modules_apart_from_values: true,
+    variables_are_module_members: false,
     methods_declared_apart: true,
     impl_methods_follow_type: true,
     fields_on_impl_type: true,
