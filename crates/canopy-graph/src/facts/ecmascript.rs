@@ -321,6 +321,7 @@ fn visit<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
         "class_declaration" | "abstract_class_declaration" | "class" | "interface_declaration" => {
             class_like(cx, n)
         }
+        "type_alias_declaration" => type_alias(cx, n),
         _ => {}
     }
 }
@@ -1178,6 +1179,58 @@ fn class_like(cx: &mut Cx, n: Node) {
             _ => {}
         }
     }
+}
+
+/// `type AnyRouter = RouterCore<any>`, `type Both = A & { extra: number }`:
+/// the alias has the members of each type it names, as bases, so that a
+/// value typed by the alias finds its class's or interface's methods. A
+/// union names one type only when the rest are `null` / `undefined`
+/// (`A | B` may be either, and is left out); object type literals name
+/// no unit.
+fn type_alias(cx: &mut Cx, n: Node) {
+    let (Some(name), Some(value)) = (n.field("name"), n.field("value")) else {
+        return;
+    };
+    let named = |t: Node| {
+        matches!(
+            t.kind_name(),
+            "type_identifier" | "nested_type_identifier" | "generic_type" | "parenthesized_type"
+        )
+    };
+    let parts: Vec<Node> = match value.kind_name() {
+        "intersection_type" => flattened(value).into_iter().filter(|&t| named(t)).collect(),
+        "union_type" => {
+            let rest: Vec<Node> = flattened(value)
+                .into_iter()
+                .filter(|&t| !matches!(cx.t(t), "null" | "undefined"))
+                .collect();
+            match rest.as_slice() {
+                [only] if named(*only) => vec![*only],
+                _ => Vec::new(),
+            }
+        }
+        _ if named(value) => vec![value],
+        _ => Vec::new(),
+    };
+    for t in parts {
+        let e = type_expr(cx, t);
+        cx.def_fact(name, e, DefFactKind::Base);
+    }
+}
+
+/// The operands of a chain of one binary type operator (`A & B & C` is
+/// `(A & B) & C` in the tree), in source order.
+fn flattened(n: Node) -> Vec<Node> {
+    let mut out = Vec::new();
+    let mut c = n.walk();
+    for t in n.named_children(&mut c) {
+        if t.kind_name() == n.kind_name() {
+            out.extend(flattened(t));
+        } else {
+            out.push(t);
+        }
+    }
+    out
 }
 
 /// `for (const x of xs)`: `x` is an item of `xs` (a name or member path,

@@ -350,9 +350,9 @@ fn unread_below(cx: &Cx, n: Node, string: bool) -> bool {
 /// nested `def`): each is called ([`EACH`]), as jedi reads a parameter
 /// without annotation. Only calls in the same file, by a plain name, of a
 /// function outside a class body; an argument is a name or an attribute
-/// path, read where it is written ([`AT`]). The binding sits at the start
-/// of the body, so it stands over the parameter's own (a pytest
-/// fixture's) inside.
+/// path, read where it is written ([`AT`]). The binding sits where the
+/// parameters end, so it stands over the parameter's own (a pytest
+/// fixture's) inside the body.
 #[derive(Default)]
 struct PassedFunctions<'t> {
     /// Functions outside a class body, in source order.
@@ -419,7 +419,11 @@ impl<'t> PassedFunctions<'t> {
                     continue;
                 }
                 found.push(Binding {
-                    byte: start as u32,
+                    // Where the parameters end, not where the body starts:
+                    // an alias in the body's first statement (`orig = check`)
+                    // reads its value one byte before that statement, and
+                    // must see this binding, not the parameter's own.
+                    byte: params.end_byte() as u32,
                     name: param.to_string(),
                     expr: format!("{EACH}{}", alts.join(&UNION.to_string())),
                     is_type: false,

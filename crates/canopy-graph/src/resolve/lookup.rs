@@ -91,6 +91,9 @@ impl World {
         if class_scope && !first {
             return None;
         }
+        if let Some(d) = self.definition_over_binding(cx, u, name, past_locals) {
+            return Some((vec![self.as_val(d)], How::Scope));
+        }
         if let Some(found) = self.local_binding(cx, u, name, depth, past_locals) {
             return Some(found);
         }
@@ -188,25 +191,7 @@ impl World {
     ) -> Option<(Vec<Val>, How)> {
         let fi = cx.file;
         let facts = self.files[fi].facts.get();
-        let part = self.part(fi);
-        // A file's top level is no sequence: its bindings (Go's package
-        // variables) are seen before them in every language.
-        let later_visible = self.conventions_of(fi).locals_visible_before_binding
-            || self.syms[u].node_type == NodeType::File;
-        let mut best: Option<BindingIdx> = None;
-        for &bi in part.bindings_named(facts, name) {
-            let b = &facts.bindings[bi.index()];
-            if past_locals && !b.is_type {
-                continue;
-            }
-            // Rust locals exist only after their `let`; elsewhere a later
-            // binding stands in when none comes before.
-            let visible = b.byte <= cx.byte || (best.is_none() && later_visible);
-            if part.scopes[bi] == u && visible {
-                best = Some(bi);
-            }
-        }
-        let b = &facts.bindings[best?.index()];
+        let b = &facts.bindings[self.visible_binding(cx, u, name, past_locals)?.index()];
         // The value is read where the binding starts, before it exists:
         // `let value = value(x)` calls the outer `value`.
         let bcx = Ctx {
@@ -229,6 +214,63 @@ impl World {
         }
         (b.byte <= cx.byte && self.syms[u].node_type != NodeType::File)
             .then_some((Vec::new(), How::None))
+    }
+
+    /// The binding of `name` in unit `u` that a use at `cx` reads: the last
+    /// one before it, else (where the language lets a later binding stand
+    /// in) the first one after it.
+    fn visible_binding(
+        &self,
+        cx: &Ctx,
+        u: SymId,
+        name: &str,
+        past_locals: bool,
+    ) -> Option<BindingIdx> {
+        let fi = cx.file;
+        let facts = self.files[fi].facts.get();
+        let part = self.part(fi);
+        // A file's top level is no sequence: its bindings (Go's package
+        // variables) are seen before them in every language.
+        let later_visible = self.conventions_of(fi).locals_visible_before_binding
+            || self.syms[u].node_type == NodeType::File;
+        let mut best: Option<BindingIdx> = None;
+        for &bi in part.bindings_named(facts, name) {
+            let b = &facts.bindings[bi.index()];
+            if past_locals && !b.is_type {
+                continue;
+            }
+            // Rust locals exist only after their `let`; elsewhere a later
+            // binding stands in when none comes before.
+            let visible = b.byte <= cx.byte || (best.is_none() && later_visible);
+            if part.scopes[bi] == u && visible {
+                best = Some(bi);
+            }
+        }
+        best
+    }
+
+    /// A definition named `name` directly in unit `u` that stands between
+    /// the binding a use at `cx` would read and the use (Python: `check =
+    /// lambda …` after the parameter `check`'s binding, or a `def` after an
+    /// assignment), where definitions rebind names
+    /// ([`super::lang::Conventions::definitions_rebind_names`]): the last
+    /// such one.
+    fn definition_over_binding(
+        &self,
+        cx: &Ctx,
+        u: SymId,
+        name: &str,
+        past_locals: bool,
+    ) -> Option<SymId> {
+        if !self.conventions_of(cx.file).definitions_rebind_names {
+            return None;
+        }
+        let bi = self.visible_binding(cx, u, name, past_locals)?;
+        let from = self.files[cx.file].facts.get().bindings[bi.index()].byte;
+        self.definitions_named(u, name)
+            .into_iter()
+            .filter(|&d| (from..=cx.byte).contains(&self.syms[d].start))
+            .max_by_key(|&d| self.syms[d].start)
     }
 
     /// The value constant unit `c` holds (`export const focus = new

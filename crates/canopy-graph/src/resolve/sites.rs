@@ -322,6 +322,7 @@ impl World {
             && root_unknown()
             && !self.builtin_receiver(cx, r)
             && !self.external_receiver(cx, r)
+            && !rules.builtin_method(name)
         {
             // Unknown receiver: a method name defined once in the repository.
             if let Some(only) = self.unique_method(cx.file, name) {

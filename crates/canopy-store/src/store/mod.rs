@@ -116,8 +116,13 @@ use crate::error::{CanopyError, Result};
 /// value (`v.get()`); 41: a Python field assigned from a call on an
 /// annotated parameter (`self.stream = environment.tokenize()`) reads the
 /// call through the annotation; 42: every name of a Python chained
-/// assignment (`ib = attr = attrib`) is bound to its last value.
-pub const SCHEMA_VERSION: u32 = 42;
+/// assignment (`ib = attr = attrib`) is bound to its last value; 43: a
+/// Python definition between a local binding and a use (`check = lambda
+/// …` after the parameter `check`) is what the use reads, a parameter's
+/// passed functions are bound where the parameters end, no guess for a
+/// Python builtin type's method name, and a TypeScript type alias has the
+/// types it names as bases (`type AnyRouter = RouterCore<any>`).
+pub const SCHEMA_VERSION: u32 = 43;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

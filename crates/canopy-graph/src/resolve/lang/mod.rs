@@ -85,6 +85,10 @@ pub(crate) struct Conventions {
     /// (Python: `ib = attrib` in `attr/__init__.py` is `attr.ib`); other
     /// languages reach module-level values as units or package members.
     pub variables_are_module_members: bool,
+    /// A definition binds its name where it stands, as an assignment does
+    /// (Python's `def`, and `check = lambda …`, a function unit): one
+    /// between a local binding of the name and a use wins over the binding.
+    pub definitions_rebind_names: bool,
     /// Methods may be declared away from their type, and are found through
     /// the owner's method scope (Go receivers, Rust `impl` blocks).
     pub methods_declared_apart: bool,
@@ -149,6 +153,7 @@ impl Conventions {
         import_sites_name_their_module: false,
         modules_apart_from_values: false,
         variables_are_module_members: false,
+        definitions_rebind_names: false,
         methods_declared_apart: false,
         impl_methods_follow_type: false,
         fields_on_impl_type: false,
@@ -250,6 +255,15 @@ pub(crate) trait LanguageRules: Send + Sync {
     /// file `target` by its unique name (Rust: only within Cargo's reach).
     fn may_guess(&self, _w: &World, _caller: FileIdx, _target: FileIdx) -> bool {
         true
+    }
+
+    /// Whether `name` is a method of one of the language's builtin types
+    /// (Python's `str.split`, `list.append`, `dict.items`): a call of it on
+    /// a receiver of unknown type is as likely that type's, so it is never
+    /// guessed to be the repository's one method of that name. None by
+    /// default.
+    fn builtin_method(&self, _name: &str) -> bool {
+        false
     }
 
     /// Whether a type or value expression (as a binding or receiver

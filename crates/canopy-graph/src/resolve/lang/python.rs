@@ -16,11 +16,97 @@ use crate::resolve::world::{World, WorldFile};
 pub(crate) const CONVENTIONS: Conventions = Conventions {
     import_sites_name_their_module: true,
     variables_are_module_members: true,
+    // `def f` after `f = …` (or a parameter `f`) is what a later `f()` calls.
+    definitions_rebind_names: true,
     // An attribute set on an instance shadows a method of its class, and
     // a property is a field whose value is its getter's result.
     fields_before_methods: true,
     ..Conventions::NEUTRAL
 };
+
+/// The public methods of Python's builtin types `str`, `bytes`, `list`,
+/// `dict`, `set` and `tuple` (sorted, for a binary search): a call of one
+/// on a receiver of unknown type is not guessed
+/// ([`LanguageRules::builtin_method`]).
+const BUILTIN_METHODS: &[&str] = &[
+    "add",
+    "append",
+    "capitalize",
+    "casefold",
+    "center",
+    "clear",
+    "copy",
+    "count",
+    "decode",
+    "difference",
+    "difference_update",
+    "discard",
+    "encode",
+    "endswith",
+    "expandtabs",
+    "extend",
+    "find",
+    "format",
+    "format_map",
+    "fromkeys",
+    "get",
+    "hex",
+    "index",
+    "insert",
+    "intersection",
+    "intersection_update",
+    "isalnum",
+    "isalpha",
+    "isascii",
+    "isdecimal",
+    "isdigit",
+    "isdisjoint",
+    "isidentifier",
+    "islower",
+    "isnumeric",
+    "isprintable",
+    "isspace",
+    "issubset",
+    "issuperset",
+    "istitle",
+    "isupper",
+    "items",
+    "join",
+    "keys",
+    "ljust",
+    "lower",
+    "lstrip",
+    "partition",
+    "pop",
+    "popitem",
+    "remove",
+    "removeprefix",
+    "removesuffix",
+    "replace",
+    "reverse",
+    "rfind",
+    "rindex",
+    "rjust",
+    "rpartition",
+    "rsplit",
+    "rstrip",
+    "setdefault",
+    "sort",
+    "split",
+    "splitlines",
+    "startswith",
+    "strip",
+    "swapcase",
+    "symmetric_difference",
+    "symmetric_difference_update",
+    "title",
+    "translate",
+    "union",
+    "update",
+    "upper",
+    "values",
+    "zfill",
+];
 
 /// Python's rules and the module names of a pass.
 pub(crate) struct Python {
@@ -101,6 +187,10 @@ impl LanguageRules for Python {
                 | "defaultdict"
                 | "deque"
         )
+    }
+
+    fn builtin_method(&self, name: &str) -> bool {
+        BUILTIN_METHODS.binary_search(&name).is_ok()
     }
 
     fn head(&self, w: &World, cx: &Ctx, head: &str, called: bool, value: bool) -> Option<Vec<Val>> {
@@ -313,5 +403,16 @@ mod tests {
             assert_eq!(parents.contains(key), scan(key), "{key:?}");
         }
         assert_eq!(parents.len(), 6, "{parents:?}");
+    }
+
+    #[test]
+    fn builtin_methods_are_sorted_for_the_binary_search() {
+        assert!(BUILTIN_METHODS.windows(2).all(|w| w[0] < w[1]));
+        let rules = Python {
+            modules: HashMap::default(),
+            parents: HashSet::default(),
+        };
+        assert!(rules.builtin_method("split") && rules.builtin_method("zfill"));
+        assert!(!rules.builtin_method("split_tokens"));
     }
 }

@@ -147,6 +147,7 @@ pub(crate) const CONVENTIONS: Conventions = Conventions {
     import_sites_name_their_module: false,
     modules_apart_from_values: true,
     variables_are_module_members: false,
+    definitions_rebind_names: false,
     methods_declared_apart: true,
     impl_methods_follow_type: true,
     fields_on_impl_type: true,
