@@ -116,8 +116,10 @@ use crate::error::{CanopyError, Result};
 /// value (`v.get()`); 41: a Python field assigned from a call on an
 /// annotated parameter (`self.stream = environment.tokenize()`) reads the
 /// call through the annotation; 42: every name of a Python chained
-/// assignment (`ib = attr = attrib`) is bound to its last value.
-pub const SCHEMA_VERSION: u32 = 42;
+/// assignment (`ib = attr = attrib`) is bound to its last value; 43: Rust
+/// globs inside use-lists, trait associated types with a bound as units,
+/// `#[path]` modules.
+pub const SCHEMA_VERSION: u32 = 43;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

@@ -567,9 +567,13 @@ fn is_declaration_name(n: Node, parent: Node) -> bool {
 }
 
 fn use_tree(cx: &mut Cx, stmt: Node, n: Node, prefix: &str) {
+    // `use a::{b, *}`: the glob inside a list has no path of its own, so
+    // it is the list's prefix (`a`), not `a.` (a module no file has).
     let join = |p: &str, s: &str| {
         if p.is_empty() {
             s.to_string()
+        } else if s.is_empty() {
+            p.to_string()
         } else {
             format!("{p}.{s}")
         }
