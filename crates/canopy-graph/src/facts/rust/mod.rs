@@ -835,6 +835,7 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
         "function_item" | "function_signature_item" => function(cx, n),
         "impl_item" => impl_item(cx, n),
         "type_item" => type_item(cx, n),
+        "associated_type" => associated_type(cx, n),
         "trait_item" => trait_item(cx, n),
         _ => {}
     }
@@ -1141,6 +1142,20 @@ fn type_item(cx: &mut Cx, n: Node) {
         // `#v`) are fields of the alias, read through a field or local of
         // the alias type (`self.items#k`, `items: Pairs`).
         bind_items(cx, t.start_byte(), "", t, true);
+    }
+}
+
+/// `type Config: Config;` in a trait: the associated type's members are
+/// its first bound's (a trait), so `self.config().encode_padding()`, with
+/// `fn config(&self) -> &Self::Config`, finds the bound trait's method.
+fn associated_type(cx: &mut Cx, n: Node) {
+    let (Some(name), Some(bounds)) = (n.field("name"), n.field("bounds")) else {
+        return;
+    };
+    let mut c = bounds.walk();
+    let first = bounds.named_children(&mut c).find_map(|b| type_expr(cx, b));
+    if first.is_some() {
+        cx.def_fact(name, first, DefFactKind::Base);
     }
 }
 
