@@ -180,6 +180,7 @@ impl WorldFacts {
                     2 => DefFactKind::ImplTrait,
                     3 => DefFactKind::ImplType,
                     4 => DefFactKind::Arity,
+                    6 => DefFactKind::ModulePath,
                     _ => DefFactKind::Getter,
                 },
             });

@@ -106,6 +106,9 @@ pub enum DefFactKind {
     /// The function is an accessor read as a field (a TypeScript /
     /// JavaScript `get x()`): `o.x` without a call is what it returns.
     Getter = 5,
+    /// Where a Rust `mod name;` with `#[path = "…"]` is, as written
+    /// (relative to the declaring file's folder).
+    ModulePath = 6,
 }
 
 /// Everything resolution needs to know about one file, besides its units.

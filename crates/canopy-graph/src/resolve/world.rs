@@ -475,7 +475,9 @@ impl World {
     ///
     /// Returns false, changing nothing, when that does not hold (a new unit
     /// id below a kept one, a parent in another file): then the world must
-    /// be built again with [`World::new`].
+    /// be built again with [`World::new`]. So does an edit to a file with
+    /// a Rust `#[path]` module, before or after: the rules' module table
+    /// ([`Rules`]) is built with the world.
     ///
     /// Why this equals [`World::new`]: the unit tables are kept in the
     /// order `new` builds them (units by id; names by name, then id; units
@@ -488,6 +490,19 @@ impl World {
         &mut self,
         changes: Vec<(FileIdx, std::sync::Arc<LazyFacts>, Vec<SymRow>)>,
     ) -> bool {
+        let path_module = |facts: &LazyFacts| {
+            facts
+                .get()
+                .defs
+                .iter()
+                .any(|d| d.what == DefFactKind::ModulePath)
+        };
+        if changes
+            .iter()
+            .any(|(fi, facts, _)| path_module(facts) || path_module(&self.files[*fi].facts))
+        {
+            return false;
+        }
         let mut same = Vec::with_capacity(changes.len());
         let mut replaced = Vec::new();
         for (fi, facts, syms) in changes {
@@ -972,8 +987,8 @@ impl World {
             };
             let di = di as u32;
             match d.what {
-                // In `World::impl_traits` and `World::type_of_impl`.
-                DefFactKind::ImplTrait | DefFactKind::ImplType => {}
+                // In `World::impl_traits` and `World::type_of_impl`; Rust's module table.
+                DefFactKind::ImplTrait | DefFactKind::ImplType | DefFactKind::ModulePath => {}
                 DefFactKind::Base => part.bases.entry(si).or_default().push(di),
                 DefFactKind::Arity => {
                     part.arity.insert(si, di);

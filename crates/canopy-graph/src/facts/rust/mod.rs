@@ -835,6 +835,7 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
         "function_item" | "function_signature_item" => function(cx, n),
         "impl_item" => impl_item(cx, n),
         "type_item" => type_item(cx, n),
+        "mod_item" => mod_item(cx, n),
         "associated_type" => associated_type(cx, n),
         "trait_item" => trait_item(cx, n),
         _ => {}
@@ -1142,6 +1143,35 @@ fn type_item(cx: &mut Cx, n: Node) {
         // `#v`) are fields of the alias, read through a field or local of
         // the alias type (`self.items#k`, `items: Pairs`).
         bind_items(cx, t.start_byte(), "", t, true);
+    }
+}
+
+/// `#[path = "lexical/math.rs"] mod math;` at a file's top level: where
+/// the module's file is (read by the resolver's module table).
+fn mod_item(cx: &mut Cx, n: Node) {
+    if n.field("body").is_some() || n.parent().is_none_or(|p| p.kind_name() != "source_file") {
+        return;
+    }
+    let Some(name) = n.field("name") else {
+        return;
+    };
+    let mut prev = n.prev_named_sibling();
+    while let Some(a) = prev
+        && a.kind_name() == "attribute_item"
+    {
+        let text = cx.t(a);
+        let inner = text.trim_start_matches("#[").trim_end_matches(']').trim();
+        if let Some(rest) = inner.strip_prefix("path")
+            && let Some(value) = rest.trim_start().strip_prefix('=')
+            && let Some(path) = value
+                .trim()
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+        {
+            cx.def_fact(name, Some(path.to_string()), DefFactKind::ModulePath);
+            return;
+        }
+        prev = a.prev_named_sibling();
     }
 }
 
