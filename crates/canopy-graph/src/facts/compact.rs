@@ -180,8 +180,9 @@ impl WorldFacts {
                     2 => DefFactKind::ImplTrait,
                     3 => DefFactKind::ImplType,
                     4 => DefFactKind::Arity,
+                    5 => DefFactKind::Getter,
                     6 => DefFactKind::ModulePath,
-                    _ => DefFactKind::Getter,
+                    _ => DefFactKind::Cfg,
                 },
             });
         }

@@ -381,10 +381,14 @@ impl World {
         let files: Table<FileIdx, WorldFile> = Table::new(files);
         // Units in code compiled out (Rust `cfg`) are not definitions (other
         // files' facts are decoded only when used).
-        let mut syms = syms;
-        syms.retain(|s| defines(&files[s.file], &files[s.file].facts, s));
-        let syms: Table<SymId, SymRow> = Table::new(syms);
+        // Nor are those the build compiles out ([`LanguageRules::built_out`]).
         let rules = Rules::new(&files, manifests);
+        let mut syms = syms;
+        syms.retain(|s| {
+            let file = &files[s.file];
+            defines(file, &file.facts, s) && !rules.of(file.family).built_out(file, s)
+        });
+        let syms: Table<SymId, SymRow> = Table::new(syms);
         let mut w = World {
             by_id: syms.iter().map(|(i, s)| (s.id, i)).collect(),
             file_syms: Table::default(),
@@ -476,8 +480,9 @@ impl World {
     /// Returns false, changing nothing, when that does not hold (a new unit
     /// id below a kept one, a parent in another file): then the world must
     /// be built again with [`World::new`]. So does an edit to a file with
-    /// a Rust `#[path]` module, before or after: the rules' module table
-    /// ([`Rules`]) is built with the world.
+    /// a Rust `#[path]` module or a `cfg` a build script decides, before or
+    /// after: the rules' module table ([`Rules`]) and the units
+    /// [`LanguageRules::built_out`] drops are decided with the world.
     ///
     /// Why this equals [`World::new`]: the unit tables are kept in the
     /// order `new` builds them (units by id; names by name, then id; units
@@ -495,7 +500,7 @@ impl World {
                 .get()
                 .defs
                 .iter()
-                .any(|d| d.what == DefFactKind::ModulePath)
+                .any(|d| matches!(d.what, DefFactKind::ModulePath | DefFactKind::Cfg))
         };
         if changes
             .iter()
@@ -988,7 +993,10 @@ impl World {
             let di = di as u32;
             match d.what {
                 // In `World::impl_traits` and `World::type_of_impl`; Rust's module table.
-                DefFactKind::ImplTrait | DefFactKind::ImplType | DefFactKind::ModulePath => {}
+                DefFactKind::ImplTrait
+                | DefFactKind::ImplType
+                | DefFactKind::ModulePath
+                | DefFactKind::Cfg => {}
                 DefFactKind::Base => part.bases.entry(si).or_default().push(di),
                 DefFactKind::Arity => {
                     part.arity.insert(si, di);

@@ -118,7 +118,7 @@ use crate::error::{CanopyError, Result};
 /// call through the annotation; 42: every name of a Python chained
 /// assignment (`ib = attr = attrib`) is bound to its last value; 43: Rust
 /// globs inside use-lists, trait associated types with a bound as units,
-/// `#[path]` modules.
+/// `#[path]` modules, `cfg`s a build script decides.
 pub const SCHEMA_VERSION: u32 = 43;
 
 const SCHEMA: &str = include_str!("schema.sql");

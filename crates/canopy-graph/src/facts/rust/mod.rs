@@ -24,7 +24,8 @@ use bindings::{
     bind_bounded, bind_items, closure_bindings, for_bindings, for_body_bindings, ordered_fields,
     scrutinee_node, struct_pattern_bindings, tuple_bindings, tuple_struct_bindings,
 };
-use cfg::{cfg_attribute, compile_out};
+pub(crate) use cfg::holds_with;
+use cfg::{build_cfg, cfg_attribute, compile_out};
 
 /// `S { f: Default::default(), ..Default::default() }`, `let x: T =
 /// Default::default()`, `fn new() -> Self { Default::default() }`: the type
@@ -812,6 +813,7 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
         "attribute_item" | "inner_attribute_item" if cfg_attribute(cx, n) == Some(false) => {
             compile_out(cx, n);
         }
+        "attribute_item" => build_cfg(cx, n),
         "call_expression" => call(cx, n, up),
         "token_tree" => token_tree_calls(cx, n),
         "scoped_identifier" => scoped_identifier(cx, n, up),

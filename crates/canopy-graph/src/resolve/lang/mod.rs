@@ -246,6 +246,12 @@ pub(crate) trait LanguageRules: Send + Sync {
         true
     }
 
+    /// Whether unit `s` of `file` is compiled out by what its build says
+    /// beyond the file (Rust: a `cfg` key its package's build script sets).
+    fn built_out(&self, _file: &WorldFile, _s: &SymRow) -> bool {
+        false
+    }
+
     /// Whether a call in file `caller` may be guessed to reach a method of
     /// file `target` by its unique name (Rust: only within Cargo's reach).
     fn may_guess(&self, _w: &World, _caller: FileIdx, _target: FileIdx) -> bool {

@@ -16,7 +16,7 @@ pub use cargo::{Cargo, Package};
 
 use super::{Among, Conventions, Family, LanguageRules};
 use crate::facts::model::{DefFactKind, LITERAL, PATH_HEAD, SiteKind, TRAIT_HINT, UFCS_SEP};
-use crate::facts::rust::PASSTHROUGH;
+use crate::facts::rust::{PASSTHROUGH, holds_with};
 use crate::lang::NodeType;
 use crate::resolve::eval::{Ctx, ModulePath, Val};
 use crate::resolve::ids::{BindingIdx, FileIdx, Idx, SymId, Table};
@@ -689,6 +689,37 @@ impl LanguageRules for Rust {
                 *found = same;
             }
         }
+    }
+
+    /// A unit whose `cfg` names a key its package's build script sets to
+    /// another value (serde_json's `#[cfg(fast_arithmetic = "32")]` twin,
+    /// its `build.rs` printing `fast_arithmetic="64"` first): only one twin
+    /// of a key the script sets is kept, never both dropped.
+    fn built_out(&self, file: &WorldFile, s: &SymRow) -> bool {
+        let facts = file.facts.get();
+        let mut cfgs = facts
+            .defs
+            .iter()
+            .filter(|d| d.what == DefFactKind::Cfg)
+            .peekable();
+        if cfgs.peek().is_none() {
+            return false;
+        }
+        let Some(pkg) = self
+            .packages
+            .iter()
+            .filter(|p| file.path.starts_with(&p.dir))
+            .max_by_key(|p| p.dir.len())
+        else {
+            return false;
+        };
+        !pkg.build_cfgs.is_empty()
+            && cfgs.any(|d| {
+                facts.s(d.name) == s.name
+                    && s.start <= d.byte
+                    && d.byte <= s.end
+                    && holds_with(facts.s(d.expr), &pkg.build_cfgs) == Some(Some(false))
+            })
     }
 
     /// Only a method of a package the caller's Cargo package reaches.
