@@ -730,8 +730,23 @@ impl LanguageRules for Rust {
         }
     }
 
-    /// An inherent method shadows trait methods of the same name.
-    fn choose(&self, w: &World, found: Vec<SymId>, among: Among) -> Vec<SymId> {
+    /// An inherent method shadows trait methods of the same name. A name
+    /// that is both a function and a `macro_rules!` macro
+    /// (`test_parse_err::<bool>(…)` beside `test_parse_err!(…)` in
+    /// serde_json's tests): a site looked up by name is never a macro's
+    /// invocation (the walker reads a macro's name as no use), so the
+    /// function is meant.
+    fn choose(&self, w: &World, mut found: Vec<SymId>, among: Among) -> Vec<SymId> {
+        if found.len() > 1
+            && found
+                .iter()
+                .any(|&f| w.syms[f].node_type == NodeType::Macro)
+            && found
+                .iter()
+                .any(|&f| w.syms[f].node_type != NodeType::Macro)
+        {
+            found.retain(|&f| w.syms[f].node_type != NodeType::Macro);
+        }
         if !matches!(among, Among::Members) {
             return found;
         }
