@@ -386,7 +386,8 @@ impl World {
         let mut syms = syms;
         syms.retain(|s| {
             let file = &files[s.file];
-            defines(file, &file.facts, s) && !rules.of(file.family).built_out(file, s)
+            defines(file, &file.facts, s)
+                && !rules.of(file.family).built_out(&file.path, &file.facts, s)
         });
         let syms: Table<SymId, SymRow> = Table::new(syms);
         let mut w = World {
@@ -479,10 +480,11 @@ impl World {
     ///
     /// Returns false, changing nothing, when that does not hold (a new unit
     /// id below a kept one, a parent in another file): then the world must
-    /// be built again with [`World::new`]. So does an edit to a file with
-    /// a Rust `#[path]` module or a `cfg` a build script decides, before or
-    /// after: the rules' module table ([`Rules`]) and the units
-    /// [`LanguageRules::built_out`] drops are decided with the world.
+    /// be built again with [`World::new`]. So does a change to the facts of
+    /// a file with a Rust `#[path]` module or a `cfg` a build script
+    /// decides, before or after: the rules' module table ([`Rules`]) and
+    /// the units [`LanguageRules::built_out`] drops are decided with the
+    /// world.
     ///
     /// Why this equals [`World::new`]: the unit tables are kept in the
     /// order `new` builds them (units by id; names by name, then id; units
@@ -502,10 +504,12 @@ impl World {
                 .iter()
                 .any(|d| matches!(d.what, DefFactKind::ModulePath | DefFactKind::Cfg))
         };
-        if changes
-            .iter()
-            .any(|(fi, facts, _)| path_module(facts) || path_module(&self.files[*fi].facts))
-        {
+        // A file read again with the same facts (an importer of an edited
+        // file) changes neither.
+        if changes.iter().any(|(fi, facts, _)| {
+            let old = &self.files[*fi].facts;
+            (path_module(facts) || path_module(old)) && facts.get() != old.get()
+        }) {
             return false;
         }
         let mut same = Vec::with_capacity(changes.len());
@@ -517,7 +521,7 @@ impl World {
                     let file = &self.files[fi];
                     let kept: Vec<SymRow> = syms
                         .into_iter()
-                        .filter(|s| defines(file, &facts, s))
+                        .filter(|s| self.keeps(file, &facts, s))
                         .collect();
                     replaced.push((fi, facts, kept));
                 }
@@ -530,7 +534,7 @@ impl World {
             let file = &self.files[fi];
             let kept: Vec<SymRow> = syms
                 .into_iter()
-                .filter(|s| defines(file, &facts, s))
+                .filter(|s| self.keeps(file, &facts, s))
                 .collect();
             for (&si, row) in ids.iter().zip(kept) {
                 self.syms[si] = row;
@@ -752,13 +756,20 @@ impl World {
         out
     }
 
+    /// Whether unit `s` of `file`, whose facts are now `facts`, is a
+    /// definition: as [`World::new`] decides ([`defines`], and
+    /// [`LanguageRules::built_out`]).
+    fn keeps(&self, file: &WorldFile, facts: &LazyFacts, s: &SymRow) -> bool {
+        defines(file, facts, s) && !self.rules.of(file.family).built_out(&file.path, facts, s)
+    }
+
     /// The world's units of file `fi` in id order, if `syms` (its units
     /// read again, with `facts`) are the same units but for their spans.
     fn same_units(&self, fi: FileIdx, facts: &LazyFacts, syms: &[SymRow]) -> Option<Vec<SymId>> {
         let file = &self.files[fi];
         let mut ids = self.file_syms.get(fi)?.clone();
         ids.sort_unstable();
-        let mut new = syms.iter().filter(|s| defines(file, facts, s));
+        let mut new = syms.iter().filter(|s| self.keeps(file, facts, s));
         for &si in &ids {
             let (old, new) = (&self.syms[si], new.next()?);
             let same = old.id == new.id

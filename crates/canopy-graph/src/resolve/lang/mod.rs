@@ -22,6 +22,7 @@ pub(crate) mod rust;
 use super::eval::{Ctx, ModulePath, Val};
 use super::ids::{FileIdx, SymId, Table};
 use super::world::{World, WorldFile};
+use crate::facts::compact::WorldFacts;
 use crate::facts::model::SiteKind;
 use crate::lang::Language;
 use crate::store::graph_rows::{How, SymRow};
@@ -246,9 +247,10 @@ pub(crate) trait LanguageRules: Send + Sync {
         true
     }
 
-    /// Whether unit `s` of `file` is compiled out by what its build says
-    /// beyond the file (Rust: a `cfg` key its package's build script sets).
-    fn built_out(&self, _file: &WorldFile, _s: &SymRow) -> bool {
+    /// Whether unit `s` of the file at `path` (with `facts`) is compiled
+    /// out by what its build says beyond the file (Rust: a `cfg` key its
+    /// package's build script sets).
+    fn built_out(&self, _path: &str, _facts: &WorldFacts, _s: &SymRow) -> bool {
         false
     }
 

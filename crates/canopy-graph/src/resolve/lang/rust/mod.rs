@@ -15,6 +15,7 @@ use foldhash::{HashMap, HashMapExt};
 pub use cargo::{Cargo, Package};
 
 use super::{Among, Conventions, Family, LanguageRules};
+use crate::facts::compact::WorldFacts;
 use crate::facts::model::{DefFactKind, LITERAL, PATH_HEAD, SiteKind, TRAIT_HINT, UFCS_SEP};
 use crate::facts::rust::{PASSTHROUGH, holds_with};
 use crate::lang::NodeType;
@@ -695,8 +696,7 @@ impl LanguageRules for Rust {
     /// another value (serde_json's `#[cfg(fast_arithmetic = "32")]` twin,
     /// its `build.rs` printing `fast_arithmetic="64"` first): only one twin
     /// of a key the script sets is kept, never both dropped.
-    fn built_out(&self, file: &WorldFile, s: &SymRow) -> bool {
-        let facts = file.facts.get();
+    fn built_out(&self, path: &str, facts: &WorldFacts, s: &SymRow) -> bool {
         let mut cfgs = facts
             .defs
             .iter()
@@ -708,7 +708,7 @@ impl LanguageRules for Rust {
         let Some(pkg) = self
             .packages
             .iter()
-            .filter(|p| file.path.starts_with(&p.dir))
+            .filter(|p| path.starts_with(&p.dir))
             .max_by_key(|p| p.dir.len())
         else {
             return false;
