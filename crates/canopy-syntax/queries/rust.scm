@@ -6,6 +6,9 @@
 (enum_item name: (type_identifier) @name) @definition.enum
 (trait_item name: (type_identifier) @name) @definition.trait
 (type_item name: (type_identifier) @name) @definition.type
+; A trait's associated type with a bound (`type Config: Config;`): what
+; `Self::Config` names in the trait, a value of one of the bound's types.
+(associated_type name: (type_identifier) @name bounds: (trait_bounds)) @definition.type
 (function_item name: (identifier) @name) @definition.function
 (function_signature_item name: (identifier) @name) @definition.function
 (mod_item name: (identifier) @name) @definition.module

@@ -386,6 +386,30 @@ fn rust_edits_through_a_kept_world() {
     );
 }
 
+/// Edits that change what the Rust rules decide with the world: a
+/// `#[path]` module's path goes (the module table), and a twin under a
+/// `cfg` the build script decides gets the other predicate (the units
+/// `built_out` drops).
+#[test]
+fn rust_module_paths_and_build_cfgs_through_a_kept_world() {
+    kept_world_matches_cold_index(
+        "rust",
+        Against::ReadAgainAndCold,
+        &[
+            &[Edit::Replace(
+                "tests/pathed_mods.rs",
+                "#[path = \"pathed/check.rs\"]\nmod check;",
+                "mod check;",
+            )],
+            &[Edit::Replace(
+                "src/limbs.rs",
+                "#[cfg(limb = \"32\")]\npub type Limb = Narrow;",
+                "#[cfg(limb = \"64\")]\npub type Limb = Narrow;",
+            )],
+        ],
+    );
+}
+
 /// The import fixtures of every language: a file others import goes.
 #[test]
 fn import_fixtures_through_a_kept_world() {

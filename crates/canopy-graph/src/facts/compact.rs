@@ -180,7 +180,9 @@ impl WorldFacts {
                     2 => DefFactKind::ImplTrait,
                     3 => DefFactKind::ImplType,
                     4 => DefFactKind::Arity,
-                    _ => DefFactKind::Getter,
+                    5 => DefFactKind::Getter,
+                    6 => DefFactKind::ModulePath,
+                    _ => DefFactKind::Cfg,
                 },
             });
         }

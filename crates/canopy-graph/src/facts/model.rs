@@ -106,6 +106,14 @@ pub enum DefFactKind {
     /// The function is an accessor read as a field (a TypeScript /
     /// JavaScript `get x()`): `o.x` without a call is what it returns.
     Getter = 5,
+    /// Where a Rust `mod name;` with `#[path = "…"]` is, as written
+    /// (relative to the declaring file's folder).
+    ModulePath = 6,
+    /// A Rust item under a `cfg` the walker cannot decide, because it
+    /// names a key a build script may set (`fast_arithmetic = "64"`, which
+    /// serde_json's `build.rs` prints as `cargo:rustc-cfg=…`): the
+    /// predicate, which the resolver evaluates with the package's script.
+    Cfg = 7,
 }
 
 /// Everything resolution needs to know about one file, besides its units.

@@ -350,7 +350,11 @@ impl World {
                 && let Val::Inst(t) | Val::Class(t) = v
             {
                 let mut fields = self.field(*t, name, depth + 1);
-                if fields.is_empty() && before == "self" {
+                if fields.is_empty() && (before == "self" || conv.fields_on_impl_type) {
+                    // `self.value`; where a type's parameters are bounded
+                    // on its impl blocks (Rust), also through another
+                    // value (`self.ser.formatter`, `ser.formatter` of
+                    // `ser: &mut Serializer<W, F>`).
                     fields = self.parameter_field(cx, v, name, depth + 1);
                 }
                 if !fields.is_empty() {
@@ -513,7 +517,10 @@ impl World {
     /// `self.value` where the field's type is a bare name its own type
     /// knows nothing of (`value: T` of `struct Formatted<T>`): that name
     /// read where the site is, inside the `impl<T> Formatted<T> where T:
-    /// Trait` block that bounds it.
+    /// Trait` block that bounds it. Also a field of another value
+    /// (`self.ser.formatter`, `formatter: F` of `Serializer<W, F>`, read in
+    /// `impl<'a, W, F: Formatter> … for MapKeySerializer<'a, W, F>`): type
+    /// parameters handed on keep their names in practice.
     fn parameter_field(&self, cx: &Ctx, v: &Val, name: &str, depth: u32) -> Vec<Val> {
         let Val::Inst(t) = v else {
             return Vec::new();

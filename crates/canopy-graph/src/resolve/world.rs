@@ -381,10 +381,15 @@ impl World {
         let files: Table<FileIdx, WorldFile> = Table::new(files);
         // Units in code compiled out (Rust `cfg`) are not definitions (other
         // files' facts are decoded only when used).
-        let mut syms = syms;
-        syms.retain(|s| defines(&files[s.file], &files[s.file].facts, s));
-        let syms: Table<SymId, SymRow> = Table::new(syms);
+        // Nor are those the build compiles out ([`LanguageRules::built_out`]).
         let rules = Rules::new(&files, manifests);
+        let mut syms = syms;
+        syms.retain(|s| {
+            let file = &files[s.file];
+            defines(file, &file.facts, s)
+                && !rules.of(file.family).built_out(&file.path, &file.facts, s)
+        });
+        let syms: Table<SymId, SymRow> = Table::new(syms);
         let mut w = World {
             by_id: syms.iter().map(|(i, s)| (s.id, i)).collect(),
             file_syms: Table::default(),
@@ -475,7 +480,11 @@ impl World {
     ///
     /// Returns false, changing nothing, when that does not hold (a new unit
     /// id below a kept one, a parent in another file): then the world must
-    /// be built again with [`World::new`].
+    /// be built again with [`World::new`]. So does a change to the facts of
+    /// a file with a Rust `#[path]` module or a `cfg` a build script
+    /// decides, before or after: the rules' module table ([`Rules`]) and
+    /// the units [`LanguageRules::built_out`] drops are decided with the
+    /// world.
     ///
     /// Why this equals [`World::new`]: the unit tables are kept in the
     /// order `new` builds them (units by id; names by name, then id; units
@@ -488,6 +497,21 @@ impl World {
         &mut self,
         changes: Vec<(FileIdx, std::sync::Arc<LazyFacts>, Vec<SymRow>)>,
     ) -> bool {
+        let path_module = |facts: &LazyFacts| {
+            facts
+                .get()
+                .defs
+                .iter()
+                .any(|d| matches!(d.what, DefFactKind::ModulePath | DefFactKind::Cfg))
+        };
+        // A file read again with the same facts (an importer of an edited
+        // file) changes neither.
+        if changes.iter().any(|(fi, facts, _)| {
+            let old = &self.files[*fi].facts;
+            (path_module(facts) || path_module(old)) && facts.get() != old.get()
+        }) {
+            return false;
+        }
         let mut same = Vec::with_capacity(changes.len());
         let mut replaced = Vec::new();
         for (fi, facts, syms) in changes {
@@ -497,7 +521,7 @@ impl World {
                     let file = &self.files[fi];
                     let kept: Vec<SymRow> = syms
                         .into_iter()
-                        .filter(|s| defines(file, &facts, s))
+                        .filter(|s| self.keeps(file, &facts, s))
                         .collect();
                     replaced.push((fi, facts, kept));
                 }
@@ -510,7 +534,7 @@ impl World {
             let file = &self.files[fi];
             let kept: Vec<SymRow> = syms
                 .into_iter()
-                .filter(|s| defines(file, &facts, s))
+                .filter(|s| self.keeps(file, &facts, s))
                 .collect();
             for (&si, row) in ids.iter().zip(kept) {
                 self.syms[si] = row;
@@ -732,13 +756,20 @@ impl World {
         out
     }
 
+    /// Whether unit `s` of `file`, whose facts are now `facts`, is a
+    /// definition: as [`World::new`] decides ([`defines`], and
+    /// [`LanguageRules::built_out`]).
+    fn keeps(&self, file: &WorldFile, facts: &LazyFacts, s: &SymRow) -> bool {
+        defines(file, facts, s) && !self.rules.of(file.family).built_out(&file.path, facts, s)
+    }
+
     /// The world's units of file `fi` in id order, if `syms` (its units
     /// read again, with `facts`) are the same units but for their spans.
     fn same_units(&self, fi: FileIdx, facts: &LazyFacts, syms: &[SymRow]) -> Option<Vec<SymId>> {
         let file = &self.files[fi];
         let mut ids = self.file_syms.get(fi)?.clone();
         ids.sort_unstable();
-        let mut new = syms.iter().filter(|s| defines(file, facts, s));
+        let mut new = syms.iter().filter(|s| self.keeps(file, facts, s));
         for &si in &ids {
             let (old, new) = (&self.syms[si], new.next()?);
             let same = old.id == new.id
@@ -972,8 +1003,11 @@ impl World {
             };
             let di = di as u32;
             match d.what {
-                // In `World::impl_traits` and `World::type_of_impl`.
-                DefFactKind::ImplTrait | DefFactKind::ImplType => {}
+                // In `World::impl_traits` and `World::type_of_impl`; Rust's module table.
+                DefFactKind::ImplTrait
+                | DefFactKind::ImplType
+                | DefFactKind::ModulePath
+                | DefFactKind::Cfg => {}
                 DefFactKind::Base => part.bases.entry(si).or_default().push(di),
                 DefFactKind::Arity => {
                     part.arity.insert(si, di);

@@ -121,8 +121,10 @@ use crate::error::{CanopyError, Result};
 /// …` after the parameter `check`) is what the use reads, a parameter's
 /// passed functions are bound where the parameters end, no guess for a
 /// Python builtin type's method name, and a TypeScript type alias has the
-/// types it names as bases (`type AnyRouter = RouterCore<any>`).
-pub const SCHEMA_VERSION: u32 = 43;
+/// types it names as bases (`type AnyRouter = RouterCore<any>`); 44: Rust
+/// globs inside use-lists, trait associated types with a bound as units,
+/// `#[path]` modules, `cfg`s a build script decides.
+pub const SCHEMA_VERSION: u32 = 44;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

@@ -2,21 +2,72 @@
 
 use tree_sitter::Node;
 
+use super::super::model::DefFactKind;
 use super::super::walker::{Cx, GrammarLookup};
 
 /// The value of a `#[cfg(…)]` / `#![cfg(…)]` attribute in a default build
 /// on this host, `None` when it is not a `cfg` or cannot be known here.
 pub(super) fn cfg_attribute(cx: &Cx, attr_item: Node) -> Option<bool> {
+    holds_with(cfg_predicate(cx, attr_item)?, &[])?
+}
+
+/// The predicate of a `#[cfg(…)]` / `#![cfg(…)]` attribute (`unix`,
+/// `all(a, b)`), as written.
+fn cfg_predicate<'c>(cx: &'c Cx, attr_item: Node) -> Option<&'c str> {
     let mut c = attr_item.walk();
     let attr = attr_item
         .named_children(&mut c)
         .find(|k| k.kind_name() == "attribute")?;
     let text = cx.t(attr).trim();
     let args = text.strip_prefix("cfg")?.trim_start();
-    let inner = args.strip_prefix('(')?.strip_suffix(')')?;
-    let mut p = CfgParser { rest: inner.trim() };
+    Some(args.strip_prefix('(')?.strip_suffix(')')?.trim())
+}
+
+/// A `cfg` predicate's value in a default build where a build script set
+/// the key-value pairs `set` (`("fast_arithmetic", "64")`): a key it sets
+/// has those values only; other key-value pairs stay unknown (`None`).
+/// The outer `None`: unreadable.
+pub(crate) fn holds_with(predicate: &str, set: &[(String, String)]) -> Option<Option<bool>> {
+    let mut p = CfgParser {
+        rest: predicate,
+        set,
+    };
     let value = p.predicate()?;
-    p.rest.trim().is_empty().then_some(value)?
+    p.rest.trim().is_empty().then_some(value)
+}
+
+/// An outer `#[cfg(…)]` the walker cannot decide whose key-value pairs
+/// include one a build script may set (not `feature`, not `target_…`):
+/// the predicate is kept on the item's name ([`DefFactKind::Cfg`]), and
+/// the resolver decides with the package's `build.rs`.
+pub(super) fn build_cfg(cx: &mut Cx, attr_item: Node) {
+    let Some(predicate) = cfg_predicate(cx, attr_item).map(str::to_string) else {
+        return;
+    };
+    if holds_with(&predicate, &[]) != Some(None) || !names_a_build_key(&predicate) {
+        return;
+    }
+    let mut next = attr_item.next_named_sibling();
+    while let Some(k) = next
+        && is_leading(k)
+    {
+        next = k.next_named_sibling();
+    }
+    if let Some(name) = next.and_then(|item| item.field("name")) {
+        cx.def_fact(name, Some(predicate), DefFactKind::Cfg);
+    }
+}
+
+/// Whether a predicate has a `key = "…"` whose key a build script may set.
+fn names_a_build_key(predicate: &str) -> bool {
+    predicate.match_indices('=').any(|(at, _)| {
+        let key = predicate[..at].trim_end();
+        let start = key
+            .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .map_or(0, |i| i + 1);
+        let key = &key[start..];
+        !key.is_empty() && key != "feature" && !key.starts_with("target_")
+    })
 }
 
 /// Records the code a false `cfg` attribute compiles out: the item after an
@@ -141,6 +192,8 @@ fn combine(values: &[Option<bool>], absorbing: bool) -> Option<bool> {
 /// so nothing under them is compiled out.
 struct CfgParser<'a> {
     rest: &'a str,
+    /// Key-value pairs a build script sets ([`holds_with`]).
+    set: &'a [(String, String)],
 }
 
 impl CfgParser<'_> {
@@ -197,6 +250,10 @@ impl CfgParser<'_> {
             let s = self.rest.trim_start().strip_prefix('"')?;
             let close = s.find('"')?;
             self.rest = &s[close + 1..];
+            if self.set.iter().any(|(k, _)| *k == name) {
+                let value = &s[..close];
+                return Some(Some(self.set.iter().any(|(k, v)| *k == name && v == value)));
+            }
             return Some(None);
         }
         Some(Some(matches!(
@@ -211,9 +268,29 @@ mod tests {
     use super::*;
 
     fn eval(predicate: &str) -> Option<Option<bool>> {
-        let mut p = CfgParser { rest: predicate };
-        let v = p.predicate()?;
-        p.rest.trim().is_empty().then_some(v)
+        holds_with(predicate, &[])
+    }
+
+    #[test]
+    fn a_key_a_build_script_sets_has_its_value_only() {
+        let set = [("fast_arithmetic".to_string(), "64".to_string())];
+        assert_eq!(
+            holds_with(r#"fast_arithmetic = "64""#, &set),
+            Some(Some(true))
+        );
+        assert_eq!(
+            holds_with(r#"fast_arithmetic = "32""#, &set),
+            Some(Some(false))
+        );
+        assert_eq!(
+            holds_with(r#"not(fast_arithmetic = "32")"#, &set),
+            Some(Some(true))
+        );
+        assert_eq!(holds_with(r#"feature = "std""#, &set), Some(None));
+        assert!(names_a_build_key(r#"fast_arithmetic = "64""#));
+        assert!(!names_a_build_key(
+            r#"all(feature = "std", target_os = "linux")"#
+        ));
     }
 
     #[test]

@@ -24,7 +24,8 @@ use bindings::{
     bind_bounded, bind_items, closure_bindings, for_bindings, for_body_bindings, ordered_fields,
     scrutinee_node, struct_pattern_bindings, tuple_bindings, tuple_struct_bindings,
 };
-use cfg::{cfg_attribute, compile_out};
+pub(crate) use cfg::holds_with;
+use cfg::{build_cfg, cfg_attribute, compile_out};
 
 /// `S { f: Default::default(), ..Default::default() }`, `let x: T =
 /// Default::default()`, `fn new() -> Self { Default::default() }`: the type
@@ -567,9 +568,13 @@ fn is_declaration_name(n: Node, parent: Node) -> bool {
 }
 
 fn use_tree(cx: &mut Cx, stmt: Node, n: Node, prefix: &str) {
+    // `use a::{b, *}`: the glob inside a list has no path of its own, so
+    // it is the list's prefix (`a`), not `a.` (a module no file has).
     let join = |p: &str, s: &str| {
         if p.is_empty() {
             s.to_string()
+        } else if s.is_empty() {
+            p.to_string()
         } else {
             format!("{p}.{s}")
         }
@@ -808,6 +813,7 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
         "attribute_item" | "inner_attribute_item" if cfg_attribute(cx, n) == Some(false) => {
             compile_out(cx, n);
         }
+        "attribute_item" => build_cfg(cx, n),
         "call_expression" => call(cx, n, up),
         "token_tree" => token_tree_calls(cx, n),
         "scoped_identifier" => scoped_identifier(cx, n, up),
@@ -831,6 +837,8 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
         "function_item" | "function_signature_item" => function(cx, n),
         "impl_item" => impl_item(cx, n),
         "type_item" => type_item(cx, n),
+        "mod_item" => mod_item(cx, n),
+        "associated_type" => associated_type(cx, n),
         "trait_item" => trait_item(cx, n),
         _ => {}
     }
@@ -1137,6 +1145,49 @@ fn type_item(cx: &mut Cx, n: Node) {
         // `#v`) are fields of the alias, read through a field or local of
         // the alias type (`self.items#k`, `items: Pairs`).
         bind_items(cx, t.start_byte(), "", t, true);
+    }
+}
+
+/// `#[path = "lexical/math.rs"] mod math;` at a file's top level: where
+/// the module's file is (read by the resolver's module table).
+fn mod_item(cx: &mut Cx, n: Node) {
+    if n.field("body").is_some() || n.parent().is_none_or(|p| p.kind_name() != "source_file") {
+        return;
+    }
+    let Some(name) = n.field("name") else {
+        return;
+    };
+    let mut prev = n.prev_named_sibling();
+    while let Some(a) = prev
+        && a.kind_name() == "attribute_item"
+    {
+        let text = cx.t(a);
+        let inner = text.trim_start_matches("#[").trim_end_matches(']').trim();
+        if let Some(rest) = inner.strip_prefix("path")
+            && let Some(value) = rest.trim_start().strip_prefix('=')
+            && let Some(path) = value
+                .trim()
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+        {
+            cx.def_fact(name, Some(path.to_string()), DefFactKind::ModulePath);
+            return;
+        }
+        prev = a.prev_named_sibling();
+    }
+}
+
+/// `type Config: Config;` in a trait: the associated type's members are
+/// its first bound's (a trait), so `self.config().encode_padding()`, with
+/// `fn config(&self) -> &Self::Config`, finds the bound trait's method.
+fn associated_type(cx: &mut Cx, n: Node) {
+    let (Some(name), Some(bounds)) = (n.field("name"), n.field("bounds")) else {
+        return;
+    };
+    let mut c = bounds.walk();
+    let first = bounds.named_children(&mut c).find_map(|b| type_expr(cx, b));
+    if first.is_some() {
+        cx.def_fact(name, first, DefFactKind::Base);
     }
 }
 

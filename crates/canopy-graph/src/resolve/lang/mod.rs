@@ -22,6 +22,7 @@ pub(crate) mod rust;
 use super::eval::{Ctx, ModulePath, Val};
 use super::ids::{FileIdx, SymId, Table};
 use super::world::{World, WorldFile};
+use crate::facts::compact::WorldFacts;
 use crate::facts::model::SiteKind;
 use crate::lang::Language;
 use crate::store::graph_rows::{How, SymRow};
@@ -249,6 +250,13 @@ pub(crate) trait LanguageRules: Send + Sync {
     /// its unique name. Any, by default.
     fn guess_fits(&self, _w: &World, _args: u8, _m: SymId) -> bool {
         true
+    }
+
+    /// Whether unit `s` of the file at `path` (with `facts`) is compiled
+    /// out by what its build says beyond the file (Rust: a `cfg` key its
+    /// package's build script sets).
+    fn built_out(&self, _path: &str, _facts: &WorldFacts, _s: &SymRow) -> bool {
+        false
     }
 
     /// Whether a call in file `caller` may be guessed to reach a method of

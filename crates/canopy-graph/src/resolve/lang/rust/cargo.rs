@@ -69,6 +69,10 @@ pub struct Package {
     pub deps: HashSet<String>,
     /// What its tests, examples and benches add (`[dev-dependencies]`).
     pub dev_deps: HashSet<String>,
+    /// The `key="value"` cfgs its build script prints
+    /// (`cargo:rustc-cfg=fast_arithmetic="64"`), the first value of each
+    /// key ([`build_cfgs`]).
+    pub build_cfgs: Vec<(String, String)>,
 }
 
 impl Package {
@@ -104,9 +108,43 @@ pub fn packages<'a>(
                 return None;
             }
             let text = std::fs::read_to_string(repo.join(m)).ok()?;
-            parse_manifest(dir, &text)
+            let (mut pkg, script) = parse_manifest(dir, &text)?;
+            if let Some(script) = script
+                && let Ok(text) = std::fs::read_to_string(repo.join(dir).join(script))
+            {
+                pkg.build_cfgs = build_cfgs(&text);
+            }
+            Some(pkg)
         })
         .collect()
+}
+
+/// The `key="value"` cfgs a build script prints (`cargo:rustc-cfg=…`,
+/// `cargo::rustc-cfg=…`, quotes escaped as in a Rust string). A key printed
+/// with several values (an `if`/`else` on the target) is read as its
+/// first: the script runs one branch, and the first is taken for this
+/// 64-bit host (serde_json prints `fast_arithmetic="64"` for 64-bit
+/// targets first, `"32"` in the `else`). Bare names are left out (the
+/// walker reads every unknown bare name as off).
+pub fn build_cfgs(script: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (at, _) in script.match_indices("rustc-cfg=") {
+        let rest = &script[at + "rustc-cfg=".len()..];
+        let end = rest
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let (key, rest) = rest.split_at(end);
+        let Some(value) = rest.strip_prefix("=\\\"") else {
+            continue;
+        };
+        let Some(close) = value.find("\\\"") else {
+            continue;
+        };
+        if !key.is_empty() && !out.iter().any(|(k, _)| k == key) {
+            out.push((key.to_string(), value[..close].to_string()));
+        }
+    }
+    out
 }
 
 /// What [`packages`] reads from one manifest: `[package] name`, `[lib]
@@ -114,9 +152,16 @@ pub fn packages<'a>(
 /// `[dev-dependencies]`, also per `[target.…]` (a renamed dependency by its
 /// `package`). `None` for a manifest without a package name, or one that
 /// is no valid TOML.
-fn parse_manifest(dir: &str, manifest: &str) -> Option<Package> {
+fn parse_manifest(dir: &str, manifest: &str) -> Option<(Package, Option<String>)> {
     let m: Manifest = toml::from_str(manifest).ok()?;
-    let name = m.package?.name?;
+    let package = m.package?;
+    // `build = "path"`, `build = false`, else `build.rs` when there is one.
+    let script = match package.build {
+        Some(toml::Value::String(s)) => Some(s),
+        Some(toml::Value::Boolean(false)) => None,
+        _ => Some("build.rs".to_string()),
+    };
+    let name = package.name?;
     let mut pkg = Package {
         dir: dir.to_string(),
         name: crate_name(&name),
@@ -136,7 +181,7 @@ fn parse_manifest(dir: &str, manifest: &str) -> Option<Package> {
         pkg.dev_deps
             .extend(dev_deps.iter().map(Dependency::crate_name));
     }
-    Some(pkg)
+    Some((pkg, script))
 }
 
 /// A package or crate name as Rust code writes it (`-` as `_`).
@@ -162,6 +207,8 @@ struct Manifest {
 #[derive(serde::Deserialize)]
 struct PackageTable {
     name: Option<String>,
+    /// The build script: a path, or `false` for none.
+    build: Option<toml::Value>,
 }
 
 /// `[lib]`.
@@ -220,7 +267,8 @@ mod tests {
             "[package]\nname = \"my-macros\"\n\n[lib]\nproc-macro = true\n\n\
              [dependencies.syn]\nversion = \"2\"\n\n[dev-dependencies.my-lib]\npath = \"..\"\n",
         )
-        .expect("a package");
+        .expect("a package")
+        .0;
         assert!(macros.proc_macro);
         assert_eq!(macros.name, "my_macros");
         assert_eq!(macros.deps, HashSet::from(["syn".to_string()]));
@@ -237,20 +285,24 @@ mod tests {
              [dependencies.renamed]\npackage = \"real-name\"\n\
              [build-dependencies]\ncc = \"1\"\n",
         )
-        .expect("a package");
+        .expect("a package")
+        .0;
         let deps: HashSet<String> = ["my_macros", "my_util", "serde", "libc", "real_name"]
             .map(String::from)
             .into();
         assert_eq!(lib.deps, deps);
         assert_eq!(lib.dev_deps, HashSet::from(["nix".to_string()]));
         assert!(!lib.proc_macro);
-        let util = parse_manifest("u/", "[package]\nname = \"my-util\"\n").expect("a package");
+        let util = parse_manifest("u/", "[package]\nname = \"my-util\"\n")
+            .expect("a package")
+            .0;
         // `[lib] name` is what other crates `use`.
         let renamed_lib = parse_manifest(
             "r/",
             "[package]\nname = \"r-pkg\"\n[lib]\nname = \"r_core\"\n",
         )
-        .expect("a package");
+        .expect("a package")
+        .0;
         assert_eq!(
             (renamed_lib.name.as_str(), renamed_lib.lib_name.as_deref()),
             ("r_pkg", Some("r_core"))
@@ -268,5 +320,29 @@ mod tests {
         assert!(macros.reaches("m/tests/t.rs", &lib));
         assert!(macros.reaches("m/src/lib.rs", &macros));
         assert!(!util.reaches("u/src/lib.rs", &lib));
+    }
+
+    #[test]
+    fn a_build_script_sets_the_first_value_it_prints_of_a_key() {
+        // serde_json's build.rs: one branch per target, the 64-bit one first.
+        let script = "if wide {\n    println!(\"cargo:rustc-cfg=fast_arithmetic=\\\"64\\\"\");\n} else {\n    \
+                      println!(\"cargo:rustc-cfg=fast_arithmetic=\\\"32\\\"\");\n}\n\
+                      println!(\"cargo::rustc-cfg=limb=\\\"u64\\\"\");\nprintln!(\"cargo:rustc-cfg=no_std_alloc\");\n";
+        assert_eq!(
+            build_cfgs(script),
+            [
+                ("fast_arithmetic".to_string(), "64".to_string()),
+                ("limb".to_string(), "u64".to_string())
+            ]
+        );
+        // `build = "…"` names the script; `build = false` says there is none.
+        let with = |extra: &str| {
+            parse_manifest("", &format!("[package]\nname = \"p\"\n{extra}"))
+                .expect("a package")
+                .1
+        };
+        assert_eq!(with(""), Some("build.rs".to_string()));
+        assert_eq!(with("build = \"gen/b.rs\"\n"), Some("gen/b.rs".to_string()));
+        assert_eq!(with("build = false\n"), None);
     }
 }

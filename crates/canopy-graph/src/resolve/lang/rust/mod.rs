@@ -15,8 +15,9 @@ use foldhash::{HashMap, HashMapExt};
 pub use cargo::{Cargo, Package};
 
 use super::{Among, Conventions, Family, LanguageRules};
-use crate::facts::model::{LITERAL, PATH_HEAD, SiteKind, TRAIT_HINT, UFCS_SEP};
-use crate::facts::rust::PASSTHROUGH;
+use crate::facts::compact::WorldFacts;
+use crate::facts::model::{DefFactKind, LITERAL, PATH_HEAD, SiteKind, TRAIT_HINT, UFCS_SEP};
+use crate::facts::rust::{PASSTHROUGH, holds_with};
 use crate::lang::NodeType;
 use crate::resolve::eval::{Ctx, ModulePath, Val};
 use crate::resolve::ids::{BindingIdx, FileIdx, Idx, SymId, Table};
@@ -245,6 +246,73 @@ fn module_of(rel: &str, roots: &[&str]) -> String {
     }
 }
 
+/// `#[path = "P"] mod name;` in file `F` (module `m` of crate root `r`):
+/// `m::name` is the file at `P`, relative to `F`'s folder. A file of the
+/// same crate root is that module only (serde_json's `tests/lexical.rs`
+/// has `#[path = "lexical/math.rs"] mod math;`: `tests/lexical/math.rs` is
+/// `crate::math` of that test, not `crate::lexical::math`); a file of
+/// another crate keeps its own module and is also reached as `m::name`
+/// (`#[path = "../src/lexical/mod.rs"] mod lexical;`: the library's
+/// module, whose own `mod x;` files are the library's).
+fn path_modules(
+    files: &Table<FileIdx, WorldFile>,
+    file_modules: &mut Table<FileIdx, (String, String)>,
+    modules: &mut HashMap<(String, String), FileIdx>,
+) {
+    let mut by_path: Option<HashMap<&str, FileIdx>> = None;
+    for (fi, f) in files.iter() {
+        if f.family != Family::Rust {
+            continue;
+        }
+        let facts = f.facts.get();
+        for d in facts
+            .defs
+            .iter()
+            .filter(|d| d.what == DefFactKind::ModulePath)
+        {
+            let dir = f.path.rfind('/').map_or("", |i| &f.path[..i]);
+            let Some(target) = joined_path(dir, facts.s(d.expr)) else {
+                continue;
+            };
+            let by_path = by_path.get_or_insert_with(|| {
+                files
+                    .iter()
+                    .filter(|(_, f)| f.family == Family::Rust)
+                    .map(|(i, f)| (f.path.as_str(), i))
+                    .collect()
+            });
+            let Some(&g) = by_path.get(target.as_str()) else {
+                continue;
+            };
+            let (root, m) = file_modules[fi].clone();
+            let key = (root.clone(), format!("{m}.{}", facts.s(d.name)));
+            if file_modules[g].0 == root {
+                let old = std::mem::replace(&mut file_modules[g], key.clone());
+                if modules.get(&old) == Some(&g) {
+                    modules.remove(&old);
+                }
+            }
+            modules.insert(key, g);
+        }
+    }
+}
+
+/// `dir/rel` with `.` and `..` segments applied; `None` when `rel`
+/// climbs above the repository.
+fn joined_path(dir: &str, rel: &str) -> Option<String> {
+    let mut segs: Vec<&str> = dir.split('/').filter(|s| !s.is_empty()).collect();
+    for seg in rel.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                segs.pop()?;
+            }
+            s => segs.push(s),
+        }
+    }
+    Some(segs.join("/"))
+}
+
 /// Rust's rules and the modules and crates of a pass.
 pub(crate) struct Rust {
     /// Per file: (crate root, module path) ([`module_path`]; empty for
@@ -269,7 +337,7 @@ impl Rust {
     /// The rules, with the module paths of the world's Rust files and the
     /// repository's Cargo side.
     pub(crate) fn new(files: &Table<FileIdx, WorldFile>, cargo: Cargo) -> Rust {
-        let file_modules: Table<FileIdx, (String, String)> = Table::new(
+        let mut file_modules: Table<FileIdx, (String, String)> = Table::new(
             files
                 .rows()
                 .iter()
@@ -293,6 +361,7 @@ impl Rust {
                 modules.insert(key, fi);
             }
         }
+        path_modules(files, &mut file_modules, &mut modules);
         roots.retain(|_, fs| fs.len() > 1);
         for fs in roots.values_mut() {
             // A library root first: `crate::x` in `src/a.rs` and
@@ -624,6 +693,36 @@ impl LanguageRules for Rust {
         }
     }
 
+    /// A unit whose `cfg` names a key its package's build script sets to
+    /// another value (serde_json's `#[cfg(fast_arithmetic = "32")]` twin,
+    /// its `build.rs` printing `fast_arithmetic="64"` first): only one twin
+    /// of a key the script sets is kept, never both dropped.
+    fn built_out(&self, path: &str, facts: &WorldFacts, s: &SymRow) -> bool {
+        let mut cfgs = facts
+            .defs
+            .iter()
+            .filter(|d| d.what == DefFactKind::Cfg)
+            .peekable();
+        if cfgs.peek().is_none() {
+            return false;
+        }
+        let Some(pkg) = self
+            .packages
+            .iter()
+            .filter(|p| path.starts_with(&p.dir))
+            .max_by_key(|p| p.dir.len())
+        else {
+            return false;
+        };
+        !pkg.build_cfgs.is_empty()
+            && cfgs.any(|d| {
+                facts.s(d.name) == s.name
+                    && s.start <= d.byte
+                    && d.byte <= s.end
+                    && holds_with(facts.s(d.expr), &pkg.build_cfgs) == Some(Some(false))
+            })
+    }
+
     /// Only a method of a package the caller's Cargo package reaches.
     fn may_guess(&self, w: &World, caller: FileIdx, target: FileIdx) -> bool {
         match (self.package(w, caller), self.package(w, target)) {
@@ -632,8 +731,23 @@ impl LanguageRules for Rust {
         }
     }
 
-    /// An inherent method shadows trait methods of the same name.
-    fn choose(&self, w: &World, found: Vec<SymId>, among: Among) -> Vec<SymId> {
+    /// An inherent method shadows trait methods of the same name. A name
+    /// that is both a function and a `macro_rules!` macro
+    /// (`test_parse_err::<bool>(…)` beside `test_parse_err!(…)` in
+    /// serde_json's tests): a site looked up by name is never a macro's
+    /// invocation (the walker reads a macro's name as no use), so the
+    /// function is meant.
+    fn choose(&self, w: &World, mut found: Vec<SymId>, among: Among) -> Vec<SymId> {
+        if found.len() > 1
+            && found
+                .iter()
+                .any(|&f| w.syms[f].node_type == NodeType::Macro)
+            && found
+                .iter()
+                .any(|&f| w.syms[f].node_type != NodeType::Macro)
+        {
+            found.retain(|&f| w.syms[f].node_type != NodeType::Macro);
+        }
         if !matches!(among, Among::Members) {
             return found;
         }
