@@ -320,6 +320,7 @@ impl World {
             && vals.is_empty()
             && kind == SiteKind::Call
             && root_unknown()
+            && !rules.builtin_method(name)
             && !self.builtin_receiver(cx, r)
             && !self.external_receiver(cx, r)
         {

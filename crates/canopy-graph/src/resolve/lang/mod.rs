@@ -252,6 +252,15 @@ pub(crate) trait LanguageRules: Send + Sync {
         true
     }
 
+    /// Whether a method named `name` is one the language's own built-in
+    /// types define (ECMAScript: `get` of `Map`, `then` of `Promise`,
+    /// `slice` of arrays and strings): then a corpus method of that name
+    /// is not the only one an unknown receiver may hold, and a call of it
+    /// is never guessed by name. None by default.
+    fn builtin_method(&self, _name: &str) -> bool {
+        false
+    }
+
     /// Whether a type or value expression (as a binding or receiver
     /// writes it: `str()`, `Map<K, V>`, `strings.Builder`, `String`) names
     /// a type of the language or its standard library; a call on such a
