@@ -769,9 +769,11 @@ fn doc_links(cx: &mut Cx, n: Node) {
 /// `{ promise, cancel, start: () => … }`: a shorthand property is a use of
 /// the local of its name. In an object that a function returns as its
 /// declared type (`function f(): Retryer { return { cancel, start } }`,
-/// `(): Retryer => ({ … })`) or that a typed declaration holds (`const c:
-/// Config = { … }`), each property is also a use of that type's member of
-/// its name: TypeScript's contextual typing binds it there.
+/// `(): Retryer => ({ … })`), that a typed declaration holds (`const c:
+/// Config = { … }`), that is checked with `satisfies Config`, or that is
+/// passed to a typed parameter, each property and each method (`{ next(v)
+/// { … } }`) is also a use of that type's member of its name:
+/// TypeScript's contextual typing binds it there.
 fn object_literal<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
     let typed = contextual_type(cx, n, up);
     let mut c = n.walk();
@@ -783,8 +785,11 @@ fn object_literal<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
                     cx.second_site(p, Some(t.clone()), SiteKind::Other);
                 }
             }
-            "pair" => {
-                if let (Some(k), Some(t)) = (p.field("key"), &typed)
+            // `{ next(value) { … } }` in an object typed `Observer`: the
+            // method implements `Observer.next`, as a `next: …` pair does.
+            "pair" | "method_definition" => {
+                let key = p.field("key").or_else(|| p.field("name"));
+                if let (Some(k), Some(t)) = (key, &typed)
                     && k.kind_name() == "property_identifier"
                 {
                     cx.site(k, Some(t.clone()), SiteKind::Other);
@@ -817,6 +822,8 @@ fn contextual_type<'t>(cx: &Cx, n: Node<'t>, up: &Up<'_, 't>) -> Option<String> 
             return Some(format!("{callee}{ARG}{at}"));
         }
         "variable_declarator" => return type_expr(cx, parent.field("type")?),
+        // `{ … } satisfies Handler`: checked against (so typed by) `Handler`.
+        "satisfies_expression" => return type_expr(cx, parent.named_child(1)?),
         "return_statement" => up.iter().skip(1).find(|a| {
             matches!(
                 a.kind_name(),

@@ -116,8 +116,11 @@ use crate::error::{CanopyError, Result};
 /// value (`v.get()`); 41: a Python field assigned from a call on an
 /// annotated parameter (`self.stream = environment.tokenize()`) reads the
 /// call through the annotation; 42: every name of a Python chained
-/// assignment (`ib = attr = attrib`) is bound to its last value.
-pub const SCHEMA_VERSION: u32 = 42;
+/// assignment (`ib = attr = attrib`) is bound to its last value; 43: a
+/// method of a TypeScript object literal typed by its context (`{ next(v)
+/// { … } }` passed as an `Observer`, `satisfies T`) is a use of that
+/// type's member.
+pub const SCHEMA_VERSION: u32 = 43;
 
 const SCHEMA: &str = include_str!("schema.sql");
 
