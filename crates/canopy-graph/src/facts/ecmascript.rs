@@ -287,11 +287,7 @@ fn visit<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
         "assignment_expression" => assignment(cx, n),
         "as_expression" | "type_assertion" => cast(cx, n),
         "for_in_statement" => for_of(cx, n),
-        "arrow_function" | "function_expression" => {
-            if !callback(cx, n) {
-                argument_parameters(cx, n);
-            }
-        }
+        "arrow_function" | "function_expression" => callback_parameters(cx, n),
         "function_declaration"
         | "method_definition"
         | "method_signature"
@@ -1362,6 +1358,14 @@ fn bound_before(cx: &Cx, f: Node, name: &str) -> bool {
         .filter(|b| b.name == name && !b.field && b.byte >= from && b.byte < start)
         .max_by_key(|b| b.byte)
         .is_some_and(|b| b.expr != UNBOUND)
+}
+
+/// A function passed as an argument: its parameters as items of an array
+/// ([`callback`]), else typed by their context ([`argument_parameters`]).
+fn callback_parameters(cx: &mut Cx, n: Node) {
+    if !callback(cx, n) {
+        argument_parameters(cx, n);
+    }
 }
 
 /// `f((x) => …)`, `new C(function (x) { … })`: the parameters of a function
