@@ -134,7 +134,20 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
         }
         "type_identifier" | "identifier" => Some(cx.t(n).to_string()),
         "nested_type_identifier" | "member_expression" => Some(cx.t(n).replace(' ', "")),
-        "generic_type" => type_expr(cx, n.field("name").or(n.named_child(0))?),
+        "generic_type" => {
+            let name = n.field("name").or(n.named_child(0))?;
+            // `Partial<Observer<T>>`: TypeScript's utility types that keep
+            // their argument's members are that argument.
+            if MEMBER_KEEPING.contains(&cx.t(name))
+                && let Some(arg) = n
+                    .field("type_arguments")
+                    .or(n.named_child(1))
+                    .and_then(|a| a.named_child(0))
+            {
+                return type_expr(cx, arg);
+            }
+            type_expr(cx, name)
+        }
         "union_type" => {
             let mut c = n.walk();
             let parts: Vec<Node> = n.named_children(&mut c).collect();
@@ -150,6 +163,10 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
         _ => None,
     }
 }
+
+/// TypeScript's utility types whose members are those of their type
+/// argument (optional, read-only or required as they may be).
+const MEMBER_KEEPING: &[&str] = &["Partial", "Readonly", "Required", "NonNullable"];
 
 fn is_declaration_name(n: Node, parent: Node) -> bool {
     let field_is = |f: &str| parent.field(f) == Some(n);
