@@ -119,8 +119,9 @@ use crate::error::{CanopyError, Result};
 /// assignment (`ib = attr = attrib`) is bound to its last value; 43: a
 /// method of a TypeScript object literal typed by its context (`{ next(v)
 /// { … } }` passed as an `Observer`, `satisfies T`) is a use of that
-/// type's member, and a TypeScript / JavaScript callback's parameters
-/// without a type bind their context (`new Promise((resolve) => …)`).
+/// type's member, a TypeScript / JavaScript callback's parameters
+/// without a type bind their context (`new Promise((resolve) => …)`), and
+/// `Partial<T>` (`Readonly`, `Required`, `NonNullable`) is stored as `T`.
 pub const SCHEMA_VERSION: u32 = 43;
 
 const SCHEMA: &str = include_str!("schema.sql");
