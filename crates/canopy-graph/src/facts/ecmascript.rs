@@ -14,7 +14,7 @@ use tree_sitter::Node;
 
 use super::model::{
     ARG, CALL_RESULT, CAST, DefFactKind, ELEM, GUARD_CALL, GUARD_OF, IMPORT_RECV, RETURNED,
-    SiteKind, UNION,
+    SiteKind, UNBOUND, UNION,
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree_pruned};
 
@@ -134,7 +134,20 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
         }
         "type_identifier" | "identifier" => Some(cx.t(n).to_string()),
         "nested_type_identifier" | "member_expression" => Some(cx.t(n).replace(' ', "")),
-        "generic_type" => type_expr(cx, n.field("name").or(n.named_child(0))?),
+        "generic_type" => {
+            let name = n.field("name").or(n.named_child(0))?;
+            // `Partial<Observer<T>>`: TypeScript's utility types that keep
+            // their argument's members are that argument.
+            if MEMBER_KEEPING.contains(&cx.t(name))
+                && let Some(arg) = n
+                    .field("type_arguments")
+                    .or(n.named_child(1))
+                    .and_then(|a| a.named_child(0))
+            {
+                return type_expr(cx, arg);
+            }
+            type_expr(cx, name)
+        }
         "union_type" => {
             let mut c = n.walk();
             let parts: Vec<Node> = n.named_children(&mut c).collect();
@@ -150,6 +163,10 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
         _ => None,
     }
 }
+
+/// TypeScript's utility types whose members are those of their type
+/// argument (optional, read-only or required as they may be).
+const MEMBER_KEEPING: &[&str] = &["Partial", "Readonly", "Required", "NonNullable"];
 
 fn is_declaration_name(n: Node, parent: Node) -> bool {
     let field_is = |f: &str| parent.field(f) == Some(n);
@@ -287,7 +304,7 @@ fn visit<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
         "assignment_expression" => assignment(cx, n),
         "as_expression" | "type_assertion" => cast(cx, n),
         "for_in_statement" => for_of(cx, n),
-        "arrow_function" | "function_expression" => callback(cx, n),
+        "arrow_function" | "function_expression" => callback_parameters(cx, n),
         "function_declaration"
         | "method_definition"
         | "method_signature"
@@ -295,6 +312,9 @@ fn visit<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
         | "function_signature" => {
             if n.kind_name().contains("method") {
                 method_arity(cx, n);
+            }
+            if kind == "method_definition" {
+                literal_method_parameters(cx, n, up);
             }
             if let (Some(name), Some(r)) = (n.field("name"), n.field("return_type")) {
                 let t = guarded_type(cx, r)
@@ -770,9 +790,11 @@ fn doc_links(cx: &mut Cx, n: Node) {
 /// `{ promise, cancel, start: () => … }`: a shorthand property is a use of
 /// the local of its name. In an object that a function returns as its
 /// declared type (`function f(): Retryer { return { cancel, start } }`,
-/// `(): Retryer => ({ … })`) or that a typed declaration holds (`const c:
-/// Config = { … }`), each property is also a use of that type's member of
-/// its name: TypeScript's contextual typing binds it there.
+/// `(): Retryer => ({ … })`), that a typed declaration holds (`const c:
+/// Config = { … }`), that is checked with `satisfies Config`, or that is
+/// passed to a typed parameter, each property and each method (`{ next(v)
+/// { … } }`) is also a use of that type's member of its name:
+/// TypeScript's contextual typing binds it there.
 fn object_literal<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
     let typed = contextual_type(cx, n, up);
     let mut c = n.walk();
@@ -784,8 +806,11 @@ fn object_literal<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
                     cx.second_site(p, Some(t.clone()), SiteKind::Other);
                 }
             }
-            "pair" => {
-                if let (Some(k), Some(t)) = (p.field("key"), &typed)
+            // `{ next(value) { … } }` in an object typed `Observer`: the
+            // method implements `Observer.next`, as a `next: …` pair does.
+            "pair" | "method_definition" => {
+                let key = p.field("key").or_else(|| p.field("name"));
+                if let (Some(k), Some(t)) = (key, &typed)
                     && k.kind_name() == "property_identifier"
                 {
                     cx.site(k, Some(t.clone()), SiteKind::Other);
@@ -805,19 +830,14 @@ fn contextual_type<'t>(cx: &Cx, n: Node<'t>, up: &Up<'_, 't>) -> Option<String> 
     let owner = match parent.kind_name() {
         "arguments" => {
             // `createRetryer({ … })`: the parameter's declared type there.
-            let call = up.nth(1)?;
-            let callee = match call.kind_name() {
-                "call_expression" => expr(cx, call.field("function")?)?,
-                "new_expression" => {
-                    format!("{}.constructor", expr(cx, call.field("constructor")?)?)
-                }
-                _ => return None,
-            };
+            let callee = callee_of(cx, up.nth(1)?)?;
             let mut c = parent.walk();
             let at = parent.named_children(&mut c).position(|a| a == n)?;
             return Some(format!("{callee}{ARG}{at}"));
         }
         "variable_declarator" => return type_expr(cx, parent.field("type")?),
+        // `{ … } satisfies Handler`: checked against (so typed by) `Handler`.
+        "satisfies_expression" => return type_expr(cx, parent.named_child(1)?),
         "return_statement" => up.iter().skip(1).find(|a| {
             matches!(
                 a.kind_name(),
@@ -1264,47 +1284,40 @@ const ITEM_CALLBACKS: &[&str] = &[
 /// parameter, without a type of its own, is an item of `xs` (contextual
 /// typing), when `xs` is a name or member path, or ends in a call whose
 /// return type states its items (`this.getAll().forEach(…)`: `getAll()#elem`).
-fn callback(cx: &mut Cx, n: Node) {
+/// Whether it bound the parameter.
+fn callback(cx: &mut Cx, n: Node) -> bool {
     let Some(call) = n
         .parent()
         .filter(|a| a.kind_name() == "arguments" && a.named_child(0) == Some(n))
         .and_then(|a| a.parent())
         .filter(|c| c.kind_name() == "call_expression")
     else {
-        return;
+        return false;
     };
     let Some(f) = call
         .field("function")
         .filter(|f| f.kind_name() == "member_expression")
     else {
-        return;
+        return false;
     };
     let (Some(obj), Some(prop)) = (f.field("object"), f.field("property")) else {
-        return;
+        return false;
     };
     if !ITEM_CALLBACKS.contains(&cx.t(prop)) {
-        return;
+        return false;
     }
     let Some(source) = expr(cx, obj).filter(|e| {
         // A call only as the last segment: its return type's items.
         !e.strip_suffix("()").unwrap_or(e).contains("()")
     }) else {
-        return;
+        return false;
     };
     let param = match n.field("parameter") {
         Some(p) => Some(p),
         None => n.field("parameters").and_then(|ps| ps.named_child(0)),
     };
-    let Some(param) = param else {
-        return;
-    };
-    let ident = match param.kind_name() {
-        "identifier" => param,
-        "required_parameter" if param.field("type").is_none() => match param.field("pattern") {
-            Some(p) if p.kind_name() == "identifier" => p,
-            _ => return,
-        },
-        _ => return,
+    let Some(ident) = param.and_then(untyped_name) else {
+        return false;
     };
     let name = cx.t(ident).to_string();
     cx.bind(
@@ -1314,6 +1327,147 @@ fn callback(cx: &mut Cx, n: Node) {
         false,
         false,
     );
+    true
+}
+
+/// The name a parameter without a type annotation binds (`x`, `(x)`,
+/// `x = 1` has a type of its own: none).
+fn untyped_name(param: Node) -> Option<Node> {
+    match param.kind_name() {
+        "identifier" => Some(param),
+        "required_parameter" if param.field("type").is_none() && param.field("value").is_none() => {
+            param
+                .field("pattern")
+                .filter(|p| p.kind_name() == "identifier")
+        }
+        _ => None,
+    }
+}
+
+/// What the callee of call or `new` expression `call` is, as the
+/// contextual types of its arguments name it (`f`, `a.f`, `C.constructor`).
+fn callee_of(cx: &Cx, call: Node) -> Option<String> {
+    match call.kind_name() {
+        "call_expression" => expr(cx, call.field("function")?),
+        "new_expression" => Some(format!(
+            "{}.constructor",
+            expr(cx, call.field("constructor")?)?
+        )),
+        _ => None,
+    }
+}
+
+/// Binds each parameter without a type of function `f` to `{context}#arg:i`
+/// ([`ARG`]): what TypeScript types it by, the callee's parameter its
+/// function is passed to (`new Promise((resolve) => …)`: `resolve` is
+/// `Promise.constructor#arg:0#arg:0`) or the member of the contextual type
+/// it implements. Such a parameter is a name of its own, never an outer
+/// name or a module's function; and when its context is a type of the
+/// platform (`new ReadableStream({ start(controller) { … } })`) a call on
+/// it is never guessed to be the corpus's one method of its name (issue 27:
+/// @trpc/server's stream controllers).
+///
+/// A callback that is no unit binds into the unit around it: its
+/// parameter is bound only when that unit has no binding of the name
+/// before it (a `column` in `.reduce((sum, column) => …)` below a typed
+/// `column`, a second `.map((query) => …)` after a `.filter((query) => …)`
+/// is most often a value of the same type, and keeps it), and its end
+/// unbinds the name again ([`UNBOUND`]): after it, the name is the outer
+/// one.
+fn bind_contextual_parameters(cx: &mut Cx, f: Node, context: &str) {
+    let params: Vec<Node> = match (f.field("parameter"), f.field("parameters")) {
+        (Some(p), _) => vec![p],
+        (None, Some(ps)) => {
+            let mut c = ps.walk();
+            ps.named_children(&mut c)
+                .filter(|p| p.kind_name() != "comment")
+                .collect()
+        }
+        _ => return,
+    };
+    let unit = f.kind_name() == "method_definition";
+    for (i, p) in params.into_iter().enumerate() {
+        let Some(ident) = untyped_name(p) else {
+            continue;
+        };
+        let name = cx.t(ident).to_string();
+        if !unit && bound_before(cx, f, &name) {
+            continue;
+        }
+        let value = format!("{context}{ARG}{i}");
+        cx.bind(ident.start_byte(), &name, Some(value), false, false);
+        if !unit {
+            cx.bind(f.end_byte(), &name, Some(UNBOUND.into()), false, false);
+        }
+    }
+}
+
+/// Whether the function around callback `f` that is a unit (a callback
+/// around it is none) binds `name` before `f`.
+fn bound_before(cx: &Cx, f: Node, name: &str) -> bool {
+    let from = std::iter::successors(f.parent(), |a| a.parent())
+        .find(|a| match a.kind_name() {
+            "function_declaration"
+            | "generator_function_declaration"
+            | "method_definition"
+            | "program" => true,
+            "arrow_function" | "function_expression" => a.parent().is_some_and(|h| {
+                matches!(
+                    h.kind_name(),
+                    "variable_declarator" | "public_field_definition"
+                )
+            }),
+            _ => false,
+        })
+        .map_or(0, |a| a.start_byte() as u32);
+    let start = f.start_byte() as u32;
+    // The latest binding before `f`, unless it ends an earlier callback's.
+    cx.facts
+        .bindings
+        .iter()
+        .filter(|b| b.name == name && !b.field && b.byte >= from && b.byte < start)
+        .max_by_key(|b| b.byte)
+        .is_some_and(|b| b.expr != UNBOUND)
+}
+
+/// A function passed as an argument: its parameters as items of an array
+/// ([`callback`]), else typed by their context ([`argument_parameters`]).
+fn callback_parameters(cx: &mut Cx, n: Node) {
+    if !callback(cx, n) {
+        argument_parameters(cx, n);
+    }
+}
+
+/// `f((x) => …)`, `new C(function (x) { … })`: the parameters of a function
+/// passed as an argument, typed by that argument's context
+/// ([`bind_contextual_parameters`]).
+fn argument_parameters(cx: &mut Cx, n: Node) {
+    let Some(args) = n.parent().filter(|a| a.kind_name() == "arguments") else {
+        return;
+    };
+    let Some(callee) = args.parent().and_then(|call| callee_of(cx, call)) else {
+        return;
+    };
+    let mut c = args.walk();
+    let Some(at) = args.named_children(&mut c).position(|a| a == n) else {
+        return;
+    };
+    bind_contextual_parameters(cx, n, &format!("{callee}{ARG}{at}"));
+}
+
+/// `{ start(controller) { … } }` in an object literal of a contextual type
+/// ([`contextual_type`]): the method's parameters, typed by that type's
+/// member ([`bind_contextual_parameters`]).
+fn literal_method_parameters<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    let Some(object) = up.parent().filter(|o| o.kind_name() == "object") else {
+        return;
+    };
+    let (Some(typed), Some(name)) = (contextual_type(cx, object, &up.above()), n.field("name"))
+    else {
+        return;
+    };
+    let name = cx.t(name).to_string();
+    bind_contextual_parameters(cx, n, &format!("{typed}.{name}"));
 }
 
 #[cfg(test)]

@@ -252,6 +252,12 @@ pub const GUARD_CALL: &str = "#guard-call(";
 /// Python parameter without annotation): a pytest fixture, if one is found.
 pub const PARAM_VALUE: &str = "@param:";
 
+/// A binding's value that ends an earlier binding of its name in the same
+/// unit without a value of its own: the name is looked up as if neither
+/// were there (ECMAScript: after a callback `(resolve) => …` that is no
+/// unit, `resolve` is the outer name again).
+pub const UNBOUND: &str = "#unbound";
+
 // ---- the encoded form -----------------------------------------------------
 
 fn put(out: &mut Vec<u8>, mut v: u64) {

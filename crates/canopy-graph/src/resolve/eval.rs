@@ -109,9 +109,9 @@ impl World {
 
     /// What a receiver `createRetryer#arg:0` ([`ARG`]) is: the declared
     /// type of the parameter the argument is passed to (the function's
-    /// `#arg:0` binding); `None` for any other receiver. Only a site's
-    /// receiver is written so, never a binding's value, so the evaluator
-    /// need not look for it on every path.
+    /// `#arg:0` binding); `None` for any other receiver. (A binding's value
+    /// written so, a callback's parameter, is read by
+    /// `World::contextual_parameter`.)
     pub(crate) fn argument_type(&self, cx: &Ctx, r: &str) -> Option<Vec<Val>> {
         let (callee, at) = r.rsplit_once(ARG)?;
         let mut vals = Vec::new();
@@ -120,6 +120,35 @@ impl World {
                 let fcx = self.ctx_at_end(f);
                 vals.extend(self.lookup(&fcx, &format!("{ARG}{at}"), 1).0);
             }
+        }
+        vals.dedup();
+        Some(vals)
+    }
+
+    /// A callback's parameter typed by its context (ECMAScript: a binding's
+    /// value `Observable.subscribe#arg:0`, `C.constructor#arg:0.start#arg:1`,
+    /// see [`ARG`]): the declared type of parameter `k` of each function the
+    /// path before `#arg:k` evaluates to, then the members the path after it
+    /// names. `None` for any expression without [`ARG`].
+    fn contextual_parameter(&self, cx: &Ctx, e: &str, depth: u32) -> Option<Vec<Val>> {
+        let (callee, rest) = e.rsplit_once(ARG)?;
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let (k, tail) = rest.split_at(digits);
+        if k.is_empty() || !(tail.is_empty() || tail.starts_with('.')) {
+            return Some(Vec::new());
+        }
+        let mut vals = Vec::new();
+        for v in self.eval_path(cx, callee, depth + 1, true) {
+            if let Val::Func(f) = v {
+                let fcx = self.ctx_at_end(f);
+                vals.extend(self.lookup(&fcx, &format!("{ARG}{k}"), depth + 1).0);
+            }
+        }
+        for seg in tail.split('.').skip(1) {
+            vals = vals
+                .iter()
+                .flat_map(|v| self.member(v, seg, depth + 1))
+                .collect();
         }
         vals.dedup();
         Some(vals)
@@ -205,6 +234,9 @@ impl World {
         if let Some((t, _)) = e.split_once(TRAIT_HINT) {
             // `<T as Trait>` as a value is `T` (the hint only steers method choice).
             return self.eval_path(cx, t, depth, value);
+        }
+        if let Some(vals) = self.contextual_parameter(cx, e, depth) {
+            return vals;
         }
         let mut segs = e.split('.');
         let Some(first) = segs.next() else {

@@ -8,7 +8,7 @@ use super::eval::{Ctx, MAX_DEPTH, Val};
 use super::ids::{BindingIdx, FileIdx, Idx, ImportIdx, SymId};
 use super::lang::Among;
 use super::world::{World, is_classlike};
-use crate::facts::model::{CALL_RESULT, PARAM_VALUE};
+use crate::facts::model::{CALL_RESULT, PARAM_VALUE, UNBOUND};
 use crate::lang::NodeType;
 use crate::store::graph_rows::How;
 
@@ -192,6 +192,10 @@ impl World {
         let fi = cx.file;
         let facts = self.files[fi].facts.get();
         let b = &facts.bindings[self.visible_binding(cx, u, name, past_locals)?.index()];
+        if facts.s(b.expr) == UNBOUND {
+            // The end of a binding with no earlier one in this unit: none.
+            return None;
+        }
         // The value is read where the binding starts, before it exists:
         // `let value = value(x)` calls the outer `value`.
         let bcx = Ctx {
@@ -392,7 +396,9 @@ impl World {
                 .max_by_key(|&bi| facts.bindings[bi.index()].byte);
             if let Some(bi) = found {
                 let b = &facts.bindings[bi.index()];
-                return Some((facts.s(b.expr), b.is_type, b.byte));
+                if facts.s(b.expr) != UNBOUND {
+                    return Some((facts.s(b.expr), b.is_type, b.byte));
+                }
             }
             cur = self.parent_of(u);
         }

@@ -320,9 +320,9 @@ impl World {
             && vals.is_empty()
             && kind == SiteKind::Call
             && root_unknown()
+            && !rules.builtin_method(name)
             && !self.builtin_receiver(cx, r)
             && !self.external_receiver(cx, r)
-            && !rules.builtin_method(name)
         {
             // Unknown receiver: a method name defined once in the repository.
             if let Some(only) = self.unique_method(cx.file, name) {

@@ -123,8 +123,13 @@ use crate::error::{CanopyError, Result};
 /// Python builtin type's method name, and a TypeScript type alias has the
 /// types it names as bases (`type AnyRouter = RouterCore<any>`); 44: Rust
 /// globs inside use-lists, trait associated types with a bound as units,
-/// `#[path]` modules, `cfg`s a build script decides.
-pub const SCHEMA_VERSION: u32 = 44;
+/// `#[path]` modules, `cfg`s a build script decides; 45: a method of a
+/// TypeScript object literal typed by its context (`{ next(v) { … } }`
+/// passed as an `Observer`, `satisfies T`) is a use of that type's member,
+/// a TypeScript / JavaScript callback's parameters without a type bind
+/// their context (`new Promise((resolve) => …)`), and `Partial<T>`
+/// (`Readonly`, `Required`, `NonNullable`) is stored as `T`.
+pub const SCHEMA_VERSION: u32 = 45;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

@@ -24,6 +24,152 @@ pub(crate) const CONVENTIONS: Conventions = Conventions {
 /// [`crate::facts::model::ELEM`]).
 const ITEM_METHODS: &[&str] = &["get", "at", "pop", "shift", "find", "findLast"];
 
+/// The methods ECMAScript's own built-in prototypes define (ECMA-262:
+/// `Object`, `Function`, `Array`, `String`, `Map`, `Set`, `WeakMap`,
+/// `WeakRef`, `Promise`, `RegExp`, `Number`), sorted. A call of one of
+/// these names on a receiver nothing is known of is as likely a `Map`'s
+/// `get` or a `Promise`'s `then` as the corpus's one method of the name
+/// (issue 27: @reduxjs/toolkit's 51 `get`/`has`/`then` guesses, all wrong;
+/// prosemirror-model's 15 `slice` guesses, all wrong), so it is never
+/// guessed. The platform's own types (`Headers.has`, a stream controller's
+/// `close`) are left to the receiver rules ([`PLATFORM_TYPES`]).
+const BUILTIN_METHODS: &[&str] = &[
+    "add",
+    "apply",
+    "at",
+    "bind",
+    "call",
+    "catch",
+    "charAt",
+    "charCodeAt",
+    "clear",
+    "codePointAt",
+    "concat",
+    "copyWithin",
+    "delete",
+    "deref",
+    "difference",
+    "endsWith",
+    "entries",
+    "every",
+    "exec",
+    "fill",
+    "filter",
+    "finally",
+    "find",
+    "findIndex",
+    "findLast",
+    "findLastIndex",
+    "flat",
+    "flatMap",
+    "forEach",
+    "get",
+    "has",
+    "hasOwnProperty",
+    "includes",
+    "indexOf",
+    "intersection",
+    "isDisjointFrom",
+    "isPrototypeOf",
+    "isSubsetOf",
+    "isSupersetOf",
+    "join",
+    "keys",
+    "lastIndexOf",
+    "localeCompare",
+    "map",
+    "match",
+    "matchAll",
+    "normalize",
+    "padEnd",
+    "padStart",
+    "pop",
+    "propertyIsEnumerable",
+    "push",
+    "reduce",
+    "reduceRight",
+    "repeat",
+    "replace",
+    "replaceAll",
+    "reverse",
+    "search",
+    "set",
+    "shift",
+    "slice",
+    "some",
+    "sort",
+    "splice",
+    "split",
+    "startsWith",
+    "substr",
+    "substring",
+    "symmetricDifference",
+    "test",
+    "then",
+    "toExponential",
+    "toFixed",
+    "toLocaleLowerCase",
+    "toLocaleString",
+    "toLocaleUpperCase",
+    "toLowerCase",
+    "toPrecision",
+    "toReversed",
+    "toSorted",
+    "toSpliced",
+    "toString",
+    "toUpperCase",
+    "trim",
+    "trimEnd",
+    "trimStart",
+    "union",
+    "unshift",
+    "valueOf",
+    "values",
+    "with",
+];
+
+/// Types of the web platform and Node.js that a corpus uses without
+/// defining them (WHATWG streams, fetch, URL, encoding, events, abort):
+/// a receiver declared as one (`signal: AbortSignal`) or made by its
+/// constructor (`new ReadableStream(…)`, `new AbortController()`) is
+/// never guessed to hold the corpus's one `close` or `addEventListener`
+/// (issue 27: @trpc/server's stream controllers and abort signals). Only
+/// reached for a type the corpus does not define itself (a receiver whose
+/// type is a unit is resolved, not guessed).
+const PLATFORM_TYPES: &[&str] = &[
+    "AbortController",
+    "AbortSignal",
+    "Blob",
+    "CustomEvent",
+    "Event",
+    "EventTarget",
+    "File",
+    "FormData",
+    "Headers",
+    "MessageChannel",
+    "MessagePort",
+    "ReadableByteStreamController",
+    "ReadableStream",
+    "ReadableStreamBYOBReader",
+    "ReadableStreamController",
+    "ReadableStreamDefaultController",
+    "ReadableStreamDefaultReader",
+    "Request",
+    "Response",
+    "TextDecoder",
+    "TextDecoderStream",
+    "TextEncoder",
+    "TextEncoderStream",
+    "TransformStream",
+    "TransformStreamDefaultController",
+    "URL",
+    "URLSearchParams",
+    "WebSocket",
+    "WritableStream",
+    "WritableStreamDefaultController",
+    "WritableStreamDefaultWriter",
+];
+
 /// TypeScript's and JavaScript's rules (they keep no tables).
 pub(crate) struct EcmaScript;
 
@@ -66,6 +212,11 @@ impl LanguageRules for EcmaScript {
                     | "Float64Array"
                     | "ArrayBuffer"
             )
+            || PLATFORM_TYPES.contains(&head)
+    }
+
+    fn builtin_method(&self, name: &str) -> bool {
+        BUILTIN_METHODS.binary_search(&name).is_ok()
     }
 
     fn head(
@@ -236,4 +387,12 @@ pub(crate) fn resolve_module(
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn builtin_methods_are_sorted_for_the_binary_search() {
+        assert!(super::BUILTIN_METHODS.windows(2).all(|w| w[0] < w[1]));
+    }
 }

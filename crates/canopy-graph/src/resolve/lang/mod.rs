@@ -265,11 +265,12 @@ pub(crate) trait LanguageRules: Send + Sync {
         true
     }
 
-    /// Whether `name` is a method of one of the language's builtin types
-    /// (Python's `str.split`, `list.append`, `dict.items`): a call of it on
-    /// a receiver of unknown type is as likely that type's, so it is never
-    /// guessed to be the repository's one method of that name. None by
-    /// default.
+    /// Whether a method named `name` is one the language's own builtin
+    /// types define (Python's `str.split`, `list.append`, `dict.items`;
+    /// ECMAScript's `get` of `Map`, `then` of `Promise`, `slice` of arrays
+    /// and strings): then a corpus method of that name is not the only one
+    /// an unknown receiver may hold, and a call of it is never guessed by
+    /// name. None by default.
     fn builtin_method(&self, _name: &str) -> bool {
         false
     }
