@@ -275,6 +275,12 @@ const FIRST_FILE_CAP: usize = DEFAULT_MAX_PER_FILE;
 /// It can be on once the stop is judged on the ranking without it.
 const OWNER_BONUS: f64 = 0.0;
 
+/// [`Tuning::within`], off: 0.4 raised function Hit@5 on the first 70
+/// `tune` instances in every question form (+6 packs, none lost) and on
+/// full texts of 30 `report` ones (+2), but lost one `report` pack in the
+/// query form (`bench/eval/README.md`, "within-file ranking").
+const WITHIN_WEIGHT: f64 = 0.0;
+
 /// Ranking settings. The evaluation (`bench/eval/pack_eval.py --variant`)
 /// overrides them with the environment variable `CANOPY_PACK_TUNING`
 /// (`summary=0`) to compare settings on one index; it is a measuring knob,
@@ -340,6 +346,14 @@ struct Tuning {
     /// `local` selected functions brings in, just below it, the best-ranked
     /// candidate it calls in its own file (0: off).
     local: f64,
+    /// Within-file ranking ([`within_files`]): which of a file's candidates
+    /// take the file's slots follows their score relative to the file's
+    /// best plus `within` × how well their own name matches the question
+    /// (0: off, plain rank order).
+    within: f64,
+    /// A third slot in the best handle's file for a unit whose own name the
+    /// question writes as code ([`within_files`]; 1 on, 0 off).
+    named: f64,
 }
 
 impl Tuning {
@@ -362,6 +376,8 @@ impl Tuning {
             rerank_n: 30.0,
             rerank_len: 64.0,
             local: 0.0,
+            within: WITHIN_WEIGHT,
+            named: 0.0,
         };
         for (k, v) in crate::knobs::measuring_knobs("CANOPY_PACK_TUNING") {
             match k.as_str() {
@@ -382,6 +398,8 @@ impl Tuning {
                 "rerank_n" => t.rerank_n = v,
                 "rerank_len" => t.rerank_len = v,
                 "local" => t.local = v,
+                "within" => t.within = v,
+                "named" => t.named = v,
                 _ => {}
             }
         }
@@ -817,18 +835,33 @@ pub(crate) fn build(
     let caps = FileCaps::new(params.max_per_file);
     let max_tokens = params.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS).max(1);
     let r = rank_question(snapshot, params)?;
-    let selected = select(&r.ranked, max_handles(params), caps, max_tokens);
+    let tuning = Tuning::get();
+    let picked = select(&r.ranked, max_handles(params), caps, max_tokens);
+    let within = WithinFile {
+        weight: tuning.within,
+        named: tuning.named > 0.0,
+    };
+    // The guidance is judged on the selection before the within-file
+    // ranking: a stop rests on the ranking's evidence, not on the swap.
+    let judged = within.is_on().then(|| picked.clone());
+    let selected = within_files(
+        picked,
+        &r.ranked,
+        &r.question,
+        within,
+        (max_handles(params), max_tokens),
+    );
     let selected = with_local_callees(
         store,
         selected,
         &r.ranked,
-        Tuning::get().local as usize,
+        tuning.local as usize,
         (max_handles(params), max_tokens),
     )?;
     let mut pack = assemble(
         store,
         session,
-        &selected,
+        (&selected, judged.as_deref().unwrap_or(&selected)),
         &r.ranked,
         &r.question,
         r.identifier_hit,
@@ -1302,29 +1335,34 @@ fn with_followed(ranked: &[Scored], top: f64, extra: Vec<NodeRecord>) -> Vec<Sco
 fn assemble(
     store: &Store,
     session: &Session,
-    selected: &[&Scored],
+    (selected, judged): (&[&Scored], &[&Scored]),
     ranked: &[Scored],
     question: &Question,
     identifier_hit: bool,
 ) -> Result<EvidencePack> {
     let top_score = ranked.first().map_or(1.0, |s| s.score).max(1e-9);
-    let handles: Vec<PackHandle> = selected
-        .iter()
-        .map(|s| PackHandle {
-            id: s.node.handle_id(),
-            file_path: s.node.file_path.clone(),
-            node_type: s.node.node_type.clone(),
-            name: s.node.name.clone(),
-            qualified_name: s.node.qualified_name.clone(),
-            preview: String::new(),
-            line_range: [s.node.start_line, s.node.end_line],
-            token_count: s.node.token_count,
-            score: (s.score / top_score * 1000.0).round() / 1000.0,
-            stale: false,
-        })
-        .collect();
+    let to_handles = |units: &[&Scored]| -> Vec<PackHandle> {
+        units
+            .iter()
+            .map(|s| PackHandle {
+                id: s.node.handle_id(),
+                file_path: s.node.file_path.clone(),
+                node_type: s.node.node_type.clone(),
+                name: s.node.name.clone(),
+                qualified_name: s.node.qualified_name.clone(),
+                preview: String::new(),
+                line_range: [s.node.start_line, s.node.end_line],
+                token_count: s.node.token_count,
+                score: (s.score / top_score * 1000.0).round() / 1000.0,
+                stale: false,
+            })
+            .collect()
+    };
+    let handles = to_handles(selected);
 
-    let signals = measure(store, selected, ranked, &question.terms, identifier_hit)?;
+    // Signals and evidence read `judged`: the selection the guidance rests
+    // on (the handles themselves unless a within-file ranking moved them).
+    let signals = measure(store, judged, ranked, &question.terms, identifier_hit)?;
     let novelty = if handles.is_empty() {
         0.0
     } else {
@@ -1334,7 +1372,7 @@ fn assemble(
             .count() as f64
             / handles.len() as f64
     };
-    let evidence = Evidence::of(&handles, question);
+    let evidence = Evidence::of(&to_handles(judged), question);
     let guidance = guide(&signals, &evidence, novelty, handles.len(), session.packs);
 
     let mut files: Vec<PackFile> = Vec::new();
@@ -1686,6 +1724,201 @@ fn local_callee<'a>(
                 .is_some_and(|own| calls.contains(own))
             && !out.iter().any(|o| overlaps(&o.node, c))
     }))
+}
+
+/// The within-file ranking's settings ([`Tuning::within`], [`Tuning::named`]).
+#[derive(Clone, Copy, Debug)]
+struct WithinFile {
+    /// Weight of the name match against the score relative to the file's best.
+    weight: f64,
+    /// A third slot in the best handle's file for a unit named as code.
+    named: bool,
+}
+
+impl WithinFile {
+    fn is_on(self) -> bool {
+        self.weight > 0.0 || self.named
+    }
+}
+
+/// How well a unit's own name matches the question: the share of its
+/// name's words the summary line holds ([`held_share`]), plus 1 when the
+/// question writes the name as code ([`names_in_code`]; not in traceback
+/// frames). 0 for units that are not named symbols.
+fn name_match(node: &NodeRecord, question: &Question) -> f64 {
+    let Some(own) = node
+        .name
+        .as_deref()
+        .map(|n| n.rsplit('.').next().unwrap_or(n))
+    else {
+        return 0.0;
+    };
+    if !NodeType::from_name(&node.node_type).is_some_and(NodeType::is_symbol) {
+        return 0.0;
+    }
+    let named = if names_in_code(&question.naming, own) {
+        1.0
+    } else {
+        0.0
+    };
+    held_share(own, &[], &question.summary_words) + named
+}
+
+/// Whether two units of one file overlap (one holds the other, or they cross).
+fn overlapping(a: &NodeRecord, b: &NodeRecord) -> bool {
+    a.file_path == b.file_path && a.start_byte < b.end_byte && b.start_byte < a.end_byte
+}
+
+/// A unit that can hold a slot of its file in [`within_files`]: a function
+/// or method. A class is left where the ranking put it: its name is often
+/// the title's noun (`Patch`), and it would take the place of the members
+/// the slots are about.
+fn slot_unit(node: &NodeRecord) -> bool {
+    matches!(node.node_type.as_str(), "function" | "method") && node.token_count > FILLER_TOKENS
+}
+
+/// Within-file ranking: the files of the selection and the number of
+/// slots each holds stay, but which of a file's units take its slots
+/// follows the question's words, not only the global score. The fix is
+/// often a sibling of the unit that matched best (`Patch.set_linestyle`
+/// beside `Patch.draw`, `LogCaptureFixture.get_records` beside
+/// `LogCaptureFixture.clear`), and the global score mixes in every word of
+/// a long report. Each function or method candidate of a file scores its
+/// score over the file's best such unit plus `weight` × [`name_match`];
+/// the file's function and method slots go to its best such units, in that
+/// order, at the slots' places, when they fit the token budget. With `named`, the best handle's file may
+/// show one more unit whose own name the question writes as code, just
+/// below its last handle (taking the place of the last handle of a file
+/// shown twice, else of the last handle, when the pack is full).
+fn within_files<'a>(
+    selected: Vec<&'a Scored>,
+    ranked: &'a [Scored],
+    question: &Question,
+    within: WithinFile,
+    limits: (usize, u64),
+) -> Vec<&'a Scored> {
+    if !within.is_on() || selected.is_empty() {
+        return selected;
+    }
+    let max_tokens = limits.1;
+    let mut out = selected;
+    let mut files: Vec<&str> = Vec::new();
+    for s in &out {
+        if !files.contains(&s.node.file_path.as_str()) {
+            files.push(s.node.file_path.as_str());
+        }
+    }
+    for file in files {
+        let in_file: Vec<&'a Scored> = ranked
+            .iter()
+            .filter(|s| s.node.file_path == file && slot_unit(&s.node))
+            .collect();
+        let best = in_file.first().map_or(1.0, |s| s.score).max(1e-9);
+        let mut order: Vec<(f64, &'a Scored)> = in_file
+            .iter()
+            .map(|s| {
+                (
+                    s.score / best + within.weight * name_match(&s.node, question),
+                    *s,
+                )
+            })
+            .collect();
+        // Stable: equal scores keep the ranking's order.
+        order.sort_by(|a, b| b.0.total_cmp(&a.0));
+        if within.weight > 0.0 {
+            out = refill_file(out, file, &order, max_tokens);
+        }
+        if within.named && out.first().is_some_and(|t| t.node.file_path == file) {
+            out = with_named_unit(out, file, &order, question, limits);
+        }
+    }
+    out
+}
+
+/// [`within_files`] for one file: its function and method slots in `out` go to the first
+/// units of `order` that overlap no other handle, when the pack still fits
+/// `max_tokens` (else `out` is returned as it was).
+fn refill_file<'a>(
+    out: Vec<&'a Scored>,
+    file: &str,
+    order: &[(f64, &'a Scored)],
+    max_tokens: u64,
+) -> Vec<&'a Scored> {
+    let slots: Vec<usize> = (0..out.len())
+        .filter(|&i| out[i].node.file_path == file && slot_unit(&out[i].node))
+        .collect();
+    if slots.is_empty() {
+        return out;
+    }
+    let others: Vec<&Scored> = (0..out.len())
+        .filter(|i| !slots.contains(i))
+        .map(|i| out[i])
+        .collect();
+    let mut picks: Vec<&'a Scored> = Vec::new();
+    for (_, s) in order {
+        if picks.len() == slots.len() {
+            break;
+        }
+        if others
+            .iter()
+            .chain(picks.iter())
+            .any(|o| overlapping(&o.node, &s.node))
+        {
+            continue;
+        }
+        picks.push(*s);
+    }
+    if picks.len() < slots.len() {
+        return out;
+    }
+    let mut next = out.clone();
+    for (&i, s) in slots.iter().zip(picks) {
+        next[i] = s;
+    }
+    let tokens: u64 = next.iter().map(|o| u64::from(o.node.token_count)).sum();
+    if tokens <= max_tokens { next } else { out }
+}
+
+/// [`within_files`]' third slot: the first unit of `order` (the best
+/// handle's file) whose own name the question writes as code and that
+/// overlaps no handle comes in just below the file's last handle.
+fn with_named_unit<'a>(
+    out: Vec<&'a Scored>,
+    file: &str,
+    order: &[(f64, &'a Scored)],
+    question: &Question,
+    (max_handles, max_tokens): (usize, u64),
+) -> Vec<&'a Scored> {
+    let named = order.iter().map(|(_, s)| *s).find(|s| {
+        s.node
+            .name
+            .as_deref()
+            .map(|n| n.rsplit('.').next().unwrap_or(n))
+            .is_some_and(|own| names_in_code(&question.naming, own))
+            && !out.iter().any(|o| overlapping(&o.node, &s.node))
+    });
+    let Some(named) = named else {
+        return out;
+    };
+    let mut next = out.clone();
+    if next.len() >= max_handles {
+        let repeat = (0..next.len()).rev().find(|&i| {
+            next[i].node.file_path != file
+                && next
+                    .iter()
+                    .filter(|o| o.node.file_path == next[i].node.file_path)
+                    .count()
+                    > 1
+        });
+        next.remove(repeat.unwrap_or(next.len() - 1));
+    }
+    let at = next
+        .iter()
+        .rposition(|o| o.node.file_path == file)
+        .map_or(next.len(), |p| p + 1);
+    next.insert(at, named);
+    let tokens: u64 = next.iter().map(|o| u64::from(o.node.token_count)).sum();
+    if tokens <= max_tokens { next } else { out }
 }
 
 /// Bounded plan: look up definitions of names the best handles call.
