@@ -1657,13 +1657,7 @@ fn with_local_callees<'a>(
         };
         let mut next = out.clone();
         if next.len() >= max_handles {
-            let repeat = (0..next.len()).rev().find(|&i| {
-                next.iter()
-                    .filter(|o| o.node.file_path == next[i].node.file_path)
-                    .count()
-                    > 1
-            });
-            next.remove(repeat.unwrap_or(next.len() - 1));
+            drop_a_repeat(&mut next, None);
         }
         let at = next
             .iter()
@@ -1879,6 +1873,24 @@ fn refill_file<'a>(
     if tokens <= max_tokens { next } else { out }
 }
 
+/// Makes room in a full pack: removes the last handle of a file shown more
+/// than once (never one of `keep`'s), else the last handle, so that the
+/// order of files does not change.
+fn drop_a_repeat(next: &mut Vec<&Scored>, keep: Option<&str>) {
+    if next.is_empty() {
+        return;
+    }
+    let repeat = (0..next.len()).rev().find(|&i| {
+        keep != Some(next[i].node.file_path.as_str())
+            && next
+                .iter()
+                .filter(|o| o.node.file_path == next[i].node.file_path)
+                .count()
+                > 1
+    });
+    next.remove(repeat.unwrap_or(next.len() - 1));
+}
+
 /// [`within_files`]' third slot: the first unit of `order` (the best
 /// handle's file) whose own name the question writes as code and that
 /// overlaps no handle comes in just below the file's last handle.
@@ -1902,15 +1914,7 @@ fn with_named_unit<'a>(
     };
     let mut next = out.clone();
     if next.len() >= max_handles {
-        let repeat = (0..next.len()).rev().find(|&i| {
-            next[i].node.file_path != file
-                && next
-                    .iter()
-                    .filter(|o| o.node.file_path == next[i].node.file_path)
-                    .count()
-                    > 1
-        });
-        next.remove(repeat.unwrap_or(next.len() - 1));
+        drop_a_repeat(&mut next, Some(file));
     }
     let at = next
         .iter()
