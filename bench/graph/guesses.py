@@ -16,6 +16,13 @@ import collections, json, signal, sys
 signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
 
+def same_name(gold_qualified, name):
+    """Whether the oracle's qualified name (`mod::Class.m` in TypeScript, `krate::m::Type::m` in Rust,
+    `pkg.mod.Class.m` in Python) ends with Canopy's `Class.m`, segment by segment."""
+    q = gold_qualified.replace("::", ".")
+    return q == name or q.endswith("." + name)
+
+
 def main():
     gold, edges = sys.argv[1], sys.argv[2]
     sites = collections.defaultdict(list)
@@ -36,7 +43,7 @@ def main():
             verdict = "nosite"
         else:
             s = found[0]
-            ok = any(r["path"] == dpath and r["qualified_name"].split("::")[-1] == dname for r in s["resolved"])
+            ok = any(r["path"] == dpath and same_name(r["qualified_name"], dname) for r in s["resolved"])
             verdict = "right" if ok else "wrong:" + s["status"]
         count[verdict] += 1
         by_name[name][verdict] += 1

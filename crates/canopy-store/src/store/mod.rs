@@ -128,8 +128,10 @@ use crate::error::{CanopyError, Result};
 /// passed as an `Observer`, `satisfies T`) is a use of that type's member,
 /// a TypeScript / JavaScript callback's parameters without a type bind
 /// their context (`new Promise((resolve) => …)`), and `Partial<T>`
-/// (`Readonly`, `Required`, `NonNullable`) is stored as `T`.
-pub const SCHEMA_VERSION: u32 = 45;
+/// (`Readonly`, `Required`, `NonNullable`) is stored as `T`; 46: no
+/// unique-name guess for a method of Rust's standard library types and
+/// traits (`s.is_empty()`, edges only).
+pub const SCHEMA_VERSION: u32 = 46;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

@@ -142,6 +142,37 @@ fn first_parameter_types(w: &World, f: SymId) -> Vec<SymId> {
     out
 }
 
+/// Methods of the standard library's everyday types (`str`, `String`,
+/// slices and `Vec`, `Option` and `Result`, the numbers) and of the traits
+/// every type meets (`Clone`, `ToOwned`, `AsRef`, `Hash`, `Iterator`),
+/// sorted for a binary search: a call of one on a receiver of unknown type
+/// is as likely the standard library's, so it is never guessed to be the
+/// repository's one method of that name ([`LanguageRules::builtin_method`];
+/// `s.is_empty()`, `p.starts_with("/")`, `x.to_owned()`, `v.as_ref()`).
+#[rustfmt::skip] // a word list, kept compact
+const STD_METHODS: &[&str] = &[
+    "abs", "all", "and_then", "any", "as_bytes", "as_deref", "as_mut", "as_mut_str", "as_ptr",
+    "as_ref", "as_str", "binary_search", "borrow", "borrow_mut", "bytes", "capacity", "chain",
+    "char_indices", "chars", "checked_add", "checked_mul", "checked_sub", "chunks", "clear",
+    "clone", "cloned", "cmp", "collect", "concat", "contains", "copied", "copy_from_slice",
+    "count", "count_ones", "dedup", "drain", "ends_with", "enumerate", "eq",
+    "eq_ignore_ascii_case", "expect", "extend", "extend_from_slice", "filter", "filter_map",
+    "find", "finish", "first", "first_mut", "flat_map", "fmt", "fold", "for_each", "get",
+    "get_mut", "get_or_insert_with", "hash", "insert", "insert_str", "into", "into_bytes",
+    "into_owned", "is_char_boundary", "is_empty", "is_err", "is_none", "is_ok", "is_some", "iter",
+    "iter_mut", "join", "last", "last_mut", "leading_zeros", "len", "lines", "map", "map_err",
+    "matches", "max", "min", "ne", "next", "nth", "ok", "ok_or", "ok_or_else", "or_else", "parse",
+    "partial_cmp", "peekable", "pop", "position", "pow", "push", "push_str", "remove", "repeat",
+    "replace", "reserve", "retain", "rev", "reverse", "rfind", "rsplit", "saturating_sub", "skip",
+    "skip_while", "sort", "sort_by", "sort_by_key", "sort_unstable", "split", "split_at",
+    "split_first", "split_last", "split_once", "split_whitespace", "splitn", "starts_with",
+    "step_by", "strip_prefix", "strip_suffix", "sum", "swap", "take", "take_while",
+    "to_ascii_lowercase", "to_ascii_uppercase", "to_be_bytes", "to_bits", "to_le_bytes",
+    "to_lowercase", "to_owned", "to_string", "to_uppercase", "to_vec", "trailing_zeros", "trim",
+    "trim_end", "trim_matches", "trim_start", "truncate", "try_into", "unwrap", "unwrap_err",
+    "unwrap_or", "unwrap_or_default", "unwrap_or_else", "windows", "wrapping_add", "zip",
+];
+
 /// Rust's differences as data.
 pub(crate) const CONVENTIONS: Conventions = Conventions {
     facts_read_by_every_pass: true,
@@ -505,6 +536,10 @@ impl Rust {
 }
 
 impl LanguageRules for Rust {
+    fn builtin_method(&self, name: &str) -> bool {
+        STD_METHODS.binary_search(&name).is_ok()
+    }
+
     fn builtin_type(&self, _w: &World, _fi: FileIdx, e: &str) -> bool {
         let (e, head) = super::type_head(e, &['<', '(', ':', ' ']);
         e.starts_with("std::")
@@ -881,5 +916,15 @@ impl World {
     /// `graph::nav`'s last resort for a target.
     pub fn rust_path_units(&self, segments: &[&str]) -> Vec<i64> {
         self.rules.rust.path_units(self, segments)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::STD_METHODS;
+
+    #[test]
+    fn std_methods_are_sorted_for_the_binary_search() {
+        assert!(STD_METHODS.windows(2).all(|w| w[0] < w[1]));
     }
 }
