@@ -1043,6 +1043,7 @@ fn variable_declarator(cx: &mut Cx, n: Node) {
     } else if let Some(v) = n.field("value") {
         let e = expr(cx, v);
         cx.bind(n.start_byte(), &name, e, false, false);
+        bind_chain_items(cx, n.start_byte(), &name, v);
     }
     // `const isT = make() as (x: any) => x is T`: a guard of `T`.
     let guard = n
@@ -1280,10 +1281,67 @@ const ITEM_CALLBACKS: &[&str] = &[
     "flatMap",
 ];
 
+/// Array methods that return an array of the receiver's own items
+/// (ECMA-262 `Array.prototype`): `xs.filter(…)` holds what `xs` holds.
+const SAME_ITEMS: &[&str] = &[
+    "filter",
+    "slice",
+    "sort",
+    "reverse",
+    "concat",
+    "toSorted",
+    "toReversed",
+];
+
+/// The array whose items `n` holds, past calls of [`SAME_ITEMS`] methods
+/// (`a.findAll().filter(…).slice()`: `a.findAll()`); `n` itself otherwise.
+fn items_source<'t>(n: Node<'t>, cx: &Cx) -> Node<'t> {
+    let mut n = n;
+    loop {
+        let inner = match n.kind_name() {
+            "parenthesized_expression" | "non_null_expression" => n.named_child(0),
+            "call_expression" => n
+                .field("function")
+                .filter(|f| f.kind_name() == "member_expression")
+                .filter(|f| {
+                    f.field("property")
+                        .is_some_and(|p| SAME_ITEMS.contains(&cx.t(p)))
+                })
+                .and_then(|f| f.field("object")),
+            _ => None,
+        };
+        match inner {
+            Some(i) => n = i,
+            None => return n,
+        }
+    }
+}
+
+/// `const xs = a.findAll().filter(…)`: `xs#elem` ([`ELEM`]) is an item of
+/// `a.findAll()`, the array the [`SAME_ITEMS`] calls start from (the value
+/// `a.findAll().filter()` states no items of its own).
+fn bind_chain_items(cx: &mut Cx, at: usize, name: &str, value: Node) {
+    let source = items_source(value, cx);
+    if source == value {
+        return;
+    }
+    if let Some(e) = expr(cx, source).filter(|e| call_only_last(e)) {
+        cx.bind(at, &format!("{name}{ELEM}"), Some(format!("{e}{ELEM}")), false, false);
+    }
+}
+
+/// Whether path `e` has a call only as its last segment, if any (what
+/// `#elem` can be read of: a name, a member path, or a call's return type).
+fn call_only_last(e: &str) -> bool {
+    !e.strip_suffix("()").unwrap_or(e).contains("()")
+}
+
 /// `xs.forEach((x) => …)` (and `map`, `filter`, …): the callback's first
 /// parameter, without a type of its own, is an item of `xs` (contextual
 /// typing), when `xs` is a name or member path, or ends in a call whose
-/// return type states its items (`this.getAll().forEach(…)`: `getAll()#elem`).
+/// return type states its items (`this.getAll().forEach(…)`: `getAll()#elem`),
+/// past calls that keep the items (`a.findAll().filter(…).map(…)`,
+/// [`items_source`]). `xs.reduce((acc, x) => …)`: its second parameter.
 /// Whether it bound the parameter.
 fn callback(cx: &mut Cx, n: Node) -> bool {
     let Some(call) = n
@@ -1303,18 +1361,25 @@ fn callback(cx: &mut Cx, n: Node) -> bool {
     let (Some(obj), Some(prop)) = (f.field("object"), f.field("property")) else {
         return false;
     };
-    if !ITEM_CALLBACKS.contains(&cx.t(prop)) {
-        return false;
-    }
-    let Some(source) = expr(cx, obj).filter(|e| {
-        // A call only as the last segment: its return type's items.
-        !e.strip_suffix("()").unwrap_or(e).contains("()")
-    }) else {
+    let method = cx.t(prop);
+    let at = match method {
+        "reduce" | "reduceRight" => 1,
+        m if ITEM_CALLBACKS.contains(&m) => 0,
+        _ => return false,
+    };
+    // A call only as the last segment: its return type's items.
+    let Some(source) = expr(cx, items_source(obj, cx)).filter(|e| call_only_last(e)) else {
         return false;
     };
     let param = match n.field("parameter") {
-        Some(p) => Some(p),
-        None => n.field("parameters").and_then(|ps| ps.named_child(0)),
+        Some(p) if at == 0 => Some(p),
+        Some(_) => None,
+        None => n.field("parameters").and_then(|ps| {
+            let mut c = ps.walk();
+            ps.named_children(&mut c)
+                .filter(|p| p.kind_name() != "comment")
+                .nth(at)
+        }),
     };
     let Some(ident) = param.and_then(untyped_name) else {
         return false;

@@ -128,8 +128,11 @@ use crate::error::{CanopyError, Result};
 /// passed as an `Observer`, `satisfies T`) is a use of that type's member,
 /// a TypeScript / JavaScript callback's parameters without a type bind
 /// their context (`new Promise((resolve) => …)`), and `Partial<T>`
-/// (`Readonly`, `Required`, `NonNullable`) is stored as `T`.
-pub const SCHEMA_VERSION: u32 = 45;
+/// (`Readonly`, `Required`, `NonNullable`) is stored as `T`; 46: a
+/// TypeScript function's parameter of function type binds its own
+/// parameters' types (`cb: (c: Ctx) => R`: `#arg:0#arg:0`), and
+/// `const xs = a.findAll().filter(…)` binds `xs`'s items as `a.findAll()`'s.
+pub const SCHEMA_VERSION: u32 = 46;
 
 const SCHEMA: &str = include_str!("schema.sql");
 
