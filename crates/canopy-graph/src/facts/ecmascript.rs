@@ -1095,6 +1095,7 @@ fn parameter<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
                 true,
                 false,
             );
+            function_type_parameters(cx, n.start_byte(), &format!("{ARG}{at}"), t);
         }
     }
     if p.kind_name() != "identifier" {
@@ -1113,6 +1114,37 @@ fn parameter<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
     cx.bind(n.start_byte(), &name, t.clone(), true, false);
     if is_property {
         cx.bind(n.start_byte(), &name, t, true, true);
+    }
+}
+
+/// `cb: (ctx: Ctx, i: number) => R`, the parameter at `key` (`#arg:0`) of
+/// a function that is a unit: binds `#arg:0#arg:0` to `Ctx` ([`ARG`]), the
+/// type a callback passed there gives its own first parameter
+/// (`register((ctx) => ctx.next())`, read by `World::contextual_parameter`).
+fn function_type_parameters(cx: &mut Cx, at: usize, key: &str, t: Node) {
+    let mut t = t;
+    while matches!(t.kind_name(), "type_annotation" | "parenthesized_type") {
+        match t.named_child(0) {
+            Some(inner) => t = inner,
+            None => return,
+        }
+    }
+    let Some(ps) = t
+        .field("parameters")
+        .filter(|_| t.kind_name() == "function_type")
+    else {
+        return;
+    };
+    let mut c = ps.walk();
+    let params: Vec<Node> = ps
+        .named_children(&mut c)
+        .filter(|x| matches!(x.kind_name(), "required_parameter" | "optional_parameter"))
+        .collect();
+    for (j, p) in params.into_iter().enumerate() {
+        if let Some(pt) = p.field("type") {
+            let value = type_expr(cx, pt);
+            cx.bind(at, &format!("{key}{ARG}{j}"), value, true, false);
+        }
     }
 }
 

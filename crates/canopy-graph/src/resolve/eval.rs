@@ -144,6 +144,22 @@ impl World {
                 vals.extend(self.lookup(&fcx, &format!("{ARG}{k}"), depth + 1).0);
             }
         }
+        if vals.is_empty()
+            && let Some((outer, m)) = callee.rsplit_once(ARG)
+            && !m.is_empty()
+            && m.bytes().all(|b| b.is_ascii_digit())
+        {
+            // `register#arg:0#arg:0`: parameter 0 of a callback passed as
+            // `register`'s parameter 0 of function type (`cb: (c: Ctx) =>
+            // R`), whose own parameters the function binds as `#arg:0#arg:k`.
+            for v in self.eval_path(cx, outer, depth + 1, true) {
+                if let Val::Func(f) = v {
+                    let fcx = self.ctx_at_end(f);
+                    let key = format!("{ARG}{m}{ARG}{k}");
+                    vals.extend(self.lookup(&fcx, &key, depth + 1).0);
+                }
+            }
+        }
         for seg in tail.split('.').skip(1) {
             vals = vals
                 .iter()
