@@ -1141,6 +1141,10 @@ fn function_type_parameters(cx: &mut Cx, at: usize, key: &str, t: Node) {
         .filter(|x| matches!(x.kind_name(), "required_parameter" | "optional_parameter"))
         .collect();
     for (j, p) in params.into_iter().enumerate() {
+        if p.field("pattern").is_some_and(|r| r.kind_name() == "rest_pattern") {
+            // `(...args: A) => R`: a tuple's items, not one parameter's type.
+            break;
+        }
         if let Some(pt) = p.field("type") {
             let value = type_expr(cx, pt);
             cx.bind(at, &format!("{key}{ARG}{j}"), value, true, false);
@@ -1400,7 +1404,8 @@ fn callback(cx: &mut Cx, n: Node) -> bool {
         _ => return false,
     };
     // A call only as the last segment: its return type's items.
-    let Some(source) = expr(cx, items_source(obj, cx)).filter(|e| call_only_last(e)) else {
+    let items = items_source(obj, cx);
+    let Some(source) = expr(cx, items).filter(|e| call_only_last(e)) else {
         return false;
     };
     let param = match n.field("parameter") {
@@ -1417,6 +1422,12 @@ fn callback(cx: &mut Cx, n: Node) -> bool {
         return false;
     };
     let name = cx.t(ident).to_string();
+    if (at == 1 || items != obj) && bound_before(cx, n, &name) {
+        // `.reduce((sum, column) => …)` below a `column` of the unit: kept,
+        // as for any callback (`bind_contextual_parameters`), where these
+        // forms went before items through them were known.
+        return false;
+    }
     cx.bind(
         ident.start_byte(),
         &name,
