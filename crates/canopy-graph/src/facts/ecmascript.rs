@@ -304,7 +304,10 @@ fn visit<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
         "assignment_expression" => assignment(cx, n),
         "as_expression" | "type_assertion" => cast(cx, n),
         "for_in_statement" => for_of(cx, n),
-        "arrow_function" | "function_expression" => callback_parameters(cx, n),
+        "arrow_function" | "function_expression" => {
+            callback_parameters(cx, n);
+            pair_function_parameters(cx, n, up);
+        }
         "function_declaration"
         | "method_definition"
         | "method_signature"
@@ -1077,7 +1080,7 @@ fn parameter<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
         return;
     };
     if let Some(list) = up.parent()
-        && names_a_unit(up)
+        && (names_a_unit(up) || aliased_function_type(up))
     {
         // Its position, for an object literal passed there (`#arg:0`).
         // Only a function that is a unit: a callback's parameters would
@@ -1095,7 +1098,7 @@ fn parameter<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
                 true,
                 false,
             );
-            function_type_parameters(cx, n.start_byte(), &format!("{ARG}{at}"), t);
+            function_type_parameters(cx, n.start_byte(), &format!("{ARG}{at}"), t, false);
         }
     }
     if p.kind_name() != "identifier" {
@@ -1118,10 +1121,11 @@ fn parameter<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
 }
 
 /// `cb: (ctx: Ctx, i: number) => R`, the parameter at `key` (`#arg:0`) of
-/// a function that is a unit: binds `#arg:0#arg:0` to `Ctx` ([`ARG`]), the
-/// type a callback passed there gives its own first parameter
+/// a function that is a unit, or the field `key` (`onEvent`) when `field`:
+/// binds `#arg:0#arg:0` (`onEvent#arg:0`) to `Ctx` ([`ARG`]), the type a
+/// callback passed there gives its own first parameter
 /// (`register((ctx) => ctx.next())`, read by `World::contextual_parameter`).
-fn function_type_parameters(cx: &mut Cx, at: usize, key: &str, t: Node) {
+fn function_type_parameters(cx: &mut Cx, at: usize, key: &str, t: Node, field: bool) {
     let mut t = t;
     while matches!(t.kind_name(), "type_annotation" | "parenthesized_type") {
         match t.named_child(0) {
@@ -1147,9 +1151,20 @@ fn function_type_parameters(cx: &mut Cx, at: usize, key: &str, t: Node) {
         }
         if let Some(pt) = p.field("type") {
             let value = type_expr(cx, pt);
-            cx.bind(at, &format!("{key}{ARG}{j}"), value, true, false);
+            cx.bind(at, &format!("{key}{ARG}{j}"), value, true, field);
         }
     }
+}
+
+/// Whether the parameter list above a parameter (its parent) is that of
+/// the function type a type alias names (`type Handler = (e: Ev) => void`):
+/// the alias, a unit, binds `#arg:0` to `Ev` ([`ARG`]), what a callback
+/// passed as a `Handler` types its first parameter by.
+fn aliased_function_type(up: &Up) -> bool {
+    up.nth(1).is_some_and(|f| f.kind_name() == "function_type")
+        && up
+            .nth(2)
+            .is_some_and(|a| a.kind_name() == "type_alias_declaration")
 }
 
 /// Whether the parameter list above a parameter (its parent) is that of a
@@ -1185,6 +1200,8 @@ fn field_definition(cx: &mut Cx, n: Node) {
     let name = cx.t(name).to_string();
     if let Some(t) = n.field("type") {
         bind_items(cx, n.start_byte(), &name, t, true);
+        // `onEvent?: (e: Ev) => void`: the field `onEvent#arg:0` is `Ev`.
+        function_type_parameters(cx, n.start_byte(), &name, t, true);
         let t = type_expr(cx, t);
         cx.bind(n.start_byte(), &name, t, true, true);
     } else if let Some(v) = n.field("value") {
@@ -1561,6 +1578,30 @@ fn argument_parameters(cx: &mut Cx, n: Node) {
         return;
     };
     bind_contextual_parameters(cx, n, &format!("{callee}{ARG}{at}"));
+}
+
+/// `{ onEvent: (e) => … }` in an object literal of a contextual type
+/// ([`contextual_type`]): the function's parameters, typed by that type's
+/// member (`onEvent?: (e: Ev) => void`, [`bind_contextual_parameters`]).
+fn pair_function_parameters<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    let Some(pair) = up
+        .parent()
+        .filter(|p| p.kind_name() == "pair" && p.field("value") == Some(n))
+    else {
+        return;
+    };
+    let pair_up = up.above();
+    let Some(object) = pair_up.parent().filter(|o| o.kind_name() == "object") else {
+        return;
+    };
+    let Some(key) = pair.field("key").filter(|k| k.kind_name() == "property_identifier") else {
+        return;
+    };
+    let Some(typed) = contextual_type(cx, object, &pair_up.above()) else {
+        return;
+    };
+    let name = cx.t(key).to_string();
+    bind_contextual_parameters(cx, n, &format!("{typed}.{name}"));
 }
 
 /// `{ start(controller) { … } }` in an object literal of a contextual type
