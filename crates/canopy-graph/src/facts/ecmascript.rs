@@ -1145,7 +1145,9 @@ fn function_type_parameters(cx: &mut Cx, at: usize, key: &str, t: Node, field: b
         .filter(|x| matches!(x.kind_name(), "required_parameter" | "optional_parameter"))
         .collect();
     for (j, p) in params.into_iter().enumerate() {
-        if p.field("pattern").is_some_and(|r| r.kind_name() == "rest_pattern") {
+        if p.field("pattern")
+            .is_some_and(|r| r.kind_name() == "rest_pattern")
+        {
             // `(...args: A) => R`: a tuple's items, not one parameter's type.
             break;
         }
@@ -1379,7 +1381,13 @@ fn bind_chain_items(cx: &mut Cx, at: usize, name: &str, value: Node) {
         return;
     }
     if let Some(e) = expr(cx, source).filter(|e| call_only_last(e)) {
-        cx.bind(at, &format!("{name}{ELEM}"), Some(format!("{e}{ELEM}")), false, false);
+        cx.bind(
+            at,
+            &format!("{name}{ELEM}"),
+            Some(format!("{e}{ELEM}")),
+            false,
+            false,
+        );
     }
 }
 
@@ -1594,7 +1602,10 @@ fn pair_function_parameters<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
     let Some(object) = pair_up.parent().filter(|o| o.kind_name() == "object") else {
         return;
     };
-    let Some(key) = pair.field("key").filter(|k| k.kind_name() == "property_identifier") else {
+    let Some(key) = pair
+        .field("key")
+        .filter(|k| k.kind_name() == "property_identifier")
+    else {
         return;
     };
     let Some(typed) = contextual_type(cx, object, &pair_up.above()) else {
