@@ -304,7 +304,10 @@ fn visit<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
         "assignment_expression" => assignment(cx, n),
         "as_expression" | "type_assertion" => cast(cx, n),
         "for_in_statement" => for_of(cx, n),
-        "arrow_function" | "function_expression" => callback_parameters(cx, n),
+        "arrow_function" | "function_expression" => {
+            callback_parameters(cx, n);
+            pair_function_parameters(cx, n, up);
+        }
         "function_declaration"
         | "method_definition"
         | "method_signature"
@@ -1043,6 +1046,7 @@ fn variable_declarator(cx: &mut Cx, n: Node) {
     } else if let Some(v) = n.field("value") {
         let e = expr(cx, v);
         cx.bind(n.start_byte(), &name, e, false, false);
+        bind_chain_items(cx, n.start_byte(), &name, v);
     }
     // `const isT = make() as (x: any) => x is T`: a guard of `T`.
     let guard = n
@@ -1076,7 +1080,7 @@ fn parameter<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
         return;
     };
     if let Some(list) = up.parent()
-        && names_a_unit(up)
+        && (names_a_unit(up) || aliased_function_type(up))
     {
         // Its position, for an object literal passed there (`#arg:0`).
         // Only a function that is a unit: a callback's parameters would
@@ -1094,6 +1098,7 @@ fn parameter<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
                 true,
                 false,
             );
+            function_type_parameters(cx, n.start_byte(), &format!("{ARG}{at}"), t, false);
         }
     }
     if p.kind_name() != "identifier" {
@@ -1113,6 +1118,55 @@ fn parameter<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
     if is_property {
         cx.bind(n.start_byte(), &name, t, true, true);
     }
+}
+
+/// `cb: (ctx: Ctx, i: number) => R`, the parameter at `key` (`#arg:0`) of
+/// a function that is a unit, or the field `key` (`onEvent`) when `field`:
+/// binds `#arg:0#arg:0` (`onEvent#arg:0`) to `Ctx` ([`ARG`]), the type a
+/// callback passed there gives its own first parameter
+/// (`register((ctx) => ctx.next())`, read by `World::contextual_parameter`).
+fn function_type_parameters(cx: &mut Cx, at: usize, key: &str, t: Node, field: bool) {
+    let mut t = t;
+    while matches!(t.kind_name(), "type_annotation" | "parenthesized_type") {
+        match t.named_child(0) {
+            Some(inner) => t = inner,
+            None => return,
+        }
+    }
+    let Some(ps) = t
+        .field("parameters")
+        .filter(|_| t.kind_name() == "function_type")
+    else {
+        return;
+    };
+    let mut c = ps.walk();
+    let params: Vec<Node> = ps
+        .named_children(&mut c)
+        .filter(|x| matches!(x.kind_name(), "required_parameter" | "optional_parameter"))
+        .collect();
+    for (j, p) in params.into_iter().enumerate() {
+        if p.field("pattern")
+            .is_some_and(|r| r.kind_name() == "rest_pattern")
+        {
+            // `(...args: A) => R`: a tuple's items, not one parameter's type.
+            break;
+        }
+        if let Some(pt) = p.field("type") {
+            let value = type_expr(cx, pt);
+            cx.bind(at, &format!("{key}{ARG}{j}"), value, true, field);
+        }
+    }
+}
+
+/// Whether the parameter list above a parameter (its parent) is that of
+/// the function type a type alias names (`type Handler = (e: Ev) => void`):
+/// the alias, a unit, binds `#arg:0` to `Ev` ([`ARG`]), what a callback
+/// passed as a `Handler` types its first parameter by.
+fn aliased_function_type(up: &Up) -> bool {
+    up.nth(1).is_some_and(|f| f.kind_name() == "function_type")
+        && up
+            .nth(2)
+            .is_some_and(|a| a.kind_name() == "type_alias_declaration")
 }
 
 /// Whether the parameter list above a parameter (its parent) is that of a
@@ -1148,6 +1202,8 @@ fn field_definition(cx: &mut Cx, n: Node) {
     let name = cx.t(name).to_string();
     if let Some(t) = n.field("type") {
         bind_items(cx, n.start_byte(), &name, t, true);
+        // `onEvent?: (e: Ev) => void`: the field `onEvent#arg:0` is `Ev`.
+        function_type_parameters(cx, n.start_byte(), &name, t, true);
         let t = type_expr(cx, t);
         cx.bind(n.start_byte(), &name, t, true, true);
     } else if let Some(v) = n.field("value") {
@@ -1280,10 +1336,73 @@ const ITEM_CALLBACKS: &[&str] = &[
     "flatMap",
 ];
 
+/// Array methods that return an array of the receiver's own items
+/// (ECMA-262 `Array.prototype`): `xs.filter(…)` holds what `xs` holds.
+const SAME_ITEMS: &[&str] = &[
+    "filter",
+    "slice",
+    "sort",
+    "reverse",
+    "concat",
+    "toSorted",
+    "toReversed",
+];
+
+/// The array whose items `n` holds, past calls of [`SAME_ITEMS`] methods
+/// (`a.findAll().filter(…).slice()`: `a.findAll()`); `n` itself otherwise.
+fn items_source<'t>(n: Node<'t>, cx: &Cx) -> Node<'t> {
+    let mut n = n;
+    loop {
+        let inner = match n.kind_name() {
+            "parenthesized_expression" | "non_null_expression" => n.named_child(0),
+            "call_expression" => n
+                .field("function")
+                .filter(|f| f.kind_name() == "member_expression")
+                .filter(|f| {
+                    f.field("property")
+                        .is_some_and(|p| SAME_ITEMS.contains(&cx.t(p)))
+                })
+                .and_then(|f| f.field("object")),
+            _ => None,
+        };
+        match inner {
+            Some(i) => n = i,
+            None => return n,
+        }
+    }
+}
+
+/// `const xs = a.findAll().filter(…)`: `xs#elem` ([`ELEM`]) is an item of
+/// `a.findAll()`, the array the [`SAME_ITEMS`] calls start from (the value
+/// `a.findAll().filter()` states no items of its own).
+fn bind_chain_items(cx: &mut Cx, at: usize, name: &str, value: Node) {
+    let source = items_source(value, cx);
+    if source == value {
+        return;
+    }
+    if let Some(e) = expr(cx, source).filter(|e| call_only_last(e)) {
+        cx.bind(
+            at,
+            &format!("{name}{ELEM}"),
+            Some(format!("{e}{ELEM}")),
+            false,
+            false,
+        );
+    }
+}
+
+/// Whether path `e` has a call only as its last segment, if any (what
+/// `#elem` can be read of: a name, a member path, or a call's return type).
+fn call_only_last(e: &str) -> bool {
+    !e.strip_suffix("()").unwrap_or(e).contains("()")
+}
+
 /// `xs.forEach((x) => …)` (and `map`, `filter`, …): the callback's first
 /// parameter, without a type of its own, is an item of `xs` (contextual
 /// typing), when `xs` is a name or member path, or ends in a call whose
-/// return type states its items (`this.getAll().forEach(…)`: `getAll()#elem`).
+/// return type states its items (`this.getAll().forEach(…)`: `getAll()#elem`),
+/// past calls that keep the items (`a.findAll().filter(…).map(…)`,
+/// [`items_source`]). `xs.reduce((acc, x) => …)`: its second parameter.
 /// Whether it bound the parameter.
 fn callback(cx: &mut Cx, n: Node) -> bool {
     let Some(call) = n
@@ -1303,23 +1422,37 @@ fn callback(cx: &mut Cx, n: Node) -> bool {
     let (Some(obj), Some(prop)) = (f.field("object"), f.field("property")) else {
         return false;
     };
-    if !ITEM_CALLBACKS.contains(&cx.t(prop)) {
-        return false;
-    }
-    let Some(source) = expr(cx, obj).filter(|e| {
-        // A call only as the last segment: its return type's items.
-        !e.strip_suffix("()").unwrap_or(e).contains("()")
-    }) else {
+    let method = cx.t(prop);
+    let at = match method {
+        "reduce" | "reduceRight" => 1,
+        m if ITEM_CALLBACKS.contains(&m) => 0,
+        _ => return false,
+    };
+    // A call only as the last segment: its return type's items.
+    let items = items_source(obj, cx);
+    let Some(source) = expr(cx, items).filter(|e| call_only_last(e)) else {
         return false;
     };
     let param = match n.field("parameter") {
-        Some(p) => Some(p),
-        None => n.field("parameters").and_then(|ps| ps.named_child(0)),
+        Some(p) if at == 0 => Some(p),
+        Some(_) => None,
+        None => n.field("parameters").and_then(|ps| {
+            let mut c = ps.walk();
+            ps.named_children(&mut c)
+                .filter(|p| p.kind_name() != "comment")
+                .nth(at)
+        }),
     };
     let Some(ident) = param.and_then(untyped_name) else {
         return false;
     };
     let name = cx.t(ident).to_string();
+    if (at == 1 || items != obj) && bound_before(cx, n, &name) {
+        // `.reduce((sum, column) => …)` below a `column` of the unit: kept,
+        // as for any callback (`bind_contextual_parameters`), where these
+        // forms went before items through them were known.
+        return false;
+    }
     cx.bind(
         ident.start_byte(),
         &name,
@@ -1453,6 +1586,33 @@ fn argument_parameters(cx: &mut Cx, n: Node) {
         return;
     };
     bind_contextual_parameters(cx, n, &format!("{callee}{ARG}{at}"));
+}
+
+/// `{ onEvent: (e) => … }` in an object literal of a contextual type
+/// ([`contextual_type`]): the function's parameters, typed by that type's
+/// member (`onEvent?: (e: Ev) => void`, [`bind_contextual_parameters`]).
+fn pair_function_parameters<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    let Some(pair) = up
+        .parent()
+        .filter(|p| p.kind_name() == "pair" && p.field("value") == Some(n))
+    else {
+        return;
+    };
+    let pair_up = up.above();
+    let Some(object) = pair_up.parent().filter(|o| o.kind_name() == "object") else {
+        return;
+    };
+    let Some(key) = pair
+        .field("key")
+        .filter(|k| k.kind_name() == "property_identifier")
+    else {
+        return;
+    };
+    let Some(typed) = contextual_type(cx, object, &pair_up.above()) else {
+        return;
+    };
+    let name = cx.t(key).to_string();
+    bind_contextual_parameters(cx, n, &format!("{typed}.{name}"));
 }
 
 /// `{ start(controller) { … } }` in an object literal of a contextual type

@@ -138,10 +138,52 @@ impl World {
             return Some(Vec::new());
         }
         let mut vals = Vec::new();
+        let key = format!("{ARG}{k}");
         for v in self.eval_path(cx, callee, depth + 1, true) {
-            if let Val::Func(f) = v {
-                let fcx = self.ctx_at_end(f);
-                vals.extend(self.lookup(&fcx, &format!("{ARG}{k}"), depth + 1).0);
+            match v {
+                Val::Func(f) => {
+                    let fcx = self.ctx_at_end(f);
+                    vals.extend(self.lookup(&fcx, &key, depth + 1).0);
+                }
+                // `h: Handler`, `type Handler = (e: Ev) => void`: the
+                // alias binds its function type's parameters.
+                Val::Inst(a) | Val::Class(a) if self.syms[a].node_type == NodeType::TypeAlias => {
+                    let acx = self.ctx_at_end(a);
+                    vals.extend(self.lookup(&acx, &key, depth + 1).0);
+                }
+                _ => {}
+            }
+        }
+        if vals.is_empty()
+            && let Some((owner, member)) = callee.rsplit_once('.')
+            && !member.contains(['(', '#'])
+        {
+            // `Sink.onEvent#arg:0`: a literal's function for a member of
+            // function type (`onEvent?: (e: Ev) => void`), whose
+            // parameters the type binds as fields `onEvent#arg:k`.
+            let field = format!("{member}{ARG}{k}");
+            for v in self.eval_path(cx, owner, depth + 1, true) {
+                // `Hooks.onEvent#arg:0` of `const h: Hooks = { … }` names
+                // the type itself.
+                if let Val::Inst(c) | Val::Class(c) = v {
+                    vals.extend(self.field(c, &field, depth + 1));
+                }
+            }
+        }
+        if vals.is_empty()
+            && let Some((outer, m)) = callee.rsplit_once(ARG)
+            && !m.is_empty()
+            && m.bytes().all(|b| b.is_ascii_digit())
+        {
+            // `register#arg:0#arg:0`: parameter 0 of a callback passed as
+            // `register`'s parameter 0 of function type (`cb: (c: Ctx) =>
+            // R`), whose own parameters the function binds as `#arg:0#arg:k`.
+            for v in self.eval_path(cx, outer, depth + 1, true) {
+                if let Val::Func(f) = v {
+                    let fcx = self.ctx_at_end(f);
+                    let key = format!("{ARG}{m}{ARG}{k}");
+                    vals.extend(self.lookup(&fcx, &key, depth + 1).0);
+                }
             }
         }
         for seg in tail.split('.').skip(1) {

@@ -130,8 +130,11 @@ use crate::error::{CanopyError, Result};
 /// their context (`new Promise((resolve) => …)`), and `Partial<T>`
 /// (`Readonly`, `Required`, `NonNullable`) is stored as `T`; 46: no
 /// unique-name guess for a method of Rust's standard library types and
-/// traits (`s.is_empty()`, edges only).
-pub const SCHEMA_VERSION: u32 = 46;
+/// traits (`s.is_empty()`, edges only); 47: a TypeScript function's
+/// parameter of function type binds its own parameters' types (`cb: (c:
+/// Ctx) => R`: `#arg:0#arg:0`), and `const xs = a.findAll().filter(…)`
+/// binds `xs`'s items as `a.findAll()`'s.
+pub const SCHEMA_VERSION: u32 = 47;
 
 const SCHEMA: &str = include_str!("schema.sql");
 
