@@ -128,8 +128,10 @@ use crate::error::{CanopyError, Result};
 /// passed as an `Observer`, `satisfies T`) is a use of that type's member,
 /// a TypeScript / JavaScript callback's parameters without a type bind
 /// their context (`new Promise((resolve) => …)`), and `Partial<T>`
-/// (`Readonly`, `Required`, `NonNullable`) is stored as `T`.
-pub const SCHEMA_VERSION: u32 = 45;
+/// (`Readonly`, `Required`, `NonNullable`) is stored as `T`; 46: a Rust
+/// trait implemented on a primitive (`impl Float for f32`) is an impl unit
+/// named after it, its methods `f32.limit`.
+pub const SCHEMA_VERSION: u32 = 46;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

@@ -24,6 +24,13 @@ use crate::resolve::ids::{BindingIdx, FileIdx, Idx, SymId, Table};
 use crate::resolve::world::{World, WorldFile, is_function};
 use crate::store::graph_rows::{How, SymRow};
 
+/// Rust's primitive types, which a repository can give trait methods
+/// (`impl Float for f32`) but never define.
+const PRIMITIVES: &[&str] = &[
+    "bool", "char", "str", "f32", "f64", "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16",
+    "u32", "u64", "u128", "usize",
+];
+
 /// The one of several functions (`from` of several `From` impls) whose
 /// first parameter's type is the type of `arg` (evaluated at `cx`), if
 /// exactly one is.
@@ -813,6 +820,28 @@ impl LanguageRules for Rust {
 
     fn prelude(&self, name: &str) -> Option<Val> {
         self.crates.get(name).map(|src| Rust::module(src, "crate"))
+    }
+
+    /// `f32` (`f32::limit()`): the repository's `impl Trait for f32`
+    /// blocks, where the trait methods it gives the primitive are. The
+    /// impl the site is in is left out: there `f32::to_bits(self)` is the
+    /// inherent method the trait's `to_bits` delegates to (inherent methods
+    /// come first), not a call of itself; `Self::` still reaches it.
+    fn primitive_impls(&self, w: &World, cx: &Ctx, name: &str) -> Vec<Val> {
+        if !PRIMITIVES.contains(&name) {
+            return Vec::new();
+        }
+        let mut own = Some(cx.scope);
+        while let Some(u) = own
+            && w.syms[u].node_type != NodeType::Impl
+        {
+            own = w.parent_of(u);
+        }
+        w.units_named(name)
+            .iter()
+            .filter(|&&i| w.syms[i].node_type == NodeType::Impl && Some(i) != own)
+            .map(|&i| Val::Class(i))
+            .collect()
     }
 
     /// A submodule in its own file (`mod key;`) before the declaration
