@@ -93,6 +93,45 @@ fn by_first_argument(w: &World, cx: &Ctx, found: &[SymId], arg: &str) -> Option<
         .collect())
 }
 
+/// `Trait::name(x, …)` through the trait's path: the method `name` of the
+/// trait's impl for `x`'s type when exactly one defines it, as Rust calls
+/// it (`impl DiffableStr for str` for `DiffableStr::tokenize_lines("a")`:
+/// a `str`, `char` or `bool` literal picks the impl named after its
+/// primitive; another value, its type's impls of the trait). `None` when
+/// none or several do, or a number literal (its type is not known).
+fn impl_for_first_argument(
+    w: &World,
+    cx: &Ctx,
+    path: &str,
+    name: &str,
+    first_arg: &str,
+) -> Option<SymId> {
+    if first_arg.is_empty() {
+        return None;
+    }
+    let tr = path.rsplit('.').next().unwrap_or(path);
+    let tr = tr.trim_end_matches(PATH_HEAD);
+    let mut found: Vec<SymId> = match first_arg.strip_prefix(LITERAL) {
+        Some(lit @ ("str" | "char" | "bool")) => w
+            .impl_traits
+            .get(lit)
+            .into_iter()
+            .flatten()
+            .filter(|(i, _)| traits::impl_trait_is(w, *i, tr))
+            .flat_map(|(i, _)| w.named_children(*i, name).iter().copied())
+            .filter(|&m| is_function(w.syms[m].node_type))
+            .collect(),
+        Some(_) => return None,
+        None => traits::trait_methods(w, cx, first_arg, name, tr),
+    };
+    found.sort_unstable();
+    found.dedup();
+    match found.as_slice() {
+        &[one] => Some(one),
+        _ => None,
+    }
+}
+
 /// Whether an argument of type `arg` (as written, or a literal's kind:
 /// `int`, `float`) fits a parameter of type `param` as written.
 fn same_written_type(arg: &str, param: &str) -> bool {
@@ -638,6 +677,17 @@ impl LanguageRules for Rust {
         }
         let (path, first_arg) = r.split_once(UFCS_SEP).unwrap_or((r, ""));
         let mut found = w.resolve_site(cx, name, Some(path), kind);
+        if !found.0.is_empty()
+            && found.0.iter().all(|&f| {
+                w.parent_of(f)
+                    .is_some_and(|p| w.syms[p].node_type == NodeType::Trait)
+            })
+            && let Some(one) = impl_for_first_argument(w, cx, path, name, first_arg)
+        {
+            // `DiffableStr::tokenize_lines("a\nb")`: the trait's method as
+            // the impl for the first argument's type defines it.
+            return Some((vec![one], How::Inferred));
+        }
         if found.1 == How::UniqueName {
             // A path names a module or a type, never a value of unknown
             // type: `mem::replace(slot, v)` through a path the repository
