@@ -16,11 +16,15 @@
 (const_item name: (identifier) @name) @definition.constant
 (static_item name: (identifier) @name) @definition.constant
 
-; `impl Trait for Type`: named after the type, the trait kept apart.
+; `impl Trait for Type`: named after the type, the trait kept apart. A
+; trait implemented on a primitive (`impl Float for f32`) is named after it
+; too, so `f32::pow10()` and `Self::exponent_limit()` inside it find its
+; methods rather than free functions of the same name.
 (impl_item
   trait: (_) @trait
   type: [
     (type_identifier) @name
+    (primitive_type) @name
     (generic_type type: (type_identifier) @name)
     (scoped_type_identifier name: (type_identifier) @name)
     (generic_type type: (scoped_type_identifier name: (type_identifier) @name))

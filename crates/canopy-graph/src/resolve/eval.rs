@@ -815,11 +815,23 @@ impl World {
             } else {
                 t
             };
+            // Where impls follow their type, a trait does not get the impls
+            // of another type of its name: serde_json's `trait Number`
+            // (lexical) has no `from` or `deserialize` of the `Number` struct.
+            let trait_only = ts.node_type == NodeType::Trait
+                && self.conventions_of(ts.file).impl_methods_follow_type;
             out.extend(
                 self.owned_methods(owner)
                     .iter()
                     .copied()
-                    .filter(|&m| self.syms[m].name == name),
+                    .filter(|&m| self.syms[m].name == name)
+                    .filter(|&m| {
+                        !trait_only
+                            || self.parent_of(m).is_none_or(|p| {
+                                let o = self.type_of_impl(p);
+                                o == owner || o == p
+                            })
+                    }),
             );
         }
         if out.len() > 1 {

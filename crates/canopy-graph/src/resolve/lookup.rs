@@ -61,6 +61,10 @@ impl World {
         if let Some(v) = rules.prelude(name) {
             return (vec![v], How::Import);
         }
+        let impls = rules.primitive_impls(self, cx, name);
+        if !impls.is_empty() {
+            return (impls, How::Scope);
+        }
         (Vec::new(), How::None)
     }
 

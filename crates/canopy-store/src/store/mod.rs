@@ -133,8 +133,10 @@ use crate::error::{CanopyError, Result};
 /// traits (`s.is_empty()`, edges only); 47: a TypeScript function's
 /// parameter of function type binds its own parameters' types (`cb: (c:
 /// Ctx) => R`: `#arg:0#arg:0`), and `const xs = a.findAll().filter(…)`
-/// binds `xs`'s items as `a.findAll()`'s.
-pub const SCHEMA_VERSION: u32 = 47;
+/// binds `xs`'s items as `a.findAll()`'s; 48: a Rust trait implemented on
+/// a primitive (`impl Float for f32`) is an impl unit named after it, its
+/// methods `f32.limit`.
+pub const SCHEMA_VERSION: u32 = 48;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

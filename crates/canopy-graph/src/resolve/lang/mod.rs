@@ -321,6 +321,13 @@ pub(crate) trait LanguageRules: Send + Sync {
         None
     }
 
+    /// What a primitive type's name means where nothing in scope defines
+    /// it (Rust: `f32` in `f32::limit()`, the repository's `impl … for f32`
+    /// blocks). None by default.
+    fn primitive_impls(&self, _w: &World, _cx: &Ctx, _name: &str) -> Vec<Val> {
+        Vec::new()
+    }
+
     /// A submodule of file `f` named `name` (Python: beside `__init__.py`).
     fn submodule(&self, _w: &World, _f: FileIdx, _name: &str) -> Option<Val> {
         None

@@ -24,6 +24,13 @@ use crate::resolve::ids::{BindingIdx, FileIdx, Idx, SymId, Table};
 use crate::resolve::world::{World, WorldFile, is_function};
 use crate::store::graph_rows::{How, SymRow};
 
+/// Rust's primitive types, which a repository can give trait methods
+/// (`impl Float for f32`) but never define.
+const PRIMITIVES: &[&str] = &[
+    "bool", "char", "str", "f32", "f64", "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16",
+    "u32", "u64", "u128", "usize",
+];
+
 /// The one of several functions (`from` of several `From` impls) whose
 /// first parameter's type is the type of `arg` (evaluated at `cx`), if
 /// exactly one is.
@@ -84,6 +91,45 @@ fn by_first_argument(w: &World, cx: &Ctx, found: &[SymId], arg: &str) -> Option<
                 .any(|t| arg_types.contains(t))
         })
         .collect())
+}
+
+/// `Trait::name(x, …)` through the trait's path: the method `name` of the
+/// trait's impl for `x`'s type when exactly one defines it, as Rust calls
+/// it (`impl DiffableStr for str` for `DiffableStr::tokenize_lines("a")`:
+/// a `str`, `char` or `bool` literal picks the impl named after its
+/// primitive; another value, its type's impls of the trait). `None` when
+/// none or several do, or a number literal (its type is not known).
+fn impl_for_first_argument(
+    w: &World,
+    cx: &Ctx,
+    path: &str,
+    name: &str,
+    first_arg: &str,
+) -> Option<SymId> {
+    if first_arg.is_empty() {
+        return None;
+    }
+    let tr = path.rsplit('.').next().unwrap_or(path);
+    let tr = tr.trim_end_matches(PATH_HEAD);
+    let mut found: Vec<SymId> = match first_arg.strip_prefix(LITERAL) {
+        Some(lit @ ("str" | "char" | "bool")) => w
+            .impl_traits
+            .get(lit)
+            .into_iter()
+            .flatten()
+            .filter(|(i, _)| traits::impl_trait_is(w, *i, tr))
+            .flat_map(|(i, _)| w.named_children(*i, name).iter().copied())
+            .filter(|&m| is_function(w.syms[m].node_type))
+            .collect(),
+        Some(_) => return None,
+        None => traits::trait_methods(w, cx, first_arg, name, tr),
+    };
+    found.sort_unstable();
+    found.dedup();
+    match found.as_slice() {
+        &[one] => Some(one),
+        _ => None,
+    }
 }
 
 /// Whether an argument of type `arg` (as written, or a literal's kind:
@@ -666,6 +712,17 @@ impl LanguageRules for Rust {
         }
         let (path, first_arg) = r.split_once(UFCS_SEP).unwrap_or((r, ""));
         let mut found = w.resolve_site(cx, name, Some(path), kind);
+        if !found.0.is_empty()
+            && found.0.iter().all(|&f| {
+                w.parent_of(f)
+                    .is_some_and(|p| w.syms[p].node_type == NodeType::Trait)
+            })
+            && let Some(one) = impl_for_first_argument(w, cx, path, name, first_arg)
+        {
+            // `DiffableStr::tokenize_lines("a\nb")`: the trait's method as
+            // the impl for the first argument's type defines it.
+            return Some((vec![one], How::Inferred));
+        }
         if found.1 == How::UniqueName {
             // A path names a module or a type, never a value of unknown
             // type: `mem::replace(slot, v)` through a path the repository
@@ -848,6 +905,28 @@ impl LanguageRules for Rust {
 
     fn prelude(&self, name: &str) -> Option<Val> {
         self.crates.get(name).map(|src| Rust::module(src, "crate"))
+    }
+
+    /// `f32` (`f32::limit()`): the repository's `impl Trait for f32`
+    /// blocks, where the trait methods it gives the primitive are. The
+    /// impl the site is in is left out: there `f32::to_bits(self)` is the
+    /// inherent method the trait's `to_bits` delegates to (inherent methods
+    /// come first), not a call of itself; `Self::` still reaches it.
+    fn primitive_impls(&self, w: &World, cx: &Ctx, name: &str) -> Vec<Val> {
+        if !PRIMITIVES.contains(&name) {
+            return Vec::new();
+        }
+        let mut own = Some(cx.scope);
+        while let Some(u) = own
+            && w.syms[u].node_type != NodeType::Impl
+        {
+            own = w.parent_of(u);
+        }
+        w.units_named(name)
+            .iter()
+            .filter(|&&i| w.syms[i].node_type == NodeType::Impl && Some(i) != own)
+            .map(|&i| Val::Class(i))
+            .collect()
     }
 
     /// A submodule in its own file (`mod key;`) before the declaration
