@@ -5,9 +5,10 @@
 use canopy_test_support::repo::write;
 
 use canopy_core::index::NoProgress;
-use canopy_core::pack::{EvidencePack, PackParams};
-use canopy_core::query::QueryParams;
+use canopy_core::pack::EvidencePack;
 use canopy_core::{Engine, EngineOptions};
+
+mod pack_knobs;
 
 const NORMAL_FORMS: &str = "def hermite_normal_form(A, D=None):
     \"\"\"Compute the Hermite normal form of the integer matrix A.\"\"\"
@@ -67,16 +68,7 @@ fn a_first_function_brings_in_the_helper_it_calls_in_its_file_only_with_the_knob
     );
     let e = Engine::open(r, EngineOptions::default()).unwrap();
     e.index(None, &NoProgress).unwrap();
-    let pack = |e: &Engine| {
-        let params = PackParams {
-            query: QueryParams {
-                pattern: Some(QUESTION.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        e.evidence_pack(&params, None).unwrap()
-    };
+    let pack = |e: &Engine| pack_knobs::pack_for(e, QUESTION);
 
     // Off (the default): the file's two slots go to the two best matches.
     let off = names(&pack(&e));

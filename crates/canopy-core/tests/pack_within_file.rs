@@ -7,9 +7,10 @@
 use canopy_test_support::repo::write;
 
 use canopy_core::index::NoProgress;
-use canopy_core::pack::{EvidencePack, PackParams};
-use canopy_core::query::QueryParams;
+use canopy_core::pack::EvidencePack;
 use canopy_core::{Engine, EngineOptions};
+
+mod pack_knobs;
 
 /// `draw` and `_render_with_gc` hold most of the question's words in their
 /// bodies; `set_linestyle`, the method the title names in words, holds few.
@@ -83,16 +84,7 @@ fn a_file_s_slots_go_to_the_units_whose_names_the_question_holds_only_with_the_k
     );
     let e = Engine::open(r, EngineOptions::default()).unwrap();
     e.index(None, &NoProgress).unwrap();
-    let pack = |e: &Engine| {
-        let params = PackParams {
-            query: QueryParams {
-                pattern: Some(QUESTION.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        e.evidence_pack(&params, None).unwrap()
-    };
+    let pack = |e: &Engine| pack_knobs::pack_for(e, QUESTION);
 
     // Off (the default): the file's two slots go to the two units whose
     // bodies match the report best.
