@@ -95,11 +95,14 @@ impl World {
         if class_scope && !first {
             return None;
         }
-        if let Some(d) = self.definition_over_binding(cx, u, name, past_locals) {
-            return Some((vec![self.as_val(d)], How::Scope));
-        }
-        if let Some(found) = self.local_binding(cx, u, name, depth, past_locals) {
-            return Some(found);
+        // Found once: the definition check and the value both read it.
+        if let Some(bi) = self.visible_binding(cx, u, name, past_locals) {
+            if let Some(d) = self.definition_over_binding(cx, u, name, bi) {
+                return Some((vec![self.as_val(d)], How::Scope));
+            }
+            if let Some(found) = self.binding_value(cx, u, name, bi, depth) {
+                return Some(found);
+            }
         }
         // Nested definitions (where the language has them in scope: never
         // the items of a Rust `impl` or trait body, which are reached
@@ -193,9 +196,23 @@ impl World {
         depth: u32,
         past_locals: bool,
     ) -> Option<(Vec<Val>, How)> {
+        let bi = self.visible_binding(cx, u, name, past_locals)?;
+        self.binding_value(cx, u, name, bi, depth)
+    }
+
+    /// [`World::local_binding`] of the binding `bi` its use at `cx` reads
+    /// ([`World::visible_binding`]).
+    fn binding_value(
+        &self,
+        cx: &Ctx,
+        u: SymId,
+        name: &str,
+        bi: BindingIdx,
+        depth: u32,
+    ) -> Option<(Vec<Val>, How)> {
         let fi = cx.file;
         let facts = self.files[fi].facts.get();
-        let b = &facts.bindings[self.visible_binding(cx, u, name, past_locals)?.index()];
+        let b = &facts.bindings[bi.index()];
         if facts.s(b.expr) == UNBOUND {
             // The end of a binding with no earlier one in this unit: none.
             return None;
@@ -258,7 +275,8 @@ impl World {
     }
 
     /// A definition named `name` directly in unit `u` that stands between
-    /// the binding a use at `cx` would read and the use (Python: `check =
+    /// the binding `bi` a use at `cx` reads ([`World::visible_binding`])
+    /// and the use (Python: `check =
     /// lambda …` after the parameter `check`'s binding, or a `def` after an
     /// assignment), where definitions rebind names
     /// ([`super::lang::Conventions::definitions_rebind_names`]): the last
@@ -268,12 +286,11 @@ impl World {
         cx: &Ctx,
         u: SymId,
         name: &str,
-        past_locals: bool,
+        bi: BindingIdx,
     ) -> Option<SymId> {
         if !self.conventions_of(cx.file).definitions_rebind_names {
             return None;
         }
-        let bi = self.visible_binding(cx, u, name, past_locals)?;
         let from = self.files[cx.file].facts.get().bindings[bi.index()].byte;
         self.definitions_named(u, name)
             .into_iter()
