@@ -8,8 +8,10 @@ Runs `canopy index --quiet` on REPO (REPO/.canopy removed first) R times
 (default 1) and, every S seconds (default 0.02), reads each of its threads'
 CPU time from /proc/PID/task/TID/schedstat (nanoseconds on a CPU, and
 waiting for one). Phases are cut at the debug lines of the run
-(`CANOPY_LOG=canopy_core=debug,canopy_graph=debug`): before the first
-parser runs (discovery and planning); parse and write (until "files
+(`CANOPY_LOG=canopy_core=debug,canopy_graph=debug`): before "parsing
+started" (discovery and planning; builds before the twenty-second session
+print no such line, and the first parser's run cuts it); parse and write
+(until "files
 written"); indexes and coverage (until "resolution started"); resolution
 (until "resolved"); the rest (text merge, finish, exit).
 
@@ -116,8 +118,13 @@ def account(samples, lines):
         # trims memory first prints this line as it starts.
         if "free memory released" in line and "resolution started" not in marks:
             marks["resolution started"] = t
-    first_parse = next((t for t, snap in samples
-                        if any(g == "parsers" and ns > 0 for g, ns, _ in snap.values())), 0.0)
+        if "parsing started" in line and "parsing started" not in marks:
+            marks["parsing started"] = t
+    # Builds before s22 print no "parsing started": the first sample in
+    # which a parser thread ran. (With `--threads 1` they start none.)
+    first_parse = marks.get("parsing started", next(
+        (t for t, snap in samples
+         if any(g == "parsers" and ns > 0 for g, ns, _ in snap.values())), 0.0))
     bounds = [(0.0, "plan"), (first_parse, "parse+write")]
     order = ["parse+write", "indexes+coverage", "resolution", "finish"]
     for (name, marker), nxt in zip(PHASES[1:4], order[1:]):

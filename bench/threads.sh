@@ -9,7 +9,8 @@
 # Prints a markdown table: the best (lowest) wall and CPU seconds of each
 # and the speed-up (wall with one thread ÷ wall by default; issue 28 asks
 # for ≥ 1.8 with two cores on an idle machine). `--threads 1` is one
-# parser, not one core: the writer runs beside it. `--one-core` adds a
+# thread of file work (the writer parses too, since the twenty-second
+# session; before, one parser ran beside the writer). `--one-core` adds a
 # third run each round, the default pinned to one CPU (`taskset -c 0`),
 # and its speed-up (wall on one core ÷ wall by default).
 #

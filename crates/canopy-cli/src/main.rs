@@ -107,7 +107,8 @@ enum Command {
         #[arg(long, conflicts_with = "glob")]
         rebuild: bool,
         /// Threads that read and parse files and resolve the graph (default:
-        /// one per core). The writer is one more thread.
+        /// one per core). With more than one the writer is one more thread;
+        /// with 1 it parses too, so the run is single-threaded.
         #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
         threads: Option<u16>,
     },

@@ -128,6 +128,8 @@ struct Inner {
     /// Queries waiting to index the files they point at: the background
     /// completion yields to them between chunks.
     queries_waiting: std::sync::atomic::AtomicUsize,
+    /// How far the background completion is, for runs that wait behind it.
+    completion: CompletionProgress,
     /// Unit vectors for semantic retrieval, loaded on first use (or why the
     /// model could not be loaded).
     semantic: Mutex<Option<std::result::Result<crate::semantic::SemanticIndex, String>>>,
@@ -145,6 +147,72 @@ struct Inner {
     /// The git history context packs read (kept in memory once
     /// [`Engine::keep_history_log`] asked for it).
     history: crate::context::history::HistoryLog,
+}
+
+/// How far the background completion of a partial index is: files to
+/// index (0 when none runs) and files done. The completion's chunks count
+/// into it as their progress sink.
+#[derive(Default)]
+struct CompletionProgress {
+    total: std::sync::atomic::AtomicU64,
+    done: std::sync::atomic::AtomicU64,
+}
+
+impl CompletionProgress {
+    /// A completion of `total` files starts; it ends (nothing to report)
+    /// when the returned guard drops, however the completion leaves.
+    fn begin(&self, total: u64) -> CompletionPublished<'_> {
+        self.done.store(0, Ordering::SeqCst);
+        self.total.store(total, Ordering::SeqCst);
+        CompletionPublished(self)
+    }
+
+    /// `(done, total)` of the running completion, if one runs.
+    fn now(&self) -> Option<(u64, u64)> {
+        let total = self.total.load(Ordering::SeqCst);
+        (total > 0).then(|| (self.done.load(Ordering::SeqCst).min(total), total))
+    }
+}
+
+impl IndexProgress for CompletionProgress {
+    fn advance(&self, _path: &str, _bytes: u64) {
+        self.done.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Ends a completion's progress on drop (see [`CompletionProgress::begin`]).
+struct CompletionPublished<'a>(&'a CompletionProgress);
+
+impl Drop for CompletionPublished<'_> {
+    fn drop(&mut self) {
+        self.0.total.store(0, Ordering::SeqCst);
+    }
+}
+
+/// What a waiting run has passed on of the completion's progress (see
+/// [`Inner::lock_index_reporting`]).
+#[derive(Default)]
+struct ProgressRelay {
+    started: bool,
+    done: u64,
+}
+
+impl ProgressRelay {
+    /// Passes the completion's progress since the last call to `progress`:
+    /// its total once, then one `advance` per file it indexed.
+    fn pass_on(&mut self, completion: &CompletionProgress, progress: &dyn IndexProgress) {
+        let Some((done, total)) = completion.now() else {
+            return;
+        };
+        if !self.started {
+            self.started = true;
+            progress.start(total);
+        }
+        while self.done < done {
+            self.done += 1;
+            progress.advance("", 0);
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -207,6 +275,7 @@ impl Engine {
                 result_sets: Mutex::new(ResultSets::default()),
                 background: Mutex::new(None),
                 queries_waiting: std::sync::atomic::AtomicUsize::new(0),
+                completion: CompletionProgress::default(),
                 semantic: Mutex::new(None),
                 last_sync: Mutex::new(Default::default()),
                 kept_world: Mutex::new(None),
@@ -1250,6 +1319,7 @@ impl Inner {
             .map(|c| c.path)
             .filter(|p| !indexed.contains(p))
             .collect();
+        let _published = self.completion.begin(pending.len() as u64);
         for chunk in pending.chunks(BACKGROUND_CHUNK) {
             while self.queries_waiting.load(Ordering::SeqCst) > 0 {
                 std::thread::sleep(std::time::Duration::from_millis(5));
@@ -1265,7 +1335,7 @@ impl Inner {
                     max_file_size: self.options.max_file_size,
                     only_paths: Some(chunk.iter().cloned().collect()),
                 },
-                &NoProgress,
+                &self.completion,
             )?;
         }
         self.run(
@@ -1286,8 +1356,27 @@ impl Inner {
         options: IndexOptions,
         progress: &dyn IndexProgress,
     ) -> Result<IndexReport> {
-        let guard = self.lock_index(kind);
+        let guard = self.lock_index_reporting(kind, progress);
         self.run_locked(&guard, options, progress)
+    }
+
+    /// The index lock for a run, waiting as long as it takes. While the
+    /// background completion holds it, the completion's progress goes to
+    /// `progress` as if it were this run's: a run that waits behind it (a
+    /// graph call needs the whole index) would otherwise wait silently for
+    /// up to the whole completion, on a large repository many seconds with
+    /// no `notifications/progress`. Polled, not queued on the lock: the
+    /// completion takes the lock again between its chunks, so a queued
+    /// waiter would wait as long, and could say nothing meanwhile.
+    fn lock_index_reporting(&self, kind: RunKind, progress: &dyn IndexProgress) -> RunGuard<'_> {
+        let mut relay = ProgressRelay::default();
+        loop {
+            if let Some(guard) = self.try_lock_index(kind) {
+                return guard;
+            }
+            relay.pass_on(&self.completion, progress);
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 
     /// [`Inner::run`] once the caller holds the index lock: an incremental
@@ -1410,6 +1499,63 @@ fn ann_min_units_from_env() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Records what an index run reports.
+    #[derive(Default)]
+    struct Recorded(Mutex<Vec<String>>);
+
+    impl IndexProgress for Recorded {
+        fn start(&self, to_parse: u64) {
+            lock(&self.0).push(format!("start {to_parse}"));
+        }
+        fn advance(&self, path: &str, _bytes: u64) {
+            lock(&self.0).push(format!("advance {path}"));
+        }
+    }
+
+    impl Recorded {
+        fn events(&self) -> Vec<String> {
+            lock(&self.0).clone()
+        }
+    }
+
+    #[test]
+    fn a_run_waiting_behind_the_background_completion_reports_its_progress() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("a.py"), "def a():\n    return 1\n").expect("write");
+        let engine = Engine::open(dir.path(), EngineOptions::default()).expect("open");
+        let inner = &engine.inner;
+        let seen = Recorded::default();
+        std::thread::scope(|scope| {
+            // The completion holds the lock, 3 files to go.
+            let held = inner.lock_index(RunKind::Background);
+            let published = inner.completion.begin(3);
+            let waiting = scope.spawn(|| engine.index(None, &seen));
+            inner.completion.advance("x.py", 1);
+            inner.completion.advance("y.py", 1);
+            // Until the waiting run has passed both on (a deadline for a
+            // hang, not a timing claim).
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while seen.events().len() < 3 {
+                assert!(std::time::Instant::now() < deadline, "{:?}", seen.events());
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            assert_eq!(seen.events(), ["start 3", "advance ", "advance "]);
+            assert!(!waiting.is_finished(), "the run went on without the lock");
+            inner.completion.advance("z.py", 1);
+            drop(published);
+            drop(held);
+            let report = waiting.join().expect("join").expect("index");
+            assert_eq!(report.files_indexed, 1);
+        });
+        // Then its own run: the one file.
+        let events = seen.events();
+        assert_eq!(events[..3], ["start 3", "advance ", "advance "]);
+        assert!(
+            events[3..].iter().any(|e| e == "advance a.py"),
+            "{events:?}"
+        );
+    }
 
     #[test]
     fn formats_rfc3339() {

@@ -671,12 +671,14 @@ fn stored_skip_reason(reason: &str) -> SkipReason {
     .unwrap_or(SkipReason::Unreadable)
 }
 
-/// Reads and parses `work` on parser threads of this run while this
-/// thread, the only writer, commits the outcomes in batches of whole
-/// files. Returns whether the run was cancelled (what was written stays:
-/// whole files).
+/// Reads and parses `work` while this thread, the only writer, commits
+/// the outcomes in batches of whole files. Returns whether the run was
+/// cancelled (what was written stays: whole files).
 ///
-/// The parsers are threads of their own, not rayon's: they wait whenever
+/// With one index thread (`--threads 1`) this thread parses too, so the
+/// run's file work is one thread of CPU, and `--threads 1` against the
+/// default measures what more threads buy (issue 28 item 2). With more,
+/// the parsers are threads of their own, not rayon's: they wait whenever
 /// the writer is behind (the channel is full) or memory is (see
 /// [`IN_FLIGHT_BYTES`]), and waiting rayon workers would hold up whatever
 /// else shares their pool: a reader listing files or embedding, another
@@ -688,10 +690,22 @@ fn parse_and_write(
     progress: &dyn IndexProgress,
     totals: &mut WriteTotals,
 ) -> Result<bool> {
+    let parsers = index_threads().min(work.len().max(1));
+    // A phase boundary for `bench/thread_account.py`.
+    tracing::debug!(files = work.len(), parsers, "parsing started");
+    let mut writer = BatchWriter::new(store, progress, totals);
+    if parsers <= 1 {
+        for (candidate, old) in work {
+            if writer.take(process(candidate, *old, max_file_size))? {
+                return Ok(true);
+            }
+        }
+        writer.flush()?;
+        return Ok(false);
+    }
     let (sender, receiver) = sync_channel::<(usize, Outcome, u64)>(PARSED_QUEUE);
     let budget = InFlight::new(IN_FLIGHT_BYTES);
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let parsers = index_threads().min(work.len().max(1));
     std::thread::scope(|scope| {
         let (budget, next) = (&budget, &next);
         let mut started = 0;
@@ -731,8 +745,6 @@ fn parse_and_write(
         // However the writer leaves, parsers waiting for budget go on (and
         // find the channel closed).
         let _close = budget.closer();
-        let mut batch: Vec<FileWrite> = Vec::new();
-        let mut batch_bytes = 0u64;
         // Outcomes that arrived before an earlier file's: the writer takes
         // files in `work` (path) order whatever the parsers' timing, so
         // file and node ids, and every answer that lists by them, are the
@@ -745,26 +757,64 @@ fn parse_and_write(
                 // Out of the channel: the batch bounds it from here (it is
                 // committed at BATCH_BYTES).
                 budget.release_in_order(held);
-                if crate::cancel::requested() {
-                    // What is in `batch` is complete per file: keep it, stop
-                    // reading (dropping the receiver stops the parsers).
-                    flush(store, &mut batch, totals)?;
+                if writer.take(outcome)? {
                     return Ok(true);
-                }
-                let bytes = count_outcome(&outcome, progress, totals);
-                batch_bytes += bytes;
-                batch.push(match outcome {
-                    Outcome::Write(write, _) | Outcome::Skip(_, write) => write,
-                });
-                if batch.len() >= BATCH_FILES || batch_bytes >= BATCH_BYTES {
-                    flush(store, &mut batch, totals)?;
-                    batch_bytes = 0;
                 }
             }
         }
-        flush(store, &mut batch, totals)?;
+        writer.flush()?;
         Ok(false)
     })
+}
+
+/// The writer's side of [`parse_and_write`]: takes outcomes in `work`
+/// order and commits them in batches of whole files.
+struct BatchWriter<'a> {
+    store: &'a mut Store,
+    progress: &'a dyn IndexProgress,
+    totals: &'a mut WriteTotals,
+    batch: Vec<FileWrite>,
+    batch_bytes: u64,
+}
+
+impl<'a> BatchWriter<'a> {
+    fn new(
+        store: &'a mut Store,
+        progress: &'a dyn IndexProgress,
+        totals: &'a mut WriteTotals,
+    ) -> BatchWriter<'a> {
+        BatchWriter {
+            store,
+            progress,
+            totals,
+            batch: Vec::new(),
+            batch_bytes: 0,
+        }
+    }
+
+    /// Adds the next file's outcome, committing the batch when it is full.
+    /// Returns whether the run was cancelled; then what the batch held is
+    /// committed (complete per file) and nothing more should be taken.
+    fn take(&mut self, outcome: Outcome) -> Result<bool> {
+        if crate::cancel::requested() {
+            self.flush()?;
+            return Ok(true);
+        }
+        self.batch_bytes += count_outcome(&outcome, self.progress, self.totals);
+        self.batch.push(match outcome {
+            Outcome::Write(write, _) | Outcome::Skip(_, write) => write,
+        });
+        if self.batch.len() >= BATCH_FILES || self.batch_bytes >= BATCH_BYTES {
+            self.flush()?;
+        }
+        Ok(false)
+    }
+
+    /// Commits what the batch holds.
+    fn flush(&mut self) -> Result<()> {
+        self.batch_bytes = 0;
+        flush(self.store, &mut self.batch, self.totals)
+    }
 }
 
 /// Bytes of source in flight between the parsers and the writer (see

@@ -24,8 +24,10 @@
 //!   first, `--max-engines`). A repository's first query indexes it on the
 //!   blocking pool, reporting `notifications/progress` when the request
 //!   carries a progress token (repositories over the engine's lazy-indexing
-//!   threshold are indexed predictively instead, without progress); other
-//!   calls proceed meanwhile.
+//!   threshold are indexed predictively instead, without progress, and
+//!   completed in the background); other calls proceed meanwhile. A graph
+//!   call needs the whole index: it waits for the background completion
+//!   and reports the completion's progress as its own.
 //! * **Sessions**: each connection is one session for the convergence
 //!   memory of evidence packs and expansions.
 //! * **Robust stdio**: stdout carries only protocol messages (logs go to
