@@ -410,6 +410,22 @@ fn rust_module_paths_and_build_cfgs_through_a_kept_world() {
     );
 }
 
+/// An edit of the build script alone changes what the package's other
+/// files compile: `wrapped` stops being printed on every path (so
+/// `src/wrapped.rs` binds `imp` to `fallback`), then is again. The files
+/// of the package are unchanged on disk, so their facts must be read again
+/// because the flags they were read with changed.
+#[test]
+fn rust_build_script_flags_through_a_kept_world() {
+    let off = Edit::Replace("build.rs", "if probed || !exempt {", "if probed {");
+    let on = Edit::Replace(
+        "build.rs",
+        "if probed {\n        println!(\"cargo:rustc-cfg=wrapped\");",
+        "if probed || !exempt {\n        println!(\"cargo:rustc-cfg=wrapped\");",
+    );
+    kept_world_matches_cold_index("rust", Against::ReadAgainAndCold, &[&[off], &[on]]);
+}
+
 /// The import fixtures of every language: a file others import goes.
 #[test]
 fn import_fixtures_through_a_kept_world() {
