@@ -126,6 +126,8 @@ fn names_a_build_key(predicate: &str) -> bool {
 pub(super) fn compile_out(cx: &mut Cx, attr_item: Node) {
     let range = if attr_item.kind_name() == "inner_attribute_item" {
         attr_item.parent().map(|p| (p.start_byte(), p.end_byte()))
+    } else if let Some(owner) = owner_of(attr_item) {
+        Some((owner.start_byte(), trailing_end(cx, owner)))
     } else {
         let mut next = attr_item.next_named_sibling();
         while let Some(k) = next
@@ -146,6 +148,34 @@ pub(super) fn compile_out(cx: &mut Cx, attr_item: Node) {
             .map_or(start as u32, |&(_, e)| e.max(start as u32));
         cx.facts.disabled.push((start, end as u32));
     }
+}
+
+/// The node an outer attribute belongs to when the grammar puts it inside
+/// that node (`#[cfg(x)] E::A => a(),` is one `match_arm` whose first
+/// child is the attribute; a struct expression's field likewise): the
+/// next sibling is only the arm's pattern or the field's name, and the
+/// arm's value would stay compiled in. Only an attribute leading a node
+/// parsed without error: an attribute where the grammar has none (on a
+/// field of a struct pattern, as proc-macro2 writes) leaves error
+/// recovery to place it, and the arm around it is not its item.
+fn owner_of(attr_item: Node) -> Option<Node> {
+    let owner = attr_item.parent()?;
+    let kinds = [
+        "match_arm",
+        "field_initializer",
+        "shorthand_field_initializer",
+    ];
+    if !kinds.contains(&owner.kind_name()) || owner.has_error() {
+        return None;
+    }
+    let mut prev = attr_item.prev_sibling();
+    while let Some(p) = prev {
+        if !is_leading(p) && p.kind_name() != "inner_attribute_item" {
+            return None;
+        }
+        prev = p.prev_sibling();
+    }
+    Some(owner)
 }
 
 /// Kinds that belong to the item after them.
@@ -403,6 +433,25 @@ mod tests {
         let names = kept_names(src, &[]);
         assert!(names.iter().any(|n| n == "off_stmt"), "{names:?}");
         assert!(!names.iter().any(|n| n.starts_with("on_")), "{names:?}");
+    }
+
+    #[test]
+    fn a_false_cfg_on_a_match_arm_or_a_field_compiles_out_all_of_it() {
+        // proc-macro2's `#[cfg(wrap_proc_macro)] DelimSpanEnum::Compiler {
+        // .. } => …` arms and struct fields under a `cfg`.
+        let src = "fn f(x: E) -> u8 {\n    match x {\n        #[cfg(windows)]\n        E::A => off_arm(),\n\
+                   \x20       #[cfg(not(windows))]\n        E::B => on_arm(),\n        #[cfg(windows)]\n\
+                   \x20       E::C => {\n            off_block()\n        }\n        _ => on_rest(),\n    }\n}\n\
+                   fn g(on_short: u8) -> S {\n    S {\n        #[cfg(windows)]\n        a: off_field(),\n\
+                   \x20       #[cfg(unix)]\n        b: on_field(),\n        #[cfg(windows)]\n        off_short,\n\
+                   \x20       on_short,\n    }\n}\n\
+                   fn h(t: T) {\n    match t {\n        T::L(L {\n            #[cfg(windows)]\n\
+                   \x20           inner: in_pattern,\n            ..\n        }) => on_guarded(),\n        _ => {}\n    }\n}\n";
+        let names = kept_names(src, &[]);
+        for on in ["on_arm", "on_rest", "on_field", "on_short", "on_guarded"] {
+            assert!(names.iter().any(|n| n == on), "{on} missing: {names:?}");
+        }
+        assert!(!names.iter().any(|n| n.starts_with("off_")), "{names:?}");
     }
 
     #[test]
