@@ -426,6 +426,27 @@ fn rust_build_script_flags_through_a_kept_world() {
     kept_world_matches_cold_index("rust", Against::ReadAgainAndCold, &[&[off], &[on]]);
 }
 
+/// A run that names only the edited build script (as a watcher's runs
+/// name the changed paths) reads the package's other Rust files again
+/// too: the run does not list them, so they are read from the disk.
+#[test]
+fn a_run_naming_only_the_build_script_reads_its_package_again() {
+    let (_tree, root) = fixture_copy("rust");
+    let db = tempfile::tempdir().expect("db");
+    let mut store = open(db.path());
+    run_index(&root, &mut store, &options(), &NoProgress, None).expect("index");
+    apply(
+        &root,
+        &Edit::Replace("build.rs", "if probed || !exempt {", "if probed {"),
+    );
+    let named = IndexOptions {
+        only_paths: Some(std::collections::HashSet::from(["build.rs".to_string()])),
+        ..options()
+    };
+    run_index(&root, &mut store, &named, &NoProgress, None).expect("named run");
+    assert_cold_index_edges(&root, &store, "a run naming build.rs");
+}
+
 /// The import fixtures of every language: a file others import goes.
 #[test]
 fn import_fixtures_through_a_kept_world() {
