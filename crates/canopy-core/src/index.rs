@@ -157,7 +157,14 @@ fn now_unix() -> i64 {
 }
 
 /// Reads, sniffs, hashes and (if changed) parses one file.
-fn process(candidate: &Candidate, old_hash: Option<&str>, max_file_size: u64) -> Outcome {
+/// `build_flags`: the bare `cfg` names the build script of the file's
+/// Cargo package turns on ([`BuildFlags::of`]).
+fn process(
+    candidate: &Candidate,
+    old_hash: Option<&str>,
+    max_file_size: u64,
+    build_flags: &[String],
+) -> Outcome {
     let skip = |reason: SkipReason| {
         Outcome::Skip(
             reason,
@@ -203,7 +210,7 @@ fn process(candidate: &Candidate, old_hash: Option<&str>, max_file_size: u64) ->
             None,
         )
     } else {
-        crate::graph::facts::parse_with_facts(&candidate.path, &bytes)
+        crate::graph::facts::parse_with_facts_in(&candidate.path, &bytes, build_flags)
     };
     let facts = facts.map(|f| {
         let encoded = f.encode();
@@ -238,6 +245,8 @@ fn is_unchanged(stored: &StoredFile, candidate: &Candidate) -> bool {
 /// record when it finishes.
 struct RunPlan {
     discovery: crate::discover::Discovery,
+    /// The bare `cfg` names each Cargo package's build script turns on.
+    build_flags: BuildFlags,
     /// Indexes of `discovery.files` to read, each with its stored content
     /// hash when the file was indexed before.
     work: Vec<(usize, Option<String>)>,
@@ -335,12 +344,7 @@ fn run_index_unmapped(
     if bulk_build {
         store.defer_indexes()?;
     }
-    let work: Vec<(&Candidate, Option<&str>)> = plan
-        .work
-        .iter()
-        .map(|(i, hash)| (&plan.discovery.files[*i], hash.as_deref()))
-        .collect();
-    let cancelled = parse_and_write(store, &work, options.max_file_size, progress, &mut totals)?;
+    let cancelled = read_work(store, &plan, options, progress, &mut totals)?;
     if cancelled {
         return finish_cancelled(store, options, bulk_build);
     }
@@ -402,6 +406,34 @@ fn run_index_unmapped(
     );
     progress.finish(&report);
     Ok(report)
+}
+
+/// Reads, parses and writes the run's work ([`parse_and_write`]), each Rust
+/// file with its package's build flags, then records the flags the
+/// indexed files were read with. Returns whether the run was cancelled.
+fn read_work(
+    store: &mut Store,
+    plan: &RunPlan,
+    options: &IndexOptions,
+    progress: &dyn IndexProgress,
+    totals: &mut WriteTotals,
+) -> Result<bool> {
+    let work: Vec<(&Candidate, Option<&str>, &[String])> = plan
+        .work
+        .iter()
+        .map(|(i, hash)| {
+            let candidate = &plan.discovery.files[*i];
+            let flags = plan.build_flags.of(&candidate.path);
+            (candidate, hash.as_deref(), flags)
+        })
+        .collect();
+    let cancelled = parse_and_write(store, &work, options.max_file_size, progress, totals)?;
+    if !cancelled && let Some(record) = &plan.build_flags.record {
+        // Every indexed file of a package whose flags changed was read
+        // again with them ([`plan_build_flags`]).
+        store.set_meta(meta_keys::RUST_BUILD_FLAGS, record)?;
+    }
+    Ok(cancelled)
 }
 
 /// Bytes parsed in one run from which its resolution pass starts by
@@ -546,12 +578,21 @@ fn plan_run(root: &Path, store: &mut Store, options: &IndexOptions) -> Result<Ru
         .map(|p| FileWrite::Remove { path: p.clone() })
         .collect();
     let Sorted {
-        work,
+        mut work,
         skipped,
-        files_unchanged,
+        mut files_unchanged,
     } = sort_listed(&discovery, &stored, &known_skips);
+    let build_flags = plan_build_flags(
+        root,
+        store,
+        &stored,
+        &mut discovery,
+        &mut work,
+        &mut files_unchanged,
+    )?;
     Ok(RunPlan {
         discovery,
+        build_flags,
         work,
         removals,
         skipped,
@@ -561,6 +602,138 @@ fn plan_run(root: &Path, store: &mut Store, options: &IndexOptions) -> Result<Ru
         was_complete,
         covers_repository,
         started_empty,
+    })
+}
+
+/// The bare `cfg` names each Cargo package's build script turns on in a
+/// default build (`cargo:rustc-cfg=wrap_proc_macro`), read when a run
+/// starts: the walker reads a Rust file's `#[cfg(name)]` with its
+/// package's. Facts are kept by file content, so a file's facts depend on
+/// another file (the build script, the manifest's features): the index
+/// records the flags its files were read with, and a run that finds them
+/// changed reads every indexed Rust file of those packages again.
+#[derive(Default)]
+struct BuildFlags {
+    /// Every package's folder (`""` at the root, else ending in `/`) with
+    /// its flags, the deepest folder first.
+    packages: Vec<(String, Vec<String>)>,
+    /// What the run records once its files are written, when it differs
+    /// from what the index holds.
+    record: Option<String>,
+}
+
+impl BuildFlags {
+    /// The flags of the package a file belongs to (its deepest folder);
+    /// none for a file that is no Rust source.
+    fn of(&self, path: &str) -> &[String] {
+        if !path.ends_with(".rs") {
+            return &[];
+        }
+        self.packages
+            .iter()
+            .find(|(dir, _)| path.starts_with(dir.as_str()))
+            .map_or(&[], |(_, flags)| flags.as_slice())
+    }
+}
+
+/// The packages' flags as the index records them ([`meta_keys::RUST_BUILD_FLAGS`]).
+fn encode_build_flags(packages: &[(String, Vec<String>)]) -> BTreeMap<String, String> {
+    packages
+        .iter()
+        .filter(|(_, flags)| !flags.is_empty())
+        .map(|(dir, flags)| (dir.clone(), flags.join(" ")))
+        .collect()
+}
+
+/// Reads the packages' build flags ([`BuildFlags`]) of the repository at
+/// `root` (its manifests among the indexed and listed files) and, where a
+/// package's differ from those the index recorded, adds every indexed Rust
+/// file under its folder to `work` to be read again (one the run did not
+/// list, as a named or filtered run does not, from the disk).
+fn plan_build_flags(
+    root: &Path,
+    store: &Store,
+    stored: &HashMap<String, StoredFile>,
+    discovery: &mut crate::discover::Discovery,
+    work: &mut Vec<(usize, Option<String>)>,
+    files_unchanged: &mut u64,
+) -> Result<BuildFlags> {
+    let paths = stored
+        .keys()
+        .map(String::as_str)
+        .chain(discovery.files.iter().map(|c| c.path.as_str()));
+    let mut packages = crate::graph::resolve::Manifests::read(root, paths).rust_build_flags();
+    packages.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+    let now = encode_build_flags(&packages);
+    let recorded = store.meta(meta_keys::RUST_BUILD_FLAGS)?.unwrap_or_default();
+    let before: BTreeMap<String, String> = recorded
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(dir, flags)| (dir.to_string(), flags.to_string()))
+        .collect();
+    if now == before {
+        return Ok(BuildFlags {
+            packages,
+            record: None,
+        });
+    }
+    let changed: Vec<&String> = now
+        .keys()
+        .chain(before.keys())
+        .filter(|dir| now.get(*dir) != before.get(*dir))
+        .collect();
+    let listed: HashMap<&str, usize> = discovery
+        .files
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.path.as_str(), i))
+        .collect();
+    let mut queued: HashMap<usize, usize> =
+        work.iter().enumerate().map(|(w, (i, _))| (*i, w)).collect();
+    let mut again: Vec<&String> = stored
+        .keys()
+        .filter(|p| p.ends_with(".rs") && changed.iter().any(|d| p.starts_with(d.as_str())))
+        .collect();
+    again.sort_unstable();
+    let mut unlisted = Vec::new();
+    for path in again {
+        match listed.get(path.as_str()) {
+            Some(&i) => match queued.get(&i) {
+                Some(&w) => work[w].1 = None,
+                None => {
+                    queued.insert(i, work.len());
+                    work.push((i, None));
+                    *files_unchanged = files_unchanged.saturating_sub(1);
+                }
+            },
+            None => unlisted.push(path),
+        }
+    }
+    for path in unlisted {
+        let abs_path = root.join(path);
+        let Ok(meta) = std::fs::metadata(&abs_path) else {
+            continue;
+        };
+        let mtime_ns = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos() as i64);
+        work.push((discovery.files.len(), None));
+        discovery.files.push(Candidate {
+            path: path.clone(),
+            abs_path,
+            size: meta.len(),
+            mtime_ns,
+        });
+    }
+    let record: Vec<String> = now
+        .iter()
+        .map(|(dir, flags)| format!("{dir}\t{flags}"))
+        .collect();
+    Ok(BuildFlags {
+        packages,
+        record: Some(record.join("\n")),
     })
 }
 
@@ -685,7 +858,7 @@ fn stored_skip_reason(reason: &str) -> SkipReason {
 /// repository's run (issue N5).
 fn parse_and_write(
     store: &mut Store,
-    work: &[(&Candidate, Option<&str>)],
+    work: &[(&Candidate, Option<&str>, &[String])],
     max_file_size: u64,
     progress: &dyn IndexProgress,
     totals: &mut WriteTotals,
@@ -716,14 +889,14 @@ fn parse_and_write(
                 .spawn_scoped(scope, move || {
                     loop {
                         let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some((candidate, old)) = work.get(n) else {
+                        let Some((candidate, old, flags)) = work.get(n) else {
                             break;
                         };
                         let held = budget.acquire(n, candidate.size);
                         // A send error means the writer stopped (it failed
                         // or the run was cancelled): this parser stops too.
                         if sender
-                            .send((n, process(candidate, *old, max_file_size), held))
+                            .send((n, process(candidate, *old, max_file_size, flags), held))
                             .is_err()
                         {
                             break;

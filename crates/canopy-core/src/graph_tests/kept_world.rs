@@ -410,6 +410,43 @@ fn rust_module_paths_and_build_cfgs_through_a_kept_world() {
     );
 }
 
+/// An edit of the build script alone changes what the package's other
+/// files compile: `wrapped` stops being printed on every path (so
+/// `src/wrapped.rs` binds `imp` to `fallback`), then is again. The files
+/// of the package are unchanged on disk, so their facts must be read again
+/// because the flags they were read with changed.
+#[test]
+fn rust_build_script_flags_through_a_kept_world() {
+    let off = Edit::Replace("build.rs", "if probed || !exempt {", "if probed {");
+    let on = Edit::Replace(
+        "build.rs",
+        "if probed {\n        println!(\"cargo:rustc-cfg=wrapped\");",
+        "if probed || !exempt {\n        println!(\"cargo:rustc-cfg=wrapped\");",
+    );
+    kept_world_matches_cold_index("rust", Against::ReadAgainAndCold, &[&[off], &[on]]);
+}
+
+/// A run that names only the edited build script (as a watcher's runs
+/// name the changed paths) reads the package's other Rust files again
+/// too: the run does not list them, so they are read from the disk.
+#[test]
+fn a_run_naming_only_the_build_script_reads_its_package_again() {
+    let (_tree, root) = fixture_copy("rust");
+    let db = tempfile::tempdir().expect("db");
+    let mut store = open(db.path());
+    run_index(&root, &mut store, &options(), &NoProgress, None).expect("index");
+    apply(
+        &root,
+        &Edit::Replace("build.rs", "if probed || !exempt {", "if probed {"),
+    );
+    let named = IndexOptions {
+        only_paths: Some(std::collections::HashSet::from(["build.rs".to_string()])),
+        ..options()
+    };
+    run_index(&root, &mut store, &named, &NoProgress, None).expect("named run");
+    assert_cold_index_edges(&root, &store, "a run naming build.rs");
+}
+
 /// The import fixtures of every language: a file others import goes.
 #[test]
 fn import_fixtures_through_a_kept_world() {

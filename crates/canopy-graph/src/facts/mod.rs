@@ -36,9 +36,16 @@ use walker::{Cx, WalkedGrammar};
 /// Fact extraction as the parser's second pass over its trees
 /// ([`crate::lang::parse_file_with`]): the index parses each file once and
 /// gets its units, references and facts.
-pub struct FactExtraction;
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FactExtraction<'a> {
+    /// The bare `cfg` names the build script of the file's Cargo package
+    /// turns on in a default build (`wrap_proc_macro`; see
+    /// `resolve::Manifests::rust_build_flags`): a Rust `#[cfg(name)]` of
+    /// one holds. Empty for other files.
+    pub build_flags: &'a [String],
+}
 
-impl TreeExtraction for FactExtraction {
+impl TreeExtraction for FactExtraction<'_> {
     type Output = FileFacts;
     fn extract(
         &self,
@@ -47,16 +54,27 @@ impl TreeExtraction for FactExtraction {
         text: &str,
         line_starts: &[usize],
     ) -> Option<FileFacts> {
-        extract(language, root, text, line_starts)
+        extract_with(language, root, text, line_starts, self.build_flags)
     }
     fn merge_body(&self, file: &mut FileFacts, body: FileFacts, start: usize, end: usize) {
         file.merge_body(body, start, end);
     }
 }
 
-/// Parses one file with its facts ([`FactExtraction`]).
+/// Parses one file with its facts ([`FactExtraction`]), as a file of a
+/// package whose build script turns no bare `cfg` name on.
 pub fn parse_with_facts(path: &str, source: &[u8]) -> (ParsedFile, Option<FileFacts>) {
-    crate::lang::parse_file_with(path, source, &FactExtraction)
+    parse_with_facts_in(path, source, &[])
+}
+
+/// [`parse_with_facts`] for a file of a package whose build script turns
+/// on the bare `cfg` names `build_flags` ([`FactExtraction::build_flags`]).
+pub fn parse_with_facts_in(
+    path: &str,
+    source: &[u8],
+    build_flags: &[String],
+) -> (ParsedFile, Option<FileFacts>) {
+    crate::lang::parse_file_with(path, source, &FactExtraction { build_flags })
 }
 
 /// Extracts the facts of one parsed file; `None` for languages without rules.
@@ -68,8 +86,21 @@ pub fn extract(
     text: &str,
     line_starts: &[usize],
 ) -> Option<FileFacts> {
+    extract_with(language, root, text, line_starts, &[])
+}
+
+/// [`extract`] with the bare `cfg` names the file's package's build script
+/// turns on ([`FactExtraction::build_flags`]).
+pub fn extract_with(
+    language: Language,
+    root: Node,
+    text: &str,
+    line_starts: &[usize],
+    build_flags: &[String],
+) -> Option<FileFacts> {
     let _grammar = WalkedGrammar::set(language);
     let mut cx = Cx::new(text, line_starts);
+    cx.build_flags = build_flags;
     match language {
         Language::Python => python::walk(&mut cx, root),
         Language::JavaScript | Language::TypeScript | Language::Tsx => {

@@ -144,6 +144,9 @@ pub(crate) struct Cx<'a> {
     pub facts: FileFacts,
     /// The byte where each line of `text` starts, `0` first.
     line_starts: &'a [usize],
+    /// The bare `cfg` names the build script of the file's package turns
+    /// on (Rust; empty elsewhere): a `#[cfg(name)]` of one holds.
+    pub build_flags: &'a [String],
 }
 
 impl<'a> Cx<'a> {
@@ -158,6 +161,7 @@ impl<'a> Cx<'a> {
             text,
             facts: FileFacts::default(),
             line_starts,
+            build_flags: &[],
         }
     }
 

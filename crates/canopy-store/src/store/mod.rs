@@ -310,6 +310,10 @@ pub mod meta_keys {
     pub const INDEX_COMPLETE: &str = "index_complete";
     /// Bumped by every index run that changed the index.
     pub const GENERATION: &str = "generation";
+    /// The bare `cfg` names each Cargo package's build script turns on,
+    /// as the indexed Rust files' facts were read with them: one line per
+    /// package that has any, its folder, a tab, the names space-separated.
+    pub const RUST_BUILD_FLAGS: &str = "rust_build_flags";
 }
 
 fn configure(conn: &Connection) -> Result<()> {

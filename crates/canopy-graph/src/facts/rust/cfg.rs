@@ -8,7 +8,16 @@ use super::super::walker::{Cx, GrammarLookup};
 /// The value of a `#[cfg(…)]` / `#![cfg(…)]` attribute in a default build
 /// on this host, `None` when it is not a `cfg` or cannot be known here.
 pub(super) fn cfg_attribute(cx: &Cx, attr_item: Node) -> Option<bool> {
-    holds_with(cfg_predicate(cx, attr_item)?, &[])?
+    holds_in(cfg_predicate(cx, attr_item)?, &env_of(cx))?
+}
+
+/// What the walker evaluates a file's `cfg` attributes against: the bare
+/// names its package's build script turns on ([`Cx::build_flags`]).
+fn env_of<'c>(cx: &'c Cx) -> CfgEnv<'c> {
+    CfgEnv {
+        on: cx.build_flags,
+        ..CfgEnv::default()
+    }
 }
 
 /// The predicate of a `#[cfg(…)]` / `#![cfg(…)]` attribute (`unix`,
@@ -27,10 +36,43 @@ fn cfg_predicate<'c>(cx: &'c Cx, attr_item: Node) -> Option<&'c str> {
 /// the key-value pairs `set` (`("fast_arithmetic", "64")`): a key it sets
 /// has those values only; other key-value pairs stay unknown (`None`).
 /// The outer `None`: unreadable.
-pub(crate) fn holds_with(predicate: &str, set: &[(String, String)]) -> Option<Option<bool>> {
+#[cfg(test)]
+fn holds_with(predicate: &str, set: &[(String, String)]) -> Option<Option<bool>> {
+    holds_in(
+        predicate,
+        &CfgEnv {
+            set,
+            ..CfgEnv::default()
+        },
+    )
+}
+
+/// What a `cfg` predicate is evaluated against beyond the host: what the
+/// package's build script prints, and where the predicate is read.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct CfgEnv<'a> {
+    /// Key-value pairs a build script sets (`("fast_arithmetic", "64")`):
+    /// a key it sets has those values only.
+    pub set: &'a [(String, String)],
+    /// Bare names the package's build script turns on in a default build
+    /// (`wrap_proc_macro`, see `resolve::lang::rust::build_script`).
+    pub on: &'a [String],
+    /// The package's default features, when known: `feature = "x"` of one
+    /// holds (others stay unknown: a dependent may turn them on).
+    pub features: Option<&'a [String]>,
+    /// A build script's own `cfg!(…)`: it is no test build, and a bare
+    /// name other than the host's can only come from `RUSTFLAGS` (a build
+    /// script cannot set its own), so it is off; `debug_assertions`
+    /// depends on the profile.
+    pub build_script: bool,
+}
+
+/// A `cfg` predicate's value in a default build under `env`; the outer
+/// `None`: unreadable.
+pub(crate) fn holds_in(predicate: &str, env: &CfgEnv) -> Option<Option<bool>> {
     let mut p = CfgParser {
         rest: predicate,
-        set,
+        env,
     };
     let value = p.predicate()?;
     p.rest.trim().is_empty().then_some(value)
@@ -44,7 +86,7 @@ pub(super) fn build_cfg(cx: &mut Cx, attr_item: Node) {
     let Some(predicate) = cfg_predicate(cx, attr_item).map(str::to_string) else {
         return;
     };
-    if holds_with(&predicate, &[]) != Some(None) || !names_a_build_key(&predicate) {
+    if holds_in(&predicate, &env_of(cx)) != Some(None) || !names_a_build_key(&predicate) {
         return;
     }
     let mut next = attr_item.next_named_sibling();
@@ -84,6 +126,8 @@ fn names_a_build_key(predicate: &str) -> bool {
 pub(super) fn compile_out(cx: &mut Cx, attr_item: Node) {
     let range = if attr_item.kind_name() == "inner_attribute_item" {
         attr_item.parent().map(|p| (p.start_byte(), p.end_byte()))
+    } else if let Some(owner) = owner_of(attr_item) {
+        Some((owner.start_byte(), trailing_end(cx, owner)))
     } else {
         let mut next = attr_item.next_named_sibling();
         while let Some(k) = next
@@ -104,6 +148,34 @@ pub(super) fn compile_out(cx: &mut Cx, attr_item: Node) {
             .map_or(start as u32, |&(_, e)| e.max(start as u32));
         cx.facts.disabled.push((start, end as u32));
     }
+}
+
+/// The node an outer attribute belongs to when the grammar puts it inside
+/// that node (`#[cfg(x)] E::A => a(),` is one `match_arm` whose first
+/// child is the attribute; a struct expression's field likewise): the
+/// next sibling is only the arm's pattern or the field's name, and the
+/// arm's value would stay compiled in. Only an attribute leading a node
+/// parsed without error: an attribute where the grammar has none (on a
+/// field of a struct pattern, as proc-macro2 writes) leaves error
+/// recovery to place it, and the arm around it is not its item.
+fn owner_of(attr_item: Node) -> Option<Node> {
+    let owner = attr_item.parent()?;
+    let kinds = [
+        "match_arm",
+        "field_initializer",
+        "shorthand_field_initializer",
+    ];
+    if !kinds.contains(&owner.kind_name()) || owner.has_error() {
+        return None;
+    }
+    let mut prev = attr_item.prev_sibling();
+    while let Some(p) = prev {
+        if !is_leading(p) && p.kind_name() != "inner_attribute_item" {
+            return None;
+        }
+        prev = p.prev_sibling();
+    }
+    Some(owner)
 }
 
 /// Kinds that belong to the item after them.
@@ -186,14 +258,14 @@ fn combine(values: &[Option<bool>], absorbing: bool) -> Option<bool> {
 /// A `cfg` predicate reader: `name`, `key = "value"`, `not(p)`,
 /// `all(p, …)`, `any(p, …)`, evaluated as a default `cargo build` on a
 /// 64-bit Linux host sees them (what rust-analyzer shows by default):
-/// `test`, `debug_assertions`, `unix` hold; every other bare name (`windows`,
-/// `miri`, `docsrs`, and the flags build scripts set for old compilers)
-/// does not; `feature = …` and other key-value pairs are unknown (`None`),
-/// so nothing under them is compiled out.
+/// `test`, `debug_assertions`, `unix` hold, and the names the package's
+/// build script turns on ([`CfgEnv::on`]); every other bare name
+/// (`windows`, `miri`, `docsrs`, and the flags build scripts set for old
+/// compilers) does not; `feature = …` and other key-value pairs are
+/// unknown (`None`), so nothing under them is compiled out.
 struct CfgParser<'a> {
     rest: &'a str,
-    /// Key-value pairs a build script sets ([`holds_with`]).
-    set: &'a [(String, String)],
+    env: &'a CfgEnv<'a>,
 }
 
 impl CfgParser<'_> {
@@ -250,16 +322,30 @@ impl CfgParser<'_> {
             let s = self.rest.trim_start().strip_prefix('"')?;
             let close = s.find('"')?;
             self.rest = &s[close + 1..];
-            if self.set.iter().any(|(k, _)| *k == name) {
-                let value = &s[..close];
-                return Some(Some(self.set.iter().any(|(k, v)| *k == name && v == value)));
+            let value = &s[..close];
+            let set = self.env.set;
+            if set.iter().any(|(k, _)| *k == name) {
+                return Some(Some(set.iter().any(|(k, v)| *k == name && v == value)));
+            }
+            if name == "feature"
+                && let Some(features) = self.env.features
+                && features.iter().any(|f| f == value)
+            {
+                return Some(Some(true));
             }
             return Some(None);
         }
-        Some(Some(matches!(
-            name.as_str(),
-            "test" | "debug_assertions" | "unix"
-        )))
+        if self.env.build_script {
+            return Some(match name.as_str() {
+                "unix" => Some(true),
+                "debug_assertions" => None,
+                _ => Some(false),
+            });
+        }
+        Some(Some(
+            matches!(name.as_str(), "test" | "debug_assertions" | "unix")
+                || self.env.on.contains(&name),
+        ))
     }
 }
 
@@ -313,6 +399,59 @@ mod tests {
         // Unreadable: left alone.
         assert_eq!(eval("all(unix"), None);
         assert_eq!(eval("= \"x\""), None);
+    }
+
+    /// The names of the sites a file's facts keep, read as a file of a
+    /// package whose build script turns `flags` on.
+    fn kept_names(src: &str, flags: &[&str]) -> Vec<String> {
+        let flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
+        let facts = crate::facts::parse_with_facts_in("src/x.rs", src.as_bytes(), &flags)
+            .1
+            .expect("rust has fact rules");
+        let mut names: Vec<String> = facts.sites.into_iter().map(|s| s.name).collect();
+        names.extend(facts.imports.into_iter().map(|i| i.local));
+        names
+    }
+
+    #[test]
+    fn a_flag_the_build_script_turns_on_decides_each_form_it_is_on() {
+        // proc-macro2's forms: a `use … as`, a `mod`, statements, `let`s,
+        // trait functions; `on_*` compiled in, `off_*` out.
+        let src = "#[cfg(not(wrapped))]\nuse crate::off_fallback as off_imp;\n\
+                   #[cfg(wrapped)]\nuse crate::on_wrapper as on_imp;\n\
+                   #[cfg(not(wrapped))]\nmod off_mod { fn f() { off_in_mod(); } }\n\
+                   fn g() {\n    #[cfg(wrapped)]\n    on_stmt();\n    #[cfg(not(wrapped))]\n    off_stmt();\n\
+                   \x20   #[cfg(not(wrapped))]\n    let x = off_let();\n    #[cfg(all(wrapped, unix))]\n    let x = on_let();\n}\n\
+                   trait T {\n    #[cfg(not(wrapped))]\n    fn h() { off_trait_fn(); }\n}\n";
+        let names = kept_names(src, &["wrapped"]);
+        for on in ["on_imp", "on_stmt", "on_let"] {
+            assert!(names.iter().any(|n| n == on), "{on} missing: {names:?}");
+        }
+        assert!(!names.iter().any(|n| n.starts_with("off_")), "{names:?}");
+        // Without the flag (a package whose build script does not print it
+        // on every path), the other way round.
+        let names = kept_names(src, &[]);
+        assert!(names.iter().any(|n| n == "off_stmt"), "{names:?}");
+        assert!(!names.iter().any(|n| n.starts_with("on_")), "{names:?}");
+    }
+
+    #[test]
+    fn a_false_cfg_on_a_match_arm_or_a_field_compiles_out_all_of_it() {
+        // proc-macro2's `#[cfg(wrap_proc_macro)] DelimSpanEnum::Compiler {
+        // .. } => …` arms and struct fields under a `cfg`.
+        let src = "fn f(x: E) -> u8 {\n    match x {\n        #[cfg(windows)]\n        E::A => off_arm(),\n\
+                   \x20       #[cfg(not(windows))]\n        E::B => on_arm(),\n        #[cfg(windows)]\n\
+                   \x20       E::C => {\n            off_block()\n        }\n        _ => on_rest(),\n    }\n}\n\
+                   fn g(on_short: u8) -> S {\n    S {\n        #[cfg(windows)]\n        a: off_field(),\n\
+                   \x20       #[cfg(unix)]\n        b: on_field(),\n        #[cfg(windows)]\n        off_short,\n\
+                   \x20       on_short,\n    }\n}\n\
+                   fn h(t: T) {\n    match t {\n        T::L(L {\n            #[cfg(windows)]\n\
+                   \x20           inner: in_pattern,\n            ..\n        }) => on_guarded(),\n        _ => {}\n    }\n}\n";
+        let names = kept_names(src, &[]);
+        for on in ["on_arm", "on_rest", "on_field", "on_short", "on_guarded"] {
+            assert!(names.iter().any(|n| n == on), "{on} missing: {names:?}");
+        }
+        assert!(!names.iter().any(|n| n.starts_with("off_")), "{names:?}");
     }
 
     #[test]

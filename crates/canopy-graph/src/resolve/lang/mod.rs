@@ -404,6 +404,19 @@ impl Manifests {
             cargo: rust::Cargo::read(root, paths),
         }
     }
+
+    /// Every Cargo package's folder (repository-relative, `""` at the
+    /// root, else with a trailing `/`) and the bare `cfg` names its build
+    /// script turns on in a default build, sorted: what the walker reads
+    /// a `#[cfg(name)]` of the package's Rust files with
+    /// (`facts::FactExtraction::build_flags`).
+    pub fn rust_build_flags(&self) -> Vec<(String, Vec<String>)> {
+        self.cargo
+            .packages
+            .iter()
+            .map(|p| (p.dir.clone(), p.build_flags.clone()))
+            .collect()
+    }
 }
 
 /// Every family's rules for one pass, with their tables.

@@ -73,6 +73,13 @@ pub struct Package {
     /// (`cargo:rustc-cfg=fast_arithmetic="64"`), the first value of each
     /// key ([`build_cfgs`]).
     pub build_cfgs: Vec<(String, String)>,
+    /// The bare cfgs its build script turns on in a default build
+    /// (`cargo:rustc-cfg=wrap_proc_macro` on every path;
+    /// [`super::build_script::build_flags`]), sorted.
+    pub build_flags: Vec<String>,
+    /// The features a default build turns on: `[features] default` and
+    /// the features those name, followed (not `dep:x` nor `x/y`).
+    pub default_features: Vec<String>,
 }
 
 impl Package {
@@ -113,6 +120,7 @@ pub fn packages<'a>(
                 && let Ok(text) = std::fs::read_to_string(repo.join(dir).join(script))
             {
                 pkg.build_cfgs = build_cfgs(&text);
+                pkg.build_flags = super::build_script::build_flags(&text, &pkg.default_features);
             }
             Some(pkg)
         })
@@ -171,6 +179,7 @@ fn parse_manifest(dir: &str, manifest: &str) -> Option<(Package, Option<String>)
             .and_then(|l| l.name.as_deref())
             .map(crate_name),
         proc_macro: m.lib.is_some_and(|l| l.proc_macro),
+        default_features: default_features(&m.features),
         ..Package::default()
     };
     let targets = m.target.into_values();
@@ -182,6 +191,25 @@ fn parse_manifest(dir: &str, manifest: &str) -> Option<(Package, Option<String>)
             .extend(dev_deps.iter().map(Dependency::crate_name));
     }
     Some((pkg, script))
+}
+
+/// The features `[features] default` turns on, followed through the
+/// features each names, sorted; `dep:x` and `x/y` (a dependency's) are
+/// left out.
+fn default_features(table: &std::collections::BTreeMap<String, Vec<String>>) -> Vec<String> {
+    let mut on = std::collections::BTreeSet::new();
+    let mut next = vec!["default"];
+    while let Some(f) = next.pop() {
+        for named in table.get(f).into_iter().flatten() {
+            if named.starts_with("dep:") || named.contains('/') {
+                continue;
+            }
+            if on.insert(named.clone()) {
+                next.push(named);
+            }
+        }
+    }
+    on.into_iter().collect()
 }
 
 /// A package or crate name as Rust code writes it (`-` as `_`).
@@ -201,6 +229,9 @@ struct Manifest {
     /// `[target.'cfg(…)'.dependencies]` and the like.
     #[serde(default)]
     target: std::collections::BTreeMap<String, TargetTable>,
+    /// `[features]`: each feature and what it turns on.
+    #[serde(default)]
+    features: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// `[package]`.

@@ -7,6 +7,7 @@
 //! locals visible only after their `let`, and guesses by unique name only
 //! within Cargo's reach.
 
+mod build_script;
 pub(crate) mod cargo;
 mod traits;
 
@@ -17,7 +18,7 @@ pub use cargo::{Cargo, Package};
 use super::{Among, Conventions, Family, LanguageRules};
 use crate::facts::compact::WorldFacts;
 use crate::facts::model::{DefFactKind, LITERAL, PATH_HEAD, SiteKind, TRAIT_HINT, UFCS_SEP};
-use crate::facts::rust::{PASSTHROUGH, holds_with};
+use crate::facts::rust::{CfgEnv, PASSTHROUGH, holds_in};
 use crate::lang::NodeType;
 use crate::resolve::eval::{Ctx, ModulePath, Val};
 use crate::resolve::ids::{BindingIdx, FileIdx, Idx, SymId, Table};
@@ -806,12 +807,17 @@ impl LanguageRules for Rust {
         else {
             return false;
         };
+        let env = CfgEnv {
+            set: &pkg.build_cfgs,
+            on: &pkg.build_flags,
+            ..CfgEnv::default()
+        };
         !pkg.build_cfgs.is_empty()
             && cfgs.any(|d| {
                 facts.s(d.name) == s.name
                     && s.start <= d.byte
                     && d.byte <= s.end
-                    && holds_with(facts.s(d.expr), &pkg.build_cfgs) == Some(Some(false))
+                    && holds_in(facts.s(d.expr), &env) == Some(Some(false))
             })
     }
 
