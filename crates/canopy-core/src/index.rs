@@ -868,8 +868,8 @@ fn parse_and_write(
     tracing::debug!(files = work.len(), parsers, "parsing started");
     let mut writer = BatchWriter::new(store, progress, totals);
     if parsers <= 1 {
-        for (candidate, old) in work {
-            if writer.take(process(candidate, *old, max_file_size))? {
+        for (candidate, old, flags) in work {
+            if writer.take(process(candidate, *old, max_file_size, flags))? {
                 return Ok(true);
             }
         }
