@@ -13,7 +13,7 @@
 use tree_sitter::Node;
 
 use super::model::{
-    ARG, CALL_RESULT, CAST, DefFactKind, ELEM, GUARD_CALL, GUARD_OF, IMPORT_RECV, RETURNED,
+    ARG, CALL_RESULT, CAST, DefFactKind, EACH, ELEM, GUARD_CALL, GUARD_OF, IMPORT_RECV, RETURNED,
     SiteKind, UNBOUND, UNION,
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree_pruned};
@@ -1318,9 +1318,49 @@ fn for_of(cx: &mut Cx, n: Node) {
     let is_of = n
         .children(&mut n.walk())
         .any(|c| !c.is_named() && cx.t(c) == "of");
-    if is_of {
-        cx.bind_loop_item(left, |cx| expr(cx, right));
+    if !is_of {
+        return;
     }
+    match array_each(cx, right) {
+        Some(each) if left.kind_name() == "identifier" => {
+            let name = cx.t(left).to_string();
+            cx.bind(left.start_byte(), &name, Some(each), false, false);
+        }
+        Some(_) => {}
+        None => cx.bind_loop_item(left, |cx| expr(cx, right)),
+    }
+}
+
+/// `[Extension, Node, Mark]`, an array literal: every one of its items that
+/// [`expr`] reads ([`EACH`]), so that `C.create()` in `for (const C of […])`
+/// or `[…].forEach((C) => C.create())` calls each one's `create`, as
+/// TypeScript's checker reads a value of the union of the items' types.
+/// `None` for anything but an array literal, or one with no item read
+/// (`[1, 2]`) or with a spread (`[...xs, a]`: its items are unknown).
+fn array_each(cx: &Cx, n: Node) -> Option<String> {
+    let n = match n.kind_name() {
+        "parenthesized_expression" => n.named_child(0)?,
+        _ => n,
+    };
+    if n.kind_name() != "array" {
+        return None;
+    }
+    let mut c = n.walk();
+    let mut items: Vec<String> = Vec::new();
+    for item in n.named_children(&mut c) {
+        match item.kind_name() {
+            "comment" => {}
+            "spread_element" => return None,
+            _ => {
+                if let Some(e) = expr(cx, item)
+                    && !items.contains(&e)
+                {
+                    items.push(e);
+                }
+            }
+        }
+    }
+    (!items.is_empty()).then(|| format!("{EACH}{}", items.join(&UNION.to_string())))
 }
 
 /// Array methods whose callback's first parameter is an item of the array.
@@ -1430,7 +1470,11 @@ fn callback(cx: &mut Cx, n: Node) -> bool {
     };
     // A call only as the last segment: its return type's items.
     let items = items_source(obj, cx);
-    let Some(source) = expr(cx, items).filter(|e| call_only_last(e)) else {
+    let each = array_each(cx, items);
+    let Some(source) = each
+        .clone()
+        .or_else(|| expr(cx, items).filter(|e| call_only_last(e)))
+    else {
         return false;
     };
     let param = match n.field("parameter") {
@@ -1447,6 +1491,14 @@ fn callback(cx: &mut Cx, n: Node) -> bool {
         return false;
     };
     let name = cx.t(ident).to_string();
+    if let Some(each) = each {
+        // `[A, B].forEach((C) => …)`: `C` is every item, inside the
+        // callback only (a callback that is no unit binds into the unit
+        // around it).
+        cx.bind(ident.start_byte(), &name, Some(each), false, false);
+        cx.bind(n.end_byte(), &name, Some(UNBOUND.into()), false, false);
+        return true;
+    }
     if (at == 1 || items != obj) && bound_before(cx, n, &name) {
         // `.reduce((sum, column) => …)` below a `column` of the unit: kept,
         // as for any callback (`bind_contextual_parameters`), where these
