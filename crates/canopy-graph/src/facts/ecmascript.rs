@@ -307,6 +307,7 @@ fn visit<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
         "arrow_function" | "function_expression" => {
             callback_parameters(cx, n);
             pair_function_parameters(cx, n, up);
+            held_function_returns(cx, n, up);
         }
         "function_declaration"
         | "method_definition"
@@ -347,6 +348,43 @@ fn visit<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
         "type_alias_declaration" => type_alias(cx, n),
         _ => {}
     }
+}
+
+/// `const make = () => new Editor()`, `const f = (): T => …`: a function
+/// held by a `const` (a unit named by the declaration) returns what its
+/// return type says, else what its body gives (an expression body's
+/// value, or its `return`s, [`inferred_result`]), as a declared function
+/// does; so `const editor = make()` is an `Editor`. Not when the
+/// declaration has a type of its own (a guard's, see
+/// [`variable_declarator`]).
+fn held_function_returns<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    let Some(decl) = up.parent().filter(|d| {
+        d.kind_name() == "variable_declarator"
+            && d.field("value") == Some(n)
+            && d.field("type").is_none()
+    }) else {
+        return;
+    };
+    let Some(name) = decl.field("name").filter(|x| x.kind_name() == "identifier") else {
+        return;
+    };
+    if let Some(r) = n.field("return_type") {
+        let t = guarded_type(cx, r).or_else(|| type_expr(cx, r));
+        cx.def_fact(name, t, DefFactKind::Returns);
+        bind_items(cx, name.start_byte(), RETURNED, r, false);
+        return;
+    }
+    let Some(body) = n.field("body") else {
+        return;
+    };
+    let value = if body.kind_name() == "statement_block" {
+        inferred_result(cx, n, body)
+    } else if matches!(cx.t(body), "null" | "undefined") {
+        None
+    } else {
+        expr(cx, body)
+    };
+    cx.def_fact(name, value.map(|e| format!("={e}")), DefFactKind::Returns);
 }
 
 /// Whether `keyword` (`get`, `*`, `async`) stands before a function's name.
