@@ -13,8 +13,8 @@
 use tree_sitter::Node;
 
 use super::model::{
-    ARG, CALL_RESULT, CAST, DefFactKind, EACH, ELEM, GUARD_CALL, GUARD_OF, IMPORT_RECV, RETURNED,
-    SiteKind, UNBOUND, UNION,
+    ARG, CALL_RESULT, CAST, DefFactKind, EACH, ELEM, GUARD_CALL, GUARD_OF, IMPORT_RECV, OWN_MODULE,
+    RETURNED, SiteKind, UNBOUND, UNION,
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree_pruned};
 
@@ -202,7 +202,9 @@ fn string_content(cx: &Cx, n: Node) -> String {
 }
 
 /// `export { a, b as c }` without `from`: imported names it lists become
-/// members of this module for its importers (under the exported name).
+/// members of this module for its importers (under the exported name); a
+/// name of the module's own exported under another (`export { h as jsx }`)
+/// is that name's definition ([`OWN_MODULE`]).
 fn export_local_imports(cx: &mut Cx, n: Node) {
     let mut c = n.walk();
     let Some(clause) = n
@@ -227,6 +229,8 @@ fn export_local_imports(cx: &mut Cx, n: Node) {
             .map(|i| (i.module.clone(), i.name.clone()));
         if let Some((module, imported)) = found {
             cx.import(n, &exported, &module, imported.as_deref());
+        } else if exported != local {
+            cx.import(n, &exported, OWN_MODULE, Some(&local));
         }
     }
 }

@@ -3,6 +3,7 @@
 //! implementation), a source's definition over its `.d.ts` copy.
 
 use super::{Among, Conventions, LanguageRules};
+use crate::facts::model::OWN_MODULE;
 use crate::lang::Language;
 use crate::resolve::eval::{Ctx, Val};
 use crate::resolve::ids::{FileIdx, SymId};
@@ -272,6 +273,10 @@ impl LanguageRules for EcmaScript {
     }
 
     fn import_module(&self, w: &World, fi: FileIdx, module: &str) -> Option<Val> {
+        if module == OWN_MODULE {
+            // `export { h as jsx }`: `h` of this very module.
+            return Some(Val::File(fi));
+        }
         resolve_module(&w.files[fi].path, module, &|p| {
             w.file_by_path.contains_key(p)
         })
