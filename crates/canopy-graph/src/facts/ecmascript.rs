@@ -660,7 +660,7 @@ fn call_or_new(cx: &mut Cx, n: Node) {
     } else {
         "constructor"
     };
-    let Some(f) = n.field(field) else {
+    let Some(f) = n.field(field).map(non_null_inner) else {
         return;
     };
     match f.kind_name() {
@@ -680,6 +680,19 @@ fn call_or_new(cx: &mut Cx, n: Node) {
         ),
         _ => {}
     }
+}
+
+/// `f!` (a non-null assertion, `spec.createInRange!(…)`): `f`, which is
+/// what a call of `f!` calls; any other node itself.
+fn non_null_inner(n: Node) -> Node {
+    let mut n = n;
+    while n.kind_name() == "non_null_expression" {
+        match n.named_child(0) {
+            Some(inner) => n = inner,
+            None => break,
+        }
+    }
+    n
 }
 
 /// How many arguments call `n` passes; `None` with a spread argument
@@ -944,9 +957,14 @@ const RESERVED: &[&str] = &[
 
 /// `a.b` not called: a use of `b` on `a`.
 fn member<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    // `a.f()`, `new a.F()`, `a.f!()`: the call's site, not a use.
+    let callee = |p: Node, c: Node| {
+        (p.kind_name() == "call_expression" && p.field("function") == Some(c))
+            || (p.kind_name() == "new_expression" && p.field("constructor") == Some(c))
+    };
     let called = up.parent().is_some_and(|p| {
-        (p.kind_name() == "call_expression" && p.field("function") == Some(n))
-            || (p.kind_name() == "new_expression" && p.field("constructor") == Some(n))
+        callee(p, n)
+            || (p.kind_name() == "non_null_expression" && up.nth(1).is_some_and(|g| callee(g, p)))
     });
     if !called && let Some(p) = n.field("property") {
         let recv = n.field("object").and_then(|o| expr(cx, o));
