@@ -113,9 +113,56 @@ fn item_type(cx: &Cx, t: Node) -> Option<String> {
 /// Binds `name#elem` ([`ELEM`]) to the item type of `t`, if it is a
 /// collection of one.
 fn bind_items(cx: &mut Cx, at: usize, name: &str, t: Node, field: bool) {
-    if let Some(item) = item_type(cx, t) {
+    bind_items_bounded(cx, at, name, t, field, &[]);
+}
+
+/// [`bind_items`], an item that is a type parameter of `bounds` read as
+/// its constraint ([`bounded`]).
+fn bind_items_bounded(
+    cx: &mut Cx,
+    at: usize,
+    name: &str,
+    t: Node,
+    field: bool,
+    bounds: &[(String, String)],
+) {
+    if let Some(item) = bounded(item_type(cx, t), bounds) {
         cx.bind(at, &format!("{name}{ELEM}"), Some(item), true, field);
     }
+}
+
+/// The type parameters with a constraint that declaration `decl` (a class,
+/// an interface, a type alias, a function) declares, each with its
+/// constraint's type (`R extends Renderer`: `(R, Renderer)`).
+fn type_parameter_bounds(cx: &Cx, decl: Option<Node>) -> Vec<(String, String)> {
+    let Some(params) = decl.and_then(|d| d.field("type_parameters")) else {
+        return Vec::new();
+    };
+    let mut c = params.walk();
+    params
+        .named_children(&mut c)
+        .filter(|p| p.kind_name() == "type_parameter")
+        .filter_map(|p| {
+            let name = cx.t(p.field("name")?).to_string();
+            let bound = type_expr(cx, p.field("constraint")?.named_child(0)?)?;
+            (bound != name).then_some((name, bound))
+        })
+        .collect()
+}
+
+/// `interface Cache<R extends Renderer> { items: Map<string, R> }`,
+/// `function f<T extends Base>(x: T)`: a field's or parameter's type that
+/// is a type parameter with a constraint is that constraint, what
+/// TypeScript's checker gives a value of type `R` (the members of
+/// `Renderer`), so `cache.items.get(k).destroy()` is `Renderer.destroy`.
+fn bounded(t: Option<String>, bounds: &[(String, String)]) -> Option<String> {
+    let t = t?;
+    Some(
+        bounds
+            .iter()
+            .find(|(p, _)| *p == t)
+            .map_or(t, |(_, b)| b.clone()),
+    )
 }
 
 /// `x as T`, `<T>x`: the type binding the cast's expression names (see [`CAST`]).
@@ -1139,6 +1186,14 @@ fn parameter<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
     let (Some(p), Some(t)) = (n.field("pattern"), n.field("type")) else {
         return;
     };
+    // The function's type parameters, then a method's class's.
+    let mut bounds = type_parameter_bounds(cx, up.nth(1));
+    if up
+        .nth(1)
+        .is_some_and(|f| f.kind_name() == "method_definition")
+    {
+        bounds.extend(type_parameter_bounds(cx, up.nth(3)));
+    }
     if let Some(list) = up.parent()
         && (names_a_unit(up) || aliased_function_type(up))
     {
@@ -1154,7 +1209,7 @@ fn parameter<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
             cx.bind(
                 n.start_byte(),
                 &format!("{ARG}{at}"),
-                type_expr(cx, t),
+                bounded(type_expr(cx, t), &bounds),
                 true,
                 false,
             );
@@ -1169,11 +1224,11 @@ fn parameter<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
     let is_property = n
         .children(&mut c)
         .any(|c| c.kind_name() == "accessibility_modifier" || c.kind_name() == "readonly");
-    bind_items(cx, n.start_byte(), &name, t, false);
+    bind_items_bounded(cx, n.start_byte(), &name, t, false, &bounds);
     if is_property {
-        bind_items(cx, n.start_byte(), &name, t, true);
+        bind_items_bounded(cx, n.start_byte(), &name, t, true, &bounds);
     }
-    let t = type_expr(cx, t);
+    let t = bounded(type_expr(cx, t), &bounds);
     cx.bind(n.start_byte(), &name, t.clone(), true, false);
     if is_property {
         cx.bind(n.start_byte(), &name, t, true, true);
@@ -1261,10 +1316,12 @@ fn field_definition(cx: &mut Cx, n: Node) {
     };
     let name = cx.t(name).to_string();
     if let Some(t) = n.field("type") {
-        bind_items(cx, n.start_byte(), &name, t, true);
+        // Its class's or interface's type parameters (`R extends Renderer`).
+        let bounds = type_parameter_bounds(cx, n.parent().and_then(|b| b.parent()));
+        bind_items_bounded(cx, n.start_byte(), &name, t, true, &bounds);
         // `onEvent?: (e: Ev) => void`: the field `onEvent#arg:0` is `Ev`.
         function_type_parameters(cx, n.start_byte(), &name, t, true);
-        let t = type_expr(cx, t);
+        let t = bounded(type_expr(cx, t), &bounds);
         cx.bind(n.start_byte(), &name, t, true, true);
     } else if let Some(v) = n.field("value") {
         let e = expr(cx, v);
