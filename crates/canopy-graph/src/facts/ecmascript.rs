@@ -13,8 +13,8 @@
 use tree_sitter::Node;
 
 use super::model::{
-    ARG, CALL_RESULT, CAST, DefFactKind, ELEM, GUARD_CALL, GUARD_OF, IMPORT_RECV, RETURNED,
-    SiteKind, UNBOUND, UNION,
+    ARG, CALL_RESULT, CAST, DefFactKind, EACH, ELEM, GUARD_CALL, GUARD_OF, IMPORT_RECV, OWN_MODULE,
+    RETURNED, SiteKind, UNBOUND, UNION,
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree_pruned};
 
@@ -113,9 +113,56 @@ fn item_type(cx: &Cx, t: Node) -> Option<String> {
 /// Binds `name#elem` ([`ELEM`]) to the item type of `t`, if it is a
 /// collection of one.
 fn bind_items(cx: &mut Cx, at: usize, name: &str, t: Node, field: bool) {
-    if let Some(item) = item_type(cx, t) {
+    bind_items_bounded(cx, at, name, t, field, &[]);
+}
+
+/// [`bind_items`], an item that is a type parameter of `bounds` read as
+/// its constraint ([`bounded`]).
+fn bind_items_bounded(
+    cx: &mut Cx,
+    at: usize,
+    name: &str,
+    t: Node,
+    field: bool,
+    bounds: &[(String, String)],
+) {
+    if let Some(item) = bounded(item_type(cx, t), bounds) {
         cx.bind(at, &format!("{name}{ELEM}"), Some(item), true, field);
     }
+}
+
+/// The type parameters with a constraint that declaration `decl` (a class,
+/// an interface, a type alias, a function) declares, each with its
+/// constraint's type (`R extends Renderer`: `(R, Renderer)`).
+fn type_parameter_bounds(cx: &Cx, decl: Option<Node>) -> Vec<(String, String)> {
+    let Some(params) = decl.and_then(|d| d.field("type_parameters")) else {
+        return Vec::new();
+    };
+    let mut c = params.walk();
+    params
+        .named_children(&mut c)
+        .filter(|p| p.kind_name() == "type_parameter")
+        .filter_map(|p| {
+            let name = cx.t(p.field("name")?).to_string();
+            let bound = type_expr(cx, p.field("constraint")?.named_child(0)?)?;
+            (bound != name).then_some((name, bound))
+        })
+        .collect()
+}
+
+/// `interface Cache<R extends Renderer> { items: Map<string, R> }`,
+/// `function f<T extends Base>(x: T)`: a field's or parameter's type that
+/// is a type parameter with a constraint is that constraint, what
+/// TypeScript's checker gives a value of type `R` (the members of
+/// `Renderer`), so `cache.items.get(k).destroy()` is `Renderer.destroy`.
+fn bounded(t: Option<String>, bounds: &[(String, String)]) -> Option<String> {
+    let t = t?;
+    Some(
+        bounds
+            .iter()
+            .find(|(p, _)| *p == t)
+            .map_or(t, |(_, b)| b.clone()),
+    )
 }
 
 /// `x as T`, `<T>x`: the type binding the cast's expression names (see [`CAST`]).
@@ -202,7 +249,9 @@ fn string_content(cx: &Cx, n: Node) -> String {
 }
 
 /// `export { a, b as c }` without `from`: imported names it lists become
-/// members of this module for its importers (under the exported name).
+/// members of this module for its importers (under the exported name); a
+/// name of the module's own exported under another (`export { h as jsx }`)
+/// is that name's definition ([`OWN_MODULE`]).
 fn export_local_imports(cx: &mut Cx, n: Node) {
     let mut c = n.walk();
     let Some(clause) = n
@@ -227,6 +276,8 @@ fn export_local_imports(cx: &mut Cx, n: Node) {
             .map(|i| (i.module.clone(), i.name.clone()));
         if let Some((module, imported)) = found {
             cx.import(n, &exported, &module, imported.as_deref());
+        } else if exported != local {
+            cx.import(n, &exported, OWN_MODULE, Some(&local));
         }
     }
 }
@@ -307,6 +358,7 @@ fn visit<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
         "arrow_function" | "function_expression" => {
             callback_parameters(cx, n);
             pair_function_parameters(cx, n, up);
+            held_function_returns(cx, n, up);
         }
         "function_declaration"
         | "method_definition"
@@ -347,6 +399,43 @@ fn visit<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
         "type_alias_declaration" => type_alias(cx, n),
         _ => {}
     }
+}
+
+/// `const make = () => new Editor()`, `const f = (): T => …`: a function
+/// held by a `const` (a unit named by the declaration) returns what its
+/// return type says, else what its body gives (an expression body's
+/// value, or its `return`s, [`inferred_result`]), as a declared function
+/// does; so `const editor = make()` is an `Editor`. Not when the
+/// declaration has a type of its own (a guard's, see
+/// [`variable_declarator`]).
+fn held_function_returns<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    let Some(decl) = up.parent().filter(|d| {
+        d.kind_name() == "variable_declarator"
+            && d.field("value") == Some(n)
+            && d.field("type").is_none()
+    }) else {
+        return;
+    };
+    let Some(name) = decl.field("name").filter(|x| x.kind_name() == "identifier") else {
+        return;
+    };
+    if let Some(r) = n.field("return_type") {
+        let t = guarded_type(cx, r).or_else(|| type_expr(cx, r));
+        cx.def_fact(name, t, DefFactKind::Returns);
+        bind_items(cx, name.start_byte(), RETURNED, r, false);
+        return;
+    }
+    let Some(body) = n.field("body") else {
+        return;
+    };
+    let value = if body.kind_name() == "statement_block" {
+        inferred_result(cx, n, body)
+    } else if matches!(cx.t(body), "null" | "undefined") {
+        None
+    } else {
+        expr(cx, body)
+    };
+    cx.def_fact(name, value.map(|e| format!("={e}")), DefFactKind::Returns);
 }
 
 /// Whether `keyword` (`get`, `*`, `async`) stands before a function's name.
@@ -618,7 +707,7 @@ fn call_or_new(cx: &mut Cx, n: Node) {
     } else {
         "constructor"
     };
-    let Some(f) = n.field(field) else {
+    let Some(f) = n.field(field).map(non_null_inner) else {
         return;
     };
     match f.kind_name() {
@@ -638,6 +727,19 @@ fn call_or_new(cx: &mut Cx, n: Node) {
         ),
         _ => {}
     }
+}
+
+/// `f!` (a non-null assertion, `spec.createInRange!(…)`): `f`, which is
+/// what a call of `f!` calls; any other node itself.
+fn non_null_inner(n: Node) -> Node {
+    let mut n = n;
+    while n.kind_name() == "non_null_expression" {
+        match n.named_child(0) {
+            Some(inner) => n = inner,
+            None => break,
+        }
+    }
+    n
 }
 
 /// How many arguments call `n` passes; `None` with a spread argument
@@ -902,9 +1004,14 @@ const RESERVED: &[&str] = &[
 
 /// `a.b` not called: a use of `b` on `a`.
 fn member<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    // `a.f()`, `new a.F()`, `a.f!()`: the call's site, not a use.
+    let callee = |p: Node, c: Node| {
+        (p.kind_name() == "call_expression" && p.field("function") == Some(c))
+            || (p.kind_name() == "new_expression" && p.field("constructor") == Some(c))
+    };
     let called = up.parent().is_some_and(|p| {
-        (p.kind_name() == "call_expression" && p.field("function") == Some(n))
-            || (p.kind_name() == "new_expression" && p.field("constructor") == Some(n))
+        callee(p, n)
+            || (p.kind_name() == "non_null_expression" && up.nth(1).is_some_and(|g| callee(g, p)))
     });
     if !called && let Some(p) = n.field("property") {
         let recv = n.field("object").and_then(|o| expr(cx, o));
@@ -1079,6 +1186,14 @@ fn parameter<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
     let (Some(p), Some(t)) = (n.field("pattern"), n.field("type")) else {
         return;
     };
+    // The function's type parameters, then a method's class's.
+    let mut bounds = type_parameter_bounds(cx, up.nth(1));
+    if up
+        .nth(1)
+        .is_some_and(|f| f.kind_name() == "method_definition")
+    {
+        bounds.extend(type_parameter_bounds(cx, up.nth(3)));
+    }
     if let Some(list) = up.parent()
         && (names_a_unit(up) || aliased_function_type(up))
     {
@@ -1094,7 +1209,7 @@ fn parameter<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
             cx.bind(
                 n.start_byte(),
                 &format!("{ARG}{at}"),
-                type_expr(cx, t),
+                bounded(type_expr(cx, t), &bounds),
                 true,
                 false,
             );
@@ -1109,11 +1224,11 @@ fn parameter<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
     let is_property = n
         .children(&mut c)
         .any(|c| c.kind_name() == "accessibility_modifier" || c.kind_name() == "readonly");
-    bind_items(cx, n.start_byte(), &name, t, false);
+    bind_items_bounded(cx, n.start_byte(), &name, t, false, &bounds);
     if is_property {
-        bind_items(cx, n.start_byte(), &name, t, true);
+        bind_items_bounded(cx, n.start_byte(), &name, t, true, &bounds);
     }
-    let t = type_expr(cx, t);
+    let t = bounded(type_expr(cx, t), &bounds);
     cx.bind(n.start_byte(), &name, t.clone(), true, false);
     if is_property {
         cx.bind(n.start_byte(), &name, t, true, true);
@@ -1201,10 +1316,12 @@ fn field_definition(cx: &mut Cx, n: Node) {
     };
     let name = cx.t(name).to_string();
     if let Some(t) = n.field("type") {
-        bind_items(cx, n.start_byte(), &name, t, true);
+        // Its class's or interface's type parameters (`R extends Renderer`).
+        let bounds = type_parameter_bounds(cx, n.parent().and_then(|b| b.parent()));
+        bind_items_bounded(cx, n.start_byte(), &name, t, true, &bounds);
         // `onEvent?: (e: Ev) => void`: the field `onEvent#arg:0` is `Ev`.
         function_type_parameters(cx, n.start_byte(), &name, t, true);
-        let t = type_expr(cx, t);
+        let t = bounded(type_expr(cx, t), &bounds);
         cx.bind(n.start_byte(), &name, t, true, true);
     } else if let Some(v) = n.field("value") {
         let e = expr(cx, v);
@@ -1318,9 +1435,49 @@ fn for_of(cx: &mut Cx, n: Node) {
     let is_of = n
         .children(&mut n.walk())
         .any(|c| !c.is_named() && cx.t(c) == "of");
-    if is_of {
-        cx.bind_loop_item(left, |cx| expr(cx, right));
+    if !is_of {
+        return;
     }
+    match array_each(cx, right) {
+        Some(each) if left.kind_name() == "identifier" => {
+            let name = cx.t(left).to_string();
+            cx.bind(left.start_byte(), &name, Some(each), false, false);
+        }
+        Some(_) => {}
+        None => cx.bind_loop_item(left, |cx| expr(cx, right)),
+    }
+}
+
+/// `[Extension, Node, Mark]`, an array literal: every one of its items that
+/// [`expr`] reads ([`EACH`]), so that `C.create()` in `for (const C of […])`
+/// or `[…].forEach((C) => C.create())` calls each one's `create`, as
+/// TypeScript's checker reads a value of the union of the items' types.
+/// `None` for anything but an array literal, or one with no item read
+/// (`[1, 2]`) or with a spread (`[...xs, a]`: its items are unknown).
+fn array_each(cx: &Cx, n: Node) -> Option<String> {
+    let n = match n.kind_name() {
+        "parenthesized_expression" => n.named_child(0)?,
+        _ => n,
+    };
+    if n.kind_name() != "array" {
+        return None;
+    }
+    let mut c = n.walk();
+    let mut items: Vec<String> = Vec::new();
+    for item in n.named_children(&mut c) {
+        match item.kind_name() {
+            "comment" => {}
+            "spread_element" => return None,
+            _ => {
+                if let Some(e) = expr(cx, item)
+                    && !items.contains(&e)
+                {
+                    items.push(e);
+                }
+            }
+        }
+    }
+    (!items.is_empty()).then(|| format!("{EACH}{}", items.join(&UNION.to_string())))
 }
 
 /// Array methods whose callback's first parameter is an item of the array.
@@ -1430,7 +1587,11 @@ fn callback(cx: &mut Cx, n: Node) -> bool {
     };
     // A call only as the last segment: its return type's items.
     let items = items_source(obj, cx);
-    let Some(source) = expr(cx, items).filter(|e| call_only_last(e)) else {
+    let each = array_each(cx, items);
+    let Some(source) = each
+        .clone()
+        .or_else(|| expr(cx, items).filter(|e| call_only_last(e)))
+    else {
         return false;
     };
     let param = match n.field("parameter") {
@@ -1447,6 +1608,14 @@ fn callback(cx: &mut Cx, n: Node) -> bool {
         return false;
     };
     let name = cx.t(ident).to_string();
+    if let Some(each) = each {
+        // `[A, B].forEach((C) => …)`: `C` is every item, inside the
+        // callback only (a callback that is no unit binds into the unit
+        // around it).
+        cx.bind(ident.start_byte(), &name, Some(each), false, false);
+        cx.bind(n.end_byte(), &name, Some(UNBOUND.into()), false, false);
+        return true;
+    }
     if (at == 1 || items != obj) && bound_before(cx, n, &name) {
         // `.reduce((sum, column) => …)` below a `column` of the unit: kept,
         // as for any callback (`bind_contextual_parameters`), where these

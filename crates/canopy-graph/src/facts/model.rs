@@ -188,6 +188,11 @@ pub const RETURNED: &str = "#ret";
 /// (`import:./x`, `import:crate.a`): the name is looked up in that module.
 pub const IMPORT_RECV: &str = "import:";
 
+/// The module of an import that names the importing file itself: an
+/// ECMAScript `export { h as jsx }` of a local `h` makes `jsx` a member of
+/// the module that is `h` (an import of `h` from this module, exported).
+pub const OWN_MODULE: &str = "#own";
+
 /// The name of the local an ECMAScript cast stands for: `(x as T)` at byte
 /// 120 is the expression `#as120`, and a type binding of that name (`T`)
 /// sits at the cast's byte, so a call on the cast reads `T`'s members.

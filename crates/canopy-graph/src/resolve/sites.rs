@@ -122,8 +122,32 @@ impl World {
             Some(r) => r.split('.').next().unwrap_or_default(),
             None => site.name.as_str(),
         };
-        self.binding_expr(cx, head)
-            .is_some_and(|e| e.starts_with(EACH))
+        self.each_bound(cx, head, 0)
+    }
+
+    /// Whether `name` at `cx` is bound to every one of several values
+    /// ([`EACH`]), or to a value read through such a name (`const ext =
+    /// C.create()` where `C` is each of `[Extension, Node, Mark]`: `ext` is
+    /// each one's instance, so `ext.configure()` calls each `configure`),
+    /// a few bindings deep.
+    fn each_bound(&self, cx: &Ctx, name: &str, hops: u32) -> bool {
+        let Some((e, is_type, byte)) = self.binding_of(cx, name) else {
+            return false;
+        };
+        if e.starts_with(EACH) {
+            return true;
+        }
+        let root = e.split(['.', '(', '#']).next().unwrap_or_default();
+        if is_type || hops >= 3 || root.is_empty() || root == name {
+            return false;
+        }
+        // The value as it was read where the binding is.
+        let at = Ctx {
+            file: cx.file,
+            byte: byte.saturating_sub(1),
+            scope: cx.scope,
+        };
+        self.each_bound(&at, root, hops + 1)
     }
 
     /// Imports of modules that are files of the repository: an edge from

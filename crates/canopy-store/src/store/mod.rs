@@ -135,8 +135,12 @@ use crate::error::{CanopyError, Result};
 /// Ctx) => R`: `#arg:0#arg:0`), and `const xs = a.findAll().filter(…)`
 /// binds `xs`'s items as `a.findAll()`'s; 48: a Rust trait implemented on
 /// a primitive (`impl Float for f32`) is an impl unit named after it, its
-/// methods `f32.limit`.
-pub const SCHEMA_VERSION: u32 = 48;
+/// methods `f32.limit`; 49: TypeScript: a callback's parameter over an
+/// array literal (and a `for … of` variable) is every item (`#each:`), a
+/// function held by a `const` stores its return, `export { h as jsx }` of
+/// a local is an import of the file itself (`#own`), `f!()` is a call, a
+/// type parameter's constraint stands for it in field and parameter types.
+pub const SCHEMA_VERSION: u32 = 49;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

@@ -3,6 +3,7 @@
 //! implementation), a source's definition over its `.d.ts` copy.
 
 use super::{Among, Conventions, LanguageRules};
+use crate::facts::model::OWN_MODULE;
 use crate::lang::Language;
 use crate::resolve::eval::{Ctx, Val};
 use crate::resolve::ids::{FileIdx, SymId};
@@ -170,6 +171,43 @@ const PLATFORM_TYPES: &[&str] = &[
     "WritableStreamDefaultWriter",
 ];
 
+/// The web platform's DOM types and global objects that a corpus uses
+/// without defining them: a receiver declared or cast as one (`el as
+/// HTMLElement`), or read through a global (`document.querySelectorAll(…)`,
+/// `const el = document.getElementById(…)`), is never guessed to hold the
+/// corpus's one `querySelectorAll` or `focus` (issue 27: @tiptap/core's
+/// `document.querySelectorAll(…)`, guessed to be `NodePos.querySelectorAll`).
+/// As for [`PLATFORM_TYPES`], only reached when nothing in the corpus
+/// gives the receiver a value.
+const DOM_NAMES: &[&str] = &[
+    "CSSStyleDeclaration",
+    "ClipboardEvent",
+    "DOMRect",
+    "DataTransfer",
+    "Document",
+    "DocumentFragment",
+    "DragEvent",
+    "Element",
+    "FocusEvent",
+    "HTMLElement",
+    "HTMLInputElement",
+    "HTMLTextAreaElement",
+    "InputEvent",
+    "KeyboardEvent",
+    "MouseEvent",
+    "MutationObserver",
+    "PointerEvent",
+    "ResizeObserver",
+    "ShadowRoot",
+    "TouchEvent",
+    "document",
+    "globalThis",
+    "localStorage",
+    "navigator",
+    "sessionStorage",
+    "window",
+];
+
 /// TypeScript's and JavaScript's rules (they keep no tables).
 pub(crate) struct EcmaScript;
 
@@ -213,6 +251,7 @@ impl LanguageRules for EcmaScript {
                     | "ArrayBuffer"
             )
             || PLATFORM_TYPES.contains(&head)
+            || DOM_NAMES.contains(&head)
     }
 
     fn builtin_method(&self, name: &str) -> bool {
@@ -272,6 +311,10 @@ impl LanguageRules for EcmaScript {
     }
 
     fn import_module(&self, w: &World, fi: FileIdx, module: &str) -> Option<Val> {
+        if module == OWN_MODULE {
+            // `export { h as jsx }`: `h` of this very module.
+            return Some(Val::File(fi));
+        }
         resolve_module(&w.files[fi].path, module, &|p| {
             w.file_by_path.contains_key(p)
         })
