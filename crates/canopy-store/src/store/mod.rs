@@ -135,8 +135,12 @@ use crate::error::{CanopyError, Result};
 /// Ctx) => R`: `#arg:0#arg:0`), and `const xs = a.findAll().filter(…)`
 /// binds `xs`'s items as `a.findAll()`'s; 48: a Rust trait implemented on
 /// a primitive (`impl Float for f32`) is an impl unit named after it, its
-/// methods `f32.limit`.
-pub const SCHEMA_VERSION: u32 = 48;
+/// methods `f32.limit`; 49: a Python `with X() as x` / `async with` binds
+/// `x` (`X().__enter__()`, else the item of a `-> Iterator[T]` factory),
+/// a method annotated `-> Self` or `(self: T) -> T` returns `self`, and a
+/// function's `-> Iterator[T]` (`Generator`, `ContextManager`, …) binds
+/// `#ret#elem`.
+pub const SCHEMA_VERSION: u32 = 49;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

@@ -207,6 +207,24 @@ impl LanguageRules for Python {
         }
     }
 
+    /// `x.__enter__()` (`__aenter__`, what `with X() as x` binds, see
+    /// `facts::python::with_target`) on an instance whose class defines
+    /// none in the repository: the instance itself, as the standard
+    /// library's context managers (`AbstractContextManager`, files, locks'
+    /// owners, executors) return `self`; an `__enter__` that is defined
+    /// but returns nothing known gives nothing.
+    fn unknown_method(&self, _w: &World, name: &str, vals: &[Val]) -> Option<Vec<Val>> {
+        if !matches!(name, "__enter__" | "__aenter__") {
+            return None;
+        }
+        let instances: Vec<Val> = vals
+            .iter()
+            .filter(|v| matches!(v, Val::Inst(_)))
+            .cloned()
+            .collect();
+        (!instances.is_empty()).then_some(instances)
+    }
+
     fn is_self_receiver(&self, first: &str) -> bool {
         SELF_NAMES.contains(&first) || CLS_NAMES.contains(&first) || first == "super()"
     }
