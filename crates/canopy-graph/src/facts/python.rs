@@ -9,8 +9,8 @@
 use tree_sitter::Node;
 
 use super::model::{
-    AT, Binding, DefFact, DefFactKind, EACH, ELEM, FIRST_KNOWN, PARAM_VALUE, RETURNED, SiteKind,
-    UNION,
+    AT, Binding, DefFact, DefFactKind, EACH, ELEM, FIRST_KNOWN, KEY, PARAM_VALUE, RETURNED,
+    SiteKind, UNION, VALUE,
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree_pruned};
 
@@ -136,12 +136,121 @@ fn item_type(cx: &Cx, n: Node) -> Option<String> {
     }
 }
 
+/// Generic mapping types whose arguments are the key and value types
+/// (`m: dict[K, V]`: `m.values()` gives `V`s).
+const MAPPINGS: &[&str] = &[
+    "dict",
+    "Dict",
+    "Mapping",
+    "MutableMapping",
+    "OrderedDict",
+    "DefaultDict",
+    "defaultdict",
+];
+
+/// The key and value types of a mapping annotation (`dict[K, V]`,
+/// `t.Mapping[K, V]`, `Optional[Dict[K, V]]`, `dict[K, V] | None`).
+fn mapping_types(cx: &Cx, n: Node) -> Option<(Option<String>, Option<String>)> {
+    match n.kind_name() {
+        "type" => mapping_types(cx, n.named_child(0)?),
+        "binary_operator" => {
+            let (left, right) = (n.field("left")?, n.field("right")?);
+            mapping_types(cx, if cx.t(left) == "None" { right } else { left })
+        }
+        "generic_type" | "subscript" => {
+            let head = cx.t(n.named_child(0)?);
+            let head = head.rsplit('.').next().unwrap_or_default();
+            let first = n.named_child(1)?;
+            // `dict[K, V]` in a type is one `type_parameter` holding both;
+            // `typing.Dict[K, V]` (a subscript) has them side by side.
+            let (args, skip) = if first.kind_name() == "type_parameter" {
+                (first, 0)
+            } else {
+                (n, 1)
+            };
+            if head == "Optional" {
+                return mapping_types(cx, args.named_child(skip)?);
+            }
+            if !MAPPINGS.contains(&head) {
+                return None;
+            }
+            let key = args.named_child(skip).and_then(|k| type_expr(cx, k));
+            let value = args.named_child(skip + 1).and_then(|v| type_expr(cx, v));
+            Some((key, value))
+        }
+        _ => None,
+    }
+}
+
 /// Binds `name#elem` (see [`ELEM`]) to the item type of annotation `t`, if
-/// it is an iterable of one.
+/// it is an iterable of one, or `name#k` / `name#v` ([`KEY`], [`VALUE`]) to
+/// its key and value types, if it is a mapping.
 fn bind_items(cx: &mut Cx, at: usize, name: &str, t: Node, field: bool) {
     if let Some(item) = item_type(cx, t) {
         cx.bind(at, &format!("{name}{ELEM}"), Some(item), true, field);
+    } else if let Some((key, value)) = mapping_types(cx, t) {
+        cx.bind(at, &format!("{name}{KEY}"), key, true, field);
+        cx.bind(at, &format!("{name}{VALUE}"), value, true, field);
     }
+}
+
+/// `for v in m.values()`, `for k in m.keys()`, `for k, v in m.items()`
+/// (no arguments) over a name or attribute path `m`: `k` / `v` are `m`'s
+/// keys / values ([`KEY`], [`VALUE`]; `self._mounts#v` for a field
+/// annotated `dict[URLPattern, BaseTransport | None]`). Whether `right` is
+/// such a call (then nothing else binds the loop's names).
+fn mapping_loop(cx: &mut Cx, left: Node, right: Node) -> bool {
+    if right.kind_name() != "call" {
+        return false;
+    }
+    let Some(f) = right
+        .field("function")
+        .filter(|f| f.kind_name() == "attribute")
+    else {
+        return false;
+    };
+    if right
+        .field("arguments")
+        .is_none_or(|a| a.named_child_count() > 0)
+    {
+        return false;
+    }
+    let (Some(object), Some(method)) = (f.field("object"), f.field("attribute")) else {
+        return false;
+    };
+    let Some(m) = expr(cx, object).filter(|m| !m.contains("()")) else {
+        return false;
+    };
+    let pair = || {
+        let mut c = left.walk();
+        let names: Vec<Node> = left.named_children(&mut c).collect();
+        match names.as_slice() {
+            [k, v] if k.kind_name() == "identifier" && v.kind_name() == "identifier" => {
+                Some((*k, *v))
+            }
+            _ => None,
+        }
+    };
+    let bound: Vec<(Node, &str)> = match (cx.t(method), left.kind_name()) {
+        ("values", "identifier") => vec![(left, VALUE)],
+        ("keys", "identifier") => vec![(left, KEY)],
+        ("items", "pattern_list" | "tuple_pattern") => match pair() {
+            Some((k, v)) => vec![(k, KEY), (v, VALUE)],
+            None => return false,
+        },
+        _ => return false,
+    };
+    for (name, item) in bound {
+        let n = cx.t(name).to_string();
+        cx.bind(
+            name.start_byte(),
+            &n,
+            Some(format!("{m}{item}")),
+            false,
+            false,
+        );
+    }
+    true
 }
 
 /// `for x in xs:` (and `… for x in xs` in a comprehension): `x` is an item
@@ -170,6 +279,9 @@ fn for_loop(cx: &mut Cx, n: Node) {
             let name = cx.t(left).to_string();
             cx.bind(left.start_byte(), &name, Some(each), false, false);
         }
+        return;
+    }
+    if mapping_loop(cx, left, right) {
         return;
     }
     cx.bind_loop_item(left, |cx| expr(cx, right));
@@ -1081,6 +1193,37 @@ def ident(x: T) -> T:
             .filter(|(n, _)| n == "#ret#elem")
             .collect();
         assert_eq!(entered, [("#ret#elem".into(), "Response".into())]);
+    }
+
+    #[test]
+    fn a_mapping_loop_binds_keys_and_values() {
+        let source = "\
+def f(m: dict[K, V], n: typing.Optional[typing.Mapping[str, W]]):
+    for v in m.values():
+        pass
+    for k, w in n.items():
+        pass
+    for key in self.by_key.keys():
+        pass
+    for x in m.values(1):
+        pass
+";
+        let got = bindings(source);
+        let of = |name: &str| {
+            got.iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, e)| e.as_str())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(of("m#k"), ["K"], "{got:?}");
+        assert_eq!(of("m#v"), ["V"], "{got:?}");
+        assert_eq!(of("n#v"), ["W"], "{got:?}");
+        assert_eq!(of("v"), ["m#v"], "{got:?}");
+        assert_eq!(of("k"), ["n#k"], "{got:?}");
+        assert_eq!(of("w"), ["n#v"], "{got:?}");
+        assert_eq!(of("key"), ["self.by_key#k"], "{got:?}");
+        // A call with arguments is no mapping's view.
+        assert!(of("x").is_empty(), "{got:?}");
     }
 
     /// The facts a walk gathers, entering every subtree or not.

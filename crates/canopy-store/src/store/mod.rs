@@ -139,7 +139,8 @@ use crate::error::{CanopyError, Result};
 /// `x` (`X().__enter__()`, else the item of a `-> Iterator[T]` factory),
 /// a method annotated `-> Self` or `(self: T) -> T` returns `self`, and a
 /// function's `-> Iterator[T]` (`Generator`, `ContextManager`, …) binds
-/// `#ret#elem`.
+/// `#ret#elem`, a `dict[K, V]` / `Mapping[K, V]` annotation binds `m#k` /
+/// `m#v` and `for v in m.values()` (`keys()`, `items()`) binds them.
 pub const SCHEMA_VERSION: u32 = 49;
 
 const SCHEMA: &str = include_str!("schema.sql");
