@@ -225,6 +225,13 @@ impl LanguageRules for Python {
         (!instances.is_empty()).then_some(instances)
     }
 
+    /// `return self` (the first returned value) and `-> Self` / `(self: T)
+    /// -> T` (stored as the same value by `facts::python`).
+    fn returns_receiver(&self, ret: &str) -> bool {
+        ret.strip_prefix('=')
+            .is_some_and(|v| SELF_NAMES.contains(&v))
+    }
+
     fn is_self_receiver(&self, first: &str) -> bool {
         SELF_NAMES.contains(&first) || CLS_NAMES.contains(&first) || first == "super()"
     }
