@@ -405,9 +405,9 @@ fn returns_receiver(cx: &Cx, f: Node, up: &Up, t: Option<&str>) -> bool {
         Some("decorated_definition") => 2,
         _ => 1,
     };
-    if !up
+    if up
         .nth(class_at)
-        .is_some_and(|c| c.kind_name() == "class_definition")
+        .is_none_or(|c| c.kind_name() != "class_definition")
     {
         return false;
     }
