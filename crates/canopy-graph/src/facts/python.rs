@@ -8,7 +8,10 @@
 
 use tree_sitter::Node;
 
-use super::model::{AT, Binding, DefFact, DefFactKind, EACH, ELEM, PARAM_VALUE, SiteKind, UNION};
+use super::model::{
+    AT, Binding, DefFact, DefFactKind, EACH, ELEM, FIRST_KNOWN, KEY, PARAM_VALUE, RETURNED,
+    SiteKind, UNION, VALUE,
+};
 use super::walker::{Cx, GrammarLookup, Up, walk_tree_pruned};
 
 /// Receiver names that mean "the enclosing class's instance" / "the class".
@@ -133,12 +136,121 @@ fn item_type(cx: &Cx, n: Node) -> Option<String> {
     }
 }
 
+/// Generic mapping types whose arguments are the key and value types
+/// (`m: dict[K, V]`: `m.values()` gives `V`s).
+const MAPPINGS: &[&str] = &[
+    "dict",
+    "Dict",
+    "Mapping",
+    "MutableMapping",
+    "OrderedDict",
+    "DefaultDict",
+    "defaultdict",
+];
+
+/// The key and value types of a mapping annotation (`dict[K, V]`,
+/// `t.Mapping[K, V]`, `Optional[Dict[K, V]]`, `dict[K, V] | None`).
+fn mapping_types(cx: &Cx, n: Node) -> Option<(Option<String>, Option<String>)> {
+    match n.kind_name() {
+        "type" => mapping_types(cx, n.named_child(0)?),
+        "binary_operator" => {
+            let (left, right) = (n.field("left")?, n.field("right")?);
+            mapping_types(cx, if cx.t(left) == "None" { right } else { left })
+        }
+        "generic_type" | "subscript" => {
+            let head = cx.t(n.named_child(0)?);
+            let head = head.rsplit('.').next().unwrap_or_default();
+            let first = n.named_child(1)?;
+            // `dict[K, V]` in a type is one `type_parameter` holding both;
+            // `typing.Dict[K, V]` (a subscript) has them side by side.
+            let (args, skip) = if first.kind_name() == "type_parameter" {
+                (first, 0)
+            } else {
+                (n, 1)
+            };
+            if head == "Optional" {
+                return mapping_types(cx, args.named_child(skip)?);
+            }
+            if !MAPPINGS.contains(&head) {
+                return None;
+            }
+            let key = args.named_child(skip).and_then(|k| type_expr(cx, k));
+            let value = args.named_child(skip + 1).and_then(|v| type_expr(cx, v));
+            Some((key, value))
+        }
+        _ => None,
+    }
+}
+
 /// Binds `name#elem` (see [`ELEM`]) to the item type of annotation `t`, if
-/// it is an iterable of one.
+/// it is an iterable of one, or `name#k` / `name#v` ([`KEY`], [`VALUE`]) to
+/// its key and value types, if it is a mapping.
 fn bind_items(cx: &mut Cx, at: usize, name: &str, t: Node, field: bool) {
     if let Some(item) = item_type(cx, t) {
         cx.bind(at, &format!("{name}{ELEM}"), Some(item), true, field);
+    } else if let Some((key, value)) = mapping_types(cx, t) {
+        cx.bind(at, &format!("{name}{KEY}"), key, true, field);
+        cx.bind(at, &format!("{name}{VALUE}"), value, true, field);
     }
+}
+
+/// `for v in m.values()`, `for k in m.keys()`, `for k, v in m.items()`
+/// (no arguments) over a name or attribute path `m`: `k` / `v` are `m`'s
+/// keys / values ([`KEY`], [`VALUE`]; `self._mounts#v` for a field
+/// annotated `dict[URLPattern, BaseTransport | None]`). Whether `right` is
+/// such a call (then nothing else binds the loop's names).
+fn mapping_loop(cx: &mut Cx, left: Node, right: Node) -> bool {
+    if right.kind_name() != "call" {
+        return false;
+    }
+    let Some(f) = right
+        .field("function")
+        .filter(|f| f.kind_name() == "attribute")
+    else {
+        return false;
+    };
+    if right
+        .field("arguments")
+        .is_none_or(|a| a.named_child_count() > 0)
+    {
+        return false;
+    }
+    let (Some(object), Some(method)) = (f.field("object"), f.field("attribute")) else {
+        return false;
+    };
+    let Some(m) = expr(cx, object).filter(|m| !m.contains("()")) else {
+        return false;
+    };
+    let pair = || {
+        let mut c = left.walk();
+        let names: Vec<Node> = left.named_children(&mut c).collect();
+        match names.as_slice() {
+            [k, v] if k.kind_name() == "identifier" && v.kind_name() == "identifier" => {
+                Some((*k, *v))
+            }
+            _ => None,
+        }
+    };
+    let bound: Vec<(Node, &str)> = match (cx.t(method), left.kind_name()) {
+        ("values", "identifier") => vec![(left, VALUE)],
+        ("keys", "identifier") => vec![(left, KEY)],
+        ("items", "pattern_list" | "tuple_pattern") => match pair() {
+            Some((k, v)) => vec![(k, KEY), (v, VALUE)],
+            None => return false,
+        },
+        _ => return false,
+    };
+    for (name, item) in bound {
+        let n = cx.t(name).to_string();
+        cx.bind(
+            name.start_byte(),
+            &n,
+            Some(format!("{m}{item}")),
+            false,
+            false,
+        );
+    }
+    true
 }
 
 /// `for x in xs:` (and `… for x in xs` in a comprehension): `x` is an item
@@ -167,6 +279,9 @@ fn for_loop(cx: &mut Cx, n: Node) {
             let name = cx.t(left).to_string();
             cx.bind(left.start_byte(), &name, Some(each), false, false);
         }
+        return;
+    }
+    if mapping_loop(cx, left, right) {
         return;
     }
     cx.bind_loop_item(left, |cx| expr(cx, right));
@@ -237,6 +352,118 @@ impl FirstReturns {
     }
 }
 
+/// Generic return types of a generator or a context-manager factory whose
+/// first argument is what `with f(…) as x` binds to `x`
+/// (`@contextmanager def f() -> Iterator[T]`: `x` is a `T`).
+const ENTERED: &[&str] = &[
+    "Iterator",
+    "Generator",
+    "AsyncIterator",
+    "AsyncGenerator",
+    "ContextManager",
+    "AbstractContextManager",
+    "AsyncContextManager",
+    "AbstractAsyncContextManager",
+];
+
+/// The type `with f(…) as x` gives `x` for a function annotated `-> r`
+/// ([`ENTERED`]; `Optional[…]` and `… | None` looked through).
+fn entered_type(cx: &Cx, r: Node) -> Option<String> {
+    match r.kind_name() {
+        "type" => entered_type(cx, r.named_child(0)?),
+        "binary_operator" => {
+            let (left, right) = (r.field("left")?, r.field("right")?);
+            entered_type(cx, if cx.t(left) == "None" { right } else { left })
+        }
+        "generic_type" | "subscript" => {
+            let head = cx.t(r.named_child(0)?);
+            let head = head.rsplit('.').next().unwrap_or_default();
+            let arg = r.named_child(1)?;
+            let arg = if arg.kind_name() == "type_parameter" {
+                arg.named_child(0)?
+            } else {
+                arg
+            };
+            ENTERED
+                .contains(&head)
+                .then(|| type_expr(cx, arg))
+                .flatten()
+        }
+        _ => None,
+    }
+}
+
+/// Whether a method annotated `-> t` returns its receiver: `t` is `Self`
+/// (`typing.Self`, `typing_extensions.Self`) or the annotation of its first
+/// parameter (`def __enter__(self: T) -> T`, with `T` a `TypeVar`).
+fn returns_receiver(cx: &Cx, f: Node, up: &Up, t: Option<&str>) -> bool {
+    let Some(t) = t else {
+        return false;
+    };
+    // A method: directly in a class body, decorated or not.
+    let class_at = match up.parent().map(|p| p.kind_name()) {
+        Some("decorated_definition") => 2,
+        _ => 1,
+    };
+    if up
+        .nth(class_at)
+        .is_none_or(|c| c.kind_name() != "class_definition")
+    {
+        return false;
+    }
+    if t.rsplit('.').next() == Some("Self") {
+        return true;
+    }
+    let Some(params) = f.field("parameters") else {
+        return false;
+    };
+    let mut c = params.walk();
+    let first = params.named_children(&mut c).next();
+    first
+        .filter(|p| p.kind_name() == "typed_parameter")
+        .and_then(|p| p.field("type"))
+        .and_then(|a| type_expr(cx, a))
+        .is_some_and(|a| a == t)
+}
+
+/// `with X(…) as x:` / `async with X(…) as x:`: `x` is what `X(…)`'s
+/// `__enter__` (`__aenter__`) returns, else, for a generator or factory
+/// annotated `-> Iterator[T]` / `ContextManager[T]` (`@contextmanager`),
+/// its `T` (`X()#elem`, see [`entered_type`]). A class whose `__enter__`
+/// is not in the repository (an external base's) gives the instance
+/// itself (the Python rules' `unknown_method`); `open(…)` and other
+/// unknown values give nothing. Each item of `with A() as a, B() as b` on
+/// its own; a tuple or attribute target is not bound. `n`: the
+/// `as_pattern_target`, visited after the value, so the bindings stay in
+/// source order.
+fn with_target(cx: &mut Cx, n: Node, up: &Up) {
+    let (Some(pattern), Some(item)) = (up.parent(), up.nth(1)) else {
+        return;
+    };
+    if pattern.kind_name() != "as_pattern" || item.kind_name() != "with_item" {
+        return;
+    }
+    let Some(target) = n.named_child(0).filter(|t| t.kind_name() == "identifier") else {
+        return;
+    };
+    let Some(value) = pattern.named_child(0).and_then(|v| expr(cx, v)) else {
+        return;
+    };
+    let is_async = up
+        .nth(3)
+        .filter(|s| s.kind_name() == "with_statement")
+        .and_then(|s| s.child(0))
+        .is_some_and(|k| k.kind() == "async");
+    let enter = if is_async { "__aenter__" } else { "__enter__" };
+    let mut e = format!("{value}.{enter}()");
+    if value.ends_with("()") {
+        e.push(FIRST_KNOWN);
+        e.push_str(&format!("{value}{ELEM}"));
+    }
+    let name = cx.t(target).to_string();
+    cx.bind(target.start_byte(), &name, Some(e), false, false);
+}
+
 fn is_declaration_name(n: Node, parent: Node) -> bool {
     match parent.kind_name() {
         "function_definition" | "class_definition" => parent.field("name") == Some(n),
@@ -303,6 +530,7 @@ fn walk_with(cx: &mut Cx, root: Node, prune: bool) {
             "assignment" => assignment(cx, n),
             "typed_parameter" | "typed_default_parameter" => typed_parameter(cx, n),
             "for_statement" | "for_in_clause" => for_loop(cx, n),
+            "as_pattern_target" => with_target(cx, n, up),
             "function_definition" => {
                 function_definition(cx, n, up, &mut returns);
                 decorated.at_function(cx, n, up);
@@ -730,7 +958,25 @@ fn function_definition<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>, returns: &
     }
     if let Some(r) = n.field("return_type") {
         let t = type_expr(cx, r);
+        // `def __enter__(self: T) -> T` / `-> Self`: the instance itself
+        // (as a value read in the method, `self` is its class's instance).
+        let t = if returns_receiver(cx, n, up, t.as_deref()) {
+            Some(format!("={}", SELF_NAMES[0]))
+        } else {
+            t
+        };
         cx.def_fact(name, t, DefFactKind::Returns);
+        // `@contextmanager def stream(…) -> Iterator[Response]`: what
+        // `with stream(…) as r` binds (`stream()#elem`, see [`with_target`]).
+        if let Some(entered) = entered_type(cx, r) {
+            cx.bind(
+                name.start_byte(),
+                &format!("{RETURNED}{ELEM}"),
+                Some(entered),
+                true,
+                false,
+            );
+        }
     } else if n.field("body").is_some() {
         // Unannotated: what the body returns, as a value (`=` marks
         // a value expression), once the walk reaches it.
@@ -871,6 +1117,113 @@ def nested_yield():
         assert!(of("generator").contains("Made"), "{got:?}");
         assert!(of("outer").starts_with('='), "a value, not a type: {got:?}");
         assert!(of("annotated").contains("Declared") && !of("annotated").starts_with('='));
+    }
+
+    /// (name, expression) of every binding of `source`, in order.
+    fn bindings(source: &str) -> Vec<(String, String)> {
+        let (_, facts) = crate::facts::parse_with_facts("m.py", source.as_bytes());
+        let facts = facts.expect("python has fact rules");
+        facts
+            .bindings
+            .into_iter()
+            .map(|b| (b.name, b.expr))
+            .collect()
+    }
+
+    #[test]
+    fn a_with_target_is_what_its_context_manager_enters() {
+        let source = "\
+async def f(lock):
+    with A() as a, b.open() as (c, d), lock as held, g() as self.x:
+        pass
+    async with C(1) as c:
+        pass
+    try:
+        pass
+    except E as e:
+        pass
+";
+        let got = bindings(source);
+        let of = |name: &str| {
+            got.iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, e)| e.as_str())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(of("a"), ["A().__enter__()¦A()#elem"], "{got:?}");
+        assert_eq!(of("held"), ["lock.__enter__()"], "{got:?}");
+        // `async with`: `__aenter__`; a tuple, an attribute or an
+        // `except … as` target is not bound.
+        assert_eq!(of("c"), ["C().__aenter__()¦C()#elem"], "{got:?}");
+        assert!(
+            of("d").is_empty() && of("e").is_empty() && of("x").is_empty(),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn a_method_returning_its_receiver_returns_self() {
+        let source = "\
+class K:
+    def __enter__(self: T) -> T:
+        return self
+
+    @property
+    def me(self) -> typing.Self:
+        return self
+
+    def other(self: T) -> U:
+        return U()
+
+    @contextlib.contextmanager
+    def stream(self) -> Iterator[Response]:
+        yield Response()
+
+def ident(x: T) -> T:
+    return x
+";
+        let got = returns(source);
+        let of = |name: &str| &got.iter().find(|(n, _)| n == name).unwrap().1;
+        assert_eq!(of("__enter__"), "=self", "{got:?}");
+        assert_eq!(of("me"), "=self", "{got:?}");
+        assert_eq!(of("other"), "U", "{got:?}");
+        assert_eq!(of("ident"), "T", "outside a class: {got:?}");
+        let entered: Vec<_> = bindings(source)
+            .into_iter()
+            .filter(|(n, _)| n == "#ret#elem")
+            .collect();
+        assert_eq!(entered, [("#ret#elem".into(), "Response".into())]);
+    }
+
+    #[test]
+    fn a_mapping_loop_binds_keys_and_values() {
+        let source = "\
+def f(m: dict[K, V], n: typing.Optional[typing.Mapping[str, W]]):
+    for v in m.values():
+        pass
+    for k, w in n.items():
+        pass
+    for key in self.by_key.keys():
+        pass
+    for x in m.values(1):
+        pass
+";
+        let got = bindings(source);
+        let of = |name: &str| {
+            got.iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, e)| e.as_str())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(of("m#k"), ["K"], "{got:?}");
+        assert_eq!(of("m#v"), ["V"], "{got:?}");
+        assert_eq!(of("n#v"), ["W"], "{got:?}");
+        assert_eq!(of("v"), ["m#v"], "{got:?}");
+        assert_eq!(of("k"), ["n#k"], "{got:?}");
+        assert_eq!(of("w"), ["n#v"], "{got:?}");
+        assert_eq!(of("key"), ["self.by_key#k"], "{got:?}");
+        // A call with arguments is no mapping's view.
+        assert!(of("x").is_empty(), "{got:?}");
     }
 
     /// The facts a walk gathers, entering every subtree or not.

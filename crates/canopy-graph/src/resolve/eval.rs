@@ -417,6 +417,8 @@ impl World {
             return entry.then(Vec::new);
         }
         let mut next = Vec::new();
+        // Instances a called method gives back as they are (see below).
+        let mut receivers = Vec::new();
         for v in &vals {
             // `x.decor` is the field even when a method `decor()` exists.
             if conv.fields_before_methods
@@ -436,7 +438,27 @@ impl World {
                     continue;
                 }
             }
-            next.extend(self.member(v, name, depth + 1));
+            for m in self.member(v, name, depth + 1) {
+                // A method that returns its receiver (Python `return
+                // self`, `(self: T) -> T`), called on an instance of a
+                // subclass: that instance, not the defining class's.
+                let gives_receiver = called
+                    && matches!(v, Val::Inst(_))
+                    && matches!(m, Val::Func(f) if self.returns_of(f).is_some_and(|r| {
+                        self.rules_of(self.syms[f].file).returns_receiver(r)
+                    }));
+                if gives_receiver {
+                    receivers.push(v.clone());
+                } else {
+                    next.push(m);
+                }
+            }
+        }
+        if !receivers.is_empty() {
+            let mut out = self.call_result(&next, depth);
+            out.extend(receivers);
+            out.dedup();
+            return Some(out);
         }
         if next.is_empty()
             && called

@@ -140,7 +140,13 @@ use crate::error::{CanopyError, Result};
 /// function held by a `const` stores its return, `export { h as jsx }` of
 /// a local is an import of the file itself (`#own`), `f!()` is a call, a
 /// type parameter's constraint stands for it in field and parameter types.
-pub const SCHEMA_VERSION: u32 = 49;
+/// 50: a Python `with X() as x` / `async with` binds
+/// `x` (`X().__enter__()`, else the item of a `-> Iterator[T]` factory),
+/// a method annotated `-> Self` or `(self: T) -> T` returns `self`, and a
+/// function's `-> Iterator[T]` (`Generator`, `ContextManager`, …) binds
+/// `#ret#elem`, a `dict[K, V]` / `Mapping[K, V]` annotation binds `m#k` /
+/// `m#v` and `for v in m.values()` (`keys()`, `items()`) binds them.
+pub const SCHEMA_VERSION: u32 = 50;
 
 const SCHEMA: &str = include_str!("schema.sql");
 

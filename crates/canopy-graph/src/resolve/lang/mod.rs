@@ -293,6 +293,15 @@ pub(crate) trait LanguageRules: Send + Sync {
     /// traits implemented in its crate, `Deref` targets).
     fn more_bases(&self, _w: &World, _t: SymId, _depth: u32, _out: &mut Vec<SymId>) {}
 
+    /// Whether a method whose stated result is `ret` (a [`DefFactKind::Returns`]
+    /// fact's expression) returns its receiver, so that a call of it on an
+    /// instance gives that instance (Python: `=self`).
+    ///
+    /// [`DefFactKind::Returns`]: crate::facts::model::DefFactKind::Returns
+    fn returns_receiver(&self, _ret: &str) -> bool {
+        false
+    }
+
     /// The result of calling method `name` that none of `vals` defines
     /// (Rust: `x.unwrap()` is `x`, `T::default()` a `T`); `None` when unknown.
     fn unknown_method(&self, _w: &World, _name: &str, _vals: &[Val]) -> Option<Vec<Val>> {

@@ -207,6 +207,31 @@ impl LanguageRules for Python {
         }
     }
 
+    /// `x.__enter__()` (`__aenter__`, what `with X() as x` binds, see
+    /// `facts::python::with_target`) on an instance whose class defines
+    /// none in the repository: the instance itself, as the standard
+    /// library's context managers (`AbstractContextManager`, files, locks'
+    /// owners, executors) return `self`; an `__enter__` that is defined
+    /// but returns nothing known gives nothing.
+    fn unknown_method(&self, _w: &World, name: &str, vals: &[Val]) -> Option<Vec<Val>> {
+        if !matches!(name, "__enter__" | "__aenter__") {
+            return None;
+        }
+        let instances: Vec<Val> = vals
+            .iter()
+            .filter(|v| matches!(v, Val::Inst(_)))
+            .cloned()
+            .collect();
+        (!instances.is_empty()).then_some(instances)
+    }
+
+    /// `return self` (the first returned value) and `-> Self` / `(self: T)
+    /// -> T` (stored as the same value by `facts::python`).
+    fn returns_receiver(&self, ret: &str) -> bool {
+        ret.strip_prefix('=')
+            .is_some_and(|v| SELF_NAMES.contains(&v))
+    }
+
     fn is_self_receiver(&self, first: &str) -> bool {
         SELF_NAMES.contains(&first) || CLS_NAMES.contains(&first) || first == "super()"
     }
