@@ -135,8 +135,20 @@ use crate::error::{CanopyError, Result};
 /// Ctx) => R`: `#arg:0#arg:0`), and `const xs = a.findAll().filter(…)`
 /// binds `xs`'s items as `a.findAll()`'s; 48: a Rust trait implemented on
 /// a primitive (`impl Float for f32`) is an impl unit named after it, its
-/// methods `f32.limit`.
-pub const SCHEMA_VERSION: u32 = 48;
+/// methods `f32.limit`; 49: the text index keeps up to
+/// [`TEXT_PENDING_BYTES`] of pending terms (FTS5 `hashsize`), so a batch is
+/// written as one segment.
+pub const SCHEMA_VERSION: u32 = 49;
+
+/// Bytes of pending terms FTS5 holds before it writes them out as a segment
+/// (its `hashsize`, set in `schema.sql`; FTS5's default is 1 MiB). A commit
+/// writes them out too, so an index batch (at most 256 files or 4 MiB of
+/// source, plus one file: 2-3 MiB of pending terms) is one segment, not
+/// several that merges then rewrite: a first index of `dj` did 4 flushes
+/// and merged them at its end, 2.2% of its instructions (bench/README.md,
+/// "Twenty-second session"). Bounds the memory those terms take when a
+/// file larger than the default size limit is indexed.
+pub const TEXT_PENDING_BYTES: i64 = 8 * 1024 * 1024;
 
 const SCHEMA: &str = include_str!("schema.sql");
 
@@ -1113,6 +1125,53 @@ mod tests {
             .unwrap()
             .collect::<rusqlite::Result<_>>()
             .unwrap()
+    }
+
+    /// Segments of the text index (FTS5's `fts_idx` has rows for every
+    /// segment's leaves).
+    fn text_segments(store: &Store) -> i64 {
+        store
+            .conn
+            .query_row("SELECT COUNT(DISTINCT segid) FROM fts_idx", [], |r| {
+                r.get(0)
+            })
+            .unwrap()
+    }
+
+    /// A new index keeps [`TEXT_PENDING_BYTES`] of pending terms, so a
+    /// batch's text (here ~3 MB of pending terms, three times FTS5's
+    /// default) is written as one segment at its commit, and nothing is
+    /// left for a merge to rewrite.
+    #[test]
+    fn a_batch_of_text_is_one_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = Store::open(&dir.path().join("index.db")).unwrap();
+        let stored: i64 = store
+            .conn
+            .query_row("SELECT v FROM fts_config WHERE k = 'hashsize'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(stored, TEXT_PENDING_BYTES);
+        let tx = store.conn.transaction().unwrap();
+        for i in 0..3 {
+            tx.execute(
+                "INSERT INTO fts(rowid, name, path, body) VALUES (?1, ?2, ?3, ?4)",
+                rusqlite::params![
+                    i + 1,
+                    format!("name_{i}"),
+                    format!("src/m{i}.py"),
+                    (0..20_000)
+                        .map(|j| format!("w{i}x{j}"))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                ],
+            )
+            .unwrap();
+        }
+        tx.commit().unwrap();
+        assert_eq!(text_segments(&store), 1);
+        assert_eq!(store.merge_text_segments(u32::MAX).unwrap(), 0);
     }
 
     /// A run merges at most the steps it is given; later calls go on where
