@@ -819,8 +819,9 @@ impl Store {
     /// Eight segments to a level, not FTS5's four: with a batch written as
     /// one segment ([`TEXT_PENDING_BYTES`]) a build of Django (5,350 files)
     /// writes ~22 segments; merged by fours they were rewritten twice (level
-    /// 0 to 1, then 1 to 2), by eights about once (the last few are merged
-    /// by the run's [`Store::merge_text_segments`], by fours).
+    /// 0 to 1, then 1 to 2), by eights about once (the last few stay on
+    /// level 0, or the run's [`Store::merge_text_segments`] merges them
+    /// once they are four).
     pub fn merge_text_during_build(&mut self) -> Result<()> {
         self.set_text_automerge(BUILD_AUTOMERGE)
     }
