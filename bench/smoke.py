@@ -76,6 +76,8 @@ def cases(b, repo, model, pg_example):
          None, r"\| a \| 2 \|", {0}),
         ("edit_reindex_serve", ["edit_reindex.py", "--repo", repo, "--bin", "a=" + b, "--edits", "1",
                                 "--rounds", "1", "--serve"], None, r"\| a \| 2 \|", {0}),
+        ("answers_digest", ["answers_digest.py", "--bin", b, "--index", repo], None,
+         r"# \d+ answers, digest [0-9a-f]{16}", {0}),
         ("engine_rss", ["engine_rss.py", "--bin", b, "--repos", "2", "--files", "8", "--idle-secs", "1"], None,
          r"given back per closed engine", {0}),
         ("context_bench", ["context_bench.py", "--repo", repo, "--model", model or "", "--bin", b, "--runs", "1",

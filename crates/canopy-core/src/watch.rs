@@ -519,18 +519,23 @@ mod tests {
         std::fs::write(dir.path().join("app.py"), "def main():\n    return 1\n").expect("write");
         let engine = Engine::open(dir.path(), crate::EngineOptions::default()).expect("open");
         engine.index(None, &NoProgress).expect("index");
-        // Four one-file runs of many distinct words: the fourth fills a
-        // level whose merge takes more than the run's steps.
-        for i in 0..4 {
+        // One-file runs of many distinct words until one fills a level
+        // whose merge takes more than the run's steps (each run writes one
+        // segment: store::TEXT_PENDING_BYTES).
+        let db = dir.path().join(".canopy").join("index.db");
+        let mut left = 0;
+        for i in 0..8 {
             let words: Vec<String> = (0..60_000).map(|j| format!("w{i}x{j}")).collect();
             let name = format!("notes_{i}.txt");
             std::fs::write(dir.path().join(&name), words.join("\n")).expect("write");
             engine
                 .index_paths(HashSet::from([name]), &NoProgress)
                 .expect("index");
+            left = merge_steps_left(&db);
+            if left > 0 {
+                break;
+            }
         }
-        let db = dir.path().join(".canopy").join("index.db");
-        let left = merge_steps_left(&db);
         assert!(left > 0, "the runs left text merging to do");
         let stop = AtomicBool::new(false);
         let watching = WatchOptions {

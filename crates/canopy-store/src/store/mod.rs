@@ -146,7 +146,25 @@ use crate::error::{CanopyError, Result};
 /// function's `-> Iterator[T]` (`Generator`, `ContextManager`, …) binds
 /// `#ret#elem`, a `dict[K, V]` / `Mapping[K, V]` annotation binds `m#k` /
 /// `m#v` and `for v in m.values()` (`keys()`, `items()`) binds them.
-pub const SCHEMA_VERSION: u32 = 50;
+/// 51: the text index keeps up to
+/// [`TEXT_PENDING_BYTES`] of pending terms (FTS5 `hashsize`), so a batch is
+/// written as one segment.
+pub const SCHEMA_VERSION: u32 = 51;
+
+/// Bytes of pending terms FTS5 holds before it writes them out as a segment
+/// (its `hashsize`, set in `schema.sql`; FTS5's default is 1 MiB). A commit
+/// writes them out too, so an index batch (at most 256 files or 4 MiB of
+/// source, plus one file: 2-3 MiB of pending terms) is one segment, not
+/// several that merges then rewrite: a first index of `dj` did 4 flushes
+/// and merged them at its end, 2.2% of its instructions (bench/README.md,
+/// "Twenty-second session"). Bounds the memory those terms take when a
+/// file larger than the default size limit is indexed.
+pub const TEXT_PENDING_BYTES: i64 = 8 * 1024 * 1024;
+
+/// FTS5's `automerge` during a build into an empty index: a level's
+/// segments are merged once it holds this many (see
+/// [`Store::merge_text_during_build`]).
+const BUILD_AUTOMERGE: i64 = 8;
 
 const SCHEMA: &str = include_str!("schema.sql");
 
@@ -812,8 +830,15 @@ impl Store {
     /// what made per-batch merging costly for re-indexed files (see
     /// [`Store::defer_text_merges`], which the run calls once its writes are
     /// done, so the stored setting ends as after any run).
+    ///
+    /// Eight segments to a level, not FTS5's four: with a batch written as
+    /// one segment ([`TEXT_PENDING_BYTES`]) a build of Django (5,350 files)
+    /// writes ~22 segments; merged by fours they were rewritten twice (level
+    /// 0 to 1, then 1 to 2), by eights about once (the last few stay on
+    /// level 0, or the run's [`Store::merge_text_segments`] merges them
+    /// once they are four).
     pub fn merge_text_during_build(&mut self) -> Result<()> {
-        self.set_text_automerge(4)
+        self.set_text_automerge(BUILD_AUTOMERGE)
     }
 
     /// Stores FTS5's `automerge` setting when it differs.
@@ -1127,6 +1152,73 @@ mod tests {
             .unwrap()
             .collect::<rusqlite::Result<_>>()
             .unwrap()
+    }
+
+    /// Segments of the text index (FTS5's `fts_idx` has rows for every
+    /// segment's leaves).
+    fn text_segments(store: &Store) -> i64 {
+        store
+            .conn
+            .query_row("SELECT COUNT(DISTINCT segid) FROM fts_idx", [], |r| {
+                r.get(0)
+            })
+            .unwrap()
+    }
+
+    /// A new index keeps [`TEXT_PENDING_BYTES`] of pending terms, so a
+    /// batch's text (here ~3 MB of pending terms, three times FTS5's
+    /// default) is written as one segment at its commit, and nothing is
+    /// left for a merge to rewrite.
+    #[test]
+    fn a_batch_of_text_is_one_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = Store::open(&dir.path().join("index.db")).unwrap();
+        let stored: i64 = store
+            .conn
+            .query_row("SELECT v FROM fts_config WHERE k = 'hashsize'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(stored, TEXT_PENDING_BYTES);
+        let tx = store.conn.transaction().unwrap();
+        for i in 0..3 {
+            tx.execute(
+                "INSERT INTO fts(rowid, name, path, body) VALUES (?1, ?2, ?3, ?4)",
+                rusqlite::params![
+                    i + 1,
+                    format!("name_{i}"),
+                    format!("src/m{i}.py"),
+                    (0..20_000)
+                        .map(|j| format!("w{i}x{j}"))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                ],
+            )
+            .unwrap();
+        }
+        tx.commit().unwrap();
+        assert_eq!(text_segments(&store), 1);
+        assert_eq!(store.merge_text_segments(u32::MAX).unwrap(), 0);
+    }
+
+    /// A build into an empty index merges its text segments eight to a
+    /// level, and leaves FTS5's automatic merging off for the runs after it.
+    #[test]
+    fn a_build_merges_its_text_segments_by_eights() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = Store::open(&dir.path().join("index.db")).unwrap();
+        let automerge = |store: &Store| -> i64 {
+            store
+                .conn
+                .query_row("SELECT v FROM fts_config WHERE k = 'automerge'", [], |r| {
+                    r.get(0)
+                })
+                .unwrap()
+        };
+        store.merge_text_during_build().unwrap();
+        assert_eq!(automerge(&store), 8);
+        store.defer_text_merges().unwrap();
+        assert_eq!(automerge(&store), 0);
     }
 
     /// A run merges at most the steps it is given; later calls go on where

@@ -114,6 +114,14 @@ CREATE VIRTUAL TABLE fts USING fts5(
     contentless_delete = 1,
     tokenize = "unicode61 remove_diacritics 2 tokenchars '_'"
 );
+-- FTS5 writes its pending terms out as a new segment at each commit and
+-- whenever they pass `hashsize` bytes (default 1 MiB). An index batch
+-- (index.rs: at most 256 files or 4 MiB of source, plus one file) holds
+-- about 2-3 MiB of them, so with the default it became several segments,
+-- which the merges then read and wrote again. With 8 MiB a batch is one
+-- segment, and a first index of fewer than four batches (`usermerge`)
+-- merges nothing (store/mod.rs `TEXT_PENDING_BYTES`; bench/README.md).
+INSERT INTO fts(fts, rank) VALUES('hashsize', 8388608);
 
 -- Per-term document counts (for IDF-weighted term selection in evidence packs).
 CREATE VIRTUAL TABLE fts_vocab USING fts5vocab(fts, 'row');
