@@ -1130,6 +1130,14 @@ def nested_yield():
             .collect()
     }
 
+    /// What `name` is bound to, binding by binding.
+    fn bound_to<'a>(got: &'a [(String, String)], name: &str) -> Vec<&'a str> {
+        got.iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, e)| e.as_str())
+            .collect()
+    }
+
     #[test]
     fn a_with_target_is_what_its_context_manager_enters() {
         let source = "\
@@ -1144,12 +1152,7 @@ async def f(lock):
         pass
 ";
         let got = bindings(source);
-        let of = |name: &str| {
-            got.iter()
-                .filter(|(n, _)| n == name)
-                .map(|(_, e)| e.as_str())
-                .collect::<Vec<_>>()
-        };
+        let of = |name: &str| bound_to(&got, name);
         assert_eq!(of("a"), ["A().__enter__()¦A()#elem"], "{got:?}");
         assert_eq!(of("held"), ["lock.__enter__()"], "{got:?}");
         // `async with`: `__aenter__`; a tuple, an attribute or an
@@ -1209,12 +1212,7 @@ def f(m: dict[K, V], n: typing.Optional[typing.Mapping[str, W]]):
         pass
 ";
         let got = bindings(source);
-        let of = |name: &str| {
-            got.iter()
-                .filter(|(n, _)| n == name)
-                .map(|(_, e)| e.as_str())
-                .collect::<Vec<_>>()
-        };
+        let of = |name: &str| bound_to(&got, name);
         assert_eq!(of("m#k"), ["K"], "{got:?}");
         assert_eq!(of("m#v"), ["V"], "{got:?}");
         assert_eq!(of("n#v"), ["W"], "{got:?}");

@@ -1122,25 +1122,28 @@ mod tests {
         let (mut store, _) = Store::open(&dir.join("index.db")).unwrap();
         store.defer_text_merges().unwrap();
         for i in 0..n {
-            store
-                .conn
-                .execute(
-                    "INSERT INTO fts(rowid, name, path, body) VALUES (?1, ?2, ?3, ?4)",
-                    rusqlite::params![
-                        i64::from(i) + 1,
-                        format!("name_{i}"),
-                        format!("src/m{i}.py"),
-                        // Enough distinct words that merging them takes
-                        // more than one step of 256 pages.
-                        (0..20_000)
-                            .map(|j| format!("w{i}x{j}"))
-                            .collect::<Vec<_>>()
-                            .join(" "),
-                    ],
-                )
-                .unwrap();
+            insert_text_row(&store.conn, i64::from(i));
         }
         store
+    }
+
+    /// Inserts text row `i + 1` with 20,000 distinct words: enough that
+    /// merging a few such rows takes more than one step of 256 pages, and
+    /// that one row's pending terms (~1 MB) fill FTS5's default hash.
+    fn insert_text_row(conn: &rusqlite::Connection, i: i64) {
+        conn.execute(
+            "INSERT INTO fts(rowid, name, path, body) VALUES (?1, ?2, ?3, ?4)",
+            rusqlite::params![
+                i + 1,
+                format!("name_{i}"),
+                format!("src/m{i}.py"),
+                (0..20_000)
+                    .map(|j| format!("w{i}x{j}"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ],
+        )
+        .unwrap();
     }
 
     fn text_pages(store: &Store) -> Vec<(i64, Vec<u8>)> {
@@ -1182,19 +1185,7 @@ mod tests {
         assert_eq!(stored, TEXT_PENDING_BYTES);
         let tx = store.conn.transaction().unwrap();
         for i in 0..3 {
-            tx.execute(
-                "INSERT INTO fts(rowid, name, path, body) VALUES (?1, ?2, ?3, ?4)",
-                rusqlite::params![
-                    i + 1,
-                    format!("name_{i}"),
-                    format!("src/m{i}.py"),
-                    (0..20_000)
-                        .map(|j| format!("w{i}x{j}"))
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                ],
-            )
-            .unwrap();
+            insert_text_row(&tx, i);
         }
         tx.commit().unwrap();
         assert_eq!(text_segments(&store), 1);
