@@ -105,15 +105,18 @@ const ITERABLES: &[&str] = &[
 /// The item type of an iterable annotation (`list[T]`, `t.Sequence[T]`,
 /// `Optional[List["T"]]`, `Iterable[T] | None` → `T`).
 fn item_type(cx: &Cx, n: Node) -> Option<String> {
+    generic_argument(cx, n, ITERABLES)
+}
+
+/// `T` of an annotation `G[T]` whose head `G` is one of `heads`
+/// (qualified or not), looking through `Optional[…]` and `… | None`.
+fn generic_argument(cx: &Cx, n: Node, heads: &[&str]) -> Option<String> {
     match n.kind_name() {
-        "type" => item_type(cx, n.named_child(0)?),
+        "type" => generic_argument(cx, n.named_child(0)?, heads),
         "binary_operator" => {
             let (left, right) = (n.field("left")?, n.field("right")?);
-            if cx.t(left) == "None" {
-                item_type(cx, right)
-            } else {
-                item_type(cx, left)
-            }
+            let kept = if cx.t(left) == "None" { right } else { left };
+            generic_argument(cx, kept, heads)
         }
         "generic_type" | "subscript" => {
             let head = cx.t(n.named_child(0)?);
@@ -125,8 +128,8 @@ fn item_type(cx: &Cx, n: Node) -> Option<String> {
                 arg
             };
             if head == "Optional" {
-                item_type(cx, arg)
-            } else if ITERABLES.contains(&head) {
+                generic_argument(cx, arg, heads)
+            } else if heads.contains(&head) {
                 type_expr(cx, arg)
             } else {
                 None
@@ -369,28 +372,7 @@ const ENTERED: &[&str] = &[
 /// The type `with f(…) as x` gives `x` for a function annotated `-> r`
 /// ([`ENTERED`]; `Optional[…]` and `… | None` looked through).
 fn entered_type(cx: &Cx, r: Node) -> Option<String> {
-    match r.kind_name() {
-        "type" => entered_type(cx, r.named_child(0)?),
-        "binary_operator" => {
-            let (left, right) = (r.field("left")?, r.field("right")?);
-            entered_type(cx, if cx.t(left) == "None" { right } else { left })
-        }
-        "generic_type" | "subscript" => {
-            let head = cx.t(r.named_child(0)?);
-            let head = head.rsplit('.').next().unwrap_or_default();
-            let arg = r.named_child(1)?;
-            let arg = if arg.kind_name() == "type_parameter" {
-                arg.named_child(0)?
-            } else {
-                arg
-            };
-            ENTERED
-                .contains(&head)
-                .then(|| type_expr(cx, arg))
-                .flatten()
-        }
-        _ => None,
-    }
+    generic_argument(cx, r, ENTERED)
 }
 
 /// Whether a method annotated `-> t` returns its receiver: `t` is `Self`
