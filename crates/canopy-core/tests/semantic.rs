@@ -439,8 +439,9 @@ fn a_one_off_search_finds_what_kept_vectors_find() {
 
 /// A one-off fused request loads the model in a thread of its own while
 /// the other strategies rank, and asks for the semantic candidates last;
-/// its pack (fragments, and each strategy's report in its place) is the
-/// one an engine whose model was loaded before the request gives.
+/// its pack (fragments, and each strategy's report in its place, in the
+/// order of `Strategy::SOURCES`) is the one an engine whose model was
+/// loaded before the request gives.
 #[test]
 fn a_fused_pack_is_the_same_when_the_model_loads_beside_the_rankings() {
     let Some(dir) = model_dir() else { return };
@@ -477,6 +478,17 @@ fn a_fused_pack_is_the_same_when_the_model_loads_beside_the_rankings() {
     ] {
         let beside = Engine::open(r, options.clone()).unwrap();
         let (fragments, strategies) = fused(&beside, task);
+        // Each strategy's report in its place, semantic's asked for last.
+        let order: Vec<String> = serde_json::from_str::<Vec<serde_json::Value>>(&strategies)
+            .unwrap()
+            .iter()
+            .map(|r| r["strategy"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            order,
+            ["keyword", "semantic", "graph", "history", "decisions"],
+            "{task}"
+        );
         assert!(
             strategies.contains(r#"{"strategy":"semantic","status":"used""#),
             "{task}: {strategies}"
