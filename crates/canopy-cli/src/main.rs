@@ -179,6 +179,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    let started = canopy_core::timing::mark();
     let parsed = cli_command()
         .try_get_matches()
         .and_then(|matches| Cli::from_arg_matches(&matches));
@@ -209,8 +210,11 @@ fn main() -> ExitCode {
         quiet_on_closed_stdout();
     }
     init_tracing(cli.global.quiet, cli.global.color);
+    canopy_core::timing::phase("cli.args", started);
     let json = cli.global.json;
-    match run(cli) {
+    let ran = run(cli);
+    canopy_core::timing::phase("cli.main", started);
+    match ran {
         Ok(()) => ExitCode::SUCCESS,
         // Output written with `write!` returns the closed pipe as an error:
         // the same ending as the panic above, and as quiet.
@@ -430,10 +434,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             finish_after_answer(backend.as_ref(), g.quiet)
         }
         Command::Context(args) => {
+            use canopy_core::timing::phase;
+            let t = canopy_core::timing::mark();
             let context = args.context()?;
             let backend = backend::open(g, None, Scope::Read)?;
-            output::context(&backend.context(&context)?, g.json)?;
-            finish_after_answer(backend.as_ref(), g.quiet)
+            let t = phase("cli.open", t);
+            let pack = backend.context(&context)?;
+            let t = phase("cli.context", t);
+            output::context(&pack, g.json)?;
+            let t = phase("cli.output", t);
+            let finished = finish_after_answer(backend.as_ref(), g.quiet);
+            phase("cli.finish", t);
+            finished
         }
         Command::Graph(cmd) => {
             let (request, format) = cmd.request()?;

@@ -79,6 +79,7 @@ pub mod resultset;
 pub(crate) mod semantic;
 pub(crate) mod session;
 pub(crate) mod snapshot;
+pub mod timing;
 pub mod watch;
 
 // The syntax layer lives in its own crate; its modules keep their paths here

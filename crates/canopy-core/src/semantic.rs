@@ -142,6 +142,7 @@ impl SemanticIndex {
             return Ok(None);
         }
         self.searched_once = true;
+        let t = crate::timing::mark();
         let store = snapshot.store();
         // What a first sync would load: the same files and checks.
         let hashes: HashMap<String, String> = store
@@ -158,9 +159,11 @@ impl SemanticIndex {
                 wanted.push((file_id, hash, first));
             }
         }
+        let t = crate::timing::phase("semantic.files", t);
         let Some(query) = self.model.embed(text) else {
             return Ok(Some(Vec::new()));
         };
+        let t = crate::timing::phase("semantic.embed_query", t);
         // Each blob is scored as SQLite reads it, borrowed: no copy of the
         // vectors is made or kept. The hits do not depend on the order the
         // rows come in (`top_k` orders by score, then id).
@@ -179,6 +182,7 @@ impl SemanticIndex {
             seen += 1;
             usable
         })?;
+        crate::timing::phase("semantic.scan", t);
         if !usable || seen != wanted.len() {
             return Ok(None);
         }

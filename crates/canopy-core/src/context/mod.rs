@@ -321,19 +321,24 @@ pub(crate) fn semantic_query(task: &str, focus: Option<&str>) -> String {
 /// Builds a context pack over one read snapshot; `finish` adds what the
 /// caller knows (freshness, coverage) before the pack is measured, so the
 /// budget bounds the wire form ([`wire`]) of the pack as it is returned.
+/// `semantic` gives the semantic candidates, called at most once, after
+/// the strategies that need no vectors (the caller may be computing them
+/// in a thread of its own meanwhile).
 pub fn build(
     snapshot: Snapshot<'_>,
     params: &ContextParams,
-    semantic: SemanticInput,
+    semantic: &mut dyn FnMut() -> Result<SemanticInput>,
     history: &history::HistoryLog,
     finish: &dyn Fn(&mut ContextPack) -> Result<()>,
 ) -> Result<ContextPack> {
     params.validate()?;
     let strategy = params.strategy.unwrap_or_default();
     let budget = params.budget();
+    let t = crate::timing::mark();
     let mut gathered = strategies::gather(snapshot, params, strategy, semantic, history)?;
     let mut merged = strategies::fuse(&mut gathered.lists, strategy);
     strategies::pin(&mut merged, std::mem::take(&mut gathered.pinned));
+    let t = crate::timing::phase("build.gather_fuse", t);
     let candidates = merged.len();
     // Every packing below measures the same candidates: each text is counted once.
     let counts = wire::Counts::default();
@@ -427,5 +432,6 @@ pub fn build(
         }
     }
     pack.wire_tokens = wire::tokens_with(&pack, &counts);
+    crate::timing::phase("build.pack", t);
     Ok(pack)
 }

@@ -80,14 +80,17 @@ fn is_definition(n: &NodeRecord) -> bool {
 /// Runs the strategies `strategy` asks for. History's questions to git
 /// (processes: the diffs of a focus seen the first time are most of its
 /// cost) run in a thread of their own beside the rankings, as soon as the
-/// focus is known; each strategy's list is the same either way.
+/// focus is known; each strategy's list is the same either way. Semantic
+/// candidates are asked of `semantic` last (the caller may be loading the
+/// model meanwhile), and keep their place among the lists.
 pub(crate) fn gather(
     snapshot: Snapshot<'_>,
     params: &ContextParams,
     strategy: Strategy,
-    semantic: SemanticInput,
+    semantic: &mut dyn FnMut() -> Result<SemanticInput>,
     history: &HistoryLog,
 ) -> Result<Gathered> {
+    let t = crate::timing::mark();
     let store = snapshot.store();
     let wants = |s: Strategy| strategy == Strategy::Fused || strategy == s;
     let task = crate::pack::clean_question(&params.task);
@@ -111,6 +114,7 @@ pub(crate) fn gather(
         .as_deref()
         .is_some_and(|f| !f.trim().is_empty());
     let early = if named { None } else { Some(rank_task()?) };
+    let t = crate::timing::phase("gather.keyword_early", t);
 
     let graph = Graph::new(store, snapshot.root());
     // A named focus resolves without the ranking.
@@ -120,6 +124,7 @@ pub(crate) fn gather(
         early.as_deref().unwrap_or(&[]),
     )?;
     let generation = store.generation()?;
+    let t = crate::timing::phase("gather.focus", t);
     std::thread::scope(|scope| {
         let git = (wants(Strategy::History) && !focus_nodes.is_empty()).then(|| {
             let (root, nodes) = (snapshot.root(), &focus_nodes);
@@ -136,6 +141,7 @@ pub(crate) fn gather(
             Some(k) => k,
             None => rank_task()?,
         };
+        let t = crate::timing::phase("gather.keyword", t);
         if wants(Strategy::Keyword) {
             let note = task
                 .trim()
@@ -144,11 +150,9 @@ pub(crate) fn gather(
             reports.push(report(Strategy::Keyword, keyword.len(), note));
             lists.push((Strategy::Keyword, keyword));
         }
-        if wants(Strategy::Semantic) {
-            let list = semantic_candidates(snapshot, &semantic)?;
-            reports.push(report(Strategy::Semantic, list.len(), semantic.skipped));
-            lists.push((Strategy::Semantic, list));
-        }
+        // Semantic's place among the lists: its candidates are asked for
+        // last (the caller may be computing them beside these rankings).
+        let semantic_at = wants(Strategy::Semantic).then_some(lists.len());
         let explicit = params.focus.is_some() && !focus_nodes.is_empty();
         let mut pinned = Vec::new();
         if wants(Strategy::Graph) || explicit {
@@ -165,11 +169,13 @@ pub(crate) fn gather(
                 lists.push((Strategy::Graph, list));
             }
         }
+        let t = crate::timing::phase("gather.graph", t);
         let decisions = if wants(Strategy::Decisions) {
             Some(decision_candidates(snapshot, &task, &focus_nodes)?)
         } else {
             None
         };
+        let t = crate::timing::phase("gather.decisions", t);
         if wants(Strategy::History) {
             let read = git.map(|g| match g {
                 GitReading::Thread(thread) => thread.join().unwrap_or_else(|_| GitRead {
@@ -181,13 +187,21 @@ pub(crate) fn gather(
                     history.read_git(snapshot.root(), &focus_nodes, generation, HISTORY_COMMITS)
                 }
             });
+            let t = crate::timing::phase("gather.history_wait", t);
             let (list, note) = history_candidates(snapshot, &focus_nodes, history, read)?;
+            crate::timing::phase("gather.history", t);
             reports.push(report(Strategy::History, list.len(), note));
             lists.push((Strategy::History, list));
         }
         if let Some(list) = decisions {
             reports.push(report(Strategy::Decisions, list.len(), None));
             lists.push((Strategy::Decisions, list));
+        }
+        if let Some(at) = semantic_at {
+            let semantic = semantic()?;
+            let list = semantic_candidates(snapshot, &semantic)?;
+            reports.insert(at, report(Strategy::Semantic, list.len(), semantic.skipped));
+            lists.insert(at, (Strategy::Semantic, list));
         }
         Ok(Gathered {
             lists,
