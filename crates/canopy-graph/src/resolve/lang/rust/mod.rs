@@ -252,6 +252,8 @@ pub(crate) const CONVENTIONS: Conventions = Conventions {
         "or_insert_with_key",
         "or_default",
     ],
+    // `Meter(3)` builds a tuple struct: the edge to the type stays a call.
+    calls_of_types_convert: false,
     path_builds: Conventions::NEUTRAL.path_builds,
 };
 
