@@ -335,8 +335,7 @@ fn range(cx: &mut Cx, n: Node) {
 /// Whether a `range` clause declares its variables (`:=`), not assigns them (`=`).
 fn declares(n: Node) -> bool {
     let mut c = n.walk();
-    let declares = n.children(&mut c).any(|k| k.kind_name() == ":=");
-    declares
+    n.children(&mut c).any(|k| k.kind_name() == ":=")
 }
 
 /// Binds what a collection type holds to pseudo-fields of `name`: a slice's
