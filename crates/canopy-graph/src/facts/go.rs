@@ -132,7 +132,8 @@ fn visit<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
         "type_identifier" => type_identifier(cx, n, up),
         "qualified_type" => qualified_type(cx, n),
         "import_spec" => import_spec(cx, n),
-        "short_var_declaration" | "assignment_statement" => assignment(cx, n),
+        // `a = x` binds nothing: see [`short_var_declaration`].
+        "short_var_declaration" => short_var_declaration(cx, n),
         "range_clause" => range(cx, n),
         "var_spec" | "parameter_declaration" | "variadic_parameter_declaration" => {
             declaration(cx, n)
@@ -230,8 +231,13 @@ fn import_spec(cx: &mut Cx, n: Node) {
     cx.import(n, &local, &module, None);
 }
 
-/// `a, b := x, y` and `a = x`: each name is its value (one value: the first name).
-fn assignment(cx: &mut Cx, n: Node) {
+/// `a, b := x, y`: each name is its value (one value: the first name).
+/// An assignment `a = x` binds nothing: a Go variable's static type is
+/// fixed where it is declared (`:=`, `var`, a parameter), and a later
+/// assignment of a value of another type (`file =
+/// mem.NewReadOnlyFileHandle(…)` into a `File` interface variable) does not
+/// change which methods its calls mean.
+fn short_var_declaration(cx: &mut Cx, n: Node) {
     let (Some(l), Some(r)) = (n.field("left"), n.field("right")) else {
         return;
     };
@@ -253,13 +259,26 @@ fn assignment(cx: &mut Cx, n: Node) {
     for (l, r) in pairs {
         if l.kind_name() == "identifier" {
             let name = cx.t(l).to_string();
-            let e = expr(cx, r);
+            let e = bound_value(cx, r);
             cx.bind(n.start_byte(), &name, e, false, false);
         }
     }
 }
 
-/// `a, err := f()` / `_, seg = r.PeekLine()`: the `i`th name is the `i`th
+/// The value a declared name is bound to: [`expr`], except that an
+/// element by index (`s := m[k]`) is a slice's or array's element, else a
+/// map's value ([`VALUE`]), whichever the operand's type has.
+fn bound_value(cx: &Cx, v: Node) -> Option<String> {
+    if v.kind_name() == "index_expression" {
+        let o = expr(cx, v.field("operand")?)?;
+        if !o.contains(FIRST_KNOWN) {
+            return Some(format!("{o}{ELEM}{FIRST_KNOWN}{o}{VALUE}"));
+        }
+    }
+    expr(cx, v)
+}
+
+/// `a, err := f()` / `_, seg := r.PeekLine()`: the `i`th name is the `i`th
 /// result of the function called (`f.#1`, see [`TUPLE`]). The first name
 /// falls back on the call's value (`f()`), for a callee whose results are
 /// not known as a list (a function value).
@@ -289,6 +308,11 @@ fn range(cx: &mut Cx, n: Node) {
     let (Some(l), Some(r)) = (n.field("left"), n.field("right")) else {
         return;
     };
+    // `for k, v = range xs` assigns variables declared before: their
+    // declarations type them (see [`short_var_declaration`]).
+    if !declares(n) {
+        return;
+    }
     let Some(source) = expr(cx, r).filter(|e| !e.contains("()")) else {
         return;
     };
@@ -306,6 +330,12 @@ fn range(cx: &mut Cx, n: Node) {
         let name = cx.t(*v).to_string();
         cx.bind(n.start_byte(), &name, Some(e), false, false);
     }
+}
+
+/// Whether a `range` clause declares its variables (`:=`), not assigns them (`=`).
+fn declares(n: Node) -> bool {
+    let mut c = n.walk();
+    n.children(&mut c).any(|k| k.kind_name() == ":=")
 }
 
 /// Binds what a collection type holds to pseudo-fields of `name`: a slice's
@@ -342,7 +372,7 @@ fn declaration(cx: &mut Cx, n: Node) {
     let value = n
         .field("value")
         .and_then(|v| v.named_child(0))
-        .and_then(|v| expr(cx, v));
+        .and_then(|v| bound_value(cx, v));
     let variadic = n.kind_name() == "variadic_parameter_declaration";
     for name in names {
         let name = cx.t(name).to_string();

@@ -732,6 +732,12 @@ impl World {
                 if !found.is_empty() {
                     return found.into_iter().map(|s| self.as_val(s)).collect();
                 }
+                if matches!(v, Val::Class(_)) && self.syms[*t].node_type == NodeType::Module {
+                    // An inline module (`mod m { pub use … }`): what its
+                    // own imports bring in, as a file module's (values
+                    // too: a re-exported module or constant).
+                    return self.module_imports(*t, name, depth + 1);
+                }
                 self.field(*t, name, depth)
             }
             Val::File(f) => self.module_member(*f, name, depth),
@@ -795,7 +801,18 @@ impl World {
         match v {
             Val::Inst(t) | Val::Class(t) => {
                 let mut seen = HashSet::new();
-                self.find_member(*t, name, depth, &mut seen)
+                let found = self.find_member(*t, name, depth, &mut seen);
+                if found.0.is_empty()
+                    && matches!(v, Val::Class(_))
+                    && self.syms[*t].node_type == NodeType::Module
+                {
+                    // An inline module's `pub use` items (see [`World::member`]).
+                    return (
+                        self.defs_of(&self.module_imports(*t, name, depth + 1)),
+                        false,
+                    );
+                }
+                found
             }
             Val::Super(c) => {
                 let mut out = Vec::new();

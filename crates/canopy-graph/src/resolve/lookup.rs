@@ -597,7 +597,22 @@ impl World {
         if !variable.is_empty() {
             return variable;
         }
-        self.glob_reexport(f, name, depth)
+        self.glob_reexport(f, fu, name, depth)
+    }
+
+    /// `name` as a member of inline module `m` (Rust's `mod m { … }`,
+    /// whose own items [`World::member`] found none of): what the imports
+    /// directly inside it bind to `name`, else its globs' members.
+    pub(crate) fn module_imports(&self, m: SymId, name: &str, depth: u32) -> Vec<Val> {
+        if depth > MAX_DEPTH {
+            return Vec::new();
+        }
+        let f = self.syms[m].file;
+        let imported = self.scope_imports(f, m, name, true, depth + 1);
+        if !imported.is_empty() {
+            return imported;
+        }
+        self.glob_reexport(f, m, name, depth)
     }
 
     /// A module's top-level variable read from outside it, where the
@@ -620,15 +635,20 @@ impl World {
     }
 
     /// `name` through the glob imports file `f` re-exports.
-    fn glob_reexport(&self, f: FileIdx, name: &str, depth: u32) -> Vec<Val> {
+    fn glob_reexport(&self, f: FileIdx, u: SymId, name: &str, depth: u32) -> Vec<Val> {
         let facts = self.files[f].facts.get();
-        for i in facts
-            .imports
+        let part = self.part(f);
+        for (ii, _) in part
+            .imports_named(facts, "*")
             .iter()
-            .filter(|i| i.exported && facts.s(i.local) == "*")
+            .filter(|(_, scope)| *scope == u)
         {
+            let i = &facts.imports[ii.index()];
+            if !i.exported {
+                continue;
+            }
             for m in self.import_target(f, facts.s(i.module), None, depth + 1) {
-                if m == Val::File(f) {
+                if m == Val::File(f) || m == Val::Class(u) {
                     continue;
                 }
                 let vals = self.member(&m, name, depth + 1);

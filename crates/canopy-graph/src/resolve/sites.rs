@@ -51,6 +51,16 @@ impl World {
             }
             cands.sort_unstable();
             cands.dedup();
+            // `byName(list)` in Go converts: a use of the type, no call.
+            let kind = if site.kind == SiteKind::Call
+                && !cands.is_empty()
+                && self.conventions_of(fi).calls_of_types_convert
+                && cands.iter().all(|&c| is_classlike(self.syms[c].node_type))
+            {
+                SiteKind::Type
+            } else {
+                site.kind
+            };
             let src = self.syms[self.caller_unit(fi, site.byte).unwrap_or(scope)].id;
             let each = match (&site.recv, how) {
                 (None, How::Inferred) => !cands.is_empty() && self.through_each(&cx, site),
@@ -68,7 +78,7 @@ impl World {
                     out.push(EdgeRow {
                         src,
                         target: Target::Resolved(self.syms[c].id),
-                        kind: site.kind,
+                        kind,
                         how,
                         confidence: confidence(how),
                         line: site.line,
@@ -81,7 +91,7 @@ impl World {
             let target = match cands.len() {
                 0 => {
                     // Only calls are worth recording unresolved ("N call sites named X").
-                    if site.kind != SiteKind::Call {
+                    if kind != SiteKind::Call {
                         continue;
                     }
                     Target::Unresolved
@@ -101,7 +111,7 @@ impl World {
             out.push(EdgeRow {
                 src,
                 target,
-                kind: site.kind,
+                kind,
                 how,
                 confidence,
                 line: site.line,

@@ -148,8 +148,11 @@ use crate::error::{CanopyError, Result};
 /// `m#v` and `for v in m.values()` (`keys()`, `items()`) binds them.
 /// 51: the text index keeps up to
 /// [`TEXT_PENDING_BYTES`] of pending terms (FTS5 `hashsize`), so a batch is
-/// written as one segment.
-pub const SCHEMA_VERSION: u32 = 51;
+/// written as one segment. 52: a Go assignment `x = v` binds nothing (a
+/// variable keeps its declared type), `s := m[k]` binds a map's value,
+/// and a Rust `use` inside an inline `mod m { … }` names its `self` /
+/// `super` paths from the file's module.
+pub const SCHEMA_VERSION: u32 = 52;
 
 /// Bytes of pending terms FTS5 holds before it writes them out as a segment
 /// (its `hashsize`, set in `schema.sql`; FTS5's default is 1 MiB). A commit

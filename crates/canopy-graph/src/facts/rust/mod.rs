@@ -567,12 +567,15 @@ fn is_declaration_name(n: Node, parent: Node) -> bool {
     }
 }
 
-fn use_tree(cx: &mut Cx, stmt: Node, n: Node, prefix: &str) {
+/// One item of a `use` tree under `prefix` (the path its lists are in;
+/// empty at the root, where a path is first [`rebased`] on `inline`, the
+/// inline modules the `use` stands in).
+fn use_tree(cx: &mut Cx, stmt: Node, n: Node, prefix: &str, inline: &[String]) {
     // `use a::{b, *}`: the glob inside a list has no path of its own, so
     // it is the list's prefix (`a`), not `a.` (a module no file has).
     let join = |p: &str, s: &str| {
         if p.is_empty() {
-            s.to_string()
+            rebased(s, inline)
         } else if s.is_empty() {
             p.to_string()
         } else {
@@ -648,7 +651,7 @@ fn use_tree(cx: &mut Cx, stmt: Node, n: Node, prefix: &str) {
                 let mut c = list.walk();
                 let items: Vec<Node> = list.named_children(&mut c).collect();
                 for item in items {
-                    use_tree(cx, stmt, item, &module);
+                    use_tree(cx, stmt, item, &module, inline);
                 }
             }
         }
@@ -656,7 +659,7 @@ fn use_tree(cx: &mut Cx, stmt: Node, n: Node, prefix: &str) {
             let mut c = n.walk();
             let items: Vec<Node> = n.named_children(&mut c).collect();
             for item in items {
-                use_tree(cx, stmt, item, prefix);
+                use_tree(cx, stmt, item, prefix, inline);
             }
         }
         "use_wildcard" => {
@@ -827,7 +830,7 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
         "identifier" => identifier(cx, n, up),
         "type_identifier" => type_identifier(cx, n, up),
         "scoped_type_identifier" => scoped_type(cx, n),
-        "use_declaration" => use_declaration(cx, n),
+        "use_declaration" => use_declaration(cx, n, up),
         "let_declaration" => let_declaration(cx, n),
         "parameter" => parameter(cx, n),
         "field_declaration" => field_declaration(cx, n),
@@ -1003,10 +1006,55 @@ fn scoped_type(cx: &mut Cx, n: Node) {
 }
 
 /// A `use` item: see [`use_tree`].
-fn use_declaration(cx: &mut Cx, n: Node) {
-    if let Some(arg) = n.field("argument") {
-        use_tree(cx, n, arg, "");
+fn use_declaration<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
+    let Some(arg) = n.field("argument") else {
+        return;
+    };
+    // The inline `mod name { … }` blocks around the item, outermost first.
+    let mut inline: Vec<String> = up
+        .iter()
+        .filter(|a| a.kind_name() == "mod_item" && a.field("body").is_some())
+        .filter_map(|a| a.field("name").map(|m| cx.t(m).to_string()))
+        .collect();
+    inline.reverse();
+    use_tree(cx, n, arg, "", &inline);
+}
+
+/// A `use` path written inside the inline modules `inline` (outermost
+/// first) as a path from the file's own module: `self::x` is
+/// `self_mod.a.b.x` inside `mod a { mod b { … } }`, `super::x` is
+/// `self_mod.a.x` there, and `super::super::x` is the file's `self_mod.x`;
+/// a `super` beyond the inline modules stays one. Resolution reads every
+/// import of a file from the file's module, so `pub use super::parse_it`
+/// in a `pub mod _benchable { … }` of the crate root re-exports the root's
+/// `parse_it`, not its parent's.
+fn rebased(path: &str, inline: &[String]) -> String {
+    let segs: Vec<&str> = path.split('.').collect();
+    let ups = segs.iter().take_while(|s| **s == "super").count();
+    if inline.is_empty() || (ups == 0 && segs[0] != "self_mod") {
+        return path.to_string();
     }
+    let inline = inline.iter().map(String::as_str);
+    let (head, rest): (Vec<&str>, &[&str]) = if ups == 0 {
+        (
+            std::iter::once("self_mod").chain(inline).collect(),
+            &segs[1..],
+        )
+    } else if ups <= inline.len() {
+        let kept = inline.len() - ups;
+        (
+            std::iter::once("self_mod")
+                .chain(inline.take(kept))
+                .collect(),
+            &segs[ups..],
+        )
+    } else {
+        (vec!["super"; ups - inline.len()], &segs[ups..])
+    };
+    head.into_iter()
+        .chain(rest.iter().copied())
+        .collect::<Vec<_>>()
+        .join(".")
 }
 
 /// `let x: T` / `let x = v` (and a tuple pattern, [`tuple_bindings`]):
@@ -1275,5 +1323,44 @@ use after::{error
             );
         }
         assert!(fixtures.len() >= 20, "{} Rust fixtures", fixtures.len());
+    }
+
+    /// A `use` inside inline modules names its `self` and `super` paths
+    /// from the file's module (`self_mod`); outside them, and for other
+    /// paths, the path stays as written.
+    #[test]
+    fn use_paths_in_inline_modules_start_at_the_file_module() {
+        let source = r#"
+use super::top;
+pub mod a {
+    pub use super::parse_it;
+    pub use self::inner::Deep;
+    pub use crate::iter::Bytes;
+    use super::super::far;
+    pub mod b {
+        use super::super::{one, two::Three};
+        pub use super::*;
+    }
+}
+"#;
+        let facts = walked(source, true);
+        let modules: Vec<(&str, &str)> = facts
+            .imports
+            .iter()
+            .map(|i| (i.local.as_str(), i.module.as_str()))
+            .collect();
+        assert_eq!(
+            modules,
+            [
+                ("top", "super"),
+                ("parse_it", "self_mod"),
+                ("Deep", "self_mod.a.inner"),
+                ("Bytes", "crate.iter"),
+                ("far", "super"),
+                ("one", "self_mod"),
+                ("Three", "self_mod.two"),
+                ("*", "self_mod.a"),
+            ]
+        );
     }
 }

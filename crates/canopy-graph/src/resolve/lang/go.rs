@@ -23,6 +23,7 @@ pub(crate) const CONVENTIONS: Conventions = Conventions {
     methods_declared_apart: true,
     methods_in_scope: false,
     locals_visible_before_binding: false,
+    calls_of_types_convert: true,
     path_builds: crate::facts::go_build::file_name_builds,
     ..Conventions::NEUTRAL
 };

@@ -136,6 +136,11 @@ pub(crate) struct Conventions {
     /// Methods of a map's entry (`m.entry(k)`) that give back its value,
     /// inserted if missing (Rust's `or_insert`): the map's value (`m#v`).
     pub entry_value_methods: &'static [&'static str],
+    /// A call of a type converts a value to it (Go's `byName(list)`,
+    /// `radius(2)`): no call of a function, so the site is a use of the
+    /// type. Elsewhere calling a class constructs it (Python), or is no
+    /// call site of a type at all (`new X()`, Rust's tuple structs).
+    pub calls_of_types_convert: bool,
     /// Whether a default build here compiles a file of this path (Go's
     /// `_windows.go` / `_arm64.go` name suffixes): the units of one it
     /// does not are no definitions.
@@ -168,6 +173,7 @@ impl Conventions {
         key_methods: &[],
         value_methods: &[],
         entry_value_methods: &[],
+        calls_of_types_convert: false,
         path_builds: every_path_builds,
     };
 }

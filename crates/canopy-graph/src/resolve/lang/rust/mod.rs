@@ -252,6 +252,8 @@ pub(crate) const CONVENTIONS: Conventions = Conventions {
         "or_insert_with_key",
         "or_default",
     ],
+    // `Meter(3)` builds a tuple struct: the edge to the type stays a call.
+    calls_of_types_convert: false,
     path_builds: Conventions::NEUTRAL.path_builds,
 };
 
@@ -278,6 +280,24 @@ pub(crate) const ITEM_METHODS: &[&str] = &[
     "insert",
     "shift_remove",
 ];
+
+/// The inline `mod m { … }` units around scope `u` (itself included),
+/// innermost first, up to the file's unit.
+fn inline_modules(w: &World, u: SymId) -> Vec<SymId> {
+    let mut out = Vec::new();
+    let mut cur = Some(u);
+    while let Some(c) = cur {
+        let s = &w.syms[c];
+        if s.node_type == NodeType::File {
+            break;
+        }
+        if s.node_type == NodeType::Module {
+            out.push(c);
+        }
+        cur = w.parent_of(c);
+    }
+    out
+}
 
 /// The module path of a file (`src/lib.rs` → `crate`, `src/a/b.rs` and
 /// `src/a/b/mod.rs` → `crate.a.b`), relative to its crate's `src/`.
@@ -675,10 +695,19 @@ impl LanguageRules for Rust {
                     vec![Rust::module(root, "crate")]
                 }
             }
-            "self_mod" | "self" => vec![Rust::module(root, module)],
-            "super" => match module.rsplit_once('.') {
-                Some((parent, _)) => vec![Rust::module(root, parent)],
-                None => Vec::new(),
+            // Inside an inline `mod m { … }`, `self::` is `m` and `super::`
+            // the module around it.
+            "self_mod" | "self" => match inline_modules(w, cx.scope).first() {
+                Some(&m) => vec![Val::Class(m)],
+                None => vec![Rust::module(root, module)],
+            },
+            "super" => match inline_modules(w, cx.scope)[..] {
+                [] => match module.rsplit_once('.') {
+                    Some((parent, _)) => vec![Rust::module(root, parent)],
+                    None => Vec::new(),
+                },
+                [_] => vec![Rust::module(root, module)],
+                [_, outer, ..] => vec![Val::Class(outer)],
             },
             _ => return None,
         })
