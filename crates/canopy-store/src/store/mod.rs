@@ -148,8 +148,14 @@ use crate::error::{CanopyError, Result};
 /// `m#v` and `for v in m.values()` (`keys()`, `items()`) binds them.
 /// 51: the text index keeps up to
 /// [`TEXT_PENDING_BYTES`] of pending terms (FTS5 `hashsize`), so a batch is
-/// written as one segment.
-pub const SCHEMA_VERSION: u32 = 51;
+/// written as one segment. 52: Python: a union annotation (`A | B`,
+/// `Union[A, B]`) is each alternative (`A∪B`), a conditional expression's
+/// value each branch's, `for x in f()` / `list(f())` an item of what `f`
+/// returns (`-> list[T]` binds `#ret#elem` too); TypeScript: a map type
+/// binds its keys (`m#k`), `new Map<K, V>()` binds keys and values, and
+/// `for … of` over `m.keys()` / `values()` / `entries()` / `[k, v]`,
+/// `forEach((v, k) => …)`, `Array.from(s)` and `[...s]` read them.
+pub const SCHEMA_VERSION: u32 = 52;
 
 /// Bytes of pending terms FTS5 holds before it writes them out as a segment
 /// (its `hashsize`, set in `schema.sql`; FTS5's default is 1 MiB). A commit
