@@ -13,8 +13,8 @@
 use tree_sitter::Node;
 
 use super::model::{
-    ARG, CALL_RESULT, CAST, DefFactKind, EACH, ELEM, GUARD_CALL, GUARD_OF, IMPORT_RECV, OWN_MODULE,
-    RETURNED, SiteKind, UNBOUND, UNION,
+    ARG, CALL_RESULT, CAST, DefFactKind, EACH, ELEM, GUARD_CALL, GUARD_OF, IMPORT_RECV, KEY,
+    OWN_MODULE, RETURNED, SiteKind, UNBOUND, UNION,
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree_pruned};
 
@@ -110,8 +110,67 @@ fn item_type(cx: &Cx, t: Node) -> Option<String> {
     }
 }
 
+/// The key type of a map type (`Map<K, V>`, `ReadonlyMap`, `WeakMap`):
+/// what `m.keys()` and the first of `[k, v]` in `for (const [k, v] of m)`
+/// give.
+fn key_type(cx: &Cx, t: Node) -> Option<String> {
+    match t.kind_name() {
+        "type_annotation" | "parenthesized_type" | "readonly_type" => {
+            key_type(cx, t.named_child(0)?)
+        }
+        "union_type" => {
+            let mut c = t.walk();
+            let parts: Vec<Node> = t.named_children(&mut c).collect();
+            parts.into_iter().find_map(|p| key_type(cx, p))
+        }
+        "generic_type" => {
+            let name = cx.t(t.field("name").or(t.named_child(0))?);
+            let args = t.field("type_arguments").or(t.named_child(1))?;
+            MAP_TYPES
+                .contains(&name)
+                .then(|| args.named_child(0))
+                .flatten()
+                .and_then(|k| type_expr(cx, k))
+        }
+        _ => None,
+    }
+}
+
+/// ECMAScript's map types: their first type argument is the key, the
+/// second the value (an item, [`ELEM`]).
+const MAP_TYPES: &[&str] = &["Map", "ReadonlyMap", "WeakMap"];
+
+/// ECMAScript's collection types whose one type argument is the item.
+const ITEM_TYPES: &[&str] = &["Array", "ReadonlyArray", "Set", "ReadonlySet", "WeakSet"];
+
+/// `new Map<K, V>()`, `new Set<T>()`, `new Array<T>()` as the value of a
+/// local or field without a type of its own: its items (`name#elem`, a
+/// map's values) and a map's keys (`name#k`, [`KEY`]), as a declared type
+/// would bind them.
+fn bind_new_collection(cx: &mut Cx, at: usize, name: &str, value: Node, field: bool) {
+    if value.kind_name() != "new_expression" {
+        return;
+    }
+    let (Some(ctor), Some(args)) = (value.field("constructor"), value.field("type_arguments"))
+    else {
+        return;
+    };
+    let ctor = cx.t(ctor);
+    let (key, item) = if MAP_TYPES.contains(&ctor) {
+        (args.named_child(0), args.named_child(1))
+    } else if ITEM_TYPES.contains(&ctor) {
+        (None, args.named_child(0))
+    } else {
+        return;
+    };
+    let key = key.and_then(|k| type_expr(cx, k));
+    let item = item.and_then(|i| type_expr(cx, i));
+    cx.bind(at, &format!("{name}{KEY}"), key, true, field);
+    cx.bind(at, &format!("{name}{ELEM}"), item, true, field);
+}
+
 /// Binds `name#elem` ([`ELEM`]) to the item type of `t`, if it is a
-/// collection of one.
+/// collection of one, and `name#k` ([`KEY`]) to a map's key type.
 fn bind_items(cx: &mut Cx, at: usize, name: &str, t: Node, field: bool) {
     bind_items_bounded(cx, at, name, t, field, &[]);
 }
@@ -128,6 +187,9 @@ fn bind_items_bounded(
 ) {
     if let Some(item) = bounded(item_type(cx, t), bounds) {
         cx.bind(at, &format!("{name}{ELEM}"), Some(item), true, field);
+    }
+    if let Some(key) = bounded(key_type(cx, t), bounds) {
+        cx.bind(at, &format!("{name}{KEY}"), Some(key), true, field);
     }
 }
 
@@ -1154,6 +1216,7 @@ fn variable_declarator(cx: &mut Cx, n: Node) {
         let e = expr(cx, v);
         cx.bind(n.start_byte(), &name, e, false, false);
         bind_chain_items(cx, n.start_byte(), &name, v);
+        bind_new_collection(cx, n.start_byte(), &name, v, false);
     }
     // `const isT = make() as (x: any) => x is T`: a guard of `T`.
     let guard = n
@@ -1326,6 +1389,7 @@ fn field_definition(cx: &mut Cx, n: Node) {
     } else if let Some(v) = n.field("value") {
         let e = expr(cx, v);
         cx.bind(n.start_byte(), &name, e, false, true);
+        bind_new_collection(cx, n.start_byte(), &name, v, true);
     }
 }
 
@@ -1444,8 +1508,78 @@ fn for_of(cx: &mut Cx, n: Node) {
             cx.bind(left.start_byte(), &name, Some(each), false, false);
         }
         Some(_) => {}
-        None => cx.bind_loop_item(left, |cx| expr(cx, right)),
+        None => iterated_items(cx, left, right),
     }
+}
+
+/// `for (const x of xs)` over anything but an array literal: `x` is an
+/// item of `xs` (past calls that keep the items, [`items_source`]:
+/// `m.values()`, `Array.from(s)`, `[...s]`; of what a call returns,
+/// `this.getAll()#elem`), a key of a map over `m.keys()` ([`KEY`]); `[k, v]`
+/// over a map (`m`, `m.entries()`) is its key and its value (of an array's
+/// `entries()`, an index and an item: `#k` of an array names nothing).
+fn iterated_items(cx: &mut Cx, left: Node, right: Node) {
+    let (source, suffix) = match view_of(cx, right, "keys") {
+        Some(map) => (map, KEY),
+        None => (items_source(right, cx), ELEM),
+    };
+    let entries = view_of(cx, source, "entries").unwrap_or(source);
+    let Some(e) = expr(cx, entries).filter(|e| call_only_last(e)) else {
+        return;
+    };
+    match left.kind_name() {
+        "identifier" => {
+            let name = cx.t(left).to_string();
+            cx.bind(
+                left.start_byte(),
+                &name,
+                Some(format!("{e}{suffix}")),
+                false,
+                false,
+            );
+        }
+        "array_pattern" if suffix == ELEM => {
+            let mut c = left.walk();
+            let names: Vec<Node> = left
+                .named_children(&mut c)
+                .filter(|x| x.kind_name() != "comment")
+                .collect();
+            for (x, item) in names.into_iter().zip([KEY, ELEM]) {
+                if x.kind_name() == "identifier" {
+                    let name = cx.t(x).to_string();
+                    cx.bind(
+                        x.start_byte(),
+                        &name,
+                        Some(format!("{e}{item}")),
+                        false,
+                        false,
+                    );
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `m` of `m.keys()` / `m.entries()` (`method`, called without arguments).
+fn view_of<'t>(cx: &Cx, n: Node<'t>, method: &str) -> Option<Node<'t>> {
+    let n = match n.kind_name() {
+        "parenthesized_expression" | "non_null_expression" => n.named_child(0)?,
+        _ => n,
+    };
+    if n.kind_name() != "call_expression"
+        || n.field("arguments")
+            .is_none_or(|a| a.named_child_count() > 0)
+    {
+        return None;
+    }
+    let f = n
+        .field("function")
+        .filter(|f| f.kind_name() == "member_expression")?;
+    f.field("property")
+        .is_some_and(|p| cx.t(p) == method)
+        .then(|| f.field("object"))
+        .flatten()
 }
 
 /// `[Extension, Node, Mark]`, an array literal: every one of its items that
@@ -1512,14 +1646,33 @@ fn items_source<'t>(n: Node<'t>, cx: &Cx) -> Node<'t> {
     loop {
         let inner = match n.kind_name() {
             "parenthesized_expression" | "non_null_expression" => n.named_child(0),
-            "call_expression" => n
-                .field("function")
-                .filter(|f| f.kind_name() == "member_expression")
-                .filter(|f| {
-                    f.field("property")
-                        .is_some_and(|p| SAME_ITEMS.contains(&cx.t(p)))
-                })
-                .and_then(|f| f.field("object")),
+            "call_expression" => {
+                let args = n.field("arguments");
+                let count = args.map_or(0, |a| a.named_child_count());
+                let f = n
+                    .field("function")
+                    .filter(|f| f.kind_name() == "member_expression");
+                let (obj, prop) = (
+                    f.and_then(|f| f.field("object")),
+                    f.and_then(|f| f.field("property")).map(|p| cx.t(p)),
+                );
+                match (obj.map(|o| cx.t(o)), prop) {
+                    (_, Some(p)) if SAME_ITEMS.contains(&p) => obj,
+                    // `m.values()`: a map's values, an array's or a set's
+                    // items.
+                    (_, Some("values")) if count == 0 => obj,
+                    // `Array.from(s)`: a copy of an iterable's items.
+                    (Some("Array"), Some("from")) if count == 1 => {
+                        args.and_then(|a| a.named_child(0))
+                    }
+                    _ => None,
+                }
+            }
+            // `[...s]`: the items of one spread iterable.
+            "array" if n.named_child_count() == 1 => n
+                .named_child(0)
+                .filter(|x| x.kind_name() == "spread_element")
+                .and_then(|x| x.named_child(0)),
             _ => None,
         };
         match inner {
@@ -1615,6 +1768,33 @@ fn callback(cx: &mut Cx, n: Node) -> bool {
         cx.bind(ident.start_byte(), &name, Some(each), false, false);
         cx.bind(n.end_byte(), &name, Some(UNBOUND.into()), false, false);
         return true;
+    }
+    if method == "forEach"
+        && at == 0
+        && items == obj
+        && let Some(key) = n
+            .field("parameters")
+            .and_then(|ps| {
+                let mut c = ps.walk();
+                ps.named_children(&mut c)
+                    .filter(|p| p.kind_name() != "comment")
+                    .nth(1)
+            })
+            .and_then(untyped_name)
+    {
+        // `m.forEach((v, k) => …)`: a map's key (an array's index names
+        // nothing: `xs#k` is bound by no type).
+        let key_name = cx.t(key).to_string();
+        if !bound_before(cx, n, &key_name) {
+            cx.bind(
+                key.start_byte(),
+                &key_name,
+                Some(format!("{source}{KEY}")),
+                false,
+                false,
+            );
+            cx.bind(n.end_byte(), &key_name, Some(UNBOUND.into()), false, false);
+        }
     }
     if (at == 1 || items != obj) && bound_before(cx, n, &name) {
         // `.reduce((sum, column) => …)` below a `column` of the unit: kept,

@@ -49,26 +49,24 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
                 })
                 .map(str::to_string)
         }
-        "binary_operator" => {
-            let left = n.field("left")?;
-            let right = n.field("right")?;
-            if cx.t(left) == "None" {
-                type_expr(cx, right)
-            } else {
-                type_expr(cx, left)
-            }
-        }
+        // `A | B | None`: each alternative ([`union_of`]).
+        "binary_operator" => union_of(cx, &union_operands(n)),
         "generic_type" | "subscript" => {
             let head = n.named_child(0)?;
             let name = cx.t(head);
             if name.ends_with("Optional") || name.ends_with("Union") {
+                // `Union[A, B]` in a type is one `type_parameter` holding
+                // both; `typing.Union[A, B]` (a subscript) has them side
+                // by side after the head.
                 let inner = n.named_child(1)?;
-                let inner = if inner.kind_name() == "type_parameter" {
-                    inner.named_child(0)?
+                let mut c = n.walk();
+                let args: Vec<Node> = if inner.kind_name() == "type_parameter" {
+                    let mut c = inner.walk();
+                    inner.named_children(&mut c).collect()
                 } else {
-                    inner
+                    n.named_children(&mut c).skip(1).collect()
                 };
-                type_expr(cx, inner)
+                union_of(cx, &args)
             } else if name.ends_with("Type") || name.ends_with("Callable") {
                 None
             } else {
@@ -78,6 +76,44 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// The operands of a chain of `|` in an annotation (`A | B | None` is
+/// `(A | B) | None` in the tree), in source order.
+fn union_operands(n: Node) -> Vec<Node> {
+    let mut out = Vec::new();
+    let mut stack = vec![n];
+    while let Some(x) = stack.pop() {
+        match (x.kind_name(), x.field("left"), x.field("right")) {
+            ("binary_operator", Some(l), Some(r)) => {
+                stack.push(r);
+                stack.push(l);
+            }
+            _ => out.push(x),
+        }
+    }
+    out
+}
+
+/// The type a union of `alts` names (`A | B`, `Union[A, B]`,
+/// `Optional[A]`): each alternative that is no `None` and that
+/// [`type_expr`] reads, joined by [`UNION`] (a value of the union is one
+/// of them, as a type checker reads it: a call on it may mean any one's
+/// method). An alternative the corpus does not define (`str`) is skipped
+/// by the resolver, since it holds none of the corpus's methods.
+fn union_of(cx: &Cx, alts: &[Node]) -> Option<String> {
+    let mut out: Vec<String> = Vec::new();
+    for &a in alts {
+        if cx.t(a) == "None" {
+            continue;
+        }
+        if let Some(t) = type_expr(cx, a)
+            && !out.contains(&t)
+        {
+            out.push(t);
+        }
+    }
+    (!out.is_empty()).then(|| out.join(&UNION.to_string()))
 }
 
 /// Generic types whose first argument is what iterating one gives
@@ -257,7 +293,10 @@ fn mapping_loop(cx: &mut Cx, left: Node, right: Node) -> bool {
 }
 
 /// `for x in xs:` (and `… for x in xs` in a comprehension): `x` is an item
-/// of `xs`, when `xs` is a name or attribute path (no call). Over a
+/// of `xs`, when `xs` is a name or attribute path, or one that ends in a
+/// call (`self._iter_fields()#elem`: the item its return annotation
+/// states), past builtins that keep the items (`sorted(xs)`,
+/// [`items_path`]). Over a
 /// literal list, tuple or set (`for func in [group_a, group_b]:`), `x` is
 /// every one of its items that `expr` reads ([`EACH`]): `func(stmt)`
 /// calls each.
@@ -287,7 +326,21 @@ fn for_loop(cx: &mut Cx, n: Node) {
     if mapping_loop(cx, left, right) {
         return;
     }
-    cx.bind_loop_item(left, |cx| expr(cx, right));
+    // A mapping's views (`values`, `keys`, `items`) are read by
+    // `mapping_loop` alone: with arguments, or on a value whose mapping
+    // annotation is not known, they are no iterable the loop can name.
+    let view = right
+        .field("function")
+        .and_then(|f| f.field("attribute"))
+        .is_some_and(|a| matches!(cx.t(a), "values" | "keys" | "items"));
+    if left.kind_name() == "identifier"
+        && !view
+        && let Some(items) = items_path(cx, right)
+    {
+        // `for f in self._iter_fields(…)`, `for c in sorted(children)`.
+        let name = cx.t(left).to_string();
+        cx.bind(left.start_byte(), &name, Some(items), false, false);
+    }
 }
 
 /// What an unannotated function returns: the value of the first `return`
@@ -845,14 +898,123 @@ fn assignment(cx: &mut Cx, n: Node) {
         let t = type_expr(cx, t);
         cx.bind(n.start_byte(), &name, t, true, field);
     } else if let Some(r) = right {
-        let e = expr(cx, r).or_else(|| literal_value(r).map(str::to_string));
+        let e = assigned_value(cx, r);
         let e = if field {
-            e.map(|e| through_typed_parameter(cx, n, e))
+            e.map(|e| {
+                e.split(UNION)
+                    .map(|alt| through_typed_parameter(cx, n, alt.to_string()))
+                    .collect::<Vec<_>>()
+                    .join(&UNION.to_string())
+            })
         } else {
             e
         };
         cx.bind(n.start_byte(), &name, e, false, field);
+        iterable_items(cx, n, &name, r, field);
     }
+}
+
+/// The value expression an assignment binds its target to: [`expr`]'s, a
+/// literal's builtin type ([`literal_value`]), or for a conditional
+/// expression (`URL(url) if params is None else URL(url, params=params)`)
+/// each branch's value joined by [`UNION`] (one of them: the same value
+/// when they agree, as a type checker joins them), a `None` branch left
+/// out (an `Optional`); unknown when a branch is.
+fn assigned_value(cx: &Cx, r: Node) -> Option<String> {
+    if r.kind_name() != "conditional_expression" {
+        return expr(cx, r).or_else(|| literal_value(r).map(str::to_string));
+    }
+    let mut alts: Vec<String> = Vec::new();
+    let mut stack = vec![r];
+    while let Some(x) = stack.pop() {
+        if x.kind_name() == "conditional_expression" {
+            // `body if condition else alternative`.
+            let (Some(body), Some(alt)) = (x.named_child(0), x.named_child(2)) else {
+                return None;
+            };
+            stack.push(alt);
+            stack.push(body);
+            continue;
+        }
+        if cx.t(x) == "None" {
+            continue;
+        }
+        let e = expr(cx, x).or_else(|| literal_value(x).map(str::to_string))?;
+        if !alts.contains(&e) {
+            alts.push(e);
+        }
+    }
+    (!alts.is_empty()).then(|| alts.join(&UNION.to_string()))
+}
+
+/// Builtins whose result holds the items of their first argument, an
+/// iterable (`list(self._iter_fields(…))`, `sorted(xs)`).
+const ITEM_KEEPING: &[&str] = &[
+    "list",
+    "tuple",
+    "set",
+    "frozenset",
+    "sorted",
+    "reversed",
+    "iter",
+];
+
+/// `n` past calls of [`ITEM_KEEPING`] builtins with one positional
+/// argument (`list(reversed(children))`: `children`).
+fn items_source<'t>(cx: &Cx, n: Node<'t>) -> Node<'t> {
+    let mut n = n;
+    loop {
+        let inner = (n.kind_name() == "call")
+            .then(|| n.field("function"))
+            .flatten()
+            .filter(|f| f.kind_name() == "identifier" && ITEM_KEEPING.contains(&cx.t(*f)))
+            .and_then(|_| n.field("arguments"))
+            .and_then(|a| {
+                let mut c = a.walk();
+                let mut positional = a
+                    .named_children(&mut c)
+                    .filter(|x| !matches!(x.kind_name(), "keyword_argument" | "comment"));
+                let first = positional.next()?;
+                (positional.next().is_none() && first.kind_name() != "list_splat").then_some(first)
+            });
+        match inner {
+            Some(i) => n = i,
+            None => return n,
+        }
+    }
+}
+
+/// What iterating over `n` gives, as a path (`xs#elem`,
+/// `self._iter_fields()#elem`: an item of what the call returns): a name
+/// or attribute path, or one that ends in a call, past [`ITEM_KEEPING`]
+/// builtins ([`items_source`]). `None` for anything else.
+fn items_path(cx: &Cx, n: Node) -> Option<String> {
+    let e = expr(cx, items_source(cx, n))?;
+    let bare = e.strip_suffix("()").unwrap_or(&e);
+    (!bare.contains("()")).then(|| format!("{e}{ELEM}"))
+}
+
+/// `xs = list(self._iter_fields(…))`, `self.children =
+/// list(reversed(children))`: the target's items (`name#elem`) are those of
+/// the iterable the builtins copy ([`items_source`]). An annotated
+/// parameter (`children: Sequence[ContentDecoder]`) gives its item type,
+/// since a field is read in its class, where the parameter is not in
+/// scope; anything else is the path [`items_path`] reads.
+fn iterable_items(cx: &mut Cx, at: Node, name: &str, value: Node, field: bool) {
+    let source = items_source(cx, value);
+    if source == value {
+        return;
+    }
+    let key = format!("{name}{ELEM}");
+    if source.kind_name() == "identifier"
+        && let Some(t) = parameter_annotation(cx, at, cx.t(source))
+    {
+        let item = item_type(cx, t);
+        cx.bind(at.start_byte(), &key, item, true, field);
+        return;
+    }
+    let path = items_path(cx, source);
+    cx.bind(at.start_byte(), &key, path, false, field);
 }
 
 /// A field's expression whose head is an annotated parameter of the
@@ -867,7 +1029,10 @@ fn through_typed_parameter(cx: &Cx, n: Node, e: String) -> String {
         return e;
     }
     let ty = parameter_annotation(cx, n, &e[..head_end]).and_then(|t| type_expr(cx, t));
-    match ty {
+    // `A | B` (a union annotation): through its first alternative, as
+    // before unions were read (a value's path is known only when every
+    // alternative is, and one is most often a builtin: `Env | str`).
+    match ty.as_deref().and_then(|t| t.split(UNION).next()) {
         Some(ty) => format!("{ty}(){}", &e[head_end..]),
         None => e,
     }
@@ -950,7 +1115,8 @@ fn function_definition<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>, returns: &
         cx.def_fact(name, t, DefFactKind::Returns);
         // `@contextmanager def stream(…) -> Iterator[Response]`: what
         // `with stream(…) as r` binds (`stream()#elem`, see [`with_target`]).
-        if let Some(entered) = entered_type(cx, r) {
+        // `-> list[Field]`: what `for f in x.fields()` binds to `f` too.
+        if let Some(entered) = entered_type(cx, r).or_else(|| item_type(cx, r)) {
             cx.bind(
                 name.start_byte(),
                 &format!("{RETURNED}{ELEM}"),

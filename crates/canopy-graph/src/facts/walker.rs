@@ -7,7 +7,7 @@
 
 use tree_sitter::Node;
 
-use super::model::{Binding, DefFact, DefFactKind, ELEM, FileFacts, Import, Site, SiteKind};
+use super::model::{Binding, DefFact, DefFactKind, FileFacts, Import, Site, SiteKind};
 use crate::lang::Language;
 
 /// Field ids by name of one grammar, and its node kinds by id.
@@ -256,27 +256,6 @@ impl<'a> Cx<'a> {
             name: name.map(str::to_string),
             exported,
         });
-    }
-
-    /// Binds a loop variable (`left`, an identifier) to an item of the
-    /// iterated value, whose expression `iterated` reads (a name or member
-    /// path: one with a call is not followed). Shared by Python's `for x in
-    /// xs` and the `for (const x of xs)` of JavaScript and TypeScript.
-    pub fn bind_loop_item(&mut self, left: Node, iterated: impl FnOnce(&Cx) -> Option<String>) {
-        if left.kind_name() != "identifier" {
-            return;
-        }
-        let Some(source) = iterated(self).filter(|e| !e.contains("()")) else {
-            return;
-        };
-        let name = self.t(left).to_string();
-        self.bind(
-            left.start_byte(),
-            &name,
-            Some(format!("{source}{ELEM}")),
-            false,
-            false,
-        );
     }
 
     /// Records a binding.

@@ -253,11 +253,13 @@ impl World {
         if e.contains(UNION) {
             // `isA()∪isB()`: one of several values, each alternative's; when
             // one is unknown (`isES6Map(a) || isObservableMap(a)`: a
-            // builtin), so is the value.
+            // builtin), so is the value. A union type (`A∪B` of Python's
+            // `A | B`) is each alternative the corpus defines: one it does
+            // not (`str`) holds none of its methods.
             let mut vals = Vec::new();
             for alt in e.split(UNION) {
                 let found = self.eval_path(cx, alt, depth + 1, value);
-                if found.is_empty() {
+                if found.is_empty() && value {
                     return Vec::new();
                 }
                 vals.extend(found);

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use super::eval::{Ctx, Val};
 use super::ids::{FileIdx, SymId};
 use super::world::{World, is_classlike};
-use crate::facts::model::{EACH, IMPORT_RECV, Site, SiteKind};
+use crate::facts::model::{EACH, IMPORT_RECV, Site, SiteKind, UNION};
 use crate::lang::NodeType;
 use crate::store::graph_rows::{EdgeRow, How, Target};
 
@@ -375,7 +375,9 @@ impl World {
         let rules = self.rules_of(cx.file);
         let root = r.split('.').next().unwrap_or_default();
         let builtin = |e: &str| rules.builtin_type(self, cx.file, e);
-        builtin(root) || self.binding_expr(cx, root).is_some_and(builtin)
+        // A union (`str∪bytes`) is builtin when every alternative is.
+        let all_builtin = |e: &str| e.split(UNION).all(builtin);
+        builtin(root) || self.binding_expr(cx, root).is_some_and(all_builtin)
     }
 
     /// Whether receiver `r` comes from outside the repository: its root is

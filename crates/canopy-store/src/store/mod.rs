@@ -152,7 +152,14 @@ use crate::error::{CanopyError, Result};
 /// variable keeps its declared type), `s := m[k]` binds a map's value,
 /// and a Rust `use` inside an inline `mod m { … }` names its `self` /
 /// `super` paths from the file's module.
-pub const SCHEMA_VERSION: u32 = 52;
+/// 53: Python: a union annotation (`A | B`,
+/// `Union[A, B]`) is each alternative (`A∪B`), a conditional expression's
+/// value each branch's, `for x in f()` / `list(f())` an item of what `f`
+/// returns (`-> list[T]` binds `#ret#elem` too); TypeScript: a map type
+/// binds its keys (`m#k`), `new Map<K, V>()` binds keys and values, and
+/// `for … of` over `m.keys()` / `values()` / `entries()` / `[k, v]`,
+/// `forEach((v, k) => …)`, `Array.from(s)` and `[...s]` read them.
+pub const SCHEMA_VERSION: u32 = 53;
 
 /// Bytes of pending terms FTS5 holds before it writes them out as a segment
 /// (its `hashsize`, set in `schema.sql`; FTS5's default is 1 MiB). A commit
