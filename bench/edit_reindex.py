@@ -10,7 +10,8 @@ time, each with a one-line change inside the file (a comment appended to an
 existing line), waits for the watcher's run to report it, restores the file
 and waits for that run too. Each run's `report.duration_ms` is the re-index
 time; with `CANOPY_LOG=canopy_core=debug,canopy_graph=debug` the watcher's stderr also gives
-where it went (`index run timeline`: written_ms / resolved_ms / finished_ms,
+where it went (`index run timeline`: written_ms / resolved_ms / merge_ms (the
+run's text merging; binaries before the twenty-third session do not log it) / finished_ms,
 and the `resolved` line: prepare_ms, rows_ms, world_ms, write_ms).
 
 With several `--bin NAME=PATH` the binaries alternate round by round on the
@@ -50,6 +51,14 @@ which a loaded machine moves less than wall time; the phases come from its debug
 as above, plus `planned_ms` (listing the tree and comparing it with the
 index). Such a process keeps no resolver world: it reads every file's rows.
 
+`--oneoff --paired` gives each binary a copy of the repository of its own
+(`REPO.NAME` beside it, made once and left there) and interleaves their
+runs write by write: each edit (and each restore) is written to every
+copy, then each binary indexes its copy, the order alternating from one
+write to the next. Load that comes and goes within a round then falls on
+every binary alike; the table adds the median and mean of each run's CPU
+time minus the first binary's on the same write.
+
 `--settle S` waits S seconds after the watcher's initial run before the
 first edit (default 0: edit at once). A watcher builds the resolver's world
 in the background after its initial run (issue 28 item 5); an edit that
@@ -71,7 +80,8 @@ import threading
 import time
 from pathlib import Path
 
-PHASES = ["planned_ms", "written_ms", "resolve_ms", "prepare_ms", "rows_ms", "world_ms", "write_ms", "finished_ms"]
+PHASES = ["planned_ms", "written_ms", "resolve_ms", "prepare_ms", "rows_ms", "world_ms", "write_ms", "merge_ms",
+          "finished_ms"]
 
 
 def percentile(values, p):
@@ -204,6 +214,26 @@ def run_oneoff_round(binary, repo, files, salt, kind="line", suffix=".py"):
         finally:
             path.write_bytes(original)
         out.append(("restore", rel, o.run()))
+    return out
+
+
+def run_oneoff_paired(bins, copies, files, salt, kind="line", suffix=".py"):
+    """[`run_oneoff_round`] for every binary at once, each on its own copy
+    (`--oneoff --paired`): returns each binary's runs in the same order."""
+    out = {name: [] for name, _ in bins}
+    order = list(bins)
+    for k, rel in enumerate(files):
+        originals = {name: (copies[name] / rel).read_bytes() for name, _ in bins}
+        for what in ("edit", "restore"):
+            for name, _ in bins:
+                path = copies[name] / rel
+                if what == "edit":
+                    write_edit(path, originals[name], kind, f"{salt}-{k}", suffix)
+                else:
+                    path.write_bytes(originals[name])
+            for name, binary in order:
+                out[name].append((what, rel, OneOff(binary, copies[name]).run()))
+            order.reverse()
     return out
 
 
@@ -370,6 +400,8 @@ def main():
                          "work (text merging) in between")
     ap.add_argument("--oneoff", action="store_true",
                     help="a new `canopy index` process per write instead of a watcher (wall time of each)")
+    ap.add_argument("--paired", action="store_true",
+                    help="with --oneoff: each binary on its own copy of REPO, runs interleaved write by write")
     ap.add_argument("--serve", action="store_true",
                     help="measure inside `canopy serve` (a watched repository) instead of `canopy watch`")
     args = ap.parse_args()
@@ -379,11 +411,30 @@ def main():
     random.Random(args.seed).shuffle(files)
     files = files[: args.edits]
     load0 = os.getloadavg()
-    front = "canopy index (one-off)" if args.oneoff else "canopy serve" if args.serve else "canopy watch"
+    front = ("canopy index (one-off, paired copies)" if args.paired else "canopy index (one-off)") if args.oneoff else "canopy serve" if args.serve else "canopy watch"
     print(f"repo {repo}  {front}  kind {args.kind}  edits {len(files)} x 2 (edit, restore)  rounds {args.rounds}  settle {args.settle} s  gap {args.gap if args.gap is not None else 'default'}  load at start {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
     results = {name: [] for name, _ in bins}
     firsts = {name: [] for name, _ in bins}
+    copies = {}
+    if args.paired:
+        if not args.oneoff:
+            sys.exit("--paired goes with --oneoff")
+        for name, _ in bins:
+            copies[name] = repo.parent / f"{repo.name}.{name}"
+            if not copies[name].exists():
+                shutil.copytree(repo, copies[name], symlinks=True, ignore=shutil.ignore_patterns(".canopy"))
     for r in range(args.rounds):
+        if args.paired:
+            for name, path in bins:
+                shutil.rmtree(copies[name] / ".canopy", ignore_errors=True)
+                subprocess.run([path, "--quiet", "index", str(copies[name])], check=True, stdout=subprocess.DEVNULL)
+            got = run_oneoff_paired(bins, copies, files, f"r{r}", args.kind, args.suffix)
+            for name, _ in bins:
+                if any(c["report"]["files_indexed"] != 1 for _, _, c in got[name]):
+                    print(f"warning: {name}: a run did not index exactly one file", file=sys.stderr)
+                results[name].extend(got[name])
+                firsts[name].append(got[name][0][2]["report"]["duration_ms"])
+            continue
         for name, path in (bins if r % 2 == 0 else list(reversed(bins))):
             # Each binary its own index (the schema may differ): build it first, outside the figures.
             shutil.rmtree(repo / ".canopy", ignore_errors=True)
@@ -418,6 +469,12 @@ def main():
         walls = " | ".join(walls)
         print(f"| {name} | {len(d)} | {statistics.median(d):.0f} | {percentile(d, 95):.0f} | {max(d)} | {first:.0f} | "
               + walls + " | " + " | ".join(phases) + " |")
+    if args.paired:
+        ref = bins[0][0]
+        for name, _ in bins[1:]:
+            diffs = [c["cpu_ms"] - c0["cpu_ms"] for (_, _, c0), (_, _, c) in zip(results[ref], results[name])]
+            print(f"paired cpu_ms {name} - {ref}: median {statistics.median(diffs):.1f} ms, "
+                  f"mean {statistics.mean(diffs):.1f} ms over {len(diffs)} writes")
 
 
 if __name__ == "__main__":

@@ -349,8 +349,8 @@ impl Engine {
 
     /// One step of the text index's merging while nothing else runs: the
     /// work a run of a few files leaves (it merges at most
-    /// `index::MERGE_STEPS_SMALL_RUN` steps, so no edit pays for a merge of
-    /// large segments at once) done by an idle watcher instead of by the
+    /// `index::MERGE_PAGES_PER_FILE` pages a file, so no edit pays for a
+    /// merge of large segments at once) done by an idle watcher instead of by the
     /// next edits' runs (issue 28 item 5: those steps were the p95 of a
     /// one-line edit). A step writes at most 256 pages, so an edit that
     /// arrives meanwhile waits for one step at most. Returns whether merging
@@ -369,7 +369,7 @@ impl Engine {
             ForWriting::Rebuild(_) => return Ok(false),
         };
         let started = std::time::Instant::now();
-        let steps = store.merge_text_segments(1)?;
+        let steps = store.merge_text_segments(crate::store::TEXT_MERGE_STEP_PAGES)?;
         if steps > 0 {
             store.release_free_pages()?;
             tracing::debug!(

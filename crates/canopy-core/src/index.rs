@@ -28,22 +28,32 @@ use crate::store::write::{FileWrite, ParsedWrite};
 use crate::store::{Store, meta_keys};
 use crate::tokens;
 
-/// Text merge steps a run of a few files does at most after its writes
-/// (`Store::merge_text_segments`); a larger run does one per file it
-/// indexed or removed. A step is at most 256 pages (about 13 ms on the
-/// 5,000-file generated corpus), and one-file runs there left 26 steps of
-/// merging in 16 runs (1.6 a run), so two a run keep up while no edit pays
-/// for a merge of large segments all at once (issue 28 item 5: 80 runs of
-/// one-line edits and restores, p95 49 → 77 ms but max 414 → 82 ms; four
-/// steps gave p95 103 ms; `bench/README.md`). Work a run leaves is done by the
-/// next ones; FTS5's crisis merge bounds the segments meanwhile.
-const MERGE_STEPS_SMALL_RUN: u32 = 2;
+/// Leaf pages of text merging a run does at most after its writes, per
+/// file it indexed or removed (`Store::merge_text_segments`, in steps of
+/// at most 256 pages). A one-file run writes a segment of a few pages, and
+/// merging such segments level by level costs a few times that; what a
+/// run leaves is done by the next runs, or by an idle watcher, and FTS5's
+/// crisis merge bounds the segments meanwhile. The bound matters where the
+/// runs reach the large segments a first index left: a build that merges
+/// by eights leaves them on levels 0 and 1, and the deletes of one-line
+/// edits push the runs' small segments up to level 1 within a few runs
+/// (FTS5's `deletemerge`), so after a cold index of Django its first eleven
+/// one-file runs each merged two steps of 256 pages (~5,400 pages in all:
+/// the rewrite the build no longer does), ~30 ms of CPU each. A merge's
+/// cost is about proportional to its pages, so a small bound spreads that
+/// rewrite thin over the runs after a build instead of charging it to the
+/// first few (issue 28 item 5; `bench/README.md`, "Twenty-third session":
+/// 64 pages a file cost a one-line edit ~4 ms each). Before, a small run
+/// did two steps of 256 pages (sixteenth session: no run paid for a merge
+/// of large segments at once; four steps put the p95 over the bar). FTS5
+/// ends a step at a term boundary, so a step through a common term's long
+/// list of rows writes that list whole.
+const MERGE_PAGES_PER_FILE: u64 = 16;
 
-/// The text merge steps a run that indexed or removed `files` files may do.
-fn merge_steps(files: u64) -> u32 {
-    u32::try_from(files)
-        .unwrap_or(u32::MAX)
-        .max(MERGE_STEPS_SMALL_RUN)
+/// The leaf pages of text merging a run that indexed or removed `files`
+/// files may do.
+fn merge_pages(files: u64) -> u64 {
+    files.max(1).saturating_mul(MERGE_PAGES_PER_FILE)
 }
 
 /// Bytes sniffed for NUL to detect binary files.
@@ -371,17 +381,15 @@ fn run_index_unmapped(
     report.graph_resolve_ms = resolve_started.elapsed().as_millis() as u64;
     // The generation moved with each batch and edge chunk that changed
     // anything (in their own transactions); nothing to bump here.
+    let mut merge_ms = 0;
     if writes_text {
         // After the run's answers are visible: the merging its batches
         // deferred (see `Store::defer_text_merges`).
         let merge_started = Instant::now();
         let steps =
-            store.merge_text_segments(merge_steps(report.files_indexed + report.files_removed))?;
-        tracing::debug!(
-            steps,
-            ms = merge_started.elapsed().as_millis() as u64,
-            "text index merged"
-        );
+            store.merge_text_segments(merge_pages(report.files_indexed + report.files_removed))?;
+        merge_ms = merge_started.elapsed().as_millis() as u64;
+        tracing::debug!(steps, ms = merge_ms, "text index merged");
     }
     if report.files_indexed + report.files_removed > 0 {
         if totals.rows_replaced > 0 || !plan.started_empty {
@@ -400,6 +408,7 @@ fn run_index_unmapped(
         planned_ms,
         written_ms,
         resolved_ms = written_ms + report.graph_resolve_ms,
+        merge_ms,
         finished_ms = report.duration_ms,
         files = report.files_indexed,
         "index run timeline"
@@ -1182,10 +1191,10 @@ mod tests {
     /// pending merge work; a large run merges in proportion to its files.
     #[test]
     fn small_runs_merge_a_bounded_share_of_the_text_index() {
-        assert_eq!(merge_steps(0), MERGE_STEPS_SMALL_RUN);
-        assert_eq!(merge_steps(1), MERGE_STEPS_SMALL_RUN);
-        assert_eq!(merge_steps(1_300), 1_300);
-        assert_eq!(merge_steps(u64::MAX), u32::MAX);
+        assert_eq!(merge_pages(0), MERGE_PAGES_PER_FILE);
+        assert_eq!(merge_pages(1), MERGE_PAGES_PER_FILE);
+        assert_eq!(merge_pages(1_300), 1_300 * MERGE_PAGES_PER_FILE);
+        assert_eq!(merge_pages(u64::MAX), u64::MAX);
     }
 
     #[test]

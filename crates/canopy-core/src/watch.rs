@@ -506,10 +506,10 @@ mod tests {
             .execute("VACUUM INTO ?1", [copy.to_string_lossy()])
             .expect("copy");
         let (mut copied, _) = crate::store::Store::open(&copy).expect("open the copy");
-        copied.merge_text_segments(u32::MAX).expect("merge")
+        copied.merge_text_segments(u64::MAX).expect("merge")
     }
 
-    // One-file runs merge at most a few steps each (`MERGE_STEPS_SMALL_RUN`),
+    // One-file runs merge at most a few pages each (`MERGE_PAGES_PER_FILE`),
     // so a run whose merge reaches large segments leaves work; a watcher
     // with no edit to index does it (issue 28 item 5: those steps were the
     // p95 of a one-line edit).
