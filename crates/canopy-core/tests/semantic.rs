@@ -397,16 +397,15 @@ const CHART: &str =
 const RESET: &str =
     "def send_password_reset_email(user):\n    return mailer.send(user.email, reset_link(user))\n";
 
-/// A one-off engine's first semantic search scores the stored vectors as
-/// it reads them and keeps none; it finds what a long-lived engine, which
-/// loads and keeps them, finds (the same fragments, scores in the reasons).
-#[test]
-fn a_one_off_search_finds_what_kept_vectors_find() {
-    let Some(dir) = model_dir() else { return };
+/// The fixture repository plus `extra` files, indexed with the model at
+/// `dir`; the options open it with that model again.
+fn indexed_with_model(dir: PathBuf, extra: &[(&str, &str)]) -> (tempfile::TempDir, EngineOptions) {
     let repo = tempfile::tempdir().unwrap();
     let r = repo.path();
     fixture_repo(r);
-    write(r, "auth/reset.py", RESET);
+    for (path, text) in extra {
+        write(r, path, text);
+    }
     let options = EngineOptions {
         embedding_model: Some(dir),
         ..EngineOptions::default()
@@ -415,6 +414,17 @@ fn a_one_off_search_finds_what_kept_vectors_find() {
         .unwrap()
         .index(None, &NoProgress)
         .unwrap();
+    (repo, options)
+}
+
+/// A one-off engine's first semantic search scores the stored vectors as
+/// it reads them and keeps none; it finds what a long-lived engine, which
+/// loads and keeps them, finds (the same fragments, scores in the reasons).
+#[test]
+fn a_one_off_search_finds_what_kept_vectors_find() {
+    let Some(dir) = model_dir() else { return };
+    let (repo, options) = indexed_with_model(dir, &[("auth/reset.py", RESET)]);
+    let r = repo.path();
     let fragments =
         |pack: canopy_core::context::ContextPack| serde_json::to_string(&pack.fragments).unwrap();
     for task in [
@@ -445,19 +455,9 @@ fn a_one_off_search_finds_what_kept_vectors_find() {
 #[test]
 fn a_fused_pack_is_the_same_when_the_model_loads_beside_the_rankings() {
     let Some(dir) = model_dir() else { return };
-    let repo = tempfile::tempdir().unwrap();
+    let (repo, options) =
+        indexed_with_model(dir, &[("auth/reset.py", RESET), ("charts/chart.py", CHART)]);
     let r = repo.path();
-    fixture_repo(r);
-    write(r, "auth/reset.py", RESET);
-    write(r, "charts/chart.py", CHART);
-    let options = EngineOptions {
-        embedding_model: Some(dir),
-        ..EngineOptions::default()
-    };
-    Engine::open(r, options.clone())
-        .unwrap()
-        .index(None, &NoProgress)
-        .unwrap();
     let fused = |engine: &Engine, task: &str| {
         let pack = engine
             .context(&ContextParams {
