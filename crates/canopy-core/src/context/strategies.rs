@@ -177,16 +177,7 @@ pub(crate) fn gather(
         };
         let t = crate::timing::phase("gather.decisions", t);
         if wants(Strategy::History) {
-            let read = git.map(|g| match g {
-                GitReading::Thread(thread) => thread.join().unwrap_or_else(|_| GitRead {
-                    commits: Err("history could not be read".into()),
-                    diffs: None,
-                    head_time: None,
-                }),
-                GitReading::Here => {
-                    history.read_git(snapshot.root(), &focus_nodes, generation, HISTORY_COMMITS)
-                }
-            });
+            let read = git.map(|g| g.finish(history, snapshot.root(), &focus_nodes, generation));
             let t = crate::timing::phase("gather.history_wait", t);
             let (list, note) = history_candidates(snapshot, &focus_nodes, history, read)?;
             crate::timing::phase("gather.history", t);
@@ -218,6 +209,27 @@ enum GitReading<'scope> {
     Thread(std::thread::ScopedJoinHandle<'scope, GitRead>),
     /// No thread could start: asked when history's turn comes.
     Here,
+}
+
+impl GitReading<'_> {
+    /// What git answered: the thread's reading, or, where no thread could
+    /// start, the same questions asked now.
+    fn finish(
+        self,
+        history: &HistoryLog,
+        root: &std::path::Path,
+        focus_nodes: &[NodeRecord],
+        generation: u64,
+    ) -> GitRead {
+        match self {
+            GitReading::Thread(thread) => thread.join().unwrap_or_else(|_| GitRead {
+                commits: Err("history could not be read".into()),
+                diffs: None,
+                head_time: None,
+            }),
+            GitReading::Here => history.read_git(root, focus_nodes, generation, HISTORY_COMMITS),
+        }
+    }
 }
 
 /// The semantic hits the caller computed, as candidates.
