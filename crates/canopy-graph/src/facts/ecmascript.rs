@@ -83,54 +83,49 @@ fn cast_value(n: Node) -> Option<Node> {
     }
 }
 
-/// The item type of a collection type: the element of an array or set,
-/// the value of a map.
-fn item_type(cx: &Cx, t: Node) -> Option<String> {
-    match t.kind_name() {
-        "type_annotation" | "parenthesized_type" | "readonly_type" => {
-            item_type(cx, t.named_child(0)?)
-        }
-        "array_type" => type_expr(cx, t.named_child(0)?),
-        "union_type" => {
-            let mut c = t.walk();
-            let parts: Vec<Node> = t.named_children(&mut c).collect();
-            parts.into_iter().find_map(|p| item_type(cx, p))
-        }
-        "generic_type" => {
-            let name = cx.t(t.field("name").or(t.named_child(0))?);
-            let args = t.field("type_arguments").or(t.named_child(1))?;
-            let arg = match name {
-                "Array" | "ReadonlyArray" | "Set" | "ReadonlySet" => args.named_child(0)?,
-                "Map" | "ReadonlyMap" | "WeakMap" => args.named_child(1)?,
-                _ => return None,
-            };
-            type_expr(cx, arg)
-        }
-        _ => None,
-    }
+/// Which type argument of a collection type [`collection_part`] reads.
+#[derive(Clone, Copy)]
+enum CollectionPart {
+    /// The item: the element of an array or set, the value of a map
+    /// (what `for (const x of c)` and `m.get(k)` give).
+    Item,
+    /// A map's key: what `m.keys()` and the first of `[k, v]` in
+    /// `for (const [k, v] of m)` give.
+    Key,
 }
 
-/// The key type of a map type (`Map<K, V>`, `ReadonlyMap`, `WeakMap`):
-/// what `m.keys()` and the first of `[k, v]` in `for (const [k, v] of m)`
-/// give.
-fn key_type(cx: &Cx, t: Node) -> Option<String> {
+/// The item or key type ([`CollectionPart`]) of a collection type, through
+/// annotation, parenthesis and `readonly` wrappers and the first
+/// alternative of a union that gives one.
+fn collection_part(cx: &Cx, t: Node, part: CollectionPart) -> Option<String> {
     match t.kind_name() {
         "type_annotation" | "parenthesized_type" | "readonly_type" => {
-            key_type(cx, t.named_child(0)?)
+            collection_part(cx, t.named_child(0)?, part)
         }
+        "array_type" => match part {
+            CollectionPart::Item => type_expr(cx, t.named_child(0)?),
+            CollectionPart::Key => None,
+        },
         "union_type" => {
             let mut c = t.walk();
             let parts: Vec<Node> = t.named_children(&mut c).collect();
-            parts.into_iter().find_map(|p| key_type(cx, p))
+            parts.into_iter().find_map(|p| collection_part(cx, p, part))
         }
         "generic_type" => {
             let name = cx.t(t.field("name").or(t.named_child(0))?);
             let args = t.field("type_arguments").or(t.named_child(1))?;
-            MAP_TYPES
-                .contains(&name)
-                .then(|| args.named_child(0))
-                .flatten()
-                .and_then(|k| type_expr(cx, k))
+            let map = MAP_TYPES.contains(&name);
+            let index = match part {
+                CollectionPart::Item if map => 1,
+                CollectionPart::Item
+                    if matches!(name, "Array" | "ReadonlyArray" | "Set" | "ReadonlySet") =>
+                {
+                    0
+                }
+                CollectionPart::Key if map => 0,
+                _ => return None,
+            };
+            type_expr(cx, args.named_child(index)?)
         }
         _ => None,
     }
@@ -185,10 +180,10 @@ fn bind_items_bounded(
     field: bool,
     bounds: &[(String, String)],
 ) {
-    if let Some(item) = bounded(item_type(cx, t), bounds) {
+    if let Some(item) = bounded(collection_part(cx, t, CollectionPart::Item), bounds) {
         cx.bind(at, &format!("{name}{ELEM}"), Some(item), true, field);
     }
-    if let Some(key) = bounded(key_type(cx, t), bounds) {
+    if let Some(key) = bounded(collection_part(cx, t, CollectionPart::Key), bounds) {
         cx.bind(at, &format!("{name}{KEY}"), Some(key), true, field);
     }
 }
