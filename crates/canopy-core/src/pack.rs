@@ -2450,20 +2450,14 @@ mod tests {
         };
         // No floor: one word of four (`fields`) lifts the sibling past the
         // file's first unit (0.95 + 0.4 × ¼ > 1).
-        assert_eq!(
-            shown(plain),
-            ["Checks._check_radio_fields_key", "other"]
-        );
+        assert_eq!(shown(plain), ["Checks._check_radio_fields_key", "other"]);
         // With the floor, a quarter of its name is weak: it keeps its place
         // unless it scores as high as `floor` × the file's best.
         let floored = WithinFile {
             share: 0.5,
             ..plain
         };
-        assert_eq!(
-            shown(floored),
-            ["Checks._check_list_display_item", "other"]
-        );
+        assert_eq!(shown(floored), ["Checks._check_list_display_item", "other"]);
         assert_eq!(
             shown(WithinFile {
                 floor: 0.9,
