@@ -276,10 +276,22 @@ const FIRST_FILE_CAP: usize = DEFAULT_MAX_PER_FILE;
 const OWNER_BONUS: f64 = 0.0;
 
 /// [`Tuning::within`], off: 0.4 raised function Hit@5 on the first 70
-/// `tune` instances in every question form (+6 packs, none lost) and on
-/// full texts of 30 `report` ones (+2), but lost one `report` pack in the
-/// query form (`bench/eval/README.md`, "within-file ranking").
+/// `tune` instances in every question form (+6 packs) and on full texts of
+/// 30 `report` ones (+2), but lost one `report` pack in the query form
+/// (`bench/eval/README.md`, "within-file ranking"); with the floor
+/// `share=0.5` it lost two of 37 other `report` packs to one-word names
+/// (`draw`, `_units`), one of them a stop pack's fix ("with a floor").
 const WITHIN_WEIGHT: f64 = 0.0;
+
+/// [`Tuning::share`], 0 (every name match counts): the floor under which a
+/// name match is weak. 0.3, 0.5 and 0.5 with `floor=0.9` gave the same
+/// function hits as no floor on 70 `tune` instances (`bench/eval/README.md`,
+/// "within-file ranking with a floor").
+const WITHIN_SHARE: f64 = 0.0;
+
+/// [`Tuning::floor`], 1: a weak name match counts only for a unit that
+/// scores as high as its file's best.
+const WITHIN_FLOOR: f64 = 1.0;
 
 /// Ranking settings. The evaluation (`bench/eval/pack_eval.py --variant`)
 /// overrides them with the environment variable `CANOPY_PACK_TUNING`
@@ -351,6 +363,15 @@ struct Tuning {
     /// best plus `within` × how well their own name matches the question
     /// (0: off, plain rank order).
     within: f64,
+    /// Within-file ranking's floor on the name match: a match of less than
+    /// this share of the unit's name's words (1 of 4: `_check_radio_fields_key`
+    /// for a question that says "fields") is weak, and counts only under
+    /// `floor` (a name written as code is never weak).
+    share: f64,
+    /// A weak name match counts only for a unit whose score is at least
+    /// `floor` × its file's best (so at least `floor` × that of any sibling
+    /// it passes): it may break a near tie, not pass a clearly better unit.
+    floor: f64,
     /// A third slot in the best handle's file for a unit whose own name the
     /// question writes as code ([`within_files`]; 1 on, 0 off).
     named: f64,
@@ -377,6 +398,8 @@ impl Tuning {
             rerank_len: 64.0,
             local: 0.0,
             within: WITHIN_WEIGHT,
+            share: WITHIN_SHARE,
+            floor: WITHIN_FLOOR,
             named: 0.0,
         };
         for (k, v) in crate::knobs::measuring_knobs("CANOPY_PACK_TUNING") {
@@ -399,6 +422,8 @@ impl Tuning {
                 "rerank_len" => t.rerank_len = v,
                 "local" => t.local = v,
                 "within" => t.within = v,
+                "share" => t.share = v,
+                "floor" => t.floor = v,
                 "named" => t.named = v,
                 _ => {}
             }
@@ -839,6 +864,8 @@ pub(crate) fn build(
     let picked = select(&r.ranked, max_handles(params), caps, max_tokens);
     let within = WithinFile {
         weight: tuning.within,
+        share: tuning.share,
+        floor: tuning.floor,
         named: tuning.named > 0.0,
     };
     // The guidance is judged on the selection before the within-file
@@ -1720,11 +1747,16 @@ fn local_callee<'a>(
     }))
 }
 
-/// The within-file ranking's settings ([`Tuning::within`], [`Tuning::named`]).
+/// The within-file ranking's settings ([`Tuning::within`], [`Tuning::share`],
+/// [`Tuning::floor`], [`Tuning::named`]).
 #[derive(Clone, Copy, Debug)]
 struct WithinFile {
     /// Weight of the name match against the score relative to the file's best.
     weight: f64,
+    /// A name match below this share of the name's words is weak.
+    share: f64,
+    /// A weak match counts only at a score of at least this share of the file's best.
+    floor: f64,
     /// A third slot in the best handle's file for a unit named as code.
     named: bool,
 }
@@ -1733,29 +1765,43 @@ impl WithinFile {
     fn is_on(self) -> bool {
         self.weight > 0.0 || self.named
     }
+
+    /// A unit's key in its file's order: its score relative to the file's
+    /// best (`relative`, 0..=1) plus `weight` × its name match, where a weak
+    /// match ([`WithinFile::share`]) counts only at `relative` ≥
+    /// [`WithinFile::floor`]. Without the floor, one word of a four-word
+    /// name held by a long question moved a unit past a sibling that the
+    /// ranking put first (django__django-11551, query form).
+    fn key(self, relative: f64, (share, named): (f64, bool)) -> f64 {
+        let weak = !named && share < self.share;
+        let counted = if weak && relative < self.floor {
+            0.0
+        } else {
+            share
+        };
+        relative + self.weight * (counted + if named { 1.0 } else { 0.0 })
+    }
 }
 
 /// How well a unit's own name matches the question: the share of its
-/// name's words the summary line holds ([`held_share`]), plus 1 when the
+/// name's words the summary line holds ([`held_share`]), and whether the
 /// question writes the name as code ([`names_in_code`]; not in traceback
-/// frames). 0 for units that are not named symbols.
-fn name_match(node: &NodeRecord, question: &Question) -> f64 {
+/// frames). (0, false) for units that are not named symbols.
+fn name_match(node: &NodeRecord, question: &Question) -> (f64, bool) {
     let Some(own) = node
         .name
         .as_deref()
         .map(|n| n.rsplit('.').next().unwrap_or(n))
     else {
-        return 0.0;
+        return (0.0, false);
     };
     if !NodeType::from_name(&node.node_type).is_some_and(NodeType::is_symbol) {
-        return 0.0;
+        return (0.0, false);
     }
-    let named = if names_in_code(&question.naming, own) {
-        1.0
-    } else {
-        0.0
-    };
-    held_share(own, &[], &question.summary_words) + named
+    (
+        held_share(own, &[], &question.summary_words),
+        names_in_code(&question.naming, own),
+    )
 }
 
 /// Whether two units of one file overlap (one holds the other, or they cross).
@@ -1778,7 +1824,8 @@ fn slot_unit(node: &NodeRecord) -> bool {
 /// beside `Patch.draw`, `LogCaptureFixture.get_records` beside
 /// `LogCaptureFixture.clear`), and the global score mixes in every word of
 /// a long report. Each function or method candidate of a file scores its
-/// score over the file's best such unit plus `weight` × [`name_match`];
+/// score over the file's best such unit plus `weight` × [`name_match`]
+/// ([`WithinFile::key`]: a weak match counts only near the file's best);
 /// the file's function and method slots go to its best such units, in that
 /// order, at the slots' places, when they fit the token budget. With `named`, the best handle's file may
 /// show one more unit whose own name the question writes as code, just
@@ -1812,7 +1859,7 @@ fn within_files<'a>(
             .iter()
             .map(|s| {
                 (
-                    s.score / best + within.weight * name_match(&s.node, question),
+                    within.key(s.score / best, name_match(&s.node, question)),
                     *s,
                 )
             })
@@ -2359,6 +2406,80 @@ mod tests {
             name_share(&named("paragraph", "a.md", "check"), &words),
             0.0
         );
+    }
+
+    fn question_with_summary(words: &[&str]) -> Question {
+        Question {
+            text: words.join(" "),
+            terms: Vec::new(),
+            identifiers: HashSet::new(),
+            wants_tests: false,
+            wants_docs: false,
+            mentioned_paths: Vec::new(),
+            summary_words: words.iter().map(|w| w.to_string()).collect(),
+            has_summary: true,
+            words: words.len(),
+            naming: words.join(" "),
+        }
+    }
+
+    fn scored_named(file: &str, name: &str, bytes: (usize, usize), score: f64) -> Scored {
+        let mut s = unit("method", file, bytes, 40, score);
+        s.node.name = Some(name.into());
+        s.node.qualified_name = Some(name.into());
+        s
+    }
+
+    #[test]
+    fn a_weak_name_match_passes_a_sibling_only_near_the_file_s_best() {
+        let ranked = vec![
+            scored_named("a.py", "Checks._check_list_display_item", (0, 100), 1.0),
+            scored_named("b.py", "other", (0, 100), 0.97),
+            scored_named("a.py", "Checks._check_radio_fields_key", (200, 300), 0.95),
+        ];
+        let picked = vec![&ranked[0], &ranked[1]];
+        let question = question_with_summary(&["fields", "admin", "values"]);
+        let shown = |within: WithinFile| -> Vec<String> {
+            within_files(picked.clone(), &ranked, &question, within, (5, 10_000))
+                .iter()
+                .filter_map(|s| s.node.name.clone())
+                .collect()
+        };
+        let plain = WithinFile {
+            weight: 0.4,
+            share: 0.0,
+            floor: 1.0,
+            named: false,
+        };
+        // No floor: one word of four (`fields`) lifts the sibling past the
+        // file's first unit (0.95 + 0.4 × ¼ > 1).
+        assert_eq!(shown(plain), ["Checks._check_radio_fields_key", "other"]);
+        // With the floor, a quarter of its name is weak: it keeps its place
+        // unless it scores as high as `floor` × the file's best.
+        let floored = WithinFile {
+            share: 0.5,
+            ..plain
+        };
+        assert_eq!(shown(floored), ["Checks._check_list_display_item", "other"]);
+        assert_eq!(
+            shown(WithinFile {
+                floor: 0.9,
+                ..floored
+            }),
+            ["Checks._check_radio_fields_key", "other"]
+        );
+        // A strong match moves past the floor: half of `radio_fields` and
+        // written as code both count whatever the score.
+        let strong = question_with_summary(&["radio", "fields"]);
+        let moved: Vec<String> =
+            within_files(picked.clone(), &ranked, &strong, floored, (5, 10_000))
+                .iter()
+                .filter_map(|s| s.node.name.clone())
+                .collect();
+        assert_eq!(moved, ["Checks._check_radio_fields_key", "other"]);
+        assert_eq!(floored.key(0.5, (0.25, true)), 0.5 + 0.4 * 1.25);
+        assert_eq!(floored.key(0.5, (0.25, false)), 0.5);
+        assert_eq!(floored.key(1.0, (0.25, false)), 1.0 + 0.4 * 0.25);
     }
 
     #[test]

@@ -127,4 +127,11 @@ fn a_file_s_slots_go_to_the_units_whose_names_the_question_holds_only_with_the_k
     assert_eq!(off.files, on.files);
     assert_eq!(off.guidance, on.guidance);
     assert_eq!(off.signals, on.signals);
+
+    // The floor on weak name matches (`share`) leaves a strong one alone:
+    // the title holds all of `set_linestyle`'s words.
+    unsafe { std::env::set_var("CANOPY_PACK_TUNING", "within=0.4,share=0.5") };
+    let floored = pack(&e);
+    unsafe { std::env::remove_var("CANOPY_PACK_TUNING") };
+    assert_eq!(names(&floored), on_names);
 }

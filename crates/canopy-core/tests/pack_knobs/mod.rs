@@ -1,6 +1,7 @@
-//! What the pack-knob tests (`pack_local_callees`, `pack_within_file`)
-//! share: the evidence pack an engine gives for one question. Each of those
-//! tests is its own binary because it sets an environment variable.
+//! What the pack-knob tests (`pack_local_callees`, `pack_within_file`,
+//! `pack_within_floor`) share: the evidence pack an engine gives for one
+//! question. Each of those tests is its own binary because it sets an
+//! environment variable.
 
 use canopy_core::Engine;
 use canopy_core::pack::{EvidencePack, PackParams};
