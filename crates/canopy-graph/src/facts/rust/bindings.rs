@@ -6,7 +6,7 @@
 
 use tree_sitter::Node;
 
-use super::super::model::{ELEM, FIRST_KNOWN, KEY, VALUE};
+use super::super::model::{ELEM, FIRST_KNOWN, KEY, UNION, VALUE};
 use super::super::walker::{Cx, GrammarLookup, Up};
 use super::{PASSTHROUGH, expr, tuple_elements, type_expr};
 
@@ -928,12 +928,20 @@ pub(super) fn struct_pattern_bindings(cx: &mut Cx, n: Node) {
     }
 }
 
-/// `T: Trait` (a type parameter or `where` bound): `T` stands for its first trait.
+/// `T: A + B` (a type parameter or `where` bound): `T` stands for each of
+/// its traits (`A∪B`, see [`UNION`]; lifetimes and `?Sized` name none), so
+/// a method of any bound the repository defines is found whichever bound
+/// comes first, and a value bounded only by traits from elsewhere is
+/// known to be one (no guess on its methods).
 pub(super) fn bind_bounded(cx: &mut Cx, at: Node, name: Node, bounds: Node) {
     let mut c = bounds.walk();
-    let first = bounds.named_children(&mut c).find_map(|b| type_expr(cx, b));
+    let traits: Vec<String> = bounds
+        .named_children(&mut c)
+        .filter_map(|b| type_expr(cx, b))
+        .collect();
+    let value = (!traits.is_empty()).then(|| traits.join(&UNION.to_string()));
     let name = cx.t(name).to_string();
-    cx.bind(at.start_byte(), &name, first, true, false);
+    cx.bind(at.start_byte(), &name, value, true, false);
 }
 
 /// Positional fields of tuple structs (`0`, `1`, …) and enum variants
