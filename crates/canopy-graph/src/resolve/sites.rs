@@ -401,9 +401,13 @@ impl World {
             .next()
             .unwrap_or_default();
         // `x = x.strip()` style rebinding reads the name itself: no import.
+        // Only a value of the type parameter itself (`value: &T`), not an
+        // item or a member of one (`for s in streams`, `streams: I`, `I:
+        // IntoIterator<Item = S>`: an `S`).
         !head.is_empty()
             && head != root
-            && (self.imported_from_outside(cx, head) || self.bounded_outside(cx, head))
+            && (self.imported_from_outside(cx, head)
+                || (head == expr && self.bounded_outside(cx, head)))
     }
 
     /// Whether `name` at `cx` is a type parameter (a type binding, `T` of

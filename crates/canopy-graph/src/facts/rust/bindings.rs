@@ -6,8 +6,9 @@
 
 use tree_sitter::Node;
 
-use super::super::model::{ELEM, FIRST_KNOWN, KEY, UNION, VALUE};
+use super::super::model::{ARG, ELEM, FIRST_KNOWN, KEY, UNION, VALUE};
 use super::super::walker::{Cx, GrammarLookup, Up};
+use super::callbacks::callback_context;
 use super::{PASSTHROUGH, expr, tuple_elements, type_expr};
 
 /// `let (a, b) = f(x)?;` binds `a` to `f.#0` and `b` to `f.#1` (the
@@ -801,9 +802,19 @@ pub(super) fn closure_bindings(cx: &mut Cx, n: Node, up: &Up) {
     };
     let first_new = cx.facts.bindings.len();
     closure_parameter_values(cx, params, up);
+    // Passed as argument `i` of a call: an untyped parameter `j` is what
+    // the callee's `Fn` bound gives it (`callee#arg:i#arg:j`).
+    let context = callback_context(cx, n, up);
     let mut names = Vec::new();
+    let mut typed: Vec<(String, String)> = Vec::new();
     let mut c = params.walk();
-    for p in params.named_children(&mut c) {
+    for (j, p) in params.named_children(&mut c).enumerate() {
+        let bare = bare_pattern(p);
+        if let Some(context) = &context
+            && bare.kind_name() == "identifier"
+        {
+            typed.push((cx.t(bare).to_string(), format!("{context}{ARG}{j}")));
+        }
         pattern_names(cx, p, &mut names);
     }
     // Bindings last until the end of the function: after the closure, an
@@ -829,7 +840,11 @@ pub(super) fn closure_bindings(cx: &mut Cx, n: Node, up: &Up) {
             .rfind(|b| b.name == name && !b.field && b.byte >= function_start)
             .filter(|_| !rebound)
             .map(|b| (b.expr.clone(), b.is_type));
-        cx.bind(params.start_byte(), &name, Some(name.clone()), false, false);
+        let value = typed
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or_else(|| name.clone(), |(_, v)| v.clone());
+        cx.bind(params.start_byte(), &name, Some(value), false, false);
         if let Some((expr, is_type)) = outer {
             cx.bind(n.end_byte(), &name, Some(expr), is_type, false);
         }
