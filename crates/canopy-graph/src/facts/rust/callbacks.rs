@@ -38,8 +38,8 @@ fn fn_in_bound(b: Node) -> Option<Node> {
         "function_type" => Some(b),
         "bounded_type" | "trait_bounds" => {
             let mut c = b.walk();
-            let found = b.named_children(&mut c).find_map(fn_in_bound);
-            found
+            let parts: Vec<Node> = b.named_children(&mut c).collect();
+            parts.into_iter().find_map(fn_in_bound)
         }
         _ => None,
     }
@@ -63,13 +63,13 @@ fn type_parameter_signature<'t>(cx: &Cx, f: Node<'t>, name: &str) -> Option<Node
         .named_children(&mut c)
         .find(|k| k.kind_name() == "where_clause")?;
     let mut c = clause.walk();
-    let found = clause.named_children(&mut c).find_map(|w| {
+    let predicates: Vec<Node> = clause.named_children(&mut c).collect();
+    predicates.into_iter().find_map(|w| {
         w.field("left")
             .filter(|l| cx.t(*l) == name)
             .and_then(|_| w.field("bounds"))
             .and_then(fn_in_bound)
-    });
-    found
+    })
 }
 
 /// Parameter `n` (a `parameter` node) of a function item whose type is a
