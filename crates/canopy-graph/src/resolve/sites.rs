@@ -384,8 +384,10 @@ impl World {
     /// a name an import binds to nothing in the repository (`textwrap` of
     /// `import textwrap`, so `textwrap.dedent(…)`), or a local bound to a
     /// value read through such a name (`el = etree.SubElement(…)`, so
-    /// `el.set(…)`). Such a call is never guessed: the standard library's
-    /// `dedent` is not the repository's one `dedent` (issue 27, "guesses").
+    /// `el.set(…)`), or to a type parameter bounded only by traits from
+    /// elsewhere ([`World::bounded_outside`]). Such a call is never
+    /// guessed: the standard library's `dedent` is not the repository's one
+    /// `dedent` (issue 27, "guesses").
     fn external_receiver(&self, cx: &Ctx, r: &str) -> bool {
         let root = r.split(['.', '#']).next().unwrap_or_default();
         if root.is_empty() {
@@ -399,7 +401,32 @@ impl World {
             .next()
             .unwrap_or_default();
         // `x = x.strip()` style rebinding reads the name itself: no import.
-        !head.is_empty() && head != root && self.imported_from_outside(cx, head)
+        // Only a value of the type parameter itself (`value: &T`), not an
+        // item or a member of one (`for s in streams`, `streams: I`, `I:
+        // IntoIterator<Item = S>`: an `S`).
+        !head.is_empty()
+            && head != root
+            && (self.imported_from_outside(cx, head)
+                || (head == expr && self.bounded_outside(cx, head)))
+    }
+
+    /// Whether `name` at `cx` is a type parameter (a type binding, `T` of
+    /// `<T: A + B>` or `where T: A + B`, as `A∪B`) whose every bound is a
+    /// trait the repository does not define (`serde::Serialize`,
+    /// `fmt::Debug`, `Iterator`): a value of it has only those traits'
+    /// methods, so a method name the repository defines once (csv's own
+    /// `Writer::serialize` for `value.serialize(…)` on `T: Serialize`) is
+    /// no guess for it. A parameter with a bound the repository defines
+    /// is not one: its calls find that trait's methods, or are guessed as
+    /// before.
+    fn bounded_outside(&self, cx: &Ctx, name: &str) -> bool {
+        let Some((bounds, true, _)) = self.binding_of(cx, name) else {
+            return false;
+        };
+        !bounds.is_empty()
+            && bounds
+                .split(UNION)
+                .all(|b| !b.is_empty() && self.eval_type(cx, b, 0).is_empty())
     }
 
     /// The method named `name` that a call in file `fi` on a receiver of

@@ -159,7 +159,9 @@ use crate::error::{CanopyError, Result};
 /// binds its keys (`m#k`), `new Map<K, V>()` binds keys and values, and
 /// `for … of` over `m.keys()` / `values()` / `entries()` / `[k, v]`,
 /// `forEach((v, k) => …)`, `Array.from(s)` and `[...s]` read them.
-pub const SCHEMA_VERSION: u32 = 53;
+/// 54: a Rust type parameter stands for each of its bounds (`T: A + B` is
+/// `A∪B`), not the first one only.
+pub const SCHEMA_VERSION: u32 = 54;
 
 /// Bytes of pending terms FTS5 holds before it writes them out as a segment
 /// (its `hashsize`, set in `schema.sql`; FTS5's default is 1 MiB). A commit

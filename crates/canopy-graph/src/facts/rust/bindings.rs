@@ -6,8 +6,9 @@
 
 use tree_sitter::Node;
 
-use super::super::model::{ELEM, FIRST_KNOWN, KEY, VALUE};
+use super::super::model::{ARG, ELEM, FIRST_KNOWN, KEY, UNION, VALUE};
 use super::super::walker::{Cx, GrammarLookup, Up};
+use super::callbacks::callback_context;
 use super::{PASSTHROUGH, expr, tuple_elements, type_expr};
 
 /// `let (a, b) = f(x)?;` binds `a` to `f.#0` and `b` to `f.#1` (the
@@ -801,9 +802,19 @@ pub(super) fn closure_bindings(cx: &mut Cx, n: Node, up: &Up) {
     };
     let first_new = cx.facts.bindings.len();
     closure_parameter_values(cx, params, up);
+    // Passed as argument `i` of a call: an untyped parameter `j` is what
+    // the callee's `Fn` bound gives it (`callee#arg:i#arg:j`).
+    let context = callback_context(cx, n, up);
     let mut names = Vec::new();
+    let mut typed: Vec<(String, String)> = Vec::new();
     let mut c = params.walk();
-    for p in params.named_children(&mut c) {
+    for (j, p) in params.named_children(&mut c).enumerate() {
+        let bare = bare_pattern(p);
+        if let Some(context) = &context
+            && bare.kind_name() == "identifier"
+        {
+            typed.push((cx.t(bare).to_string(), format!("{context}{ARG}{j}")));
+        }
         pattern_names(cx, p, &mut names);
     }
     // Bindings last until the end of the function: after the closure, an
@@ -829,7 +840,11 @@ pub(super) fn closure_bindings(cx: &mut Cx, n: Node, up: &Up) {
             .rfind(|b| b.name == name && !b.field && b.byte >= function_start)
             .filter(|_| !rebound)
             .map(|b| (b.expr.clone(), b.is_type));
-        cx.bind(params.start_byte(), &name, Some(name.clone()), false, false);
+        let value = typed
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or_else(|| name.clone(), |(_, v)| v.clone());
+        cx.bind(params.start_byte(), &name, Some(value), false, false);
         if let Some((expr, is_type)) = outer {
             cx.bind(n.end_byte(), &name, Some(expr), is_type, false);
         }
@@ -928,12 +943,20 @@ pub(super) fn struct_pattern_bindings(cx: &mut Cx, n: Node) {
     }
 }
 
-/// `T: Trait` (a type parameter or `where` bound): `T` stands for its first trait.
+/// `T: A + B` (a type parameter or `where` bound): `T` stands for each of
+/// its traits (`A∪B`, see [`UNION`]; lifetimes and `?Sized` name none), so
+/// a method of any bound the repository defines is found whichever bound
+/// comes first, and a value bounded only by traits from elsewhere is
+/// known to be one (no guess on its methods).
 pub(super) fn bind_bounded(cx: &mut Cx, at: Node, name: Node, bounds: Node) {
     let mut c = bounds.walk();
-    let first = bounds.named_children(&mut c).find_map(|b| type_expr(cx, b));
+    let traits: Vec<String> = bounds
+        .named_children(&mut c)
+        .filter_map(|b| type_expr(cx, b))
+        .collect();
+    let value = (!traits.is_empty()).then(|| traits.join(&UNION.to_string()));
     let name = cx.t(name).to_string();
-    cx.bind(at.start_byte(), &name, first, true, false);
+    cx.bind(at.start_byte(), &name, value, true, false);
 }
 
 /// Positional fields of tuple structs (`0`, `1`, …) and enum variants

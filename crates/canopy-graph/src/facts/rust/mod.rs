@@ -11,6 +11,7 @@
 
 mod args;
 mod bindings;
+mod callbacks;
 mod cfg;
 
 use tree_sitter::Node;
@@ -1094,7 +1095,9 @@ fn let_declaration(cx: &mut Cx, n: Node) {
     }
 }
 
-/// `p: T`: `p` is a `T` (and its items, if `T` is a collection).
+/// `p: T`: `p` is a `T` (and its items, if `T` is a collection); a
+/// function's parameter of a callback type also types the parameters of
+/// the closures passed there ([`callbacks`]).
 fn parameter(cx: &mut Cx, n: Node) {
     let (Some(p), Some(t)) = (n.field("pattern"), n.field("type")) else {
         return;
@@ -1110,6 +1113,7 @@ fn parameter(cx: &mut Cx, n: Node) {
         let t = type_expr(cx, t);
         cx.bind(n.start_byte(), &name, t, true, false);
     }
+    callbacks::callback_parameter_types(cx, n);
 }
 
 /// A struct field `f: T`.
