@@ -447,62 +447,6 @@ fn a_one_off_search_finds_what_kept_vectors_find() {
     }
 }
 
-/// A one-off fused request loads the model in a thread of its own while
-/// the other strategies rank, and asks for the semantic candidates last;
-/// its pack (fragments, and each strategy's report in its place, in the
-/// order of `Strategy::SOURCES`) is the one an engine whose model was
-/// loaded before the request gives.
-#[test]
-fn a_fused_pack_is_the_same_when_the_model_loads_beside_the_rankings() {
-    let Some(dir) = model_dir() else { return };
-    let (repo, options) =
-        indexed_with_model(dir, &[("auth/reset.py", RESET), ("charts/chart.py", CHART)]);
-    let r = repo.path();
-    let fused = |engine: &Engine, task: &str| {
-        let pack = engine
-            .context(&ContextParams {
-                task: task.into(),
-                budget_tokens: Some(2_000),
-                ..ContextParams::default()
-            })
-            .unwrap();
-        (
-            serde_json::to_string(&pack.fragments).unwrap(),
-            serde_json::to_string(&pack.strategies).unwrap(),
-        )
-    };
-    for task in [
-        "check a user's password when logging in",
-        "draw a bar chart",
-        "send the password reset email",
-    ] {
-        let beside = Engine::open(r, options.clone()).unwrap();
-        let (fragments, strategies) = fused(&beside, task);
-        // Each strategy's report in its place, semantic's asked for last.
-        let order: Vec<String> = serde_json::from_str::<Vec<serde_json::Value>>(&strategies)
-            .unwrap()
-            .iter()
-            .map(|r| r["strategy"].as_str().unwrap().to_string())
-            .collect();
-        assert_eq!(
-            order,
-            ["keyword", "semantic", "graph", "history", "decisions"],
-            "{task}"
-        );
-        assert!(
-            strategies.contains(r#"{"strategy":"semantic","status":"used""#),
-            "{task}: {strategies}"
-        );
-        let loaded_first = Engine::open(r, options.clone()).unwrap();
-        assert!(loaded_first.semantic_stats().unwrap().is_ok());
-        assert_eq!(
-            (fragments, strategies),
-            fused(&loaded_first, task),
-            "{task}"
-        );
-    }
-}
-
 #[test]
 fn the_approximate_index_answers_as_the_exact_scan_and_follows_edits() {
     let Some(dir) = model_dir() else { return };
