@@ -337,8 +337,10 @@ pub fn build(
     strategies::pin(&mut merged, std::mem::take(&mut gathered.pinned));
     let t = crate::timing::phase("build.gather_fuse", t);
     let candidates = merged.len();
-    // Every packing below measures the same candidates: each text is counted once.
+    // Every packing below measures the same candidates: each text is
+    // counted once, each file read and hash-checked once.
     let counts = wire::Counts::default();
+    let mut files = budget::FileTexts::default();
     let assemble = |packed: budget::Packed| -> Result<ContextPack> {
         let mut reports = gathered.reports.clone();
         for r in &mut reports {
@@ -385,6 +387,7 @@ pub fn build(
             merged.clone(),
             code_budget,
             &counts,
+            &mut files,
         )?)?;
         let wire_tokens = wire::tokens_with(&next, &counts);
         let tried = code_budget;
