@@ -38,6 +38,9 @@ use std::sync::OnceLock;
 
 use crate::error::{CanopyError, Result};
 
+mod vocab;
+pub(crate) use vocab::Vocab;
+
 /// Longest word (in chars) WordPiece splits; longer ones are unknown.
 const MAX_WORD_CHARS: usize = 100;
 /// Tokens embedded per text at most (the start of a unit names and documents it).
@@ -118,7 +121,7 @@ pub struct StaticModel {
     table: OnceLock<Vec<f32>>,
     /// Identifies the table's content (see [`StaticModel::fingerprint`]).
     fingerprint: String,
-    vocab: HashMap<String, u32>,
+    vocab: Vocab,
     lowercase: bool,
     /// Ids of special tokens (`[CLS]`, `[PAD]`, …), never embedded.
     special: Vec<u32>,
@@ -149,11 +152,14 @@ impl StaticModel {
         if !dir.is_dir() {
             return Err(model_error(dir, "not a directory"));
         }
+        let t = crate::timing::mark();
         let (vocab, lowercase) = load_vocab(dir)?;
+        let t = crate::timing::phase("model.vocab", t);
         let table_file =
             open_table(&dir.join("model.safetensors")).map_err(|e| model_error(dir, e))?;
+        let t = crate::timing::phase("model.table_header", t);
         let (rows, dim) = (table_file.rows, table_file.dim);
-        if rows < vocab.values().max().map_or(0, |m| *m as usize + 1) {
+        if rows < vocab.max_id().map_or(0, |m| m as usize + 1) {
             return Err(model_error(
                 dir,
                 format!("the table has {rows} rows but the vocabulary has more tokens"),
@@ -162,12 +168,13 @@ impl StaticModel {
         let special = vocab
             .iter()
             .filter(|(t, _)| t.starts_with('[') && t.ends_with(']'))
-            .map(|(_, id)| *id)
+            .map(|(_, id)| id)
             .collect();
         let head = table_file
             .read_values(0, (rows * dim).min(FINGERPRINT_VALUES))
             .map_err(|e| model_error(dir, format!("model.safetensors: {e}")))?;
         let fingerprint = fingerprint_of(vocab.len(), dim, &head);
+        crate::timing::phase("model.specials_fingerprint", t);
         Ok(StaticModel {
             path: dir.to_path_buf(),
             dim,
@@ -339,12 +346,12 @@ fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     crate::text::identifiers(text).flat_map(crate::text::split_identifier)
 }
 
-pub(crate) fn load_vocab(dir: &Path) -> Result<(HashMap<String, u32>, bool)> {
+pub(crate) fn load_vocab(dir: &Path) -> Result<(Vocab, bool)> {
     let tokenizer = dir.join("tokenizer.json");
     if tokenizer.is_file() {
         // Typed, so only the vocabulary is built (a generic JSON tree of the
         // whole file would be built and then copied: most of a one-off
-        // command's model load).
+        // command's model load), its tokens borrowed from `text`.
         #[derive(serde::Deserialize)]
         struct TokenizerFile {
             model: TokenizerModel,
@@ -356,7 +363,7 @@ pub(crate) fn load_vocab(dir: &Path) -> Result<(HashMap<String, u32>, bool)> {
             #[serde(rename = "type", default)]
             kind: Option<String>,
             #[serde(default)]
-            vocab: Option<HashMap<String, u32>>,
+            vocab: Option<Vocab>,
         }
         let text = std::fs::read(&tokenizer)
             .map_err(|e| model_error(dir, format!("tokenizer.json: {e}")))?;
@@ -384,11 +391,11 @@ pub(crate) fn load_vocab(dir: &Path) -> Result<(HashMap<String, u32>, bool)> {
     }
     let text = std::fs::read_to_string(dir.join("vocab.txt"))
         .map_err(|e| model_error(dir, format!("neither tokenizer.json nor vocab.txt: {e}")))?;
-    let vocab = text
-        .lines()
-        .enumerate()
-        .map(|(i, t)| (t.to_string(), i as u32))
-        .collect();
+    let mut vocab = Vocab::default();
+    for (i, t) in text.lines().enumerate() {
+        let id = u32::try_from(i).map_err(|_| model_error(dir, "vocab.txt has too many lines"))?;
+        vocab.insert(t, id).map_err(|e| model_error(dir, e))?;
+    }
     // A vocab.txt alone is the uncased BERT convention.
     Ok((vocab, true))
 }
@@ -722,7 +729,7 @@ pub fn top_k(mut scored: Vec<(i64, f32)>, k: usize) -> Vec<(i64, f32)> {
 /// (continuation pieces carry `##`); `None` when some part of it matches
 /// no token. The static model and the transformer encoder both split words
 /// this way and differ only in what an unmatchable word becomes.
-pub(crate) fn wordpiece_pieces(vocab: &HashMap<String, u32>, word: &str) -> Option<Vec<u32>> {
+pub(crate) fn wordpiece_pieces(vocab: &Vocab, word: &str) -> Option<Vec<u32>> {
     let mut buf = String::with_capacity(word.len() + 2);
     let mut start = 0;
     let mut pieces = Vec::new();
@@ -737,7 +744,7 @@ pub(crate) fn wordpiece_pieces(vocab: &HashMap<String, u32>, word: &str) -> Opti
                 }
                 buf.push_str(&word[start..end]);
                 if let Some(id) = vocab.get(buf.as_str()) {
-                    found = Some(*id);
+                    found = Some(id);
                     break;
                 }
             }

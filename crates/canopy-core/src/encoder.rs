@@ -33,7 +33,6 @@
 //! split. Not done: accent stripping (an accented letter is matched as is,
 //! and usually falls to `[UNK]`) and CJK character splitting.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use crate::error::{CanopyError, Result};
@@ -57,7 +56,7 @@ struct Layer {
 
 /// A loaded BERT-family encoder (see the module docs).
 pub struct Encoder {
-    vocab: HashMap<String, u32>,
+    vocab: crate::embed::Vocab,
     lowercase: bool,
     cls: u32,
     sep: u32,
@@ -193,13 +192,12 @@ impl Encoder {
         let special = |t: &str| {
             vocab
                 .get(t)
-                .copied()
                 .ok_or_else(|| encoder_error(dir, format!("the vocabulary has no {t}")))
         };
         let (cls, sep, unk) = (special("[CLS]")?, special("[SEP]")?, special("[UNK]")?);
         let tensors =
             Tensors::read(&dir.join("model.safetensors")).map_err(|e| encoder_error(dir, e))?;
-        let rows = vocab.values().max().map_or(0, |m| *m as usize + 1);
+        let rows = vocab.max_id().map_or(0, |m| m as usize + 1);
         let load = || -> std::result::Result<Encoder, String> {
             let word_rows = tensors.header["embeddings.word_embeddings.weight"]["shape"][0]
                 .as_u64()
@@ -228,7 +226,7 @@ impl Encoder {
                 layers: (0..layers)
                     .map(|i| load_layer(t, i, hidden, ffn))
                     .collect::<std::result::Result<_, _>>()?,
-                vocab: HashMap::new(),
+                vocab: crate::embed::Vocab::default(),
                 lowercase,
                 cls,
                 sep,

@@ -1009,6 +1009,8 @@ impl Engine {
             let snapshot = store.read_snapshot_within(budget)?;
             let coverage = snapshot.partial_coverage()?;
             let t = crate::timing::phase("context.snapshot", t);
+            let (semantic, new_vectors) = self.semantic_input(&snapshot, params)?;
+            let t = crate::timing::phase("context.semantic", t);
             // Freshness: every fragment's file was read and hash-checked by the packer.
             let finish = |pack: &mut crate::context::ContextPack| -> Result<()> {
                 let mut checked: Vec<&str> = pack
@@ -1030,67 +1032,19 @@ impl Engine {
                 pack.index_coverage = coverage;
                 Ok(())
             };
-            std::thread::scope(|scope| {
-                let mut loading = self.load_model_beside(scope, params);
-                let mut new_vectors = Vec::new();
-                // Called by the semantic strategy once the rankings that need
-                // no vectors are done (`strategies::gather`).
-                let mut semantic = || -> Result<crate::context::SemanticInput> {
-                    let t = crate::timing::mark();
-                    if let Some(thread) = loading.take() {
-                        // A panic there left no model; the search says so.
-                        let _ = thread.join();
-                        crate::timing::phase("context.model_wait", t);
-                    }
-                    let (input, rows) = self.semantic_input(&snapshot, params)?;
-                    crate::timing::phase("context.semantic", t);
-                    new_vectors = rows;
-                    Ok(input)
-                };
-                let pack = crate::context::build(
-                    self.snapshot_of(&snapshot),
-                    params,
-                    &mut semantic,
-                    &self.inner.history,
-                    &finish,
-                )
-                .map_err(|e| e.or_budget(budget))?;
-                crate::timing::phase("context.build", t);
-                Ok((pack, new_vectors))
-            })
+            let pack = crate::context::build(
+                self.snapshot_of(&snapshot),
+                params,
+                semantic,
+                &self.inner.history,
+                &finish,
+            )
+            .map_err(|e| e.or_budget(budget))?;
+            crate::timing::phase("context.build", t);
+            Ok((pack, new_vectors))
         })?;
         self.store_vectors(new_vectors);
         Ok(pack)
-    }
-
-    /// Loads the embedding model in a thread of its own while the request's
-    /// other strategies rank (issue 31 item 6): a one-off process loads it
-    /// on every call (its vocabulary, ~10 ms of CPU on the test model), and
-    /// the load reads no index, so on two cores it need not add to the
-    /// request's time. The search itself stays on the request's snapshot:
-    /// the candidates are the same. `None` (no thread) when the model is
-    /// loaded or not configured, for a strategy that searches nothing
-    /// else meanwhile (`semantic` alone), or when no thread can start.
-    fn load_model_beside<'scope>(
-        &'scope self,
-        scope: &'scope std::thread::Scope<'scope, '_>,
-        params: &crate::context::ContextParams,
-    ) -> Option<std::thread::ScopedJoinHandle<'scope, ()>> {
-        if params.strategy.unwrap_or_default() != crate::context::Strategy::Fused
-            || self.inner.options.embedding_model.is_none()
-            || lock(&self.inner.semantic).is_some()
-        {
-            return None;
-        }
-        let load = move || {
-            let t = crate::timing::mark();
-            drop(self.inner.semantic_index());
-            crate::timing::phase("semantic.model_load_beside", t);
-        };
-        std::thread::Builder::new()
-            .name("canopy-model-load".into())
-            .spawn_scoped(scope, load)
-            .ok()
     }
 
     /// Semantic candidates for a context pack (empty, with the reason, when

@@ -40,6 +40,8 @@ use crate::snapshot::Snapshot;
 use crate::store::read::NodeRecord;
 use crate::store::write::UnitVectorRow;
 
+mod vector_file;
+
 /// Bytes of a unit's text embedded (its name and the start of its body).
 const UNIT_BYTES: usize = 1_500;
 
@@ -144,6 +146,30 @@ impl SemanticIndex {
         self.searched_once = true;
         let t = crate::timing::mark();
         let store = snapshot.store();
+        let (stamp, generation) = (store.state_stamp()?, store.generation()?);
+        let key = stamp.as_deref().map(|stamp| vector_file::Key {
+            stamp,
+            generation,
+            fingerprint: &self.fingerprint,
+            dim: self.model.dim(),
+        });
+        let file_path = vector_file::path_beside(store.path());
+        // The rows a search of this very state found usable, kept flat.
+        if let Some(file) = key
+            .as_ref()
+            .and_then(|key| vector_file::VectorFile::open(&file_path, key))
+        {
+            let t = crate::timing::phase("semantic.vector_file", t);
+            let Some(query) = self.model.embed(text) else {
+                return Ok(Some(Vec::new()));
+            };
+            let t = crate::timing::phase("semantic.embed_query", t);
+            let mut scored = Vec::new();
+            if Quantized::score_blob(file.blob(), self.model.dim(), &query, &mut scored) {
+                crate::timing::phase("semantic.scan_file", t);
+                return Ok(self.within_scan(scored, k));
+            }
+        }
         // What a first sync would load: the same files and checks.
         let hashes: HashMap<String, String> = store
             .file_states()?
@@ -165,13 +191,15 @@ impl SemanticIndex {
         };
         let t = crate::timing::phase("semantic.embed_query", t);
         // Each blob is scored as SQLite reads it, borrowed: no copy of the
-        // vectors is made or kept. The hits do not depend on the order the
+        // vectors is made or kept (but for the vector file, when the index
+        // has a stamp to key it by). The hits do not depend on the order the
         // rows come in (`top_k` orders by score, then id).
         let wanted: HashMap<i64, (&str, i64)> = wanted
             .into_iter()
             .map(|(file_id, hash, first)| (file_id, (hash.as_str(), first)))
             .collect();
         let (dim, mut scored, mut usable, mut seen) = (self.model.dim(), Vec::new(), true, 0);
+        let mut rows: Option<Vec<u8>> = key.as_ref().map(|_| Vec::new());
         store.each_unit_vector(&self.fingerprint, |row| {
             let Some(&(hash, first)) = wanted.get(&row.file_id) else {
                 return true; // a file a sync would not load either
@@ -179,17 +207,32 @@ impl SemanticIndex {
             usable = row.content_hash == hash.as_bytes()
                 && row.first_node == first
                 && Quantized::score_blob(row.data, dim, &query, &mut scored);
+            if let (true, Some(rows)) = (usable, rows.as_mut()) {
+                rows.extend_from_slice(&row.data[4..]);
+            }
             seen += 1;
             usable
         })?;
-        crate::timing::phase("semantic.scan", t);
+        let t = crate::timing::phase("semantic.scan", t);
         if !usable || seen != wanted.len() {
             return Ok(None);
         }
         if scored.len() >= self.vectors.ann_min_units() {
             return Ok(None);
         }
-        Ok(Some(crate::embed::top_k(scored, k)))
+        if let (Some(key), Some(rows)) = (key, rows) {
+            if let Err(e) = vector_file::write(&file_path, &key, &rows) {
+                tracing::debug!(path = %file_path.display(), error = %e, "vector file not written");
+            }
+            crate::timing::phase("semantic.write_vector_file", t);
+        }
+        Ok(self.within_scan(scored, k))
+    }
+
+    /// The `k` best of every unit scored, or `None` when there are as many
+    /// as the approximate index serves (a sync then builds it).
+    fn within_scan(&self, scored: Vec<(i64, f32)>, k: usize) -> Option<Vec<(i64, f32)>> {
+        (scored.len() < self.vectors.ann_min_units()).then(|| crate::embed::top_k(scored, k))
     }
 
     /// The model's fingerprint, the key of its stored vectors.

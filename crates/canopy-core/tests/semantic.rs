@@ -447,60 +447,139 @@ fn a_one_off_search_finds_what_kept_vectors_find() {
     }
 }
 
-/// A one-off fused request loads the model in a thread of its own while
-/// the other strategies rank, and asks for the semantic candidates last;
-/// its pack (fragments, and each strategy's report in its place, in the
-/// order of `Strategy::SOURCES`) is the one an engine whose model was
-/// loaded before the request gives.
-#[test]
-fn a_fused_pack_is_the_same_when_the_model_loads_beside_the_rankings() {
-    let Some(dir) = model_dir() else { return };
-    let (repo, options) =
-        indexed_with_model(dir, &[("auth/reset.py", RESET), ("charts/chart.py", CHART)]);
-    let r = repo.path();
-    let fused = |engine: &Engine, task: &str| {
-        let pack = engine
-            .context(&ContextParams {
-                task: task.into(),
-                budget_tokens: Some(2_000),
-                ..ContextParams::default()
-            })
-            .unwrap();
-        (
-            serde_json::to_string(&pack.fragments).unwrap(),
-            serde_json::to_string(&pack.strategies).unwrap(),
-        )
-    };
-    for task in [
-        "check a user's password when logging in",
-        "draw a bar chart",
-        "send the password reset email",
-    ] {
-        let beside = Engine::open(r, options.clone()).unwrap();
-        let (fragments, strategies) = fused(&beside, task);
-        // Each strategy's report in its place, semantic's asked for last.
-        let order: Vec<String> = serde_json::from_str::<Vec<serde_json::Value>>(&strategies)
-            .unwrap()
-            .iter()
-            .map(|r| r["strategy"].as_str().unwrap().to_string())
-            .collect();
-        assert_eq!(
-            order,
-            ["keyword", "semantic", "graph", "history", "decisions"],
-            "{task}"
-        );
-        assert!(
-            strategies.contains(r#"{"strategy":"semantic","status":"used""#),
-            "{task}: {strategies}"
-        );
-        let loaded_first = Engine::open(r, options.clone()).unwrap();
-        assert!(loaded_first.semantic_stats().unwrap().is_ok());
-        assert_eq!(
-            (fragments, strategies),
-            fused(&loaded_first, task),
-            "{task}"
-        );
+/// The vector file a one-off semantic search keeps beside the index.
+fn vector_file(repo: &Path) -> PathBuf {
+    repo.join(".canopy").join("unit-vectors.bin")
+}
+
+/// Where a vector file's rows start (its layout: `semantic::vector_file`):
+/// the magic, the stamp and the fingerprint (each after its u32 length),
+/// the generation, the row count, then `dim`.
+fn vector_rows_at(file: &[u8]) -> usize {
+    let mut at = 8;
+    for _ in 0..2 {
+        let len = u32::from_le_bytes(file[at..at + 4].try_into().unwrap()) as usize;
+        at += 4 + len;
     }
+    at + 8 + 8 + 4
+}
+
+/// Sets a `meta` value of the index at `repo` directly, as another writer would.
+fn set_meta(repo: &Path, key: &str, value: &str) {
+    let db = rusqlite::Connection::open(repo.join(".canopy").join("index.db")).unwrap();
+    db.execute(
+        "INSERT INTO meta(key, value) VALUES (?1, ?2)
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        [key, value],
+    )
+    .unwrap();
+}
+
+fn meta(repo: &Path, key: &str) -> Option<String> {
+    let db = rusqlite::Connection::open(repo.join(".canopy").join("index.db")).unwrap();
+    db.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+        .ok()
+}
+
+/// A one-off semantic search writes the rows it scored to a flat file
+/// beside the index, and the next one-off search answers from it (a file
+/// whose rows are zeroed answers otherwise: it was read). A file of
+/// another index state, a truncated file, or the temporary file of a
+/// writer killed before its rename never changes an answer: the search
+/// reads SQLite, and writes the file again for the state it read.
+#[test]
+fn a_one_off_search_answers_from_the_vector_file_of_its_own_index_state_only() {
+    let Some(dir) = model_dir() else { return };
+    let (repo, options) = indexed_with_model(dir, &[("auth/reset.py", RESET)]);
+    let r = repo.path();
+    let task = "check a user's password when logging in";
+    let one_off = || {
+        let engine = Engine::open(r, options.clone()).unwrap();
+        serde_json::to_string(&semantic_pack(&engine, task).fragments).unwrap()
+    };
+    let kept = {
+        let engine = Engine::open(r, options.clone()).unwrap();
+        engine.keep_history_log();
+        serde_json::to_string(&semantic_pack(&engine, task).fragments).unwrap()
+    };
+    let file = vector_file(r);
+    assert!(
+        !file.exists(),
+        "a long-lived engine keeps its vectors in memory"
+    );
+    assert_eq!(one_off(), kept);
+    let written = fs::read(&file).expect("the first one-off search writes the file");
+    assert_eq!(one_off(), kept, "answered from the file");
+    let zeroed = |bytes: &[u8]| {
+        let mut z = bytes.to_vec();
+        let at = vector_rows_at(&z);
+        z[at..].fill(0);
+        z
+    };
+    fs::write(&file, zeroed(&written)).unwrap();
+    assert_ne!(
+        one_off(),
+        kept,
+        "a file with the index's key is what answers"
+    );
+
+    // Another state of the index: the file is not read, and is replaced.
+    // (A stamp of the same length: the header's length does not give it away.)
+    let stamp = meta(r, "state_stamp").unwrap();
+    set_meta(r, "state_stamp", &"5".repeat(stamp.len()));
+    assert_eq!(one_off(), kept, "a file of another state is not read");
+    let rewritten = fs::read(&file).unwrap();
+    assert_ne!(rewritten, zeroed(&written));
+    assert_eq!(one_off(), kept);
+
+    // A truncated file (as if written in place and cut short), by one
+    // whole row: the rows left still read as rows.
+    let mut short = zeroed(&rewritten);
+    let at = vector_rows_at(&short);
+    let dim = u32::from_le_bytes(short[at - 4..at].try_into().unwrap()) as usize;
+    short.truncate(short.len() - (12 + dim));
+    fs::write(&file, &short).unwrap();
+    assert_eq!(one_off(), kept, "a truncated file is not read");
+
+    // A writer killed before its rename leaves only its temporary file.
+    fs::write(&file, &rewritten).unwrap();
+    let tmp = file.with_file_name("unit-vectors.bin.4242-1.tmp");
+    fs::write(&tmp, zeroed(&rewritten)).unwrap();
+    assert_eq!(one_off(), kept, "a temporary file is never read");
+}
+
+/// A deleted and recreated index starts its generations again: a vector
+/// file written for the old one must not answer for the new one, even at
+/// the same generation (its state stamp differs).
+#[test]
+fn a_vector_file_of_a_deleted_and_recreated_index_is_not_read() {
+    let Some(dir) = model_dir() else { return };
+    let (repo, options) = indexed_with_model(dir, &[("auth/reset.py", RESET)]);
+    let r = repo.path();
+    let task = "check a user's password when logging in";
+    let pack =
+        |engine: &Engine| serde_json::to_string(&semantic_pack(engine, task).fragments).unwrap();
+    pack(&Engine::open(r, options.clone()).unwrap());
+    let old_file = fs::read(vector_file(r)).unwrap();
+    let old_generation = meta(r, "generation").unwrap();
+    // The new index has no `core/engine.rs` (its best hits): the old
+    // file's rows are other units' ids now, or none.
+    fs::remove_file(r.join("core").join("engine.rs")).unwrap();
+    for name in ["index.db", "index.db-wal", "index.db-shm"] {
+        let _ = fs::remove_file(r.join(".canopy").join(name));
+    }
+    Engine::open(r, options.clone())
+        .unwrap()
+        .index(None, &NoProgress)
+        .unwrap();
+    set_meta(r, "generation", &old_generation);
+    fs::write(vector_file(r), &old_file).unwrap();
+    let kept = Engine::open(r, options.clone()).unwrap();
+    kept.keep_history_log();
+    assert_eq!(
+        pack(&Engine::open(r, options.clone()).unwrap()),
+        pack(&kept)
+    );
 }
 
 #[test]

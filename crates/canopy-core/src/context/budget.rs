@@ -180,17 +180,19 @@ fn overlaps(a: &NodeRecord, b: &NodeRecord) -> bool {
 }
 
 /// Packs `merged` (best first) under `budget` tokens; `counts` holds the
-/// token counts of texts measured before in the same request.
+/// token counts of texts measured before in the same request, and `files`
+/// the files it read (each read and hash-checked once per request, however
+/// often it packs).
 pub(crate) fn pack(
     snapshot: Snapshot<'_>,
     merged: Vec<Merged>,
     budget: u64,
     counts: &Counts,
+    files: &mut FileTexts,
 ) -> Result<Packed> {
     let admit = (budget / TOKENS_PER_CANDIDATE).clamp(MIN_ADMIT, 60) as usize;
     let mut slots = choose(merged, admit, counts);
-    let mut files = FileTexts::default();
-    render(snapshot, &mut files, &mut slots, budget, counts)?;
+    render(snapshot, files, &mut slots, budget, counts)?;
     // A skeleton whose every member is a fragment of its own says nothing more than they do.
     slots.retain(|s| !s.empty_skeleton);
 
@@ -200,14 +202,7 @@ pub(crate) fn pack(
     // (and nothing may regain detail a dropped fragment paid for).
     if dropped == 0 {
         fill(&mut slots, budget, &mut pruned, counts);
-        enclose(
-            snapshot,
-            &mut files,
-            &mut slots,
-            budget,
-            &mut pruned,
-            counts,
-        )?;
+        enclose(snapshot, files, &mut slots, budget, &mut pruned, counts)?;
         readmit(&mut slots, &mut pruned, budget);
     }
     let pruned = pruned.len();
@@ -756,9 +751,9 @@ fn enclose(
     }
 }
 
-/// The text of each file a pack reads, read and hash-checked once.
+/// The text of each file a request's packings read, read and hash-checked once.
 #[derive(Default)]
-struct FileTexts(HashMap<String, Option<String>>);
+pub(crate) struct FileTexts(HashMap<String, Option<String>>);
 
 impl FileTexts {
     /// `None` when the file changed on disk since it was indexed.

@@ -321,13 +321,10 @@ pub(crate) fn semantic_query(task: &str, focus: Option<&str>) -> String {
 /// Builds a context pack over one read snapshot; `finish` adds what the
 /// caller knows (freshness, coverage) before the pack is measured, so the
 /// budget bounds the wire form ([`wire`]) of the pack as it is returned.
-/// `semantic` gives the semantic candidates, called at most once, after
-/// the strategies that need no vectors (the caller may be computing them
-/// in a thread of its own meanwhile).
 pub fn build(
     snapshot: Snapshot<'_>,
     params: &ContextParams,
-    semantic: &mut dyn FnMut() -> Result<SemanticInput>,
+    semantic: SemanticInput,
     history: &history::HistoryLog,
     finish: &dyn Fn(&mut ContextPack) -> Result<()>,
 ) -> Result<ContextPack> {
@@ -340,8 +337,10 @@ pub fn build(
     strategies::pin(&mut merged, std::mem::take(&mut gathered.pinned));
     let t = crate::timing::phase("build.gather_fuse", t);
     let candidates = merged.len();
-    // Every packing below measures the same candidates: each text is counted once.
+    // Every packing below measures the same candidates: each text is
+    // counted once, each file read and hash-checked once.
     let counts = wire::Counts::default();
+    let mut files = budget::FileTexts::default();
     let assemble = |packed: budget::Packed| -> Result<ContextPack> {
         let mut reports = gathered.reports.clone();
         for r in &mut reports {
@@ -388,6 +387,7 @@ pub fn build(
             merged.clone(),
             code_budget,
             &counts,
+            &mut files,
         )?)?;
         let wire_tokens = wire::tokens_with(&next, &counts);
         let tried = code_budget;

@@ -227,7 +227,40 @@ pub fn advance_generation(conn: &Connection) -> Result<()> {
          ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
     )?
     .execute([])?;
+    new_state_stamp(conn)
+}
+
+/// Gives the index a new [`meta_keys::STATE_STAMP`] inside the caller's
+/// write transaction: called wherever `files` or `unit_vectors` change
+/// (with the generation, and where the generation stays: stored vectors,
+/// files marked for re-parsing).
+pub fn new_state_stamp(conn: &Connection) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO meta(key, value) VALUES (?1, ?2)
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+    )?
+    .execute([meta_keys::STATE_STAMP, &random_stamp()])?;
     Ok(())
+}
+
+/// 128 random bits as hex. The standard library's hasher keys are drawn
+/// from the system's randomness once per thread (and moved on by one per
+/// `RandomState`); the clock and the process id make two processes'
+/// stamps differ as well.
+fn random_stamp() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    (0..2u8)
+        .map(|half| {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u128(nanos);
+            h.write_u32(std::process::id());
+            h.write_u8(half);
+            format!("{:016x}", h.finish())
+        })
+        .collect()
 }
 
 /// One connection to a repository's index.
@@ -359,6 +392,15 @@ pub mod meta_keys {
     /// as the indexed Rust files' facts were read with them: one line per
     /// package that has any, its folder, a tab, the names space-separated.
     pub const RUST_BUILD_FLAGS: &str = "rust_build_flags";
+    /// 128 random bits (hex) drawn anew by every write that changes the
+    /// indexed files or the stored unit vectors ([`super::new_state_stamp`]),
+    /// generation or not (storing vectors and marking files for re-parsing
+    /// leave the generation), and by a writer that finds none. A cache kept
+    /// outside the database (the flat vector file of a one-off semantic
+    /// search) records the stamp it was built at and is used only while
+    /// the index has the same one: a deleted and recreated index, whose
+    /// generations start again, has another.
+    pub const STATE_STAMP: &str = "state_stamp";
 }
 
 fn configure(conn: &Connection) -> Result<()> {
@@ -487,7 +529,17 @@ impl Store {
             Err(e) => return Err(e),
         };
         match (opened, markers.first()) {
-            (Ok(store), None) => Ok(ForWriting::Ready(Box::new(store))),
+            (Ok(store), None) => {
+                // An index written before stamps existed gets one here, so
+                // a cache keyed by it can be used from now on.
+                // Not a reason to fail the run: any write it makes draws one.
+                if store.meta(meta_keys::STATE_STAMP)?.is_none()
+                    && let Err(e) = new_state_stamp(&store.conn)
+                {
+                    tracing::debug!("no state stamp given to the index yet: {e}");
+                }
+                Ok(ForWriting::Ready(Box::new(store)))
+            }
             (Ok(_), Some((_, detail))) => Ok(ForWriting::Rebuild(Rebuild {
                 reason: format!(
                     "index at {} was marked for rebuilding ({}); rebuilding it",
@@ -1301,6 +1353,71 @@ mod tests {
         assert!(why.is_none());
         assert_eq!(store.meta("probe").unwrap().as_deref(), Some("new"));
         assert_eq!(store.generation().unwrap(), 1);
+    }
+
+    /// Every write that changes the indexed files or the stored vectors
+    /// draws a new state stamp, the generation moved or not; an index
+    /// without one gets one from its next writer.
+    #[test]
+    fn the_state_stamp_changes_with_files_and_vectors() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("index.db");
+        let Ok(ForWriting::Ready(mut store)) = Store::open_for_writing(&db) else {
+            panic!("a new index is ready for writing");
+        };
+        let stamp = |s: &Store| s.state_stamp().unwrap();
+        let first = stamp(&store).expect("a writer gives a new index a stamp");
+        store
+            .conn
+            .execute(
+                "INSERT INTO files(id, path, language, size, mtime_ns, content_hash, line_count,
+                 token_count, indexed_at, first_node_id, last_node_id, ref_count)
+                 VALUES (1, 'a.py', 'python', 1, 1, 'h1', 1, 1, 1, 1, 1, 0)",
+                [],
+            )
+            .unwrap();
+        let generation = store.generation().unwrap();
+        store
+            .write_unit_vectors(
+                "m",
+                &[write::UnitVectorRow {
+                    file_id: 1,
+                    content_hash: "h1".into(),
+                    first_node: 1,
+                    data: vec![1, 2, 3],
+                }],
+            )
+            .unwrap();
+        let after_vectors = stamp(&store).unwrap();
+        assert_ne!(after_vectors, first, "stored vectors");
+        assert_eq!(store.generation().unwrap(), generation);
+        assert_eq!(store.invalidate(&|p| p == "a.py").unwrap(), 1);
+        let after_invalidate = stamp(&store).unwrap();
+        assert_ne!(
+            after_invalidate, after_vectors,
+            "a file marked for re-parsing"
+        );
+        assert_eq!(store.invalidate(&|_| false).unwrap(), 0);
+        assert_eq!(stamp(&store).unwrap(), after_invalidate, "nothing marked");
+        store
+            .write_batch(
+                &[write::FileWrite::Remove {
+                    path: "a.py".into(),
+                }],
+                1,
+            )
+            .unwrap();
+        assert_ne!(stamp(&store).unwrap(), after_invalidate, "a file removed");
+        // An index from before stamps: its next writer gives it one.
+        store
+            .conn
+            .execute("DELETE FROM meta WHERE key = ?1", [meta_keys::STATE_STAMP])
+            .unwrap();
+        drop(store);
+        let Ok(ForWriting::Ready(store)) = Store::open_for_writing(&db) else {
+            panic!("the index is ready for writing");
+        };
+        assert!(stamp(&store).is_some());
     }
 
     #[test]

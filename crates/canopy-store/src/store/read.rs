@@ -360,6 +360,12 @@ impl Store {
             .unwrap_or(0))
     }
 
+    /// The index's state stamp ([`super::meta_keys::STATE_STAMP`]), if a
+    /// writer gave it one.
+    pub fn state_stamp(&self) -> Result<Option<String>> {
+        self.meta(super::meta_keys::STATE_STAMP)
+    }
+
     /// Paths an index run has dealt with: indexed files and files recorded
     /// as skipped.
     pub fn indexed_paths(&self) -> Result<std::collections::HashSet<String>> {

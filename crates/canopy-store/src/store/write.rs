@@ -176,6 +176,9 @@ impl Store {
                 ])?;
             }
         }
+        // The generation stays (readers see the same units), but what a
+        // search scores changed.
+        super::new_state_stamp(&tx)?;
         tx.commit()?;
         Ok(())
     }
@@ -260,6 +263,9 @@ impl Store {
             for path in paths.iter().filter(|p| matches(p)) {
                 marked += stmt.execute([path])? as u64;
             }
+        }
+        if marked > 0 {
+            super::new_state_stamp(&tx)?;
         }
         tx.commit()?;
         Ok(marked)
