@@ -1155,3 +1155,95 @@ fn one_file_runs_after_a_build_rewrite_a_bounded_part_of_its_text() {
     assert!(grep(&e, "\"w7x5\"").is_empty(), "the old text is gone");
     assert_eq!(grep(&e, "\"w8x5\"").len(), 1);
 }
+
+/// Two files shaped like a Django admin module: several units share the
+/// question's words, so their order hangs on the text index's statistics.
+const ADMIN_CHECKS: &str = r#"class ModelAdminChecks:
+    """Checks of a model admin's options."""
+
+    def _check_list_display_item(self, obj, item, label):
+        """An item accessible only via an instance of the model, such as a descriptor field, raises admin.E108 when the getattr on the model class fails."""
+        if callable(item) or hasattr(obj, item):
+            return []
+        return [Error("The value of '%s' refers to '%s'." % (label, item), id="admin.E108")]
+
+    def _check_list_display_links(self, obj, item, label):
+        """A link to fields accessible only via an instance raises admin.E108 too: each item must be in list_display as well."""
+        if item not in obj.list_display:
+            return [Error("The value of '%s' refers to '%s'." % (label, item), id="admin.E111")]
+        return []
+
+    def _check_radio_fields_key(self, obj, field_name, label):
+        """A key of radio_fields must name a model attribute accessible only via the class: else admin.E022 is raised."""
+        return [Error("The value of '%s' refers to '%s'." % (label, field_name), id="admin.E022")]
+"#;
+
+const ADMIN_OPTIONS: &str = r#"class ModelAdmin:
+    """Options of a model in the admin: list_display, radio_fields, ordering."""
+
+    list_display = ("__str__",)
+    radio_fields = {}
+
+    def get_list_display(self, request):
+        """The fields shown on the change list: list_display."""
+        return self.list_display
+"#;
+
+/// The evidence pack's handles (id, score) for `question`.
+fn ranked(engine: &Engine, question: &str) -> Vec<(String, String)> {
+    engine
+        .evidence_pack(
+            &canopy_core::pack::PackParams {
+                query: QueryParams {
+                    pattern: Some(question.into()),
+                    ..Default::default()
+                },
+                max_per_file: Some(3),
+                ..Default::default()
+            },
+            None,
+        )
+        .unwrap()
+        .handles
+        .into_iter()
+        .map(|h| (h.id.to_string(), format!("{:?}", h.score)))
+        .collect()
+}
+
+#[test]
+fn an_index_kept_up_to_date_by_edits_ranks_as_a_fresh_index_does() {
+    // FTS5 does not lower its row and token totals when a row of our
+    // contentless-delete text table is deleted; without the writer's
+    // correction every re-indexed file raised them, and after these edits
+    // `_check_radio_fields_key` ranked first here instead of
+    // `_check_list_display_item`.
+    let question = "admin.E108 raised fields accessible only instance";
+    let edited = tempfile::tempdir().unwrap();
+    write(edited.path(), "admin/options.py", ADMIN_OPTIONS);
+    write(edited.path(), "admin/checks.py", ADMIN_CHECKS);
+    let e = engine(edited.path());
+    e.index(None, &NoProgress).unwrap();
+    for i in 0..6 {
+        // New units each time (a new method), so every run deletes and
+        // re-inserts the file's rows under new ids.
+        let extra = format!("\n    def _check_extra_{i}(self):\n        return {i}\n");
+        write(
+            edited.path(),
+            "admin/checks.py",
+            format!("{ADMIN_CHECKS}{extra}"),
+        );
+        e.index(None, &NoProgress).unwrap();
+    }
+    write(edited.path(), "admin/checks.py", ADMIN_CHECKS);
+    e.index(None, &NoProgress).unwrap();
+
+    let fresh = tempfile::tempdir().unwrap();
+    write(fresh.path(), "admin/options.py", ADMIN_OPTIONS);
+    write(fresh.path(), "admin/checks.py", ADMIN_CHECKS);
+    let f = engine(fresh.path());
+    f.index(None, &NoProgress).unwrap();
+
+    let (kept, rebuilt) = (ranked(&e, question), ranked(&f, question));
+    assert!(kept.len() >= 3, "{kept:?}");
+    assert_eq!(kept, rebuilt);
+}

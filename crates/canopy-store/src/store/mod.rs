@@ -33,6 +33,7 @@ pub mod packed_edges;
 pub mod packed_refs;
 pub mod read;
 pub mod swap;
+mod text_totals;
 pub mod write;
 
 use std::path::{Path, PathBuf};

@@ -6,6 +6,7 @@ use rusqlite::{Transaction, TransactionBehavior, params};
 
 use super::Store;
 use super::packed_refs::{self, PackedRef};
+use super::text_totals::{self, TextTotals};
 use crate::error::Result;
 use crate::lang::ParsedFile;
 use crate::text::path_document;
@@ -91,11 +92,18 @@ pub struct BatchStats {
 /// index, references, graph facts and outgoing edges, vectors).
 /// `keeps_ids`: the file's new units will get the same ids (see
 /// [`same_units_first_id`]), so edges into them stay valid as they are.
-fn delete_file_rows(tx: &Transaction, file_id: i64, keeps_ids: bool) -> Result<()> {
+/// `deleted` gains the sizes of the text rows deleted ([`text_totals`]).
+fn delete_file_rows(
+    tx: &Transaction,
+    file_id: i64,
+    keeps_ids: bool,
+    deleted: &mut TextTotals,
+) -> Result<()> {
     use rusqlite::OptionalExtension;
     let (first, last): (i64, i64) = tx
         .prepare_cached("SELECT first_node_id, last_node_id FROM files WHERE id = ?1")?
         .query_row([file_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    deleted.add_rows(tx, first, last)?;
     tx.prepare_cached(
         "DELETE FROM fts WHERE rowid IN (SELECT id FROM nodes WHERE id BETWEEN ?1 AND ?2)",
     )?
@@ -198,10 +206,12 @@ impl Store {
             })?;
         let name_ids = &mut self.ref_name_ids;
         name_ids.revalidate(&tx)?;
+        let mut deleted = TextTotals::default();
         for write in writes {
             match write {
                 FileWrite::Parsed(w) => {
-                    let written = write_parsed(&tx, w, now_unix, name_ids, &mut next_node_id)?;
+                    let written =
+                        write_parsed(&tx, w, now_unix, name_ids, &mut next_node_id, &mut deleted)?;
                     stats.units += written.units;
                     stats.refs += written.refs;
                     stats.rows_replaced += u64::from(written.replaced);
@@ -215,7 +225,7 @@ impl Store {
                         .execute(params![path, *size as i64, mtime_ns])?;
                 }
                 FileWrite::Remove { path } => {
-                    let removed = remove_file(&tx, path)?;
+                    let removed = remove_file(&tx, path, &mut deleted)?;
                     stats.removed += removed;
                     stats.rows_replaced += removed;
                     tx.prepare_cached("DELETE FROM skipped_files WHERE path = ?1")?
@@ -227,7 +237,7 @@ impl Store {
                     mtime_ns,
                     reason,
                 } => {
-                    let removed = remove_file(&tx, path)?;
+                    let removed = remove_file(&tx, path, &mut deleted)?;
                     stats.removed += removed;
                     stats.rows_replaced += removed;
                     tx.prepare_cached(
@@ -242,6 +252,8 @@ impl Store {
             super::advance_generation(&tx)?;
         }
         tx.commit()?;
+        // FTS5 wrote its totals back at the commit: lower them now.
+        text_totals::subtract(&mut self.conn, &deleted)?;
         Ok(stats)
     }
 
@@ -273,10 +285,10 @@ impl Store {
 }
 
 /// Removes an indexed file and its rows; 1 if it was indexed.
-fn remove_file(tx: &Transaction, path: &str) -> Result<u64> {
+fn remove_file(tx: &Transaction, path: &str, deleted: &mut TextTotals) -> Result<u64> {
     match file_id(tx, path)? {
         Some(id) => {
-            delete_file_rows(tx, id, false)?;
+            delete_file_rows(tx, id, false, deleted)?;
             tx.prepare_cached("DELETE FROM files WHERE id = ?1")?
                 .execute([id])?;
             tx.prepare_cached("DELETE FROM graph_dirty WHERE file_id = ?1")?
@@ -420,6 +432,7 @@ fn write_parsed(
     now_unix: i64,
     name_ids: &mut NameIds,
     next_node_id: &mut i64,
+    deleted: &mut TextTotals,
 ) -> Result<ParsedWritten> {
     tx.prepare_cached("DELETE FROM skipped_files WHERE path = ?1")?
         .execute([&w.path])?;
@@ -437,15 +450,10 @@ fn write_parsed(
     if kept_first_id.is_none() {
         *next_node_id = last_node_id + 1;
     }
-    let id = upsert_file_row(
-        tx,
-        w,
-        previous_id,
-        now_unix,
-        first_node_id,
-        last_node_id,
-        kept_first_id.is_some(),
-    )?;
+    if let Some(previous) = previous_id {
+        delete_file_rows(tx, previous, kept_first_id.is_some(), deleted)?;
+    }
+    let id = upsert_file_row(tx, w, previous_id, now_unix, first_node_id, last_node_id)?;
     let node_ids = insert_units(tx, w, id, first_node_id)?;
     let refs = insert_references(tx, w, id, &node_ids, name_ids)?;
     if refs != w.parsed.refs.len() as u64 {
@@ -462,7 +470,7 @@ fn write_parsed(
     })
 }
 
-/// Updates the file's row (deleting its old rows first) or inserts a new
+/// Updates the file's row (its old rows already deleted) or inserts a new
 /// one; returns its `files.id`.
 fn upsert_file_row(
     tx: &Transaction,
@@ -471,7 +479,6 @@ fn upsert_file_row(
     now_unix: i64,
     first_node_id: i64,
     last_node_id: i64,
-    keep_ids: bool,
 ) -> Result<i64> {
     let file_token_count = w.parsed.units.first().map_or(0, |u| u.token_count);
     // The file's columns after its key (`id` to update, `path` to insert),
@@ -493,7 +500,6 @@ fn upsert_file_row(
     ];
     let id = match previous_id {
         Some(id) => {
-            delete_file_rows(tx, id, keep_ids)?;
             tx.prepare_cached(
                 "UPDATE files SET language = ?2, size = ?3, mtime_ns = ?4, content_hash = ?5,
                  line_count = ?6, token_count = ?7, syntax_errors = ?8, indexed_at = ?9,
