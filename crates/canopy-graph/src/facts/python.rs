@@ -872,6 +872,10 @@ fn assignment(cx: &mut Cx, n: Node) {
     let annotation = n.field("type");
     let (name, field) = match left.kind_name() {
         "identifier" => (cx.t(left).to_string(), false),
+        "pattern_list" | "tuple_pattern" => {
+            unpacked_names(cx, n, left);
+            return;
+        }
         "attribute" => {
             let obj = left.field("object");
             if obj.is_some_and(|o| SELF_NAMES.contains(&cx.t(o))) {
@@ -907,10 +911,35 @@ fn assignment(cx: &mut Cx, n: Node) {
                     .join(&UNION.to_string())
             })
         } else {
-            e
+            // A name assigned in a function is that function's local
+            // whatever its value: bound to itself (a value not known), it
+            // shadows the import or global of that name, in the function
+            // and in the functions nested in it (`retry = a & b` then
+            // `def r(s): return retry(s)`).
+            e.or_else(|| Some(name.clone()))
         };
         cx.bind(n.start_byte(), &name, e, false, field);
         iterable_items(cx, n, &name, r, field);
+    }
+}
+
+/// `a, (b, c) = …`: each name becomes a local of a value not known (bound
+/// to itself), which shadows an import or global of that name as any
+/// assignment does.
+fn unpacked_names(cx: &mut Cx, n: Node, left: Node) {
+    let mut stack = vec![left];
+    while let Some(x) = stack.pop() {
+        match x.kind_name() {
+            "identifier" => {
+                let name = cx.t(x).to_string();
+                cx.bind(n.start_byte(), &name, Some(name.clone()), false, false);
+            }
+            "pattern_list" | "tuple_pattern" | "list_pattern" | "list_splat_pattern" => {
+                let mut c = x.walk();
+                stack.extend(x.named_children(&mut c));
+            }
+            _ => {}
+        }
     }
 }
 

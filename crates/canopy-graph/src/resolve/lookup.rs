@@ -237,8 +237,10 @@ impl World {
         if !vals.is_empty() {
             return Some((vals, How::Inferred));
         }
-        (b.byte <= cx.byte && self.syms[u].node_type != NodeType::File)
-            .then_some((Vec::new(), How::None))
+        // A local of an enclosing function shadows outer names wherever it
+        // is bound in that function: a nested function runs after it is.
+        let bound_first = b.byte <= cx.byte || u != cx.scope;
+        (bound_first && self.syms[u].node_type != NodeType::File).then_some((Vec::new(), How::None))
     }
 
     /// The binding of `name` in unit `u` that a use at `cx` reads: the last

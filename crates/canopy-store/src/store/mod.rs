@@ -162,7 +162,10 @@ use crate::error::{CanopyError, Result};
 /// `forEach((v, k) => …)`, `Array.from(s)` and `[...s]` read them.
 /// 54: a Rust type parameter stands for each of its bounds (`T: A + B` is
 /// `A∪B`), not the first one only.
-pub const SCHEMA_VERSION: u32 = 54;
+/// 55: a Python name assigned in a function is bound whatever its value
+/// (to itself when unknown, each name of a tuple target too), so it
+/// shadows an import or global in the function and its nested functions.
+pub const SCHEMA_VERSION: u32 = 55;
 
 /// Bytes of pending terms FTS5 holds before it writes them out as a segment
 /// (its `hashsize`, set in `schema.sql`; FTS5's default is 1 MiB). A commit

@@ -27,6 +27,62 @@ use crate::lang::Language;
 /// Three-valued: `Some(b)` known, `None` unknown.
 type Tri = Option<bool>;
 
+/// The rustc version every toolchain that builds a crate today is assumed
+/// to reach: 1.56, the release that made edition 2021 stable. Current
+/// crates and their dependencies are written for it or later (syn 2,
+/// which most of the ecosystem's proc macros pull in, needs 1.56 or
+/// newer), so a build script's probe for this version or an older one is
+/// true, and one for a newer version stays unknown. Kept low on purpose:
+/// a floor too low only leaves a probe unknown, one too high turns a flag
+/// on that a real toolchain may not.
+const FLOOR: (u64, u64, u64) = (1, 56, 0);
+
+/// Whether the toolchain is at least `asked`: true up to the floor,
+/// unknown above.
+fn at_least(asked: (u64, u64, u64)) -> Tri {
+    (asked <= FLOOR).then_some(true)
+}
+
+/// `"1.51.0"`, `"1.51"` as `(1, 51, 0)`.
+fn parse_version(s: &str) -> Option<(u64, u64, u64)> {
+    let mut parts = s.trim().split('.').map(|p| p.parse::<u64>().ok());
+    let major = parts.next()??;
+    let minor = parts.next()??;
+    let patch = parts.next().unwrap_or(Some(0))?;
+    parts.next().is_none().then_some((major, minor, patch))
+}
+
+/// `Some(true)` / `Some(false)` as the `bool` inside.
+fn some_bool(s: &str) -> Option<bool> {
+    match s.split_whitespace().collect::<String>().as_str() {
+        "Some(true)" => Some(true),
+        "Some(false)" => Some(false),
+        _ => None,
+    }
+}
+
+/// The version `Version::new(1, 51, 0)` or `Version::parse("1.51.0")…`
+/// names.
+fn requested_version(s: &str) -> Option<(u64, u64, u64)> {
+    let s: String = s.split_whitespace().collect();
+    let s = s.strip_prefix("rustc_version::").unwrap_or(&s);
+    if let Some(rest) = s.strip_prefix("Version::new(") {
+        let inner = rest.strip_suffix(')')?;
+        let parts: Vec<u64> = inner
+            .split(',')
+            .map(|p| p.parse().ok())
+            .collect::<Option<_>>()?;
+        let [major, minor, patch] = parts[..] else {
+            return None;
+        };
+        return Some((major, minor, patch));
+    }
+    let rest = s.strip_prefix("Version::parse(\"")?;
+    let (version, tail) = rest.split_once("\")")?;
+    matches!(tail, "" | ".unwrap()" | "?").then_some(())?;
+    parse_version(version)
+}
+
 /// The bare flags `script` (a build script's text) prints on every path a
 /// default build can take, sorted; `default_features`: the package's
 /// features a default build turns on (`[features] default`, followed).
@@ -246,6 +302,9 @@ impl Reader<'_> {
                 self.condition(n.named_child(0)?, env).map(|v| !v)
             }
             "binary_expression" => {
+                if let Some(v) = self.probe_comparison(n) {
+                    return v;
+                }
                 let op = n.child_by_field_name("operator")?;
                 let left = self.condition(n.child_by_field_name("left")?, env);
                 let right = self.condition(n.child_by_field_name("right")?, env);
@@ -257,6 +316,7 @@ impl Reader<'_> {
                     _ => None,
                 }
             }
+            "call_expression" | "let_condition" => self.probe_test(n),
             "macro_invocation" if self.macro_name(n) == Some("cfg") => {
                 let args = self.t(n.named_child(1)?);
                 let predicate = args.strip_prefix('(')?.strip_suffix(')')?;
@@ -269,6 +329,103 @@ impl Reader<'_> {
             }
             _ => None,
         }
+    }
+
+    /// A `bool` read from a compiler probe: `probe(…).unwrap_or(b)`,
+    /// `if let Some(true) = probe(…)`, autocfg's `probe_rustc_version`.
+    fn probe_test(&self, n: Node) -> Tri {
+        if n.kind() == "let_condition" {
+            let want = some_bool(self.t(n.child_by_field_name("pattern")?))?;
+            return self
+                .option_probe(n.child_by_field_name("value")?)
+                .map(|v| v == want);
+        }
+        let function = n.child_by_field_name("function")?;
+        let args = n.child_by_field_name("arguments")?;
+        if function.kind() != "field_expression" {
+            return None;
+        }
+        let method = self.t(function.child_by_field_name("field")?);
+        let receiver = function.child_by_field_name("value")?;
+        match method {
+            // `None` only when rustc cannot be run, and then nothing builds.
+            "unwrap_or" => self.option_probe(receiver),
+            "probe_rustc_version" => {
+                let mut c = args.walk();
+                let parts: Vec<u64> = args
+                    .named_children(&mut c)
+                    .map(|a| self.t(a).parse().ok())
+                    .collect::<Option<_>>()?;
+                let [major, minor] = parts[..] else {
+                    return None;
+                };
+                at_least((major, minor, 0))
+            }
+            _ => None,
+        }
+    }
+
+    /// What the `Option<bool>` a version_check probe returns holds once
+    /// rustc has answered, on the assumed toolchain ([`FLOOR`], stable).
+    fn option_probe(&self, n: Node) -> Tri {
+        if n.kind() != "call_expression" {
+            return None;
+        }
+        let path = self.t(n.child_by_field_name("function")?);
+        let name = path.strip_prefix("version_check::")?;
+        let args = n.child_by_field_name("arguments")?;
+        let version = || {
+            let arg = self.t(args.named_child(0)?);
+            parse_version(arg.strip_prefix('"')?.strip_suffix('"')?)
+        };
+        match name {
+            "is_min_version" => at_least(version()?),
+            // Older than the floor: the toolchain is newer.
+            "is_max_version" | "is_exact_version" => (version()? < FLOOR).then_some(false),
+            // A stable toolchain: no `#![feature]`, not nightly.
+            "is_feature_flaggable" | "supports_feature" => Some(false),
+            _ => None,
+        }
+    }
+
+    /// `probe == Some(true)`, `rustc_version::version_meta()?.channel ==
+    /// Channel::Nightly`, `rustc_version::version().unwrap() >=
+    /// Version::new(1, 51, 0)`: `Some` when `n` is such a comparison.
+    fn probe_comparison(&self, n: Node) -> Option<Tri> {
+        let op = self.t(n.child_by_field_name("operator")?);
+        let left = n.child_by_field_name("left")?;
+        let right = n.child_by_field_name("right")?;
+        let (l, r) = (self.t(left), self.t(right));
+        let negate = |v: Tri, op: &str| match op {
+            "==" => Some(v),
+            "!=" => Some(v.map(|v| !v)),
+            _ => None,
+        };
+        if let Some(want) = some_bool(r) {
+            let probe = left.kind() == "call_expression" && l.starts_with("version_check::");
+            return probe.then(|| negate(self.option_probe(left).map(|v| v == want), op))?;
+        }
+        if l.ends_with(".channel") && self.text.contains("rustc_version") {
+            let stable = match r.rsplit("::").next()? {
+                "Stable" => true,
+                "Nightly" | "Beta" | "Dev" => false,
+                _ => return None,
+            };
+            return negate(Some(stable), op);
+        }
+        let reads_rustc = l.starts_with("rustc_version::version()")
+            || (l.starts_with("version()") && self.text.contains("rustc_version"));
+        if !reads_rustc {
+            return None;
+        }
+        let asked = requested_version(r)?;
+        Some(match op {
+            ">=" => at_least(asked),
+            ">" => (asked < FLOOR).then_some(true),
+            "<" => (asked <= FLOOR).then_some(false),
+            "<=" => (asked < FLOOR).then_some(false),
+            _ => return None,
+        })
     }
 
     /// A macro invocation's name (`println`, `std::println` as `println`).
@@ -390,5 +547,86 @@ fn emit(name: &str) {
         // A script without `main`, or not Rust: nothing.
         assert_eq!(flags("fn other() {}", &[]), Vec::<String>::new());
         assert_eq!(flags("not rust {", &[]), Vec::<String>::new());
+    }
+
+    #[test]
+    fn version_probes_read_against_the_assumed_toolchain() {
+        // slotmap's shape: version_check probes read through `unwrap_or`
+        // and `== Some(true)`; a nightly probe is false on stable.
+        let script = r#"
+fn main() {
+    let is_nightly = version_check::is_feature_flaggable() == Some(true);
+    let is_at_least_1_49 = version_check::is_min_version("1.49.0").unwrap_or(false);
+    let is_at_least_1_51 = version_check::is_min_version("1.51.0").unwrap_or(false);
+    if !is_at_least_1_49 {
+        println!("cargo:warning=needs 1.49");
+        return;
+    }
+    if is_at_least_1_51 || is_nightly {
+        println!("cargo:rustc-cfg=has_min_const_generics");
+    }
+    if is_nightly {
+        println!("cargo:rustc-cfg=nightly");
+    }
+    if version_check::is_min_version("9.0.0").unwrap_or(true) {
+        println!("cargo:rustc-cfg=future");
+    }
+    if version_check::is_max_version("1.40.0") == Some(true) {
+        println!("cargo:rustc-cfg=ancient");
+    }
+    if version_check::is_max_version("1.99.0").unwrap_or(false) {
+        println!("cargo:rustc-cfg=maybe_old");
+    }
+    if let Some(true) = version_check::is_min_version("1.36") {
+        println!("cargo:rustc-cfg=let_probe");
+    }
+    if version_check::supports_feature("never_type").unwrap_or(false) {
+        println!("cargo:rustc-cfg=never");
+    }
+}
+"#;
+        assert_eq!(flags(script, &[]), ["has_min_const_generics", "let_probe"]);
+    }
+
+    #[test]
+    fn autocfg_and_rustc_version_probes_read_the_same_way() {
+        let script = r#"
+use rustc_version::{version, version_meta, Channel, Version};
+fn main() {
+    let ac = autocfg::new();
+    if ac.probe_rustc_version(1, 51) {
+        println!("cargo:rustc-cfg=autocfg_old");
+    }
+    if ac.probe_rustc_version(1, 200) {
+        println!("cargo:rustc-cfg=autocfg_new");
+    }
+    if version().unwrap() >= Version::parse("1.26.0").unwrap() {
+        println!("cargo:rustc-cfg=rv_parse");
+    }
+    if rustc_version::version().unwrap() < Version::new(1, 40, 0) {
+        println!("cargo:rustc-cfg=rv_below");
+    }
+    if rustc_version::version().unwrap() >= Version::new(1, 90, 0) {
+        println!("cargo:rustc-cfg=rv_new");
+    }
+    if version_meta().unwrap().channel == Channel::Nightly {
+        println!("cargo:rustc-cfg=rv_nightly");
+    }
+    if version_meta().unwrap().channel != Channel::Nightly {
+        println!("cargo:rustc-cfg=rv_stable");
+    }
+}
+"#;
+        assert_eq!(flags(script, &[]), ["autocfg_old", "rv_parse", "rv_stable"]);
+        // Unknown stays unknown: another crate's function, a bare
+        // `unwrap_or` default.
+        let other = r#"
+fn main() {
+    if other::is_min_version("1.0.0").unwrap_or(false) {
+        println!("cargo:rustc-cfg=other");
+    }
+}
+"#;
+        assert_eq!(flags(other, &[]), Vec::<String>::new());
     }
 }
