@@ -79,6 +79,7 @@ pub mod resultset;
 pub(crate) mod semantic;
 pub(crate) mod session;
 pub(crate) mod snapshot;
+mod temp_files;
 pub mod timing;
 pub mod watch;
 

@@ -21,8 +21,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     // both `canopy-graph` (`crate::graph`: facts, resolution, navigation).
     // Cargo keeps them below: none depends on this crate.
     (
-        "foundations: knobs, fitted tables, phase timings",
-        &["knobs", "pack_calibration", "timing"],
+        "foundations: knobs, fitted tables, temporary files, phase timings",
+        &["knobs", "pack_calibration", "temp_files", "timing"],
     ),
     (
         "vocabulary: the data model, sessions",

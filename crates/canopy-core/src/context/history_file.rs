@@ -52,6 +52,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::context::cochange::{FileChange, Hunk};
 use crate::context::history::{Commit, LOG_FLAGS, parse_log};
+use crate::temp_files::{STALE_TEMP, sweep};
 
 /// The newest commits kept: Django's 31,881 fit; a longer history keeps
 /// its newest ones (the first read costs about 70 µs of git per commit).
@@ -377,7 +378,7 @@ pub(crate) fn refreshed(
             };
             tmp.persist(&bytes);
             if let Some(dir) = path.parent() {
-                sweep_temps(dir, &temp_prefix(path), STALE_TEMP);
+                sweep(dir, &temp_prefix(path), STALE_TEMP);
             }
             HistoryFile::parse(bytes)
         }
@@ -647,10 +648,6 @@ pub(crate) fn store_diff(path: &Path, changes: &[FileChange], size: usize) {
 /// within tens of MB however many commits packs read over time.
 const MAX_DIFF_FILES: usize = 8192;
 
-/// A temporary file this old was left by a process that was killed before
-/// its rename; nothing writes one for longer.
-const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(3600);
-
 /// Keeps `dir` (the diff folder) a bounded cache: when it holds more than
 /// `max` diff files, the least recently written go until `max * 3 / 4` are
 /// left (so the next writes do not prune again at once), and temporary files
@@ -693,29 +690,6 @@ fn temp_prefix(target: &Path) -> String {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     format!(".{name}.")
-}
-
-/// Removes the temporary files in `dir` whose names start with `prefix`
-/// and that are older than `stale`: a killed writer's, never renamed into
-/// place. Only those: the index directory holds other files, and a
-/// younger temporary file may be another process's write under way.
-fn sweep_temps(dir: &Path, prefix: &str, stale: std::time::Duration) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let now = std::time::SystemTime::now();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if !(name.starts_with(prefix) && name.ends_with(".tmp")) {
-            continue;
-        }
-        let modified = entry.metadata().and_then(|m| m.modified()).ok();
-        let age = modified.and_then(|m| now.duration_since(m).ok());
-        if age.is_some_and(|age| age > stale) {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
 }
 
 /// A temporary file beside the history file, renamed over it when whole

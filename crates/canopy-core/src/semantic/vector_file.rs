@@ -138,33 +138,12 @@ pub(crate) fn write(path: &Path, key: &Key<'_>, rows: &[u8]) -> std::io::Result<
     written
 }
 
-/// A temporary file older than this was left by a killed writer.
-const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(3_600);
-
-/// Removes the temporary files of writers killed before their rename (an
-/// hour old: a live writer's is seconds old), so none stays behind for good.
+/// Removes the temporary files of writers killed before their rename
+/// ([`crate::temp_files`]), so none stays behind for good.
 fn sweep_temps(path: &Path) {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return;
-    };
-    let prefix = format!("{}.", name.to_string_lossy());
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let now = std::time::SystemTime::now();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if !(name.starts_with(&prefix) && name.ends_with(".tmp")) {
-            continue;
-        }
-        let modified = entry.metadata().and_then(|m| m.modified()).ok();
-        if modified
-            .and_then(|m| now.duration_since(m).ok())
-            .is_some_and(|age| age > STALE_TEMP)
-        {
-            let _ = std::fs::remove_file(entry.path());
-        }
+    if let (Some(dir), Some(name)) = (path.parent(), path.file_name()) {
+        let prefix = format!("{}.", name.to_string_lossy());
+        crate::temp_files::sweep(dir, &prefix, crate::temp_files::STALE_TEMP);
     }
 }
 
