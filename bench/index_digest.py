@@ -7,7 +7,8 @@ Prints, for every table of `.canopy/index.db` (the FTS5 shadow tables
 included, the virtual tables over them left out), its row count and a
 SHA-256 of its rows in rowid / primary-key order. What differs between two
 cold indexes of the same tree by time alone is left out: `files.indexed_at`
-and the `meta` rows `last_indexed` and `*_at`. Two builds that must write
+and the `meta` rows `last_indexed` and `*_at`; so is `meta.state_stamp`, random
+bits drawn by every write (an identity of the index's state). Two builds that must write
 the same index (a change that should only make indexing cheaper) print the
 same lines: `diff <(bench/index_digest.py A) <(bench/index_digest.py B)`.
 Python standard library only.
@@ -23,7 +24,8 @@ TIME_COLUMNS = {("files", "indexed_at")}
 
 
 def time_meta_key(key):
-    return key == "last_indexed" or key.endswith("_at")
+    # state_stamp: random per write, like the time of the run.
+    return key in ("last_indexed", "state_stamp") or key.endswith("_at")
 
 
 def digest(db_path):
