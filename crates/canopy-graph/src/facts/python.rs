@@ -915,8 +915,15 @@ fn assignment(cx: &mut Cx, n: Node) {
             // whatever its value: bound to itself (a value not known), it
             // shadows the import or global of that name, in the function
             // and in the functions nested in it (`retry = a & b` then
-            // `def r(s): return retry(s)`).
-            e.or_else(|| Some(name.clone()))
+            // `def r(s): return retry(s)`). Not a name the function
+            // declares `global` or `nonlocal`: that assignment rebinds the
+            // outer name, so a value not known leaves the outer one's
+            // meaning (a known one is read as the value, as before).
+            match e {
+                Some(e) => Some(e),
+                None if declared_outer(cx, n, &name) => return,
+                None => Some(name.clone()),
+            }
         };
         cx.bind(n.start_byte(), &name, e, false, field);
         iterable_items(cx, n, &name, r, field);
@@ -932,7 +939,9 @@ fn unpacked_names(cx: &mut Cx, n: Node, left: Node) {
         match x.kind_name() {
             "identifier" => {
                 let name = cx.t(x).to_string();
-                cx.bind(n.start_byte(), &name, Some(name.clone()), false, false);
+                if !declared_outer(cx, n, &name) {
+                    cx.bind(n.start_byte(), &name, Some(name.clone()), false, false);
+                }
             }
             "pattern_list" | "tuple_pattern" | "list_pattern" | "list_splat_pattern" => {
                 let mut c = x.walk();
@@ -941,6 +950,48 @@ fn unpacked_names(cx: &mut Cx, n: Node, left: Node) {
             _ => {}
         }
     }
+}
+
+/// Whether the function around `n` declares `name` `global` or `nonlocal`
+/// (anywhere in its own body, as Python reads the declaration for the whole
+/// function; not in the functions or classes nested in it): an assignment
+/// of it there rebinds the module's or the enclosing function's name, so it
+/// makes no local that shadows it.
+fn declared_outer(cx: &Cx, n: Node, name: &str) -> bool {
+    let mut up = n.parent();
+    let function = loop {
+        match up {
+            Some(x) if x.kind_name() == "function_definition" => break x,
+            Some(x) if matches!(x.kind_name(), "class_definition" | "lambda") => return false,
+            Some(x) => up = x.parent(),
+            None => return false,
+        }
+    };
+    let Some(body) = function.field("body") else {
+        return false;
+    };
+    // Most functions declare nothing: skip the walk.
+    let text = cx.t(body);
+    if !text.contains("global") && !text.contains("nonlocal") {
+        return false;
+    }
+    let mut stack = vec![body];
+    while let Some(x) = stack.pop() {
+        match x.kind_name() {
+            "global_statement" | "nonlocal_statement" => {
+                let mut c = x.walk();
+                if x.named_children(&mut c).any(|id| cx.t(id) == name) {
+                    return true;
+                }
+            }
+            "function_definition" | "class_definition" | "lambda" => {}
+            _ => {
+                let mut c = x.walk();
+                stack.extend(x.named_children(&mut c));
+            }
+        }
+    }
+    false
 }
 
 /// The value expression an assignment binds its target to: [`expr`]'s, a
