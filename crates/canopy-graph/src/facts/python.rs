@@ -897,7 +897,12 @@ fn assignment(cx: &mut Cx, n: Node) {
             .filter(|r| field && r.kind_name() == "identifier")
             .and_then(|r| parameter_annotation(cx, n, cx.t(r)))
     });
-    if let Some(t) = annotation {
+    if let Some(class) = annotation.and_then(|t| class_of_type_annotation(cx, t)) {
+        // `TableBase: type[Table] = with_typehint(Table)`: the name holds the
+        // class itself (a base class, or called to make one), whatever the
+        // value the checker is told to trust.
+        cx.bind(n.start_byte(), &name, Some(class), false, field);
+    } else if let Some(t) = annotation {
         bind_items(cx, n.start_byte(), &name, t, field);
         let t = type_expr(cx, t);
         cx.bind(n.start_byte(), &name, t, true, field);
@@ -928,6 +933,39 @@ fn assignment(cx: &mut Cx, n: Node) {
         cx.bind(n.start_byte(), &name, e, false, field);
         iterable_items(cx, n, &name, r, field);
     }
+}
+
+/// `X` of an annotation `type[X]` / `Type[X]` / `typing.Type[X]` (one class
+/// named by a plain or dotted name), the annotation of a name that holds the
+/// class `X` itself rather than an instance of it.
+fn class_of_type_annotation(cx: &Cx, t: Node) -> Option<String> {
+    let t = if t.kind_name() == "type" {
+        t.named_child(0)?
+    } else {
+        t
+    };
+    if !matches!(t.kind_name(), "generic_type" | "subscript") {
+        return None;
+    }
+    let head = cx.t(t.named_child(0)?);
+    if !matches!(head, "type" | "Type" | "typing.Type" | "t.Type") {
+        return None;
+    }
+    // `type[X]` in a type is a `type_parameter` holding `X`; `typing.Type[X]`
+    // (a subscript) has `X` after the head.
+    let mut arg = t.named_child(1)?;
+    if arg.kind_name() == "type_parameter" {
+        if arg.named_child_count() != 1 {
+            return None;
+        }
+        arg = arg.named_child(0)?;
+    }
+    if arg.kind_name() == "type" {
+        arg = arg.named_child(0)?;
+    }
+    matches!(arg.kind_name(), "identifier" | "attribute")
+        .then(|| expr(cx, arg))
+        .flatten()
 }
 
 /// `a, (b, c) = …`: each name becomes a local of a value not known (bound
