@@ -28,10 +28,35 @@ pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
             let attr = cx.t(n.field("attribute")?);
             Some(format!("{obj}.{attr}"))
         }
-        "call" => Some(format!("{}()", expr(cx, n.field("function")?)?)),
+        "call" => match type_of_self(cx, n) {
+            Some(class) => Some(class),
+            None => Some(format!("{}()", expr(cx, n.field("function")?)?)),
+        },
         "parenthesized_expression" | "await" => expr(cx, n.named_child(0)?),
         _ => None,
     }
+}
+
+/// `type(self)` in a method: the class around it (so `type(self)()` makes
+/// one, as the method's own class does; a subclass's instance is read as
+/// the class that defines the method).
+fn type_of_self(cx: &Cx, call: Node) -> Option<String> {
+    let f = call.field("function")?;
+    if f.kind_name() != "identifier" || cx.t(f) != "type" {
+        return None;
+    }
+    let args = call.field("arguments")?;
+    if args.named_child_count() != 1 || !SELF_NAMES.contains(&cx.t(args.named_child(0)?)) {
+        return None;
+    }
+    let mut up = call.parent();
+    while let Some(x) = up {
+        if x.kind_name() == "class_definition" {
+            return x.field("name").map(|name| cx.t(name).to_string());
+        }
+        up = x.parent();
+    }
+    None
 }
 
 /// The normalised name of a type annotation (`Optional[X]`, `"X"`, `X | None` → `X`).
