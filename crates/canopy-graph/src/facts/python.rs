@@ -28,10 +28,35 @@ pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
             let attr = cx.t(n.field("attribute")?);
             Some(format!("{obj}.{attr}"))
         }
-        "call" => Some(format!("{}()", expr(cx, n.field("function")?)?)),
+        "call" => match type_of_self(cx, n) {
+            Some(class) => Some(class),
+            None => Some(format!("{}()", expr(cx, n.field("function")?)?)),
+        },
         "parenthesized_expression" | "await" => expr(cx, n.named_child(0)?),
         _ => None,
     }
+}
+
+/// `type(self)` in a method: the class around it (so `type(self)()` makes
+/// one, as the method's own class does; a subclass's instance is read as
+/// the class that defines the method).
+fn type_of_self(cx: &Cx, call: Node) -> Option<String> {
+    let f = call.field("function")?;
+    if f.kind_name() != "identifier" || cx.t(f) != "type" {
+        return None;
+    }
+    let args = call.field("arguments")?;
+    if args.named_child_count() != 1 || !SELF_NAMES.contains(&cx.t(args.named_child(0)?)) {
+        return None;
+    }
+    let mut up = call.parent();
+    while let Some(x) = up {
+        if x.kind_name() == "class_definition" {
+            return x.field("name").map(|name| cx.t(name).to_string());
+        }
+        up = x.parent();
+    }
+    None
 }
 
 /// The normalised name of a type annotation (`Optional[X]`, `"X"`, `X | None` → `X`).
@@ -897,7 +922,12 @@ fn assignment(cx: &mut Cx, n: Node) {
             .filter(|r| field && r.kind_name() == "identifier")
             .and_then(|r| parameter_annotation(cx, n, cx.t(r)))
     });
-    if let Some(t) = annotation {
+    if let Some(class) = annotation.and_then(|t| class_of_type_annotation(cx, t)) {
+        // `TableBase: type[Table] = with_typehint(Table)`: the name holds the
+        // class itself (a base class, or called to make one), whatever the
+        // value the checker is told to trust.
+        cx.bind(n.start_byte(), &name, Some(class), false, field);
+    } else if let Some(t) = annotation {
         bind_items(cx, n.start_byte(), &name, t, field);
         let t = type_expr(cx, t);
         cx.bind(n.start_byte(), &name, t, true, field);
@@ -928,6 +958,39 @@ fn assignment(cx: &mut Cx, n: Node) {
         cx.bind(n.start_byte(), &name, e, false, field);
         iterable_items(cx, n, &name, r, field);
     }
+}
+
+/// `X` of an annotation `type[X]` / `Type[X]` / `typing.Type[X]` (one class
+/// named by a plain or dotted name), the annotation of a name that holds the
+/// class `X` itself rather than an instance of it.
+fn class_of_type_annotation(cx: &Cx, t: Node) -> Option<String> {
+    let t = if t.kind_name() == "type" {
+        t.named_child(0)?
+    } else {
+        t
+    };
+    if !matches!(t.kind_name(), "generic_type" | "subscript") {
+        return None;
+    }
+    let head = cx.t(t.named_child(0)?);
+    if !matches!(head, "type" | "Type" | "typing.Type" | "t.Type") {
+        return None;
+    }
+    // `type[X]` in a type is a `type_parameter` holding `X`; `typing.Type[X]`
+    // (a subscript) has `X` after the head.
+    let mut arg = t.named_child(1)?;
+    if arg.kind_name() == "type_parameter" {
+        if arg.named_child_count() != 1 {
+            return None;
+        }
+        arg = arg.named_child(0)?;
+    }
+    if arg.kind_name() == "type" {
+        arg = arg.named_child(0)?;
+    }
+    matches!(arg.kind_name(), "identifier" | "attribute")
+        .then(|| expr(cx, arg))
+        .flatten()
 }
 
 /// `a, (b, c) = …`: each name becomes a local of a value not known (bound

@@ -740,7 +740,11 @@ impl World {
                     // too: a re-exported module or constant).
                     return self.module_imports(*t, name, depth + 1);
                 }
-                self.field(*t, name, depth)
+                let field = self.field(*t, name, depth);
+                if field.is_empty() && matches!(v, Val::Inst(_)) {
+                    return self.attribute_fallback(v, name, depth);
+                }
+                field
             }
             Val::File(f) => self.module_member(*f, name, depth),
             Val::Module(m) => self.rules.of(m.family).module_member(self, m, name, depth),
@@ -756,6 +760,25 @@ impl World {
                     .collect()
             }
         }
+    }
+
+    /// An attribute an instance's class neither defines nor inherits, read
+    /// through the class's `__getattr__` (Python calls it for exactly
+    /// those): what it returns (`Query().followers` is the `Query` that
+    /// `Query.__getattr__` makes). Dunder names are looked up on the type,
+    /// never through `__getattr__`.
+    fn attribute_fallback(&self, v: &Val, name: &str, depth: u32) -> Vec<Val> {
+        const GETATTR: &str = "__getattr__";
+        if name.starts_with("__") || depth > MAX_DEPTH {
+            return Vec::new();
+        }
+        let (getattr, _) = self.member_defs(v, GETATTR, depth + 1);
+        let funcs: Vec<Val> = getattr
+            .into_iter()
+            .filter(|&f| self.syms[f].name == GETATTR)
+            .map(Val::Func)
+            .collect();
+        self.call_result(&funcs, depth + 1)
     }
 
     /// A module unit that stands for a module elsewhere (Rust `mod key;`),
