@@ -137,7 +137,7 @@ fn weak_name_matches_and_stop_packs_keep_the_ranking_s_handles() {
     let dir = tempfile::tempdir().unwrap();
     let r = dir.path();
     write(r, "plot/colorbar.py", COLORBAR);
-    write(r, "plot/ticker.py", &ticker());
+    write(r, "plot/ticker.py", ticker());
     write(r, "billing/invoice.py", INVOICE);
     for i in 0..8 {
         write(
