@@ -281,6 +281,10 @@ const OWNER_BONUS: f64 = 0.0;
 /// (`bench/eval/README.md`, "within-file ranking"); with the floor
 /// `share=0.5` it lost two of 37 other `report` packs to one-word names
 /// (`draw`, `_units`), one of them a stop pack's fix ("with a floor").
+/// With the weak-match rules `words=2,dunder=1,rare=6,stop=1` it gained 3
+/// of 144 `tune` packs, lost none by function Hit@5, and moved no function
+/// hit on 54 other `report` instances ("by rare words"): no gain to earn
+/// the default.
 const WITHIN_WEIGHT: f64 = 0.0;
 
 /// [`Tuning::share`], 0 (every name match counts): the floor under which a
@@ -292,6 +296,14 @@ const WITHIN_SHARE: f64 = 0.0;
 /// [`Tuning::floor`], 1: a weak name match counts only for a unit that
 /// scores as high as its file's best.
 const WITHIN_FLOOR: f64 = 1.0;
+
+/// [`Tuning::rare`], 0 (off): the IDF at which a held word of a unit's name
+/// counts in full ([`Rarity`]).
+const WITHIN_RARE: f64 = 0.0;
+
+/// [`Tuning::words`], 0 (off): how many of a name's words the question must
+/// hold for the match to count, unless it writes the name as code.
+const WITHIN_WORDS: f64 = 0.0;
 
 /// Ranking settings. The evaluation (`bench/eval/pack_eval.py --variant`)
 /// overrides them with the environment variable `CANOPY_PACK_TUNING`
@@ -375,6 +387,21 @@ struct Tuning {
     /// A third slot in the best handle's file for a unit whose own name the
     /// question writes as code ([`within_files`]; 1 on, 0 off).
     named: f64,
+    /// Within-file ranking by rare words: a held word of a unit's name
+    /// counts min(1, IDF ÷ `rare`) of a word, its IDF read from the index's
+    /// text search (`draw` in matplotlib, `units` in astropy weigh little;
+    /// 0: every held word counts 1).
+    rare: f64,
+    /// Within-file ranking: a name match counts only when the question
+    /// holds at least this many of the name's words, or writes the name as
+    /// code (`draw`, `_units`: one generic word; 0: off).
+    words: f64,
+    /// Within-file ranking: the words of a dunder name (`__init__`, whose
+    /// `init` a title writing `__init__.py` holds) never count (1 on, 0 off).
+    dunder: f64,
+    /// Within-file ranking: a pack that says stop shows the ranking's
+    /// handles, so a swap never changes a stop pack's expands (1 on, 0 off).
+    stop: f64,
 }
 
 impl Tuning {
@@ -401,6 +428,10 @@ impl Tuning {
             share: WITHIN_SHARE,
             floor: WITHIN_FLOOR,
             named: 0.0,
+            rare: WITHIN_RARE,
+            words: WITHIN_WORDS,
+            dunder: 0.0,
+            stop: 0.0,
         };
         for (k, v) in crate::knobs::measuring_knobs("CANOPY_PACK_TUNING") {
             match k.as_str() {
@@ -425,6 +456,10 @@ impl Tuning {
                 "share" => t.share = v,
                 "floor" => t.floor = v,
                 "named" => t.named = v,
+                "rare" => t.rare = v,
+                "words" => t.words = v,
+                "dunder" => t.dunder = v,
+                "stop" => t.stop = v,
                 _ => {}
             }
         }
@@ -862,25 +897,25 @@ pub(crate) fn build(
     let r = rank_question(snapshot, params)?;
     let tuning = Tuning::get();
     let picked = select(&r.ranked, max_handles(params), caps, max_tokens);
-    let within = WithinFile {
-        weight: tuning.within,
-        share: tuning.share,
-        floor: tuning.floor,
-        named: tuning.named > 0.0,
+    let within = WithinFile::of(&tuning);
+    let rarity = if within.is_on() && within.rare > 0.0 {
+        Rarity::read(store, &picked, &r.ranked)?
+    } else {
+        Rarity::default()
     };
     // The guidance is judged on the selection before the within-file
     // ranking: a stop rests on the ranking's evidence, not on the swap.
     let judged = within.is_on().then(|| picked.clone());
-    let selected = within_files(
+    let swapped = within_files(
         picked,
         &r.ranked,
-        &r.question,
+        (&r.question, &rarity),
         within,
         (max_handles(params), max_tokens),
     );
     let selected = with_local_callees(
         store,
-        selected,
+        swapped,
         &r.ranked,
         tuning.local as usize,
         (max_handles(params), max_tokens),
@@ -893,6 +928,28 @@ pub(crate) fn build(
         &r.question,
         r.identifier_hit,
     )?;
+    if let Some(judged) =
+        judged.filter(|j| within.stop && pack.guidance.stop_querying && !same_units(j, &selected))
+    {
+        // A stop tells the agent to expand these handles and answer: they
+        // are the ranking's, not a swap's (a one-word name took a stop
+        // pack's fix on `report`, bench/eval/README.md "with a floor").
+        let plain = with_local_callees(
+            store,
+            judged.clone(),
+            &r.ranked,
+            tuning.local as usize,
+            (max_handles(params), max_tokens),
+        )?;
+        pack = assemble(
+            store,
+            session,
+            (&plain, &judged),
+            &r.ranked,
+            &r.question,
+            r.identifier_hit,
+        )?;
+    }
     pack.total_candidates = r.total_candidates;
     pack.plan_steps = r.plan_steps;
     pack.ranked = r.ranked.into_iter().map(|s| s.node).collect();
@@ -1289,20 +1346,28 @@ fn stem_share(path: &str, words: &HashSet<String>) -> f64 {
 /// words nor `ignored`) that `words` holds, as written or by stem; 0 when
 /// no part counts.
 fn held_share(name: &str, ignored: &[&str], words: &HashSet<String>) -> f64 {
+    let (parts, held) = held_parts(name, ignored, words);
+    if parts == 0 {
+        return 0.0;
+    }
+    held.len() as f64 / parts as f64
+}
+
+/// `name`'s identifier parts that count ([`held_share`]): how many there
+/// are, and those `words` holds.
+fn held_parts(name: &str, ignored: &[&str], words: &HashSet<String>) -> (usize, Vec<String>) {
     let parts: Vec<String> = split_identifier(name)
         .into_iter()
         .filter(|p| {
             p.len() >= 3 && !STOP_WORDS.contains(&p.as_str()) && !ignored.contains(&p.as_str())
         })
         .collect();
-    if parts.is_empty() {
-        return 0.0;
-    }
+    let count = parts.len();
     let held = parts
-        .iter()
+        .into_iter()
         .filter(|p| words.contains(p.as_str()) || words.contains(&stem_word(p)))
-        .count();
-    held as f64 / parts.len() as f64
+        .collect();
+    (count, held)
 }
 
 /// A crude plural/verb stem, so `columns` meets `column` and `checks` meets `check`.
@@ -1748,7 +1813,8 @@ fn local_callee<'a>(
 }
 
 /// The within-file ranking's settings ([`Tuning::within`], [`Tuning::share`],
-/// [`Tuning::floor`], [`Tuning::named`]).
+/// [`Tuning::floor`], [`Tuning::named`], [`Tuning::rare`], [`Tuning::words`],
+/// [`Tuning::dunder`], [`Tuning::stop`]).
 #[derive(Clone, Copy, Debug)]
 struct WithinFile {
     /// Weight of the name match against the score relative to the file's best.
@@ -1759,49 +1825,165 @@ struct WithinFile {
     floor: f64,
     /// A third slot in the best handle's file for a unit named as code.
     named: bool,
+    /// The IDF at which a held word counts in full (0: every held word counts 1).
+    rare: f64,
+    /// Held words a match needs unless the name is written as code.
+    words: usize,
+    /// A dunder name's words never count.
+    dunder: bool,
+    /// A stop pack shows the ranking's handles.
+    stop: bool,
 }
 
 impl WithinFile {
+    fn of(t: &Tuning) -> WithinFile {
+        WithinFile {
+            weight: t.within,
+            share: t.share,
+            floor: t.floor,
+            named: t.named > 0.0,
+            rare: t.rare,
+            words: t.words.max(0.0).round() as usize,
+            dunder: t.dunder > 0.0,
+            stop: t.stop > 0.0,
+        }
+    }
+
     fn is_on(self) -> bool {
         self.weight > 0.0 || self.named
     }
 
     /// A unit's key in its file's order: its score relative to the file's
-    /// best (`relative`, 0..=1) plus `weight` × its name match, where a weak
-    /// match ([`WithinFile::share`]) counts only at `relative` ≥
-    /// [`WithinFile::floor`]. Without the floor, one word of a four-word
-    /// name held by a long question moved a unit past a sibling that the
-    /// ranking put first (django__django-11551, query form).
-    fn key(self, relative: f64, (share, named): (f64, bool)) -> f64 {
-        let weak = !named && share < self.share;
-        let counted = if weak && relative < self.floor {
+    /// best (`relative`, 0..=1) plus `weight` × its name match.
+    ///
+    /// The match's share of held words ([`OwnName::rare_share`] when
+    /// [`WithinFile::rare`] is set) counts nothing for a dunder name
+    /// ([`WithinFile::dunder`]) or, unless the name is written as code,
+    /// for fewer than [`WithinFile::words`] held words: a one-word name
+    /// whose one word the question holds (`draw`, `_units`) took a
+    /// better sibling's slot twice on `report`. A weak match
+    /// ([`WithinFile::share`]) counts only at `relative` ≥
+    /// [`WithinFile::floor`]: one word of a four-word name held by a long
+    /// question moved a unit past a sibling that the ranking put first
+    /// (django__django-11551, query form).
+    fn key(self, relative: f64, m: OwnName) -> f64 {
+        let share = if self.rare > 0.0 {
+            m.rare_share
+        } else {
+            m.share
+        };
+        let unheard = (self.dunder && m.dunder) || (!m.named && m.held < self.words);
+        let weak = !m.named && m.share < self.share;
+        let counted = if unheard || (weak && relative < self.floor) {
             0.0
         } else {
             share
         };
-        relative + self.weight * (counted + if named { 1.0 } else { 0.0 })
+        relative + self.weight * (counted + if m.named { 1.0 } else { 0.0 })
     }
 }
 
-/// How well a unit's own name matches the question: the share of its
-/// name's words the summary line holds ([`held_share`]), and whether the
-/// question writes the name as code ([`names_in_code`]; not in traceback
-/// frames). (0, false) for units that are not named symbols.
-fn name_match(node: &NodeRecord, question: &Question) -> (f64, bool) {
+/// How a unit's own name meets the question ([`name_match`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct OwnName {
+    /// The share of the name's words the summary line holds ([`held_share`]).
+    share: f64,
+    /// The same share with each held word counted by its rarity ([`Rarity`]).
+    rare_share: f64,
+    /// How many of the name's words the summary line holds.
+    held: usize,
+    /// The question writes the name as code ([`names_in_code`]).
+    named: bool,
+    /// A dunder name (`__init__`, `__str__`): its words are the language's,
+    /// not the code's.
+    dunder: bool,
+}
+
+/// How rare a word is in the index: its IDF over the units of the text
+/// search (as [`key_terms`] weighs the question's words), read for the
+/// words of the names the within-file ranking may move.
+#[derive(Debug, Default)]
+struct Rarity {
+    /// Units in the index.
+    total: f64,
+    /// Units whose text holds the word.
+    docs: HashMap<String, u64>,
+}
+
+impl Rarity {
+    /// The document counts of the name words of every slot unit of the
+    /// selection's files.
+    fn read(store: &Store, picked: &[&Scored], ranked: &[Scored]) -> Result<Rarity> {
+        let files: HashSet<&str> = picked.iter().map(|s| s.node.file_path.as_str()).collect();
+        let mut docs = HashMap::new();
+        for s in ranked
+            .iter()
+            .filter(|s| files.contains(s.node.file_path.as_str()) && slot_unit(&s.node))
+        {
+            let Some(name) = s.node.name.as_deref() else {
+                continue;
+            };
+            let own = name.rsplit('.').next().unwrap_or(name);
+            for part in split_identifier(own) {
+                if let std::collections::hash_map::Entry::Vacant(e) = docs.entry(part) {
+                    let n = store.term_doc_count(e.key())?;
+                    e.insert(n);
+                }
+            }
+        }
+        Ok(Rarity {
+            total: store.unit_count()?.max(1) as f64,
+            docs,
+        })
+    }
+
+    /// A held word's weight, min(1, IDF ÷ `scale`); a word the index was
+    /// not asked about counts 1.
+    fn weight(&self, word: &str, scale: f64) -> f64 {
+        let Some(&df) = self.docs.get(word) else {
+            return 1.0;
+        };
+        let df = df as f64;
+        let idf = ((self.total - df + 0.5) / (df + 0.5) + 1.0).ln();
+        (idf / scale).min(1.0)
+    }
+}
+
+/// How well a unit's own name matches the question ([`OwnName`]): the
+/// words of it the summary line holds, their rarity (`scale`, see
+/// [`Rarity::weight`]; 0: not read), and whether the question writes the
+/// name as code ([`names_in_code`]; not in traceback frames). Nothing for
+/// units that are not named symbols.
+fn name_match(node: &NodeRecord, (question, rarity): (&Question, &Rarity), scale: f64) -> OwnName {
     let Some(own) = node
         .name
         .as_deref()
         .map(|n| n.rsplit('.').next().unwrap_or(n))
     else {
-        return (0.0, false);
+        return OwnName::default();
     };
     if !NodeType::from_name(&node.node_type).is_some_and(NodeType::is_symbol) {
-        return (0.0, false);
+        return OwnName::default();
     }
-    (
-        held_share(own, &[], &question.summary_words),
-        names_in_code(&question.naming, own),
-    )
+    let (parts, held) = held_parts(own, &[], &question.summary_words);
+    let of = |n: f64| if parts == 0 { 0.0 } else { n / parts as f64 };
+    let rare = if scale > 0.0 {
+        held.iter().map(|w| rarity.weight(w, scale)).sum()
+    } else {
+        held.len() as f64
+    };
+    OwnName {
+        share: of(held.len() as f64),
+        rare_share: of(rare),
+        held: held.len(),
+        named: names_in_code(&question.naming, own),
+        dunder: own.len() > 4 && own.starts_with("__") && own.ends_with("__"),
+    }
+}
+
+/// Whether two selections hold the same units in the same order.
+fn same_units(a: &[&Scored], b: &[&Scored]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| std::ptr::eq(*x, *y))
 }
 
 /// Whether two units of one file overlap (one holds the other, or they cross).
@@ -1834,7 +2016,7 @@ fn slot_unit(node: &NodeRecord) -> bool {
 fn within_files<'a>(
     selected: Vec<&'a Scored>,
     ranked: &'a [Scored],
-    question: &Question,
+    (question, rarity): (&Question, &Rarity),
     within: WithinFile,
     limits: (usize, u64),
 ) -> Vec<&'a Scored> {
@@ -1859,7 +2041,10 @@ fn within_files<'a>(
             .iter()
             .map(|s| {
                 (
-                    within.key(s.score / best, name_match(&s.node, question)),
+                    within.key(
+                        s.score / best,
+                        name_match(&s.node, (question, rarity), within.rare),
+                    ),
                     *s,
                 )
             })
@@ -2440,16 +2625,26 @@ mod tests {
         let picked = vec![&ranked[0], &ranked[1]];
         let question = question_with_summary(&["fields", "admin", "values"]);
         let shown = |within: WithinFile| -> Vec<String> {
-            within_files(picked.clone(), &ranked, &question, within, (5, 10_000))
-                .iter()
-                .filter_map(|s| s.node.name.clone())
-                .collect()
+            within_files(
+                picked.clone(),
+                &ranked,
+                (&question, &Rarity::default()),
+                within,
+                (5, 10_000),
+            )
+            .iter()
+            .filter_map(|s| s.node.name.clone())
+            .collect()
         };
         let plain = WithinFile {
             weight: 0.4,
             share: 0.0,
             floor: 1.0,
             named: false,
+            rare: 0.0,
+            words: 0,
+            dunder: false,
+            stop: false,
         };
         // No floor: one word of four (`fields`) lifts the sibling past the
         // file's first unit (0.95 + 0.4 × ¼ > 1).
@@ -2471,15 +2666,145 @@ mod tests {
         // A strong match moves past the floor: half of `radio_fields` and
         // written as code both count whatever the score.
         let strong = question_with_summary(&["radio", "fields"]);
-        let moved: Vec<String> =
-            within_files(picked.clone(), &ranked, &strong, floored, (5, 10_000))
-                .iter()
-                .filter_map(|s| s.node.name.clone())
-                .collect();
+        let moved: Vec<String> = within_files(
+            picked.clone(),
+            &ranked,
+            (&strong, &Rarity::default()),
+            floored,
+            (5, 10_000),
+        )
+        .iter()
+        .filter_map(|s| s.node.name.clone())
+        .collect();
         assert_eq!(moved, ["Checks._check_radio_fields_key", "other"]);
-        assert_eq!(floored.key(0.5, (0.25, true)), 0.5 + 0.4 * 1.25);
-        assert_eq!(floored.key(0.5, (0.25, false)), 0.5);
-        assert_eq!(floored.key(1.0, (0.25, false)), 1.0 + 0.4 * 0.25);
+        let quarter = |named| OwnName {
+            share: 0.25,
+            rare_share: 0.25,
+            held: 1,
+            named,
+            dunder: false,
+        };
+        assert_eq!(floored.key(0.5, quarter(true)), 0.5 + 0.4 * 1.25);
+        assert_eq!(floored.key(0.5, quarter(false)), 0.5);
+        assert_eq!(floored.key(1.0, quarter(false)), 1.0 + 0.4 * 0.25);
+    }
+
+    #[test]
+    fn a_name_match_counts_by_rare_words_two_of_them_and_no_dunder() {
+        let rules = WithinFile {
+            weight: 0.4,
+            share: 0.0,
+            floor: 1.0,
+            named: false,
+            rare: 0.0,
+            words: 0,
+            dunder: false,
+            stop: false,
+        };
+        let question = question_with_summary(&["colorbar", "draw", "init", "edges", "extend"]);
+        let of = |name: &str, kind: &str| {
+            name_match(
+                &named(kind, "a.py", name),
+                (&question, &Rarity::default()),
+                0.0,
+            )
+        };
+        // One generic word of a one-word name is the whole name: share 1.
+        let draw = of("_ColorbarSpine.draw", "method");
+        assert_eq!(
+            (draw.share, draw.held, draw.named, draw.dunder),
+            (1.0, 1, false, false)
+        );
+        let init = of("Colorbar.__init__", "method");
+        assert_eq!((init.share, init.held, init.dunder), (1.0, 1, true));
+        let edges = of("Colorbar._add_extend_edges", "method");
+        assert_eq!((edges.held, edges.share), (2, 2.0 / 3.0));
+        assert_eq!(of("_add_solids", "method").held, 0);
+
+        // Without the rules the one-word match counts in full.
+        assert_eq!(rules.key(0.5, draw), 0.5 + 0.4);
+        // Two held words: one is not enough unless the name is code.
+        let two = WithinFile { words: 2, ..rules };
+        assert_eq!(two.key(0.5, draw), 0.5);
+        assert_eq!(two.key(0.5, edges), 0.5 + 0.4 * (2.0 / 3.0));
+        let written = OwnName {
+            named: true,
+            ..draw
+        };
+        assert_eq!(two.key(0.5, written), 0.5 + 0.4 * 2.0);
+        // A dunder's words never count; written as code it keeps that bonus.
+        let dunder = WithinFile {
+            dunder: true,
+            ..rules
+        };
+        assert_eq!(rules.key(0.5, init), 0.5 + 0.4);
+        assert_eq!(dunder.key(0.5, init), 0.5);
+        assert_eq!(
+            dunder.key(
+                0.5,
+                OwnName {
+                    named: true,
+                    ..init
+                }
+            ),
+            0.5 + 0.4
+        );
+        assert_eq!(dunder.key(0.5, draw), 0.5 + 0.4);
+
+        // Rarity: a word in 400 of 1,000 units weighs little, a word in 2
+        // counts in full; a word the index was not asked about counts 1.
+        let rarity = Rarity {
+            total: 1000.0,
+            docs: [
+                ("draw".to_string(), 400),
+                ("extend".to_string(), 2),
+                ("edges".to_string(), 2),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let w = rarity.weight("draw", 5.0);
+        assert!(w > 0.1 && w < 0.25, "{w}");
+        assert_eq!(rarity.weight("extend", 5.0), 1.0);
+        assert_eq!(rarity.weight("unknown", 5.0), 1.0);
+        let rare = WithinFile { rare: 5.0, ..rules };
+        let draw = name_match(
+            &named("method", "a.py", "_ColorbarSpine.draw"),
+            (&question, &rarity),
+            5.0,
+        );
+        assert_eq!(draw.share, 1.0);
+        assert!((draw.rare_share - w).abs() < 1e-12);
+        assert!((rare.key(0.5, draw) - (0.5 + 0.4 * w)).abs() < 1e-12);
+        let edges = name_match(
+            &named("method", "a.py", "Colorbar._add_extend_edges"),
+            (&question, &rarity),
+            5.0,
+        );
+        assert_eq!(edges.rare_share, 2.0 / 3.0);
+
+        // In a file's order: `draw` (0.9 of the best) passes `_add_solids`
+        // by its one word without the rules, not with two words required.
+        let ranked = vec![
+            scored_named("a.py", "Colorbar._add_solids", (0, 100), 1.0),
+            scored_named("b.py", "other", (0, 100), 0.97),
+            scored_named("a.py", "_ColorbarSpine.draw", (200, 300), 0.9),
+        ];
+        let picked = vec![&ranked[0], &ranked[1]];
+        let shown = |within: WithinFile| -> Vec<String> {
+            within_files(
+                picked.clone(),
+                &ranked,
+                (&question, &Rarity::default()),
+                within,
+                (5, 10_000),
+            )
+            .iter()
+            .filter_map(|s| s.node.name.clone())
+            .collect()
+        };
+        assert_eq!(shown(rules), ["_ColorbarSpine.draw", "other"]);
+        assert_eq!(shown(two), ["Colorbar._add_solids", "other"]);
     }
 
     #[test]
