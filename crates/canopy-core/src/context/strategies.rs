@@ -13,6 +13,7 @@ use crate::context::{
 };
 use crate::error::Result;
 use crate::graph::nav::{Graph, TargetMatch};
+use crate::lang::SiteKind;
 use crate::pack::{PackParams, code_identifiers, rank_order};
 use crate::path_class::is_test_path;
 use crate::query::QueryParams;
@@ -385,7 +386,6 @@ fn graph_candidates(
             Some("no focus: name one, or give a task that names code".into()),
         ));
     }
-    let store = graph.store();
     let mut out: Vec<Candidate> = Vec::new();
     let mut seen = HashSet::new();
     let mut push = |node: NodeRecord, reason: String, out: &mut Vec<Candidate>| {
@@ -404,27 +404,37 @@ fn graph_candidates(
         if !is_definition(f) {
             continue;
         }
+        // The unit the graph's target rule finds at the focus's name line
+        // (the focus itself but in rare layouts), resolved once for the
+        // three questions below.
         let target = format!("{}:{}", f.file_path, graph.name_line(f));
+        let TargetMatch::One(unit) = graph.resolve_target(&target)? else {
+            continue;
+        };
         let name = display_name(f);
         let per_focus = (PER_STRATEGY / focus.len()).max(4);
-        for (answer, reason) in [
+        for (incoming, kind, max, reason) in [
             (
-                graph.callers(&target, 1, per_focus)?,
+                true,
+                SiteKind::Call,
+                per_focus,
                 format!("calls the focus `{name}`"),
             ),
             (
-                graph.callees(&target, 1, per_focus)?,
+                false,
+                SiteKind::Call,
+                per_focus,
                 format!("called by the focus `{name}`"),
             ),
             (
-                graph.type_usages(&target, per_focus / 2)?,
+                true,
+                SiteKind::Type,
+                per_focus / 2,
                 format!("uses the focus type `{name}`"),
             ),
         ] {
-            for node in answer.nodes {
-                if let Some(n) = store.node_by_handle(node.handle.id.as_str())? {
-                    push(n, reason.clone(), &mut out);
-                }
+            for n in graph.neighbours(&unit, incoming, &[kind], max)? {
+                push(n, reason.clone(), &mut out);
             }
         }
     }
