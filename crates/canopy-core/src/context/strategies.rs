@@ -81,12 +81,14 @@ fn is_definition(n: &NodeRecord) -> bool {
 /// Runs the strategies `strategy` asks for. History's questions to git
 /// (processes: the diffs of a focus seen the first time are most of its
 /// cost) run in a thread of their own beside the rankings, as soon as the
-/// focus is known; each strategy's list is the same either way.
+/// focus is known; each strategy's list is the same either way. Semantic
+/// candidates are asked of `semantic` last (the caller may be searching
+/// the vectors meanwhile), and keep their place among the lists.
 pub(crate) fn gather(
     snapshot: Snapshot<'_>,
     params: &ContextParams,
     strategy: Strategy,
-    semantic: SemanticInput,
+    semantic: &mut dyn FnMut() -> Result<SemanticInput>,
     history: &HistoryLog,
 ) -> Result<Gathered> {
     let t = crate::timing::mark();
@@ -149,11 +151,9 @@ pub(crate) fn gather(
             reports.push(report(Strategy::Keyword, keyword.len(), note));
             lists.push((Strategy::Keyword, keyword));
         }
-        if wants(Strategy::Semantic) {
-            let list = semantic_candidates(snapshot, &semantic)?;
-            reports.push(report(Strategy::Semantic, list.len(), semantic.skipped));
-            lists.push((Strategy::Semantic, list));
-        }
+        // Semantic's place among the lists: its candidates are asked for
+        // last (the caller may be computing them beside these rankings).
+        let semantic_at = wants(Strategy::Semantic).then_some(lists.len());
         let explicit = params.focus.is_some() && !focus_nodes.is_empty();
         let mut pinned = Vec::new();
         if wants(Strategy::Graph) || explicit {
@@ -188,6 +188,14 @@ pub(crate) fn gather(
         if let Some(list) = decisions {
             reports.push(report(Strategy::Decisions, list.len(), None));
             lists.push((Strategy::Decisions, list));
+        }
+        if let Some(at) = semantic_at {
+            let t = crate::timing::mark();
+            let semantic = semantic()?;
+            let list = semantic_candidates(snapshot, &semantic)?;
+            crate::timing::phase("gather.semantic", t);
+            reports.insert(at, report(Strategy::Semantic, list.len(), semantic.skipped));
+            lists.insert(at, (Strategy::Semantic, list));
         }
         Ok(Gathered {
             lists,
