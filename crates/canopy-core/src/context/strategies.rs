@@ -190,10 +190,8 @@ pub(crate) fn gather(
             lists.push((Strategy::Decisions, list));
         }
         if let Some(at) = semantic_at {
-            let t = crate::timing::mark();
             let semantic = semantic()?;
             let list = semantic_candidates(snapshot, &semantic)?;
-            crate::timing::phase("gather.semantic", t);
             reports.insert(at, report(Strategy::Semantic, list.len(), semantic.skipped));
             lists.insert(at, (Strategy::Semantic, list));
         }
