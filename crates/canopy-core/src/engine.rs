@@ -1009,8 +1009,6 @@ impl Engine {
             let snapshot = store.read_snapshot_within(budget)?;
             let coverage = snapshot.partial_coverage()?;
             let t = crate::timing::phase("context.snapshot", t);
-            let (semantic, new_vectors) = self.semantic_input(&snapshot, params)?;
-            let t = crate::timing::phase("context.semantic", t);
             // Freshness: every fragment's file was read and hash-checked by the packer.
             let finish = |pack: &mut crate::context::ContextPack| -> Result<()> {
                 let mut checked: Vec<&str> = pack
@@ -1032,19 +1030,84 @@ impl Engine {
                 pack.index_coverage = coverage;
                 Ok(())
             };
-            let pack = crate::context::build(
-                self.snapshot_of(&snapshot),
-                params,
-                semantic,
-                &self.inner.history,
-                &finish,
-            )
-            .map_err(|e| e.or_budget(budget))?;
-            crate::timing::phase("context.build", t);
-            Ok((pack, new_vectors))
+            std::thread::scope(|scope| {
+                let mut beside = self.search_beside(scope, &snapshot, params)?;
+                let mut new_vectors = Vec::new();
+                // Called by the semantic strategy once the rankings that need
+                // no vectors are done (`strategies::gather`).
+                let mut semantic = || -> Result<crate::context::SemanticInput> {
+                    let t = crate::timing::mark();
+                    // A panic there, or a vector file that could not answer:
+                    // the search below answers, as it would have.
+                    if let Some(Ok(Some(hits))) = beside.take().map(|thread| thread.join()) {
+                        crate::timing::phase("context.semantic_wait", t);
+                        return Ok(crate::context::SemanticInput {
+                            hits,
+                            skipped: None,
+                        });
+                    }
+                    let (input, rows) = self.semantic_input(&snapshot, params)?;
+                    crate::timing::phase("context.semantic", t);
+                    new_vectors = rows;
+                    Ok(input)
+                };
+                let pack = crate::context::build(
+                    self.snapshot_of(&snapshot),
+                    params,
+                    &mut semantic,
+                    &self.inner.history,
+                    &finish,
+                )
+                .map_err(|e| e.or_budget(budget))?;
+                crate::timing::phase("context.build", t);
+                Ok((pack, new_vectors))
+            })
         })?;
         self.store_vectors(new_vectors);
         Ok(pack)
+    }
+
+    /// A one-off fused request's semantic search in a thread of its own
+    /// while the other strategies rank (issue 31 item 6): from the vector
+    /// file of the snapshot's index state (`SemanticIndex::search_file_once`),
+    /// which reads no index, so the model's load, the task's embedding and
+    /// the scan (about a fifth of a one-off fused call's CPU on Django) need
+    /// not wait for the rankings, nor they for it, on two cores. The thread
+    /// answers `None` when that file cannot answer; the request's own
+    /// search then runs as before. No thread (`None`) for a strategy that
+    /// ranks nothing else meanwhile, for a process that keeps what it
+    /// reads (a server: its first sync keeps the vectors), without a
+    /// configured model, before the index has a state stamp, or when no
+    /// thread can start.
+    #[allow(clippy::type_complexity)]
+    fn search_beside<'scope>(
+        &'scope self,
+        scope: &'scope std::thread::Scope<'scope, '_>,
+        store: &Store,
+        params: &crate::context::ContextParams,
+    ) -> Result<Option<std::thread::ScopedJoinHandle<'scope, Option<Vec<(i64, f32)>>>>> {
+        if params.strategy.unwrap_or_default() != crate::context::Strategy::Fused
+            || self.inner.history.is_kept()
+            || self.inner.options.embedding_model.is_none()
+        {
+            return Ok(None);
+        }
+        let Some(stamp) = store.state_stamp()? else {
+            return Ok(None);
+        };
+        let (generation, db_path) = (store.generation()?, store.path().to_path_buf());
+        let text = crate::context::semantic_query(&params.task, params.focus.as_deref());
+        let search = move || {
+            let t = crate::timing::mark();
+            let mut state = self.inner.semantic_index()?;
+            crate::timing::phase("semantic.model_load", t);
+            let index = state.as_mut()?.as_mut().ok()?;
+            index.search_file_once(&db_path, &stamp, generation, &text, 40)
+        };
+        Ok(std::thread::Builder::new()
+            .name("canopy-semantic".into())
+            .spawn_scoped(scope, search)
+            .ok())
     }
 
     /// Semantic candidates for a context pack (empty, with the reason, when

@@ -28,6 +28,7 @@
 //! the changes since are handled here (see [`UnitVectors`]).
 
 use std::collections::{HashMap, HashSet};
+use std::path::Path;
 use std::sync::Arc;
 
 use instant_distance::{Builder, HnswMap, Search};
@@ -155,20 +156,11 @@ impl SemanticIndex {
         });
         let file_path = vector_file::path_beside(store.path());
         // The rows a search of this very state found usable, kept flat.
-        if let Some(file) = key
+        if let Some(answer) = key
             .as_ref()
-            .and_then(|key| vector_file::VectorFile::open(&file_path, key))
+            .and_then(|key| self.search_vector_file(&file_path, key, text, k))
         {
-            let t = crate::timing::phase("semantic.vector_file", t);
-            let Some(query) = self.model.embed(text) else {
-                return Ok(Some(Vec::new()));
-            };
-            let t = crate::timing::phase("semantic.embed_query", t);
-            let mut scored = Vec::new();
-            if Quantized::score_blob(file.blob(), self.model.dim(), &query, &mut scored) {
-                crate::timing::phase("semantic.scan_file", t);
-                return Ok(self.within_scan(scored, k));
-            }
+            return Ok(answer);
         }
         // What a first sync would load: the same files and checks.
         let hashes: HashMap<String, String> = store
@@ -227,6 +219,62 @@ impl SemanticIndex {
             crate::timing::phase("semantic.write_vector_file", t);
         }
         Ok(self.within_scan(scored, k))
+    }
+
+    /// [`SemanticIndex::search_once`]'s answer when the vector file of the
+    /// index state `stamp` at `generation` answers it (beside the index at
+    /// `db_path`), read without the index: a one-off request can search so
+    /// in a thread of its own while it ranks by the index (issue 31 item 6).
+    /// `None`, and nothing done, when that file cannot answer (absent, of
+    /// another state, not whole), when there are as many units as the
+    /// approximate index serves, or when `search_once` would not search
+    /// once (a first search or sync happened): then `search_once` or a
+    /// sync, as before, answers.
+    pub fn search_file_once(
+        &mut self,
+        db_path: &Path,
+        stamp: &str,
+        generation: u64,
+        text: &str,
+        k: usize,
+    ) -> Option<Vec<(i64, f32)>> {
+        if self.searched_once || self.generation.is_some() || !self.files.is_empty() {
+            return None;
+        }
+        let key = vector_file::Key {
+            stamp,
+            generation,
+            fingerprint: &self.fingerprint,
+            dim: self.model.dim(),
+        };
+        let hits = self.search_vector_file(&vector_file::path_beside(db_path), &key, text, k)??;
+        self.searched_once = true;
+        Some(hits)
+    }
+
+    /// The search of the vector file at `path` when it was written for
+    /// `key` and is whole: `Some` of what [`SemanticIndex::search_once`]
+    /// answers, `None` when the file cannot answer (the index is read).
+    fn search_vector_file(
+        &self,
+        path: &Path,
+        key: &vector_file::Key<'_>,
+        text: &str,
+        k: usize,
+    ) -> Option<Option<Vec<(i64, f32)>>> {
+        let t = crate::timing::mark();
+        let file = vector_file::VectorFile::open(path, key)?;
+        let t = crate::timing::phase("semantic.vector_file", t);
+        let Some(query) = self.model.embed(text) else {
+            return Some(Some(Vec::new()));
+        };
+        let t = crate::timing::phase("semantic.embed_query", t);
+        let mut scored = Vec::new();
+        if !Quantized::score_blob(file.blob(), self.model.dim(), &query, &mut scored) {
+            return None;
+        }
+        crate::timing::phase("semantic.scan_file", t);
+        Some(self.within_scan(scored, k))
     }
 
     /// The `k` best of every unit scored, or `None` when there are as many

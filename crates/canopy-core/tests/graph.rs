@@ -891,3 +891,66 @@ fn hotspot_ties_are_ordered_by_path_whatever_the_indexing_history() {
     );
     assert_eq!(steps_order, cold_order);
 }
+
+/// `Graph::neighbours` (a context pack's graph strategy) lists, for the
+/// unit a target resolves to, the units of `callers`, `callees` and
+/// `type_usages` at depth 1, in the same order and under the same caps:
+/// for every unit at either end of an edge of each fixture, and caps that
+/// cut the lists short.
+#[test]
+fn neighbours_are_the_one_hop_answers_of_the_traversals() {
+    use canopy_core::lang::SiteKind;
+    for lang in ["python", "typescript", "rust", "go"] {
+        let (_tmp, root) = fixture(lang);
+        let engine = Engine::open(&root, EngineOptions::default()).expect("open");
+        engine.index(None, &NoProgress).expect("index");
+        let compared = engine
+            .graph(|g| {
+                let store = g.store();
+                let mut ids: Vec<i64> = store
+                    .all_edges()?
+                    .iter()
+                    .flat_map(|e| [Some(e.src), e.dst])
+                    .flatten()
+                    .collect();
+                ids.sort_unstable();
+                ids.dedup();
+                let mut compared = 0;
+                for unit in store.nodes_by_rowids(&ids)? {
+                    let target = format!("{}:{}", unit.file_path, g.name_line(&unit));
+                    let TargetMatch::One(t) = g.resolve_target(&target)? else {
+                        continue;
+                    };
+                    for cap in [1, 2, 50] {
+                        for (incoming, kind, answer) in [
+                            (true, SiteKind::Call, g.callers(&target, 1, cap)?),
+                            (false, SiteKind::Call, g.callees(&target, 1, cap)?),
+                            (true, SiteKind::Type, g.type_usages(&target, cap)?),
+                        ] {
+                            let want: Vec<String> = answer
+                                .nodes
+                                .iter()
+                                .map(|n| n.handle.id.as_str().to_string())
+                                .collect();
+                            let got: Vec<String> = g
+                                .neighbours(&t, incoming, &[kind], cap)?
+                                .iter()
+                                .map(|n| n.handle_id().as_str().to_string())
+                                .collect();
+                            assert_eq!(
+                                got, want,
+                                "{lang}: {target} {kind:?} in={incoming} cap={cap}"
+                            );
+                            compared += usize::from(!want.is_empty());
+                        }
+                    }
+                }
+                Ok(compared)
+            })
+            .expect("graph");
+        assert!(
+            compared >= 20,
+            "{lang}: only {compared} non-empty answers compared"
+        );
+    }
+}

@@ -548,6 +548,86 @@ fn a_one_off_search_answers_from_the_vector_file_of_its_own_index_state_only() {
     assert_eq!(one_off(), kept, "a temporary file is never read");
 }
 
+/// A one-off fused request searches the vector file in a thread of its
+/// own while the other strategies rank (`Engine::search_beside`), and
+/// gather asks for the semantic candidates last: its pack, and each
+/// strategy's report in its place, is the one a long-lived engine gives,
+/// whether the index or the file answered. A file whose rows are zeroed
+/// answers otherwise (the thread's answer is the one used); a file of
+/// another index state is not read.
+#[test]
+fn a_one_off_fused_pack_searched_beside_the_rankings_is_the_kept_engines() {
+    let Some(dir) = model_dir() else { return };
+    let (repo, options) =
+        indexed_with_model(dir, &[("auth/reset.py", RESET), ("charts/chart.py", CHART)]);
+    let r = repo.path();
+    let fused = |engine: &Engine, task: &str| {
+        let pack = engine
+            .context(&ContextParams {
+                task: task.into(),
+                budget_tokens: Some(2_000),
+                ..ContextParams::default()
+            })
+            .unwrap();
+        (
+            serde_json::to_string(&pack.fragments).unwrap(),
+            serde_json::to_string(&pack.strategies).unwrap(),
+        )
+    };
+    let one_off = |task: &str| fused(&Engine::open(r, options.clone()).unwrap(), task);
+    let kept = |task: &str| {
+        let engine = Engine::open(r, options.clone()).unwrap();
+        engine.keep_history_log();
+        fused(&engine, task)
+    };
+    let tasks = [
+        "check a user's password when logging in",
+        // A title above a report: the title is what is embedded.
+        "Bar charts are drawn in the wrong colour\n\nThe dashboard shows every bar in grey.",
+        "send the password reset email",
+    ];
+    for task in tasks {
+        let want = kept(task);
+        let order: Vec<String> = serde_json::from_str::<Vec<serde_json::Value>>(&want.1)
+            .unwrap()
+            .iter()
+            .map(|r| r["strategy"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            order,
+            ["keyword", "semantic", "graph", "history", "decisions"],
+            "{task}"
+        );
+        assert!(
+            want.1
+                .contains(r#"{"strategy":"semantic","status":"used","candidates":40"#),
+            "{task}: {}",
+            want.1
+        );
+        let _ = fs::remove_file(vector_file(r));
+        assert_eq!(one_off(task), want, "{task}: from the index");
+        assert!(vector_file(r).exists(), "{task}: the file is written");
+        assert_eq!(
+            one_off(task),
+            want,
+            "{task}: from the file, beside the rankings"
+        );
+    }
+    let file = vector_file(r);
+    let written = fs::read(&file).unwrap();
+    let mut zeroed = written.clone();
+    let at = vector_rows_at(&zeroed);
+    zeroed[at..].fill(0);
+    fs::write(&file, &zeroed).unwrap();
+    assert_ne!(one_off(tasks[0]), kept(tasks[0]), "the file answered");
+    let stamp = meta(r, "state_stamp").unwrap();
+    set_meta(r, "state_stamp", &"7".repeat(stamp.len()));
+    fs::write(&file, &zeroed).unwrap();
+    for task in tasks {
+        assert_eq!(one_off(task), kept(task), "{task}: a file of another state");
+    }
+}
+
 /// A deleted and recreated index starts its generations again: a vector
 /// file written for the old one must not answer for the new one, even at
 /// the same generation (its state stamp differs).

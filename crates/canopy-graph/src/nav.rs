@@ -811,6 +811,44 @@ impl<'s> Graph<'s> {
         )
     }
 
+    /// The units one hop from the unit `t` over edges of `kinds` (`incoming`:
+    /// into it): the nodes of [`Graph::callers`], [`Graph::callees`] or
+    /// [`Graph::type_usages`] at depth 1 for a target that resolved to `t`,
+    /// the same units in the same order (a recursive unit among its own
+    /// callers), without the rest of their answers (each node's handle and
+    /// preview, its sites, the calls that resolved to nothing): what a
+    /// context pack's graph strategy reads of them, for a fraction of the
+    /// queries.
+    pub fn neighbours(
+        &self,
+        t: &NodeRecord,
+        incoming: bool,
+        kinds: &[SiteKind],
+        max_results: usize,
+    ) -> Result<Vec<NodeRecord>> {
+        let max_results = max_results.clamp(1, self.result_cap());
+        let edges = if incoming {
+            self.store.edges_to(t.rowid)?
+        } else {
+            let mut es = self.out_edges(t)?;
+            es.retain(|e| e.dst.is_some());
+            es
+        };
+        // `traverse`'s first hop: each unit once, in the order its first
+        // edge comes; the target itself only by an edge to itself.
+        let mut seen: HashSet<i64> = HashSet::new();
+        let mut found: Vec<i64> = Vec::new();
+        for e in edges.iter().filter(|e| kinds.contains(&e.kind)) {
+            let other = if incoming { e.src } else { e.dst.unwrap_or(0) };
+            if other > 0 && seen.insert(other) {
+                found.push(other);
+            }
+        }
+        found.truncate(max_results);
+        let mut nodes = self.store.nodes_by_rowid(&found)?;
+        Ok(found.iter().filter_map(|id| nodes.remove(id)).collect())
+    }
+
     /// The definition the site at `path:line:col` resolves to: the site
     /// whose name holds the column. A name there that did not resolve is
     /// answered `unresolved` with that name, never with another site of

@@ -321,10 +321,13 @@ pub(crate) fn semantic_query(task: &str, focus: Option<&str>) -> String {
 /// Builds a context pack over one read snapshot; `finish` adds what the
 /// caller knows (freshness, coverage) before the pack is measured, so the
 /// budget bounds the wire form ([`wire`]) of the pack as it is returned.
+/// `semantic` gives the semantic candidates, called at most once, after
+/// the strategies that need no vectors (the caller may be computing them
+/// in a thread of its own meanwhile).
 pub fn build(
     snapshot: Snapshot<'_>,
     params: &ContextParams,
-    semantic: SemanticInput,
+    semantic: &mut dyn FnMut() -> Result<SemanticInput>,
     history: &history::HistoryLog,
     finish: &dyn Fn(&mut ContextPack) -> Result<()>,
 ) -> Result<ContextPack> {

@@ -13,6 +13,7 @@ use crate::context::{
 };
 use crate::error::Result;
 use crate::graph::nav::{Graph, TargetMatch};
+use crate::lang::SiteKind;
 use crate::pack::{PackParams, code_identifiers, rank_order};
 use crate::path_class::is_test_path;
 use crate::query::QueryParams;
@@ -80,12 +81,14 @@ fn is_definition(n: &NodeRecord) -> bool {
 /// Runs the strategies `strategy` asks for. History's questions to git
 /// (processes: the diffs of a focus seen the first time are most of its
 /// cost) run in a thread of their own beside the rankings, as soon as the
-/// focus is known; each strategy's list is the same either way.
+/// focus is known; each strategy's list is the same either way. Semantic
+/// candidates are asked of `semantic` last (the caller may be searching
+/// the vectors meanwhile), and keep their place among the lists.
 pub(crate) fn gather(
     snapshot: Snapshot<'_>,
     params: &ContextParams,
     strategy: Strategy,
-    semantic: SemanticInput,
+    semantic: &mut dyn FnMut() -> Result<SemanticInput>,
     history: &HistoryLog,
 ) -> Result<Gathered> {
     let t = crate::timing::mark();
@@ -148,11 +151,9 @@ pub(crate) fn gather(
             reports.push(report(Strategy::Keyword, keyword.len(), note));
             lists.push((Strategy::Keyword, keyword));
         }
-        if wants(Strategy::Semantic) {
-            let list = semantic_candidates(snapshot, &semantic)?;
-            reports.push(report(Strategy::Semantic, list.len(), semantic.skipped));
-            lists.push((Strategy::Semantic, list));
-        }
+        // Semantic's place among the lists: its candidates are asked for
+        // last (the caller may be computing them beside these rankings).
+        let semantic_at = wants(Strategy::Semantic).then_some(lists.len());
         let explicit = params.focus.is_some() && !focus_nodes.is_empty();
         let mut pinned = Vec::new();
         if wants(Strategy::Graph) || explicit {
@@ -187,6 +188,12 @@ pub(crate) fn gather(
         if let Some(list) = decisions {
             reports.push(report(Strategy::Decisions, list.len(), None));
             lists.push((Strategy::Decisions, list));
+        }
+        if let Some(at) = semantic_at {
+            let semantic = semantic()?;
+            let list = semantic_candidates(snapshot, &semantic)?;
+            reports.insert(at, report(Strategy::Semantic, list.len(), semantic.skipped));
+            lists.insert(at, (Strategy::Semantic, list));
         }
         Ok(Gathered {
             lists,
@@ -385,7 +392,6 @@ fn graph_candidates(
             Some("no focus: name one, or give a task that names code".into()),
         ));
     }
-    let store = graph.store();
     let mut out: Vec<Candidate> = Vec::new();
     let mut seen = HashSet::new();
     let mut push = |node: NodeRecord, reason: String, out: &mut Vec<Candidate>| {
@@ -404,27 +410,37 @@ fn graph_candidates(
         if !is_definition(f) {
             continue;
         }
+        // The unit the graph's target rule finds at the focus's name line
+        // (the focus itself but in rare layouts), resolved once for the
+        // three questions below.
         let target = format!("{}:{}", f.file_path, graph.name_line(f));
+        let TargetMatch::One(unit) = graph.resolve_target(&target)? else {
+            continue;
+        };
         let name = display_name(f);
         let per_focus = (PER_STRATEGY / focus.len()).max(4);
-        for (answer, reason) in [
+        for (incoming, kind, max, reason) in [
             (
-                graph.callers(&target, 1, per_focus)?,
+                true,
+                SiteKind::Call,
+                per_focus,
                 format!("calls the focus `{name}`"),
             ),
             (
-                graph.callees(&target, 1, per_focus)?,
+                false,
+                SiteKind::Call,
+                per_focus,
                 format!("called by the focus `{name}`"),
             ),
             (
-                graph.type_usages(&target, per_focus / 2)?,
+                true,
+                SiteKind::Type,
+                per_focus / 2,
                 format!("uses the focus type `{name}`"),
             ),
         ] {
-            for node in answer.nodes {
-                if let Some(n) = store.node_by_handle(node.handle.id.as_str())? {
-                    push(n, reason.clone(), &mut out);
-                }
+            for n in graph.neighbours(&unit, incoming, &[kind], max)? {
+                push(n, reason.clone(), &mut out);
             }
         }
     }
