@@ -165,7 +165,10 @@ use crate::error::{CanopyError, Result};
 /// 55: a Python name assigned in a function is bound whatever its value
 /// (to itself when unknown, each name of a tuple target too), so it
 /// shadows an import or global in the function and its nested functions.
-pub const SCHEMA_VERSION: u32 = 55;
+/// 56: Python: a name a function declares `global`/`nonlocal` is no local of
+/// it; a name annotated `type[X]` holds the class `X`; `type(self)` in a
+/// method is its class.
+pub const SCHEMA_VERSION: u32 = 56;
 
 /// Bytes of pending terms FTS5 holds before it writes them out as a segment
 /// (its `hashsize`, set in `schema.sql`; FTS5's default is 1 MiB). A commit
