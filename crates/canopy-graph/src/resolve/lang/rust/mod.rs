@@ -9,6 +9,7 @@
 
 mod build_script;
 pub(crate) mod cargo;
+mod std_impls;
 mod traits;
 
 use foldhash::{HashMap, HashMapExt};
@@ -607,57 +608,8 @@ impl LanguageRules for Rust {
         STD_METHODS.binary_search(&name).is_ok()
     }
 
-    fn builtin_type(&self, _w: &World, _fi: FileIdx, e: &str) -> bool {
-        let (e, head) = super::type_head(e, &['<', '(', ':', ' ']);
-        e.starts_with("std::")
-            || e.starts_with("core::")
-            || e.starts_with("alloc::")
-            || e.starts_with('[')
-            || matches!(
-                head,
-                "String"
-                    | "str"
-                    | "Vec"
-                    | "VecDeque"
-                    | "HashMap"
-                    | "HashSet"
-                    | "BTreeMap"
-                    | "BTreeSet"
-                    | "BinaryHeap"
-                    | "LinkedList"
-                    | "Option"
-                    | "Result"
-                    | "Box"
-                    | "Rc"
-                    | "Arc"
-                    | "RefCell"
-                    | "Cell"
-                    | "Mutex"
-                    | "RwLock"
-                    | "Cow"
-                    | "PathBuf"
-                    | "Path"
-                    | "OsString"
-                    | "OsStr"
-                    | "Duration"
-                    | "Instant"
-                    | "i8"
-                    | "i16"
-                    | "i32"
-                    | "i64"
-                    | "i128"
-                    | "isize"
-                    | "u8"
-                    | "u16"
-                    | "u32"
-                    | "u64"
-                    | "u128"
-                    | "usize"
-                    | "f32"
-                    | "f64"
-                    | "bool"
-                    | "char"
-            )
+    fn builtin_type(&self, w: &World, fi: FileIdx, e: &str) -> bool {
+        std_impls::builtin_type(w, fi, e)
     }
 
     fn method_scope(&self, _w: &World, fi: FileIdx) -> String {
