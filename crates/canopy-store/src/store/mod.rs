@@ -165,7 +165,10 @@ use crate::error::{CanopyError, Result};
 /// 55: a Python name assigned in a function is bound whatever its value
 /// (to itself when unknown, each name of a tuple target too), so it
 /// shadows an import or global in the function and its nested functions.
-pub const SCHEMA_VERSION: u32 = 55;
+/// 56: a Rust binding, field or return typed `Option<…>` / `Result<…>`
+/// also binds the wrapper (`x#std`, `#ret#std`), so a repository trait
+/// implemented for `Option` / `Result` is found on it.
+pub const SCHEMA_VERSION: u32 = 56;
 
 /// Bytes of pending terms FTS5 holds before it writes them out as a segment
 /// (its `hashsize`, set in `schema.sql`; FTS5's default is 1 MiB). A commit

@@ -244,6 +244,14 @@ pub(crate) trait LanguageRules: Send + Sync {
     /// Trait for X`, the same trait's).
     fn narrow_methods(&self, _w: &World, _cx: &Ctx, _found: &mut Vec<SymId>) {}
 
+    /// The methods named `name` that the repository gives a type of the
+    /// language's standard library which receiver `r` holds, when the
+    /// receiver's own members have none (Rust: a trait implemented for
+    /// `Option`, `Vec` or every `T`). None by default.
+    fn std_type_methods(&self, _w: &World, _cx: &Ctx, _name: &str, _r: &str) -> Vec<SymId> {
+        Vec::new()
+    }
+
     /// Of several definitions found for one name, drops those that are
     /// copies of another among them (TypeScript: a `.d.ts` declaration of
     /// a `.ts` source's definition). None by default.

@@ -841,6 +841,12 @@ impl LanguageRules for Rust {
         if inherent.len() == 1 { inherent } else { found }
     }
 
+    /// A repository trait's method on a standard-library type the
+    /// receiver holds ([`std_impls`]).
+    fn std_type_methods(&self, w: &World, cx: &Ctx, name: &str, r: &str) -> Vec<SymId> {
+        std_impls::std_type_methods(w, cx, name, r)
+    }
+
     /// The traits `t` implements in its crate, and through `impl Deref for
     /// T { type Target = U; }` the methods of `U`.
     fn more_bases(&self, w: &World, t: SymId, depth: u32, out: &mut Vec<SymId>) {
