@@ -232,6 +232,7 @@ pub(crate) const CONVENTIONS: Conventions = Conventions {
     impl_methods_follow_type: true,
     fields_on_impl_type: true,
     fields_before_methods: true,
+    declared_fields_hide_methods: true,
     locals_visible_before_binding: false,
     items_of_type_bodies_in_scope: false,
     methods_in_scope: true,
