@@ -1202,15 +1202,14 @@ fn is_own_parameter(cx: &Cx, n: Node, t: Node) -> bool {
         return false;
     };
     let mut c = params.walk();
-    let own = params.named_children(&mut c).any(|p| {
+    params.named_children(&mut c).any(|p| {
         let name = match p.kind_name() {
             "type_parameter" | "constrained_type_parameter" => p.field("name").or(p.named_child(0)),
             "type_identifier" => Some(p),
             _ => None,
         };
         name.is_some_and(|x| cx.t(x) == cx.t(t))
-    });
-    own
+    })
 }
 
 /// `type A = B;`: members of `A` are those of `B`.
