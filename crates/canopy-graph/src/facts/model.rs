@@ -184,6 +184,17 @@ pub const VALUE: &str = "#v";
 /// the returned type has as a field (an alias of a collection).
 pub const RETURNED: &str = "#ret";
 
+/// The pseudo-field that names the standard-library wrapper a Rust type
+/// is written in when the facts read through it (`x#std` is `Option` for
+/// `x: Option<Key>`, whose binding is `Key`; `#ret#std` is `Result` for a
+/// function `-> Result<K, E>`): a method of a repository trait implemented
+/// for that wrapper (`impl<T> Ext<T> for Option<T>`) is called on it.
+pub const STD_WRAPPER: &str = "#std";
+
+/// What `T#std` ([`STD_WRAPPER`]) is in a blanket `impl<T> Tr for T`
+/// (bound at the impl's type, so its scope is the impl): every type.
+pub const BLANKET: &str = "*";
+
 /// A site's receiver that names the module an import reads from
 /// (`import:./x`, `import:crate.a`): the name is looked up in that module.
 pub const IMPORT_RECV: &str = "import:";

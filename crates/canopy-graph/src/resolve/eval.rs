@@ -439,6 +439,11 @@ impl World {
                     next.extend(fields);
                     continue;
                 }
+                if conv.declared_fields_hide_methods && self.has_field(*t, name) {
+                    // A field of no repository type (`version: u32`) is
+                    // still the field, not a method `version()`.
+                    continue;
+                }
             }
             for m in self.member(v, name, depth + 1) {
                 // A method that returns its receiver (Python `return
@@ -949,6 +954,18 @@ impl World {
         let vals = self.field_uncached(t, name, depth);
         FieldMemo::put(key, &vals);
         vals
+    }
+
+    /// Whether class-like `t` (or, where fields live on the type, the type
+    /// of impl `t`) declares a field named `name`, whatever its type.
+    fn has_field(&self, t: SymId, name: &str) -> bool {
+        let mut owners = vec![t];
+        if self.conventions_of(self.syms[t].file).fields_on_impl_type {
+            owners.push(self.type_of_impl(t));
+        }
+        owners
+            .into_iter()
+            .any(|o| self.fields_of(o).any(|(n, _, _)| n == name))
     }
 
     /// [`World::field`] without the memo.

@@ -350,6 +350,14 @@ impl World {
         if out.len() > 1 {
             rules.narrow_methods(self, cx, &mut out);
         }
+        if out.is_empty() && kind == SiteKind::Call {
+            // A repository trait's method on a standard-library type
+            // (`self.get(k).unwrap_unchecked_()` on `Option<&V>`).
+            let on_std = rules.std_type_methods(self, cx, name, r);
+            if !on_std.is_empty() {
+                return (on_std, How::Inferred);
+            }
+        }
         if out.is_empty()
             && vals.is_empty()
             && kind == SiteKind::Call

@@ -167,7 +167,9 @@ use crate::error::{CanopyError, Result};
 /// shadows an import or global in the function and its nested functions.
 /// 56: Python: a name a function declares `global`/`nonlocal` is no local of
 /// it; a name annotated `type[X]` holds the class `X`; `type(self)` in a
-/// method is its class.
+/// method is its class. Rust: a binding, field or return typed `Option<…>` /
+/// `Result<…>` also binds the wrapper (`x#std`, `#ret#std`), so a repository
+/// trait implemented for `Option` / `Result` is found on it.
 pub const SCHEMA_VERSION: u32 = 56;
 
 /// Bytes of pending terms FTS5 holds before it writes them out as a segment

@@ -6,7 +6,7 @@
 
 use tree_sitter::Node;
 
-use super::super::model::{ARG, ELEM, FIRST_KNOWN, KEY, UNION, VALUE};
+use super::super::model::{ARG, ELEM, FIRST_KNOWN, KEY, STD_WRAPPER, UNION, VALUE};
 use super::super::walker::{Cx, GrammarLookup, Up};
 use super::callbacks::callback_context;
 use super::{PASSTHROUGH, expr, tuple_elements, type_expr};
@@ -440,11 +440,34 @@ fn item_types(cx: &Cx, t: Node) -> Vec<(String, String)> {
     out
 }
 
-/// Binds the item pseudo-names of `name: t` (see [`ELEM`]).
+/// Binds the item pseudo-names of `name: t` (see [`ELEM`]), and the
+/// standard-library wrapper `t` is written in ([`STD_WRAPPER`]).
 pub(super) fn bind_items(cx: &mut Cx, at: usize, name: &str, t: Node, field: bool) {
     for (suffix, item) in item_types(cx, t) {
         cx.bind(at, &format!("{name}{suffix}"), Some(item), true, field);
     }
+    if let Some(w) = std_wrapper(cx, t) {
+        cx.bind(at, &format!("{name}{STD_WRAPPER}"), Some(w), true, field);
+    }
+}
+
+/// The wrappers a type's binding reads through (the payload is what is
+/// bound) whose own type a repository trait may be implemented for.
+const STD_WRAPPERS: &[&str] = &["Option", "Result"];
+
+/// `Option` for `Option<&V>` / `&mut Option<T>` / `std::option::Option<T>`
+/// (see [`STD_WRAPPERS`]), else `None`.
+fn std_wrapper(cx: &Cx, t: Node) -> Option<String> {
+    let t = match t.kind_name() {
+        "reference_type" => t.field("type")?,
+        _ => t,
+    };
+    if t.kind_name() != "generic_type" {
+        return None;
+    }
+    let name = type_expr(cx, t.field("type")?)?;
+    let last = name.rsplit('.').next().unwrap_or_default();
+    STD_WRAPPERS.contains(&last).then(|| last.to_string())
 }
 
 /// Iterator adapters that keep the items as they are.

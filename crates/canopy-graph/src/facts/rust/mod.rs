@@ -17,8 +17,8 @@ mod cfg;
 use tree_sitter::Node;
 
 use super::model::{
-    Binding, DefFactKind, ELEM, IMPORT_RECV, LITERAL, PATH_HEAD, RETURNED, SiteKind, TRAIT_HINT,
-    TUPLE, UFCS_SEP,
+    BLANKET, Binding, DefFactKind, ELEM, IMPORT_RECV, LITERAL, PATH_HEAD, RETURNED, STD_WRAPPER,
+    SiteKind, TRAIT_HINT, TUPLE, UFCS_SEP,
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree_pruned};
 use bindings::{
@@ -1184,7 +1184,32 @@ fn impl_item(cx: &mut Cx, n: Node) {
     }
     if let Some(tr) = n.field("trait") {
         cx.def_fact(name, type_expr(cx, tr), DefFactKind::ImplTrait);
+        if is_own_parameter(cx, n, t) {
+            // `impl<T: ?Sized> Ext for T`: every type has the trait.
+            let own = format!("{}{STD_WRAPPER}", cx.t(t));
+            cx.bind(t.start_byte(), &own, Some(BLANKET.to_string()), true, false);
+        }
     }
+}
+
+/// Whether the type `t` an impl block `n` is for is one of the block's own
+/// type parameters (`impl<T> Tr for T`).
+fn is_own_parameter(cx: &Cx, n: Node, t: Node) -> bool {
+    if t.kind_name() != "type_identifier" {
+        return false;
+    }
+    let Some(params) = n.field("type_parameters") else {
+        return false;
+    };
+    let mut c = params.walk();
+    params.named_children(&mut c).any(|p| {
+        let name = match p.kind_name() {
+            "type_parameter" | "constrained_type_parameter" => p.field("name").or(p.named_child(0)),
+            "type_identifier" => Some(p),
+            _ => None,
+        };
+        name.is_some_and(|x| cx.t(x) == cx.t(t))
+    })
 }
 
 /// `type A = B;`: members of `A` are those of `B`.

@@ -100,6 +100,12 @@ pub(crate) struct Conventions {
     pub fields_on_impl_type: bool,
     /// `x.f` is the field `f` even when a method `f()` exists (Rust).
     pub fields_before_methods: bool,
+    /// With [`Conventions::fields_before_methods`]: a declared field of the
+    /// name is the field even when its type is unknown (`version: u32`
+    /// beside `fn version()`), as where fields and methods are two
+    /// namespaces (Rust); not where a field may stand for a method (a
+    /// Python `@property`).
+    pub declared_fields_hide_methods: bool,
     /// A binding later in its scope stands for a name used before it
     /// (not Rust, whose locals exist only after their `let`, nor Go's
     /// function bodies: `var text *ast.Text` late in a function is not the
@@ -164,6 +170,7 @@ impl Conventions {
         impl_methods_follow_type: false,
         fields_on_impl_type: false,
         fields_before_methods: false,
+        declared_fields_hide_methods: false,
         locals_visible_before_binding: true,
         items_of_type_bodies_in_scope: true,
         methods_in_scope: true,
@@ -243,6 +250,14 @@ pub(crate) trait LanguageRules: Send + Sync {
     /// Narrows several methods found on a receiver (Rust: inside `impl
     /// Trait for X`, the same trait's).
     fn narrow_methods(&self, _w: &World, _cx: &Ctx, _found: &mut Vec<SymId>) {}
+
+    /// The methods named `name` that the repository gives a type of the
+    /// language's standard library which receiver `r` holds, when the
+    /// receiver's own members have none (Rust: a trait implemented for
+    /// `Option`, `Vec` or every `T`). None by default.
+    fn std_type_methods(&self, _w: &World, _cx: &Ctx, _name: &str, _r: &str) -> Vec<SymId> {
+        Vec::new()
+    }
 
     /// Of several definitions found for one name, drops those that are
     /// copies of another among them (TypeScript: a `.d.ts` declaration of

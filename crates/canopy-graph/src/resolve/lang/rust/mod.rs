@@ -9,6 +9,7 @@
 
 mod build_script;
 pub(crate) mod cargo;
+mod std_impls;
 mod traits;
 
 use foldhash::{HashMap, HashMapExt};
@@ -231,6 +232,7 @@ pub(crate) const CONVENTIONS: Conventions = Conventions {
     impl_methods_follow_type: true,
     fields_on_impl_type: true,
     fields_before_methods: true,
+    declared_fields_hide_methods: true,
     locals_visible_before_binding: false,
     items_of_type_bodies_in_scope: false,
     methods_in_scope: true,
@@ -607,57 +609,8 @@ impl LanguageRules for Rust {
         STD_METHODS.binary_search(&name).is_ok()
     }
 
-    fn builtin_type(&self, _w: &World, _fi: FileIdx, e: &str) -> bool {
-        let (e, head) = super::type_head(e, &['<', '(', ':', ' ']);
-        e.starts_with("std::")
-            || e.starts_with("core::")
-            || e.starts_with("alloc::")
-            || e.starts_with('[')
-            || matches!(
-                head,
-                "String"
-                    | "str"
-                    | "Vec"
-                    | "VecDeque"
-                    | "HashMap"
-                    | "HashSet"
-                    | "BTreeMap"
-                    | "BTreeSet"
-                    | "BinaryHeap"
-                    | "LinkedList"
-                    | "Option"
-                    | "Result"
-                    | "Box"
-                    | "Rc"
-                    | "Arc"
-                    | "RefCell"
-                    | "Cell"
-                    | "Mutex"
-                    | "RwLock"
-                    | "Cow"
-                    | "PathBuf"
-                    | "Path"
-                    | "OsString"
-                    | "OsStr"
-                    | "Duration"
-                    | "Instant"
-                    | "i8"
-                    | "i16"
-                    | "i32"
-                    | "i64"
-                    | "i128"
-                    | "isize"
-                    | "u8"
-                    | "u16"
-                    | "u32"
-                    | "u64"
-                    | "u128"
-                    | "usize"
-                    | "f32"
-                    | "f64"
-                    | "bool"
-                    | "char"
-            )
+    fn builtin_type(&self, w: &World, fi: FileIdx, e: &str) -> bool {
+        std_impls::builtin_type(w, fi, e)
     }
 
     fn method_scope(&self, _w: &World, fi: FileIdx) -> String {
@@ -887,6 +840,12 @@ impl LanguageRules for Rust {
             })
             .collect();
         if inherent.len() == 1 { inherent } else { found }
+    }
+
+    /// A repository trait's method on a standard-library type the
+    /// receiver holds ([`std_impls`]).
+    fn std_type_methods(&self, w: &World, cx: &Ctx, name: &str, r: &str) -> Vec<SymId> {
+        std_impls::std_type_methods(w, cx, name, r)
     }
 
     /// The traits `t` implements in its crate, and through `impl Deref for
