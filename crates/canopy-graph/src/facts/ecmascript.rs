@@ -252,19 +252,37 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
             }
             type_expr(cx, name)
         }
-        "union_type" => {
-            let mut c = n.walk();
-            let parts: Vec<Node> = n.named_children(&mut c).collect();
-            parts.into_iter().find_map(|p| {
-                let t = cx.t(p);
-                if t == "null" || t == "undefined" {
-                    None
-                } else {
-                    type_expr(cx, p)
-                }
-            })
-        }
+        "union_type" => union_of(cx, n),
         _ => None,
+    }
+}
+
+/// The type a union (`A | B | null`) names: each alternative that is no
+/// `null` / `undefined` and that [`type_expr`] reads; several are
+/// [`EACH`] of them joined by [`UNION`]. TypeScript's checker reads a
+/// member of a union-typed value as the union of each alternative's
+/// member, so `value.copy()` on `value: Time | CalendarDateTime` names
+/// both `copy`s (resolved, not ambiguous); one alternative is itself.
+fn union_of(cx: &Cx, n: Node) -> Option<String> {
+    let mut alts: Vec<String> = Vec::new();
+    for p in flattened(n) {
+        if matches!(cx.t(p), "null" | "undefined") {
+            continue;
+        }
+        let Some(t) = type_expr(cx, p) else {
+            continue;
+        };
+        // A nested union (`(A | B) | C`) joins its alternatives.
+        for alt in t.strip_prefix(EACH).unwrap_or(&t).split(UNION) {
+            if !alts.iter().any(|a| a == alt) {
+                alts.push(alt.to_string());
+            }
+        }
+    }
+    match alts.as_slice() {
+        [] => None,
+        [one] => Some(one.clone()),
+        _ => Some(format!("{EACH}{}", alts.join(&UNION.to_string()))),
     }
 }
 
@@ -1436,9 +1454,9 @@ fn class_like(cx: &mut Cx, n: Node) {
 /// `type AnyRouter = RouterCore<any>`, `type Both = A & { extra: number }`:
 /// the alias has the members of each type it names, as bases, so that a
 /// value typed by the alias finds its class's or interface's methods. A
-/// union names one type only when the rest are `null` / `undefined`
-/// (`A | B` may be either, and is left out); object type literals name
-/// no unit.
+/// union of one type besides `null` / `undefined` is that type; one of
+/// several is each of them ([`union_of`], read by the resolver as the
+/// alternatives); object type literals name no unit.
 fn type_alias(cx: &mut Cx, n: Node) {
     let (Some(name), Some(value)) = (n.field("name"), n.field("value")) else {
         return;
@@ -1458,7 +1476,16 @@ fn type_alias(cx: &mut Cx, n: Node) {
                 .collect();
             match rest.as_slice() {
                 [only] if named(*only) => vec![*only],
-                _ => Vec::new(),
+                // `type DateValue = CalendarDate | CalendarDateTime`: a
+                // value of the alias is each alternative, one base fact
+                // [`EACH`] of them (the resolver reads it as the
+                // alternatives, not as bases the alias inherits from).
+                _ => {
+                    if let Some(e) = union_of(cx, value).filter(|e| e.starts_with(EACH)) {
+                        cx.def_fact(name, Some(e), DefFactKind::Base);
+                    }
+                    Vec::new()
+                }
             }
         }
         _ if named(value) => vec![value],

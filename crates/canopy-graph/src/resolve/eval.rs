@@ -204,12 +204,48 @@ impl World {
         let mut vals = Vec::new();
         for v in self.eval_path(cx, e, depth, false) {
             match v {
+                Val::Class(c) | Val::Inst(c) if self.union_alias(c).is_some() => {
+                    // `type DateValue = A | B`: a value of it is each of them.
+                    if let Some((holder, u)) = self.union_alias(c) {
+                        let acx = self.ctx_at_start(holder);
+                        vals.extend(self.eval_type(&acx, u, depth + 1));
+                    }
+                }
                 Val::Class(c) => vals.push(Val::Inst(self.type_of_impl(c))),
                 Val::Inst(c) => vals.push(Val::Inst(c)),
                 _ => {}
             }
         }
         vals
+    }
+
+    /// The alternatives of a type alias that is a union of several types
+    /// (`type DateValue = A | B`, one base fact [`EACH`]`A∪B`), with the
+    /// alias that writes them, if `t` is one; also an alias of such an
+    /// alias (`type Maybe = DateValue | null`), a few deep.
+    pub(crate) fn union_alias(&self, t: SymId) -> Option<(SymId, &str)> {
+        self.union_alias_at(t, 0)
+    }
+
+    fn union_alias_at(&self, t: SymId, hops: u32) -> Option<(SymId, &str)> {
+        if self.syms[t].node_type != NodeType::TypeAlias || !self.has_bases(t) {
+            return None;
+        }
+        let mut bases = self.bases_of(t);
+        let first = bases.next()?;
+        if first.starts_with(EACH) {
+            return Some((t, first));
+        }
+        if hops >= 3 || bases.next().is_some() {
+            return None;
+        }
+        let cx = self.ctx_at_start(t);
+        self.eval_path(&cx, first, MAX_DEPTH / 2, false)
+            .into_iter()
+            .find_map(|v| match v {
+                Val::Class(a) | Val::Inst(a) if a != t => self.union_alias_at(a, hops + 1),
+                _ => None,
+            })
     }
 
     /// The instances a type expression evaluates to, as units.
@@ -1128,7 +1164,8 @@ impl World {
     fn base_types_uncached(&self, t: SymId, depth: u32) -> Vec<SymId> {
         let mut out = Vec::new();
         let cx = self.ctx_at_start(t);
-        for b in self.bases_of(t) {
+        // A union alias's alternatives are no bases it inherits from.
+        for b in self.bases_of(t).filter(|b| !b.starts_with(EACH)) {
             self.type_units(&cx, b, depth + 1, &mut out);
         }
         self.rules_of(self.syms[t].file)

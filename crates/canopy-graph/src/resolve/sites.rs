@@ -148,6 +148,14 @@ impl World {
             return true;
         }
         let root = e.split(['.', '(', '#']).next().unwrap_or_default();
+        if is_type && hops < 3 && root == e && e != name {
+            // A type named: a union alias (`date: DateValue`), or a type
+            // parameter bounded by one (`a: A`, `A extends DateValue`).
+            return self.each_bound(cx, e, hops + 1)
+                || self.eval_path(cx, e, 0, false).iter().any(
+                    |v| matches!(v, Val::Class(t) | Val::Inst(t) if self.union_alias(*t).is_some()),
+                );
+        }
         if is_type || hops >= 3 || root.is_empty() || root == name {
             return false;
         }
@@ -383,8 +391,9 @@ impl World {
         let rules = self.rules_of(cx.file);
         let root = r.split('.').next().unwrap_or_default();
         let builtin = |e: &str| rules.builtin_type(self, cx.file, e);
-        // A union (`str∪bytes`) is builtin when every alternative is.
-        let all_builtin = |e: &str| e.split(UNION).all(builtin);
+        // A union (`str∪bytes`, ECMAScript's `#each:A∪B`) is builtin when
+        // every alternative is.
+        let all_builtin = |e: &str| e.strip_prefix(EACH).unwrap_or(e).split(UNION).all(builtin);
         builtin(root) || self.binding_expr(cx, root).is_some_and(all_builtin)
     }
 

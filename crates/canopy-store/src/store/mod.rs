@@ -169,7 +169,8 @@ use crate::error::{CanopyError, Result};
 /// it; a name annotated `type[X]` holds the class `X`; `type(self)` in a
 /// method is its class. Rust: a binding, field or return typed `Option<…>` /
 /// `Result<…>` also binds the wrapper (`x#std`, `#ret#std`), so a repository
-/// trait implemented for `Option` / `Result` is found on it.
+/// trait implemented for `Option` / `Result` is found on it. TypeScript: a
+/// union type alias stores its members, so a value it types is each.
 pub const SCHEMA_VERSION: u32 = 56;
 
 /// Bytes of pending terms FTS5 holds before it writes them out as a segment
