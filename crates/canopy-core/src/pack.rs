@@ -2608,6 +2608,26 @@ mod tests {
         }
     }
 
+    /// The names [`within_files`] shows for `picked` (5 handles, 10,000
+    /// tokens, no rarity counts).
+    fn names_within(
+        picked: &[&Scored],
+        ranked: &[Scored],
+        question: &Question,
+        within: WithinFile,
+    ) -> Vec<String> {
+        within_files(
+            picked.to_vec(),
+            ranked,
+            (question, &Rarity::default()),
+            within,
+            (5, 10_000),
+        )
+        .iter()
+        .filter_map(|s| s.node.name.clone())
+        .collect()
+    }
+
     fn scored_named(file: &str, name: &str, bytes: (usize, usize), score: f64) -> Scored {
         let mut s = unit("method", file, bytes, 40, score);
         s.node.name = Some(name.into());
@@ -2624,18 +2644,7 @@ mod tests {
         ];
         let picked = vec![&ranked[0], &ranked[1]];
         let question = question_with_summary(&["fields", "admin", "values"]);
-        let shown = |within: WithinFile| -> Vec<String> {
-            within_files(
-                picked.clone(),
-                &ranked,
-                (&question, &Rarity::default()),
-                within,
-                (5, 10_000),
-            )
-            .iter()
-            .filter_map(|s| s.node.name.clone())
-            .collect()
-        };
+        let shown = |within: WithinFile| names_within(&picked, &ranked, &question, within);
         let plain = WithinFile {
             weight: 0.4,
             share: 0.0,
@@ -2666,16 +2675,7 @@ mod tests {
         // A strong match moves past the floor: half of `radio_fields` and
         // written as code both count whatever the score.
         let strong = question_with_summary(&["radio", "fields"]);
-        let moved: Vec<String> = within_files(
-            picked.clone(),
-            &ranked,
-            (&strong, &Rarity::default()),
-            floored,
-            (5, 10_000),
-        )
-        .iter()
-        .filter_map(|s| s.node.name.clone())
-        .collect();
+        let moved = names_within(&picked, &ranked, &strong, floored);
         assert_eq!(moved, ["Checks._check_radio_fields_key", "other"]);
         let quarter = |named| OwnName {
             share: 0.25,
@@ -2791,18 +2791,7 @@ mod tests {
             scored_named("a.py", "_ColorbarSpine.draw", (200, 300), 0.9),
         ];
         let picked = vec![&ranked[0], &ranked[1]];
-        let shown = |within: WithinFile| -> Vec<String> {
-            within_files(
-                picked.clone(),
-                &ranked,
-                (&question, &Rarity::default()),
-                within,
-                (5, 10_000),
-            )
-            .iter()
-            .filter_map(|s| s.node.name.clone())
-            .collect()
-        };
+        let shown = |within: WithinFile| names_within(&picked, &ranked, &question, within);
         assert_eq!(shown(rules), ["_ColorbarSpine.draw", "other"]);
         assert_eq!(shown(two), ["Colorbar._add_solids", "other"]);
     }

@@ -79,13 +79,7 @@ pub(super) fn std_type_methods(w: &World, cx: &Ctx, name: &str, r: &str) -> Vec<
 
 /// The last path segment of the trait impl unit `i` implements, if any.
 fn trait_of(w: &World, i: SymId) -> Option<&str> {
-    let (_, tr) = w
-        .impl_traits
-        .get(&w.syms[i].name)?
-        .iter()
-        .find(|(s, _)| *s == i)?;
-    let tr = tr.split_once('\u{0}').map_or(tr.as_str(), |(_, t)| t);
-    tr.rsplit('.').next().filter(|t| !t.is_empty())
+    super::traits::impl_trait_name(w, i).filter(|t| !t.is_empty())
 }
 
 /// Whether the type impl `i` is for is one the repository defines, as

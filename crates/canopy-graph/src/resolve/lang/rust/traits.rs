@@ -44,7 +44,7 @@ pub(super) fn enclosing_impl_trait<'w>(w: &'w World, cx: &Ctx) -> Option<&'w str
 
 /// The last path segment of the trait `impl_sym` implements (`Deref` for
 /// `impl std::ops::Deref for T`), if it implements one.
-fn impl_trait_name(w: &World, impl_sym: SymId) -> Option<&str> {
+pub(super) fn impl_trait_name(w: &World, impl_sym: SymId) -> Option<&str> {
     let (_, tr) = w
         .impl_traits
         .get(&w.syms[impl_sym].name)?
