@@ -556,6 +556,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn generic_arguments_split_outside_their_brackets() {
+        // A union alternative that is a generic of a union stays whole.
+        assert_eq!(
+            split_top("A∪Mutable⟨#each:B∪C⟩∪D", UNION),
+            ["A", "Mutable⟨#each:B∪C⟩", "D"]
+        );
+        assert_eq!(
+            type_arguments("ns.Pair⟨Left⟨X,Y⟩,,Z⟩.member"),
+            Some(("ns.Pair", vec!["Left⟨X,Y⟩", "", "Z"], ".member"))
+        );
+        // No generic at the head: a union, a marker, an unclosed list.
+        assert_eq!(type_arguments("#each:Mutable⟨A⟩∪B"), None);
+        assert_eq!(type_arguments("Plain.member"), None);
+        assert_eq!(type_arguments("Open⟨A"), None);
+    }
+
+    #[test]
     fn facts_round_trip_through_the_encoded_form() {
         let source = b"import os\nfrom a.b import c as d\n\nclass P(Base):\n    def __init__(self):\n        self.x = Q()\n\n    def run(self, y: Z) -> R:\n        p = P()\n        p.run(d(1))\n        os.path.join('a')\n";
         let (_, facts) = crate::facts::parse_with_facts("m.py", source);
