@@ -13,8 +13,9 @@
 use tree_sitter::Node;
 
 use super::model::{
-    ARG, CALL_RESULT, CAST, DefFactKind, EACH, ELEM, GUARD_CALL, GUARD_OF, IMPORT_RECV, KEY,
-    OWN_MODULE, RETURNED, SiteKind, UNBOUND, UNION,
+    APPLIED, APPLIED_END, ARG, CALL_RESULT, CAST, DefFactKind, EACH, ELEM, GUARD_CALL, GUARD_OF,
+    IMPORT_RECV, KEEPS, KEY, OWN_MODULE, RETURNED, SiteKind, UNBOUND, UNION, split_top,
+    type_arguments,
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree_pruned};
 
@@ -214,6 +215,14 @@ fn type_parameter_bounds(cx: &Cx, decl: Option<Node>) -> Vec<(String, String)> {
 /// `Renderer`), so `cache.items.get(k).destroy()` is `Renderer.destroy`.
 fn bounded(t: Option<String>, bounds: &[(String, String)]) -> Option<String> {
     let t = t?;
+    if let Some((head, args, "")) = type_arguments(&t) {
+        // `date: Mutable<T>`: the constraint in the argument too.
+        let args: Vec<String> = args
+            .into_iter()
+            .map(|a| bounded(Some(a.to_string()), bounds).unwrap_or_default())
+            .collect();
+        return Some(format!("{head}{APPLIED}{}{APPLIED_END}", args.join(",")));
+    }
     Some(
         bounds
             .iter()
@@ -250,7 +259,22 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
             {
                 return type_expr(cx, arg);
             }
-            type_expr(cx, name)
+            let head = type_expr(cx, name)?;
+            // `Mutable<AnyCalendarDate>`: the generic with its arguments
+            // ([`APPLIED`]), so that the resolver can read an alias that
+            // keeps an argument's members ([`KEEPS`]) as that argument;
+            // any other generic is read as itself, as before.
+            let mut args = Vec::new();
+            if let Some(list) = n.field("type_arguments").or(n.named_child(1)) {
+                let mut c = list.walk();
+                for a in list.named_children(&mut c) {
+                    args.push(type_expr(cx, a).unwrap_or_default());
+                }
+            }
+            if args.iter().all(String::is_empty) {
+                return Some(head);
+            }
+            Some(format!("{head}{APPLIED}{}{APPLIED_END}", args.join(",")))
         }
         "union_type" => union_of(cx, n),
         _ => None,
@@ -273,7 +297,7 @@ fn union_of(cx: &Cx, n: Node) -> Option<String> {
             continue;
         };
         // A nested union (`(A | B) | C`) joins its alternatives.
-        for alt in t.strip_prefix(EACH).unwrap_or(&t).split(UNION) {
+        for alt in split_top(t.strip_prefix(EACH).unwrap_or(&t), UNION) {
             if !alts.iter().any(|a| a == alt) {
                 alts.push(alt.to_string());
             }
@@ -288,7 +312,16 @@ fn union_of(cx: &Cx, n: Node) -> Option<String> {
 
 /// TypeScript's utility types whose members are those of their type
 /// argument (optional, read-only or required as they may be).
-const MEMBER_KEEPING: &[&str] = &["Partial", "Readonly", "Required", "NonNullable"];
+/// `Pick<T, K>` and `Omit<T, K>` keep some of `T`'s members: a member a
+/// value of them is used by is one of those, so it is `T`'s.
+const MEMBER_KEEPING: &[&str] = &[
+    "Partial",
+    "Readonly",
+    "Required",
+    "NonNullable",
+    "Pick",
+    "Omit",
+];
 
 fn is_declaration_name(n: Node, parent: Node) -> bool {
     let field_is = |f: &str| parent.field(f) == Some(n);
@@ -1489,12 +1522,63 @@ fn type_alias(cx: &mut Cx, n: Node) {
             }
         }
         _ if named(value) => vec![value],
+        "object_type" => {
+            if let Some(k) = kept_argument(cx, n, value) {
+                cx.def_fact(name, Some(format!("{KEEPS}{k}")), DefFactKind::Base);
+            }
+            Vec::new()
+        }
         _ => Vec::new(),
     };
     for t in parts {
         let e = type_expr(cx, t);
         cx.def_fact(name, e, DefFactKind::Base);
     }
+}
+
+/// `type Mutable<T> = {-readonly [P in keyof T]: T[P]}` (alias `alias`,
+/// its value `value`): a homomorphic mapped type whose every member is
+/// its argument's member of the same name (`readonly` and `?` added or
+/// taken away, `| null` / `| undefined` allowed), so a value of it has
+/// `T`'s members: the position of `T` among the alias's type parameters.
+fn kept_argument(cx: &Cx, alias: Node, value: Node) -> Option<usize> {
+    let mut c = value.walk();
+    let members: Vec<Node> = value.named_children(&mut c).collect();
+    let [sig] = members.as_slice() else {
+        return None;
+    };
+    let mut c = sig.walk();
+    let clause = sig
+        .named_children(&mut c)
+        .find(|x| x.kind_name() == "mapped_type_clause")?;
+    let key = cx.t(clause.field("name")?);
+    let keyof = clause.field("type")?;
+    if keyof.kind_name() != "index_type_query" || clause.field("alias").is_some() {
+        return None;
+    }
+    let t = cx.t(keyof.named_child(0)?);
+    // The member's type: `T[P]`, alone or with `null` / `undefined`.
+    let member = sig.field("type")?.named_child(0)?;
+    let lookups: Vec<Node> = match member.kind_name() {
+        "union_type" => flattened(member)
+            .into_iter()
+            .filter(|&x| !matches!(cx.t(x), "null" | "undefined"))
+            .collect(),
+        _ => vec![member],
+    };
+    let [lookup] = lookups.as_slice() else {
+        return None;
+    };
+    let same = |i: usize| lookup.named_child(i).map(|x| cx.t(x));
+    if lookup.kind_name() != "lookup_type" || same(0) != Some(t) || same(1) != Some(key) {
+        return None;
+    }
+    let params = alias.field("type_parameters")?;
+    let mut c = params.walk();
+    params
+        .named_children(&mut c)
+        .filter(|p| p.kind_name() == "type_parameter")
+        .position(|p| p.field("name").is_some_and(|x| cx.t(x) == t))
 }
 
 /// The operands of a chain of one binary type operator (`A & B & C` is

@@ -227,6 +227,73 @@ pub const UNION: char = '∪';
 /// of its own (resolved, not ambiguous), and one unknown is skipped.
 pub const EACH: &str = "#each:";
 
+/// Opens the type arguments of a generic type as ECMAScript's facts write
+/// it (`Mutable⟨AnyCalendarDate⟩` for `Mutable<AnyCalendarDate>`,
+/// arguments separated by `,`, one [`type_arguments`] can split; an
+/// argument no type is read of is empty), closed by [`APPLIED_END`]: the
+/// resolver reads it as the generic itself, unless the generic is a type
+/// alias that keeps an argument's members ([`KEEPS`]).
+pub const APPLIED: char = '⟨';
+
+/// Closes the type arguments [`APPLIED`] opens.
+pub const APPLIED_END: char = '⟩';
+
+/// The base fact of a type alias that has the members of one of its type
+/// arguments (`#keeps:0`): a homomorphic mapped type (`type Mutable<T> =
+/// {-readonly [P in keyof T]: T[P]}`) changes its argument's modifiers,
+/// not its members' types, so a value of `Mutable<X>` has `X`'s members.
+pub const KEEPS: &str = "#keeps:";
+
+/// `s` split at each `sep` outside [`APPLIED`] … [`APPLIED_END`]: the
+/// alternatives of a union (`A∪Mutable⟨#each:B∪C⟩` is `A` and
+/// `Mutable⟨#each:B∪C⟩`), or the arguments of a generic type.
+pub fn split_top(s: &str, sep: char) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in s.char_indices() {
+        if c == APPLIED {
+            depth += 1;
+        } else if c == APPLIED_END {
+            depth = depth.saturating_sub(1);
+        } else if c == sep && depth == 0 {
+            out.push(&s[start..i]);
+            start = i + c.len_utf8();
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
+/// A generic type written with its arguments ([`APPLIED`]) at the head of
+/// `e`: the generic's name, its arguments, and what follows the closing
+/// [`APPLIED_END`] (`.member`, or nothing). `None` when `e` starts with no
+/// such type (a union, a marker, a plain path).
+pub fn type_arguments(e: &str) -> Option<(&str, Vec<&str>, &str)> {
+    let open = e.find(APPLIED)?;
+    let head = &e[..open];
+    if head.is_empty()
+        || !head
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '$' | '.'))
+    {
+        return None;
+    }
+    let mut depth = 0usize;
+    for (i, c) in e[open..].char_indices() {
+        if c == APPLIED {
+            depth += 1;
+        } else if c == APPLIED_END {
+            depth -= 1;
+            if depth == 0 {
+                let inner = &e[open + APPLIED.len_utf8()..open + i];
+                let rest = &e[open + i + APPLIED_END.len_utf8()..];
+                return Some((head, split_top(inner, ','), rest));
+            }
+        }
+    }
+    None
+}
+
 /// Starts an expression read at another place of the same file
 /// (`#at812:match`: `match` as the scope around byte 812 sees it): an
 /// argument of a call, as the parameter it is passed to.
@@ -487,6 +554,23 @@ impl FileFacts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generic_arguments_split_outside_their_brackets() {
+        // A union alternative that is a generic of a union stays whole.
+        assert_eq!(
+            split_top("A∪Mutable⟨#each:B∪C⟩∪D", UNION),
+            ["A", "Mutable⟨#each:B∪C⟩", "D"]
+        );
+        assert_eq!(
+            type_arguments("ns.Pair⟨Left⟨X,Y⟩,,Z⟩.member"),
+            Some(("ns.Pair", vec!["Left⟨X,Y⟩", "", "Z"], ".member"))
+        );
+        // No generic at the head: a union, a marker, an unclosed list.
+        assert_eq!(type_arguments("#each:Mutable⟨A⟩∪B"), None);
+        assert_eq!(type_arguments("Plain.member"), None);
+        assert_eq!(type_arguments("Open⟨A"), None);
+    }
 
     #[test]
     fn facts_round_trip_through_the_encoded_form() {

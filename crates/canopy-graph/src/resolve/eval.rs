@@ -15,8 +15,8 @@ use super::ids::{FileIdx, Idx, SymId};
 use super::lang::{Among, Family};
 use super::world::{World, is_classlike};
 use crate::facts::model::{
-    ARG, AT, DefFactKind, EACH, ELEM, FIRST_KNOWN, GUARD_CALL, GUARD_OF, KEY, PATH_HEAD, RETURNED,
-    TRAIT_HINT, TUPLE, UNION, VALUE,
+    ARG, AT, DefFactKind, EACH, ELEM, FIRST_KNOWN, GUARD_CALL, GUARD_OF, KEEPS, KEY, PATH_HEAD,
+    RETURNED, TRAIT_HINT, TUPLE, UNION, VALUE, split_top, type_arguments,
 };
 use crate::lang::NodeType;
 
@@ -276,11 +276,14 @@ impl World {
             };
             return self.eval_path(&at, inner, depth + 1, value);
         }
+        if let Some((head, args, rest)) = type_arguments(e) {
+            return self.eval_applied(cx, e, (head, &args, rest), depth, value);
+        }
         if let Some(alts) = e.strip_prefix(EACH) {
             // `#each:a∪b`: every alternative's value; an unknown one is
             // skipped (an item of a list that is a lambda or a builtin).
             let mut vals = Vec::new();
-            for alt in alts.split(UNION) {
+            for alt in split_top(alts, UNION) {
                 vals.extend(self.eval_path(cx, alt, depth + 1, value));
             }
             vals.dedup();
@@ -293,7 +296,7 @@ impl World {
             // `A | B`) is each alternative the corpus defines: one it does
             // not (`str`) holds none of its methods.
             let mut vals = Vec::new();
-            for alt in e.split(UNION) {
+            for alt in split_top(e, UNION) {
                 let found = self.eval_path(cx, alt, depth + 1, value);
                 if found.is_empty() && value {
                     return Vec::new();
@@ -335,6 +338,55 @@ impl World {
         }
         vals.dedup();
         vals
+    }
+
+    /// A generic type with its arguments at the head of `e`
+    /// (`Mutable⟨AnyCalendarDate⟩.calendar`, see
+    /// [`crate::facts::model::APPLIED`]): a type alias
+    /// that keeps an argument's members ([`World::kept_argument`]) is that
+    /// argument; any other generic is itself, as if written without
+    /// arguments. Then the members the rest of the path names.
+    fn eval_applied(
+        &self,
+        cx: &Ctx,
+        e: &str,
+        (head, args, rest): (&str, &[&str], &str),
+        depth: u32,
+        value: bool,
+    ) -> Vec<Val> {
+        let generic = self.eval_path(cx, head, depth + 1, value);
+        let Some(arg) = generic.iter().find_map(|g| match g {
+            Val::Class(a) | Val::Inst(a) => self.kept_argument(*a, args),
+            _ => None,
+        }) else {
+            return self.eval_path(cx, &format!("{head}{rest}"), depth, value);
+        };
+        let mut vals = self.eval_type(cx, arg, depth + 1);
+        // `e[..end]`: the path before the current segment.
+        let mut end = e.len() - rest.len();
+        for seg in rest.split('.').skip(1) {
+            let before = &e[..end];
+            end += 1 + seg.len();
+            match self.eval_segment(cx, vals, before, seg, depth, value) {
+                Some(next) => vals = next,
+                None => return Vec::new(),
+            }
+        }
+        vals.dedup();
+        vals
+    }
+
+    /// The argument among `args` whose members type alias `a` has (its
+    /// [`KEEPS`] base fact: `type Mutable<T> = {-readonly [P in keyof T]:
+    /// T[P]}`), if `a` is such an alias and the argument was read.
+    pub(crate) fn kept_argument<'e>(&self, a: SymId, args: &[&'e str]) -> Option<&'e str> {
+        if self.syms[a].node_type != NodeType::TypeAlias || !self.has_bases(a) {
+            return None;
+        }
+        let k = self
+            .bases_of(a)
+            .find_map(|b| b.strip_prefix(KEEPS)?.parse::<usize>().ok())?;
+        args.get(k).copied().filter(|arg| !arg.is_empty())
     }
 
     /// The first segment of a path (`a`, `a()`, `self`, `crate`).
@@ -686,17 +738,7 @@ impl World {
             match v {
                 Val::Class(c) => out.push(Val::Inst(self.type_of_impl(*c))),
                 Val::Func(f) => {
-                    let s = &self.syms[*f];
-                    // Overloads share a qualified name: any of them may carry the annotation.
-                    let ret = self.returns_of(*f).or_else(|| {
-                        self.file_syms[s.file].iter().find_map(|&o| {
-                            let os = &self.syms[o];
-                            (o != *f && os.qualified_name == s.qualified_name)
-                                .then(|| self.returns_of(o))
-                                .flatten()
-                        })
-                    });
-                    let Some(ret) = ret else {
+                    let Some(ret) = self.result_type(*f) else {
                         continue;
                     };
                     let cx = self.ctx_at_end(*f);
@@ -724,6 +766,21 @@ impl World {
             }
         }
         out
+    }
+
+    /// What function `f` is declared to return: its own return fact, else
+    /// an overload's (overloads share a qualified name: any of them may
+    /// carry the annotation).
+    pub(crate) fn result_type(&self, f: SymId) -> Option<&str> {
+        let s = &self.syms[f];
+        self.returns_of(f).or_else(|| {
+            self.file_syms[s.file].iter().find_map(|&o| {
+                let os = &self.syms[o];
+                (o != f && os.qualified_name == s.qualified_name)
+                    .then(|| self.returns_of(o))
+                    .flatten()
+            })
+        })
     }
 
     /// What a call of a guard made by `f(a0;a1…)` gives (`call`, a
@@ -1164,8 +1221,12 @@ impl World {
     fn base_types_uncached(&self, t: SymId, depth: u32) -> Vec<SymId> {
         let mut out = Vec::new();
         let cx = self.ctx_at_start(t);
-        // A union alias's alternatives are no bases it inherits from.
-        for b in self.bases_of(t).filter(|b| !b.starts_with(EACH)) {
+        // A union alias's alternatives are no bases it inherits from, nor
+        // is the argument a mapped type keeps the members of.
+        for b in self
+            .bases_of(t)
+            .filter(|b| !b.starts_with(EACH) && !b.starts_with(KEEPS))
+        {
             self.type_units(&cx, b, depth + 1, &mut out);
         }
         self.rules_of(self.syms[t].file)

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use super::eval::{Ctx, Val};
 use super::ids::{FileIdx, SymId};
 use super::world::{World, is_classlike};
-use crate::facts::model::{EACH, IMPORT_RECV, Site, SiteKind, UNION};
+use crate::facts::model::{EACH, IMPORT_RECV, Site, SiteKind, UNION, split_top, type_arguments};
 use crate::lang::NodeType;
 use crate::store::graph_rows::{EdgeRow, How, Target};
 
@@ -133,6 +133,56 @@ impl World {
             None => site.name.as_str(),
         };
         self.each_bound(cx, head, 0)
+            || site
+                .recv
+                .as_deref()
+                .is_some_and(|r| self.returns_each(cx, r))
+    }
+
+    /// Whether receiver `r` is a call (`startOfWeek(d)` of
+    /// `startOfWeek(d).add(…)`) of a function declared to return a union
+    /// of several types ([`World::type_is_each`]): the call's result is
+    /// each of them, as a value of that type is.
+    fn returns_each(&self, cx: &Ctx, r: &str) -> bool {
+        let Some(callee) = r.strip_suffix("()") else {
+            return false;
+        };
+        self.eval(cx, callee, 0).iter().any(|v| match v {
+            Val::Func(f) => self
+                .result_type(*f)
+                .is_some_and(|t| self.type_is_each(&self.ctx_at_end(*f), t, 0)),
+            _ => false,
+        })
+    }
+
+    /// Whether type `e` read at `cx` is every one of several types: a
+    /// union ([`EACH`]), a union alias (`DateValue`), a type parameter
+    /// bounded by one, or a mapped type that keeps the members of one
+    /// (`Mutable<A | B>`, see [`World::kept_argument`]).
+    fn type_is_each(&self, cx: &Ctx, e: &str, hops: u32) -> bool {
+        if e.starts_with(EACH) {
+            return true;
+        }
+        if hops >= 3 {
+            return false;
+        }
+        if let Some((head, args, "")) = type_arguments(e) {
+            // The argument a mapped type keeps; any other generic is itself.
+            let kept = self
+                .eval_path(cx, head, 0, false)
+                .iter()
+                .find_map(|g| match g {
+                    Val::Class(a) | Val::Inst(a) => self.kept_argument(*a, &args),
+                    _ => None,
+                });
+            return self.type_is_each(cx, kept.unwrap_or(head), hops + 1);
+        }
+        let root = e.split(['.', '(', '#']).next().unwrap_or_default();
+        root == e
+            && (self.each_bound(cx, e, hops + 1)
+                || self.eval_path(cx, e, 0, false).iter().any(
+                    |v| matches!(v, Val::Class(t) | Val::Inst(t) if self.union_alias(*t).is_some()),
+                ))
     }
 
     /// Whether `name` at `cx` is bound to every one of several values
@@ -147,15 +197,13 @@ impl World {
         if e.starts_with(EACH) {
             return true;
         }
-        let root = e.split(['.', '(', '#']).next().unwrap_or_default();
-        if is_type && hops < 3 && root == e && e != name {
-            // A type named: a union alias (`date: DateValue`), or a type
-            // parameter bounded by one (`a: A`, `A extends DateValue`).
-            return self.each_bound(cx, e, hops + 1)
-                || self.eval_path(cx, e, 0, false).iter().any(
-                    |v| matches!(v, Val::Class(t) | Val::Inst(t) if self.union_alias(*t).is_some()),
-                );
+        if is_type && e != name {
+            // A type named: a union alias (`date: DateValue`), a type
+            // parameter bounded by one (`a: A`, `A extends DateValue`), a
+            // mapped type of one (`m: Mutable<DateValue>`).
+            return self.type_is_each(cx, e, hops);
         }
+        let root = e.split(['.', '(', '#']).next().unwrap_or_default();
         if is_type || hops >= 3 || root.is_empty() || root == name {
             return false;
         }
@@ -393,7 +441,11 @@ impl World {
         let builtin = |e: &str| rules.builtin_type(self, cx.file, e);
         // A union (`str∪bytes`, ECMAScript's `#each:A∪B`) is builtin when
         // every alternative is.
-        let all_builtin = |e: &str| e.strip_prefix(EACH).unwrap_or(e).split(UNION).all(builtin);
+        let all_builtin = |e: &str| {
+            split_top(e.strip_prefix(EACH).unwrap_or(e), UNION)
+                .into_iter()
+                .all(builtin)
+        };
         builtin(root) || self.binding_expr(cx, root).is_some_and(all_builtin)
     }
 

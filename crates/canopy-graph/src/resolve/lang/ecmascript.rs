@@ -3,7 +3,7 @@
 //! implementation), a source's definition over its `.d.ts` copy.
 
 use super::{Among, Conventions, LanguageRules};
-use crate::facts::model::OWN_MODULE;
+use crate::facts::model::{APPLIED, OWN_MODULE};
 use crate::lang::Language;
 use crate::resolve::eval::{Ctx, Val};
 use crate::resolve::ids::{FileIdx, SymId};
@@ -213,7 +213,7 @@ pub(crate) struct EcmaScript;
 
 impl LanguageRules for EcmaScript {
     fn builtin_type(&self, _w: &World, _fi: FileIdx, e: &str) -> bool {
-        let (e, head) = super::type_head(e, &['(', '<', '.', '[']);
+        let (e, head) = super::type_head(e, &['(', '<', '.', '[', APPLIED]);
         e.ends_with("[]")
             || matches!(
                 head,
