@@ -33,8 +33,24 @@ pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
             None => Some(format!("{}()", expr(cx, n.field("function")?)?)),
         },
         "parenthesized_expression" | "await" => expr(cx, n.named_child(0)?),
+        "subscript" => subscript(cx, n),
         _ => None,
     }
+}
+
+/// `x[k]` is what `x.__getitem__(k)` gives: the method's result on an
+/// instance of a repository class that defines it, else an item of the
+/// collection `x` (`x#elem`, or a map's value `x#v`; the Python
+/// [`crate::resolve::lang::Conventions::item_methods`]). A slice
+/// (`x[1:]`) is a collection, no item: left unknown.
+fn subscript(cx: &Cx, n: Node) -> Option<String> {
+    let mut c = n.walk();
+    if n.children_by_field_name("subscript", &mut c)
+        .any(|k| k.kind_name() == "slice")
+    {
+        return None;
+    }
+    Some(format!("{}.__getitem__()", expr(cx, n.field("value")?)?))
 }
 
 /// `type(self)` in a method: the class around it (so `type(self)()` makes
