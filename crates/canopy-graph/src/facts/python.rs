@@ -10,7 +10,7 @@ use tree_sitter::Node;
 
 use super::model::{
     AT, Binding, DefFact, DefFactKind, EACH, ELEM, FIRST_KNOWN, KEY, PARAM_VALUE, RETURNED,
-    SiteKind, UNION, VALUE,
+    SUBSCRIPT_CALL, SiteKind, UNION, VALUE,
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree_pruned};
 
@@ -50,7 +50,7 @@ fn subscript(cx: &Cx, n: Node) -> Option<String> {
     {
         return None;
     }
-    Some(format!("{}.__getitem__()", expr(cx, n.field("value")?)?))
+    Some(format!("{}.{SUBSCRIPT_CALL}", expr(cx, n.field("value")?)?))
 }
 
 /// `type(self)` in a method: the class around it (so `type(self)()` makes
