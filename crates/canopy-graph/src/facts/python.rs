@@ -973,6 +973,38 @@ fn assignment(cx: &mut Cx, n: Node) {
         };
         cx.bind(n.start_byte(), &name, e, false, field);
         iterable_items(cx, n, &name, r, field);
+        literal_items(cx, n, &name, r, field);
+    }
+}
+
+/// `handlers = [A(), B()]`, `self.conn = {CLIENT: Connection(CLIENT), …}`:
+/// the items of a literal list or set (`name#elem`), the keys and values
+/// of a literal dict (`name#k`, `name#v`), each one `expr` reads
+/// ([`EACH`]), so `self.conn[role].send(e)` and `for h in handlers:
+/// h.run()` reach them. A tuple's items are told apart by position, so
+/// none is every item: not bound.
+fn literal_items(cx: &mut Cx, at: Node, name: &str, value: Node, field: bool) {
+    let each = |items: Vec<Node>| {
+        let mut known: Vec<String> = items.into_iter().filter_map(|i| expr(cx, i)).collect();
+        known.dedup();
+        (!known.is_empty()).then(|| format!("{EACH}{}", known.join(&UNION.to_string())))
+    };
+    let mut c = value.walk();
+    let children: Vec<Node> = value.named_children(&mut c).collect();
+    let bound: Vec<(&str, Option<String>)> = match value.kind_name() {
+        "list" | "set" => vec![(ELEM, each(children))],
+        "dictionary" => {
+            let pairs = children.iter().filter(|p| p.kind_name() == "pair");
+            let keys = pairs.clone().filter_map(|p| p.field("key")).collect();
+            let values = pairs.filter_map(|p| p.field("value")).collect();
+            vec![(KEY, each(keys)), (VALUE, each(values))]
+        }
+        _ => return,
+    };
+    for (item, e) in bound {
+        if e.is_some() {
+            cx.bind(at.start_byte(), &format!("{name}{item}"), e, false, field);
+        }
     }
 }
 
