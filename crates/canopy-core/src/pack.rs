@@ -2608,6 +2608,20 @@ mod tests {
         }
     }
 
+    /// The within-file ranking at `weight` with every other rule off.
+    fn plain_within(weight: f64) -> WithinFile {
+        WithinFile {
+            weight,
+            share: 0.0,
+            floor: 1.0,
+            named: false,
+            rare: 0.0,
+            words: 0,
+            dunder: false,
+            stop: false,
+        }
+    }
+
     /// The names [`within_files`] shows for `picked` (5 handles, 10,000
     /// tokens, no rarity counts).
     fn names_within(
@@ -2645,16 +2659,7 @@ mod tests {
         let picked = vec![&ranked[0], &ranked[1]];
         let question = question_with_summary(&["fields", "admin", "values"]);
         let shown = |within: WithinFile| names_within(&picked, &ranked, &question, within);
-        let plain = WithinFile {
-            weight: 0.4,
-            share: 0.0,
-            floor: 1.0,
-            named: false,
-            rare: 0.0,
-            words: 0,
-            dunder: false,
-            stop: false,
-        };
+        let plain = plain_within(0.4);
         // No floor: one word of four (`fields`) lifts the sibling past the
         // file's first unit (0.95 + 0.4 × ¼ > 1).
         assert_eq!(shown(plain), ["Checks._check_radio_fields_key", "other"]);
@@ -2691,16 +2696,7 @@ mod tests {
 
     #[test]
     fn a_name_match_counts_by_rare_words_two_of_them_and_no_dunder() {
-        let rules = WithinFile {
-            weight: 0.4,
-            share: 0.0,
-            floor: 1.0,
-            named: false,
-            rare: 0.0,
-            words: 0,
-            dunder: false,
-            stop: false,
-        };
+        let rules = plain_within(0.4);
         let question = question_with_summary(&["colorbar", "draw", "init", "edges", "extend"]);
         let of = |name: &str, kind: &str| {
             name_match(

@@ -294,6 +294,14 @@ pub fn type_arguments(e: &str) -> Option<(&str, Vec<&str>, &str)> {
     None
 }
 
+/// The call a subscript is written as (`x[k]` is `x.__getitem__()`,
+/// Python's facts): its result on a repository class that defines the
+/// method, else an item of the collection
+/// ([`crate::resolve::lang::Conventions::item_methods`]). A receiver read
+/// through one is never guessed: an item of an unknown collection is as
+/// unknown as before the subscript was read.
+pub const SUBSCRIPT_CALL: &str = "__getitem__()";
+
 /// Starts an expression read at another place of the same file
 /// (`#at812:match`: `match` as the scope around byte 812 sees it): an
 /// argument of a call, as the parameter it is passed to.

@@ -10,7 +10,7 @@ use tree_sitter::Node;
 
 use super::model::{
     AT, Binding, DefFact, DefFactKind, EACH, ELEM, FIRST_KNOWN, KEY, PARAM_VALUE, RETURNED,
-    SiteKind, UNION, VALUE,
+    SUBSCRIPT_CALL, SiteKind, UNION, VALUE,
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree_pruned};
 
@@ -33,8 +33,24 @@ pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
             None => Some(format!("{}()", expr(cx, n.field("function")?)?)),
         },
         "parenthesized_expression" | "await" => expr(cx, n.named_child(0)?),
+        "subscript" => subscript(cx, n),
         _ => None,
     }
+}
+
+/// `x[k]` is what `x.__getitem__(k)` gives: the method's result on an
+/// instance of a repository class that defines it, else an item of the
+/// collection `x` (`x#elem`, or a map's value `x#v`; the Python
+/// [`crate::resolve::lang::Conventions::item_methods`]). A slice
+/// (`x[1:]`) is a collection, no item: left unknown.
+fn subscript(cx: &Cx, n: Node) -> Option<String> {
+    let mut c = n.walk();
+    if n.children_by_field_name("subscript", &mut c)
+        .any(|k| k.kind_name() == "slice")
+    {
+        return None;
+    }
+    Some(format!("{}.{SUBSCRIPT_CALL}", expr(cx, n.field("value")?)?))
 }
 
 /// `type(self)` in a method: the class around it (so `type(self)()` makes
@@ -957,6 +973,38 @@ fn assignment(cx: &mut Cx, n: Node) {
         };
         cx.bind(n.start_byte(), &name, e, false, field);
         iterable_items(cx, n, &name, r, field);
+        literal_items(cx, n, &name, r, field);
+    }
+}
+
+/// `handlers = [A(), B()]`, `self.conn = {CLIENT: Connection(CLIENT), …}`:
+/// the items of a literal list or set (`name#elem`), the keys and values
+/// of a literal dict (`name#k`, `name#v`), each one `expr` reads
+/// ([`EACH`]), so `self.conn[role].send(e)` and `for h in handlers:
+/// h.run()` reach them. A tuple's items are told apart by position, so
+/// none is every item: not bound.
+fn literal_items(cx: &mut Cx, at: Node, name: &str, value: Node, field: bool) {
+    let each = |items: Vec<Node>| {
+        let mut known: Vec<String> = items.into_iter().filter_map(|i| expr(cx, i)).collect();
+        known.dedup();
+        (!known.is_empty()).then(|| format!("{EACH}{}", known.join(&UNION.to_string())))
+    };
+    let mut c = value.walk();
+    let children: Vec<Node> = value.named_children(&mut c).collect();
+    let bound: Vec<(&str, Option<String>)> = match value.kind_name() {
+        "list" | "set" => vec![(ELEM, each(children))],
+        "dictionary" => {
+            let pairs = children.iter().filter(|p| p.kind_name() == "pair");
+            let keys = pairs.clone().filter_map(|p| p.field("key")).collect();
+            let values = pairs.filter_map(|p| p.field("value")).collect();
+            vec![(KEY, each(keys)), (VALUE, each(values))]
+        }
+        _ => return,
+    };
+    for (item, e) in bound {
+        if e.is_some() {
+            cx.bind(at.start_byte(), &format!("{name}{item}"), e, false, field);
+        }
     }
 }
 

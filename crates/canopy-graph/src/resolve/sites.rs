@@ -9,7 +9,9 @@ use std::collections::HashSet;
 use super::eval::{Ctx, Val};
 use super::ids::{FileIdx, SymId};
 use super::world::{World, is_classlike};
-use crate::facts::model::{EACH, IMPORT_RECV, Site, SiteKind, UNION, split_top, type_arguments};
+use crate::facts::model::{
+    EACH, IMPORT_RECV, SUBSCRIPT_CALL, Site, SiteKind, UNION, split_top, type_arguments,
+};
 use crate::lang::NodeType;
 use crate::store::graph_rows::{EdgeRow, How, Target};
 
@@ -392,8 +394,12 @@ impl World {
         // pattern or closure binding). A known root whose member has an
         // external type (`self.text.len()`, text: String) is external, and
         // so is an item of a local whose items are unknown (Go's
-        // `ptrs[p].IsNil()` of `ptrs := make(map[…]…)`).
+        // `ptrs[p].IsNil()` of `ptrs := make(map[…]…)`), and so is an item
+        // of an unknown value (Python's `streams[0].getvalue()`).
         let root_unknown = || {
+            if r.split('.').any(|seg| seg == SUBSCRIPT_CALL) {
+                return false;
+            }
             let root = r.split('.').next().unwrap_or_default();
             if let Some((local, _)) = root.split_once('#')
                 && !local.is_empty()

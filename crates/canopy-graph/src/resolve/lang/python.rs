@@ -21,6 +21,10 @@ pub(crate) const CONVENTIONS: Conventions = Conventions {
     // An attribute set on an instance shadows a method of its class, and
     // a property is a field whose value is its getter's result.
     fields_before_methods: true,
+    // `x[k]` is written `x.__getitem__()` by the facts: on a list or a
+    // map of no repository class, an item or the value stored.
+    item_methods: &["__getitem__"],
+    value_methods: &["__getitem__"],
     ..Conventions::NEUTRAL
 };
 
