@@ -10,7 +10,8 @@ use super::eval::{Ctx, Val};
 use super::ids::{FileIdx, SymId};
 use super::world::{World, is_classlike};
 use crate::facts::model::{
-    EACH, IMPORT_RECV, SUBSCRIPT_CALL, Site, SiteKind, UNION, split_top, type_arguments,
+    EACH, IMPORT_RECV, STD_WRAPPER, SUBSCRIPT_CALL, Site, SiteKind, UNION, split_top,
+    type_arguments,
 };
 use crate::lang::NodeType;
 use crate::store::graph_rows::{EdgeRow, How, Target};
@@ -452,7 +453,15 @@ impl World {
                 .into_iter()
                 .all(builtin)
         };
-        builtin(root) || self.binding_expr(cx, root).is_some_and(all_builtin)
+        // `o.f()` on `o: Option<U>` / `Mutex<U>` (a wrapper the binding
+        // reads through, [`STD_WRAPPER`]): the wrapper's method.
+        let wrapper = || {
+            r == root
+                && self
+                    .binding_expr(cx, &format!("{root}{STD_WRAPPER}"))
+                    .is_some()
+        };
+        builtin(root) || self.binding_expr(cx, root).is_some_and(all_builtin) || wrapper()
     }
 
     /// Whether receiver `r` comes from outside the repository: its root is
@@ -494,7 +503,7 @@ impl World {
     /// no guess for it. A parameter with a bound the repository defines
     /// is not one: its calls find that trait's methods, or are guessed as
     /// before.
-    fn bounded_outside(&self, cx: &Ctx, name: &str) -> bool {
+    pub(crate) fn bounded_outside(&self, cx: &Ctx, name: &str) -> bool {
         let Some((bounds, true, _)) = self.binding_of(cx, name) else {
             return false;
         };

@@ -9,7 +9,7 @@ use tree_sitter::Node;
 use super::super::model::{ARG, ELEM, FIRST_KNOWN, KEY, STD_WRAPPER, UNION, VALUE};
 use super::super::walker::{Cx, GrammarLookup, Up};
 use super::callbacks::callback_context;
-use super::{PASSTHROUGH, expr, tuple_elements, type_expr};
+use super::{DEREF_WRAPPERS, PASSTHROUGH, expr, tuple_elements, type_expr};
 
 /// `let (a, b) = f(x)?;` binds `a` to `f.#0` and `b` to `f.#1` (the
 /// elements of what `f` returns, [`TUPLE`]); `let (a, b): (A, B) = …` binds
@@ -412,8 +412,11 @@ fn item_nodes<'t>(cx: &Cx, t: Node<'t>) -> Vec<(&'static str, Node<'t>)> {
                 two(KEY, VALUE)
             } else if ENTRIES.contains(&name.as_str()) {
                 two(KEY, ELEM)
-            } else if name == "Box" || name == "Rc" || name == "Arc" {
+            } else if DEREF_WRAPPERS.contains(&name.as_str()) {
                 args.first().map(|a| item_nodes(cx, *a)).unwrap_or_default()
+            } else if name == "OnceLock" || name == "OnceCell" {
+                // `get()` gives the value, as an item's method does.
+                args.first().map(|a| vec![(ELEM, *a)]).unwrap_or_default()
             } else {
                 Vec::new()
             }
@@ -452,8 +455,12 @@ pub(super) fn bind_items(cx: &mut Cx, at: usize, name: &str, t: Node, field: boo
 }
 
 /// The wrappers a type's binding reads through (the payload is what is
-/// bound) whose own type a repository trait may be implemented for.
-const STD_WRAPPERS: &[&str] = &["Option", "Result"];
+/// bound) whose own type a repository trait may be implemented for, and
+/// which do not deref to their payload: a method called on one is its own
+/// (or such a trait's), never the payload's.
+const STD_WRAPPERS: &[&str] = &[
+    "Option", "Result", "Mutex", "RwLock", "Weak", "OnceLock", "OnceCell", "RefCell",
+];
 
 /// `Option` for `Option<&V>` / `&mut Option<T>` / `std::option::Option<T>`
 /// (see [`STD_WRAPPERS`]), else `None`.
@@ -936,6 +943,16 @@ pub(super) fn struct_pattern_bindings(cx: &mut Cx, n: Node) {
     let Some(path) = n.field("type").and_then(|t| type_expr(cx, t)) else {
         return;
     };
+    // `E::Variant { f, .. }` (a type's path before the last segment): a
+    // struct variant's field, which the enum holds among its fields.
+    let variant_of = path
+        .rsplit_once('.')
+        .map(|(owner, _)| owner)
+        .filter(|owner| {
+            let last = owner.rsplit('.').next().unwrap_or_default();
+            last.starts_with(char::is_uppercase)
+        })
+        .map(str::to_string);
     let mut c = n.walk();
     let fields: Vec<Node> = n
         .named_children(&mut c)
@@ -955,13 +972,11 @@ pub(super) fn struct_pattern_bindings(cx: &mut Cx, n: Node) {
             "identifier" | "shorthand_field_identifier"
         ) {
             let name = cx.t(bound).to_string();
-            cx.bind(
-                bound.start_byte(),
-                &name,
-                Some(format!("{path}.{field_name}")),
-                false,
-                false,
-            );
+            let value = match &variant_of {
+                Some(e) => format!("{path}.{field_name}{FIRST_KNOWN}{e}.{field_name}"),
+                None => format!("{path}.{field_name}"),
+            };
+            cx.bind(bound.start_byte(), &name, Some(value), false, false);
         }
     }
 }

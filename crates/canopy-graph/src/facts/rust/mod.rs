@@ -97,6 +97,9 @@ fn expected_type(cx: &Cx, call: Node, parent: Node, up: &Up) -> Option<String> {
 ///
 /// `Option` and `Result` are seen through too, so that `x?`, `if let Some(t) = x`
 /// and `x.unwrap()` reach the payload; [`PASSTHROUGH`] names the unwrapping methods.
+/// So are the standard library's locks, their guards and lazy cells
+/// ([`DEREF_WRAPPERS`]): `Mutex<T>::lock` gives a `LockResult<MutexGuard<T>>`,
+/// `unwrap` its guard, and the guard derefs to the `T`.
 const TRANSPARENT: &[&str] = &[
     "Box",
     "Rc",
@@ -107,6 +110,38 @@ const TRANSPARENT: &[&str] = &[
     "ManuallyDrop",
     "Option",
     "Result",
+    "Mutex",
+    "RwLock",
+    "MutexGuard",
+    "RwLockReadGuard",
+    "RwLockWriteGuard",
+    "LockResult",
+    "TryLockResult",
+    "Weak",
+    "OnceLock",
+    "OnceCell",
+    "Lazy",
+    "LazyLock",
+    "LazyCell",
+];
+
+/// The [`TRANSPARENT`] wrappers that hold one value and deref to it (or
+/// lock to it), whose items are the held value's items
+/// (`Arc<Mutex<Vec<T>>>`: a `T`).
+pub(crate) const DEREF_WRAPPERS: &[&str] = &[
+    "Box",
+    "Rc",
+    "Arc",
+    "RefCell",
+    "Mutex",
+    "RwLock",
+    "MutexGuard",
+    "RwLockReadGuard",
+    "RwLockWriteGuard",
+    "Weak",
+    "Lazy",
+    "LazyLock",
+    "LazyCell",
 ];
 
 /// Methods of the [`TRANSPARENT`] wrappers and of references that give back
@@ -135,6 +170,21 @@ pub(crate) const PASSTHROUGH: &[&str] = &[
     "with_context",
     // `Option::take`: the `Option` itself (`if let Some(v) = self.v.take()`).
     "take",
+    // `Option::replace` (the `Option` before), `get_or_insert_with` (the payload).
+    "replace",
+    "get_or_insert",
+    "get_or_insert_with",
+    // A lock's guard (`Mutex::lock`, `RwLock::read` / `write`, their `try_`
+    // forms), a `Weak`'s `upgrade`, a cell's value.
+    "lock",
+    "try_lock",
+    "read",
+    "write",
+    "try_read",
+    "try_write",
+    "upgrade",
+    "get_or_init",
+    "into_inner",
 ];
 
 fn path_text(cx: &Cx, n: Node) -> String {
@@ -156,7 +206,7 @@ pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
             if let Some(t) = parsed_type(cx, n.field("function")?) {
                 return Some(format!("{t}()"));
             }
-            if let Some(inner) = wrapped_map(cx, n) {
+            if let Some(inner) = wrapped_map(cx, n).or_else(|| wrapper_made(cx, n)) {
                 return expr(cx, inner);
             }
             if let Some(body) = and_then_body(cx, n) {
@@ -269,6 +319,26 @@ fn wrapped_map<'t>(cx: &Cx, call: Node<'t>) -> Option<Node<'t>> {
     wrapper.then(|| f.field("value")).flatten()
 }
 
+/// `x` of `Arc::new(x)`, `Rc::clone(&x)`, `Mutex::new(x)`, `Arc::downgrade(&x)`:
+/// a [`DEREF_WRAPPERS`] value made of (or sharing) one value, which
+/// method calls see through to it.
+fn wrapper_made<'t>(cx: &Cx, call: Node<'t>) -> Option<Node<'t>> {
+    let f = call.field("function")?;
+    if f.kind_name() != "scoped_identifier" {
+        return None;
+    }
+    let ty = cx.t(f.field("path")?);
+    let ty = ty.rsplit("::").next().unwrap_or_default();
+    let made = matches!(
+        cx.t(f.field("name")?),
+        "new" | "clone" | "from" | "pin" | "downgrade"
+    );
+    let args = call.field("arguments")?;
+    (DEREF_WRAPPERS.contains(&ty) && made && args.named_child_count() == 1)
+        .then(|| args.named_child(0))
+        .flatten()
+}
+
 /// The type `T` of the function of a call `s.parse::<T>()` (`FromStr`:
 /// the call gives a `T`, or a `Result` of one).
 fn parsed_type(cx: &Cx, f: Node) -> Option<String> {
@@ -310,6 +380,8 @@ fn literal_type(cx: &Cx, n: Node) -> Option<String> {
         "boolean_literal" => "bool",
         "char_literal" => "char",
         "reference_expression" => return literal_type(cx, n.field("value")?),
+        "parenthesized_expression" => return literal_type(cx, n.named_child(0)?),
+        "range_expression" => "Range",
         // `&b"abc"[..]` / `&"abc"[..]`: a slice of a literal.
         "index_expression" => {
             let (value, index) = (n.named_child(0)?, n.named_child(1)?);
@@ -507,7 +579,7 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
             let name = type_expr(cx, t)?;
             if TRANSPARENT.contains(&name.as_str())
                 && let Some(args) = n.field("type_arguments")
-                && let Some(first) = args.named_child(0)
+                && let Some(first) = first_type_argument(args)
             {
                 // `Box<[u8]>` stays a `Box`: no repository type is inside,
                 // and a `From<Box<[u8]>>` is not a `From<&[u8]>`.
@@ -532,8 +604,24 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
             type_expr(cx, t)
         }
         "bounded_type" => type_expr(cx, n.named_child(0)?),
+        // `&(impl Tr + ?Sized)`, `&(dyn Tr + Sync)`: a type in parentheses
+        // (the grammar's one-element tuple; `(T,)` is a tuple).
+        "tuple_type"
+            if n.named_child_count() == 1
+                && !cx.t(n).trim_end_matches(')').trim_end().ends_with(',') =>
+        {
+            type_expr(cx, n.named_child(0)?)
+        }
         _ => None,
     }
+}
+
+/// The first type argument of `<…>` that is no lifetime (`MutexGuard<'_,
+/// T>`: `T`).
+fn first_type_argument(args: Node) -> Option<Node> {
+    let mut c = args.walk();
+    args.named_children(&mut c)
+        .find(|a| a.kind_name() != "lifetime")
 }
 
 fn is_declaration_name(n: Node, parent: Node) -> bool {
@@ -865,7 +953,10 @@ fn call<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
         "identifier" => cx.site(f, None, SiteKind::Call),
         "field_expression" => {
             if let Some(field) = f.field("field") {
-                let recv = f.field("value").and_then(|v| expr(cx, v));
+                // A literal receiver (`"x".f()`, `(0..n).f()`) is a std value.
+                let recv = f
+                    .field("value")
+                    .and_then(|v| expr(cx, v).or_else(|| literal_type(cx, v)));
                 cx.site(field, recv.or_else(|| Some("?".into())), SiteKind::Call);
             }
         }
@@ -1151,6 +1242,19 @@ fn function(cx: &mut Cx, n: Node) {
     }
 }
 
+/// `dyn Tr` of `Box<dyn Tr>` (a [`DEREF_WRAPPERS`] type of a trait object).
+fn boxed_object<'t>(cx: &Cx, t: Node<'t>) -> Option<Node<'t>> {
+    if t.kind_name() != "generic_type" || !DEREF_WRAPPERS.contains(&cx.t(t.field("type")?)) {
+        return None;
+    }
+    let object = first_type_argument(t.field("type_arguments")?)?;
+    let object = match object.kind_name() {
+        "bounded_type" => object.named_child(0)?,
+        _ => object,
+    };
+    (object.kind_name() == "dynamic_type").then_some(object)
+}
+
 /// `impl Trait for Type`: the trait the impl implements; `impl … for
 /// crate::X`: the type's path.
 fn impl_item(cx: &mut Cx, n: Node) {
@@ -1181,6 +1285,11 @@ fn impl_item(cx: &mut Cx, n: Node) {
             .filter(|p| p.kind_name() == "scoped_type_identifier")
     {
         cx.def_fact(name, type_expr(cx, path), DefFactKind::ImplType);
+    }
+    if let Some(object) = boxed_object(cx, t) {
+        // `impl Clone for Box<dyn Tr>`: `self` is a `dyn Tr`, with `Tr`'s
+        // methods (`self.clone_box()`).
+        cx.def_fact(name, type_expr(cx, object), DefFactKind::ImplType);
     }
     if let Some(tr) = n.field("trait") {
         cx.def_fact(name, type_expr(cx, tr), DefFactKind::ImplTrait);

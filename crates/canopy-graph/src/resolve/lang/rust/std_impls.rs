@@ -23,6 +23,10 @@ use super::STD_METHODS;
 /// constructor ([`std_constructor`]), or one of those types by name
 /// (`String`, `Vec<T>`, `u64`).
 pub(super) fn builtin_type(w: &World, fi: FileIdx, e: &str) -> bool {
+    if e.starts_with(LITERAL) {
+        // `#lit:str`, `#lit:Vec` (`vec![…]`), `#lit:Range` (`0..n`).
+        return true;
+    }
     let (e, head) = super::super::type_head(e, &['<', '(', ':', ' ']);
     std_path_value(e) || e.starts_with('[') || std_constructor(w, fi, e) || is_std_type_name(head)
 }
@@ -137,13 +141,26 @@ fn std_heads(w: &World, cx: &Ctx, r: &str, depth: u32) -> Vec<String> {
         (!last.is_empty() && !last.starts_with('[')).then(|| last.to_string())
     };
     let mut out = Vec::new();
-    if let Some(callee) = r.strip_suffix(CALL_RESULT) {
-        for v in w.eval(cx, callee, 0) {
+    if let Some(lit) = r.strip_prefix(LITERAL) {
+        // `"x".f()`, `(0..n).f()`.
+        out.push(lit.to_string());
+    } else if let Some(callee) = r.strip_suffix(CALL_RESULT) {
+        let vals = w.eval(cx, callee, 0);
+        for v in &vals {
             let Val::Func(f) = v else { continue };
-            match returned_wrapper(w, f) {
+            match returned_wrapper(w, *f) {
                 Some(wrapper) => out.push(wrapper),
-                None => out.extend(w.returns_of(f).and_then(builtin_head)),
+                None => out.extend(w.returns_of(*f).and_then(builtin_head)),
             }
+        }
+        // `v.iter()` of a std value `v`: a method of the standard library
+        // gives a std value (its type unnamed here: blanket impls only).
+        if vals.is_empty()
+            && depth < 2
+            && let Some((recv, _)) = callee.rsplit_once('.')
+            && !std_heads(w, cx, recv, depth + 1).is_empty()
+        {
+            out.push(SOME_STD_TYPE.to_string());
         }
     } else if r.chars().all(|c| c.is_alphanumeric() || c == '_') {
         if let Some(wrapper) = w.binding_expr(cx, &format!("{r}{STD_WRAPPER}")) {
@@ -151,6 +168,10 @@ fn std_heads(w: &World, cx: &Ctx, r: &str, depth: u32) -> Vec<String> {
         } else if let Some((e, is_type, byte)) = w.binding_of(cx, r) {
             if is_type {
                 out.extend(builtin_head(e));
+                if out.is_empty() && w.bounded_outside(cx, e) {
+                    // `it: I` with `I: Iterator`: a type from elsewhere.
+                    out.push(SOME_STD_TYPE.to_string());
+                }
             } else if let Some(lit) = e.strip_prefix(LITERAL) {
                 out.extend(builtin_head(lit));
             } else if e.ends_with(CALL_RESULT) && depth == 0 {
@@ -184,6 +205,11 @@ fn std_heads(w: &World, cx: &Ctx, r: &str, depth: u32) -> Vec<String> {
     out
 }
 
+/// What [`std_heads`] gives for a value known to be of a type from outside
+/// the repository whose name is not written (`v.iter()`): no impl is
+/// named so, so only blanket impls (`impl<T: Iterator> Ext for T`) apply.
+const SOME_STD_TYPE: &str = "?";
+
 /// The [`STD_WRAPPER`] function `f`'s return type is written in
 /// (`#ret#std` in `f`'s scope).
 fn returned_wrapper(w: &World, f: SymId) -> Option<String> {
@@ -210,6 +236,7 @@ const STD_TYPE_NAMES: &[&str] = &[
     "String", "str", "Vec", "VecDeque", "HashMap", "HashSet", "BTreeMap", "BTreeSet",
     "BinaryHeap", "LinkedList", "Option", "Result", "Box", "Rc", "Arc", "RefCell", "Cell",
     "Mutex", "RwLock", "Cow", "PathBuf", "Path", "OsString", "OsStr", "Duration", "Instant",
+    "Range", "RangeInclusive",
     "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64", "u128", "usize",
     "f32", "f64", "bool", "char",
 ];
