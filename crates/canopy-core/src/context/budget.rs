@@ -771,11 +771,12 @@ pub(crate) struct Reads {
 impl Reads {
     /// The unit with this row id.
     fn unit(&mut self, snapshot: Snapshot<'_>, rowid: i64) -> Result<Option<&NodeRecord>> {
-        if !self.units.contains_key(&rowid) {
-            let unit = snapshot.store().node_by_rowid(rowid)?;
-            self.units.insert(rowid, unit);
-        }
-        Ok(self.units.get(&rowid).and_then(Option::as_ref))
+        use std::collections::hash_map::Entry;
+        let unit = match self.units.entry(rowid) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e.insert(snapshot.store().node_by_rowid(rowid)?),
+        };
+        Ok(unit.as_ref())
     }
 
     /// Looks up the members of those of `containers` not looked up before.
