@@ -1267,3 +1267,76 @@ fn a_request_counts_each_text_once() {
     }
     assert_eq!(requests, 24);
 }
+
+/// One request looks each unit up once (issue 31 item 6): the packer runs up
+/// to six times to land on the wire budget, and each packing looked up
+/// again the container around a fragment it could make whole and the
+/// members of each container it showed as a skeleton. Every strategy and
+/// budget, with and without a focus: no unit is looked up by row id twice,
+/// no container's members are listed twice, in one request.
+#[test]
+fn a_request_looks_each_unit_up_once() {
+    use canopy_store::store::read::lookup_log;
+    let (_dir, engine) = repo();
+    let mut lookups_seen = std::collections::HashSet::new();
+    for strategy in [Strategy::Keyword, Strategy::Graph, Strategy::Fused] {
+        for focus in [None, Some("Parser.parse")] {
+            for budget in [150, 400, 1_200, 4_000] {
+                let (pack, lookups) = lookup_log::record(|| {
+                    context(
+                        &engine,
+                        "configuration parsing splits each setting line",
+                        focus,
+                        budget,
+                        strategy,
+                    )
+                });
+                check_invariants(&pack);
+                let mut seen = std::collections::HashMap::new();
+                for l in &lookups {
+                    *seen.entry(*l).or_insert(0) += 1;
+                    lookups_seen.insert(l.0);
+                }
+                let twice: Vec<_> = seen.into_iter().filter(|(_, n)| *n > 1).collect();
+                assert!(
+                    twice.is_empty(),
+                    "{strategy:?} {focus:?} {budget}: looked up more than once: {twice:?}"
+                );
+            }
+        }
+    }
+    // Not vacuous: these requests make both kinds of lookup.
+    assert!(
+        lookups_seen.contains("unit") && lookups_seen.contains("members"),
+        "{lookups_seen:?}"
+    );
+}
+
+/// `Store::nodes_of_file` (the history strategy's units of a changed file,
+/// one cached statement) gives every unit of the file's node id range, in
+/// row id order, as looking each id up does; nothing for a path not indexed.
+#[test]
+fn the_units_of_a_file_are_its_node_id_range() {
+    let (_dir, engine) = repo();
+    let files = engine
+        .graph(|g| {
+            let store = g.store();
+            let mut files = 0;
+            for (_, path, first, last) in store.file_ranges()? {
+                let want = store.nodes_by_rowids(&(first..=last).collect::<Vec<_>>())?;
+                let got = store.nodes_of_file(&path)?;
+                let ids = |v: &[canopy_core::store::read::NodeRecord]| {
+                    v.iter()
+                        .map(|n| (n.rowid, n.handle.clone(), n.file_path.clone()))
+                        .collect::<Vec<_>>()
+                };
+                assert!(!got.is_empty(), "{path}");
+                assert_eq!(ids(&got), ids(&want), "{path}");
+                files += 1;
+            }
+            assert!(store.nodes_of_file("no/such/file.py")?.is_empty());
+            Ok(files)
+        })
+        .unwrap();
+    assert!(files >= 6, "{files}");
+}

@@ -180,19 +180,20 @@ fn overlaps(a: &NodeRecord, b: &NodeRecord) -> bool {
 }
 
 /// Packs `merged` (best first) under `budget` tokens; `counts` holds the
-/// token counts of texts measured before in the same request, and `files`
-/// the files it read (each read and hash-checked once per request, however
-/// often it packs).
+/// token counts of texts measured before in the same request, and `reads`
+/// what it read of the files and the index (each file read and
+/// hash-checked, each unit and container's members looked up, once per
+/// request, however often it packs).
 pub(crate) fn pack(
     snapshot: Snapshot<'_>,
     merged: Vec<Merged>,
     budget: u64,
     counts: &Counts,
-    files: &mut FileTexts,
+    reads: &mut Reads,
 ) -> Result<Packed> {
     let admit = (budget / TOKENS_PER_CANDIDATE).clamp(MIN_ADMIT, 60) as usize;
     let mut slots = choose(merged, admit, counts);
-    render(snapshot, files, &mut slots, budget, counts)?;
+    render(snapshot, reads, &mut slots, budget, counts)?;
     // A skeleton whose every member is a fragment of its own says nothing more than they do.
     slots.retain(|s| !s.empty_skeleton);
 
@@ -202,7 +203,7 @@ pub(crate) fn pack(
     // (and nothing may regain detail a dropped fragment paid for).
     if dropped == 0 {
         fill(&mut slots, budget, &mut pruned, counts);
-        enclose(snapshot, files, &mut slots, budget, &mut pruned, counts)?;
+        enclose(snapshot, reads, &mut slots, budget, &mut pruned, counts)?;
         readmit(&mut slots, &mut pruned, budget);
     }
     let pruned = pruned.len();
@@ -660,7 +661,7 @@ fn held_reasons(slots: &[Slot], held: &[usize]) -> String {
 /// units it holds.
 fn enclose(
     snapshot: Snapshot<'_>,
-    files: &mut FileTexts,
+    reads: &mut Reads,
     slots: &mut Vec<Slot>,
     budget: u64,
     pruned: &mut Vec<Slot>,
@@ -697,7 +698,7 @@ fn enclose(
             return Ok(());
         };
         tried.insert(parent);
-        let Some(outer) = snapshot.store().node_by_rowid(parent)? else {
+        let Some(outer) = reads.unit(snapshot, parent)?.cloned() else {
             continue;
         };
         if !is_container(&outer.node_type)
@@ -717,7 +718,10 @@ fn enclose(
             .iter()
             .map(|&j| u64::from(slots[j].cost(slots[j].detail)))
             .sum();
-        let Some(text) = files.get(snapshot, &outer.file_path, &outer.content_hash)? else {
+        let Some(text) = reads
+            .texts
+            .get(snapshot, &outer.file_path, &outer.content_hash)?
+        else {
             continue; // changed on disk since indexed
         };
         let body = text
@@ -751,9 +755,57 @@ fn enclose(
     }
 }
 
+/// What a request's packings read, each once however often it packs: the
+/// files' texts, the units [`enclose`] looks up and the members of the
+/// containers [`render`] shows as skeletons (the fused default packs up to
+/// six times, and each packing asked the index again, issue 31 item 6).
+#[derive(Default)]
+pub(crate) struct Reads {
+    texts: FileTexts,
+    /// Units by row id (`None`: no such unit).
+    units: HashMap<i64, Option<NodeRecord>>,
+    /// A container's members, in [`crate::store::Store::children_of`]'s order.
+    children: HashMap<i64, Vec<NodeRecord>>,
+}
+
+impl Reads {
+    /// The unit with this row id.
+    fn unit(&mut self, snapshot: Snapshot<'_>, rowid: i64) -> Result<Option<&NodeRecord>> {
+        use std::collections::hash_map::Entry;
+        let unit = match self.units.entry(rowid) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e.insert(snapshot.store().node_by_rowid(rowid)?),
+        };
+        Ok(unit.as_ref())
+    }
+
+    /// Looks up the members of those of `containers` not looked up before.
+    fn read_children(&mut self, snapshot: Snapshot<'_>, containers: &[i64]) -> Result<()> {
+        let mut missing: Vec<i64> = containers
+            .iter()
+            .copied()
+            .filter(|c| !self.children.contains_key(c))
+            .collect();
+        missing.sort_unstable();
+        missing.dedup();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        for c in snapshot.store().children_of(&missing)? {
+            if let Some(p) = c.parent_rowid {
+                self.children.entry(p).or_default().push(c);
+            }
+        }
+        for c in missing {
+            self.children.entry(c).or_default();
+        }
+        Ok(())
+    }
+}
+
 /// The text of each file a request's packings read, read and hash-checked once.
 #[derive(Default)]
-pub(crate) struct FileTexts(HashMap<String, Option<String>>);
+struct FileTexts(HashMap<String, Option<String>>);
 
 impl FileTexts {
     /// `None` when the file changed on disk since it was indexed.
@@ -827,26 +879,23 @@ fn choose(merged: Vec<Merged>, admit: usize, counts: &Counts) -> Vec<Slot> {
 /// of a container capped at its skeleton when it could fit (see [`fill`]).
 fn render(
     snapshot: Snapshot<'_>,
-    files: &mut FileTexts,
+    reads: &mut Reads,
     slots: &mut [Slot],
     budget: u64,
     counts: &Counts,
 ) -> Result<()> {
-    let store = snapshot.store();
     let containers: Vec<i64> = slots
         .iter()
         .filter(|s| is_container(&s.m.node.node_type))
         .map(|s| s.m.node.rowid)
         .collect();
-    let mut children: HashMap<i64, Vec<NodeRecord>> = HashMap::new();
-    for c in store.children_of(&containers)? {
-        if let Some(p) = c.parent_rowid {
-            children.entry(p).or_default().push(c);
-        }
-    }
+    reads.read_children(snapshot, &containers)?;
+    let Reads {
+        texts, children, ..
+    } = reads;
     for s in slots.iter_mut() {
         let n = &s.m.node;
-        let text = files.get(snapshot, &n.file_path, &n.content_hash)?;
+        let text = texts.get(snapshot, &n.file_path, &n.content_hash)?;
         let outline = outline_of(n);
         let outline_tokens = counts.of(&outline) as u32;
         s.texts.insert(Detail::Outline, (outline, outline_tokens));

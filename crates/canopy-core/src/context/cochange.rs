@@ -257,14 +257,7 @@ fn is_definition(n: &NodeRecord) -> bool {
 }
 
 fn units_of(store: &Store, path: &str) -> Result<Units> {
-    let (first, last) = store.file_node_range(path)?;
-    if last < first {
-        return Ok(Units {
-            defs: Vec::new(),
-            file: None,
-        });
-    }
-    let nodes = store.nodes_by_rowids(&(first..=last).collect::<Vec<_>>())?;
+    let nodes = store.nodes_of_file(path)?;
     let file = nodes.iter().find(|n| n.node_type == "file").cloned();
     let defs: Vec<NodeRecord> = nodes.into_iter().filter(is_definition).collect();
     Ok(Units {

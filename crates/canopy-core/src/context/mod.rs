@@ -341,9 +341,9 @@ pub fn build(
     let t = crate::timing::phase("build.gather_fuse", t);
     let candidates = merged.len();
     // Every packing below measures the same candidates: each text is
-    // counted once, each file read and hash-checked once.
+    // counted once, each file read and hash-checked once, each unit looked up once.
     let counts = wire::Counts::default();
-    let mut files = budget::FileTexts::default();
+    let mut reads = budget::Reads::default();
     let assemble = |packed: budget::Packed| -> Result<ContextPack> {
         let mut reports = gathered.reports.clone();
         for r in &mut reports {
@@ -390,7 +390,7 @@ pub fn build(
             merged.clone(),
             code_budget,
             &counts,
-            &mut files,
+            &mut reads,
         )?)?;
         let wire_tokens = wire::tokens_with(&next, &counts);
         let tried = code_budget;

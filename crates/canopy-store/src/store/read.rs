@@ -168,6 +168,38 @@ pub enum NameMatch {
     Substring,
 }
 
+/// Which units a thread looked up one by one ([`Store::node_by_rowid`])
+/// and whose members it listed ([`Store::children_of`]), for tests of
+/// callers that must do each once per request (feature `lookup-log`;
+/// callers' test builds turn it on).
+#[cfg(feature = "lookup-log")]
+pub mod lookup_log {
+    use std::cell::RefCell;
+
+    thread_local! {
+        static LOG: RefCell<Option<Vec<(&'static str, i64)>>> = const { RefCell::new(None) };
+    }
+
+    /// Runs `f` and returns what it returned and every lookup this thread
+    /// made meanwhile, in order: (`"unit"` or `"members"`, row id).
+    pub fn record<R>(f: impl FnOnce() -> R) -> (R, Vec<(&'static str, i64)>) {
+        LOG.with(|log| *log.borrow_mut() = Some(Vec::new()));
+        let out = f();
+        let lookups = LOG.with(|log| log.borrow_mut().take()).unwrap_or_default();
+        (out, lookups)
+    }
+
+    pub(super) fn note(kind: &'static str, rowid: i64) {
+        LOG.with(|log| {
+            if let Ok(mut log) = log.try_borrow_mut()
+                && let Some(log) = log.as_mut()
+            {
+                log.push((kind, rowid));
+            }
+        });
+    }
+}
+
 /// Restricts an FTS query (`?3`: a [`FileScope`] as JSON) to the units of
 /// the scope's files, found by each file's range of node ids (a file's
 /// units are exactly those ids): a search of the docs of Django read every
@@ -490,7 +522,25 @@ impl Store {
 
     /// One unit by row id.
     pub fn node_by_rowid(&self, rowid: i64) -> Result<Option<NodeRecord>> {
+        #[cfg(feature = "lookup-log")]
+        lookup_log::note("unit", rowid);
         Ok(self.nodes_by_rowids(&[rowid])?.into_iter().next())
+    }
+
+    /// Every unit of the file at `path` (none when it is not indexed), in
+    /// row id order: one cached statement over the file's node id range,
+    /// where [`Store::nodes_by_rowids`] of that range prepares a statement
+    /// with a placeholder per unit (the history strategy reads tens of
+    /// files per request, issue 31 item 6).
+    pub fn nodes_of_file(&self, path: &str) -> Result<Vec<NodeRecord>> {
+        let sql = format!(
+            "SELECT {NODE_COLUMNS} FROM files f JOIN nodes n
+               ON n.id BETWEEN f.first_node_id AND f.last_node_id
+             WHERE f.path = ?1 ORDER BY n.id"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map([path], |r| node_from_row(r, 0.0))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     /// The file unit of a path.
@@ -669,6 +719,10 @@ impl Store {
 
     /// Children of the given units, ordered by path and position.
     pub fn children_of(&self, parent_rowids: &[i64]) -> Result<Vec<NodeRecord>> {
+        #[cfg(feature = "lookup-log")]
+        for p in parent_rowids {
+            lookup_log::note("members", *p);
+        }
         let mut out = Vec::new();
         for chunk in parent_rowids.chunks(500) {
             let placeholders = vec!["?"; chunk.len()].join(",");
