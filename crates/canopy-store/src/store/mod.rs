@@ -171,7 +171,12 @@ use crate::error::{CanopyError, Result};
 /// `Result<…>` also binds the wrapper (`x#std`, `#ret#std`), so a repository
 /// trait implemented for `Option` / `Result` is found on it. TypeScript: a
 /// union type alias stores its members, so a value it types is each.
-pub const SCHEMA_VERSION: u32 = 56;
+/// 57: Python subscripts (`x[k]` as `x.__getitem__()`) and the items of
+/// literal lists, sets and dicts; Rust calls through std locks, guards and
+/// wrappers, `impl Trait` arguments in parentheses, literal receivers and
+/// struct-variant pattern fields; TypeScript generics written with their
+/// arguments and homomorphic mapped types (`#keeps:`).
+pub const SCHEMA_VERSION: u32 = 57;
 
 /// Bytes of pending terms FTS5 holds before it writes them out as a segment
 /// (its `hashsize`, set in `schema.sql`; FTS5's default is 1 MiB). A commit
