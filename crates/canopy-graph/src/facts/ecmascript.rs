@@ -1184,6 +1184,7 @@ fn import_statement(cx: &mut Cx, n: Node) {
                 "identifier" => {
                     let local = cx.t(part).to_string();
                     cx.import_as(n, &local, &module, Some("default"), false);
+                    default_import_site(cx, part, &module);
                 }
                 "namespace_import" => {
                     if let Some(id) = part.named_child(0) {
@@ -1214,6 +1215,19 @@ fn import_statement(cx: &mut Cx, n: Node) {
             }
         }
     }
+}
+
+/// `import X from "m"`: an import site at `X` of the name it imports,
+/// `default` (as `import { a as b }` has one of `a`), so the import is a
+/// reference to the module's default export and the file's dependency on
+/// `m`, as a named import's site is.
+fn default_import_site(cx: &mut Cx, local: Node, module: &str) {
+    cx.site_named(
+        local.start_byte(),
+        "default".to_string(),
+        Some(format!("{IMPORT_RECV}{module}")),
+        SiteKind::Import,
+    );
 }
 
 /// `export { a as b } from "m"` and `export * from "m"`: re-exports; `export { a }`
