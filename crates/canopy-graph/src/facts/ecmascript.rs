@@ -376,17 +376,51 @@ fn export_local_imports(cx: &mut Cx, n: Node) {
         };
         let alias = spec.field("alias").unwrap_or(name);
         let (local, exported) = (cx.t(name).to_string(), cx.t(alias).to_string());
-        let found = cx
-            .facts
-            .imports
-            .iter()
-            .find(|i| i.local == local)
-            .map(|i| (i.module.clone(), i.name.clone()));
-        if let Some((module, imported)) = found {
-            cx.import(n, &exported, &module, imported.as_deref());
-        } else if exported != local {
-            cx.import(n, &exported, OWN_MODULE, Some(&local));
-        }
+        export_local(cx, n, &local, &exported);
+    }
+}
+
+/// This module's `local` exported as `exported`: an imported name is what
+/// it was imported as; a name of the module's own under another name is
+/// that name's definition ([`OWN_MODULE`]).
+fn export_local(cx: &mut Cx, n: Node, local: &str, exported: &str) {
+    let found = cx
+        .facts
+        .imports
+        .iter()
+        .find(|i| i.local == local)
+        .map(|i| (i.module.clone(), i.name.clone()));
+    if let Some((module, imported)) = found {
+        cx.import(n, exported, &module, imported.as_deref());
+    } else if exported != local {
+        cx.import(n, exported, OWN_MODULE, Some(local));
+    }
+}
+
+/// `export default class A {…}`, `export default function f() {…}`,
+/// `export default A;`: the module's member `default` (what `import X from`
+/// binds, [`import_statement`]) is `A`'s definition, or what `A` was
+/// imported as. An anonymous default (`export default class {…}`, an
+/// expression) names nothing.
+fn export_default(cx: &mut Cx, n: Node) {
+    let mut c = n.walk();
+    if !n.children(&mut c).any(|ch| ch.kind_name() == "default") {
+        return;
+    }
+    let name = match n.field("declaration") {
+        Some(d) => d.field("name"),
+        None => n.field("value").filter(|v| v.kind_name() == "identifier"),
+    };
+    let Some(name) = name else {
+        return;
+    };
+    let local = cx.t(name).to_string();
+    let before = cx.facts.imports.len();
+    export_local(cx, n, &local, "default");
+    // A unit's span grows over its `export default`: at the statement's
+    // start the binding would be the class's own, not the module's.
+    if let Some(i) = cx.facts.imports.get_mut(before) {
+        i.byte = n.end_byte() as u32;
     }
 }
 
@@ -1183,6 +1217,7 @@ fn import_statement(cx: &mut Cx, n: Node) {
                 "identifier" => {
                     let local = cx.t(part).to_string();
                     cx.import_as(n, &local, &module, Some("default"), false);
+                    default_import_site(cx, part, &module);
                 }
                 "namespace_import" => {
                     if let Some(id) = part.named_child(0) {
@@ -1215,11 +1250,25 @@ fn import_statement(cx: &mut Cx, n: Node) {
     }
 }
 
+/// `import X from "m"`: an import site at `X` of the name it imports,
+/// `default` (as `import { a as b }` has one of `a`), so the import is a
+/// reference to the module's default export and the file's dependency on
+/// `m`, as a named import's site is.
+fn default_import_site(cx: &mut Cx, local: Node, module: &str) {
+    cx.site_named(
+        local.start_byte(),
+        "default".to_string(),
+        Some(format!("{IMPORT_RECV}{module}")),
+        SiteKind::Import,
+    );
+}
+
 /// `export { a as b } from "m"` and `export * from "m"`: re-exports; `export { a }`
-/// without `from`: see [`export_local_imports`].
+/// without `from`: see [`export_local_imports`] and [`export_default`].
 fn export_statement(cx: &mut Cx, n: Node) {
     let Some(source) = n.field("source") else {
         export_local_imports(cx, n);
+        export_default(cx, n);
         return;
     };
     let module = string_content(cx, source);
@@ -1465,6 +1514,12 @@ fn class_like(cx: &mut Cx, n: Node) {
             "class_heritage" => {
                 let mut c = ch.walk();
                 for clause in ch.named_children(&mut c) {
+                    if !clause.kind_name().ends_with("_clause") {
+                        // JavaScript's `extends E`: the expression itself.
+                        let e = expr(cx, clause);
+                        cx.def_fact(name, e, DefFactKind::Base);
+                        continue;
+                    }
                     let mut c = clause.walk();
                     for b in clause.named_children(&mut c) {
                         let e = type_expr(cx, b).or_else(|| expr(cx, b));

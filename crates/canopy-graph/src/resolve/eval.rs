@@ -937,20 +937,38 @@ impl World {
                 }
                 found
             }
-            Val::Super(c) => {
-                let mut out = Vec::new();
-                let mut seen = HashSet::new();
-                seen.insert(*c);
-                for b in self.base_types(*c, depth) {
-                    out.extend(self.find_member(b, name, depth + 1, &mut seen).0);
-                    if !out.is_empty() {
-                        break;
-                    }
-                }
-                (out, true)
-            }
+            Val::Super(c) => (self.super_member(*c, name, depth), true),
             _ => (self.defs_of(&self.member(v, name, depth)), false),
         }
+    }
+
+    /// `super.name` in class `c`: the member of the first base that has
+    /// one, never an interface's (an interface only declares what the
+    /// class it is implemented by defines; it has no body `super` could
+    /// call): with the base class unknown and an interface implemented,
+    /// `super.m()` binds nothing rather than the interface's `m`.
+    fn super_member(&self, c: SymId, name: &str, depth: u32) -> Vec<SymId> {
+        let mut seen = HashSet::new();
+        seen.insert(c);
+        let bodied = |m: &SymId| {
+            self.parent_of(*m)
+                .is_none_or(|p| self.syms[p].node_type != NodeType::Interface)
+        };
+        for b in self.base_types(c, depth) {
+            if self.syms[b].node_type == NodeType::Interface {
+                continue;
+            }
+            let found: Vec<SymId> = self
+                .find_member(b, name, depth + 1, &mut seen)
+                .0
+                .into_iter()
+                .filter(bodied)
+                .collect();
+            if !found.is_empty() {
+                return found;
+            }
+        }
+        Vec::new()
     }
 
     /// Methods (and nested types) named `name` of class-like `t`, through its bases.

@@ -320,6 +320,47 @@ impl LanguageRules for EcmaScript {
         })
         .and_then(|p| w.file_by_path.get(&p).map(|&f| Val::File(f)))
     }
+
+    /// As the default does, and `import X from "m"` (`name` `default`):
+    /// the module's default export ([`default_export`]).
+    fn import_target(
+        &self,
+        w: &World,
+        fi: FileIdx,
+        module: &str,
+        name: Option<&str>,
+        depth: u32,
+    ) -> Vec<Val> {
+        let Some(m) = self.import_module(w, fi, module) else {
+            return Vec::new();
+        };
+        match name {
+            None => vec![m],
+            Some("default") => default_export(w, &m, depth),
+            Some(n) => w.member(&m, n, depth + 1),
+        }
+    }
+}
+
+/// What module `m` exports as its default: the member `default` its
+/// `export default …` or export list names (`export { A as default }`,
+/// `export { default } from "./a"`), only those: `export * from "./a"`
+/// re-exports every name but `default` (ECMA-262), so a module without a
+/// `default` of its own has none.
+fn default_export(w: &World, m: &Val, depth: u32) -> Vec<Val> {
+    let Val::File(f) = *m else {
+        return Vec::new();
+    };
+    let facts = w.files[f].facts.get();
+    let own = facts
+        .imports
+        .iter()
+        .any(|i| i.exported && facts.s(i.local) == "default");
+    if own {
+        w.member(m, "default", depth + 1)
+    } else {
+        Vec::new()
+    }
 }
 
 /// Whether `path` is a TypeScript declaration file (`x.d.ts`, `x.d.mts`,
