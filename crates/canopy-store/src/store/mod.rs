@@ -175,7 +175,9 @@ use crate::error::{CanopyError, Result};
 /// literal lists, sets and dicts; Rust calls through std locks, guards and
 /// wrappers, `impl Trait` arguments in parentheses, literal receivers and
 /// struct-variant pattern fields; TypeScript generics written with their
-/// arguments and homomorphic mapped types (`#keeps:`).
+/// arguments and homomorphic mapped types (`#keeps:`); ECMAScript default
+/// exports and imports (`default` members and import sites) and JavaScript
+/// `extends` bases.
 pub const SCHEMA_VERSION: u32 = 57;
 
 /// Bytes of pending terms FTS5 holds before it writes them out as a segment
