@@ -1226,6 +1226,33 @@ fn two_fresh_indexes_give_byte_identical_packs_when_fragments_tie() {
     assert_eq!(first.len(), second.len());
 }
 
+/// Every strategy, with and without a focus, at four budgets: the requests
+/// the once-per-request tests make, each asked through `ask`.
+fn every_request(
+    engine: &Engine,
+    mut ask: impl FnMut(Strategy, Option<&str>, u64, &dyn Fn() -> ContextPack),
+) -> usize {
+    let mut requests = 0;
+    for strategy in [Strategy::Keyword, Strategy::Graph, Strategy::Fused] {
+        for focus in [None, Some("Parser.parse")] {
+            for budget in [150, 400, 1_200, 4_000] {
+                let request = || {
+                    context(
+                        engine,
+                        "configuration parsing splits each setting line",
+                        focus,
+                        budget,
+                        strategy,
+                    )
+                };
+                ask(strategy, focus, budget, &request);
+                requests += 1;
+            }
+        }
+    }
+    requests
+}
+
 /// One request counts each text once (issue 31 item 6): the packer runs up
 /// to six times to land on the wire budget, and before the counts were kept
 /// across those runs a third of a warm request's time went to counting the
@@ -1234,37 +1261,23 @@ fn two_fresh_indexes_give_byte_identical_packs_when_fragments_tie() {
 #[test]
 fn a_request_counts_each_text_once() {
     let (_dir, engine) = repo();
-    let mut requests = 0;
-    for strategy in [Strategy::Keyword, Strategy::Graph, Strategy::Fused] {
-        for focus in [None, Some("Parser.parse")] {
-            for budget in [150, 400, 1_200, 4_000] {
-                let (pack, texts) = canopy_core::tokens::count_log::record(|| {
-                    context(
-                        &engine,
-                        "configuration parsing splits each setting line",
-                        focus,
-                        budget,
-                        strategy,
-                    )
-                });
-                check_invariants(&pack);
-                assert!(!texts.is_empty(), "the request counted on this thread");
-                let mut seen = std::collections::HashMap::new();
-                for t in &texts {
-                    *seen.entry(t.as_str()).or_insert(0) += 1;
-                }
-                let twice: Vec<(&str, i32)> = seen.into_iter().filter(|(_, n)| *n > 1).collect();
-                assert!(
-                    twice.is_empty(),
-                    "{strategy:?} {focus:?} {budget}: {} of {} texts counted more than once, e.g. {:?}",
-                    twice.len(),
-                    texts.len(),
-                    twice.iter().take(3).collect::<Vec<_>>()
-                );
-                requests += 1;
-            }
+    let requests = every_request(&engine, |strategy, focus, budget, request| {
+        let (pack, texts) = canopy_core::tokens::count_log::record(request);
+        check_invariants(&pack);
+        assert!(!texts.is_empty(), "the request counted on this thread");
+        let mut seen = std::collections::HashMap::new();
+        for t in &texts {
+            *seen.entry(t.as_str()).or_insert(0) += 1;
         }
-    }
+        let twice: Vec<(&str, i32)> = seen.into_iter().filter(|(_, n)| *n > 1).collect();
+        assert!(
+            twice.is_empty(),
+            "{strategy:?} {focus:?} {budget}: {} of {} texts counted more than once, e.g. {:?}",
+            twice.len(),
+            texts.len(),
+            twice.iter().take(3).collect::<Vec<_>>()
+        );
+    });
     assert_eq!(requests, 24);
 }
 
@@ -1279,32 +1292,21 @@ fn a_request_looks_each_unit_up_once() {
     use canopy_store::store::read::lookup_log;
     let (_dir, engine) = repo();
     let mut lookups_seen = std::collections::HashSet::new();
-    for strategy in [Strategy::Keyword, Strategy::Graph, Strategy::Fused] {
-        for focus in [None, Some("Parser.parse")] {
-            for budget in [150, 400, 1_200, 4_000] {
-                let (pack, lookups) = lookup_log::record(|| {
-                    context(
-                        &engine,
-                        "configuration parsing splits each setting line",
-                        focus,
-                        budget,
-                        strategy,
-                    )
-                });
-                check_invariants(&pack);
-                let mut seen = std::collections::HashMap::new();
-                for l in &lookups {
-                    *seen.entry(*l).or_insert(0) += 1;
-                    lookups_seen.insert(l.0);
-                }
-                let twice: Vec<_> = seen.into_iter().filter(|(_, n)| *n > 1).collect();
-                assert!(
-                    twice.is_empty(),
-                    "{strategy:?} {focus:?} {budget}: looked up more than once: {twice:?}"
-                );
-            }
+    let requests = every_request(&engine, |strategy, focus, budget, request| {
+        let (pack, lookups) = lookup_log::record(request);
+        check_invariants(&pack);
+        let mut seen = std::collections::HashMap::new();
+        for l in &lookups {
+            *seen.entry(*l).or_insert(0) += 1;
+            lookups_seen.insert(l.0);
         }
-    }
+        let twice: Vec<_> = seen.into_iter().filter(|(_, n)| *n > 1).collect();
+        assert!(
+            twice.is_empty(),
+            "{strategy:?} {focus:?} {budget}: looked up more than once: {twice:?}"
+        );
+    });
+    assert_eq!(requests, 24);
     // Not vacuous: these requests make both kinds of lookup.
     assert!(
         lookups_seen.contains("unit") && lookups_seen.contains("members"),

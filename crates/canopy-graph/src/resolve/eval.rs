@@ -321,14 +321,25 @@ impl World {
         if let Some(vals) = self.contextual_parameter(cx, e, depth) {
             return vals;
         }
-        let mut segs = e.split('.');
-        let Some(first) = segs.next() else {
-            return Vec::new();
-        };
-        let mut vals = self.eval_head(cx, first, depth, value);
+        let first = e.split('.').next().unwrap_or_default();
+        let vals = self.eval_head(cx, first, depth, value);
+        self.eval_segments(cx, e, vals, first.len(), depth, value)
+    }
+
+    /// The segments of path `e` after byte `start` (`.b.c()`; where
+    /// `e[..start]` gave `vals`), applied one after the other.
+    fn eval_segments(
+        &self,
+        cx: &Ctx,
+        e: &str,
+        mut vals: Vec<Val>,
+        start: usize,
+        depth: u32,
+        value: bool,
+    ) -> Vec<Val> {
         // `e[..end]`: the path before the current segment.
-        let mut end = first.len();
-        for seg in segs {
+        let mut end = start;
+        for seg in e[start..].split('.').skip(1) {
             let before = &e[..end];
             end += 1 + seg.len();
             match self.eval_segment(cx, vals, before, seg, depth, value) {
@@ -361,19 +372,8 @@ impl World {
         }) else {
             return self.eval_path(cx, &format!("{head}{rest}"), depth, value);
         };
-        let mut vals = self.eval_type(cx, arg, depth + 1);
-        // `e[..end]`: the path before the current segment.
-        let mut end = e.len() - rest.len();
-        for seg in rest.split('.').skip(1) {
-            let before = &e[..end];
-            end += 1 + seg.len();
-            match self.eval_segment(cx, vals, before, seg, depth, value) {
-                Some(next) => vals = next,
-                None => return Vec::new(),
-            }
-        }
-        vals.dedup();
-        vals
+        let vals = self.eval_type(cx, arg, depth + 1);
+        self.eval_segments(cx, e, vals, e.len() - rest.len(), depth, value)
     }
 
     /// The argument among `args` whose members type alias `a` has (its

@@ -321,24 +321,9 @@ impl LanguageRules for EcmaScript {
         .and_then(|p| w.file_by_path.get(&p).map(|&f| Val::File(f)))
     }
 
-    /// As the default does, and `import X from "m"` (`name` `default`):
-    /// the module's default export ([`default_export`]).
-    fn import_target(
-        &self,
-        w: &World,
-        fi: FileIdx,
-        module: &str,
-        name: Option<&str>,
-        depth: u32,
-    ) -> Vec<Val> {
-        let Some(m) = self.import_module(w, fi, module) else {
-            return Vec::new();
-        };
-        match name {
-            None => vec![m],
-            Some("default") => default_export(w, &m, depth),
-            Some(n) => w.member(&m, n, depth + 1),
-        }
+    /// `import X from "m"`: the module's default export ([`default_export`]).
+    fn default_import(&self, w: &World, m: &Val, depth: u32) -> Vec<Val> {
+        default_export(w, m, depth)
     }
 }
 

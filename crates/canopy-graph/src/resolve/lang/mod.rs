@@ -374,8 +374,8 @@ pub(crate) trait LanguageRules: Send + Sync {
     }
 
     /// What an import of `module` (and `name` inside it) binds, from file
-    /// `fi`: by default `name` among the members of [`Self::import_module`]
-    /// (an ES `default` import binds nothing known).
+    /// `fi`: by default `name` among the members of [`Self::import_module`],
+    /// and for an ES `default` import what [`Self::default_import`] says.
     fn import_target(
         &self,
         w: &World,
@@ -389,9 +389,15 @@ pub(crate) trait LanguageRules: Send + Sync {
         };
         match name {
             None => vec![m],
-            Some("default") => Vec::new(),
+            Some("default") => self.default_import(w, &m, depth),
             Some(n) => w.member(&m, n, depth + 1),
         }
+    }
+
+    /// What `import X from "m"` binds of module `m` (ECMAScript's default
+    /// export); nothing known by default.
+    fn default_import(&self, _w: &World, _m: &Val, _depth: u32) -> Vec<Val> {
+        Vec::new()
     }
 
     /// Types that class-like unit `t` implements without saying so (Go:
