@@ -1110,7 +1110,6 @@ impl<'s> Graph<'s> {
         }
         // A unit's entries side by side, where its first one was found, so
         // that pages and caps count units.
-        let mut found = found;
         found.sort_by_key(|f| first.get(&f.0).copied().unwrap_or(usize::MAX));
         self.traverse_nodes(&mut a, &t, found, &parents, incoming, max_results)?;
         if incoming

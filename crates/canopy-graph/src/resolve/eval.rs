@@ -868,7 +868,10 @@ impl World {
         let (getattr, _) = self.member_defs(v, GETATTR, depth + 1);
         let mut funcs = Vec::new();
         let mut out = Vec::new();
-        for f in getattr.into_iter().filter(|&f| self.syms[f].name == GETATTR) {
+        for f in getattr
+            .into_iter()
+            .filter(|&f| self.syms[f].name == GETATTR)
+        {
             // `return type(self)()`: the subclass's instance.
             match self.result_of_receiver(v, &Val::Func(f)) {
                 Some(given) => out.push(given),
