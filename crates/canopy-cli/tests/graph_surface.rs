@@ -127,6 +127,63 @@ fn recursion_shows_in_callers_and_callees() {
     );
 }
 
+/// One caller, two calls of `Path.join`: one whose receiver may be either
+/// of two classes (ambiguous), one on a `Path` (resolved).
+const EITHER_AND_ONE: &str = "\
+class Address:
+    def join(self, other):
+        return Address()
+
+
+class Path:
+    def join(self, other):
+        return Path()
+
+
+class Outgoing:
+    def __init__(self, fallback=None):
+        self.target = Address() if fallback else Path()
+
+
+def follow(request: Outgoing):
+    request.target.join(\"x\")
+    local = Path()
+    local.join(\"y\")
+";
+
+#[test]
+fn a_callers_sites_each_keep_their_own_edges_status() {
+    let repo = indexed(&[("a.py", EITHER_AND_ONE)]);
+    let dir = repo.dir.path();
+    let callers = json(dir, &["callers", "Path.join"]);
+    let mut by_status: Vec<(String, Vec<String>)> = callers["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter(|n| n["qualified_name"] == "follow")
+        .map(|n| {
+            let sites = n["sites"]
+                .as_array()
+                .expect("sites")
+                .iter()
+                .map(|s| s.as_str().expect("site").to_string())
+                .collect();
+            (n["status"].as_str().expect("status").to_string(), sites)
+        })
+        .collect();
+    by_status.sort();
+    assert_eq!(
+        by_status,
+        [
+            ("ambiguous".to_string(), vec!["a.py:17:19".to_string()]),
+            ("resolved".to_string(), vec!["a.py:19:10".to_string()]),
+        ],
+        "{callers}"
+    );
+    // One unit, listed once per kind of edge, counts once.
+    assert_eq!(callers["total"], 1, "{callers}");
+}
+
 #[test]
 fn definition_at_an_unresolved_call_names_it_and_no_neighbour() {
     let repo = indexed(&[("a.go", GO)]);

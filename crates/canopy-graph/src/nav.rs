@@ -72,7 +72,10 @@ pub enum Empty {
     },
 }
 
-/// One node of an answer: a handle plus how it was reached.
+/// One node of an answer: a handle plus how it was reached. A unit
+/// reached from one parent by edges of different kinds (resolved and
+/// ambiguous, guessed and not) is one node per kind, each with its own
+/// sites, so that no site is shown with another edge's status.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GraphNode {
     /// The unit.
@@ -142,7 +145,8 @@ pub struct GraphAnswer {
     pub unresolved: Vec<UnresolvedSite>,
     /// Total unresolved sites (before the cap).
     pub unresolved_count: u64,
-    /// Nodes before the cap.
+    /// Nodes before the cap; in traversals, units (a unit listed once per
+    /// kind of edge counts once, as in `offset` and `max_results`).
     pub total: usize,
     /// Whether `max_results` or the depth cut the answer.
     pub truncated: bool,
@@ -273,6 +277,14 @@ fn is_zero(n: &usize) -> bool {
 /// Whether an edge is a guess (see [`GraphNode::guess`]).
 pub fn is_guess(e: &StoredEdge) -> bool {
     e.how == How::UniqueName as u8
+}
+
+/// What a traversal lists a unit's edges apart by: their status and
+/// whether they are guesses ([`is_guess`]).
+type EdgeClass = (u8, bool);
+
+fn edge_class(e: &StoredEdge) -> EdgeClass {
+    (e.status, is_guess(e))
 }
 
 fn status_name(s: u8) -> &'static str {
@@ -1033,7 +1045,11 @@ impl<'s> Graph<'s> {
         let mut seen: HashSet<i64> = HashSet::from([t.rowid]);
         let mut found: Vec<Reached> = Vec::new();
         let mut parents: HashMap<i64, i64> = HashMap::new();
-        let mut index: HashMap<i64, usize> = HashMap::new();
+        // A unit's entry per kind of edge (status, guess or not): the sites
+        // of its resolved edges are never shown under an ambiguous entry, nor
+        // the reverse; `first` holds the unit's first entry.
+        let mut index: HashMap<(i64, EdgeClass), usize> = HashMap::new();
+        let mut first: HashMap<i64, usize> = HashMap::new();
         let mut queue = VecDeque::from([(t.rowid, 0u32)]);
         while let Some((cur, d)) = queue.pop_front() {
             if d >= depth {
@@ -1053,8 +1069,20 @@ impl<'s> Graph<'s> {
                     continue;
                 }
                 let site = format!("{}:{}", e.line, e.col);
-                if let Some(&i) = index.get(&other) {
+                let class = edge_class(&e);
+                if let Some(&i) = index.get(&(other, class)) {
                     found[i].3.push(site);
+                    continue;
+                }
+                if let Some(&i) = first.get(&other) {
+                    if parents.get(&other) == Some(&cur) {
+                        // The same unit by another kind of edge from the
+                        // same parent: an entry of its own, not walked again.
+                        index.insert((other, class), found.len());
+                        found.push((other, d + 1, e, vec![site]));
+                    } else {
+                        found[i].3.push(site);
+                    }
                     continue;
                 }
                 // The target itself is reached only by its own recursive
@@ -1063,7 +1091,8 @@ impl<'s> Graph<'s> {
                 if !recursive && !seen.insert(other) {
                     continue;
                 }
-                index.insert(other, found.len());
+                index.insert((other, class), found.len());
+                first.insert(other, found.len());
                 parents.insert(other, cur);
                 found.push((other, d + 1, e, vec![site]));
                 if !recursive {
@@ -1079,6 +1108,9 @@ impl<'s> Graph<'s> {
                 break;
             }
         }
+        // A unit's entries side by side, where its first one was found, so
+        // that pages and caps count units.
+        found.sort_by_key(|f| first.get(&f.0).copied().unwrap_or(usize::MAX));
         self.traverse_nodes(&mut a, &t, found, &parents, incoming, max_results)?;
         if incoming
             && kinds.contains(&SiteKind::Call)
@@ -1156,20 +1188,37 @@ impl<'s> Graph<'s> {
         incoming: bool,
         max_results: usize,
     ) -> Result<()> {
-        a.total = found.len();
-        let offset = self.offset.get().min(found.len());
+        // Pages and caps count units: a unit listed once per kind of edge
+        // (see [`GraphNode`]) has its entries side by side in `found`.
+        let mut unit_of_entry = Vec::with_capacity(found.len());
+        let mut units = 0usize;
+        for (i, f) in found.iter().enumerate() {
+            if i == 0 || found[i - 1].0 != f.0 {
+                units += 1;
+            }
+            unit_of_entry.push(units - 1);
+        }
+        a.total = units;
+        let offset = self.offset.get().min(units);
         a.offset = offset;
-        if found.len() - offset > max_results {
+        if units - offset > max_results {
             a.truncated = true;
             a.next_offset = Some(offset + max_results);
-        } else if offset > 0 && offset == found.len() {
+        } else if offset > 0 && offset == units {
             a.hint = Some(format!(
                 "offset {} is past the last of {} nodes",
                 self.offset.get(),
-                found.len()
+                units
             ));
         }
-        let page = || found.iter().skip(offset).take(max_results);
+        let on_page = |i: usize| (offset..offset + max_results).contains(&unit_of_entry[i]);
+        let page = || {
+            found
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| on_page(*i))
+                .map(|(_, f)| f)
+        };
         let ids: Vec<i64> = page().map(|f| f.0).collect();
         let mut all_ids = ids.clone();
         all_ids.extend(parents.values().copied());
@@ -1181,7 +1230,13 @@ impl<'s> Graph<'s> {
             .filter_map(|(id, n)| Some((*id, HandleId::parse(&n.handle)?)))
             .collect();
         let mut site_budget = MAX_SITES;
-        for (id, d, e, sites) in found.into_iter().skip(offset).take(max_results) {
+        let page: Vec<Reached> = found
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| on_page(*i))
+            .map(|(_, f)| f)
+            .collect();
+        for (id, d, e, sites) in page {
             let Some(n) = nodes.get(&id) else { continue };
             let mut g = self.graph_node(n, d, &e);
             // Sites are in the source unit's file for incoming edges, the target unit's for outgoing.

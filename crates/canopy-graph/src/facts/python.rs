@@ -23,12 +23,13 @@ pub(crate) const CLS_NAMES: &[&str] = &["cls"];
 pub(crate) fn expr(cx: &Cx, n: Node) -> Option<String> {
     match n.kind_name() {
         "identifier" => Some(cx.t(n).to_string()),
+        "attribute" if own_class(cx, n).is_some() => own_class(cx, n),
         "attribute" => {
             let obj = expr(cx, n.field("object")?)?;
             let attr = cx.t(n.field("attribute")?);
             Some(format!("{obj}.{attr}"))
         }
-        "call" => match type_of_self(cx, n) {
+        "call" => match own_class(cx, n) {
             Some(class) => Some(class),
             None => Some(format!("{}()", expr(cx, n.field("function")?)?)),
         },
@@ -53,19 +54,31 @@ fn subscript(cx: &Cx, n: Node) -> Option<String> {
     Some(format!("{}.{SUBSCRIPT_CALL}", expr(cx, n.field("value")?)?))
 }
 
-/// `type(self)` in a method: the class around it (so `type(self)()` makes
-/// one, as the method's own class does; a subclass's instance is read as
-/// the class that defines the method).
-fn type_of_self(cx: &Cx, call: Node) -> Option<String> {
-    let f = call.field("function")?;
-    if f.kind_name() != "identifier" || cx.t(f) != "type" {
-        return None;
+/// `type(self)` or `self.__class__` in a method: the class around it (so
+/// `type(self)()` makes one, as the method's own class does; a subclass's
+/// instance is read as the class that defines the method, except where a
+/// method returns it: see [`own_class_value`]).
+fn own_class(cx: &Cx, n: Node) -> Option<String> {
+    match n.kind_name() {
+        "call" => {
+            let f = n.field("function")?;
+            if f.kind_name() != "identifier" || cx.t(f) != "type" {
+                return None;
+            }
+            let args = n.field("arguments")?;
+            if args.named_child_count() != 1 || !SELF_NAMES.contains(&cx.t(args.named_child(0)?)) {
+                return None;
+            }
+        }
+        "attribute" => {
+            let object = n.field("object")?;
+            if cx.t(n.field("attribute")?) != "__class__" || !SELF_NAMES.contains(&cx.t(object)) {
+                return None;
+            }
+        }
+        _ => return None,
     }
-    let args = call.field("arguments")?;
-    if args.named_child_count() != 1 || !SELF_NAMES.contains(&cx.t(args.named_child(0)?)) {
-        return None;
-    }
-    let mut up = call.parent();
+    let mut up = n.parent();
     while let Some(x) = up {
         if x.kind_name() == "class_definition" {
             return x.field("name").map(|name| cx.t(name).to_string());
@@ -73,6 +86,21 @@ fn type_of_self(cx: &Cx, call: Node) -> Option<String> {
         up = x.parent();
     }
     None
+}
+
+/// A returned value made of the receiver's own class, written as `cls`
+/// would make it, so that a call on a subclass's instance gives the
+/// subclass's ([`crate::resolve::lang::ReceiverResult`]): `type(self)` and
+/// `self.__class__` are `cls`, and a call of either `cls()` (`return
+/// type(self)(**kw)`, `return self.__class__(x)`). Else `None` (the value
+/// reads as [`expr`] reads it).
+fn own_class_value(cx: &Cx, n: Node) -> Option<String> {
+    let cls = CLS_NAMES[0];
+    if own_class(cx, n).is_some() {
+        return Some(cls.to_string());
+    }
+    let f = n.field("function").filter(|_| n.kind_name() == "call")?;
+    own_class(cx, f).map(|_| format!("{cls}()"))
 }
 
 /// The normalised name of a type annotation (`Optional[X]`, `"X"`, `X | None` → `X`).
@@ -395,6 +423,10 @@ fn for_loop(cx: &mut Cx, n: Node) {
 struct FirstReturns {
     /// Function node id → index of its placeholder in `facts.defs`.
     pending: foldhash::HashMap<usize, usize>,
+    /// (function node id, local name) → the receiver's own class value its
+    /// last assignment so far gave it ([`own_class_value`]: `query =
+    /// type(self)()` … `return query`), for the pending functions only.
+    own_class_locals: foldhash::HashMap<(usize, String), String>,
 }
 
 impl FirstReturns {
@@ -435,10 +467,46 @@ impl FirstReturns {
         {
             return;
         }
-        if let Some(v) = node.named_child(0).and_then(|v| expr(cx, v)) {
+        let value = node.named_child(0);
+        let own_local = |v: Node| {
+            let key = (owner.id(), cx.t(v).to_string());
+            (v.kind_name() == "identifier")
+                .then(|| self.own_class_locals.get(&key).cloned())
+                .flatten()
+        };
+        let read = |v: Node| {
+            own_class_value(cx, v)
+                .or_else(|| own_local(v))
+                .or_else(|| expr(cx, v))
+        };
+        if let Some(v) = value.and_then(read) {
             cx.facts.defs[slot].expr = format!("={v}");
             self.pending.remove(&owner.id());
         }
+    }
+
+    /// At an assignment `name = value` in a pending function's body: what
+    /// [`own_class_value`] reads `name` as from here on, if anything.
+    fn assigned(&mut self, cx: &Cx, n: Node, up: &Up) {
+        let Some(owner) = up.iter().find(|p| {
+            matches!(
+                p.kind_name(),
+                "function_definition" | "class_definition" | "lambda"
+            )
+        }) else {
+            return;
+        };
+        let Some(left) = n
+            .field("left")
+            .filter(|l| l.kind_name() == "identifier" && self.pending.contains_key(&owner.id()))
+        else {
+            return;
+        };
+        let key = (owner.id(), cx.t(left).to_string());
+        match n.field("right").and_then(|r| own_class_value(cx, r)) {
+            Some(v) => self.own_class_locals.insert(key, v),
+            None => self.own_class_locals.remove(&key),
+        };
     }
 
     /// After the walk: placeholders of functions that return no value go.
@@ -603,7 +671,10 @@ fn walk_with(cx: &mut Cx, root: Node, prune: bool) {
             }
             "future_import_statement" => return !(prune && unread_below(cx, n, false)),
             "string" => return !(prune && unread_below(cx, n, true)),
-            "assignment" => assignment(cx, n),
+            "assignment" => {
+                returns.assigned(cx, n, up);
+                assignment(cx, n)
+            }
             "typed_parameter" | "typed_default_parameter" => typed_parameter(cx, n),
             "for_statement" | "for_in_clause" => for_loop(cx, n),
             "as_pattern_target" => with_target(cx, n, up),

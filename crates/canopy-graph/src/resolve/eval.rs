@@ -12,7 +12,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::ids::{FileIdx, Idx, SymId};
-use super::lang::{Among, Family};
+use super::lang::{Among, Family, ReceiverResult};
 use super::world::{World, is_classlike};
 use crate::facts::model::{
     ARG, AT, DefFactKind, EACH, ELEM, FIRST_KNOWN, GUARD_CALL, GUARD_OF, KEEPS, KEY, PATH_HEAD,
@@ -534,18 +534,13 @@ impl World {
                 }
             }
             for m in self.member(v, name, depth + 1) {
-                // A method that returns its receiver (Python `return
-                // self`, `(self: T) -> T`), called on an instance of a
-                // subclass: that instance, not the defining class's.
-                let gives_receiver = called
-                    && matches!(v, Val::Inst(_))
-                    && matches!(m, Val::Func(f) if self.returns_of(f).is_some_and(|r| {
-                        self.rules_of(self.syms[f].file).returns_receiver(r)
-                    }));
-                if gives_receiver {
-                    receivers.push(v.clone());
-                } else {
-                    next.push(m);
+                // A method that returns its receiver or makes one of its
+                // class (Python `return self`, `(self: T) -> T`, `return
+                // cls()`), called on a subclass's instance or class: the
+                // subclass's, not the defining class's.
+                match called.then(|| self.result_of_receiver(v, &m)).flatten() {
+                    Some(given) => receivers.push(given),
+                    None => next.push(m),
                 }
             }
         }
@@ -871,12 +866,40 @@ impl World {
             return Vec::new();
         }
         let (getattr, _) = self.member_defs(v, GETATTR, depth + 1);
-        let funcs: Vec<Val> = getattr
+        let mut funcs = Vec::new();
+        let mut out = Vec::new();
+        for f in getattr
             .into_iter()
             .filter(|&f| self.syms[f].name == GETATTR)
-            .map(Val::Func)
-            .collect();
-        self.call_result(&funcs, depth + 1)
+        {
+            // `return type(self)()`: the subclass's instance.
+            match self.result_of_receiver(v, &Val::Func(f)) {
+                Some(given) => out.push(given),
+                None => funcs.push(Val::Func(f)),
+            }
+        }
+        out.extend(self.call_result(&funcs, depth + 1));
+        out.dedup();
+        out
+    }
+
+    /// What calling method `m` on `v` gives when the method's result is
+    /// decided by its receiver ([`ReceiverResult`]): `v` itself, its class,
+    /// or a new instance of its class; `None` when the result is the
+    /// method's own.
+    fn result_of_receiver(&self, v: &Val, m: &Val) -> Option<Val> {
+        let Val::Func(f) = *m else {
+            return None;
+        };
+        let ret = self.returns_of(f)?;
+        let given = self.rules_of(self.syms[f].file).receiver_result(ret)?;
+        match (given, v) {
+            (ReceiverResult::Itself, Val::Inst(_)) => Some(v.clone()),
+            (ReceiverResult::ItsClass, Val::Inst(t) | Val::Class(t)) => Some(Val::Class(*t)),
+            (ReceiverResult::AnInstance, Val::Inst(t)) => Some(Val::Inst(*t)),
+            (ReceiverResult::AnInstance, Val::Class(c)) => Some(Val::Inst(self.type_of_impl(*c))),
+            _ => None,
+        }
     }
 
     /// A module unit that stands for a module elsewhere (Rust `mod key;`),

@@ -187,6 +187,18 @@ impl Conventions {
 
 /// Where several definitions of one name were found, for
 /// [`LanguageRules::choose`].
+/// What a method gives back of its receiver ([`LanguageRules::receiver_result`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReceiverResult {
+    /// The receiver itself (`return self`, `-> Self`); on an instance only.
+    Itself,
+    /// The receiver's class (`return cls`; `return type(self)`).
+    ItsClass,
+    /// A new instance of the receiver's class (`return cls()`,
+    /// `return type(self)()`, `return self.__class__(…)`).
+    AnInstance,
+}
+
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Among {
     /// Members of a class-like unit (its children or methods declared apart).
@@ -314,13 +326,15 @@ pub(crate) trait LanguageRules: Send + Sync {
     /// traits implemented in its crate, `Deref` targets).
     fn more_bases(&self, _w: &World, _t: SymId, _depth: u32, _out: &mut Vec<SymId>) {}
 
-    /// Whether a method whose stated result is `ret` (a [`DefFactKind::Returns`]
-    /// fact's expression) returns its receiver, so that a call of it on an
-    /// instance gives that instance (Python: `=self`).
+    /// What a method whose stated result is `ret` (a [`DefFactKind::Returns`]
+    /// fact's expression) gives of the value it is called on, when that is
+    /// what decides its result (Python: `=self`, `=cls`, `=cls()`), so that
+    /// a call on a subclass's instance or class gives the subclass's, not
+    /// the defining class's.
     ///
     /// [`DefFactKind::Returns`]: crate::facts::model::DefFactKind::Returns
-    fn returns_receiver(&self, _ret: &str) -> bool {
-        false
+    fn receiver_result(&self, _ret: &str) -> Option<ReceiverResult> {
+        None
     }
 
     /// The result of calling method `name` that none of `vals` defines

@@ -5,7 +5,7 @@
 
 use foldhash::{HashMap, HashSet};
 
-use super::{Among, Conventions, Family, LanguageRules, dir_of, files_by_key};
+use super::{Among, Conventions, Family, LanguageRules, ReceiverResult, dir_of, files_by_key};
 use crate::facts::python::{CLS_NAMES, SELF_NAMES};
 use crate::lang::NodeType;
 use crate::resolve::eval::{Ctx, ModulePath, Val};
@@ -230,10 +230,27 @@ impl LanguageRules for Python {
     }
 
     /// `return self` (the first returned value) and `-> Self` / `(self: T)
-    /// -> T` (stored as the same value by `facts::python`).
-    fn returns_receiver(&self, ret: &str) -> bool {
-        ret.strip_prefix('=')
-            .is_some_and(|v| SELF_NAMES.contains(&v))
+    /// -> T` (stored as the same value by `facts::python`); `return cls`;
+    /// `return cls(…)`, `return type(self)(…)` and `return
+    /// self.__class__(…)` (the last two stored as `=cls()` by
+    /// `facts::python`).
+    fn receiver_result(&self, ret: &str) -> Option<ReceiverResult> {
+        let value = ret.strip_prefix('=')?;
+        if SELF_NAMES.contains(&value) {
+            return Some(ReceiverResult::Itself);
+        }
+        let (head, made) = match value.strip_suffix("()") {
+            Some(head) => (head, true),
+            None => (value, false),
+        };
+        if !CLS_NAMES.contains(&head) {
+            return None;
+        }
+        Some(if made {
+            ReceiverResult::AnInstance
+        } else {
+            ReceiverResult::ItsClass
+        })
     }
 
     fn is_self_receiver(&self, first: &str) -> bool {
