@@ -13,9 +13,9 @@
 use tree_sitter::Node;
 
 use super::model::{
-    APPLIED, APPLIED_END, ARG, CALL_RESULT, CAST, DefFactKind, EACH, ELEM, GUARD_CALL, GUARD_OF,
-    IMPORT_RECV, KEEPS, KEY, OWN_MODULE, RETURNED, SiteKind, UNBOUND, UNION, split_top,
-    type_arguments,
+    APPLIED, APPLIED_END, ARG, CALL_RESULT, CALLED, CAST, DefFactKind, EACH, ELEM, FIRST_KNOWN,
+    GUARD_CALL, GUARD_OF, IMPORT_RECV, KEEPS, KEY, OWN_MODULE, RETURNED, SiteKind, TYPE_PARAMS,
+    UNBOUND, UNION, split_top, type_arguments,
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree_pruned};
 
@@ -112,10 +112,23 @@ fn collection_part(cx: &Cx, t: Node, part: CollectionPart) -> Option<String> {
             let parts: Vec<Node> = t.named_children(&mut c).collect();
             parts.into_iter().find_map(|p| collection_part(cx, p, part))
         }
+        // `{ [key: string]: Attributor }`: a value of the index signature
+        // is an item (not a mapped type's `[P in keyof T]`).
+        "object_type" => match part {
+            CollectionPart::Item => {
+                let mut c = t.walk();
+                let sig = t
+                    .named_children(&mut c)
+                    .find(|m| m.kind_name() == "index_signature" && m.field("name").is_some())?;
+                type_expr(cx, sig.field("type")?)
+            }
+            CollectionPart::Key => None,
+        },
         "generic_type" => {
             let name = cx.t(t.field("name").or(t.named_child(0))?);
             let args = t.field("type_arguments").or(t.named_child(1))?;
-            let map = MAP_TYPES.contains(&name);
+            // `Record<string, V>`: an object whose values are `V`, as a map's.
+            let map = MAP_TYPES.contains(&name) || name == "Record";
             let index = match part {
                 CollectionPart::Item if map => 1,
                 CollectionPart::Item
@@ -439,6 +452,7 @@ fn walk_with(cx: &mut Cx, root: Node, prune: bool) {
         visit(cx, n, kind, up);
         !(prune && unread_below(cx, n, kind))
     });
+    rewrite_narrowed_paths(&mut cx.facts);
     // In source order: a narrowed binding's end (see [`narrowing`]) was
     // written before the bindings inside the block.
     cx.facts.bindings.sort_by_key(|b| b.byte);
@@ -521,6 +535,7 @@ fn visit<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
                 // `getAll(): Query[]`: what its items are, for
                 // `this.getAll().forEach((q) => …)` (`#ret#elem`).
                 bind_items(cx, name.start_byte(), RETURNED, r, false);
+                called_result(cx, n, name, r);
             } else if let (Some(name), Some(body)) = (n.field("name"), n.field("body")) {
                 // No declared type: what its `return`s give, when they agree.
                 let value = inferred_result(cx, n, body).map(|e| format!("={e}"));
@@ -533,6 +548,7 @@ fn visit<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
             }
         }
         "if_statement" => narrowing(cx, n),
+        "binary_expression" => and_narrowing(cx, n),
         "comment" => doc_links(cx, n),
         "object" => object_literal(cx, n, up),
         "class_declaration" | "abstract_class_declaration" | "class" | "interface_declaration" => {
@@ -578,6 +594,41 @@ fn held_function_returns<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>) {
         expr(cx, body)
     };
     cx.def_fact(name, value.map(|e| format!("={e}")), DefFactKind::Returns);
+}
+
+/// `iterator(): () => T | null`: what calling the function it returns
+/// gives, as the binding `#ret#call` ([`CALLED`]) at the function's name; a
+/// type parameter of the function or of a method's class with a constraint
+/// (`T extends LinkedNode`) is that constraint, as in a parameter's type.
+fn called_result(cx: &mut Cx, f: Node, name: Node, r: Node) {
+    let mut t = r;
+    while matches!(t.kind_name(), "type_annotation" | "parenthesized_type") {
+        match t.named_child(0) {
+            Some(inner) => t = inner,
+            None => return,
+        }
+    }
+    let Some(result) = t
+        .field("return_type")
+        .filter(|_| t.kind_name() == "function_type")
+    else {
+        return;
+    };
+    let mut bounds = type_parameter_bounds(cx, Some(f));
+    if f.kind_name() == "method_definition" {
+        bounds.extend(type_parameter_bounds(
+            cx,
+            f.parent().and_then(|body| body.parent()),
+        ));
+    }
+    let value = bounded(type_expr(cx, result), &bounds);
+    cx.bind(
+        name.start_byte(),
+        &format!("{RETURNED}{CALLED}"),
+        value,
+        true,
+        false,
+    );
 }
 
 /// Whether `keyword` (`get`, `*`, `async`) stands before a function's name.
@@ -735,29 +786,154 @@ fn narrowing(cx: &mut Cx, n: Node) {
         return;
     };
     for (var, guards) in narrowed(cx, cond) {
-        let before = cx
-            .facts
-            .bindings
-            .iter()
-            .rev()
-            .find(|b| b.name == var && !b.field)
-            .map(|b| (b.expr.clone(), b.is_type));
-        if before.is_none() {
-            // Uses before the `if` do not see the narrowed binding as the
-            // one that stands in for a name bound only later.
-            cx.bind(n.start_byte(), &var, Some(var.clone()), false, false);
+        narrow_within(cx, n, body, &var, &guards);
+    }
+}
+
+/// `x instanceof C && x.m()`, `isT(x) && f(x.m())`: the right operand of
+/// `&&` runs only when the left one holds, so there `x` is what the left
+/// one narrows it to ([`narrowed`]), as in an `if` block ([`narrowing`]).
+fn and_narrowing(cx: &mut Cx, n: Node) {
+    if n.field("operator").map(|o| cx.t(o)) != Some("&&") {
+        return;
+    }
+    let (Some(left), Some(right)) = (n.field("left"), n.field("right")) else {
+        return;
+    };
+    // Only by `instanceof`: a call in a test need not be a type guard, and
+    // narrowing by one that is not would lose the value's type.
+    let classes = instanceof_classes(cx, left);
+    for (var, guards) in narrowed(cx, left) {
+        if guards.iter().all(|g| classes.contains(g)) {
+            narrow_within(cx, n, right, &var, &guards);
         }
-        let sep = UNION.to_string();
-        let alternatives: Vec<String> = guards.iter().map(|g| format!("{g}()")).collect();
-        cx.bind(
-            body.start_byte(),
-            &var,
-            Some(alternatives.join(&sep)),
-            false,
-            false,
-        );
-        let (expr, is_type) = before.unwrap_or_else(|| (var.clone(), false));
-        cx.bind(body.end_byte(), &var, Some(expr), is_type, false);
+    }
+}
+
+/// The classes `C` of the `x instanceof C` tests a condition is made of
+/// (through `&&`, `||` and parentheses).
+fn instanceof_classes(cx: &Cx, cond: Node) -> Vec<String> {
+    match cond.kind_name() {
+        "parenthesized_expression" => cond
+            .named_child(0)
+            .map(|i| instanceof_classes(cx, i))
+            .unwrap_or_default(),
+        "binary_expression" => match cond.field("operator").map(|o| cx.t(o)) {
+            Some("&&" | "||") => {
+                let mut out = Vec::new();
+                for side in [cond.field("left"), cond.field("right")]
+                    .into_iter()
+                    .flatten()
+                {
+                    out.extend(instanceof_classes(cx, side));
+                }
+                out
+            }
+            Some("instanceof") => cond
+                .field("right")
+                .map(|r| vec![cx.t(r).to_string()])
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    }
+}
+
+/// Binds `var` inside `range` (a block, an operand of the test `test`) to
+/// what `guards` narrow it to, and after it to what it was before (its
+/// binding copied, else unknown).
+fn narrow_within(cx: &mut Cx, test: Node, range: Node, var: &str, guards: &[String]) {
+    if var.contains('.') {
+        narrow_path(cx, range, var, guards);
+        return;
+    }
+    let before = cx
+        .facts
+        .bindings
+        .iter()
+        .rev()
+        .find(|b| b.name == var && !b.field)
+        .map(|b| (b.expr.clone(), b.is_type));
+    if before.is_none() {
+        // Uses before the test do not see the narrowed binding as the one
+        // that stands in for a name bound only later.
+        cx.bind(test.start_byte(), var, Some(var.to_string()), false, false);
+    }
+    let sep = UNION.to_string();
+    let alternatives: Vec<String> = guards.iter().map(|g| format!("{g}()")).collect();
+    cx.bind(
+        range.start_byte(),
+        var,
+        Some(alternatives.join(&sep)),
+        false,
+        false,
+    );
+    let (expr, is_type) = before.unwrap_or_else(|| (var.to_string(), false));
+    cx.bind(range.end_byte(), var, Some(expr), is_type, false);
+}
+
+/// The name of a pending rewrite of a narrowed member path ([`narrow_path`]),
+/// kept among the bindings until the walk ends ([`rewrite_narrowed_paths`]).
+const NARROWED_PATH: &str = "#narrowed-path";
+
+/// `if (this.next instanceof C) { this.next.m() }`, `this.next instanceof C
+/// && this.next.m()`: a member path narrowed inside `range`. A local
+/// `#is<byte>` is bound there to what `guards` narrow it to, and each use of
+/// the path inside `range` (a site's receiver, a binding's value) becomes a
+/// use of that local when the walk has seen them all.
+fn narrow_path(cx: &mut Cx, range: Node, path: &str, guards: &[String]) {
+    let alias = format!("#is{}", range.start_byte());
+    let sep = UNION.to_string();
+    let alternatives: Vec<String> = guards.iter().map(|g| format!("{g}()")).collect();
+    let (start, end) = (range.start_byte(), range.end_byte());
+    cx.bind(start, &alias, Some(alternatives.join(&sep)), false, false);
+    let pending = format!("{path} {end} {alias}");
+    cx.bind(start, NARROWED_PATH, Some(pending), false, false);
+}
+
+/// Applies the rewrites [`narrow_path`] left pending: inside each range, a
+/// site's receiver or a binding's value that is the narrowed path, or
+/// starts with it, starts with its local instead.
+fn rewrite_narrowed_paths(facts: &mut super::FileFacts) {
+    if !facts.bindings.iter().any(|b| b.name == NARROWED_PATH) {
+        return;
+    }
+    let mut pending = Vec::new();
+    facts.bindings.retain(|b| {
+        if b.name != NARROWED_PATH {
+            return true;
+        }
+        let mut parts = b.expr.split(' ');
+        if let (Some(path), Some(end), Some(alias)) = (parts.next(), parts.next(), parts.next())
+            && let Ok(end) = end.parse::<u32>()
+        {
+            pending.push((path.to_string(), b.byte, end, alias.to_string()));
+        }
+        false
+    });
+    for (path, start, end, alias) in pending {
+        let renamed = |e: &str| -> Option<String> {
+            let rest = e.strip_prefix(path.as_str())?;
+            (rest.is_empty() || rest.starts_with(['.', '#'])).then(|| format!("{alias}{rest}"))
+        };
+        for s in facts
+            .sites
+            .iter_mut()
+            .filter(|s| (start..end).contains(&s.byte))
+        {
+            if let Some(r) = s.recv.as_deref().and_then(renamed) {
+                s.recv = Some(r);
+            }
+        }
+        for b in facts.bindings.iter_mut() {
+            if (start..end).contains(&b.byte)
+                && !b.is_type
+                && b.name != alias
+                && let Some(e) = renamed(&b.expr)
+            {
+                b.expr = e;
+            }
+        }
     }
 }
 
@@ -819,11 +995,16 @@ fn guard_call(cx: &Cx, n: Node) -> Option<(String, String)> {
     match n.kind_name() {
         "binary_expression" => {
             let op = n.field("operator").map(|o| cx.t(o));
-            let var = n.field("left").filter(|l| l.kind_name() == "identifier");
+            // A name, or a member path (`this.next instanceof TextBlot`).
+            let var = n
+                .field("left")
+                .filter(|l| matches!(l.kind_name(), "identifier" | "member_expression"))
+                .and_then(|l| expr(cx, l))
+                .filter(|v| !v.contains(['(', '#', '[']));
             let class = n.field("right").filter(|r| r.kind_name() == "identifier");
             match (op, var, class) {
                 (Some("instanceof"), Some(var), Some(class)) => {
-                    Some((cx.t(class).to_string(), cx.t(var).to_string()))
+                    Some((cx.t(class).to_string(), var))
                 }
                 _ => None,
             }
@@ -1508,6 +1689,7 @@ fn class_like(cx: &mut Cx, n: Node) {
     let Some(name) = n.field("name") else {
         return;
     };
+    type_parameter_names(cx, n);
     let mut c = n.walk();
     for ch in n.named_children(&mut c) {
         match ch.kind_name() {
@@ -1536,6 +1718,26 @@ fn class_like(cx: &mut Cx, n: Node) {
             }
             _ => {}
         }
+    }
+}
+
+/// `class Chain<T extends Link, M>`, `interface Store<T>`: the names of its
+/// type parameters, in order, as the binding [`TYPE_PARAMS`] inside it (at
+/// the parameter list, so the class is its scope): what a method's
+/// signature means by `T` when it is called on a value typed `Chain<Bead>`.
+fn type_parameter_names(cx: &mut Cx, n: Node) {
+    let Some(params) = n.field("type_parameters") else {
+        return;
+    };
+    let mut c = params.walk();
+    let names: Vec<&str> = params
+        .named_children(&mut c)
+        .filter(|p| p.kind_name() == "type_parameter")
+        .filter_map(|p| p.field("name").map(|x| cx.t(x)))
+        .collect();
+    if !names.is_empty() {
+        let names = names.join(",");
+        cx.bind(params.start_byte(), TYPE_PARAMS, Some(names), true, false);
     }
 }
 
@@ -1893,8 +2095,8 @@ fn callback(cx: &mut Cx, n: Node) -> bool {
     let (Some(obj), Some(prop)) = (f.field("object"), f.field("property")) else {
         return false;
     };
-    let method = cx.t(prop);
-    let at = match method {
+    let method = cx.t(prop).to_string();
+    let at = match method.as_str() {
         "reduce" | "reduceRight" => 1,
         m if ITEM_CALLBACKS.contains(&m) => 0,
         _ => return false,
@@ -1963,13 +2165,14 @@ fn callback(cx: &mut Cx, n: Node) -> bool {
         // forms went before items through them were known.
         return false;
     }
-    cx.bind(
-        ident.start_byte(),
-        &name,
-        Some(format!("{source}{ELEM}")),
-        false,
-        false,
-    );
+    // Else (no items known of `xs`) what the method's signature types the
+    // parameter by: `children.forEach((c) => …)` on `children: Chain<Bead>`
+    // with `forEach(callback: (cur: T) => void)` in `class Chain<T>`.
+    let value = match expr(cx, obj) {
+        Some(o) => format!("{source}{ELEM}{FIRST_KNOWN}{o}.{method}{ARG}0{ARG}{at}"),
+        None => format!("{source}{ELEM}"),
+    };
+    cx.bind(ident.start_byte(), &name, Some(value), false, false);
     true
 }
 

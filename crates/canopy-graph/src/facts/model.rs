@@ -244,6 +244,19 @@ pub const APPLIED_END: char = '⟩';
 /// not its members' types, so a value of `Mutable<X>` has `X`'s members.
 pub const KEEPS: &str = "#keeps:";
 
+/// The pseudo-item of a function-typed value: what calling it gives
+/// (`#ret#call`, bound in a function declared `iterator(): () => T`, is
+/// `T`; see [`RETURNED`]), so `next()` after `const next =
+/// this.iterator()` is a `T`.
+pub const CALLED: &str = "#call";
+
+/// The name of the binding in which an ECMAScript generic class or
+/// interface lists its type parameters, in order (`T,M` for `class
+/// Chain<T, M>`; no identifier can be this name): a callback passed to a
+/// method of a value typed `Chain<Bead>` whose parameter the method's
+/// signature types `T` gets a `Bead` (`World::generic_parameter`).
+pub const TYPE_PARAMS: &str = "#<>";
+
 /// `s` split at each `sep` outside [`APPLIED`] … [`APPLIED_END`]: the
 /// alternatives of a union (`A∪Mutable⟨#each:B∪C⟩` is `A` and
 /// `Mutable⟨#each:B∪C⟩`), or the arguments of a generic type.

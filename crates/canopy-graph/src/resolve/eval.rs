@@ -15,8 +15,8 @@ use super::ids::{FileIdx, Idx, SymId};
 use super::lang::{Among, Family, ReceiverResult};
 use super::world::{World, is_classlike};
 use crate::facts::model::{
-    ARG, AT, DefFactKind, EACH, ELEM, FIRST_KNOWN, GUARD_CALL, GUARD_OF, KEEPS, KEY, PATH_HEAD,
-    RETURNED, TRAIT_HINT, TUPLE, UNION, VALUE, split_top, type_arguments,
+    ARG, AT, CALLED, DefFactKind, EACH, ELEM, FIRST_KNOWN, GUARD_CALL, GUARD_OF, KEEPS, KEY,
+    PATH_HEAD, RETURNED, TRAIT_HINT, TUPLE, UNION, VALUE, split_top, type_arguments,
 };
 use crate::lang::NodeType;
 
@@ -182,6 +182,12 @@ impl World {
                 if let Val::Func(f) = v {
                     let fcx = self.ctx_at_end(f);
                     let key = format!("{ARG}{m}{ARG}{k}");
+                    // `T` of `class Chain<T>` on a `Chain<Bead>`: a `Bead`.
+                    let generic = self.generic_parameter(cx, outer, f, &key, depth + 1);
+                    if !generic.is_empty() {
+                        vals.extend(generic);
+                        continue;
+                    }
                     vals.extend(self.lookup(&fcx, &key, depth + 1).0);
                 }
             }
@@ -447,8 +453,14 @@ impl World {
         }
         if called && vals.is_empty() {
             // A call of a value that is no unit (a `var` holding a type
-            // guard): what its call binding says it gives.
-            return self.call_binding(cx, head, depth);
+            // guard): what its call binding says it gives; else, of a local
+            // holding a function a call returned (`next()` after `const
+            // next = this.iterator()`), what its declared type gives.
+            let vals = self.call_binding(cx, head, depth);
+            if vals.is_empty() && !head.contains('#') {
+                return self.eval_path(cx, &format!("{head}{CALLED}"), depth + 1, value);
+            }
+            return vals;
         }
         if called && !matches!(vals.first(), Some(Val::Super(_))) {
             vals = self.call_result(&vals, depth);

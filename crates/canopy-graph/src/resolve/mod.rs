@@ -21,6 +21,7 @@
 //! (all candidates kept); none inside the repository, `unresolved`.
 
 mod eval;
+mod generics;
 pub(crate) mod ids;
 mod kept;
 pub(crate) mod lang;
