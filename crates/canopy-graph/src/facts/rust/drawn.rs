@@ -32,11 +32,10 @@ pub(super) fn drawn_bindings(cx: &mut Cx, tt: Node) {
 }
 
 /// `pat in strategy, …` inside one parenthesized list (none when no
-/// top-level `in`). The names are bound at the list's closing `)`: the
-/// strategies are read before them (`table in table()` calls the
-/// function `table`).
+/// top-level `in`), each name bound at its token. (So a strategy called
+/// as the name it draws, `table in table()`, reads the local: that call
+/// stays unresolved.)
 fn list_bindings(cx: &mut Cx, list: Node) {
-    let at = list.end_byte().saturating_sub(1);
     let mut c = list.walk();
     let tokens: Vec<Node> = list.children(&mut c).collect();
     let inner = tokens.get(1..tokens.len().saturating_sub(1)).unwrap_or(&[]);
@@ -63,10 +62,10 @@ fn list_bindings(cx: &mut Cx, list: Node) {
             [.., name] if name.kind_name() == "identifier" => {
                 let value = strategy_call(cx, strategy).unwrap_or_else(|| "?".to_string());
                 let local = cx.t(*name).to_string();
-                cx.bind(at, &local, Some(value), false, false);
+                cx.bind(name.start_byte(), &local, Some(value), false, false);
             }
             // `(a, b) in s()`: names whose values are not read.
-            [tuple] if tuple.kind_name() == "token_tree" => tuple_names(cx, *tuple, at),
+            [tuple] if tuple.kind_name() == "token_tree" => tuple_names(cx, *tuple),
             _ => {}
         }
     }
@@ -83,18 +82,17 @@ fn strategy_call(cx: &Cx, strategy: &[Node]) -> Option<String> {
     }
 }
 
-/// Every identifier of a tuple pattern, bound at byte `at` to nothing
-/// known.
-fn tuple_names(cx: &mut Cx, tuple: Node, at: usize) {
+/// Every identifier of a tuple pattern, bound to nothing known.
+fn tuple_names(cx: &mut Cx, tuple: Node) {
     let mut c = tuple.walk();
     let kids: Vec<Node> = tuple.children(&mut c).collect();
     for k in kids {
         match k.kind_name() {
             "identifier" => {
                 let local = cx.t(k).to_string();
-                cx.bind(at, &local, Some("?".to_string()), false, false);
+                cx.bind(k.start_byte(), &local, Some("?".to_string()), false, false);
             }
-            "token_tree" => tuple_names(cx, k, at),
+            "token_tree" => tuple_names(cx, k),
             _ => {}
         }
     }
