@@ -56,8 +56,8 @@ impl TreeExtraction for FactExtraction<'_> {
     ) -> Option<FileFacts> {
         extract_with(language, root, text, line_starts, self.build_flags)
     }
-    fn merge_body(&self, file: &mut FileFacts, body: FileFacts, start: usize, end: usize) {
-        file.merge_body(body, start, end);
+    fn merge_body(&self, file: &mut FileFacts, body: FileFacts, parts: &[(usize, usize)]) {
+        file.merge_body(body, parts);
     }
 }
 

@@ -457,11 +457,19 @@ pub(super) fn get_strings<'b>(r: &mut Reader<'b>) -> Option<Vec<&'b str>> {
 }
 
 impl FileFacts {
-    /// Takes the facts of a macro body parsed on its own (bytes
-    /// `start..end` of the file, see `lang::extract`) in place of what the
-    /// walk of the whole file saw there, which was tokens.
-    pub(crate) fn merge_body(&mut self, body: FileFacts, start: usize, end: usize) {
-        let outside = |b: u32| (b as usize) < start || (b as usize) >= end;
+    /// Takes the facts of a macro body parsed on its own (the byte ranges
+    /// `parts` of the file, sorted, see `lang::extract`) in place of what
+    /// the walk of the whole file saw there, which was tokens. Between
+    /// parts (what the body's parse left out) the file's facts stay.
+    pub(crate) fn merge_body(&mut self, body: FileFacts, parts: &[(usize, usize)]) {
+        let Some(&(start, _)) = parts.first() else {
+            return;
+        };
+        let outside = |b: u32| {
+            !parts
+                .iter()
+                .any(|&(s, e)| s <= b as usize && (b as usize) < e)
+        };
         // Each list keeps its order: the body's facts go where its bytes are.
         fn splice<T>(list: &mut Vec<T>, body: Vec<T>, start: usize, byte: impl Fn(&T) -> u32) {
             let at = list.partition_point(|x| (byte(x) as usize) < start);
@@ -474,6 +482,12 @@ impl FileFacts {
         splice(&mut self.imports, body.imports, start, |x| x.byte);
         splice(&mut self.bindings, body.bindings, start, |x| x.byte);
         splice(&mut self.defs, body.defs, start, |x| x.byte);
+        if parts.len() > 1 {
+            // What stayed between the parts was after `start`.
+            self.imports.sort_by_key(|x| x.byte);
+            self.bindings.sort_by_key(|x| x.byte);
+            self.defs.sort_by_key(|x| x.byte);
+        }
         self.sites.extend(body.sites);
         self.sites.sort_by_key(|s| (s.byte, s.kind as u8));
         self.sites.dedup_by_key(|s| s.byte);

@@ -46,15 +46,27 @@ impl World {
         if !vals.is_empty() {
             return (vals, How::Scope);
         }
-        // Glob imports.
+        // Glob imports (past those the default build leaves out, as
+        // [`World::glob_reexport`]).
         let facts = self.files[fi].facts.get();
+        let mut left_out = Vec::new();
         for i in facts.imports.iter().filter(|i| facts.s(i.local) == "*") {
             for m in self.import_target(fi, facts.s(i.module), None, depth + 1) {
                 let vals = self.member(&m, name, depth + 1);
                 if !vals.is_empty() {
+                    if self.all_off_in_default_build(&vals) && !self.off_in_default_build(cx.scope)
+                    {
+                        if left_out.is_empty() {
+                            left_out = vals;
+                        }
+                        continue;
+                    }
                     return (vals, How::Import);
                 }
             }
+        }
+        if !left_out.is_empty() {
+            return (left_out, How::Import);
         }
         // What every file sees without an import (Rust: the repository's
         // library crates by name, the extern prelude).
@@ -636,10 +648,14 @@ impl World {
             .unwrap_or_default()
     }
 
-    /// `name` through the glob imports file `f` re-exports.
+    /// `name` through the glob imports file `f` re-exports: the first
+    /// glob's members that have it, past those the default build leaves
+    /// out (`pub use styled::*;` under `cfg(feature = "x")` before `pub
+    /// use plain::*;`), which are kept only when no other glob has it.
     fn glob_reexport(&self, f: FileIdx, u: SymId, name: &str, depth: u32) -> Vec<Val> {
         let facts = self.files[f].facts.get();
         let part = self.part(f);
+        let mut left_out = Vec::new();
         for (ii, _) in part
             .imports_named(facts, "*")
             .iter()
@@ -655,11 +671,24 @@ impl World {
                 }
                 let vals = self.member(&m, name, depth + 1);
                 if !vals.is_empty() {
+                    if self.all_off_in_default_build(&vals) {
+                        if left_out.is_empty() {
+                            left_out = vals;
+                        }
+                        continue;
+                    }
                     return vals;
                 }
             }
         }
-        Vec::new()
+        left_out
+    }
+
+    /// Whether every definition among `vals` is left out of the default
+    /// build ([`World::off_in_default_build`]).
+    fn all_off_in_default_build(&self, vals: &[Val]) -> bool {
+        let defs = self.defs_of(vals);
+        !defs.is_empty() && defs.iter().all(|&d| self.off_in_default_build(d))
     }
 
     /// What an import of `module` (and `name` inside it) binds, from file `fi`.

@@ -54,6 +54,7 @@ impl World {
             }
             cands.sort_unstable();
             cands.dedup();
+            self.default_build_twins(scope, &mut cands);
             // `byName(list)` in Go converts: a use of the type, no call.
             let kind = if site.kind == SiteKind::Call
                 && !cands.is_empty()
@@ -125,6 +126,32 @@ impl World {
         self.base_edges(fi, &mut out);
         self.module_import_edges(fi, &mut out);
         out
+    }
+
+    /// Of several definitions a site in unit `scope` may mean, drops those
+    /// its language says the default build leaves out when others remain
+    /// ([`super::lang::LanguageRules::off_in_default_build`]: Rust twins
+    /// under `cfg(feature = "x")` and `cfg(not(feature = "x"))`). Not for
+    /// a site the default build leaves out itself: code under a feature
+    /// may mean its own twin.
+    pub(crate) fn default_build_twins(&self, scope: SymId, cands: &mut Vec<SymId>) {
+        if cands.len() < 2 || self.off_in_default_build(scope) {
+            return;
+        }
+        let on: Vec<SymId> = cands
+            .iter()
+            .copied()
+            .filter(|&c| !self.off_in_default_build(c))
+            .collect();
+        if !on.is_empty() && on.len() < cands.len() {
+            *cands = on;
+        }
+    }
+
+    /// Whether definition `c` is left out of its package's default build.
+    pub(crate) fn off_in_default_build(&self, c: SymId) -> bool {
+        self.rules_of(self.syms[c].file)
+            .off_in_default_build(self, c)
     }
 
     /// Whether a site's name (or its receiver's root) is bound to every

@@ -358,6 +358,17 @@ fn defines(file: &WorldFile, facts: &LazyFacts, s: &SymRow) -> bool {
         && (!conventions.facts_read_by_every_pass || compiled_in(facts, s))
 }
 
+/// Whether a definition fact is one the world is built with: a Rust
+/// `#[path]` module, or a `cfg` a build script decides (one naming only
+/// features is read when a site is resolved, as its twins are chosen).
+fn decided_with_the_world(facts: &WorldFacts, d: &crate::facts::compact::DefRec) -> bool {
+    match d.what {
+        DefFactKind::ModulePath => true,
+        DefFactKind::Cfg => crate::facts::rust::names_a_build_key(facts.s(d.expr)),
+        _ => false,
+    }
+}
+
 /// Whether unit `s` is outside every range its file's facts say is
 /// compiled out (Rust `cfg`, a Go file's build constraints).
 fn compiled_in(facts: &LazyFacts, s: &SymRow) -> bool {
@@ -498,11 +509,8 @@ impl World {
         changes: Vec<(FileIdx, std::sync::Arc<LazyFacts>, Vec<SymRow>)>,
     ) -> bool {
         let path_module = |facts: &LazyFacts| {
-            facts
-                .get()
-                .defs
-                .iter()
-                .any(|d| matches!(d.what, DefFactKind::ModulePath | DefFactKind::Cfg))
+            let facts = facts.get();
+            facts.defs.iter().any(|d| decided_with_the_world(facts, d))
         };
         // A file read again with the same facts (an importer of an edited
         // file) changes neither.

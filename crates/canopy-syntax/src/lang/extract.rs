@@ -286,9 +286,11 @@ pub trait TreeExtraction {
         text: &str,
         line_starts: &[usize],
     ) -> Option<Self::Output>;
-    /// Puts what a macro body (bytes `start..end` of the file) holds in
-    /// place of what the walk of the whole file saw there (tokens).
-    fn merge_body(&self, file: &mut Self::Output, body: Self::Output, start: usize, end: usize);
+    /// Puts what a macro body holds in place of what the walk of the whole
+    /// file saw there (tokens): `parts`, the byte ranges of the file parsed
+    /// as the body (sorted; one, `start..end`, unless parts of the body
+    /// were left out of its parse, whose tokens stay the file's).
+    fn merge_body(&self, file: &mut Self::Output, body: Self::Output, parts: &[(usize, usize)]);
 }
 
 /// No second extraction: [`parse_file`].
@@ -299,7 +301,7 @@ impl TreeExtraction for UnitsOnly {
     fn extract(&self, _: Language, _: Node<'_>, _: &str, _: &[usize]) -> Option<()> {
         None
     }
-    fn merge_body(&self, _: &mut (), _: (), _: usize, _: usize) {}
+    fn merge_body(&self, _: &mut (), _: (), _: &[(usize, usize)]) {}
 }
 
 /// A definition found by the query, before units are assembled.
@@ -430,7 +432,11 @@ pub fn parse_file_with<E: TreeExtraction>(
             if language == Language::Rust {
                 macro_rules_functions(spec, root, &text, &lines, &mut defs);
                 for body in item_macro_bodies(spec, root, &text, 0) {
-                    let inside = |b: usize| body.range.start_byte <= b && b < body.range.end_byte;
+                    let parts: Vec<(usize, usize)> = ranges_without(body.range, &body.holes)
+                        .iter()
+                        .map(|r| (r.start_byte, r.end_byte))
+                        .collect();
+                    let inside = |b: usize| parts.iter().any(|&(s, e)| s <= b && b < e);
                     let root = body.tree.root_node();
                     let mut body_refs = Vec::new();
                     run_query(
@@ -450,12 +456,7 @@ pub fn parse_file_with<E: TreeExtraction>(
                         extracted.as_mut(),
                         extraction.extract(language, root, &text, &lines.starts),
                     ) {
-                        extraction.merge_body(
-                            all,
-                            more,
-                            body.range.start_byte,
-                            body.range.end_byte,
-                        );
+                        extraction.merge_body(all, more, &parts);
                     }
                 }
             }
@@ -469,6 +470,9 @@ pub fn parse_file_with<E: TreeExtraction>(
 struct MacroBody {
     range: tree_sitter::Range,
     tree: tree_sitter::Tree,
+    /// Parts of `range` left out of the parse whose tokens stay the
+    /// file's ([`binding_lists`]), sorted.
+    holes: Vec<tree_sitter::Range>,
 }
 
 /// Deepest macro-in-macro nesting whose items are parsed (`cfg_rt! {
@@ -495,18 +499,28 @@ fn item_macro_bodies(spec: &LanguageSpec, root: Node, text: &str, depth: usize) 
             child.child_by_field_name("body")
         }
         "macro_invocation" => {
-            ranges.extend(brace_body(child).map(|r| (r, static_refs(child, text))));
+            ranges.extend(brace_body(child).map(|r| (r, static_refs(child, text), child)));
             None
         }
         _ => None,
     });
     let mut bodies = Vec::new();
-    for (range, refs) in ranges {
+    for (range, refs, invocation) in ranges {
         let mut tree = parse_ranges(spec, text, &[range]);
+        let mut holes = Vec::new();
         if tree.as_ref().is_some_and(|t| t.root_node().has_error()) && !refs.is_empty() {
             // `lazy_static! { static ref NAME: T = …; }`: without its `ref`
             // tokens the body is `static` items (positions stay the file's).
             tree = parse_ranges(spec, text, &ranges_without(range, &refs));
+        }
+        if tree.as_ref().is_some_and(|t| t.root_node().has_error()) {
+            let lists = binding_lists(invocation, text);
+            if !lists.is_empty() {
+                let again = parse_ranges(spec, text, &ranges_without(range, &lists));
+                if again.as_ref().is_some_and(|t| !t.root_node().has_error()) {
+                    (tree, holes) = (again, lists);
+                }
+            }
         }
         let Some(tree) = tree else { continue };
         let body_root = tree.root_node();
@@ -514,10 +528,68 @@ fn item_macro_bodies(spec: &LanguageSpec, root: Node, text: &str, depth: usize) 
             continue;
         }
         let inner = item_macro_bodies(spec, body_root, text, depth + 1);
-        bodies.push(MacroBody { range, tree });
+        bodies.push(MacroBody { range, tree, holes });
         bodies.extend(inner);
     }
     bodies
+}
+
+/// The parameter lists of the `fn`s at the top level of a macro body that
+/// bind with `in` (`fn f(x in 0..10) { … }`, `fn g()(x in any()) -> T {
+/// … }`: how property-test macros draw a test's inputs from strategies),
+/// which no Rust parameter list does: the first list's contents, or the
+/// whole of a list after the first. Left out of the body's parse, the
+/// rest reads as Rust items; their tokens stay the file's (calls by name).
+fn binding_lists(invocation: Node, text: &str) -> Vec<tree_sitter::Range> {
+    let mut cursor = invocation.walk();
+    let Some(tokens) = invocation
+        .children(&mut cursor)
+        .find(|c| c.kind() == "token_tree")
+    else {
+        return Vec::new();
+    };
+    let mut cursor = tokens.walk();
+    let tokens: Vec<Node> = tokens.children(&mut cursor).collect();
+    let is_list =
+        |n: &Node| n.kind() == "token_tree" && n.child(0).is_some_and(|open| open.kind() == "(");
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 2 < tokens.len() {
+        if &text[tokens[i].byte_range()] != "fn" || tokens[i + 1].kind() != "identifier" {
+            i += 1;
+            continue;
+        }
+        let mut j = i + 2;
+        while j < tokens.len() && is_list(&tokens[j]) {
+            let list = tokens[j];
+            let mut c = list.walk();
+            let binds = list
+                .children(&mut c)
+                .any(|t| t.kind() != "token_tree" && &text[t.byte_range()] == "in");
+            if binds {
+                out.extend(if j == i + 2 {
+                    brace_like_inside(list)
+                } else {
+                    Some(list.range())
+                });
+            }
+            j += 1;
+        }
+        i = j;
+    }
+    out
+}
+
+/// The bytes between a token tree's opening and closing delimiters.
+fn brace_like_inside(tokens: Node) -> Option<tree_sitter::Range> {
+    let open = tokens.child(0)?;
+    let close = tokens.child(tokens.child_count().checked_sub(1)?)?;
+    (close.start_byte() > open.end_byte()).then(|| tree_sitter::Range {
+        start_byte: open.end_byte(),
+        end_byte: close.start_byte(),
+        start_point: open.end_position(),
+        end_point: close.start_position(),
+    })
 }
 
 /// `text` parsed with only `ranges` included (sorted, not overlapping).
@@ -739,15 +811,10 @@ fn brace_body(invocation: Node) -> Option<tree_sitter::Range> {
         .find(|c| c.kind() == "token_tree")?;
     let open = tokens.child(0)?;
     let close = tokens.child(tokens.child_count().checked_sub(1)?)?;
-    if open.kind() != "{" || close.kind() != "}" || close.start_byte() <= open.end_byte() {
+    if open.kind() != "{" || close.kind() != "}" {
         return None;
     }
-    Some(tree_sitter::Range {
-        start_byte: open.end_byte(),
-        end_byte: close.start_byte(),
-        start_point: open.end_position(),
-        end_point: close.start_position(),
-    })
+    brace_like_inside(tokens)
 }
 
 /// ERROR and MISSING nodes in a tree.

@@ -60,6 +60,10 @@ pub(crate) struct CfgEnv<'a> {
     /// The package's default features, when known: `feature = "x"` of one
     /// holds (others stay unknown: a dependent may turn them on).
     pub features: Option<&'a [String]>,
+    /// Whether a feature outside [`CfgEnv::features`] is off, as in the
+    /// package's default build: what chooses between twins (an item under
+    /// `cfg(feature = "x")` and one under `cfg(not(feature = "x"))`).
+    pub only_default_features: bool,
     /// A build script's own `cfg!(…)`: it is no test build, and a bare
     /// name other than the host's can only come from `RUSTFLAGS` (a build
     /// script cannot set its own), so it is off; `debug_assertions`
@@ -79,14 +83,18 @@ pub(crate) fn holds_in(predicate: &str, env: &CfgEnv) -> Option<Option<bool>> {
 }
 
 /// An outer `#[cfg(…)]` the walker cannot decide whose key-value pairs
-/// include one a build script may set (not `feature`, not `target_…`):
+/// include one a build script may set (not `target_…`) or a `feature`:
 /// the predicate is kept on the item's name ([`DefFactKind::Cfg`]), and
-/// the resolver decides with the package's `build.rs`.
+/// the resolver decides with the package's `build.rs` (a unit a key the
+/// script sets rules out is no definition) and its default features (of
+/// twins, the one a default build compiles is meant).
 pub(super) fn build_cfg(cx: &mut Cx, attr_item: Node) {
     let Some(predicate) = cfg_predicate(cx, attr_item).map(str::to_string) else {
         return;
     };
-    if holds_in(&predicate, &env_of(cx)) != Some(None) || !names_a_build_key(&predicate) {
+    if holds_in(&predicate, &env_of(cx)) != Some(None)
+        || !(names_a_build_key(&predicate) || names_a_feature(&predicate))
+    {
         return;
     }
     let mut next = attr_item.next_named_sibling();
@@ -101,14 +109,24 @@ pub(super) fn build_cfg(cx: &mut Cx, attr_item: Node) {
 }
 
 /// Whether a predicate has a `key = "…"` whose key a build script may set.
-fn names_a_build_key(predicate: &str) -> bool {
-    predicate.match_indices('=').any(|(at, _)| {
+pub(crate) fn names_a_build_key(predicate: &str) -> bool {
+    predicate_keys(predicate).any(|key| key != "feature" && !key.starts_with("target_"))
+}
+
+/// Whether a predicate has a `feature = "…"`.
+fn names_a_feature(predicate: &str) -> bool {
+    predicate_keys(predicate).any(|key| key == "feature")
+}
+
+/// The keys of a predicate's `key = "…"` pairs.
+fn predicate_keys(predicate: &str) -> impl Iterator<Item = &str> {
+    predicate.match_indices('=').filter_map(|(at, _)| {
         let key = predicate[..at].trim_end();
         let start = key
             .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
             .map_or(0, |i| i + 1);
         let key = &key[start..];
-        !key.is_empty() && key != "feature" && !key.starts_with("target_")
+        (!key.is_empty()).then_some(key)
     })
 }
 
@@ -329,9 +347,13 @@ impl CfgParser<'_> {
             }
             if name == "feature"
                 && let Some(features) = self.env.features
-                && features.iter().any(|f| f == value)
             {
-                return Some(Some(true));
+                if features.iter().any(|f| f == value) {
+                    return Some(Some(true));
+                }
+                if self.env.only_default_features {
+                    return Some(Some(false));
+                }
             }
             return Some(None);
         }

@@ -13,6 +13,7 @@ mod args;
 mod bindings;
 mod callbacks;
 mod cfg;
+mod drawn;
 
 use tree_sitter::Node;
 
@@ -25,7 +26,7 @@ use bindings::{
     bind_bounded, bind_items, closure_bindings, for_bindings, for_body_bindings, ordered_fields,
     scrutinee_node, struct_pattern_bindings, tuple_bindings, tuple_struct_bindings,
 };
-pub(crate) use cfg::{CfgEnv, holds_in};
+pub(crate) use cfg::{CfgEnv, holds_in, names_a_build_key};
 use cfg::{build_cfg, cfg_attribute, compile_out};
 
 /// `S { f: Default::default(), ..Default::default() }`, `let x: T =
@@ -907,7 +908,10 @@ fn walk_node<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
         }
         "attribute_item" => build_cfg(cx, n),
         "call_expression" => call(cx, n, up),
-        "token_tree" => token_tree_calls(cx, n),
+        "token_tree" => {
+            token_tree_calls(cx, n);
+            drawn::drawn_bindings(cx, n);
+        }
         "scoped_identifier" => scoped_identifier(cx, n, up),
         "tuple_struct_pattern" => tuple_struct_bindings(cx, n, up),
         "closure_expression" => closure_bindings(cx, n, up),

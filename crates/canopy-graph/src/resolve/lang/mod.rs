@@ -292,6 +292,14 @@ pub(crate) trait LanguageRules: Send + Sync {
         false
     }
 
+    /// Whether unit `s`, a definition, is left out of its package's
+    /// default build (Rust: under a `cfg(feature = …)` the default
+    /// features turn off): of several a name may mean, the others are
+    /// ([`World::default_build_twins`]). Never, by default.
+    fn off_in_default_build(&self, _w: &World, _s: SymId) -> bool {
+        false
+    }
+
     /// Whether a call in file `caller` may be guessed to reach a method of
     /// file `target` by its unique name (Rust: only within Cargo's reach).
     fn may_guess(&self, _w: &World, _caller: FileIdx, _target: FileIdx) -> bool {

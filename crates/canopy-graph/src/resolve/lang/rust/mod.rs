@@ -9,6 +9,7 @@
 
 mod build_script;
 pub(crate) mod cargo;
+mod features;
 mod std_impls;
 mod traits;
 
@@ -801,6 +802,12 @@ impl LanguageRules for Rust {
                     && d.byte <= s.end
                     && holds_in(facts.s(d.expr), &env) == Some(Some(false))
             })
+    }
+
+    /// Under a `cfg(feature = …)` its package's default build turns off
+    /// ([`features`]).
+    fn off_in_default_build(&self, w: &World, s: SymId) -> bool {
+        Rust::off_in_default_build(self, w, s)
     }
 
     /// Only a method of a package the caller's Cargo package reaches.

@@ -49,22 +49,25 @@ pub(super) fn std_type_methods(w: &World, cx: &Ctx, name: &str, r: &str) -> Vec<
         .filter_map(|&m| Some((w.parent_of(m)?, m)))
         .filter(|&(i, _)| w.syms[i].node_type == NodeType::Impl && trait_of(w, i).is_some())
         .collect();
-    if impls.is_empty() {
+    let provided = trait_methods_named(w, name);
+    if impls.is_empty() && provided.is_empty() {
         return Vec::new();
     }
     let heads = std_heads(w, cx, r, 0);
     if heads.is_empty() {
         return Vec::new();
     }
+    let applies = |i: SymId| {
+        let for_type = &w.syms[i].name;
+        ((heads.contains(for_type) && !defined_type(w, i)) || blanket(w, i))
+            && trait_of(w, i).is_some_and(|tr| trait_in_scope(w, cx, tr))
+    };
     let mut out: Vec<SymId> = impls
         .iter()
-        .filter(|&&(i, _)| {
-            let for_type = &w.syms[i].name;
-            (heads.contains(for_type) && !defined_type(w, i)) || blanket(w, i)
-        })
-        .filter(|&&(i, _)| trait_of(w, i).is_some_and(|tr| trait_in_scope(w, cx, tr)))
+        .filter(|&&(i, _)| applies(i))
         .map(|&(_, m)| m)
         .collect();
+    out.extend(provided_through_impls(w, name, &provided, applies));
     out.sort_unstable();
     out.dedup();
     if out.len() > 1 {
@@ -76,6 +79,42 @@ pub(super) fn std_type_methods(w: &World, cx: &Ctx, name: &str, r: &str) -> Vec<
             .collect();
         if !own.is_empty() {
             out = own;
+        }
+    }
+    out
+}
+
+/// The methods named `name` of the repository's traits, with their trait
+/// (a provided method's body is the trait's: an impl that does not define
+/// it has it from there).
+fn trait_methods_named(w: &World, name: &str) -> Vec<(SymId, SymId)> {
+    w.units_named(name)
+        .iter()
+        .filter(|&&m| is_function(w.syms[m].node_type))
+        .filter_map(|&m| Some((w.parent_of(m)?, m)))
+        .filter(|&(t, _)| w.syms[t].node_type == NodeType::Trait)
+        .collect()
+}
+
+/// The trait methods of `provided` (trait, method) that an impl of their
+/// trait for which `applies` holds (a blanket `impl<T: Iterator> Tr for T`
+/// on an iterator) does not define itself: `(0..n).progress()` calls
+/// `Tr::progress`'s own body. The impls are read from the world's table
+/// of every trait impl, only for a name some trait has a method of.
+fn provided_through_impls(
+    w: &World,
+    name: &str,
+    provided: &[(SymId, SymId)],
+    applies: impl Fn(SymId) -> bool,
+) -> Vec<SymId> {
+    let mut out = Vec::new();
+    for &(tr, m) in provided {
+        let trait_name = w.syms[tr].name.as_str();
+        let reached = w.impl_traits.values().flatten().any(|&(i, _)| {
+            trait_of(w, i) == Some(trait_name) && w.named_children(i, name).is_empty() && applies(i)
+        });
+        if reached {
+            out.push(m);
         }
     }
     out
