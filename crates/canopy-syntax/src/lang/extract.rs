@@ -289,6 +289,15 @@ pub trait TreeExtraction {
     /// Puts what a macro body (bytes `start..end` of the file) holds in
     /// place of what the walk of the whole file saw there (tokens).
     fn merge_body(&self, file: &mut Self::Output, body: Self::Output, start: usize, end: usize);
+    /// Adds what a `macro_rules!` expansion (its own text, extracted on
+    /// its own) declares to the file's; `place` gives the file byte each
+    /// byte of the expansion stands at (inside the invocation).
+    fn merge_expansion(
+        &self,
+        file: &mut Self::Output,
+        expansion: Self::Output,
+        place: &dyn Fn(usize) -> usize,
+    );
 }
 
 /// No second extraction: [`parse_file`].
@@ -300,6 +309,7 @@ impl TreeExtraction for UnitsOnly {
         None
     }
     fn merge_body(&self, _: &mut (), _: (), _: usize, _: usize) {}
+    fn merge_expansion(&self, _: &mut (), _: (), _: &dyn Fn(usize) -> usize) {}
 }
 
 /// A definition found by the query, before units are assembled.
@@ -429,8 +439,20 @@ pub fn parse_file_with<E: TreeExtraction>(
             extracted = extraction.extract(language, root, &text, &lines.starts);
             if language == Language::Rust {
                 macro_rules_functions(spec, root, &text, &lines, &mut defs);
+                let expanded = macro_rules_items(
+                    spec,
+                    root,
+                    &text,
+                    &mut defs,
+                    extraction,
+                    extracted.as_mut(),
+                );
                 for body in item_macro_bodies(spec, root, &text, 0) {
                     let inside = |b: usize| body.range.start_byte <= b && b < body.range.end_byte;
+                    if expanded.iter().any(|r| inside(r.start) || r.contains(&body.range.start_byte)) {
+                        // The macro's own expansion says what its body writes.
+                        continue;
+                    }
                     let root = body.tree.root_node();
                     let mut body_refs = Vec::new();
                     run_query(
@@ -667,6 +689,150 @@ fn macro_rules_functions(
             });
         }
     }
+}
+
+/// Items a file's own `macro_rules!` write where invoked as an item, in
+/// the file or a `mod` body (see [`super::expand`]), for every macro that
+/// [`function_maker`] does not read: each expansion is parsed on its own
+/// and its units are placed inside the invocation's span, in their order
+/// and nesting (their lines are the invocation's, where rust-analyzer puts
+/// them too); `extraction`'s facts of the expansion join `extracted`'s
+/// the same way. Returns the invocations expanded.
+fn macro_rules_items<E: TreeExtraction>(
+    spec: &LanguageSpec,
+    root: Node,
+    text: &str,
+    defs: &mut Vec<RawDef>,
+    extraction: &E,
+    mut extracted: Option<&mut E::Output>,
+) -> Vec<std::ops::Range<usize>> {
+    let mut definitions = Vec::new();
+    let mut invocations = Vec::new();
+    for_each_item(root, |child| {
+        match child.kind() {
+            "mod_item" => return child.child_by_field_name("body"),
+            "macro_definition" => definitions.push(child),
+            "macro_invocation" => invocations.push(child),
+            "expression_statement" => invocations.extend(
+                child
+                    .named_child(0)
+                    .filter(|c| c.kind() == "macro_invocation"),
+            ),
+            _ => {}
+        }
+        None
+    });
+    let mut makers = super::expand::makers(&definitions, text);
+    // The one-rule function writers keep their reading (`macro_rules_functions`).
+    makers.retain(|m| {
+        !definitions
+            .iter()
+            .filter_map(|d| function_maker(*d, text))
+            .any(|(name, _)| name == m.name())
+    });
+    let mut expanded = Vec::new();
+    if makers.is_empty() {
+        return expanded;
+    }
+    for invocation in invocations {
+        let Some(maker) = super::expand::maker_of(&makers, invocation, text) else {
+            continue;
+        };
+        let Some(expansion) = super::expand::expand(&makers, maker, invocation, text, text, 0)
+        else {
+            continue;
+        };
+        let Some(tree) = parse_rust(&expansion) else {
+            continue;
+        };
+        let exp_root = tree.root_node();
+        if exp_root.has_error() {
+            continue;
+        }
+        let exp_lines = Lines::new(&expansion);
+        let mut written = Vec::new();
+        run_query(
+            spec,
+            "::",
+            exp_root,
+            &expansion,
+            &exp_lines,
+            &mut written,
+            &mut Vec::new(),
+        );
+        if written.is_empty() {
+            continue;
+        }
+        let Some(place) = Placement::new(&written, text, invocation.byte_range()) else {
+            continue;
+        };
+        for d in written {
+            defs.push(RawDef {
+                name_start: d.name_start.map(|b| place.at(b)),
+                start: place.at(d.start),
+                end: place.at(d.end),
+                // After every query pattern: a span a pattern captured keeps its unit.
+                pattern: spec.query.pattern_count(),
+                ..d
+            });
+        }
+        if let Some(all) = extracted.as_deref_mut()
+            && let Some(more) =
+                extraction.extract(Language::Rust, exp_root, &expansion, &exp_lines.starts)
+        {
+            extraction.merge_expansion(all, more, &|b| place.at(b));
+        }
+        expanded.push(invocation.byte_range());
+    }
+    expanded
+}
+
+/// Where the bytes of an expansion stand in the file: the definitions'
+/// starts, ends and names (the anchors), in order, on distinct bytes of
+/// the invocation's span, spread over it; any other byte at the place of
+/// the last anchor at or before it. So each unit of the expansion gets a
+/// span of its own, nested as in the expansion, and a fact inside a unit
+/// stays inside it.
+struct Placement {
+    anchors: Vec<usize>,
+    places: Vec<usize>,
+}
+
+impl Placement {
+    /// `None` when the span has fewer bytes than the expansion has anchors.
+    fn new(written: &[RawDef], text: &str, span: std::ops::Range<usize>) -> Option<Placement> {
+        let mut anchors: Vec<usize> = written
+            .iter()
+            .flat_map(|d| [Some(d.start), Some(d.end), d.name_start])
+            .flatten()
+            .collect();
+        anchors.sort_unstable();
+        anchors.dedup();
+        let bytes: Vec<usize> = span.filter(|&b| text.is_char_boundary(b)).collect();
+        if anchors.is_empty() || anchors.len() > bytes.len() {
+            return None;
+        }
+        let places = (0..anchors.len())
+            .map(|i| bytes[i * bytes.len() / anchors.len()])
+            .collect();
+        Some(Placement { anchors, places })
+    }
+
+    /// The file byte that expansion byte `b` stands at.
+    fn at(&self, b: usize) -> usize {
+        let k = self.anchors.partition_point(|&a| a <= b);
+        self.places[k.saturating_sub(1)]
+    }
+}
+
+/// `text` parsed as Rust on its own (a macro's expansion).
+pub(super) fn parse_rust(text: &str) -> Option<tree_sitter::Tree> {
+    let spec = Language::Rust.spec()?;
+    PARSER.with(|parser| {
+        let mut parser = parser.borrow_mut();
+        parser.set_language(&spec.grammar).ok()?;
+        parser.parse(text, None)
+    })
 }
 
 /// `macro_rules! name { (pattern) => { … fn $x … }; }` with one rule: the
@@ -1558,14 +1724,70 @@ mod tests {
             .filter(|u| u.node_type == NodeType::Function)
             .filter_map(|u| Some((u.name.as_deref()?, u.start_line)))
             .collect();
-        // At its invocation line; not from a macro whose name is fixed or of
-        // two rules, nor from an invocation inside a function body.
+        // At its invocation line, also from a macro whose function's name
+        // is fixed and from the rule of two that the invocation's shape
+        // matches; not from an invocation inside a function body.
         assert_eq!(
             functions,
-            vec![("visit_bool", 15), ("visit_int", 19), ("body", 21)],
+            vec![
+                ("visit_bool", 15),
+                ("fixed_fn", 16),
+                ("skipped", 17),
+                ("visit_int", 19),
+                ("body", 21)
+            ],
             "{:?}",
             parsed.units
         );
+    }
+
+    #[test]
+    fn macro_rules_write_types_impls_and_methods_at_the_invocation() {
+        let text = "macro_rules! keys {\n    ( $(#[$m:meta])* $vis:vis struct $name:ident; $($rest:tt)* ) => {\n\
+                    $(#[$m])* $vis struct $name(u32);\n\
+                    impl $crate::Key for $name { fn data(&self) -> u32 { self.0 } }\n\
+                    impl $name { pub fn fresh() -> Self { $name(0) } }\n\
+                    $crate::keys!($($rest)*);\n    };\n    () => {};\n}\n\
+                    keys! {\n    /// One.\n    pub struct A;\n}\n\
+                    keys! { struct B; pub(crate) struct C; }\n\
+                    macro_rules! unread {\n    ($s:stmt) => {};\n    ($n:ident) => { struct $n; };\n}\n\
+                    unread!(D);\n";
+        let parsed = parse_file("src/lib.rs", text.as_bytes());
+        let units: Vec<(&str, NodeType, u32)> = parsed
+            .units
+            .iter()
+            .filter(|u| u.start_byte >= text.find("keys! {").unwrap())
+            .filter_map(|u| Some((u.qualified_name.as_deref()?, u.node_type, u.start_line)))
+            .collect();
+        assert_eq!(
+            units,
+            vec![
+                ("A", NodeType::Struct, 10),
+                ("A", NodeType::Impl, 11),
+                ("A.data", NodeType::Method, 11),
+                ("A", NodeType::Impl, 12),
+                ("A.fresh", NodeType::Method, 12),
+                ("B", NodeType::Struct, 14),
+                ("B", NodeType::Impl, 14),
+                ("B.data", NodeType::Method, 14),
+                ("B", NodeType::Impl, 14),
+                ("B.fresh", NodeType::Method, 14),
+                ("C", NodeType::Struct, 14),
+                ("C", NodeType::Impl, 14),
+                ("C.data", NodeType::Method, 14),
+                ("C", NodeType::Impl, 14),
+                ("C.fresh", NodeType::Method, 14),
+                ("unread", NodeType::Macro, 15),
+            ],
+            "{:?}",
+            parsed.units
+        );
+        // Each written unit lies inside its invocation, nested as written.
+        let b = text.find("keys! { struct B").unwrap();
+        let line_end = b + text[b..].find('\n').unwrap();
+        for u in parsed.units.iter().filter(|u| u.start_line == 14) {
+            assert!(b <= u.start_byte && u.end_byte <= line_end, "{u:?}");
+        }
     }
 
     #[test]
