@@ -89,9 +89,16 @@ pub(super) fn maker_of<'m, 't>(
     makers.iter().find(|m| m.name == name)
 }
 
+/// The text an invocation writes, and where in it an identifier of the
+/// invocation was put: (byte of the text, byte of the invocation's file).
+pub(super) type Expansion = (String, Vec<(usize, usize)>);
+
 /// The text `invocation` (a node of `text`) of `maker` expands to, nested
 /// invocations of `makers` expanded too; `None` when it cannot be decided
-/// (no rule matches, or a rule this matcher cannot read comes first).
+/// (no rule matches, or a rule this matcher cannot read comes first). At
+/// `depth` 0 `text` is the file's, and the identifiers the invocation
+/// passes are marked where they land (`$name` → `NodeId`); nested
+/// invocations read an expansion's text, so theirs are not.
 pub(super) fn expand(
     makers: &[Maker],
     maker: &Maker,
@@ -99,7 +106,7 @@ pub(super) fn expand(
     text: &str,
     def_text: &str,
     depth: usize,
-) -> Option<String> {
+) -> Option<Expansion> {
     let args = invocation
         .named_children(&mut invocation.walk())
         .find(|c| c.kind() == "token_tree")?;
@@ -126,24 +133,28 @@ pub(super) fn expand(
     }
     let (body, binds) = chosen?;
     let mut out = String::new();
-    transcribe(&inner_tokens(body), def_text, &binds, &mut out)?;
+    let mut marks = Vec::new();
+    transcribe(&inner_tokens(body), def_text, &binds, &mut out, &mut marks)?;
+    if depth > 0 {
+        marks.clear();
+    }
     if out.len() > MAX_EXPANSION_BYTES {
         return None;
     }
     if depth + 1 >= MAX_EXPANSION_DEPTH {
-        return Some(out);
+        return Some((out, marks));
     }
-    expand_nested(makers, out, def_text, depth + 1)
+    expand_nested(makers, (out, marks), def_text, depth + 1)
 }
 
 /// `text` with its item-position invocations of `makers` replaced by their
 /// expansions (those that cannot be decided are left as they are).
 fn expand_nested(
     makers: &[Maker],
-    text: String,
+    (text, marks): Expansion,
     def_text: &str,
     depth: usize,
-) -> Option<String> {
+) -> Option<Expansion> {
     let tree = super::extract::parse_rust(&text)?;
     let root = tree.root_node();
     let mut edits: Vec<(std::ops::Range<usize>, String)> = Vec::new();
@@ -160,22 +171,36 @@ fn expand_nested(
         let Some(maker) = maker_of(makers, invocation, &text) else {
             continue;
         };
-        if let Some(expanded) = expand(makers, maker, invocation, &text, def_text, depth) {
+        if let Some((expanded, _)) = expand(makers, maker, invocation, &text, def_text, depth) {
             edits.push((range, expanded));
         }
     }
     if edits.is_empty() {
-        return Some(text);
+        return Some((text, marks));
     }
     let mut out = String::with_capacity(text.len());
     let mut at = 0;
+    // Marks move with the text after each edit; those inside one go.
+    let mut shifted = Vec::with_capacity(marks.len());
+    let mut marks = marks.into_iter().peekable();
     for (range, expanded) in edits {
+        while let Some(&(m, file)) = marks.peek() {
+            if m >= range.start {
+                break;
+            }
+            shifted.push((m + out.len() - at, file));
+            marks.next();
+        }
+        while marks.peek().is_some_and(|&(m, _)| m < range.end) {
+            marks.next();
+        }
         out.push_str(&text[at..range.start]);
         out.push_str(&expanded);
         at = range.end;
     }
+    shifted.extend(marks.map(|(m, file)| (m + out.len() - at, file)));
     out.push_str(&text[at..]);
-    (out.len() <= MAX_EXPANSION_BYTES).then_some(out)
+    (out.len() <= MAX_EXPANSION_BYTES).then_some((out, shifted))
 }
 
 /// The children of a token tree (or pattern) between its delimiters,
@@ -198,7 +223,8 @@ fn inner_tokens(tree: Node) -> Vec<Node> {
 /// repetition of the `$( … )*` around it.
 #[derive(Clone, Debug)]
 enum Frag {
-    One(String),
+    /// The tokens' text, and the byte of the one identifier it is, if so.
+    One(String, Option<usize>),
     Many(Vec<Frag>),
 }
 
@@ -355,7 +381,8 @@ fn match_binding(
             push_token(&mut s, &text[t.byte_range()]);
             s
         });
-    binds.insert(name, Frag::One(text_of));
+    let ident = (taken == 1 && tokens[start].kind() == "identifier").then(|| tokens[start].start_byte());
+    binds.insert(name, Frag::One(text_of, ident));
     *pos = start + taken;
     Matched::Yes
 }
@@ -538,6 +565,7 @@ fn transcribe(
     text: &str,
     binds: &HashMap<String, Frag>,
     out: &mut String,
+    marks: &mut Vec<(usize, usize)>,
 ) -> Option<()> {
     for t in body {
         match t.kind() {
@@ -546,16 +574,19 @@ fn transcribe(
                 let all: Vec<Node> = t.children(&mut cursor).collect();
                 let (open, close) = (all.first()?, all.last()?);
                 push_token(out, &text[open.byte_range()]);
-                transcribe(&inner_tokens(*t), text, binds, out)?;
+                transcribe(&inner_tokens(*t), text, binds, out, marks)?;
                 push_token(out, &text[close.byte_range()]);
             }
             "metavariable" => {
                 let name = text[t.byte_range()].trim_start_matches('$');
                 match (name, binds.get(name)) {
                     ("crate", _) => push_token(out, "crate"),
-                    (_, Some(Frag::One(s))) => {
+                    (_, Some(Frag::One(s, at))) => {
                         if !s.is_empty() {
                             push_token(out, s);
+                        }
+                        if let Some(at) = at {
+                            marks.push((out.len() - s.len(), *at));
                         }
                     }
                     _ => return None,
@@ -586,7 +617,7 @@ fn transcribe(
                     for (n, each) in &repeated {
                         round.insert((*n).to_string(), each[k].clone());
                     }
-                    transcribe(&inner, text, &round, out)?;
+                    transcribe(&inner, text, &round, out, marks)?;
                 }
             }
             _ => push_token(out, &text[t.byte_range()]),

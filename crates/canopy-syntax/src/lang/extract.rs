@@ -692,12 +692,13 @@ fn macro_rules_functions(
 }
 
 /// Items a file's own `macro_rules!` write where invoked as an item, in
-/// the file or a `mod` body (see [`super::expand`]), for every macro that
-/// [`function_maker`] does not read: each expansion is parsed on its own
-/// and its units are placed inside the invocation's span, in their order
-/// and nesting (their lines are the invocation's, where rust-analyzer puts
-/// them too); `extraction`'s facts of the expansion join `extracted`'s
-/// the same way. Returns the invocations expanded.
+/// the file, a `mod` body or an `impl` body (methods there; see
+/// [`super::expand`]), for every macro that [`function_maker`] does not
+/// read: each expansion is parsed on its own and its units are placed
+/// inside the invocation's span, in their order and nesting, a unit named
+/// by an identifier of the invocation at that identifier (where
+/// rust-analyzer puts it too); `extraction`'s facts of the expansion join
+/// `extracted`'s the same way. Returns the invocations expanded.
 fn macro_rules_items<E: TreeExtraction>(
     spec: &LanguageSpec,
     root: Node,
@@ -706,22 +707,7 @@ fn macro_rules_items<E: TreeExtraction>(
     extraction: &E,
     mut extracted: Option<&mut E::Output>,
 ) -> Vec<std::ops::Range<usize>> {
-    let mut definitions = Vec::new();
-    let mut invocations = Vec::new();
-    for_each_item(root, |child| {
-        match child.kind() {
-            "mod_item" => return child.child_by_field_name("body"),
-            "macro_definition" => definitions.push(child),
-            "macro_invocation" => invocations.push(child),
-            "expression_statement" => invocations.extend(
-                child
-                    .named_child(0)
-                    .filter(|c| c.kind() == "macro_invocation"),
-            ),
-            _ => {}
-        }
-        None
-    });
+    let (definitions, invocations) = macro_items(root);
     let mut makers = super::expand::makers(&definitions, text);
     // The one-rule function writers keep their reading (`macro_rules_functions`).
     makers.retain(|m| {
@@ -734,7 +720,7 @@ fn macro_rules_items<E: TreeExtraction>(
     if makers.is_empty() {
         return expanded;
     }
-    for invocation in invocations {
+    for (invocation, in_impl) in invocations {
         let Some(maker) = super::expand::maker_of(&makers, invocation, text) else {
             continue;
         };
@@ -742,31 +728,19 @@ fn macro_rules_items<E: TreeExtraction>(
         else {
             continue;
         };
-        let Some(tree) = parse_rust(&expansion) else {
+        let Some(w) = Written::parse(spec, expansion, in_impl) else {
             continue;
         };
-        let exp_root = tree.root_node();
-        if exp_root.has_error() {
-            continue;
-        }
-        let exp_lines = Lines::new(&expansion);
-        let mut written = Vec::new();
-        run_query(
-            spec,
-            "::",
-            exp_root,
-            &expansion,
-            &exp_lines,
-            &mut written,
-            &mut Vec::new(),
-        );
-        if written.is_empty() {
-            continue;
-        }
-        let Some(place) = Placement::new(&written, text, invocation.byte_range()) else {
+        let Some(place) = Placement::new(&w.defs, &w.marks, text, invocation.byte_range()) else {
             continue;
         };
-        for d in written {
+        if let Some(all) = extracted.as_deref_mut()
+            && let Some(more) =
+                extraction.extract(Language::Rust, w.tree.root_node(), &w.text, &w.lines.starts)
+        {
+            extraction.merge_expansion(all, more, &|b| place.at(b));
+        }
+        for d in w.defs {
             defs.push(RawDef {
                 name_start: d.name_start.map(|b| place.at(b)),
                 start: place.at(d.start),
@@ -776,23 +750,97 @@ fn macro_rules_items<E: TreeExtraction>(
                 ..d
             });
         }
-        if let Some(all) = extracted.as_deref_mut()
-            && let Some(more) =
-                extraction.extract(Language::Rust, exp_root, &expansion, &exp_lines.starts)
-        {
-            extraction.merge_expansion(all, more, &|b| place.at(b));
-        }
         expanded.push(invocation.byte_range());
     }
     expanded
 }
 
-/// Where the bytes of an expansion stand in the file: the definitions'
-/// starts, ends and names (the anchors), in order, on distinct bytes of
-/// the invocation's span, spread over it; any other byte at the place of
-/// the last anchor at or before it. So each unit of the expansion gets a
-/// span of its own, nested as in the expansion, and a fact inside a unit
-/// stays inside it.
+/// The `macro_rules!` definitions of a Rust file (at its top level and in
+/// `mod` bodies) and the macro invocations that stand where items go, each
+/// with whether it is in an `impl` body.
+fn macro_items(root: Node) -> (Vec<Node>, Vec<(Node, bool)>) {
+    let mut definitions = Vec::new();
+    let mut invocations = Vec::new();
+    for_each_item(root, |child| {
+        let in_impl = child
+            .parent()
+            .is_some_and(|p| p.kind() == "declaration_list")
+            && child
+                .parent()
+                .and_then(|p| p.parent())
+                .is_some_and(|p| p.kind() == "impl_item");
+        match child.kind() {
+            "mod_item" | "impl_item" => return child.child_by_field_name("body"),
+            "macro_definition" if !in_impl => definitions.push(child),
+            "macro_invocation" => invocations.push((child, in_impl)),
+            "expression_statement" => invocations.extend(
+                child
+                    .named_child(0)
+                    .filter(|c| c.kind() == "macro_invocation")
+                    .map(|c| (c, in_impl)),
+            ),
+            _ => {}
+        }
+        None
+    });
+    (definitions, invocations)
+}
+
+/// An expansion parsed: its text, tree, lines, the definitions it writes
+/// and where the invocation's identifiers landed in it.
+struct Written {
+    text: String,
+    tree: tree_sitter::Tree,
+    lines: Lines,
+    defs: Vec<RawDef>,
+    marks: Vec<(usize, usize)>,
+}
+
+/// What an `impl` body's expansion is parsed inside: its items are
+/// methods and associated items, which stand alone as no Rust file.
+const IMPL_WRAPPER: &str = "impl Expansion {\n";
+
+impl Written {
+    /// `None` when the expansion is no Rust items without error, or writes
+    /// no definition.
+    fn parse(spec: &LanguageSpec, (text, marks): super::expand::Expansion, in_impl: bool) -> Option<Written> {
+        let (text, marks) = if in_impl {
+            let shift = IMPL_WRAPPER.len();
+            (
+                format!("{IMPL_WRAPPER}{text}\n}}"),
+                marks.into_iter().map(|(m, f)| (m + shift, f)).collect(),
+            )
+        } else {
+            (text, marks)
+        };
+        let tree = parse_rust(&text)?;
+        if tree.root_node().has_error() {
+            return None;
+        }
+        let lines = Lines::new(&text);
+        let mut defs = Vec::new();
+        run_query(spec, "::", tree.root_node(), &text, &lines, &mut defs, &mut Vec::new());
+        if in_impl {
+            // The wrapper is no unit; the file's own `impl` holds the methods.
+            defs.retain(|d| !(d.start == 0 && d.node_type == NodeType::Impl));
+        }
+        (!defs.is_empty()).then_some(Written {
+            text,
+            tree,
+            lines,
+            defs,
+            marks,
+        })
+    }
+}
+
+/// Where the bytes of an expansion stand in the file. The definitions'
+/// starts, ends and names (the anchors) go, in order, on distinct bytes of
+/// the invocation's span: a name the invocation passed (`marks`) at that
+/// identifier when the order allows, the others spread between; any other
+/// byte at the place of the last anchor at or before it. So each unit of
+/// the expansion gets a span of its own, nested as in the expansion, and a
+/// fact inside a unit stays inside it.
 struct Placement {
     anchors: Vec<usize>,
     places: Vec<usize>,
@@ -800,7 +848,12 @@ struct Placement {
 
 impl Placement {
     /// `None` when the span has fewer bytes than the expansion has anchors.
-    fn new(written: &[RawDef], text: &str, span: std::ops::Range<usize>) -> Option<Placement> {
+    fn new(
+        written: &[RawDef],
+        marks: &[(usize, usize)],
+        text: &str,
+        span: std::ops::Range<usize>,
+    ) -> Option<Placement> {
         let mut anchors: Vec<usize> = written
             .iter()
             .flat_map(|d| [Some(d.start), Some(d.end), d.name_start])
@@ -809,12 +862,46 @@ impl Placement {
         anchors.sort_unstable();
         anchors.dedup();
         let bytes: Vec<usize> = span.filter(|&b| text.is_char_boundary(b)).collect();
-        if anchors.is_empty() || anchors.len() > bytes.len() {
+        let (k, n) = (anchors.len(), bytes.len());
+        if k == 0 || k > n {
             return None;
         }
-        let places = (0..anchors.len())
-            .map(|i| bytes[i * bytes.len() / anchors.len()])
-            .collect();
+        // Fixed points (anchor index, byte index), greedily in order, each
+        // leaving room for the anchors between and after it.
+        let names: Vec<usize> = written.iter().filter_map(|d| d.name_start).collect();
+        let mut fixed: Vec<(usize, usize)> = Vec::new();
+        for (a, &anchor) in anchors.iter().enumerate() {
+            let Some(&(_, file)) = marks.iter().find(|(m, _)| *m == anchor) else {
+                continue;
+            };
+            let Ok(b) = bytes.binary_search(&file) else {
+                continue;
+            };
+            if !names.contains(&anchor) {
+                continue;
+            }
+            let (la, lb) = fixed.last().map_or((-1, -1), |&(a, b)| (a as i64, b as i64));
+            let room_before = (a as i64 - la - 1) <= (b as i64 - lb - 1);
+            let room_after = k - a - 1 <= n - b - 1;
+            if b as i64 > lb && room_before && room_after {
+                fixed.push((a, b));
+            }
+        }
+        let mut places = vec![0; k];
+        let mut prev: (i64, i64) = (-1, -1);
+        for &(fa, fb) in fixed.iter().chain([(k, n)].iter()) {
+            let (pa, pb) = prev;
+            let count = fa as i64 - pa - 1;
+            let room = fb as i64 - pb - 1;
+            for t in 0..count {
+                let byte = pb + 1 + t * room / count;
+                places[(pa + 1 + t) as usize] = bytes[byte as usize];
+            }
+            if fa < k {
+                places[fa] = bytes[fb];
+            }
+            prev = (fa as i64, fb as i64);
+        }
         Some(Placement { anchors, places })
     }
 
@@ -1788,6 +1875,27 @@ mod tests {
         for u in parsed.units.iter().filter(|u| u.start_line == 14) {
             assert!(b <= u.start_byte && u.end_byte <= line_end, "{u:?}");
         }
+    }
+
+    #[test]
+    fn macro_rules_write_methods_in_impl_bodies_at_their_names() {
+        let text = "macro_rules! getters {\n    ($($name:ident => $t:ty,)*) => ($(\n        /// Reads it.\n        pub fn $name(&self) -> $t { Default::default() }\n    )*)\n}\n\
+                    pub struct P;\nimpl P {\n    fn own(&self) {}\n    getters! {\n        width => u32,\n        height => Option<u8>,\n    }\n}\n";
+        let parsed = parse_file("src/lib.rs", text.as_bytes());
+        let line_of = |b: usize| text[..b].matches('\n').count() + 1;
+        let methods: Vec<(&str, usize)> = parsed
+            .units
+            .iter()
+            .filter(|u| u.node_type == NodeType::Method)
+            .filter_map(|u| Some((u.qualified_name.as_deref()?, line_of(u.preview_start))))
+            .collect();
+        // Methods of the `impl`, each on the line that names it.
+        assert_eq!(
+            methods,
+            vec![("P.own", 9), ("P.width", 11), ("P.height", 12)],
+            "{:?}",
+            parsed.units
+        );
     }
 
     #[test]
