@@ -51,7 +51,12 @@ pub(super) fn makers<'t>(definitions: &[Node<'t>], text: &'t str) -> Vec<Maker<'
         let rules: Option<Vec<(Node, Node)>> = d
             .named_children(&mut cursor)
             .filter(|c| c.kind() == "macro_rule")
-            .map(|r| Some((r.child_by_field_name("left")?, r.child_by_field_name("right")?)))
+            .map(|r| {
+                Some((
+                    r.child_by_field_name("left")?,
+                    r.child_by_field_name("right")?,
+                ))
+            })
             .collect();
         let Some(rules) = rules else { continue };
         if out.iter().any(|m| m.name == name) {
@@ -306,7 +311,10 @@ fn match_seq(
 fn is_plain(n: Node) -> bool {
     !matches!(
         n.kind(),
-        "token_binding_pattern" | "token_repetition_pattern" | "token_tree_pattern" | "metavariable"
+        "token_binding_pattern"
+            | "token_repetition_pattern"
+            | "token_tree_pattern"
+            | "metavariable"
     )
 }
 
@@ -356,7 +364,11 @@ fn match_binding(
         },
         "vis" => match tok(start) {
             Some("pub") => match tokens.get(start + 1) {
-                Some(t) if t.kind() == "token_tree" && t.child(0).is_some_and(|c| c.kind() == "(") => 2,
+                Some(t)
+                    if t.kind() == "token_tree" && t.child(0).is_some_and(|c| c.kind() == "(") =>
+                {
+                    2
+                }
                 _ => 1,
             },
             _ => 0,
@@ -381,7 +393,8 @@ fn match_binding(
             push_token(&mut s, &text[t.byte_range()]);
             s
         });
-    let ident = (taken == 1 && tokens[start].kind() == "identifier").then(|| tokens[start].start_byte());
+    let ident =
+        (taken == 1 && tokens[start].kind() == "identifier").then(|| tokens[start].start_byte());
     binds.insert(name, Frag::One(text_of, ident));
     *pos = start + taken;
     Matched::Yes

@@ -439,17 +439,14 @@ pub fn parse_file_with<E: TreeExtraction>(
             extracted = extraction.extract(language, root, &text, &lines.starts);
             if language == Language::Rust {
                 macro_rules_functions(spec, root, &text, &lines, &mut defs);
-                let expanded = macro_rules_items(
-                    spec,
-                    root,
-                    &text,
-                    &mut defs,
-                    extraction,
-                    extracted.as_mut(),
-                );
+                let expanded =
+                    macro_rules_items(spec, root, &text, &mut defs, extraction, extracted.as_mut());
                 for body in item_macro_bodies(spec, root, &text, 0) {
                     let inside = |b: usize| body.range.start_byte <= b && b < body.range.end_byte;
-                    if expanded.iter().any(|r| inside(r.start) || r.contains(&body.range.start_byte)) {
+                    if expanded
+                        .iter()
+                        .any(|r| inside(r.start) || r.contains(&body.range.start_byte))
+                    {
                         // The macro's own expansion says what its body writes.
                         continue;
                     }
@@ -803,7 +800,11 @@ const IMPL_WRAPPER: &str = "impl Expansion {\n";
 impl Written {
     /// `None` when the expansion is no Rust items without error, or writes
     /// no definition.
-    fn parse(spec: &LanguageSpec, (text, marks): super::expand::Expansion, in_impl: bool) -> Option<Written> {
+    fn parse(
+        spec: &LanguageSpec,
+        (text, marks): super::expand::Expansion,
+        in_impl: bool,
+    ) -> Option<Written> {
         let (text, marks) = if in_impl {
             let shift = IMPL_WRAPPER.len();
             (
@@ -819,7 +820,15 @@ impl Written {
         }
         let lines = Lines::new(&text);
         let mut defs = Vec::new();
-        run_query(spec, "::", tree.root_node(), &text, &lines, &mut defs, &mut Vec::new());
+        run_query(
+            spec,
+            "::",
+            tree.root_node(),
+            &text,
+            &lines,
+            &mut defs,
+            &mut Vec::new(),
+        );
         if in_impl {
             // The wrapper is no unit; the file's own `impl` holds the methods.
             defs.retain(|d| !(d.start == 0 && d.node_type == NodeType::Impl));
@@ -880,7 +889,9 @@ impl Placement {
             if !names.contains(&anchor) {
                 continue;
             }
-            let (la, lb) = fixed.last().map_or((-1, -1), |&(a, b)| (a as i64, b as i64));
+            let (la, lb) = fixed
+                .last()
+                .map_or((-1, -1), |&(a, b)| (a as i64, b as i64));
             let room_before = (a as i64 - la - 1) <= (b as i64 - lb - 1);
             let room_after = k - a - 1 <= n - b - 1;
             if b as i64 > lb && room_before && room_after {
