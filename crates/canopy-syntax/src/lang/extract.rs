@@ -893,7 +893,7 @@ impl Placement {
                 .last()
                 .map_or((-1, -1), |&(a, b)| (a as i64, b as i64));
             let room_before = (a as i64 - la - 1) <= (b as i64 - lb - 1);
-            let room_after = k - a - 1 <= n - b - 1;
+            let room_after = k - a <= n - b;
             if b as i64 > lb && room_before && room_after {
                 fixed.push((a, b));
             }
