@@ -341,8 +341,9 @@ fn match_binding(
     let start = *pos;
     let tok = |k: usize| tokens.get(k).map(|t| &text[t.byte_range()]);
     let taken = match &ptext[frag.byte_range()] {
+        // `u8` is an identifier to the macro matcher too.
         "ident" => match tokens.get(start) {
-            Some(t) if t.kind() == "identifier" => 1,
+            Some(t) if matches!(t.kind(), "identifier" | "primitive_type") => 1,
             _ => return Matched::No,
         },
         "lifetime" => match (tok(start), tokens.get(start + 1)) {
