@@ -887,6 +887,10 @@ impl LanguageRules for Rust {
     /// `x.unwrap()`, `x.as_ref()`, `x.clone()`: the value itself;
     /// `T::default()` of a derived `Default`: a `T`; `E::Variant(x)` of a
     /// tuple variant (a field `Variant#0` of the enum): an `E`.
+    fn passes_payload(&self, name: &str) -> bool {
+        PASSTHROUGH.contains(&name)
+    }
+
     fn unknown_method(&self, w: &World, name: &str, vals: &[Val]) -> Option<Vec<Val>> {
         if PASSTHROUGH.contains(&name) {
             return Some(vals.to_vec());
