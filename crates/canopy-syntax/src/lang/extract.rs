@@ -705,14 +705,16 @@ fn macro_rules_items<E: TreeExtraction>(
     mut extracted: Option<&mut E::Output>,
 ) -> Vec<std::ops::Range<usize>> {
     let (definitions, invocations) = macro_items(root);
-    let mut makers = super::expand::makers(&definitions, text);
-    // The one-rule function writers keep their reading (`macro_rules_functions`).
-    makers.retain(|m| {
-        !definitions
-            .iter()
-            .filter_map(|d| function_maker(*d, text))
-            .any(|(name, _)| name == m.name())
-    });
+    let makers = super::expand::makers(&definitions, text);
+    // The one-rule function writers keep their reading where
+    // `macro_rules_functions` reads them (items of the file and of `mod`
+    // bodies); in an `impl` body (yaml-rust2's `impl Yaml {
+    // define_as!(as_bool, bool, Boolean); }`) they write methods here.
+    let function_makers: Vec<&str> = definitions
+        .iter()
+        .filter_map(|d| function_maker(*d, text))
+        .map(|(name, _)| name)
+        .collect();
     let mut expanded = Vec::new();
     if makers.is_empty() {
         return expanded;
@@ -721,6 +723,9 @@ fn macro_rules_items<E: TreeExtraction>(
         let Some(maker) = super::expand::maker_of(&makers, invocation, text) else {
             continue;
         };
+        if !in_impl && function_makers.contains(&maker.name()) {
+            continue;
+        }
         let Some(expansion) = super::expand::expand(&makers, maker, invocation, text, text, 0)
         else {
             continue;
