@@ -468,15 +468,7 @@ impl World {
         value: bool,
     ) -> Option<Vec<Val>> {
         if let Some((name, item)) = seg.split_once("()#") {
-            // `sheet.rows()#elem`: an item of what the method returns.
-            let funcs: Vec<Val> = vals
-                .iter()
-                .flat_map(|v| self.member(v, name, depth + 1))
-                .collect();
-            let mut items = self.returned_items(&funcs, &format!("#{item}"), depth);
-            if items.is_empty() {
-                items = self.payload_items(cx, before, name, item, depth, value);
-            }
+            let items = self.method_items(cx, &vals, before, (name, item), depth, value);
             return (!items.is_empty()).then_some(items);
         }
         let (name, called) = match seg.strip_suffix("()") {
@@ -578,6 +570,29 @@ impl World {
         } else {
             self.read_getters(next, depth)
         })
+    }
+
+    /// `sheet.rows()#elem`: item `item` of what method `name` of `vals`
+    /// (the values of path `before`) returns, else of what `before` gives
+    /// when the method hands its payload on ([`World::payload_items`]).
+    fn method_items(
+        &self,
+        cx: &Ctx,
+        vals: &[Val],
+        before: &str,
+        (name, item): (&str, &str),
+        depth: u32,
+        value: bool,
+    ) -> Vec<Val> {
+        let funcs: Vec<Val> = vals
+            .iter()
+            .flat_map(|v| self.member(v, name, depth + 1))
+            .collect();
+        let items = self.returned_items(&funcs, &format!("#{item}"), depth);
+        if !items.is_empty() {
+            return items;
+        }
+        self.payload_items(cx, before, name, item, depth, value)
     }
 
     /// `load(s).unwrap()#elem`: an item of what a call gives, through a
