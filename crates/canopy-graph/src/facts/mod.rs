@@ -59,6 +59,14 @@ impl TreeExtraction for FactExtraction<'_> {
     fn merge_body(&self, file: &mut FileFacts, body: FileFacts, parts: &[(usize, usize)]) {
         file.merge_body(body, parts);
     }
+    fn merge_expansion(
+        &self,
+        file: &mut FileFacts,
+        expansion: FileFacts,
+        place: &dyn Fn(usize) -> usize,
+    ) {
+        file.merge_expansion(expansion, place);
+    }
 }
 
 /// Parses one file with its facts ([`FactExtraction`]), as a file of a

@@ -495,6 +495,38 @@ impl FileFacts {
         self.disabled.sort_unstable();
     }
 
+    /// Adds what a `macro_rules!` expansion declares (its bindings, its
+    /// definitions' facts and compiled-out ranges), each byte at the file
+    /// byte `place` gives. Its uses (sites, imports) are left out: they
+    /// would all sit on the invocation's lines, where neither a reader nor
+    /// rust-analyzer puts the macro body's own tokens, and the body's calls
+    /// are found by name in the macro's definition already.
+    pub(crate) fn merge_expansion(&mut self, expansion: FileFacts, place: &dyn Fn(usize) -> usize) {
+        let at = |b: u32| place(b as usize) as u32;
+        // Each list keeps its order (as `merge_body`'s): the expansion's
+        // facts go where the invocation is.
+        let start = at(0);
+        let bindings = expansion.bindings.into_iter().map(|b| Binding {
+            byte: at(b.byte),
+            ..b
+        });
+        let k = self.bindings.partition_point(|b| b.byte < start);
+        self.bindings.splice(k..k, bindings);
+        let defs = expansion.defs.into_iter().map(|d| DefFact {
+            byte: at(d.byte),
+            ..d
+        });
+        let k = self.defs.partition_point(|d| d.byte < start);
+        self.defs.splice(k..k, defs);
+        self.disabled.extend(
+            expansion
+                .disabled
+                .into_iter()
+                .map(|(start, end)| (at(start), at(end))),
+        );
+        self.disabled.sort_unstable();
+    }
+
     /// The compact encoded form: string tables, then each list as varints
     /// (site positions delta-coded in source order).
     pub fn encode(&self) -> EncodedFacts {

@@ -480,12 +480,7 @@ impl World {
         value: bool,
     ) -> Option<Vec<Val>> {
         if let Some((name, item)) = seg.split_once("()#") {
-            // `sheet.rows()#elem`: an item of what the method returns.
-            let funcs: Vec<Val> = vals
-                .iter()
-                .flat_map(|v| self.member(v, name, depth + 1))
-                .collect();
-            let items = self.returned_items(&funcs, &format!("#{item}"), depth);
+            let items = self.method_items(cx, &vals, before, (name, item), depth, value);
             return (!items.is_empty()).then_some(items);
         }
         let (name, called) = match seg.strip_suffix("()") {
@@ -582,6 +577,49 @@ impl World {
         } else {
             self.read_getters(next, depth)
         })
+    }
+
+    /// `sheet.rows()#elem`: item `item` of what method `name` of `vals`
+    /// (the values of path `before`) returns, else of what `before` gives
+    /// when the method hands its payload on ([`World::payload_items`]).
+    fn method_items(
+        &self,
+        cx: &Ctx,
+        vals: &[Val],
+        before: &str,
+        (name, item): (&str, &str),
+        depth: u32,
+        value: bool,
+    ) -> Vec<Val> {
+        let funcs: Vec<Val> = vals
+            .iter()
+            .flat_map(|v| self.member(v, name, depth + 1))
+            .collect();
+        let items = self.returned_items(&funcs, &format!("#{item}"), depth);
+        if !items.is_empty() {
+            return items;
+        }
+        self.payload_items(cx, before, name, item, depth, value)
+    }
+
+    /// `load(s).unwrap()#elem`: an item of what a call gives, through a
+    /// method that hands its payload on (Rust's `unwrap`, `expect`, `ok`
+    /// on the `Result<Vec<T>, E>` a function returns, see
+    /// [`crate::resolve::lang::LanguageRules::passes_payload`]) and that
+    /// the value does not define: the call's own item (`load()#elem`).
+    fn payload_items(
+        &self,
+        cx: &Ctx,
+        before: &str,
+        name: &str,
+        item: &str,
+        depth: u32,
+        value: bool,
+    ) -> Vec<Val> {
+        if !before.ends_with(')') || !self.rules_of(cx.file).passes_payload(name) {
+            return Vec::new();
+        }
+        self.eval_path(cx, &format!("{before}#{item}"), depth + 1, value)
     }
 
     /// A member read without a call (`pos.parent`): an accessor among the
@@ -1165,6 +1203,10 @@ impl World {
             if !items.is_empty() {
                 return items;
             }
+            let outputs = self.index_outputs(t, depth);
+            if !outputs.is_empty() {
+                return outputs;
+            }
         }
         // `items#k` of a field whose own type names no collection
         // (`items: Pairs`, `type Pairs = IndexMap<Key, Item>`): the item
@@ -1193,14 +1235,37 @@ impl World {
     /// Whether unit `a` sits in an `impl Iterator for …` block (the trait's
     /// last path segment), not in an `IntoIterator` one or another trait's.
     fn in_iterator_impl(&self, a: SymId) -> bool {
+        self.in_impl_of(a, "Iterator")
+    }
+
+    /// Whether unit `a` sits in an `impl` block of the trait whose last
+    /// path segment is `name` (`Index` of `impl<'a> Index<&'a str> for T`).
+    fn in_impl_of(&self, a: SymId, name: &str) -> bool {
         let Some(i) = self.parent_of(a) else {
             return false;
         };
         self.syms[i].node_type == NodeType::Impl
             && self.impl_traits.get(&self.syms[i].name).is_some_and(|v| {
                 v.iter()
-                    .any(|(s, tr)| *s == i && tr.rsplit(['.', '\u{0}']).next() == Some("Iterator"))
+                    .any(|(s, tr)| *s == i && tr.rsplit(['.', '\u{0}']).next() == Some(name))
             })
+    }
+
+    /// An item `t[k]` of a type of the corpus that is no iterator
+    /// (yaml-rust2's `doc["b"]`, `impl Index<&str> for Yaml { type Output
+    /// = Yaml; }`): the `Output` of its `Index` impls, an alias whose
+    /// members are those of what it names. Every impl's (one per key type);
+    /// they usually agree.
+    fn index_outputs(&self, t: SymId, depth: u32) -> Vec<Val> {
+        let (outputs, _) = self.member_defs(&Val::Inst(t), "Output", depth + 1);
+        let mut out: Vec<Val> = outputs
+            .into_iter()
+            .filter(|&a| self.syms[a].node_type == NodeType::TypeAlias && self.has_bases(a))
+            .filter(|&a| self.in_impl_of(a, "Index"))
+            .map(Val::Inst)
+            .collect();
+        out.dedup();
+        out
     }
 
     /// `impl Foo` → the `Foo` type when it can be found, else the impl itself.

@@ -291,6 +291,15 @@ pub trait TreeExtraction {
     /// as the body (sorted; one, `start..end`, unless parts of the body
     /// were left out of its parse, whose tokens stay the file's).
     fn merge_body(&self, file: &mut Self::Output, body: Self::Output, parts: &[(usize, usize)]);
+    /// Adds what a `macro_rules!` expansion (its own text, extracted on
+    /// its own) declares to the file's; `place` gives the file byte each
+    /// byte of the expansion stands at (inside the invocation).
+    fn merge_expansion(
+        &self,
+        file: &mut Self::Output,
+        expansion: Self::Output,
+        place: &dyn Fn(usize) -> usize,
+    );
 }
 
 /// No second extraction: [`parse_file`].
@@ -302,6 +311,7 @@ impl TreeExtraction for UnitsOnly {
         None
     }
     fn merge_body(&self, _: &mut (), _: (), _: &[(usize, usize)]) {}
+    fn merge_expansion(&self, _: &mut (), _: (), _: &dyn Fn(usize) -> usize) {}
 }
 
 /// A definition found by the query, before units are assembled.
@@ -431,7 +441,17 @@ pub fn parse_file_with<E: TreeExtraction>(
             extracted = extraction.extract(language, root, &text, &lines.starts);
             if language == Language::Rust {
                 macro_rules_functions(spec, root, &text, &lines, &mut defs);
+                let expanded =
+                    macro_rules_items(spec, root, &text, &mut defs, extraction, extracted.as_mut());
                 for body in item_macro_bodies(spec, root, &text, 0) {
+                    let in_body = |b: usize| body.range.start_byte <= b && b < body.range.end_byte;
+                    if expanded
+                        .iter()
+                        .any(|r| in_body(r.start) || r.contains(&body.range.start_byte))
+                    {
+                        // The macro's own expansion says what its body writes.
+                        continue;
+                    }
                     let parts: Vec<(usize, usize)> = ranges_without(body.range, &body.holes)
                         .iter()
                         .map(|r| (r.start_byte, r.end_byte))
@@ -739,6 +759,256 @@ fn macro_rules_functions(
             });
         }
     }
+}
+
+/// Items a file's own `macro_rules!` write where invoked as an item, in
+/// the file, a `mod` body or an `impl` body (methods there; see
+/// [`super::expand`]), for every macro that [`function_maker`] does not
+/// read: each expansion is parsed on its own and its units are placed
+/// inside the invocation's span, in their order and nesting, a unit named
+/// by an identifier of the invocation at that identifier (where
+/// rust-analyzer puts it too); `extraction`'s facts of the expansion join
+/// `extracted`'s the same way. Returns the invocations expanded.
+fn macro_rules_items<E: TreeExtraction>(
+    spec: &LanguageSpec,
+    root: Node,
+    text: &str,
+    defs: &mut Vec<RawDef>,
+    extraction: &E,
+    mut extracted: Option<&mut E::Output>,
+) -> Vec<std::ops::Range<usize>> {
+    let (definitions, invocations) = macro_items(root);
+    let makers = super::expand::makers(&definitions, text);
+    // The one-rule function writers keep their reading where
+    // `macro_rules_functions` reads them (items of the file and of `mod`
+    // bodies); in an `impl` body (yaml-rust2's `impl Yaml {
+    // define_as!(as_bool, bool, Boolean); }`) they write methods here.
+    let function_makers: Vec<&str> = definitions
+        .iter()
+        .filter_map(|d| function_maker(*d, text))
+        .map(|(name, _)| name)
+        .collect();
+    let mut expanded = Vec::new();
+    if makers.is_empty() {
+        return expanded;
+    }
+    for (invocation, in_impl) in invocations {
+        let Some(maker) = super::expand::maker_of(&makers, invocation, text) else {
+            continue;
+        };
+        if !in_impl && function_makers.contains(&maker.name()) {
+            continue;
+        }
+        let Some(expansion) = super::expand::expand(&makers, maker, invocation, text, text, 0)
+        else {
+            continue;
+        };
+        let Some(w) = Written::parse(spec, expansion, in_impl) else {
+            continue;
+        };
+        let Some(place) = Placement::new(&w.defs, &w.marks, text, invocation.byte_range()) else {
+            continue;
+        };
+        if let Some(all) = extracted.as_deref_mut()
+            && let Some(more) =
+                extraction.extract(Language::Rust, w.tree.root_node(), &w.text, &w.lines.starts)
+        {
+            extraction.merge_expansion(all, more, &|b| place.at(b));
+        }
+        for d in w.defs {
+            defs.push(RawDef {
+                name_start: d.name_start.map(|b| place.at(b)),
+                start: place.at(d.start),
+                end: place.at(d.end),
+                // After every query pattern: a span a pattern captured keeps its unit.
+                pattern: spec.query.pattern_count(),
+                ..d
+            });
+        }
+        expanded.push(invocation.byte_range());
+    }
+    expanded
+}
+
+/// The `macro_rules!` definitions of a Rust file (at its top level and in
+/// `mod` bodies) and the macro invocations that stand where items go, each
+/// with whether it is in an `impl` body.
+fn macro_items(root: Node) -> (Vec<Node>, Vec<(Node, bool)>) {
+    let mut definitions = Vec::new();
+    let mut invocations = Vec::new();
+    for_each_item(root, |child| {
+        let in_impl = child
+            .parent()
+            .is_some_and(|p| p.kind() == "declaration_list")
+            && child
+                .parent()
+                .and_then(|p| p.parent())
+                .is_some_and(|p| p.kind() == "impl_item");
+        match child.kind() {
+            "mod_item" | "impl_item" => return child.child_by_field_name("body"),
+            "macro_definition" if !in_impl => definitions.push(child),
+            "macro_invocation" => invocations.push((child, in_impl)),
+            "expression_statement" => invocations.extend(
+                child
+                    .named_child(0)
+                    .filter(|c| c.kind() == "macro_invocation")
+                    .map(|c| (c, in_impl)),
+            ),
+            _ => {}
+        }
+        None
+    });
+    (definitions, invocations)
+}
+
+/// An expansion parsed: its text, tree, lines, the definitions it writes
+/// and where the invocation's identifiers landed in it.
+struct Written {
+    text: String,
+    tree: tree_sitter::Tree,
+    lines: Lines,
+    defs: Vec<RawDef>,
+    marks: Vec<(usize, usize)>,
+}
+
+/// What an `impl` body's expansion is parsed inside: its items are
+/// methods and associated items, which stand alone as no Rust file.
+const IMPL_WRAPPER: &str = "impl Expansion {\n";
+
+impl Written {
+    /// `None` when the expansion is no Rust items without error, or writes
+    /// no definition.
+    fn parse(
+        spec: &LanguageSpec,
+        (text, marks): super::expand::Expansion,
+        in_impl: bool,
+    ) -> Option<Written> {
+        let (text, marks) = if in_impl {
+            let shift = IMPL_WRAPPER.len();
+            (
+                format!("{IMPL_WRAPPER}{text}\n}}"),
+                marks.into_iter().map(|(m, f)| (m + shift, f)).collect(),
+            )
+        } else {
+            (text, marks)
+        };
+        let tree = parse_rust(&text)?;
+        if tree.root_node().has_error() {
+            return None;
+        }
+        let lines = Lines::new(&text);
+        let mut defs = Vec::new();
+        run_query(
+            spec,
+            "::",
+            tree.root_node(),
+            &text,
+            &lines,
+            &mut defs,
+            &mut Vec::new(),
+        );
+        if in_impl {
+            // The wrapper is no unit; the file's own `impl` holds the methods.
+            defs.retain(|d| !(d.start == 0 && d.node_type == NodeType::Impl));
+        }
+        (!defs.is_empty()).then_some(Written {
+            text,
+            tree,
+            lines,
+            defs,
+            marks,
+        })
+    }
+}
+
+/// Where the bytes of an expansion stand in the file. The definitions'
+/// starts, ends and names (the anchors) go, in order, on distinct bytes of
+/// the invocation's span: a name the invocation passed (`marks`) at that
+/// identifier when the order allows, the others spread between; any other
+/// byte at the place of the last anchor at or before it. So each unit of
+/// the expansion gets a span of its own, nested as in the expansion, and a
+/// fact inside a unit stays inside it.
+struct Placement {
+    anchors: Vec<usize>,
+    places: Vec<usize>,
+}
+
+impl Placement {
+    /// `None` when the span has fewer bytes than the expansion has anchors.
+    fn new(
+        written: &[RawDef],
+        marks: &[(usize, usize)],
+        text: &str,
+        span: std::ops::Range<usize>,
+    ) -> Option<Placement> {
+        let mut anchors: Vec<usize> = written
+            .iter()
+            .flat_map(|d| [Some(d.start), Some(d.end), d.name_start])
+            .flatten()
+            .collect();
+        anchors.sort_unstable();
+        anchors.dedup();
+        let bytes: Vec<usize> = span.filter(|&b| text.is_char_boundary(b)).collect();
+        let (k, n) = (anchors.len(), bytes.len());
+        if k == 0 || k > n {
+            return None;
+        }
+        // Fixed points (anchor index, byte index), greedily in order, each
+        // leaving room for the anchors between and after it.
+        let names: Vec<usize> = written.iter().filter_map(|d| d.name_start).collect();
+        let mut fixed: Vec<(usize, usize)> = Vec::new();
+        for (a, &anchor) in anchors.iter().enumerate() {
+            let Some(&(_, file)) = marks.iter().find(|(m, _)| *m == anchor) else {
+                continue;
+            };
+            let Ok(b) = bytes.binary_search(&file) else {
+                continue;
+            };
+            if !names.contains(&anchor) {
+                continue;
+            }
+            let (la, lb) = fixed
+                .last()
+                .map_or((-1, -1), |&(a, b)| (a as i64, b as i64));
+            let room_before = (a as i64 - la - 1) <= (b as i64 - lb - 1);
+            let room_after = k - a <= n - b;
+            if b as i64 > lb && room_before && room_after {
+                fixed.push((a, b));
+            }
+        }
+        let mut places = vec![0; k];
+        let mut prev: (i64, i64) = (-1, -1);
+        for &(fa, fb) in fixed.iter().chain([(k, n)].iter()) {
+            let (pa, pb) = prev;
+            let count = fa as i64 - pa - 1;
+            let room = fb as i64 - pb - 1;
+            for t in 0..count {
+                let byte = pb + 1 + t * room / count;
+                places[(pa + 1 + t) as usize] = bytes[byte as usize];
+            }
+            if fa < k {
+                places[fa] = bytes[fb];
+            }
+            prev = (fa as i64, fb as i64);
+        }
+        Some(Placement { anchors, places })
+    }
+
+    /// The file byte that expansion byte `b` stands at.
+    fn at(&self, b: usize) -> usize {
+        let k = self.anchors.partition_point(|&a| a <= b);
+        self.places[k.saturating_sub(1)]
+    }
+}
+
+/// `text` parsed as Rust on its own (a macro's expansion).
+pub(super) fn parse_rust(text: &str) -> Option<tree_sitter::Tree> {
+    let spec = Language::Rust.spec()?;
+    PARSER.with(|parser| {
+        let mut parser = parser.borrow_mut();
+        parser.set_language(&spec.grammar).ok()?;
+        parser.parse(text, None)
+    })
 }
 
 /// `macro_rules! name { (pattern) => { … fn $x … }; }` with one rule: the
@@ -1625,11 +1895,88 @@ mod tests {
             .filter(|u| u.node_type == NodeType::Function)
             .filter_map(|u| Some((u.name.as_deref()?, u.start_line)))
             .collect();
-        // At its invocation line; not from a macro whose name is fixed or of
-        // two rules, nor from an invocation inside a function body.
+        // At its invocation line, also from a macro whose function's name
+        // is fixed and from the rule of two that the invocation's shape
+        // matches; not from an invocation inside a function body.
         assert_eq!(
             functions,
-            vec![("visit_bool", 15), ("visit_int", 19), ("body", 21)],
+            vec![
+                ("visit_bool", 15),
+                ("fixed_fn", 16),
+                ("skipped", 17),
+                ("visit_int", 19),
+                ("body", 21)
+            ],
+            "{:?}",
+            parsed.units
+        );
+    }
+
+    #[test]
+    fn macro_rules_write_types_impls_and_methods_at_the_invocation() {
+        let text = "macro_rules! keys {\n    ( $(#[$m:meta])* $vis:vis struct $name:ident; $($rest:tt)* ) => {\n\
+                    $(#[$m])* $vis struct $name(u32);\n\
+                    impl $crate::Key for $name { fn data(&self) -> u32 { self.0 } }\n\
+                    impl $name { pub fn fresh() -> Self { $name(0) } }\n\
+                    $crate::keys!($($rest)*);\n    };\n    () => {};\n}\n\
+                    keys! {\n    /// One.\n    pub struct A;\n}\n\
+                    keys! { struct B; pub(crate) struct C; }\n\
+                    macro_rules! unread {\n    ($s:stmt) => {};\n    ($n:ident) => { struct $n; };\n}\n\
+                    unread!(D);\n";
+        let parsed = parse_file("src/lib.rs", text.as_bytes());
+        let units: Vec<(&str, NodeType, u32)> = parsed
+            .units
+            .iter()
+            .filter(|u| u.start_byte >= text.find("keys! {").unwrap())
+            .filter_map(|u| Some((u.qualified_name.as_deref()?, u.node_type, u.start_line)))
+            .collect();
+        assert_eq!(
+            units,
+            vec![
+                ("A", NodeType::Struct, 10),
+                ("A", NodeType::Impl, 11),
+                ("A.data", NodeType::Method, 11),
+                ("A", NodeType::Impl, 12),
+                ("A.fresh", NodeType::Method, 12),
+                ("B", NodeType::Struct, 14),
+                ("B", NodeType::Impl, 14),
+                ("B.data", NodeType::Method, 14),
+                ("B", NodeType::Impl, 14),
+                ("B.fresh", NodeType::Method, 14),
+                ("C", NodeType::Struct, 14),
+                ("C", NodeType::Impl, 14),
+                ("C.data", NodeType::Method, 14),
+                ("C", NodeType::Impl, 14),
+                ("C.fresh", NodeType::Method, 14),
+                ("unread", NodeType::Macro, 15),
+            ],
+            "{:?}",
+            parsed.units
+        );
+        // Each written unit lies inside its invocation, nested as written.
+        let b = text.find("keys! { struct B").unwrap();
+        let line_end = b + text[b..].find('\n').unwrap();
+        for u in parsed.units.iter().filter(|u| u.start_line == 14) {
+            assert!(b <= u.start_byte && u.end_byte <= line_end, "{u:?}");
+        }
+    }
+
+    #[test]
+    fn macro_rules_write_methods_in_impl_bodies_at_their_names() {
+        let text = "macro_rules! getters {\n    ($($name:ident => $t:ty,)*) => ($(\n        /// Reads it.\n        pub fn $name(&self) -> $t { Default::default() }\n    )*)\n}\n\
+                    pub struct P;\nimpl P {\n    fn own(&self) {}\n    getters! {\n        width => u32,\n        height => Option<u8>,\n    }\n}\n";
+        let parsed = parse_file("src/lib.rs", text.as_bytes());
+        let line_of = |b: usize| text[..b].matches('\n').count() + 1;
+        let methods: Vec<(&str, usize)> = parsed
+            .units
+            .iter()
+            .filter(|u| u.node_type == NodeType::Method)
+            .filter_map(|u| Some((u.qualified_name.as_deref()?, line_of(u.preview_start))))
+            .collect();
+        // Methods of the `impl`, each on the line that names it.
+        assert_eq!(
+            methods,
+            vec![("P.own", 9), ("P.width", 11), ("P.height", 12)],
             "{:?}",
             parsed.units
         );

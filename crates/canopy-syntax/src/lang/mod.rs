@@ -6,6 +6,7 @@
 //! names). Adding a language is a grammar dependency, a query file and one
 //! entry in [`Language::spec`].
 
+mod expand;
 pub mod extract;
 
 use std::sync::OnceLock;

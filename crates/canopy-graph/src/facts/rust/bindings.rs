@@ -366,6 +366,12 @@ fn sequence_items<'t>(item: Node<'t>) -> Vec<(&'static str, Node<'t>)> {
     out
 }
 
+/// Wrappers whose payload's items are named as theirs: a function's
+/// `-> Result<Vec<T>, E>` gives `T` items to `f()?`, `f().unwrap()`
+/// (`let docs = load(s)?; docs[0]`), as `Option<(A, B)>` gives its
+/// tuple's elements.
+const PAYLOAD_ITEMS: &[&str] = &["Option", "Result"];
+
 /// The item type nodes of a collection type: `[(suffix, item type)]`.
 fn item_nodes<'t>(cx: &Cx, t: Node<'t>) -> Vec<(&'static str, Node<'t>)> {
     if let Some(elems) = tuple_elements(cx, t) {
@@ -412,7 +418,9 @@ fn item_nodes<'t>(cx: &Cx, t: Node<'t>) -> Vec<(&'static str, Node<'t>)> {
                 two(KEY, VALUE)
             } else if ENTRIES.contains(&name.as_str()) {
                 two(KEY, ELEM)
-            } else if DEREF_WRAPPERS.contains(&name.as_str()) {
+            } else if DEREF_WRAPPERS.contains(&name.as_str())
+                || PAYLOAD_ITEMS.contains(&name.as_str())
+            {
                 args.first().map(|a| item_nodes(cx, *a)).unwrap_or_default()
             } else if name == "OnceLock" || name == "OnceCell" {
                 // `get()` gives the value, as an item's method does.

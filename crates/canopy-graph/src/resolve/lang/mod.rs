@@ -345,6 +345,13 @@ pub(crate) trait LanguageRules: Send + Sync {
         None
     }
 
+    /// Whether method `name`, where the value does not define it, hands on
+    /// the payload it is called on (Rust's `unwrap`, `expect`, `ok`): the
+    /// items of `f().unwrap()` are those of `f()`.
+    fn passes_payload(&self, _name: &str) -> bool {
+        false
+    }
+
     /// The result of calling method `name` that none of `vals` defines
     /// (Rust: `x.unwrap()` is `x`, `T::default()` a `T`); `None` when unknown.
     fn unknown_method(&self, _w: &World, _name: &str, _vals: &[Val]) -> Option<Vec<Val>> {

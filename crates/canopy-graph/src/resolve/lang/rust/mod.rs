@@ -810,6 +810,36 @@ impl LanguageRules for Rust {
         Rust::off_in_default_build(self, w, s)
     }
 
+    /// A method of an `impl` of a trait is no second method beside the
+    /// trait's own declaration of it: when every method of a name is the
+    /// one trait's or its impls' (slotmap's `Key::data` and the `data` of
+    /// each key type `new_key_type!` writes), the trait's stands for them,
+    /// as it does for a call on a value bounded by the trait.
+    fn drop_copies(&self, w: &World, found: Vec<SymId>) -> Vec<SymId> {
+        let in_trait = |m: SymId| {
+            w.parent_of(m)
+                .filter(|&p| w.syms[p].node_type == NodeType::Trait)
+                .map(|p| w.syms[p].name.as_str())
+        };
+        let decls: Vec<(SymId, &str)> = found
+            .iter()
+            .filter_map(|&m| Some((m, in_trait(m)?)))
+            .collect();
+        let &[(decl, tr)] = decls.as_slice() else {
+            return found;
+        };
+        let implements = |m: SymId| {
+            w.parent_of(m).is_some_and(|i| {
+                w.syms[i].node_type == NodeType::Impl && traits::impl_trait_is(w, i, tr)
+            })
+        };
+        if found.len() > 1 && found.iter().all(|&m| m == decl || implements(m)) {
+            vec![decl]
+        } else {
+            found
+        }
+    }
+
     /// Only a method of a package the caller's Cargo package reaches.
     fn may_guess(&self, w: &World, caller: FileIdx, target: FileIdx) -> bool {
         match (self.package(w, caller), self.package(w, target)) {
@@ -864,6 +894,10 @@ impl LanguageRules for Rust {
     /// `x.unwrap()`, `x.as_ref()`, `x.clone()`: the value itself;
     /// `T::default()` of a derived `Default`: a `T`; `E::Variant(x)` of a
     /// tuple variant (a field `Variant#0` of the enum): an `E`.
+    fn passes_payload(&self, name: &str) -> bool {
+        PASSTHROUGH.contains(&name)
+    }
+
     fn unknown_method(&self, w: &World, name: &str, vals: &[Val]) -> Option<Vec<Val>> {
         if PASSTHROUGH.contains(&name) {
             return Some(vals.to_vec());
