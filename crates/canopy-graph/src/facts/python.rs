@@ -10,7 +10,7 @@ use tree_sitter::Node;
 
 use super::model::{
     AT, Binding, DefFact, DefFactKind, EACH, ELEM, FIRST_KNOWN, KEY, PARAM_VALUE, RETURNED,
-    SUBSCRIPT_CALL, SiteKind, UNION, VALUE,
+    SUBSCRIPT_CALL, SiteKind, TUPLE, UNION, VALUE,
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree_pruned};
 
@@ -177,6 +177,12 @@ const ITERABLES: &[&str] = &[
     "Generator",
     "deque",
     "Deque",
+    // A mapping's views: `ValuesView[V]` iterates its values, `KeysView[K]`
+    // (an `AbstractSet`) its keys.
+    "ValuesView",
+    "KeysView",
+    "AsyncIterable",
+    "AsyncIterator",
 ];
 
 /// The item type of an iterable annotation (`list[T]`, `t.Sequence[T]`,
@@ -435,7 +441,11 @@ impl FirstReturns {
         {
             return;
         }
-        if let Some(v) = node.named_child(0).and_then(|v| expr(cx, v)) {
+        let value = node.named_child(0);
+        if let Some(t) = value.and_then(|v| tuple_literal(cx, v)) {
+            cx.facts.defs[slot].expr = t;
+            self.pending.remove(&owner.id());
+        } else if let Some(v) = value.and_then(|v| expr(cx, v)) {
             cx.facts.defs[slot].expr = format!("={v}");
             self.pending.remove(&owner.id());
         }
@@ -447,6 +457,24 @@ impl FirstReturns {
             cx.facts.defs.retain(|d| !d.expr.is_empty());
         }
     }
+}
+
+/// The [`TUPLE`] a returned tuple literal makes (`return Connection(r),
+/// b""`, `return (a, b)`): each element's value as [`expr`] reads it,
+/// empty where it reads none; `None` when it reads no element (or `v` is
+/// no tuple). The resolver reads each element where the function ends.
+fn tuple_literal(cx: &Cx, v: Node) -> Option<String> {
+    if !matches!(v.kind_name(), "expression_list" | "tuple") {
+        return None;
+    }
+    let mut c = v.walk();
+    let elems: Vec<String> = v
+        .named_children(&mut c)
+        .filter(|e| e.kind_name() != "comment")
+        .map(|e| expr(cx, e).unwrap_or_default())
+        .collect();
+    (elems.len() >= 2 && elems.iter().any(|e| !e.is_empty()))
+        .then(|| format!("{TUPLE}{})", elems.join(";")))
 }
 
 /// Generic return types of a generator or a context-manager factory whose
@@ -914,7 +942,9 @@ fn assignment(cx: &mut Cx, n: Node) {
     let (name, field) = match left.kind_name() {
         "identifier" => (cx.t(left).to_string(), false),
         "pattern_list" | "tuple_pattern" => {
-            unpacked_names(cx, n, left);
+            if !unpacked_call(cx, n, left, right) {
+                unpacked_names(cx, n, left);
+            }
             return;
         }
         "attribute" => {
@@ -1266,6 +1296,84 @@ fn literal_value(n: Node) -> Option<&'static str> {
     })
 }
 
+/// The [`TUPLE`] a return annotation `Tuple[A, B]` / `tuple[A, B]` (also
+/// `typing.Tuple`, and inside `Optional[…]` / `… | None`) states: each
+/// element's type, empty where [`type_expr`] reads none. `None` for any
+/// other annotation, and for `Tuple[A, ...]`, whose elements are alike and
+/// not told apart by position.
+fn tuple_types(cx: &Cx, n: Node) -> Option<String> {
+    match n.kind_name() {
+        "type" => tuple_types(cx, n.named_child(0)?),
+        "binary_operator" => {
+            let (left, right) = (n.field("left")?, n.field("right")?);
+            tuple_types(cx, if cx.t(left) == "None" { right } else { left })
+        }
+        "generic_type" | "subscript" => {
+            let head = cx.t(n.named_child(0)?);
+            let head = head.rsplit('.').next().unwrap_or_default();
+            let first = n.named_child(1)?;
+            // `tuple[A, B]` in a type is one `type_parameter` holding both;
+            // `typing.Tuple[A, B]` (a subscript) has them side by side.
+            let (args, skip) = if first.kind_name() == "type_parameter" {
+                (first, 0)
+            } else {
+                (n, 1)
+            };
+            if head == "Optional" {
+                return tuple_types(cx, args.named_child(skip)?);
+            }
+            if !matches!(head, "Tuple" | "tuple") {
+                return None;
+            }
+            let mut c = args.walk();
+            let elems: Vec<Node> = args.named_children(&mut c).skip(skip).collect();
+            if elems.len() < 2 || elems.iter().any(|e| cx.t(*e) == "...") {
+                return None;
+            }
+            let types: Vec<String> = elems
+                .iter()
+                .map(|e| type_expr(cx, *e).unwrap_or_default())
+                .collect();
+            Some(format!("{TUPLE}{})", types.join(";")))
+        }
+        _ => None,
+    }
+}
+
+/// `a, b = f(…)` (names only, as many as the call's tuple has): the `i`th
+/// name is element `i` of the tuple `f` returns (`f.#1`, see [`TUPLE`]),
+/// known when `f` is annotated `-> Tuple[A, B]` or returns a tuple
+/// literal. Whether it bound them; `false` for any other target or value.
+fn unpacked_call(cx: &mut Cx, n: Node, left: Node, right: Option<Node>) -> bool {
+    let Some(callee) = right
+        .filter(|r| r.kind_name() == "call")
+        .and_then(|r| r.field("function"))
+        .and_then(|f| expr(cx, f))
+        .filter(|f| !f.contains("()"))
+    else {
+        return false;
+    };
+    let mut c = left.walk();
+    let names: Vec<Node> = left.named_children(&mut c).collect();
+    if names.len() < 2 || names.iter().any(|x| x.kind_name() != "identifier") {
+        return false;
+    }
+    for (i, x) in names.into_iter().enumerate() {
+        let name = cx.t(x).to_string();
+        if declared_outer(cx, n, &name) {
+            continue;
+        }
+        cx.bind(
+            n.start_byte(),
+            &name,
+            Some(format!("{callee}.#{i}")),
+            false,
+            false,
+        );
+    }
+    true
+}
+
 /// `p: T` and `p: T = d`: `p` is a `T`.
 fn typed_parameter(cx: &mut Cx, n: Node) {
     let name = n
@@ -1293,9 +1401,14 @@ fn function_definition<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>, returns: &
         let field = cx.t(name).to_string();
         let getter = format!("{}.{field}()", SELF_NAMES[0]);
         cx.bind(class, &field, Some(getter), false, true);
+        if let Some(r) = n.field("return_type") {
+            // `-> ValuesView[Connection]`: the field's items, as an
+            // annotated field's (`for conn in pair.conns:`).
+            bind_items(cx, class, &field, r, true);
+        }
     }
     if let Some(r) = n.field("return_type") {
-        let t = type_expr(cx, r);
+        let t = tuple_types(cx, r).or_else(|| type_expr(cx, r));
         // `def __enter__(self: T) -> T` / `-> Self`: the instance itself
         // (as a value read in the method, `self` is its class's instance).
         let t = if returns_receiver(cx, n, up, t.as_deref()) {
