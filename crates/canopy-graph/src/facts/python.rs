@@ -270,13 +270,59 @@ fn mapping_types(cx: &Cx, n: Node) -> Option<(Option<String>, Option<String>)> {
 
 /// Binds `name#elem` (see [`ELEM`]) to the item type of annotation `t`, if
 /// it is an iterable of one, or `name#k` / `name#v` ([`KEY`], [`VALUE`]) to
-/// its key and value types, if it is a mapping.
+/// its key and value types, if it is a mapping; and `name#elem#k` /
+/// `name#elem#v` to the two parts of an item that is a pair
+/// ([`pair_items`]), what `for a, b in name:` binds.
 fn bind_items(cx: &mut Cx, at: usize, name: &str, t: Node, field: bool) {
     if let Some(item) = item_type(cx, t) {
         cx.bind(at, &format!("{name}{ELEM}"), Some(item), true, field);
     } else if let Some((key, value)) = mapping_types(cx, t) {
         cx.bind(at, &format!("{name}{KEY}"), key, true, field);
         cx.bind(at, &format!("{name}{VALUE}"), value, true, field);
+    }
+    if let Some((first, second)) = pair_items(cx, t) {
+        cx.bind(at, &format!("{name}{ELEM}{KEY}"), first, true, field);
+        cx.bind(at, &format!("{name}{ELEM}{VALUE}"), second, true, field);
+    }
+}
+
+/// The two types of an iterable whose items are pairs: `ItemsView[K, V]`
+/// (a mapping's `items()`), or an iterable of `Tuple[A, B]` / `tuple[A,
+/// B]` ([`ITERABLES`]); `Optional[…]` and `… | None` looked through.
+fn pair_items(cx: &Cx, n: Node) -> Option<(Option<String>, Option<String>)> {
+    match n.kind_name() {
+        "type" => pair_items(cx, n.named_child(0)?),
+        "binary_operator" => {
+            let (left, right) = (n.field("left")?, n.field("right")?);
+            pair_items(cx, if cx.t(left) == "None" { right } else { left })
+        }
+        "generic_type" | "subscript" => {
+            let head = cx.t(n.named_child(0)?);
+            let head = head.rsplit('.').next().unwrap_or_default();
+            let first = n.named_child(1)?;
+            let (args, skip) = if first.kind_name() == "type_parameter" {
+                (first, 0)
+            } else {
+                (n, 1)
+            };
+            let arg = args.named_child(skip)?;
+            if head == "Optional" {
+                return pair_items(cx, arg);
+            }
+            if head == "ItemsView" {
+                let value = args.named_child(skip + 1)?;
+                return Some((type_expr(cx, arg), type_expr(cx, value)));
+            }
+            if !ITERABLES.contains(&head) {
+                return None;
+            }
+            let pair = tuple_types(cx, arg)?;
+            let inner = pair.strip_prefix(TUPLE)?.strip_suffix(')')?;
+            let (a, b) = inner.split_once(';').filter(|(_, b)| !b.contains(';'))?;
+            let known = |t: &str| (!t.is_empty()).then(|| t.to_string());
+            Some((known(a), known(b)))
+        }
+        _ => None,
     }
 }
 
@@ -387,6 +433,29 @@ fn for_loop(cx: &mut Cx, n: Node) {
         // `for f in self._iter_fields(…)`, `for c in sorted(children)`.
         let name = cx.t(left).to_string();
         cx.bind(left.start_byte(), &name, Some(items), false, false);
+    } else if matches!(left.kind_name(), "pattern_list" | "tuple_pattern")
+        && !view
+        && let Some(items) = items_path(cx, right)
+    {
+        // `for role, conn in pair.items_view:`: the parts of an item that
+        // is a pair (`#elem#k`, `#elem#v`, see [`bind_items`]).
+        let mut c = left.walk();
+        let names: Vec<Node> = left.named_children(&mut c).collect();
+        if let [a, b] = names[..]
+            && a.kind_name() == "identifier"
+            && b.kind_name() == "identifier"
+        {
+            for (x, part) in [(a, KEY), (b, VALUE)] {
+                let name = cx.t(x).to_string();
+                cx.bind(
+                    x.start_byte(),
+                    &name,
+                    Some(format!("{items}{part}")),
+                    false,
+                    false,
+                );
+            }
+        }
     }
 }
 
@@ -1428,6 +1497,12 @@ fn function_definition<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>, returns: &
                 true,
                 false,
             );
+        }
+        if let Some((first, second)) = pair_items(cx, r) {
+            // `-> ItemsView[K, V]`: what `for k, v in x.f()` binds.
+            let at = name.start_byte();
+            cx.bind(at, &format!("{RETURNED}{ELEM}{KEY}"), first, true, false);
+            cx.bind(at, &format!("{RETURNED}{ELEM}{VALUE}"), second, true, false);
         }
     } else if n.field("body").is_some() {
         // Unannotated: what the body returns, as a value (`=` marks
