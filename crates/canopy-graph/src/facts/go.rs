@@ -5,12 +5,15 @@
 //! (`p := &Parser{}`, `t := NewTree()`), typed parameters and receivers,
 //! struct fields, embedded fields and interfaces (as bases), result types
 //! (several as a tuple, named one by one by `a, err := f()`), the items of
-//! typed slices, maps and variadic parameters, `range` values as items,
-//! and the `package` clause.
+//! typed slices, maps and variadic parameters, and of named slice and map
+//! types, `range` values as items, the types of constants, and the
+//! `package` clause.
 
 use tree_sitter::Node;
 
-use super::model::{DefFactKind, ELEM, FIRST_KNOWN, KEY, RETURNED, SiteKind, TUPLE, VALUE};
+use super::model::{
+    AT, DefFactKind, ELEM, FIRST_KNOWN, KEY, RETURNED, SiteKind, TUPLE, UNBOUND, VALUE,
+};
 use super::walker::{Cx, GrammarLookup, Up, walk_tree_pruned};
 
 /// The normalised expression of a value node.
@@ -138,6 +141,9 @@ fn visit<'t>(cx: &mut Cx, n: Node<'t>, kind: &str, up: &Up<'_, 't>) {
         "var_spec" | "parameter_declaration" | "variadic_parameter_declaration" => {
             declaration(cx, n)
         }
+        "const_spec" => constant(cx, n),
+        "type_switch_statement" => type_switch(cx, n),
+        "type_spec" => named_collection(cx, n),
         "field_declaration" => field_declaration(cx, n, up),
         "type_elem" | "constraint_elem" => interface_element(cx, n, up),
         "function_declaration" | "method_declaration" | "method_elem" => function(cx, n),
@@ -332,6 +338,50 @@ fn range(cx: &mut Cx, n: Node) {
     }
 }
 
+/// `switch x := v.(type) { case *T: … }`: in a case of one type, `x` is
+/// that type; in a case of several, `nil` or `default`, it is `v` (as the
+/// language types it). After the switch `x` is `v` again, read where the
+/// switch starts ([`AT`]): `x` often shadows `v` itself (`switch sel :=
+/// sel.(type)`), and a later use of the outer name is not inside a case.
+fn type_switch(cx: &mut Cx, n: Node) {
+    let Some(alias) = n
+        .field("alias")
+        .and_then(|a| a.named_child(0))
+        .filter(|a| a.kind_name() == "identifier")
+    else {
+        return;
+    };
+    let name = cx.t(alias).to_string();
+    let operand = n
+        .field("value")
+        .and_then(|v| expr(cx, v))
+        .map(|v| format!("{AT}{}:{v}", n.start_byte()));
+    let mut c = n.walk();
+    let cases: Vec<Node> = n
+        .named_children(&mut c)
+        .filter(|k| matches!(k.kind_name(), "type_case" | "default_case"))
+        .collect();
+    for case in cases {
+        let mut c = case.walk();
+        let types: Vec<Node> = case.children_by_field_name("type", &mut c).collect();
+        let one = match types[..] {
+            [t] if cx.t(t) != "nil" => type_expr(cx, t),
+            _ => None,
+        };
+        match one {
+            Some(t) => cx.bind(case.start_byte(), &name, Some(t), true, false),
+            // An operand no expression is read of: unknown, not the type
+            // of the case above.
+            None => {
+                let e = operand.clone().unwrap_or_else(|| UNBOUND.to_string());
+                cx.bind(case.start_byte(), &name, Some(e), false, false);
+            }
+        }
+    }
+    let e = operand.unwrap_or_else(|| UNBOUND.to_string());
+    cx.bind(n.end_byte(), &name, Some(e), false, false);
+}
+
 /// Whether a `range` clause declares its variables (`:=`), not assigns them (`=`).
 fn declares(n: Node) -> bool {
     let mut c = n.walk();
@@ -340,7 +390,8 @@ fn declares(n: Node) -> bool {
 
 /// Binds what a collection type holds to pseudo-fields of `name`: a slice's
 /// or array's element (`name#elem`), a map's key and value (`name#k`,
-/// `name#v`).
+/// `name#v`). A map's element by index (`m[k]`, which [`expr`] writes
+/// `m#elem`) is its value, so a map's `name#elem` is the value type too.
 fn bind_items(cx: &mut Cx, at: usize, name: &str, t: Node, field: bool) {
     let t = match t.kind_name() {
         "parenthesized_type" | "pointer_type" => match t.named_child(0) {
@@ -358,7 +409,8 @@ fn bind_items(cx: &mut Cx, at: usize, name: &str, t: Node, field: bool) {
             let k = t.field("key").and_then(|k| type_expr(cx, k));
             cx.bind(at, &format!("{name}{KEY}"), k, true, field);
             let v = t.field("value").and_then(|v| type_expr(cx, v));
-            cx.bind(at, &format!("{name}{VALUE}"), v, true, field);
+            cx.bind(at, &format!("{name}{VALUE}"), v.clone(), true, field);
+            cx.bind(at, &format!("{name}{ELEM}"), v, true, field);
         }
         _ => {}
     }
@@ -389,6 +441,58 @@ fn declaration(cx: &mut Cx, n: Node) {
             cx.bind(n.start_byte(), &name, ty.clone(), true, false);
         } else {
             cx.bind(n.start_byte(), &name, value.clone(), false, false);
+        }
+    }
+}
+
+/// `type Trackers []*Tracker`, `type Index map[string]Entry`: what the
+/// named type holds are fields of its unit (`#elem`, `#k`, `#v`, see
+/// [`bind_items`]), bound where the type is declared, so an element of a
+/// value of the type (`ts[i]`, `for _, t := range ts`) is read as the
+/// element of a field of an alias is.
+fn named_collection(cx: &mut Cx, n: Node) {
+    if let Some(t) = n.field("type") {
+        bind_items(cx, n.start_byte(), "", t, true);
+    }
+}
+
+/// `const a, b T = x, y`: each name is its type, else its value. In a
+/// parenthesised `const` block, a spec with neither type nor value repeats
+/// the nearest spec above it that has a value, type included (the
+/// language's implicit repetition: `AlignLeft` after `AlignDefault Align =
+/// iota` is an `Align`). A constant is a unit; the binding says what it
+/// holds (see `World::constant_value`).
+fn constant(cx: &mut Cx, n: Node) {
+    let mut spec = n;
+    while spec.field("value").is_none() {
+        // The spec above, past comments (`AlignRight // "  right"`).
+        let mut above = spec.prev_named_sibling();
+        while let Some(c) = above.filter(|c| c.kind_name() == "comment") {
+            above = c.prev_named_sibling();
+        }
+        match above.filter(|p| p.kind_name() == "const_spec") {
+            Some(p) => spec = p,
+            None => return,
+        }
+    }
+    let ty = spec.field("type").and_then(|t| type_expr(cx, t));
+    let values: Vec<Node> = match spec.field("value") {
+        Some(v) => {
+            let mut c = v.walk();
+            v.named_children(&mut c).collect()
+        }
+        None => Vec::new(),
+    };
+    let mut c = n.walk();
+    let names: Vec<Node> = n.children_by_field_name("name", &mut c).collect();
+    for (i, name) in names.into_iter().enumerate() {
+        let name = cx.t(name).to_string();
+        match &ty {
+            Some(_) => cx.bind(n.start_byte(), &name, ty.clone(), true, false),
+            None => {
+                let value = values.get(i).and_then(|v| bound_value(cx, *v));
+                cx.bind(n.start_byte(), &name, value, false, false);
+            }
         }
     }
 }

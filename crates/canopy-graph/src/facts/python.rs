@@ -10,7 +10,7 @@ use tree_sitter::Node;
 
 use super::model::{
     AT, Binding, DefFact, DefFactKind, EACH, ELEM, FIRST_KNOWN, KEY, PARAM_VALUE, RETURNED,
-    SUBSCRIPT_CALL, SiteKind, UNION, VALUE,
+    SUBSCRIPT_CALL, SiteKind, TUPLE, UNION, VALUE,
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree_pruned};
 
@@ -205,6 +205,12 @@ const ITERABLES: &[&str] = &[
     "Generator",
     "deque",
     "Deque",
+    // A mapping's views: `ValuesView[V]` iterates its values, `KeysView[K]`
+    // (an `AbstractSet`) its keys.
+    "ValuesView",
+    "KeysView",
+    "AsyncIterable",
+    "AsyncIterator",
 ];
 
 /// The item type of an iterable annotation (`list[T]`, `t.Sequence[T]`,
@@ -292,13 +298,59 @@ fn mapping_types(cx: &Cx, n: Node) -> Option<(Option<String>, Option<String>)> {
 
 /// Binds `name#elem` (see [`ELEM`]) to the item type of annotation `t`, if
 /// it is an iterable of one, or `name#k` / `name#v` ([`KEY`], [`VALUE`]) to
-/// its key and value types, if it is a mapping.
+/// its key and value types, if it is a mapping; and `name#elem#k` /
+/// `name#elem#v` to the two parts of an item that is a pair
+/// ([`pair_items`]), what `for a, b in name:` binds.
 fn bind_items(cx: &mut Cx, at: usize, name: &str, t: Node, field: bool) {
     if let Some(item) = item_type(cx, t) {
         cx.bind(at, &format!("{name}{ELEM}"), Some(item), true, field);
     } else if let Some((key, value)) = mapping_types(cx, t) {
         cx.bind(at, &format!("{name}{KEY}"), key, true, field);
         cx.bind(at, &format!("{name}{VALUE}"), value, true, field);
+    }
+    if let Some((first, second)) = pair_items(cx, t) {
+        cx.bind(at, &format!("{name}{ELEM}{KEY}"), first, true, field);
+        cx.bind(at, &format!("{name}{ELEM}{VALUE}"), second, true, field);
+    }
+}
+
+/// The two types of an iterable whose items are pairs: `ItemsView[K, V]`
+/// (a mapping's `items()`), or an iterable of `Tuple[A, B]` / `tuple[A,
+/// B]` ([`ITERABLES`]); `Optional[…]` and `… | None` looked through.
+fn pair_items(cx: &Cx, n: Node) -> Option<(Option<String>, Option<String>)> {
+    match n.kind_name() {
+        "type" => pair_items(cx, n.named_child(0)?),
+        "binary_operator" => {
+            let (left, right) = (n.field("left")?, n.field("right")?);
+            pair_items(cx, if cx.t(left) == "None" { right } else { left })
+        }
+        "generic_type" | "subscript" => {
+            let head = cx.t(n.named_child(0)?);
+            let head = head.rsplit('.').next().unwrap_or_default();
+            let first = n.named_child(1)?;
+            let (args, skip) = if first.kind_name() == "type_parameter" {
+                (first, 0)
+            } else {
+                (n, 1)
+            };
+            let arg = args.named_child(skip)?;
+            if head == "Optional" {
+                return pair_items(cx, arg);
+            }
+            if head == "ItemsView" {
+                let value = args.named_child(skip + 1)?;
+                return Some((type_expr(cx, arg), type_expr(cx, value)));
+            }
+            if !ITERABLES.contains(&head) {
+                return None;
+            }
+            let pair = tuple_types(cx, arg)?;
+            let inner = pair.strip_prefix(TUPLE)?.strip_suffix(')')?;
+            let (a, b) = inner.split_once(';').filter(|(_, b)| !b.contains(';'))?;
+            let known = |t: &str| (!t.is_empty()).then(|| t.to_string());
+            Some((known(a), known(b)))
+        }
+        _ => None,
     }
 }
 
@@ -409,6 +461,29 @@ fn for_loop(cx: &mut Cx, n: Node) {
         // `for f in self._iter_fields(…)`, `for c in sorted(children)`.
         let name = cx.t(left).to_string();
         cx.bind(left.start_byte(), &name, Some(items), false, false);
+    } else if matches!(left.kind_name(), "pattern_list" | "tuple_pattern")
+        && !view
+        && let Some(items) = items_path(cx, right)
+    {
+        // `for role, conn in pair.items_view:`: the parts of an item that
+        // is a pair (`#elem#k`, `#elem#v`, see [`bind_items`]).
+        let mut c = left.walk();
+        let names: Vec<Node> = left.named_children(&mut c).collect();
+        if let [a, b] = names[..]
+            && a.kind_name() == "identifier"
+            && b.kind_name() == "identifier"
+        {
+            for (x, part) in [(a, KEY), (b, VALUE)] {
+                let name = cx.t(x).to_string();
+                cx.bind(
+                    x.start_byte(),
+                    &name,
+                    Some(format!("{items}{part}")),
+                    false,
+                    false,
+                );
+            }
+        }
     }
 }
 
@@ -479,7 +554,10 @@ impl FirstReturns {
                 .or_else(|| own_local(v))
                 .or_else(|| expr(cx, v))
         };
-        if let Some(v) = value.and_then(read) {
+        if let Some(t) = value.and_then(|v| tuple_literal(cx, v)) {
+            cx.facts.defs[slot].expr = t;
+            self.pending.remove(&owner.id());
+        } else if let Some(v) = value.and_then(read) {
             cx.facts.defs[slot].expr = format!("={v}");
             self.pending.remove(&owner.id());
         }
@@ -515,6 +593,24 @@ impl FirstReturns {
             cx.facts.defs.retain(|d| !d.expr.is_empty());
         }
     }
+}
+
+/// The [`TUPLE`] a returned tuple literal makes (`return Connection(r),
+/// b""`, `return (a, b)`): each element's value as [`expr`] reads it,
+/// empty where it reads none; `None` when it reads no element (or `v` is
+/// no tuple). The resolver reads each element where the function ends.
+fn tuple_literal(cx: &Cx, v: Node) -> Option<String> {
+    if !matches!(v.kind_name(), "expression_list" | "tuple") {
+        return None;
+    }
+    let mut c = v.walk();
+    let elems: Vec<String> = v
+        .named_children(&mut c)
+        .filter(|e| e.kind_name() != "comment")
+        .map(|e| expr(cx, e).unwrap_or_default())
+        .collect();
+    (elems.len() >= 2 && elems.iter().any(|e| !e.is_empty()))
+        .then(|| format!("{TUPLE}{})", elems.join(";")))
 }
 
 /// Generic return types of a generator or a context-manager factory whose
@@ -985,7 +1081,9 @@ fn assignment(cx: &mut Cx, n: Node) {
     let (name, field) = match left.kind_name() {
         "identifier" => (cx.t(left).to_string(), false),
         "pattern_list" | "tuple_pattern" => {
-            unpacked_names(cx, n, left);
+            if !unpacked_call(cx, n, left, right) {
+                unpacked_names(cx, n, left);
+            }
             return;
         }
         "attribute" => {
@@ -1337,6 +1435,84 @@ fn literal_value(n: Node) -> Option<&'static str> {
     })
 }
 
+/// The [`TUPLE`] a return annotation `Tuple[A, B]` / `tuple[A, B]` (also
+/// `typing.Tuple`, and inside `Optional[…]` / `… | None`) states: each
+/// element's type, empty where [`type_expr`] reads none. `None` for any
+/// other annotation, and for `Tuple[A, ...]`, whose elements are alike and
+/// not told apart by position.
+fn tuple_types(cx: &Cx, n: Node) -> Option<String> {
+    match n.kind_name() {
+        "type" => tuple_types(cx, n.named_child(0)?),
+        "binary_operator" => {
+            let (left, right) = (n.field("left")?, n.field("right")?);
+            tuple_types(cx, if cx.t(left) == "None" { right } else { left })
+        }
+        "generic_type" | "subscript" => {
+            let head = cx.t(n.named_child(0)?);
+            let head = head.rsplit('.').next().unwrap_or_default();
+            let first = n.named_child(1)?;
+            // `tuple[A, B]` in a type is one `type_parameter` holding both;
+            // `typing.Tuple[A, B]` (a subscript) has them side by side.
+            let (args, skip) = if first.kind_name() == "type_parameter" {
+                (first, 0)
+            } else {
+                (n, 1)
+            };
+            if head == "Optional" {
+                return tuple_types(cx, args.named_child(skip)?);
+            }
+            if !matches!(head, "Tuple" | "tuple") {
+                return None;
+            }
+            let mut c = args.walk();
+            let elems: Vec<Node> = args.named_children(&mut c).skip(skip).collect();
+            if elems.len() < 2 || elems.iter().any(|e| cx.t(*e) == "...") {
+                return None;
+            }
+            let types: Vec<String> = elems
+                .iter()
+                .map(|e| type_expr(cx, *e).unwrap_or_default())
+                .collect();
+            Some(format!("{TUPLE}{})", types.join(";")))
+        }
+        _ => None,
+    }
+}
+
+/// `a, b = f(…)` (names only, as many as the call's tuple has): the `i`th
+/// name is element `i` of the tuple `f` returns (`f.#1`, see [`TUPLE`]),
+/// known when `f` is annotated `-> Tuple[A, B]` or returns a tuple
+/// literal. Whether it bound them; `false` for any other target or value.
+fn unpacked_call(cx: &mut Cx, n: Node, left: Node, right: Option<Node>) -> bool {
+    let Some(callee) = right
+        .filter(|r| r.kind_name() == "call")
+        .and_then(|r| r.field("function"))
+        .and_then(|f| expr(cx, f))
+        .filter(|f| !f.contains("()"))
+    else {
+        return false;
+    };
+    let mut c = left.walk();
+    let names: Vec<Node> = left.named_children(&mut c).collect();
+    if names.len() < 2 || names.iter().any(|x| x.kind_name() != "identifier") {
+        return false;
+    }
+    for (i, x) in names.into_iter().enumerate() {
+        let name = cx.t(x).to_string();
+        if declared_outer(cx, n, &name) {
+            continue;
+        }
+        cx.bind(
+            n.start_byte(),
+            &name,
+            Some(format!("{callee}.#{i}")),
+            false,
+            false,
+        );
+    }
+    true
+}
+
 /// `p: T` and `p: T = d`: `p` is a `T`.
 fn typed_parameter(cx: &mut Cx, n: Node) {
     let name = n
@@ -1364,9 +1540,14 @@ fn function_definition<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>, returns: &
         let field = cx.t(name).to_string();
         let getter = format!("{}.{field}()", SELF_NAMES[0]);
         cx.bind(class, &field, Some(getter), false, true);
+        if let Some(r) = n.field("return_type") {
+            // `-> ValuesView[Connection]`: the field's items, as an
+            // annotated field's (`for conn in pair.conns:`).
+            bind_items(cx, class, &field, r, true);
+        }
     }
     if let Some(r) = n.field("return_type") {
-        let t = type_expr(cx, r);
+        let t = tuple_types(cx, r).or_else(|| type_expr(cx, r));
         // `def __enter__(self: T) -> T` / `-> Self`: the instance itself
         // (as a value read in the method, `self` is its class's instance).
         let t = if returns_receiver(cx, n, up, t.as_deref()) {
@@ -1386,6 +1567,12 @@ fn function_definition<'t>(cx: &mut Cx, n: Node<'t>, up: &Up<'_, 't>, returns: &
                 true,
                 false,
             );
+        }
+        if let Some((first, second)) = pair_items(cx, r) {
+            // `-> ItemsView[K, V]`: what `for k, v in x.f()` binds.
+            let at = name.start_byte();
+            cx.bind(at, &format!("{RETURNED}{ELEM}{KEY}"), first, true, false);
+            cx.bind(at, &format!("{RETURNED}{ELEM}{VALUE}"), second, true, false);
         }
     } else if n.field("body").is_some() {
         // Unannotated: what the body returns, as a value (`=` marks
