@@ -178,7 +178,14 @@ use crate::error::{CanopyError, Result};
 /// arguments and homomorphic mapped types (`#keeps:`); ECMAScript default
 /// exports and imports (`default` members and import sites) and JavaScript
 /// `extends` bases.
-pub const SCHEMA_VERSION: u32 = 57;
+/// 58: TypeScript type parameters of generic classes (`#<>`) and
+/// function-typed results (`#ret#call`), `instanceof` narrowing of member
+/// paths; Rust `cfg(feature)` facts, items of macro bodies whose `fn`s draw
+/// inputs with `in`, items written by a file's own `macro_rules!`, and the
+/// items of `Option`/`Result` payloads; Go named collection types' items,
+/// typed constants and type-switch bindings; Python tuple returns, pair
+/// loops, collection views and results made of the receiver's own class.
+pub const SCHEMA_VERSION: u32 = 58;
 
 /// Bytes of pending terms FTS5 holds before it writes them out as a segment
 /// (its `hashsize`, set in `schema.sql`; FTS5's default is 1 MiB). A commit
