@@ -107,6 +107,10 @@ fn walk_with(cx: &mut Cx, root: Node, prune: bool) {
         visit(cx, n, kind, up);
         !(prune && unread_below(n, kind))
     });
+    // In source order: a type switch binds its cases and its end when the
+    // walk reaches it, before the bindings inside its cases (a nested
+    // switch's end would otherwise outlive the next case of the outer one).
+    cx.facts.bindings.sort_by_key(|b| b.byte);
 }
 
 /// Whether no handler of [`walk`] acts on any node below `n`: a literal
@@ -340,9 +344,11 @@ fn range(cx: &mut Cx, n: Node) {
 
 /// `switch x := v.(type) { case *T: … }`: in a case of one type, `x` is
 /// that type; in a case of several, `nil` or `default`, it is `v` (as the
-/// language types it). After the switch `x` is `v` again, read where the
-/// switch starts ([`AT`]): `x` often shadows `v` itself (`switch sel :=
-/// sel.(type)`), and a later use of the outer name is not inside a case.
+/// language types it). After the switch `x` is out of scope, so the name is
+/// what it was where the switch starts ([`AT`]): the outer `v` when `x`
+/// shadows `v` itself (`switch sel := sel.(type)`), the outer `x` when it
+/// shadows another name (`switch n := next.(type)` inside a case whose `n`
+/// is a `*Range`), nothing when there was none.
 fn type_switch(cx: &mut Cx, n: Node) {
     let Some(alias) = n
         .field("alias")
@@ -378,8 +384,8 @@ fn type_switch(cx: &mut Cx, n: Node) {
             }
         }
     }
-    let e = operand.unwrap_or_else(|| UNBOUND.to_string());
-    cx.bind(n.end_byte(), &name, Some(e), false, false);
+    let outer = format!("{AT}{}:{name}", n.start_byte());
+    cx.bind(n.end_byte(), &name, Some(outer), false, false);
 }
 
 /// Whether a `range` clause declares its variables (`:=`), not assigns them (`=`).
