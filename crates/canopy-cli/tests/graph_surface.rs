@@ -47,17 +47,21 @@ fn nodes(a: &Value) -> Vec<(String, Vec<String>)> {
         .expect("nodes")
         .iter()
         .map(|n| {
-            let sites = n["sites"]
-                .as_array()
-                .expect("sites")
-                .iter()
-                .map(|s| s.as_str().expect("site").to_string())
-                .collect();
             (
                 n["qualified_name"].as_str().unwrap_or("").to_string(),
-                sites,
+                sites_of(n),
             )
         })
+        .collect()
+}
+
+/// A node's `sites`.
+fn sites_of(n: &Value) -> Vec<String> {
+    n["sites"]
+        .as_array()
+        .expect("sites")
+        .iter()
+        .map(|s| s.as_str().expect("site").to_string())
         .collect()
 }
 
@@ -162,13 +166,10 @@ fn a_callers_sites_each_keep_their_own_edges_status() {
         .iter()
         .filter(|n| n["qualified_name"] == "follow")
         .map(|n| {
-            let sites = n["sites"]
-                .as_array()
-                .expect("sites")
-                .iter()
-                .map(|s| s.as_str().expect("site").to_string())
-                .collect();
-            (n["status"].as_str().expect("status").to_string(), sites)
+            (
+                n["status"].as_str().expect("status").to_string(),
+                sites_of(n),
+            )
         })
         .collect();
     by_status.sort();

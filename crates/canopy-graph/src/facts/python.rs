@@ -265,32 +265,40 @@ const MAPPINGS: &[&str] = &[
 /// The key and value types of a mapping annotation (`dict[K, V]`,
 /// `t.Mapping[K, V]`, `Optional[Dict[K, V]]`, `dict[K, V] | None`).
 fn mapping_types(cx: &Cx, n: Node) -> Option<(Option<String>, Option<String>)> {
+    let (head, args, skip) = generic_parts(cx, n)?;
+    if head == "Optional" {
+        return mapping_types(cx, args.named_child(skip)?);
+    }
+    if !MAPPINGS.contains(&head) {
+        return None;
+    }
+    let key = args.named_child(skip).and_then(|k| type_expr(cx, k));
+    let value = args.named_child(skip + 1).and_then(|v| type_expr(cx, v));
+    Some((key, value))
+}
+
+/// A generic annotation's head (its last dotted segment: `Dict` of
+/// `typing.Dict`), the node holding its arguments and the index of the
+/// first of them, through `type` wrappers and `X | None`: `dict[K, V]` in
+/// a type is one `type_parameter` holding both, `typing.Dict[K, V]` (a
+/// subscript) has them side by side after the head. `None` for any other
+/// annotation.
+fn generic_parts<'t, 'c>(cx: &'c Cx, n: Node<'t>) -> Option<(&'c str, Node<'t>, usize)> {
     match n.kind_name() {
-        "type" => mapping_types(cx, n.named_child(0)?),
+        "type" => generic_parts(cx, n.named_child(0)?),
         "binary_operator" => {
             let (left, right) = (n.field("left")?, n.field("right")?);
-            mapping_types(cx, if cx.t(left) == "None" { right } else { left })
+            generic_parts(cx, if cx.t(left) == "None" { right } else { left })
         }
         "generic_type" | "subscript" => {
             let head = cx.t(n.named_child(0)?);
             let head = head.rsplit('.').next().unwrap_or_default();
             let first = n.named_child(1)?;
-            // `dict[K, V]` in a type is one `type_parameter` holding both;
-            // `typing.Dict[K, V]` (a subscript) has them side by side.
-            let (args, skip) = if first.kind_name() == "type_parameter" {
-                (first, 0)
+            Some(if first.kind_name() == "type_parameter" {
+                (head, first, 0)
             } else {
-                (n, 1)
-            };
-            if head == "Optional" {
-                return mapping_types(cx, args.named_child(skip)?);
-            }
-            if !MAPPINGS.contains(&head) {
-                return None;
-            }
-            let key = args.named_child(skip).and_then(|k| type_expr(cx, k));
-            let value = args.named_child(skip + 1).and_then(|v| type_expr(cx, v));
-            Some((key, value))
+                (head, n, 1)
+            })
         }
         _ => None,
     }
@@ -1441,42 +1449,23 @@ fn literal_value(n: Node) -> Option<&'static str> {
 /// other annotation, and for `Tuple[A, ...]`, whose elements are alike and
 /// not told apart by position.
 fn tuple_types(cx: &Cx, n: Node) -> Option<String> {
-    match n.kind_name() {
-        "type" => tuple_types(cx, n.named_child(0)?),
-        "binary_operator" => {
-            let (left, right) = (n.field("left")?, n.field("right")?);
-            tuple_types(cx, if cx.t(left) == "None" { right } else { left })
-        }
-        "generic_type" | "subscript" => {
-            let head = cx.t(n.named_child(0)?);
-            let head = head.rsplit('.').next().unwrap_or_default();
-            let first = n.named_child(1)?;
-            // `tuple[A, B]` in a type is one `type_parameter` holding both;
-            // `typing.Tuple[A, B]` (a subscript) has them side by side.
-            let (args, skip) = if first.kind_name() == "type_parameter" {
-                (first, 0)
-            } else {
-                (n, 1)
-            };
-            if head == "Optional" {
-                return tuple_types(cx, args.named_child(skip)?);
-            }
-            if !matches!(head, "Tuple" | "tuple") {
-                return None;
-            }
-            let mut c = args.walk();
-            let elems: Vec<Node> = args.named_children(&mut c).skip(skip).collect();
-            if elems.len() < 2 || elems.iter().any(|e| cx.t(*e) == "...") {
-                return None;
-            }
-            let types: Vec<String> = elems
-                .iter()
-                .map(|e| type_expr(cx, *e).unwrap_or_default())
-                .collect();
-            Some(format!("{TUPLE}{})", types.join(";")))
-        }
-        _ => None,
+    let (head, args, skip) = generic_parts(cx, n)?;
+    if head == "Optional" {
+        return tuple_types(cx, args.named_child(skip)?);
     }
+    if !matches!(head, "Tuple" | "tuple") {
+        return None;
+    }
+    let mut c = args.walk();
+    let elems: Vec<Node> = args.named_children(&mut c).skip(skip).collect();
+    if elems.len() < 2 || elems.iter().any(|e| cx.t(*e) == "...") {
+        return None;
+    }
+    let types: Vec<String> = elems
+        .iter()
+        .map(|e| type_expr(cx, *e).unwrap_or_default())
+        .collect();
+    Some(format!("{TUPLE}{})", types.join(";")))
 }
 
 /// `a, b = f(…)` (names only, as many as the call's tuple has): the `i`th

@@ -561,15 +561,7 @@ fn item_macro_bodies(spec: &LanguageSpec, root: Node, text: &str, depth: usize) 
 /// whole of a list after the first. Left out of the body's parse, the
 /// rest reads as Rust items; their tokens stay the file's (calls by name).
 fn binding_lists(invocation: Node, text: &str) -> Vec<tree_sitter::Range> {
-    let mut cursor = invocation.walk();
-    let Some(tokens) = invocation
-        .children(&mut cursor)
-        .find(|c| c.kind() == "token_tree")
-    else {
-        return Vec::new();
-    };
-    let mut cursor = tokens.walk();
-    let tokens: Vec<Node> = tokens.children(&mut cursor).collect();
+    let tokens = top_tokens(invocation);
     let is_list =
         |n: &Node| n.kind() == "token_tree" && n.child(0).is_some_and(|open| open.kind() == "(");
     let mut out = Vec::new();
@@ -629,9 +621,9 @@ fn parse_ranges(
     })
 }
 
-/// The `ref` tokens right after a `static` token at the top level of a
-/// macro invocation's token tree (`lazy_static!`'s `static ref NAME`).
-fn static_refs(invocation: Node, text: &str) -> Vec<tree_sitter::Range> {
+/// The tokens at the top level of a macro invocation's token tree (none
+/// when it has no token tree).
+fn top_tokens(invocation: Node) -> Vec<Node> {
     let mut cursor = invocation.walk();
     let Some(tokens) = invocation
         .children(&mut cursor)
@@ -640,7 +632,13 @@ fn static_refs(invocation: Node, text: &str) -> Vec<tree_sitter::Range> {
         return Vec::new();
     };
     let mut cursor = tokens.walk();
-    let tokens: Vec<Node> = tokens.children(&mut cursor).collect();
+    tokens.children(&mut cursor).collect()
+}
+
+/// The `ref` tokens right after a `static` token at the top level of a
+/// macro invocation's token tree (`lazy_static!`'s `static ref NAME`).
+fn static_refs(invocation: Node, text: &str) -> Vec<tree_sitter::Range> {
+    let tokens = top_tokens(invocation);
     tokens
         .windows(2)
         .filter(|p| &text[p[0].byte_range()] == "static" && &text[p[1].byte_range()] == "ref")
