@@ -634,16 +634,24 @@ fn handle_name(h: &canopy_core::model::Handle) -> &str {
         .unwrap_or(&h.node_type)
 }
 
-/// A node's line: `path:line`, its name, how it was reached, its id, and,
-/// when the node it was reached from is not drawn above it, `via` that one.
+/// A node's line: `path:line`, its name, how it was reached (with
+/// `ambiguous` or `guess` when the edge is not a resolved one: a unit
+/// reached by edges of two kinds is listed once per kind, and the two
+/// lines must not read alike), its id, and, when the node it was reached
+/// from is not drawn above it, `via` that one.
 fn node_line(n: &GraphNode, via: Option<&str>, links: &Links) -> String {
     format!(
-        "{}  {}  [{} {} {}%{}]  {}{}",
+        "{}  {}  [{} {} {}%{}{}]  {}{}",
         links.location(&n.handle.file_path, n.handle.line_range[0]),
         n.qualified_name.as_deref().unwrap_or(&n.handle.node_type),
         n.edge_kind,
         n.how,
         n.confidence,
+        if n.status == "ambiguous" {
+            " ambiguous"
+        } else {
+            ""
+        },
         if n.guess { " guess" } else { "" },
         n.handle.id,
         via.map(|v| format!("  via {v}")).unwrap_or_default()
@@ -934,6 +942,32 @@ mod tests {
             c = id(3)
         );
         assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn a_unit_reached_by_a_resolved_and_an_ambiguous_edge_shows_both_lines_apart() {
+        let mut ambiguous = node(1, "a.py", 10, "a", 1, 0);
+        ambiguous["status"] = json!("ambiguous");
+        ambiguous["how"] = json!("inferred");
+        ambiguous["confidence"] = json!(45);
+        ambiguous["sites"] = json!(["a.py:12:4"]);
+        let a = answer(json!({
+            "op": "callers", "target": handle(0, "t.py", 1, "t"),
+            "nodes": [node(1, "a.py", 10, "a", 1, 0), ambiguous],
+            "unresolved_count": 0, "total": 1, "truncated": false,
+        }));
+        let text = text(&a, &Links::plain());
+        assert!(
+            text.contains(&format!("├─ a.py:10  a  [call scope 100%]  {}\n", id(1))),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "└─ a.py:10  a  [call inferred 45% ambiguous]  {}\n",
+                id(1)
+            )),
+            "{text}"
+        );
     }
 
     #[test]

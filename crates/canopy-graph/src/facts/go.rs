@@ -427,12 +427,31 @@ fn declaration(cx: &mut Cx, n: Node) {
     let mut c = n.walk();
     let names: Vec<Node> = n.children_by_field_name("name", &mut c).collect();
     let ty = n.field("type").and_then(|t| type_expr(cx, t));
-    let value = n
-        .field("value")
-        .and_then(|v| v.named_child(0))
-        .and_then(|v| bound_value(cx, v));
+    let values: Vec<Node> = match n.field("value") {
+        Some(v) => {
+            let mut c = v.walk();
+            v.named_children(&mut c).collect()
+        }
+        None => Vec::new(),
+    };
+    // `var a, b = f()`: the results of one call, by position, as `a, b :=
+    // f()` reads them.
+    if ty.is_none()
+        && names.len() > 1
+        && values.len() == 1
+        && values[0].kind_name() == "call_expression"
+    {
+        results(cx, n, &names, values[0]);
+        return;
+    }
     let variadic = n.kind_name() == "variadic_parameter_declaration";
-    for name in names {
+    for (i, name) in names.into_iter().enumerate() {
+        // `var a, b = x, y`: each name its own value; with fewer values
+        // than names (not valid Go) only the first name has one.
+        let value = values
+            .get(i)
+            .filter(|_| i == 0 || values.len() > 1)
+            .and_then(|v| bound_value(cx, *v));
         let name = cx.t(name).to_string();
         if let Some(t) = n.field("type") {
             if variadic {
@@ -446,7 +465,7 @@ fn declaration(cx: &mut Cx, n: Node) {
         if ty.is_some() {
             cx.bind(n.start_byte(), &name, ty.clone(), true, false);
         } else {
-            cx.bind(n.start_byte(), &name, value.clone(), false, false);
+            cx.bind(n.start_byte(), &name, value, false, false);
         }
     }
 }

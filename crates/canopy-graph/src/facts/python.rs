@@ -326,40 +326,23 @@ fn bind_items(cx: &mut Cx, at: usize, name: &str, t: Node, field: bool) {
 /// (a mapping's `items()`), or an iterable of `Tuple[A, B]` / `tuple[A,
 /// B]` ([`ITERABLES`]); `Optional[…]` and `… | None` looked through.
 fn pair_items(cx: &Cx, n: Node) -> Option<(Option<String>, Option<String>)> {
-    match n.kind_name() {
-        "type" => pair_items(cx, n.named_child(0)?),
-        "binary_operator" => {
-            let (left, right) = (n.field("left")?, n.field("right")?);
-            pair_items(cx, if cx.t(left) == "None" { right } else { left })
-        }
-        "generic_type" | "subscript" => {
-            let head = cx.t(n.named_child(0)?);
-            let head = head.rsplit('.').next().unwrap_or_default();
-            let first = n.named_child(1)?;
-            let (args, skip) = if first.kind_name() == "type_parameter" {
-                (first, 0)
-            } else {
-                (n, 1)
-            };
-            let arg = args.named_child(skip)?;
-            if head == "Optional" {
-                return pair_items(cx, arg);
-            }
-            if head == "ItemsView" {
-                let value = args.named_child(skip + 1)?;
-                return Some((type_expr(cx, arg), type_expr(cx, value)));
-            }
-            if !ITERABLES.contains(&head) {
-                return None;
-            }
-            let pair = tuple_types(cx, arg)?;
-            let inner = pair.strip_prefix(TUPLE)?.strip_suffix(')')?;
-            let (a, b) = inner.split_once(';').filter(|(_, b)| !b.contains(';'))?;
-            let known = |t: &str| (!t.is_empty()).then(|| t.to_string());
-            Some((known(a), known(b)))
-        }
-        _ => None,
+    let (head, args, skip) = generic_parts(cx, n)?;
+    let arg = args.named_child(skip)?;
+    if head == "Optional" {
+        return pair_items(cx, arg);
     }
+    if head == "ItemsView" {
+        let value = args.named_child(skip + 1)?;
+        return Some((type_expr(cx, arg), type_expr(cx, value)));
+    }
+    if !ITERABLES.contains(&head) {
+        return None;
+    }
+    let pair = tuple_types(cx, arg)?;
+    let inner = pair.strip_prefix(TUPLE)?.strip_suffix(')')?;
+    let (a, b) = inner.split_once(';').filter(|(_, b)| !b.contains(';'))?;
+    let known = |t: &str| (!t.is_empty()).then(|| t.to_string());
+    Some((known(a), known(b)))
 }
 
 /// `for v in m.values()`, `for k in m.keys()`, `for k, v in m.items()`
