@@ -166,7 +166,7 @@ impl World {
             || site
                 .recv
                 .as_deref()
-                .is_some_and(|r| self.returns_each(cx, r))
+                .is_some_and(|r| self.returns_each(cx, r) || self.value_union_is_each(cx, head))
     }
 
     /// Whether receiver `r` is a call (`startOfWeek(d)` of
@@ -244,6 +244,17 @@ impl World {
             scope: cx.scope,
         };
         self.each_bound(&at, root, hops + 1)
+    }
+
+    /// Whether `name` at `cx` is bound to several alternatives
+    /// (`isA()∪isB()`) of which it holds each, as the file's language
+    /// says ([`super::lang::Conventions::value_unions_are_each`]). The site
+    /// has several candidates only when every alternative was known.
+    fn value_union_is_each(&self, cx: &Ctx, name: &str) -> bool {
+        self.conventions_of(cx.file).value_unions_are_each
+            && self
+                .binding_of(cx, name)
+                .is_some_and(|(e, is_type, _)| !is_type && split_top(e, UNION).len() > 1)
     }
 
     /// Imports of modules that are files of the repository: an edge from

@@ -16,6 +16,7 @@ pub(crate) const CONVENTIONS: Conventions = Conventions {
     methods_in_scope: false,
     functions_in_values_in_scope: false,
     call_bindings: true,
+    value_unions_are_each: true,
     item_methods: ITEM_METHODS,
     ..Conventions::NEUTRAL
 };

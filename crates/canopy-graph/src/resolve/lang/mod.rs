@@ -127,6 +127,12 @@ pub(crate) struct Conventions {
     /// own (ECMAScript: a `var` holding a type guard; see
     /// [`crate::facts::model::CALL_RESULT`]).
     pub call_bindings: bool,
+    /// A name bound to one of several values (`x` inside `if (isA(x) ||
+    /// isB(x))`, stored `isA()∪isB()`) is each of them: TypeScript types
+    /// it as their union, and a member of a union is every alternative's
+    /// (ECMAScript). Elsewhere it is one of them (Python's conditional
+    /// expression: a call through it may mean either).
+    pub value_unions_are_each: bool,
     /// Collection methods that give back an item (Rust's `first`, `get`,
     /// `pop`, …): on a field or local without a type of its own, the item
     /// of the collection (`v#elem`).
@@ -176,6 +182,7 @@ impl Conventions {
         methods_in_scope: true,
         functions_in_values_in_scope: true,
         call_bindings: false,
+        value_unions_are_each: false,
         item_methods: &[],
         key_methods: &[],
         value_methods: &[],
