@@ -17,6 +17,7 @@ pub(crate) const CONVENTIONS: Conventions = Conventions {
     functions_in_values_in_scope: false,
     call_bindings: true,
     value_unions_are_each: true,
+    variables_are_module_members: true,
     item_methods: ITEM_METHODS,
     ..Conventions::NEUTRAL
 };

@@ -83,8 +83,11 @@ pub(crate) struct Conventions {
     /// with a value of its name keeps both.
     pub modules_apart_from_values: bool,
     /// A module's top-level variables are members other modules read
-    /// (Python: `ib = attrib` in `attr/__init__.py` is `attr.ib`); other
-    /// languages reach module-level values as units or package members.
+    /// (Python: `ib = attrib` in `attr/__init__.py` is `attr.ib`;
+    /// ECMAScript: `export var observable: IObservableFactory = …`, a `var`
+    /// or `let` being no unit as a `const` is); other languages reach
+    /// module-level values as units or package members. Read only when no
+    /// definition or import of the name is found.
     pub variables_are_module_members: bool,
     /// A definition binds its name where it stands, as an assignment does
     /// (Python's `def`, and `check = lambda …`, a function unit): one
