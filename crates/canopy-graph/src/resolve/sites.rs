@@ -185,6 +185,28 @@ impl World {
         })
     }
 
+    /// Whether value `e` (a local's) is a call of a function declared to
+    /// return a union ([`World::returns_each`]), one with no overloads: an
+    /// overloaded function's implementation declares every overload's
+    /// result, of which the call gives one (`setTime(…)`: a `Time` or a
+    /// `CalendarDateTime`, as its argument is).
+    fn bound_call_returns_each(&self, cx: &Ctx, e: &str) -> bool {
+        let Some(callee) = e.strip_suffix("()") else {
+            return false;
+        };
+        let overloaded = |f: SymId| {
+            let s = &self.syms[f];
+            self.file_syms[s.file]
+                .iter()
+                .any(|&o| o != f && self.syms[o].qualified_name == s.qualified_name)
+        };
+        let vals = self.eval(cx, callee, 0);
+        !vals
+            .iter()
+            .any(|v| matches!(v, Val::Func(f) if overloaded(*f)))
+            && self.returns_each(cx, e)
+    }
+
     /// Whether type `e` read at `cx` is every one of several types: a
     /// union ([`EACH`]), a union alias (`DateValue`), a type parameter
     /// bounded by one, or a mapped type that keeps the members of one
@@ -197,14 +219,16 @@ impl World {
             return false;
         }
         if let Some((head, args, "")) = type_arguments(e) {
-            // The argument a mapped type keeps; any other generic is itself.
-            let kept = self
-                .eval_path(cx, head, 0, false)
+            // The argument a mapped type keeps, or an awaited `Promise`'s;
+            // any other generic is itself.
+            let generic = self.eval_path(cx, head, 0, false);
+            let kept = generic
                 .iter()
                 .find_map(|g| match g {
                     Val::Class(a) | Val::Inst(a) => self.kept_argument(*a, &args),
                     _ => None,
-                });
+                })
+                .or_else(|| self.awaited_argument(cx, &generic, head, &args));
             return self.type_is_each(cx, kept.unwrap_or(head), hops + 1);
         }
         let root = e.split(['.', '(', '#']).next().unwrap_or_default();
@@ -243,7 +267,9 @@ impl World {
             byte: byte.saturating_sub(1),
             scope: cx.scope,
         };
-        self.each_bound(&at, root, hops + 1)
+        // `const node = await this.lookup(h)` of a function declared to
+        // return a union (`Promise<TrieNode>`): each alternative.
+        self.bound_call_returns_each(&at, e) || self.each_bound(&at, root, hops + 1)
     }
 
     /// Whether `name` at `cx` is bound to several alternatives

@@ -18,6 +18,7 @@ pub(crate) const CONVENTIONS: Conventions = Conventions {
     call_bindings: true,
     value_unions_are_each: true,
     variables_are_module_members: true,
+    awaited_types: &["Promise", "PromiseLike"],
     item_methods: ITEM_METHODS,
     ..Conventions::NEUTRAL
 };

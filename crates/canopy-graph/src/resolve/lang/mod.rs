@@ -136,6 +136,12 @@ pub(crate) struct Conventions {
     /// (ECMAScript). Elsewhere it is one of them (Python's conditional
     /// expression: a call through it may mean either).
     pub value_unions_are_each: bool,
+    /// Generic types whose value, awaited, is their first type argument
+    /// (ECMAScript's `Promise<T>`): the facts read `await f()` as `f()`, so
+    /// a value of one is read as its `T` when the repository defines no
+    /// type of that name. A call on a promise itself (`then`) finds no
+    /// member of `T` and stays unresolved, as on a `Promise`.
+    pub awaited_types: &'static [&'static str],
     /// Collection methods that give back an item (Rust's `first`, `get`,
     /// `pop`, …): on a field or local without a type of its own, the item
     /// of the collection (`v#elem`).
@@ -186,6 +192,7 @@ impl Conventions {
         functions_in_values_in_scope: true,
         call_bindings: false,
         value_unions_are_each: false,
+        awaited_types: &[],
         item_methods: &[],
         key_methods: &[],
         value_methods: &[],
