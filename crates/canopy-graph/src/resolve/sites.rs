@@ -275,12 +275,50 @@ impl World {
     /// Whether `name` at `cx` is bound to several alternatives
     /// (`isA()∪isB()`) of which it holds each, as the file's language
     /// says ([`super::lang::Conventions::value_unions_are_each`]). The site
-    /// has several candidates only when every alternative was known.
+    /// has several candidates only when every alternative was known. Each
+    /// alternative must be an instance of a class none of the others
+    /// derives from: TypeScript drops from a narrowed union an alternative
+    /// that is a subtype of another (`IObservableValue | ComputedValue` is
+    /// the interface alone when the class has its members), and a subtype
+    /// by structure is not read here.
     fn value_union_is_each(&self, cx: &Ctx, name: &str) -> bool {
-        self.conventions_of(cx.file).value_unions_are_each
-            && self
-                .binding_of(cx, name)
-                .is_some_and(|(e, is_type, _)| !is_type && split_top(e, UNION).len() > 1)
+        if !self.conventions_of(cx.file).value_unions_are_each {
+            return false;
+        }
+        let Some((e, false, _)) = self.binding_of(cx, name) else {
+            return false;
+        };
+        let alts = split_top(e, UNION);
+        if alts.len() < 2 {
+            return false;
+        }
+        let mut classes = Vec::new();
+        for alt in alts {
+            for v in self.eval(cx, alt, 0) {
+                match v {
+                    Val::Inst(c) if self.syms[c].node_type == NodeType::Class => classes.push(c),
+                    _ => return false,
+                }
+            }
+        }
+        !classes
+            .iter()
+            .any(|&c| classes.iter().any(|&o| o != c && self.derives_from(c, o)))
+    }
+
+    /// Whether class `c` has `base` among its bases, a few levels up.
+    fn derives_from(&self, c: SymId, base: SymId) -> bool {
+        let mut seen = HashSet::new();
+        let mut stack = self.base_types(c, 0);
+        while let Some(b) = stack.pop() {
+            if b == base {
+                return true;
+            }
+            if seen.insert(b) && seen.len() < 32 {
+                stack.extend(self.base_types(b, 0));
+            }
+        }
+        false
     }
 
     /// Imports of modules that are files of the repository: an edge from
