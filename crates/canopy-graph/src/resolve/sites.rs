@@ -163,10 +163,34 @@ impl World {
             None => site.name.as_str(),
         };
         self.each_bound(cx, head, 0)
-            || site
-                .recv
-                .as_deref()
-                .is_some_and(|r| self.returns_each(cx, r) || self.value_union_is_each(cx, head))
+            || site.recv.as_deref().is_some_and(|r| {
+                self.returns_each(cx, r)
+                    || self.value_union_is_each(cx, head)
+                    || self.field_is_each(cx, r)
+            })
+    }
+
+    /// Whether receiver `r` is a field (`this.item` of
+    /// `this.item?.reset()`) declared on its holder's class, or a base,
+    /// with a union type (`item: Gauge | Dial | null`): each alternative,
+    /// as a parameter or local so declared is.
+    fn field_is_each(&self, cx: &Ctx, r: &str) -> bool {
+        let Some((before, last)) = r.rsplit_once('.') else {
+            return false;
+        };
+        if last.is_empty()
+            || !last
+                .chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '_' | '$' | '#'))
+        {
+            return false;
+        }
+        self.eval_path(cx, before, 0, true).iter().any(|v| match v {
+            Val::Inst(t) => self
+                .declared_field(*t, last, 0)
+                .is_some_and(|(e, dcx)| self.type_is_each(&dcx, &e, 1)),
+            _ => false,
+        })
     }
 
     /// Whether receiver `r` is a call (`startOfWeek(d)` of
