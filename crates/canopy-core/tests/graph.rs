@@ -3,8 +3,8 @@
 //! must have resolved call edges to exactly the units with those qualified
 //! names; `calls: ?` means no call on the line resolves (external or
 //! unknown receiver); `calls: either A B` means the line's call may mean
-//! either (one site, ambiguous between exactly those, as after `isA(x) ||
-//! isB(x)`). A line annotated `refs: A B` must have resolved references
+//! either (one site, ambiguous between exactly those, as a Python call on
+//! a value of `A | B`). A line annotated `refs: A B` must have resolved references
 //! that are no calls, imports or type uses (a name read as a value, a
 //! documentation link) to exactly those units. A new case is a new
 //! annotated line.

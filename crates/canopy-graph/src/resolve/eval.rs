@@ -372,14 +372,31 @@ impl World {
         value: bool,
     ) -> Vec<Val> {
         let generic = self.eval_path(cx, head, depth + 1, value);
-        let Some(arg) = generic.iter().find_map(|g| match g {
+        let kept = generic.iter().find_map(|g| match g {
             Val::Class(a) | Val::Inst(a) => self.kept_argument(*a, args),
             _ => None,
-        }) else {
+        });
+        let Some(arg) = kept.or_else(|| self.awaited_argument(cx, &generic, head, args)) else {
             return self.eval_path(cx, &format!("{head}{rest}"), depth, value);
         };
         let vals = self.eval_type(cx, arg, depth + 1);
         self.eval_segments(cx, e, vals, e.len() - rest.len(), depth, value)
+    }
+
+    /// `T` of `Promise⟨T⟩` where the language reads an awaited value so
+    /// ([`super::lang::Conventions::awaited_types`]) and the repository
+    /// defines no type of that name (`generic`, what `head` gave, is empty).
+    pub(crate) fn awaited_argument<'e>(
+        &self,
+        cx: &Ctx,
+        generic: &[Val],
+        head: &str,
+        args: &[&'e str],
+    ) -> Option<&'e str> {
+        if !generic.is_empty() || !self.conventions_of(cx.file).awaited_types.contains(&head) {
+            return None;
+        }
+        args.first().copied().filter(|arg| !arg.is_empty())
     }
 
     /// The argument among `args` whose members type alias `a` has (its

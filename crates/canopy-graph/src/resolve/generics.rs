@@ -123,7 +123,7 @@ impl World {
 
     /// The type field `name` of class-like `t` (or of a base) is declared
     /// with, as written, and where it is read.
-    fn declared_field(&self, t: SymId, name: &str, depth: u32) -> Option<(String, Ctx)> {
+    pub(super) fn declared_field(&self, t: SymId, name: &str, depth: u32) -> Option<(String, Ctx)> {
         let mut seen = HashSet::new();
         let mut stack = vec![t];
         while let Some(c) = stack.pop() {

@@ -163,10 +163,34 @@ impl World {
             None => site.name.as_str(),
         };
         self.each_bound(cx, head, 0)
-            || site
-                .recv
-                .as_deref()
-                .is_some_and(|r| self.returns_each(cx, r))
+            || site.recv.as_deref().is_some_and(|r| {
+                self.returns_each(cx, r)
+                    || self.value_union_is_each(cx, head)
+                    || self.field_is_each(cx, r)
+            })
+    }
+
+    /// Whether receiver `r` is a field (`this.item` of
+    /// `this.item?.reset()`) declared on its holder's class, or a base,
+    /// with a union type (`item: Gauge | Dial | null`): each alternative,
+    /// as a parameter or local so declared is.
+    fn field_is_each(&self, cx: &Ctx, r: &str) -> bool {
+        let Some((before, last)) = r.rsplit_once('.') else {
+            return false;
+        };
+        if last.is_empty()
+            || !last
+                .chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '_' | '$' | '#'))
+        {
+            return false;
+        }
+        self.eval_path(cx, before, 0, true).iter().any(|v| match v {
+            Val::Inst(t) => self
+                .declared_field(*t, last, 0)
+                .is_some_and(|(e, dcx)| self.type_is_each(&dcx, &e, 1)),
+            _ => false,
+        })
     }
 
     /// Whether receiver `r` is a call (`startOfWeek(d)` of
@@ -185,6 +209,28 @@ impl World {
         })
     }
 
+    /// Whether value `e` (a local's) is a call of a function declared to
+    /// return a union ([`World::returns_each`]), one with no overloads: an
+    /// overloaded function's implementation declares every overload's
+    /// result, of which the call gives one (`setTime(…)`: a `Time` or a
+    /// `CalendarDateTime`, as its argument is).
+    fn bound_call_returns_each(&self, cx: &Ctx, e: &str) -> bool {
+        let Some(callee) = e.strip_suffix("()") else {
+            return false;
+        };
+        let overloaded = |f: SymId| {
+            let s = &self.syms[f];
+            self.file_syms[s.file]
+                .iter()
+                .any(|&o| o != f && self.syms[o].qualified_name == s.qualified_name)
+        };
+        let vals = self.eval(cx, callee, 0);
+        !vals
+            .iter()
+            .any(|v| matches!(v, Val::Func(f) if overloaded(*f)))
+            && self.returns_each(cx, e)
+    }
+
     /// Whether type `e` read at `cx` is every one of several types: a
     /// union ([`EACH`]), a union alias (`DateValue`), a type parameter
     /// bounded by one, or a mapped type that keeps the members of one
@@ -197,14 +243,16 @@ impl World {
             return false;
         }
         if let Some((head, args, "")) = type_arguments(e) {
-            // The argument a mapped type keeps; any other generic is itself.
-            let kept = self
-                .eval_path(cx, head, 0, false)
+            // The argument a mapped type keeps, or an awaited `Promise`'s;
+            // any other generic is itself.
+            let generic = self.eval_path(cx, head, 0, false);
+            let kept = generic
                 .iter()
                 .find_map(|g| match g {
                     Val::Class(a) | Val::Inst(a) => self.kept_argument(*a, &args),
                     _ => None,
-                });
+                })
+                .or_else(|| self.awaited_argument(cx, &generic, head, &args));
             return self.type_is_each(cx, kept.unwrap_or(head), hops + 1);
         }
         let root = e.split(['.', '(', '#']).next().unwrap_or_default();
@@ -243,7 +291,58 @@ impl World {
             byte: byte.saturating_sub(1),
             scope: cx.scope,
         };
-        self.each_bound(&at, root, hops + 1)
+        // `const node = await this.lookup(h)` of a function declared to
+        // return a union (`Promise<TrieNode>`): each alternative.
+        self.bound_call_returns_each(&at, e) || self.each_bound(&at, root, hops + 1)
+    }
+
+    /// Whether `name` at `cx` is bound to several alternatives
+    /// (`isA()∪isB()`) of which it holds each, as the file's language
+    /// says ([`super::lang::Conventions::value_unions_are_each`]). The site
+    /// has several candidates only when every alternative was known. Each
+    /// alternative must be an instance of a class none of the others
+    /// derives from: TypeScript drops from a narrowed union an alternative
+    /// that is a subtype of another (`IObservableValue | ComputedValue` is
+    /// the interface alone when the class has its members), and a subtype
+    /// by structure is not read here.
+    fn value_union_is_each(&self, cx: &Ctx, name: &str) -> bool {
+        if !self.conventions_of(cx.file).value_unions_are_each {
+            return false;
+        }
+        let Some((e, false, _)) = self.binding_of(cx, name) else {
+            return false;
+        };
+        let alts = split_top(e, UNION);
+        if alts.len() < 2 {
+            return false;
+        }
+        let mut classes = Vec::new();
+        for alt in alts {
+            for v in self.eval(cx, alt, 0) {
+                match v {
+                    Val::Inst(c) if self.syms[c].node_type == NodeType::Class => classes.push(c),
+                    _ => return false,
+                }
+            }
+        }
+        !classes
+            .iter()
+            .any(|&c| classes.iter().any(|&o| o != c && self.derives_from(c, o)))
+    }
+
+    /// Whether class `c` has `base` among its bases, a few levels up.
+    fn derives_from(&self, c: SymId, base: SymId) -> bool {
+        let mut seen = HashSet::new();
+        let mut stack = self.base_types(c, 0);
+        while let Some(b) = stack.pop() {
+            if b == base {
+                return true;
+            }
+            if seen.insert(b) && seen.len() < 32 {
+                stack.extend(self.base_types(b, 0));
+            }
+        }
+        false
     }
 
     /// Imports of modules that are files of the repository: an edge from

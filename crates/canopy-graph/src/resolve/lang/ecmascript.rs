@@ -16,6 +16,9 @@ pub(crate) const CONVENTIONS: Conventions = Conventions {
     methods_in_scope: false,
     functions_in_values_in_scope: false,
     call_bindings: true,
+    value_unions_are_each: true,
+    variables_are_module_members: true,
+    awaited_types: &["Promise", "PromiseLike"],
     item_methods: ITEM_METHODS,
     ..Conventions::NEUTRAL
 };

@@ -83,8 +83,11 @@ pub(crate) struct Conventions {
     /// with a value of its name keeps both.
     pub modules_apart_from_values: bool,
     /// A module's top-level variables are members other modules read
-    /// (Python: `ib = attrib` in `attr/__init__.py` is `attr.ib`); other
-    /// languages reach module-level values as units or package members.
+    /// (Python: `ib = attrib` in `attr/__init__.py` is `attr.ib`;
+    /// ECMAScript: `export var observable: IObservableFactory = …`, a `var`
+    /// or `let` being no unit as a `const` is); other languages reach
+    /// module-level values as units or package members. Read only when no
+    /// definition or import of the name is found.
     pub variables_are_module_members: bool,
     /// A definition binds its name where it stands, as an assignment does
     /// (Python's `def`, and `check = lambda …`, a function unit): one
@@ -127,6 +130,18 @@ pub(crate) struct Conventions {
     /// own (ECMAScript: a `var` holding a type guard; see
     /// [`crate::facts::model::CALL_RESULT`]).
     pub call_bindings: bool,
+    /// A name bound to one of several values (`x` inside `if (isA(x) ||
+    /// isB(x))`, stored `isA()∪isB()`) is each of them: TypeScript types
+    /// it as their union, and a member of a union is every alternative's
+    /// (ECMAScript). Elsewhere it is one of them (Python's conditional
+    /// expression: a call through it may mean either).
+    pub value_unions_are_each: bool,
+    /// Generic types whose value, awaited, is their first type argument
+    /// (ECMAScript's `Promise<T>`): the facts read `await f()` as `f()`, so
+    /// a value of one is read as its `T` when the repository defines no
+    /// type of that name. A call on a promise itself (`then`) finds no
+    /// member of `T` and stays unresolved, as on a `Promise`.
+    pub awaited_types: &'static [&'static str],
     /// Collection methods that give back an item (Rust's `first`, `get`,
     /// `pop`, …): on a field or local without a type of its own, the item
     /// of the collection (`v#elem`).
@@ -176,6 +191,8 @@ impl Conventions {
         methods_in_scope: true,
         functions_in_values_in_scope: true,
         call_bindings: false,
+        value_unions_are_each: false,
+        awaited_types: &[],
         item_methods: &[],
         key_methods: &[],
         value_methods: &[],

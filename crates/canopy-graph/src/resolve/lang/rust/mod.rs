@@ -239,6 +239,8 @@ pub(crate) const CONVENTIONS: Conventions = Conventions {
     methods_in_scope: true,
     functions_in_values_in_scope: true,
     call_bindings: false,
+    value_unions_are_each: false,
+    awaited_types: &[],
     item_methods: ITEM_METHODS,
     key_methods: &["key", "key_mut", "into_key"],
     value_methods: &[
