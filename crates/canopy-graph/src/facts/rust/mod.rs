@@ -22,11 +22,11 @@ use super::model::{
     SiteKind, TRAIT_HINT, TUPLE, UFCS_SEP,
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree_pruned};
+pub(crate) use bindings::ADAPTERS;
 use bindings::{
     bind_bounded, bind_items, closure_bindings, for_bindings, for_body_bindings, ordered_fields,
     scrutinee_node, struct_pattern_bindings, tuple_bindings, tuple_struct_bindings,
 };
-pub(crate) use bindings::ADAPTERS;
 pub(crate) use cfg::{CfgEnv, holds_in, names_a_build_key};
 use cfg::{build_cfg, cfg_attribute, compile_out};
 
