@@ -64,8 +64,9 @@ impl TreeExtraction for FactExtraction<'_> {
         file: &mut FileFacts,
         expansion: FileFacts,
         place: &dyn Fn(usize) -> usize,
+        token: &dyn Fn(usize) -> Option<(usize, u32, u32)>,
     ) {
-        file.merge_expansion(expansion, place);
+        file.merge_expansion(expansion, place, token);
     }
 }
 

@@ -500,8 +500,16 @@ impl FileFacts {
     /// byte `place` gives. Its uses (sites, imports) are left out: they
     /// would all sit on the invocation's lines, where neither a reader nor
     /// rust-analyzer puts the macro body's own tokens, and the body's calls
-    /// are found by name in the macro's definition already.
-    pub(crate) fn merge_expansion(&mut self, expansion: FileFacts, place: &dyn Fn(usize) -> usize) {
+    /// are found by name in the macro's definition already. Only a use
+    /// named by a token of the invocation is kept, at that token
+    /// ([`FileFacts::merge_token_sites`]).
+    pub(crate) fn merge_expansion(
+        &mut self,
+        expansion: FileFacts,
+        place: &dyn Fn(usize) -> usize,
+        token: &dyn Fn(usize) -> Option<(usize, u32, u32)>,
+    ) {
+        self.merge_token_sites(&expansion.sites, place, token);
         let at = |b: u32| place(b as usize) as u32;
         // Each list keeps its order (as `merge_body`'s): the expansion's
         // facts go where the invocation is.
@@ -525,6 +533,45 @@ impl FileFacts {
                 .map(|(start, end)| (at(start), at(end))),
         );
         self.disabled.sort_unstable();
+    }
+
+    /// The uses of an expansion whose name is a token of the invocation
+    /// (`uri.$method()` with `path` passed for `$method`), reported at that
+    /// token (`token` gives its file position), where rust-analyzer puts
+    /// them too. Their byte is the one `place` gives, as the expansion's
+    /// bindings', so the scope and the locals they read are the expanded
+    /// unit's. The token is no call where it is written (`path = "/",`),
+    /// so the use is a reference ([`SiteKind::Other`]), not a call site;
+    /// the file's own reading of the token, if any, gives way to it.
+    fn merge_token_sites(
+        &mut self,
+        sites: &[Site],
+        place: &dyn Fn(usize) -> usize,
+        token: &dyn Fn(usize) -> Option<(usize, u32, u32)>,
+    ) {
+        for s in sites {
+            let Some((_, line, col)) = token(s.byte as usize) else {
+                continue;
+            };
+            self.sites
+                .retain(|f| !(f.line == line && f.col == col && f.name == s.name));
+            let byte = place(s.byte as usize) as u32;
+            let k = self.sites.partition_point(|f| f.byte <= byte);
+            let kind = if s.kind == SiteKind::Call {
+                SiteKind::Other
+            } else {
+                s.kind
+            };
+            let site = Site {
+                byte,
+                line,
+                col,
+                kind,
+                args: 0,
+                ..s.clone()
+            };
+            self.sites.insert(k, site);
+        }
     }
 
     /// The compact encoded form: string tables, then each list as varints

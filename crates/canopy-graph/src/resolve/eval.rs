@@ -455,6 +455,11 @@ impl World {
                     scope: cx.scope,
                 };
                 vals = self.eval_path(&bcx, &e, depth + 1, value);
+                if vals.is_empty()
+                    && let Some(walked) = self.without_adapters(cx, &e)
+                {
+                    vals = self.eval_path(&bcx, &walked, depth + 1, value);
+                }
             }
             if vals.is_empty() {
                 // `STD#elem` of `const STD: &[HeaderName]`.
@@ -526,9 +531,11 @@ impl World {
         }
         if vals.is_empty() {
             // `m.entry(k)` of a map of no type here: nothing yet, but what
-            // the entry's methods give follows (`collection_item`).
+            // the entry's methods give follows (`collection_item`); so for
+            // a walk (`all.into_iter()`, then `.next()`).
             let entry = called && name == "entry" && !conv.entry_value_methods.is_empty();
-            return entry.then(Vec::new);
+            let walk = called && self.rules_of(cx.file).passes_items(name);
+            return (entry || walk).then(Vec::new);
         }
         let mut next = Vec::new();
         // Instances a called method gives back as they are (see below).
@@ -624,6 +631,8 @@ impl World {
     /// on the `Result<Vec<T>, E>` a function returns, see
     /// [`crate::resolve::lang::LanguageRules::passes_payload`]) and that
     /// the value does not define: the call's own item (`load()#elem`).
+    /// Also through an iterator adapter (`docs.into_iter()#elem`, see
+    /// [`crate::resolve::lang::LanguageRules::passes_items`]): `docs#elem`.
     fn payload_items(
         &self,
         cx: &Ctx,
@@ -633,7 +642,12 @@ impl World {
         depth: u32,
         value: bool,
     ) -> Vec<Val> {
-        if !before.ends_with(')') || !self.rules_of(cx.file).passes_payload(name) {
+        let rules = self.rules_of(cx.file);
+        // An iterator adapter (`docs.into_iter()#elem`) walks the items of
+        // any value, a path as well as a call's result.
+        let through =
+            rules.passes_items(name) || (before.ends_with(')') && rules.passes_payload(name));
+        if !through {
             return Vec::new();
         }
         self.eval_path(cx, &format!("{before}#{item}"), depth + 1, value)
@@ -693,6 +707,11 @@ impl World {
             && !map.contains("()")
         {
             paths.push(format!("{map}{VALUE}"));
+        } else if conv.item_methods.contains(&name)
+            && let Some(walked) = self.walked(cx, before)
+        {
+            // `all.into_iter().next()`: an item of what is walked.
+            paths.push(format!("{walked}{ELEM}"));
         }
         paths.into_iter().find_map(|p| {
             let items = self.eval_path(cx, &p, depth + 1, value);
@@ -765,6 +784,35 @@ impl World {
             .collect::<Vec<_>>()
             .join(&FIRST_KNOWN.to_string());
         Some((e, byte))
+    }
+
+    /// `load(s).unwrap().into_iter()#elem` as `load(s).unwrap()#elem`: an
+    /// item of a walk is one of what is walked, past the iterator adapters
+    /// at the path's end ([`crate::resolve::lang::LanguageRules::passes_items`])
+    /// that a value of no known type (a std `Vec`) cannot evaluate. `None`
+    /// when there is no adapter to take off.
+    fn without_adapters(&self, cx: &Ctx, e: &str) -> Option<String> {
+        if e.contains(FIRST_KNOWN) {
+            return None;
+        }
+        let at = e.rfind("()#")? + 2;
+        let (path, item) = e.split_at(at);
+        Some(format!("{}{item}", self.walked(cx, path)?))
+    }
+
+    /// `path` without the iterator adapters at its end (`all` of
+    /// `all.into_iter()`); `None` when it ends with none.
+    fn walked<'p>(&self, cx: &Ctx, mut path: &'p str) -> Option<&'p str> {
+        let rules = self.rules_of(cx.file);
+        let mut taken = false;
+        while let Some(rest) = path.strip_suffix("()")
+            && let Some((base, m)) = rest.rsplit_once('.')
+            && rules.passes_items(m)
+        {
+            path = base;
+            taken = true;
+        }
+        taken.then_some(path)
     }
 
     /// `self.value` where the field's type is a bare name its own type

@@ -10,7 +10,7 @@ use super::eval::{Ctx, Val};
 use super::ids::{FileIdx, SymId};
 use super::world::{World, is_classlike};
 use crate::facts::model::{
-    EACH, IMPORT_RECV, STD_WRAPPER, SUBSCRIPT_CALL, Site, SiteKind, UNION, split_top,
+    EACH, ELEM, IMPORT_RECV, STD_WRAPPER, SUBSCRIPT_CALL, Site, SiteKind, UNION, split_top,
     type_arguments,
 };
 use crate::lang::NodeType;
@@ -554,6 +554,7 @@ impl World {
             && !rules.builtin_method(name)
             && !self.builtin_receiver(cx, r)
             && !self.external_receiver(cx, r)
+            && !self.std_collection_receiver(cx, r)
         {
             // Unknown receiver: a method name defined once in the repository.
             if let Some(only) = self.unique_method(cx.file, name) {
@@ -588,6 +589,18 @@ impl World {
                     .is_some()
         };
         builtin(root) || self.binding_expr(cx, root).is_some_and(all_builtin) || wrapper()
+    }
+
+    /// Whether receiver `r`, a path whose value is unknown here, is known
+    /// by its items only, where that makes it a standard collection
+    /// ([`super::lang::LanguageRules::items_only_of_std`]): `docs.into_iter()`
+    /// of `let docs = load(s).unwrap()` (`load` giving `Result<Vec<Doc>,
+    /// E>`) is std's `into_iter`, not the repository's one `into_iter`.
+    /// Evaluated only where a call would otherwise be guessed.
+    fn std_collection_receiver(&self, cx: &Ctx, r: &str) -> bool {
+        self.rules_of(cx.file).items_only_of_std()
+            && !r.contains('(')
+            && !self.eval(cx, &format!("{r}{ELEM}"), 0).is_empty()
     }
 
     /// Whether receiver `r` comes from outside the repository: its root is

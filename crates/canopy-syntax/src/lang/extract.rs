@@ -293,12 +293,16 @@ pub trait TreeExtraction {
     fn merge_body(&self, file: &mut Self::Output, body: Self::Output, parts: &[(usize, usize)]);
     /// Adds what a `macro_rules!` expansion (its own text, extracted on
     /// its own) declares to the file's; `place` gives the file byte each
-    /// byte of the expansion stands at (inside the invocation).
+    /// byte of the expansion stands at (inside the invocation), and `token`
+    /// the file position (byte, 1-based line, 0-based column in
+    /// characters) of an expansion byte where a token of the invocation
+    /// was substituted (`$method` of `uri.$method()`), if it is one.
     fn merge_expansion(
         &self,
         file: &mut Self::Output,
         expansion: Self::Output,
         place: &dyn Fn(usize) -> usize,
+        token: &dyn Fn(usize) -> Option<(usize, u32, u32)>,
     );
 }
 
@@ -311,7 +315,14 @@ impl TreeExtraction for UnitsOnly {
         None
     }
     fn merge_body(&self, _: &mut (), _: (), _: &[(usize, usize)]) {}
-    fn merge_expansion(&self, _: &mut (), _: (), _: &dyn Fn(usize) -> usize) {}
+    fn merge_expansion(
+        &self,
+        _: &mut (),
+        _: (),
+        _: &dyn Fn(usize) -> usize,
+        _: &dyn Fn(usize) -> Option<(usize, u32, u32)>,
+    ) {
+    }
 }
 
 /// A definition found by the query, before units are assembled.
@@ -766,7 +777,10 @@ fn macro_rules_functions(
 /// inside the invocation's span, in their order and nesting, a unit named
 /// by an identifier of the invocation at that identifier (where
 /// rust-analyzer puts it too); `extraction`'s facts of the expansion join
-/// `extracted`'s the same way. Returns the invocations expanded.
+/// `extracted`'s the same way. Of a macro [`function_maker`] reads, only
+/// the facts join (a use named by a token of the invocation, as http's
+/// `test_parse! { …, path = "/", }` calling `uri.$method()`). Returns the
+/// invocations expanded.
 fn macro_rules_items<E: TreeExtraction>(
     spec: &LanguageSpec,
     root: Node,
@@ -790,11 +804,16 @@ fn macro_rules_items<E: TreeExtraction>(
     if makers.is_empty() {
         return expanded;
     }
+    let file_lines = Lines::new(text);
     for (invocation, in_impl) in invocations {
         let Some(maker) = super::expand::maker_of(&makers, invocation, text) else {
             continue;
         };
-        if !in_impl && function_makers.contains(&maker.name()) {
+        // Read as functions by `macro_rules_functions`: only the facts of
+        // the expansion join the file's (a use named by a token of the
+        // invocation, and the bindings it reads), not its units.
+        let functions_read = !in_impl && function_makers.contains(&maker.name());
+        if functions_read && extracted.is_none() {
             continue;
         }
         let Some(expansion) = super::expand::expand(&makers, maker, invocation, text, text, 0)
@@ -811,7 +830,11 @@ fn macro_rules_items<E: TreeExtraction>(
             && let Some(more) =
                 extraction.extract(Language::Rust, w.tree.root_node(), &w.text, &w.lines.starts)
         {
-            extraction.merge_expansion(all, more, &|b| place.at(b));
+            let token = |b: usize| invocation_token(&w.marks, &file_lines, text, b);
+            extraction.merge_expansion(all, more, &|b| place.at(b), &token);
+        }
+        if functions_read {
+            continue;
         }
         for d in w.defs {
             defs.push(RawDef {
@@ -997,6 +1020,21 @@ impl Placement {
         let k = self.anchors.partition_point(|&a| a <= b);
         self.places[k.saturating_sub(1)]
     }
+}
+
+/// Where expansion byte `b` stands in the file when a token of the
+/// invocation was substituted there (`marks`, see [`Written`]): its file
+/// byte, 1-based line and 0-based column in characters.
+fn invocation_token(
+    marks: &[(usize, usize)],
+    lines: &Lines,
+    text: &str,
+    b: usize,
+) -> Option<(usize, u32, u32)> {
+    let &(_, file) = marks.iter().find(|&&(m, _)| m == b)?;
+    let start = lines.line_start(file);
+    let col = text.get(start..file)?.chars().count() as u32;
+    Some((file, lines.line_of(file), col))
 }
 
 /// `text` parsed as Rust on its own (a macro's expansion).

@@ -486,7 +486,7 @@ fn std_wrapper(cx: &Cx, t: Node) -> Option<String> {
 }
 
 /// Iterator adapters that keep the items as they are.
-const ADAPTERS: &[&str] = &[
+pub(crate) const ADAPTERS: &[&str] = &[
     "iter",
     "iter_mut",
     "into_iter",

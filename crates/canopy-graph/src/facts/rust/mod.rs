@@ -22,6 +22,7 @@ use super::model::{
     SiteKind, TRAIT_HINT, TUPLE, UFCS_SEP,
 };
 use super::walker::{Cx, GrammarLookup, Up, walk_tree_pruned};
+pub(crate) use bindings::ADAPTERS;
 use bindings::{
     bind_bounded, bind_items, closure_bindings, for_bindings, for_body_bindings, ordered_fields,
     scrutinee_node, struct_pattern_bindings, tuple_bindings, tuple_struct_bindings,

@@ -369,6 +369,23 @@ pub(crate) trait LanguageRules: Send + Sync {
         false
     }
 
+    /// Whether method `name`, where the value does not define it, walks
+    /// the items of what it is called on (Rust's `iter`, `into_iter`,
+    /// `rev`): the items of `v.into_iter()` are those of `v`. A value known
+    /// only by such items is a standard collection, whose methods are
+    /// never guessed into the repository by name.
+    fn passes_items(&self, _name: &str) -> bool {
+        false
+    }
+
+    /// Whether a value known only by its items (its own type unknown, its
+    /// items known: `docs` of `let docs = load(s)?` with `load` giving
+    /// `Result<Vec<Doc>, E>`) is a standard-library collection, whose
+    /// methods are never guessed into the repository by name.
+    fn items_only_of_std(&self) -> bool {
+        false
+    }
+
     /// The result of calling method `name` that none of `vals` defines
     /// (Rust: `x.unwrap()` is `x`, `T::default()` a `T`); `None` when unknown.
     fn unknown_method(&self, _w: &World, _name: &str, _vals: &[Val]) -> Option<Vec<Val>> {

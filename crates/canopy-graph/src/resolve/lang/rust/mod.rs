@@ -20,7 +20,7 @@ pub use cargo::{Cargo, Package};
 use super::{Among, Conventions, Family, LanguageRules};
 use crate::facts::compact::WorldFacts;
 use crate::facts::model::{DefFactKind, LITERAL, PATH_HEAD, SiteKind, TRAIT_HINT, UFCS_SEP};
-use crate::facts::rust::{CfgEnv, PASSTHROUGH, holds_in};
+use crate::facts::rust::{ADAPTERS, CfgEnv, PASSTHROUGH, holds_in};
 use crate::lang::NodeType;
 use crate::resolve::eval::{Ctx, ModulePath, Val};
 use crate::resolve::ids::{BindingIdx, FileIdx, Idx, SymId, Table};
@@ -284,6 +284,12 @@ pub(crate) const ITEM_METHODS: &[&str] = &[
     "into_mut",
     "insert",
     "shift_remove",
+    // An iterator's next item (`out.next()` of `let mut out =
+    // docs.into_iter()`): what the walked collection holds.
+    "next",
+    "next_back",
+    "nth",
+    "peek",
 ];
 
 /// The inline `mod m { … }` units around scope `u` (itself included),
@@ -898,6 +904,17 @@ impl LanguageRules for Rust {
     /// tuple variant (a field `Variant#0` of the enum): an `E`.
     fn passes_payload(&self, name: &str) -> bool {
         PASSTHROUGH.contains(&name)
+    }
+
+    fn passes_items(&self, name: &str) -> bool {
+        ADAPTERS.contains(&name)
+    }
+
+    /// A value whose type the repository defines evaluates to it; one
+    /// known only by its items is a `Vec`, a slice, a map or an `Option` of
+    /// one.
+    fn items_only_of_std(&self) -> bool {
+        true
     }
 
     fn unknown_method(&self, w: &World, name: &str, vals: &[Val]) -> Option<Vec<Val>> {
