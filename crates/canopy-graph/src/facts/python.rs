@@ -136,6 +136,13 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
                     n.named_children(&mut c).skip(1).collect()
                 };
                 union_of(cx, &args)
+            } else if matches!(name.rsplit('.').next(), Some("type" | "Type")) {
+                // `type[X]`: the class `X` itself, read as an `X` for the
+                // methods looked up on it (a classmethod, or any method
+                // called through the class). Not the class as a value: a
+                // parameter so annotated would read each use of it as a
+                // reference to `X`, and `x()` makes nothing known.
+                class_of_type_annotation(cx, n)
             } else if name.ends_with("Type") || name.ends_with("Callable") {
                 None
             } else {
