@@ -1439,6 +1439,9 @@ fn items_source<'t>(cx: &Cx, n: Node<'t>) -> Node<'t> {
 fn items_path(cx: &Cx, n: Node) -> Option<String> {
     let e = expr(cx, items_source(cx, n))?;
     let bare = e.strip_suffix("()").unwrap_or(&e);
+    // `super().find(…)` (the base's method a method extends): its only
+    // inner call is `super()`, which names the bases, no value.
+    let bare = bare.strip_prefix("super().").unwrap_or(bare);
     (!bare.contains("()")).then(|| format!("{e}{ELEM}"))
 }
 
