@@ -136,6 +136,13 @@ pub(crate) fn type_expr(cx: &Cx, n: Node) -> Option<String> {
                     n.named_children(&mut c).skip(1).collect()
                 };
                 union_of(cx, &args)
+            } else if matches!(name.rsplit('.').next(), Some("type" | "Type")) {
+                // `type[X]`: the class `X` itself, read as an `X` for the
+                // methods looked up on it (a classmethod, or any method
+                // called through the class). Not the class as a value: a
+                // parameter so annotated would read each use of it as a
+                // reference to `X`, and `x()` makes nothing known.
+                class_of_type_annotation(cx, n)
             } else if name.ends_with("Type") || name.ends_with("Callable") {
                 None
             } else {
@@ -763,6 +770,7 @@ fn walk_with(cx: &mut Cx, root: Node, prune: bool) {
                 assignment(cx, n)
             }
             "typed_parameter" | "typed_default_parameter" => typed_parameter(cx, n),
+            "type_alias_statement" => type_alias_statement(cx, n),
             "for_statement" | "for_in_clause" => for_loop(cx, n),
             "as_pattern_target" => with_target(cx, n, up),
             "function_definition" => {
@@ -1069,6 +1077,15 @@ fn assignment(cx: &mut Cx, n: Node) {
         right = r.field("right");
     }
     let annotation = n.field("type");
+    if left.kind_name() == "identifier"
+        && let Some(t) = alias_type(cx, annotation, right)
+    {
+        // `_Match = Union[Match[str], "M"]`: the name is the type it
+        // names, wherever it annotates a value (here or imported).
+        let name = cx.t(left).to_string();
+        cx.bind(n.start_byte(), &name, Some(t), true, false);
+        return;
+    }
     let (name, field) = match left.kind_name() {
         "identifier" => (cx.t(left).to_string(), false),
         "pattern_list" | "tuple_pattern" => {
@@ -1165,6 +1182,69 @@ fn literal_items(cx: &mut Cx, at: Node, name: &str, value: Node, field: bool) {
         if e.is_some() {
             cx.bind(at.start_byte(), &format!("{name}{item}"), e, false, field);
         }
+    }
+}
+
+/// The type a type alias names: the right side of `X: TypeAlias = …`,
+/// or of a plain assignment whose right side can only be a type
+/// ([`is_type_form`]). `None` for any other assignment.
+fn alias_type(cx: &Cx, annotation: Option<Node>, right: Option<Node>) -> Option<String> {
+    let r = right?;
+    let alias = match annotation {
+        Some(a) => {
+            let a = cx.t(a);
+            a == "TypeAlias" || a.ends_with(".TypeAlias")
+        }
+        None => is_type_form(cx, r),
+    };
+    alias.then(|| type_expr(cx, r)).flatten()
+}
+
+/// Whether value `r` is a type written as one: `Union[…]`,
+/// `Optional[…]`, `type[…]` (qualified or not), or a `|` chain of names,
+/// quoted names and generics with at least one `None`, quoted name or
+/// generic in it (`A | None`; `Flag.A | Flag.B` of two values is no type).
+fn is_type_form(cx: &Cx, r: Node) -> bool {
+    match r.kind_name() {
+        "subscript" | "generic_type" => r.named_child(0).is_some_and(|h| {
+            let head = cx.t(h).rsplit('.').next().unwrap_or_default();
+            matches!(head, "Union" | "Optional" | "type" | "Type")
+        }),
+        "binary_operator" if r.field("operator").is_some_and(|o| cx.t(o) == "|") => {
+            let ops = union_operands(r);
+            let typed = |o: &Node| {
+                matches!(o.kind_name(), "string" | "subscript" | "generic_type")
+                    || cx.t(*o) == "None"
+            };
+            ops.iter()
+                .all(|o| typed(o) || matches!(o.kind_name(), "identifier" | "attribute"))
+                && ops.iter().any(typed)
+        }
+        _ => false,
+    }
+}
+
+/// `type X = …` (Python 3.12): `X` is the type on the right, as an alias
+/// assignment's name is ([`alias_type`]); the statement is a unit of its
+/// own, whose one base fact [`EACH`] of the alternatives says what a
+/// value of it is (as a TypeScript union alias's).
+fn type_alias_statement(cx: &mut Cx, n: Node) {
+    let (Some(left), Some(right)) = (n.field("left"), n.field("right")) else {
+        return;
+    };
+    let left = if left.kind_name() == "type" {
+        left.named_child(0).unwrap_or(left)
+    } else {
+        left
+    };
+    if left.kind_name() == "identifier" {
+        let (name, t) = (cx.t(left).to_string(), type_expr(cx, right));
+        cx.def_fact(
+            left,
+            t.as_ref().map(|t| format!("{EACH}{t}")),
+            DefFactKind::Base,
+        );
+        cx.bind(n.start_byte(), &name, t, true, false);
     }
 }
 
@@ -1342,6 +1422,9 @@ fn items_source<'t>(cx: &Cx, n: Node<'t>) -> Node<'t> {
 fn items_path(cx: &Cx, n: Node) -> Option<String> {
     let e = expr(cx, items_source(cx, n))?;
     let bare = e.strip_suffix("()").unwrap_or(&e);
+    // `super().find(…)` (the base's method a method extends): its only
+    // inner call is `super()`, which names the bases, no value.
+    let bare = bare.strip_prefix("super().").unwrap_or(bare);
     (!bare.contains("()")).then(|| format!("{e}{ELEM}"))
 }
 
