@@ -185,7 +185,12 @@ use crate::error::{CanopyError, Result};
 /// items of `Option`/`Result` payloads; Go named collection types' items,
 /// typed constants and type-switch bindings; Python tuple returns, pair
 /// loops, collection views and results made of the receiver's own class.
-pub const SCHEMA_VERSION: u32 = 58;
+/// 59: Go `var a, b = …` pairs and call results; Rust references at the
+/// invocation tokens a `macro_rules!` expansion calls through (`uri.$m()`),
+/// and the facts of one-rule function-writing macros; Python type aliases
+/// (`X = Union[…]`, `X: TypeAlias`, `type X = …`), `type[X]` annotations
+/// and loops over `super().m(…)`.
+pub const SCHEMA_VERSION: u32 = 59;
 
 /// Bytes of pending terms FTS5 holds before it writes them out as a segment
 /// (its `hashsize`, set in `schema.sql`; FTS5's default is 1 MiB). A commit
