@@ -139,7 +139,17 @@ pub(super) fn expand(
     let (body, binds) = chosen?;
     let mut out = String::new();
     let mut marks = Vec::new();
-    transcribe(&inner_tokens(body), def_text, &binds, &mut out, &mut marks)?;
+    let mut scope = Scope {
+        binds: &binds,
+        rounds: Vec::new(),
+    };
+    transcribe(
+        &inner_tokens(body),
+        def_text,
+        &mut scope,
+        &mut out,
+        &mut marks,
+    )?;
     if depth > 0 {
         marks.clear();
     }
@@ -573,11 +583,33 @@ fn push_token(out: &mut String, token: &str) {
     out.push_str(token);
 }
 
-/// Writes the body tokens `body` (of `text`) with `binds` substituted.
-fn transcribe(
+/// The metavariables a transcription sees: the match's bindings, under
+/// the current round of each `$( … )` being written (innermost last).
+/// Rounds are pushed and popped rather than the bindings cloned per
+/// round, which grew with every repetition of every expansion.
+struct Scope<'a> {
+    binds: &'a HashMap<String, Frag>,
+    rounds: Vec<(&'a str, &'a Frag)>,
+}
+
+impl<'a> Scope<'a> {
+    /// What metavariable `name` stands for here.
+    fn get(&self, name: &str) -> Option<&'a Frag> {
+        self.rounds
+            .iter()
+            .rev()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, f)| f)
+            .or_else(|| self.binds.get(name))
+    }
+}
+
+/// Writes the body tokens `body` (of `text`) with the metavariables of
+/// `scope` substituted.
+fn transcribe<'a>(
     body: &[Node],
-    text: &str,
-    binds: &HashMap<String, Frag>,
+    text: &'a str,
+    scope: &mut Scope<'a>,
     out: &mut String,
     marks: &mut Vec<(usize, usize)>,
 ) -> Option<()> {
@@ -588,12 +620,12 @@ fn transcribe(
                 let all: Vec<Node> = t.children(&mut cursor).collect();
                 let (open, close) = (all.first()?, all.last()?);
                 push_token(out, &text[open.byte_range()]);
-                transcribe(&inner_tokens(*t), text, binds, out, marks)?;
+                transcribe(&inner_tokens(*t), text, scope, out, marks)?;
                 push_token(out, &text[close.byte_range()]);
             }
             "metavariable" => {
                 let name = text[t.byte_range()].trim_start_matches('$');
-                match (name, binds.get(name)) {
+                match (name, scope.get(name)) {
                     ("crate", _) => push_token(out, "crate"),
                     (_, Some(Frag::One(s, at))) => {
                         if !s.is_empty() {
@@ -612,7 +644,7 @@ fn transcribe(
                 metavariables(&inner, text, &mut used);
                 let repeated: Vec<(&str, &Vec<Frag>)> = used
                     .iter()
-                    .filter_map(|n| match binds.get(*n) {
+                    .filter_map(|n| match scope.get(n) {
                         Some(Frag::Many(each)) => Some((*n, each)),
                         _ => None,
                     })
@@ -627,11 +659,13 @@ fn transcribe(
                     {
                         push_token(out, sep);
                     }
-                    let mut round = binds.clone();
-                    for (n, each) in &repeated {
-                        round.insert((*n).to_string(), each[k].clone());
-                    }
-                    transcribe(&inner, text, &round, out, marks)?;
+                    let outer = scope.rounds.len();
+                    scope
+                        .rounds
+                        .extend(repeated.iter().map(|&(n, each)| (n, &each[k])));
+                    let written = transcribe(&inner, text, scope, out, marks);
+                    scope.rounds.truncate(outer);
+                    written?;
                 }
             }
             _ => push_token(out, &text[t.byte_range()]),
