@@ -477,9 +477,16 @@ impl World {
             // A call of a value that is no unit (a `var` holding a type
             // guard): what its call binding says it gives; else, of a local
             // holding a function a call returned (`next()` after `const
-            // next = this.iterator()`), what its declared type gives.
+            // next = this.iterator()`), what its declared type gives. Only
+            // languages with call bindings write a function type's result
+            // (`#ret#call`), so elsewhere the second lookup (a full one
+            // for every call of something outside the repository) finds
+            // nothing and is skipped.
             let vals = self.call_binding(cx, head, depth);
-            if vals.is_empty() && !head.contains('#') {
+            if vals.is_empty()
+                && !head.contains('#')
+                && self.conventions_of(cx.file).call_bindings
+            {
                 return self.eval_path(cx, &format!("{head}{CALLED}"), depth + 1, value);
             }
             return vals;
