@@ -483,9 +483,7 @@ impl World {
             // for every call of something outside the repository) finds
             // nothing and is skipped.
             let vals = self.call_binding(cx, head, depth);
-            if vals.is_empty()
-                && !head.contains('#')
-                && self.conventions_of(cx.file).call_bindings
+            if vals.is_empty() && !head.contains('#') && self.conventions_of(cx.file).call_bindings
             {
                 return self.eval_path(cx, &format!("{head}{CALLED}"), depth + 1, value);
             }
