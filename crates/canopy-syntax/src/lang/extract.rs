@@ -964,8 +964,9 @@ impl Written {
 /// Where the bytes of an expansion stand in the file. The definitions'
 /// starts, ends and names (the anchors) go, in order, on distinct bytes of
 /// the invocation's span: a name the invocation passed (`marks`) at that
-/// identifier when the order allows, the others spread between; any other
-/// byte at the place of the last anchor at or before it. So each unit of
+/// identifier when the order allows, the others spread between, the last
+/// item's end at the invocation's end; any other byte at the place of the
+/// last anchor at or before it. So each unit of
 /// the expansion gets a span of its own, nested as in the expansion, and a
 /// fact inside a unit stays inside it.
 struct Placement {
@@ -988,6 +989,7 @@ impl Placement {
             .collect();
         anchors.sort_unstable();
         anchors.dedup();
+        let span_end = span.end;
         let bytes: Vec<usize> = span.filter(|&b| text.is_char_boundary(b)).collect();
         let (k, n) = (anchors.len(), bytes.len());
         if k == 0 || k > n {
@@ -1030,6 +1032,15 @@ impl Placement {
                 places[fa] = bytes[fb];
             }
             prev = (fa as i64, fb as i64);
+        }
+        // The expansion's last item ends where the invocation does, not
+        // at a byte spread before its end: what the invocation passes
+        // after the item's other anchors (`port = Port::from_str(…)`, the
+        // last argument a written test body reads) stays inside the item.
+        if let Some(last) = places.last_mut()
+            && written.iter().any(|d| d.end == anchors[k - 1])
+        {
+            *last = (*last).max(span_end);
         }
         Some(Placement { anchors, places })
     }
@@ -2032,6 +2043,29 @@ mod tests {
         assert_eq!(
             methods,
             vec![("P.own", 9), ("P.width", 11), ("P.height", 12)],
+            "{:?}",
+            parsed.units
+        );
+    }
+
+    #[test]
+    fn a_function_a_macro_writes_spans_its_whole_invocation() {
+        // A test-writing macro whose body reads each `name = value`
+        // argument: the last arguments (`port = from_str(…)`) are the
+        // function's, so its unit must reach the invocation's end.
+        let text = "macro_rules! check {\n    ($name:ident, $s:expr, $($m:ident = $v:expr,)*) => (\n        #[test]\n        fn $name() {\n            let u = parse($s);\n            $( assert_eq!(u.$m(), $v); )+\n            const ALT: &[&str] = &[];\n            u.done();\n        }\n    );\n}\n\
+                    check! {\n    first,\n    \"a\",\n    scheme = part(\"http\"),\n    host = Some(\"h\"),\n    port = from_str(\"80\").ok(),\n}\n";
+        let parsed = parse_file("src/tests.rs", text.as_bytes());
+        let invocation = text.find("check! {").unwrap();
+        let end = invocation + text[invocation..].find("\n}").unwrap() + 2;
+        let first = parsed
+            .units
+            .iter()
+            .find(|u| u.name.as_deref() == Some("first"))
+            .unwrap_or_else(|| panic!("a unit `first`: {:?}", parsed.units));
+        assert_eq!(
+            (first.start_byte, first.end_byte),
+            (invocation, end),
             "{:?}",
             parsed.units
         );
