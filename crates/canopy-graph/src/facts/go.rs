@@ -422,18 +422,21 @@ fn bind_items(cx: &mut Cx, at: usize, name: &str, t: Node, field: bool) {
     }
 }
 
+/// The expressions of a `var` or `const` spec's `value` list, in order
+/// (none without one).
+fn values_of(spec: Node) -> Vec<Node> {
+    spec.field("value").map_or_else(Vec::new, |v| {
+        let mut c = v.walk();
+        v.named_children(&mut c).collect()
+    })
+}
+
 /// `var a T = v`, parameters: each name is its type, else its value.
 fn declaration(cx: &mut Cx, n: Node) {
     let mut c = n.walk();
     let names: Vec<Node> = n.children_by_field_name("name", &mut c).collect();
     let ty = n.field("type").and_then(|t| type_expr(cx, t));
-    let values: Vec<Node> = match n.field("value") {
-        Some(v) => {
-            let mut c = v.walk();
-            v.named_children(&mut c).collect()
-        }
-        None => Vec::new(),
-    };
+    let values = values_of(n);
     // `var a, b = f()`: the results of one call, by position, as `a, b :=
     // f()` reads them.
     if ty.is_none()
@@ -501,13 +504,7 @@ fn constant(cx: &mut Cx, n: Node) {
         }
     }
     let ty = spec.field("type").and_then(|t| type_expr(cx, t));
-    let values: Vec<Node> = match spec.field("value") {
-        Some(v) => {
-            let mut c = v.walk();
-            v.named_children(&mut c).collect()
-        }
-        None => Vec::new(),
-    };
+    let values = values_of(spec);
     let mut c = n.walk();
     let names: Vec<Node> = n.children_by_field_name("name", &mut c).collect();
     for (i, name) in names.into_iter().enumerate() {
